@@ -1,0 +1,192 @@
+// Package config holds the YAML configuration file of krb5-exporter: probe
+// modules and targets, and the log files to follow. Decoding is strict: an
+// unknown key or a value of the wrong type is an error that names the file,
+// the line and the key, so a typo never silently disables a probe.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Config is the whole configuration file. Every section is optional: an
+// empty file is a valid configuration (the host collectors need none).
+type Config struct {
+	// Modules are named probe settings (realm, principal, credentials);
+	// used by continuous probes and by /probe?module=NAME.
+	Modules map[string]ProbeModule `yaml:"modules"`
+	// Probes are the KDCs probed continuously by the daemon.
+	Probes []ProbeTarget `yaml:"probes"`
+	// Logs are the KDC and kadmind log files turned into request counters.
+	Logs []LogSource `yaml:"logs"`
+}
+
+// FieldError is a validation error at a path of keys in the file
+// (for example modules, default, timeout), resolved to a line on load.
+type FieldError struct {
+	Path []string
+	Msg  string
+}
+
+func (e *FieldError) Error() string {
+	return fmt.Sprintf("%s: %s", strings.Join(e.Path, "."), e.Msg)
+}
+
+// fieldErr builds a FieldError; path elements are keys or sequence indexes.
+func fieldErr(msg string, path ...string) *FieldError {
+	return &FieldError{Path: path, Msg: msg}
+}
+
+// Validate checks values that YAML types cannot express and cross
+// references between sections.
+func (c *Config) Validate() error {
+	for name, m := range c.Modules {
+		if err := m.Validate(); err != nil {
+			return prefix(err, "modules", name)
+		}
+	}
+	names := map[string]bool{}
+	for i, p := range c.Probes {
+		if err := p.Validate(); err != nil {
+			return prefix(err, "probes", strconv.Itoa(i))
+		}
+		if names[p.Name] {
+			return fieldErr(fmt.Sprintf("duplicate probe name %q", p.Name), "probes", strconv.Itoa(i), "name")
+		}
+		names[p.Name] = true
+		if _, ok := c.Modules[p.Module]; !ok {
+			return fieldErr(fmt.Sprintf("unknown module %q", p.Module), "probes", strconv.Itoa(i), "module")
+		}
+	}
+	paths := map[string]bool{}
+	for i, l := range c.Logs {
+		if err := l.Validate(); err != nil {
+			return prefix(err, "logs", strconv.Itoa(i))
+		}
+		if paths[l.Path] {
+			return fieldErr(fmt.Sprintf("log file %q listed twice", l.Path), "logs", strconv.Itoa(i), "path")
+		}
+		paths[l.Path] = true
+	}
+	return nil
+}
+
+// prefix puts path in front of a section's own error path.
+func prefix(err error, path ...string) error {
+	var fe *FieldError
+	if errors.As(err, &fe) {
+		return &FieldError{Path: append(append([]string{}, path...), fe.Path...), Msg: fe.Msg}
+	}
+	return &FieldError{Path: path, Msg: err.Error()}
+}
+
+// Load reads, strictly decodes and validates a configuration file.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(data, path)
+}
+
+// Parse decodes and validates data; name is used in error messages.
+func Parse(data []byte, name string) (*Config, error) {
+	cfg := &Config{}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
+		return nil, yamlError(name, err)
+	}
+	if err := cfg.Validate(); err != nil {
+		var fe *FieldError
+		if errors.As(err, &fe) {
+			var root yaml.Node
+			if yaml.Unmarshal(data, &root) == nil {
+				if line := lineOf(&root, fe.Path); line > 0 {
+					return nil, fmt.Errorf("%s:%d: %s", name, line, fe.Error())
+				}
+			}
+		}
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return cfg, nil
+}
+
+var yamlLine = regexp.MustCompile(`^line (\d+): (.*)$`)
+
+// yamlError rewrites yaml.v3's "yaml: unmarshal errors: line N: ..." into
+// one "file:N: ..." per problem, the form editors and CI logs link to.
+func yamlError(name string, err error) error {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		msg := strings.TrimPrefix(err.Error(), "yaml: ")
+		if m := yamlLine.FindStringSubmatch(msg); m != nil {
+			return fmt.Errorf("%s:%s: %s", name, m[1], m[2])
+		}
+		return fmt.Errorf("%s: %s", name, msg)
+	}
+	msgs := make([]string, 0, len(te.Errors))
+	for _, e := range te.Errors {
+		if m := yamlLine.FindStringSubmatch(e); m != nil {
+			e = fmt.Sprintf("%s:%s: %s", name, m[1], friendlier(m[2]))
+		} else {
+			e = fmt.Sprintf("%s: %s", name, e)
+		}
+		msgs = append(msgs, e)
+	}
+	return errors.New(strings.Join(msgs, "; "))
+}
+
+var unknownField = regexp.MustCompile(`^field (\S+) not found in type \S+$`)
+
+func friendlier(msg string) string {
+	if m := unknownField.FindStringSubmatch(msg); m != nil {
+		return fmt.Sprintf("unknown key %q", m[1])
+	}
+	return msg
+}
+
+// lineOf finds the line of the node at path (mapping keys and sequence
+// indexes); it returns the deepest line it could reach.
+func lineOf(root *yaml.Node, path []string) int {
+	n := root
+	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
+		n = n.Content[0]
+	}
+	line := n.Line
+	for _, p := range path {
+		switch n.Kind {
+		case yaml.MappingNode:
+			found := false
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if n.Content[i].Value == p {
+					line = n.Content[i].Line
+					n = n.Content[i+1]
+					found = true
+					break
+				}
+			}
+			if !found {
+				return line
+			}
+		case yaml.SequenceNode:
+			i, err := strconv.Atoi(p)
+			if err != nil || i < 0 || i >= len(n.Content) {
+				return line
+			}
+			n = n.Content[i]
+			line = n.Line
+		default:
+			return line
+		}
+	}
+	return line
+}
