@@ -1,0 +1,59 @@
+package realm
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// binaries are the MIT programs the harness runs.
+type binaries struct {
+	KDC, Kadmind, KDB5Util, KadminLocal string
+}
+
+// sbinDirs are searched after PATH: Debian and RHEL keep the servers in
+// /usr/sbin, which a non-root PATH often lacks.
+var sbinDirs = []string{"/usr/sbin", "/sbin", "/usr/local/sbin"}
+
+func lookPath(name string) (string, error) {
+	if p, err := exec.LookPath(name); err == nil {
+		return p, nil
+	}
+	for _, d := range sbinDirs {
+		p := filepath.Join(d, name)
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s not found", name)
+}
+
+func findBinaries() (binaries, error) {
+	var b binaries
+	var missing []string
+	for _, x := range []struct {
+		name string
+		dst  *string
+	}{{"krb5kdc", &b.KDC}, {"kadmind", &b.Kadmind}, {"kdb5_util", &b.KDB5Util}, {"kadmin.local", &b.KadminLocal}} {
+		p, err := lookPath(x.name)
+		if err != nil {
+			missing = append(missing, x.name)
+			continue
+		}
+		*x.dst = p
+	}
+	if len(missing) > 0 {
+		return b, fmt.Errorf("realm: MIT Kerberos server programs missing (%s); on Debian: apt-get install krb5-kdc krb5-admin-server krb5-user",
+			strings.Join(missing, ", "))
+	}
+	return b, nil
+}
+
+// Available reports whether the MIT server programs are installed; tests
+// skip with this error when they are not.
+func Available() error {
+	_, err := findBinaries()
+	return err
+}

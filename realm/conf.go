@@ -1,0 +1,98 @@
+package realm
+
+import (
+	"fmt"
+	"os"
+	"strings"
+)
+
+// kdcConf renders kdc.conf: everything under Dir, listening on loopback only.
+func (r *Realm) kdcConf() string {
+	var b strings.Builder
+	keysalts := make([]string, len(r.Opts.Enctypes))
+	for i, e := range r.Opts.Enctypes {
+		keysalts[i] = e + ":normal"
+	}
+	fmt.Fprintf(&b, `[kdcdefaults]
+	kdc_listen = 127.0.0.1:%[2]d
+	kdc_tcp_listen = 127.0.0.1:%[2]d
+
+[realms]
+	%[1]s = {
+		key_stash_file = %[3]s
+		acl_file = %[4]s
+		kdc_listen = 127.0.0.1:%[2]d
+		kdc_tcp_listen = 127.0.0.1:%[2]d
+		kadmind_listen = 127.0.0.1:%[5]d
+		kadmind_port = %[5]d
+		kpasswd_listen = 127.0.0.1:%[6]d
+		kpasswd_port = %[6]d
+		master_key_type = aes256-cts-hmac-sha1-96
+		supported_enctypes = %[7]s
+		default_principal_flags = +preauth
+		max_life = 10h 0m 0s
+		max_renewable_life = 7d 0h 0m 0s
+	}
+
+[dbmodules]
+	%[1]s = {
+		db_library = db2
+		database_name = %[8]s
+		disable_last_success = %[9]t
+	}
+
+[logging]
+	kdc = FILE:%[10]s
+	admin_server = FILE:%[11]s
+	default = FILE:%[12]s
+`, r.Realm, r.KDCPort, r.path("stash"), r.path("kadm5.acl"), r.KadmindPort, r.KpasswdPort,
+		strings.Join(keysalts, " "), r.path("principal"), r.Opts.DisableLastSuccess,
+		r.KDCLog, r.KadmindLog, r.path("krb5lib.log"))
+	return b.String()
+}
+
+// krb5Conf renders the client profile; DNS is off so nothing leaves loopback.
+func (r *Realm) krb5Conf() string {
+	spake := ""
+	if !r.Opts.NoSPAKE {
+		spake = "\tspake_preauth_groups = edwards25519\n"
+	}
+	return fmt.Sprintf(`[libdefaults]
+	default_realm = %[1]s
+	dns_lookup_realm = false
+	dns_lookup_kdc = false
+	rdns = false
+	dns_canonicalize_hostname = false
+	default_ccache_name = FILE:%[2]s
+	default_tkt_enctypes = %[6]s
+	default_tgs_enctypes = %[6]s
+	permitted_enctypes = %[6]s
+%[7]s
+[realms]
+	%[1]s = {
+		kdc = 127.0.0.1:%[3]d
+		admin_server = 127.0.0.1:%[4]d
+		kpasswd_server = 127.0.0.1:%[5]d
+	}
+
+[domain_realm]
+	.%[8]s = %[1]s
+	%[8]s = %[1]s
+`, r.Realm, r.path("ccache"), r.KDCPort, r.KadmindPort, r.KpasswdPort,
+		strings.Join(r.Opts.Enctypes, " "), spake, r.Domain)
+}
+
+// writeConfigs (re)writes both profiles and the kadmind ACL.
+func (r *Realm) writeConfigs() error {
+	files := map[string]string{
+		r.KDCConf:           r.kdcConf(),
+		r.Krb5Conf:          r.krb5Conf(),
+		r.path("kadm5.acl"): fmt.Sprintf("%s *\n", r.AdminPrincipal),
+	}
+	for p, c := range files {
+		if err := os.WriteFile(p, []byte(c), 0o600); err != nil {
+			return fmt.Errorf("realm: %w", err)
+		}
+	}
+	return nil
+}

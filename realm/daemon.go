@@ -1,0 +1,190 @@
+package realm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/procfs"
+)
+
+// StartKDC starts krb5kdc (daemonised, pid in KDCPidFile) and returns once
+// it answers an AS request over the network.
+func (r *Realm) StartKDC(ctx context.Context) error {
+	if pid := r.pid(r.KDCPidFile, "krb5kdc"); pid > 0 {
+		return fmt.Errorf("realm: krb5kdc already running as pid %d", pid)
+	}
+	args := []string{"-r", r.Realm, "-P", r.KDCPidFile}
+	if r.Opts.Workers > 0 {
+		args = append(args, "-w", strconv.Itoa(r.Opts.Workers))
+	}
+	if err := r.startDaemon(ctx, r.bins.KDC, args, r.KDCLog); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := waitKDC(ctx, r.Realm, r.KDCAddr); err != nil {
+		r.StopKDC()
+		return fmt.Errorf("realm: krb5kdc started but does not answer on %s: %v; log: %s", r.KDCAddr, err, logTail(r.KDCLog))
+	}
+	return nil
+}
+
+// StartKadmind starts kadmind and returns once it accepts connections.
+func (r *Realm) StartKadmind(ctx context.Context) error {
+	if pid := r.pid(r.KadmindPidFile, "kadmind"); pid > 0 {
+		return fmt.Errorf("realm: kadmind already running as pid %d", pid)
+	}
+	if err := r.startDaemon(ctx, r.bins.Kadmind, []string{"-r", r.Realm, "-P", r.KadmindPidFile}, r.KadmindLog); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var d net.Dialer
+	for {
+		c, err := d.DialContext(ctx, "tcp", r.KadmindAddr)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		if ctx.Err() != nil {
+			r.StopKadmind()
+			return fmt.Errorf("realm: kadmind does not accept connections on %s: %v; log: %s", r.KadmindAddr, err, logTail(r.KadmindLog))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// startDaemon runs a daemon that forks into the background after it has
+// bound its sockets: a bind error therefore shows up as its exit status.
+func (r *Realm) startDaemon(ctx context.Context, bin string, args []string, logFile string) error {
+	out, err := r.command(ctx, bin, args...).CombinedOutput()
+	if err != nil {
+		msg := firstLines(out, 3)
+		if msg == "" {
+			msg = logTail(logFile)
+		}
+		return fmt.Errorf("realm: %s did not start: %v: %s", bin, err, msg)
+	}
+	return nil
+}
+
+// StopKDC stops krb5kdc and its worker processes; nil if not running.
+func (r *Realm) StopKDC() error { return r.stop(r.KDCPidFile, "krb5kdc") }
+
+// StopKadmind stops kadmind; nil if not running.
+func (r *Realm) StopKadmind() error { return r.stop(r.KadmindPidFile, "kadmind") }
+
+// KDCPids returns the running KDC processes: the one process, or with
+// workers the supervisor (from the pid file) followed by its workers.
+func (r *Realm) KDCPids() []int {
+	pid := r.pid(r.KDCPidFile, "krb5kdc")
+	if pid == 0 {
+		return nil
+	}
+	return append([]int{pid}, children(pid, "krb5kdc")...)
+}
+
+// KadmindPid returns kadmind's pid, or 0 when it is not running.
+func (r *Realm) KadmindPid() int { return r.pid(r.KadmindPidFile, "kadmind") }
+
+func (r *Realm) stop(pidFile, comm string) error {
+	pid := r.pid(pidFile, comm)
+	if pid == 0 {
+		os.Remove(pidFile)
+		return nil
+	}
+	pids := append([]int{pid}, children(pid, comm)...)
+	syscall.Kill(pid, syscall.SIGTERM)
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if !anyAlive(pids, comm) {
+			os.Remove(pidFile)
+			return nil
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for _, p := range pids {
+		if alive(p, comm) {
+			syscall.Kill(p, syscall.SIGKILL)
+		}
+	}
+	os.Remove(pidFile)
+	return fmt.Errorf("realm: %s (pid %d) ignored SIGTERM for 10s and was killed", comm, pid)
+}
+
+// pid reads a pid file and returns the pid only if that process is still
+// the named program: a stale file must never make us signal a stranger.
+func (r *Realm) pid(pidFile, comm string) int {
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 || !alive(pid, comm) {
+		return 0
+	}
+	return pid
+}
+
+// alive is true for a running (not zombie) process named comm.
+func alive(pid int, comm string) bool {
+	p, err := procfs.NewProc(pid)
+	if err != nil {
+		return false
+	}
+	st, err := p.Stat()
+	if err != nil {
+		return false
+	}
+	return st.State != "Z" && st.State != "X" && st.Comm == comm
+}
+
+func anyAlive(pids []int, comm string) bool {
+	for _, p := range pids {
+		if alive(p, comm) {
+			return true
+		}
+	}
+	return false
+}
+
+// children lists live processes named comm whose parent is pid: the
+// workers of krb5kdc -w N.
+func children(pid int, comm string) []int {
+	procs, err := procfs.AllProcs()
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, p := range procs {
+		st, err := p.Stat()
+		if err == nil && st.PPID == pid && st.Comm == comm && st.State != "Z" {
+			out = append(out, p.PID)
+		}
+	}
+	return out
+}
+
+// logTail returns the last lines of a daemon's log for error messages.
+func logTail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return "(no log written)"
+		}
+		return err.Error()
+	}
+	lines := bytes.Split(bytes.TrimSpace(b), []byte("\n"))
+	if len(lines) > 3 {
+		lines = lines[len(lines)-3:]
+	}
+	return string(bytes.Join(lines, []byte(" | ")))
+}
