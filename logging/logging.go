@@ -1,0 +1,77 @@
+// Package logging builds the project's go-kit logger from the
+// --log.level and --log.format flags, and bridges it to log/slog for
+// libraries (exporter-toolkit) that take a *slog.Logger, so there is one
+// logging setup and one output format.
+package logging
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+	sloggokit "github.com/tjhop/slog-gokit"
+)
+
+// Config holds the values of the logging flags.
+type Config struct {
+	Level  string
+	Format string
+}
+
+// flagGroup is satisfied by *kingpin.Application and *kingpin.CmdClause.
+type flagGroup interface {
+	Flag(name, help string) *kingpin.FlagClause
+}
+
+// AddFlags registers --log.level and --log.format on app (no global state).
+func AddFlags(app flagGroup) *Config {
+	c := &Config{}
+	app.Flag("log.level", "Only log messages with the given severity or above. One of: [debug, info, warn, error]").
+		Default("info").EnumVar(&c.Level, "debug", "info", "warn", "error")
+	app.Flag("log.format", "Output format of log messages. One of: [logfmt, json]").
+		Default("logfmt").EnumVar(&c.Format, "logfmt", "json")
+	return c
+}
+
+// New returns a logger writing to w with a timestamp and caller on every
+// line, filtered by level.
+func New(c *Config, w io.Writer) (log.Logger, error) {
+	var l log.Logger
+	switch c.Format {
+	case "", "logfmt":
+		l = log.NewLogfmtLogger(log.NewSyncWriter(w))
+	case "json":
+		l = log.NewJSONLogger(log.NewSyncWriter(w))
+	default:
+		return nil, fmt.Errorf("unknown log format %q", c.Format)
+	}
+	lvl, err := parseLevel(c.Level)
+	if err != nil {
+		return nil, err
+	}
+	l = level.NewFilter(l, lvl)
+	return log.With(l, "ts", log.DefaultTimestampUTC, "caller", log.DefaultCaller), nil
+}
+
+func parseLevel(s string) (level.Option, error) {
+	switch s {
+	case "debug":
+		return level.AllowDebug(), nil
+	case "", "info":
+		return level.AllowInfo(), nil
+	case "warn":
+		return level.AllowWarn(), nil
+	case "error":
+		return level.AllowError(), nil
+	}
+	return nil, fmt.Errorf("unknown log level %q", s)
+}
+
+// Slog bridges a go-kit logger to log/slog. Filtering stays with the
+// go-kit logger, so the slog side passes everything down.
+func Slog(l log.Logger) *slog.Logger {
+	return slog.New(sloggokit.NewGoKitHandler(l, slog.LevelDebug))
+}
