@@ -1,50 +1,244 @@
 package config
 
 import (
-	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
 	"time"
+
+	"github.com/jcmturner/gokrb5/v8/iana/etypeID"
 )
 
-// ProbeModule says how to probe a KDC: realm, who logs in and with what.
-// Secrets stay in files named here, never in a URL or a label.
+// ProbeModule says how to probe a KDC: realm, who logs in with what, and
+// which service ticket to ask for. Secrets stay in the files named here,
+// never in a URL, a label or a log line.
+//
+//	modules:
+//	  default:
+//	    realm: EXAMPLE.COM
+//	    client: krb5-exporter-probe          # realm defaults to `realm`
+//	    keytab: /etc/krb5-exporter/probe.keytab
+//	    service: HTTP/www.example.com         # optional: TGS exchange too
+//	    transport: udp                        # or tcp
+//	    timeout: 5s                           # per exchange
+//	    udp_retransmit: 1s                    # as libkrb5; 0 = never resend
 type ProbeModule struct {
-	Realm     string        `yaml:"realm"`
-	Client    string        `yaml:"client"`
-	Keytab    string        `yaml:"keytab"`
-	Service   string        `yaml:"service"`
-	Transport string        `yaml:"transport"`
-	Timeout   time.Duration `yaml:"timeout"`
+	Realm string `yaml:"realm"`
+	// Client is the principal that logs in ("name" or "name@REALM").
+	Client string `yaml:"client"`
+	// Keytab holds the client's keys (the normal case); it is re-read when
+	// it changes. Exactly one of Keytab and PasswordFile.
+	Keytab string `yaml:"keytab"`
+	// PasswordFile holds the client's password on its first line; the keys
+	// are derived once, not per login.
+	PasswordFile string `yaml:"password_file"`
+	// Service is the service principal of the TGS exchange; empty: AS only.
+	Service string `yaml:"service"`
+	// Transport is udp (default) or tcp.
+	Transport string `yaml:"transport"`
+	// Timeout bounds each exchange (AS, TGS); default 5s.
+	Timeout time.Duration `yaml:"timeout"`
+	// PreauthUpfront sends PA-ENC-TIMESTAMP in the first AS-REQ, as a client
+	// that remembers the KDC wants it: one round trip instead of two.
+	PreauthUpfront bool `yaml:"preauth_upfront"`
+	// Enctypes are offered in this order; default the four RHEL 9 AES types
+	// (aes256-cts-hmac-sha384-192, aes128-cts-hmac-sha256-128,
+	// aes256-cts-hmac-sha1-96, aes128-cts-hmac-sha1-96).
+	Enctypes []string `yaml:"enctypes"`
+	// UDPRetransmit resends an unanswered UDP request after this long, then
+	// after twice as long each time (libkrb5 uses 1s); 0 never resends.
+	UDPRetransmit time.Duration `yaml:"udp_retransmit"`
+	// TicketLifetime is the lifetime requested for tickets; default 10h.
+	TicketLifetime time.Duration `yaml:"ticket_lifetime"`
+}
+
+// Defaults of a probe's optional fields.
+const (
+	DefaultProbeTimeout   = 5 * time.Second
+	DefaultProbeInterval  = 15 * time.Second
+	DefaultTicketLifetime = 10 * time.Hour
+	MinProbeInterval      = time.Second
+)
+
+// supportedEnctypes are the enctypes the prober implements.
+var supportedEnctypes = map[int32]bool{
+	etypeID.AES256_CTS_HMAC_SHA384_192: true,
+	etypeID.AES128_CTS_HMAC_SHA256_128: true,
+	etypeID.AES256_CTS_HMAC_SHA1_96:    true,
+	etypeID.AES128_CTS_HMAC_SHA1_96:    true,
+}
+
+// EnctypeID resolves an enctype name as krb5.conf spells it (including MIT's
+// short aliases such as aes256-sha2) to its number; only the AES types are
+// accepted.
+func EnctypeID(name string) (int32, error) {
+	id := etypeID.ETypesByName[strings.ToLower(strings.TrimSpace(name))]
+	if !supportedEnctypes[id] {
+		return 0, fmt.Errorf("unsupported enctype %q (want aes256-cts-hmac-sha384-192, aes128-cts-hmac-sha256-128, aes256-cts-hmac-sha1-96 or aes128-cts-hmac-sha1-96)", name)
+	}
+	return id, nil
 }
 
 // Validate checks a module on its own.
 func (m *ProbeModule) Validate() error {
-	if m.Realm == "" {
+	if strings.TrimSpace(m.Realm) == "" {
 		return fieldErr("realm is required", "realm")
 	}
-	if m.Client == "" {
-		return fieldErr("client is required", "client")
+	if strings.ContainsAny(m.Realm, " \t\n@/") {
+		return fieldErr(fmt.Sprintf("invalid realm %q", m.Realm), "realm")
 	}
-	if m.Keytab == "" {
-		return errors.New("keytab is required")
+	if err := checkProbePrincipal(m.Client); err != nil {
+		return fieldErr(err.Error(), "client")
+	}
+	switch {
+	case m.Keytab == "" && m.PasswordFile == "":
+		return fieldErr("one of keytab or password_file is required", "keytab")
+	case m.Keytab != "" && m.PasswordFile != "":
+		return fieldErr("keytab and password_file are exclusive", "password_file")
+	}
+	if m.Service != "" {
+		if err := checkProbePrincipal(m.Service); err != nil {
+			return fieldErr(err.Error(), "service")
+		}
+	}
+	switch m.Transport {
+	case "", "udp", "tcp":
+	default:
+		return fieldErr(fmt.Sprintf("transport %q: want udp or tcp", m.Transport), "transport")
+	}
+	if m.Timeout < 0 {
+		return fieldErr("timeout must not be negative", "timeout")
+	}
+	if m.UDPRetransmit < 0 {
+		return fieldErr("udp_retransmit must not be negative", "udp_retransmit")
+	}
+	if m.UDPRetransmit > 0 && m.Transport == "tcp" {
+		return fieldErr("udp_retransmit applies to transport udp only", "udp_retransmit")
+	}
+	if m.TicketLifetime < 0 {
+		return fieldErr("ticket_lifetime must not be negative", "ticket_lifetime")
+	}
+	seen := map[int32]bool{}
+	for i, e := range m.Enctypes {
+		id, err := EnctypeID(e)
+		if err != nil {
+			return fieldErr(err.Error(), "enctypes", fmt.Sprint(i))
+		}
+		if seen[id] {
+			return fieldErr(fmt.Sprintf("enctype %q listed twice", e), "enctypes", fmt.Sprint(i))
+		}
+		seen[id] = true
 	}
 	return nil
 }
 
-// ProbeTarget is one KDC probed continuously.
+// EffectiveTimeout is Timeout or its default.
+func (m *ProbeModule) EffectiveTimeout() time.Duration {
+	if m.Timeout > 0 {
+		return m.Timeout
+	}
+	return DefaultProbeTimeout
+}
+
+// EffectiveTicketLifetime is TicketLifetime or its default.
+func (m *ProbeModule) EffectiveTicketLifetime() time.Duration {
+	if m.TicketLifetime > 0 {
+		return m.TicketLifetime
+	}
+	return DefaultTicketLifetime
+}
+
+// checkProbePrincipal adds to checkPrincipal what the prober cannot encode:
+// escapes and empty name components.
+func checkProbePrincipal(p string) error {
+	if err := checkPrincipal(p); err != nil {
+		return err
+	}
+	name := p
+	if at := strings.LastIndexByte(p, '@'); at >= 0 {
+		name = p[:at]
+	}
+	if strings.ContainsAny(name, "\\@") {
+		return fmt.Errorf("principal %q: escapes and a second @ are not supported", p)
+	}
+	for _, c := range strings.Split(name, "/") {
+		if c == "" {
+			return fmt.Errorf("principal %q has an empty component", p)
+		}
+	}
+	return nil
+}
+
+// ProbeTarget is one KDC probed continuously: an AS exchange (and a TGS
+// exchange when the module names a service) every interval, independent of
+// scrapes.
+//
+//	probes:
+//	  - name: kdc1                 # the `target` label
+//	    address: kdc1.example.com:88
+//	    module: default
+//	    interval: 15s
 type ProbeTarget struct {
-	Name     string        `yaml:"name"`
-	Address  string        `yaml:"address"`
-	Module   string        `yaml:"module"`
+	// Name is the value of the `target` label; unique.
+	Name string `yaml:"name"`
+	// Address is the KDC: host:port, [v6]:port, or a host or IP (port 88).
+	Address string `yaml:"address"`
+	// Module names the entry of `modules` to use.
+	Module string `yaml:"module"`
+	// Interval between probes; default 15s, at least 1s.
 	Interval time.Duration `yaml:"interval"`
 }
 
-// Validate checks a target on its own.
+// Validate checks a target on its own; Config.Validate checks that the
+// module exists and names are unique.
 func (t *ProbeTarget) Validate() error {
-	if t.Name == "" {
+	if strings.TrimSpace(t.Name) == "" {
 		return fieldErr("name is required", "name")
 	}
-	if t.Address == "" {
-		return fieldErr("address is required", "address")
+	if len(t.Name) > 128 || strings.ContainsAny(t.Name, "\n\x00") {
+		return fieldErr(fmt.Sprintf("name %q: at most 128 characters on one line", t.Name), "name")
+	}
+	if err := CheckKDCAddress(t.Address); err != nil {
+		return fieldErr(err.Error(), "address")
+	}
+	if t.Module == "" {
+		return fieldErr("module is required", "module")
+	}
+	if t.Interval != 0 && t.Interval < MinProbeInterval {
+		return fieldErr(fmt.Sprintf("interval %s is below the minimum %s", t.Interval, MinProbeInterval), "interval")
+	}
+	return nil
+}
+
+// EffectiveInterval is Interval or its default.
+func (t *ProbeTarget) EffectiveInterval() time.Duration {
+	if t.Interval > 0 {
+		return t.Interval
+	}
+	return DefaultProbeInterval
+}
+
+// CheckKDCAddress accepts host:port, [v6]:port, a bare host name or an IP
+// literal (port 88 is then implied).
+func CheckKDCAddress(a string) error {
+	if strings.TrimSpace(a) == "" {
+		return fmt.Errorf("address is required")
+	}
+	if host, port, err := net.SplitHostPort(a); err == nil {
+		if host == "" {
+			return fmt.Errorf("address %q has no host", a)
+		}
+		if _, err := net.LookupPort("udp", port); err != nil {
+			return fmt.Errorf("address %q: bad port %q", a, port)
+		}
+		return nil
+	}
+	if _, err := netip.ParseAddr(strings.Trim(a, "[]")); err == nil {
+		return nil
+	}
+	if strings.ContainsAny(a, ":[]/ \t") {
+		return fmt.Errorf("address %q: want host:port", a)
 	}
 	return nil
 }
