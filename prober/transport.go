@@ -1,0 +1,208 @@
+package prober
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/jcmturner/gokrb5/v8/iana/errorcode"
+)
+
+// Transport is the protocol used to reach the KDC.
+type Transport int
+
+const (
+	UDP Transport = iota
+	TCP
+)
+
+func (t Transport) String() string {
+	if t == TCP {
+		return "tcp"
+	}
+	return "udp"
+}
+
+// ParseTransport parses "udp" or "tcp" (empty means udp).
+func ParseTransport(s string) (Transport, error) {
+	switch strings.ToLower(s) {
+	case "", "udp":
+		return UDP, nil
+	case "tcp":
+		return TCP, nil
+	}
+	return UDP, fmt.Errorf("unknown transport %q (want udp or tcp)", s)
+}
+
+const (
+	// maxTCPReply bounds the length prefix a KDC may announce over TCP.
+	maxTCPReply = 1 << 20
+	// udpBufSize holds the largest possible datagram.
+	udpBufSize = 64 << 10
+)
+
+// KDCAddress normalises a KDC address: host:port, [v6]:port, a bare host or
+// IP literal (port 88 is added).
+func KDCAddress(s string) (string, error) {
+	if s == "" {
+		return "", errors.New("empty KDC address")
+	}
+	if host, port, err := net.SplitHostPort(s); err == nil {
+		if host == "" || port == "" {
+			return "", fmt.Errorf("invalid KDC address %q", s)
+		}
+		return s, nil
+	}
+	if a, err := netip.ParseAddr(strings.Trim(s, "[]")); err == nil {
+		return netip.AddrPortFrom(a, 88).String(), nil
+	}
+	if strings.ContainsAny(s, ":[]/ ") {
+		return "", fmt.Errorf("invalid KDC address %q", s)
+	}
+	return net.JoinHostPort(s, "88"), nil
+}
+
+// exchangeStats records how a round trip travelled.
+type exchangeStats struct {
+	retransmits int  // UDP requests sent again after the retransmit interval
+	tcpFallback bool // KRB_ERR_RESPONSE_TOO_BIG made the engine retry over TCP
+}
+
+// roundTrip sends the request built in c.w to the KDC and returns the reply,
+// which stays valid until the next round trip. It honours ctx's deadline and
+// cancellation on every socket operation.
+func (c *Client) roundTrip(ctx context.Context, phase string, st *exchangeStats) ([]byte, error) {
+	req := c.w.bytes()
+	if c.transport == UDP {
+		reply, err := c.udpRoundTrip(ctx, req, st)
+		if err != nil {
+			return nil, c.netError(ctx, phase, err)
+		}
+		if len(reply) == 0 || reply[0] != app(appKRBError) ||
+			parseKRBError(reply, &c.kerr) != nil || c.kerr.code != errorcode.KRB_ERR_RESPONSE_TOO_BIG {
+			return reply, nil
+		}
+		st.tcpFallback = true
+		c.debug("msg", "KDC answered RESPONSE_TOO_BIG, retrying over TCP", "phase", phase)
+	}
+	var l [4]byte
+	binary.BigEndian.PutUint32(l[:], uint32(len(req)))
+	c.w.raw(l[:])
+	reply, err := c.tcpRoundTrip(ctx, c.w.bytes())
+	if err != nil {
+		return nil, c.netError(ctx, phase, err)
+	}
+	return reply, nil
+}
+
+// netError classifies a transport failure; ctx's own state wins because a
+// cancelled exchange surfaces as a deadline error from the socket.
+func (c *Client) netError(ctx context.Context, phase string, err error) *Error {
+	switch {
+	case errors.Is(ctx.Err(), context.Canceled):
+		return wrapError(ClassCanceled, phase, ctx.Err())
+	case ctx.Err() != nil:
+		return wrapError(ClassTimeout, phase, ctx.Err())
+	}
+	var pe *Error
+	if errors.As(err, &pe) {
+		pe.Phase = phase
+		return pe
+	}
+	return wrapError(classifyNetwork(err), phase, err)
+}
+
+// watch makes the connection's operations fail as soon as ctx is cancelled
+// (deadlines alone cover expiry).
+func watch(ctx context.Context, conn net.Conn) (stop func() bool) {
+	if ctx.Done() == nil {
+		return func() bool { return true }
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	}
+	return context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+}
+
+func (c *Client) dial(ctx context.Context, network string) (net.Conn, error) {
+	if c.kdcUDP != nil && network == "udp" {
+		// An IP literal needs no resolver round trip.
+		return net.DialUDP("udp", nil, c.kdcUDP)
+	}
+	return c.dialer.DialContext(ctx, network, c.kdc)
+}
+
+func (c *Client) udpRoundTrip(ctx context.Context, req []byte, st *exchangeStats) ([]byte, error) {
+	conn, err := c.dial(ctx, "udp")
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	stop := watch(ctx, conn)
+	defer stop()
+	if _, err := conn.Write(req); err != nil {
+		return nil, err
+	}
+	wait := c.retransmit
+	deadline, hasDeadline := ctx.Deadline()
+	for {
+		if wait > 0 {
+			next := time.Now().Add(wait)
+			if !hasDeadline || next.Before(deadline) {
+				_ = conn.SetReadDeadline(next)
+			} else {
+				wait = 0 // the context's deadline comes first: no more resends
+			}
+		}
+		n, err := conn.Read(c.rbuf)
+		if err == nil {
+			return c.rbuf[:n], nil
+		}
+		if wait > 0 && ctx.Err() == nil && errors.Is(err, os.ErrDeadlineExceeded) {
+			// Resend as libkrb5 does, doubling the wait each time.
+			if _, err := conn.Write(req); err != nil {
+				return nil, err
+			}
+			st.retransmits++
+			c.debug("msg", "no reply, UDP request sent again", "retransmits", st.retransmits)
+			wait *= 2
+			continue
+		}
+		return nil, err
+	}
+}
+
+func (c *Client) tcpRoundTrip(ctx context.Context, req []byte) ([]byte, error) {
+	conn, err := c.dial(ctx, "tcp")
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	stop := watch(ctx, conn)
+	defer stop()
+	if _, err := conn.Write(req); err != nil {
+		return nil, err
+	}
+	hdr := c.rbuf[:4]
+	if _, err := io.ReadFull(conn, hdr); err != nil {
+		return nil, err
+	}
+	n := binary.BigEndian.Uint32(hdr)
+	if n&0x80000000 != 0 || n > maxTCPReply {
+		return nil, &Error{Class: ClassMalformedReply, Err: fmt.Errorf("TCP length prefix 0x%08x", n)}
+	}
+	if int(n) > len(c.rbuf) {
+		c.rbuf = make([]byte, n)
+	}
+	if _, err := io.ReadFull(conn, c.rbuf[:n]); err != nil {
+		return nil, err
+	}
+	return c.rbuf[:n], nil
+}
