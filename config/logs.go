@@ -1,20 +1,127 @@
 package config
 
-// LogSource is one log file to follow.
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// LogSource is one KDC or kadmind log file to follow and count.
+//
+//	logs:
+//	  - path: /var/log/krb5kdc.log
+//	    type: kdc
+//	    start_at: end              # or beginning; only when no position is saved
+//	    probe_principals: [krb5-exporter-probe@EXAMPLE.COM]
+//	  - path: /var/log/kadmind.log
+//	    type: kadmind
 type LogSource struct {
+	// Path is the file the daemon writes: a FILE: target of kdc.conf's
+	// [logging] section, or a file a syslog daemon writes its lines to.
 	Path string `yaml:"path"`
+	// Type selects whose lines are counted: "kdc" (krb5kdc), "kadmind"
+	// (kadmind, plus kadmin.local/kdb5_util lines, which share its target)
+	// or "any" (a syslog file both daemons write to).
 	Type string `yaml:"type"`
+	// StartAt is where reading begins when no position is saved for the
+	// file: "end" (the default: count only what happens from now on) or
+	// "beginning".
+	StartAt string `yaml:"start_at"`
+	// ProbePrincipals are clients whose requests are synthetic (the
+	// exporter's own probes). Their lines are counted only in
+	// krb5_kdc_log_probe_requests_total, so they inflate no user rate and
+	// trigger no error alert. "name@REALM", or "name" for any realm.
+	ProbePrincipals []string `yaml:"probe_principals"`
+	// PollInterval is how often the file is checked for new lines when no
+	// change notification arrives (default 1s; inotify wakes it sooner).
+	PollInterval time.Duration `yaml:"poll_interval"`
+	// RotateWait is how long a file that was renamed or deleted is still
+	// read after its replacement appeared, for the lines the daemon writes
+	// before it reopens its log (default 30s).
+	RotateWait time.Duration `yaml:"rotate_wait"`
 }
 
-// Validate checks a log source on its own.
+// Defaults of a LogSource's optional fields.
+const (
+	DefaultLogPollInterval = time.Second
+	DefaultLogRotateWait   = 30 * time.Second
+)
+
+// Validate checks a log source on its own; Config.Validate checks that no
+// path is listed twice.
 func (l *LogSource) Validate() error {
-	if l.Path == "" {
+	if strings.TrimSpace(l.Path) == "" {
 		return fieldErr("path is required", "path")
 	}
+	if strings.ContainsAny(l.Path, "\x00\n") {
+		return fieldErr("path contains a NUL or newline", "path")
+	}
 	switch l.Type {
-	case "kdc", "kadmind":
+	case "kdc", "kadmind", "any":
+	case "":
+		return fieldErr(`type is required: "kdc", "kadmind" or "any"`, "type")
 	default:
-		return fieldErr(`type must be "kdc" or "kadmind"`, "type")
+		return fieldErr(fmt.Sprintf(`type %q: must be "kdc", "kadmind" or "any"`, l.Type), "type")
+	}
+	switch l.StartAt {
+	case "", "end", "beginning":
+	default:
+		return fieldErr(fmt.Sprintf(`start_at %q: must be "end" or "beginning"`, l.StartAt), "start_at")
+	}
+	seen := map[string]bool{}
+	for i, p := range l.ProbePrincipals {
+		if err := checkPrincipal(p); err != nil {
+			return fieldErr(err.Error(), "probe_principals", strconv.Itoa(i))
+		}
+		if seen[p] {
+			return fieldErr(fmt.Sprintf("probe principal %q listed twice", p), "probe_principals", strconv.Itoa(i))
+		}
+		seen[p] = true
+	}
+	if l.PollInterval != 0 && (l.PollInterval < 10*time.Millisecond || l.PollInterval > time.Minute) {
+		return fieldErr(fmt.Sprintf("poll_interval %s: must be between 10ms and 1m", l.PollInterval), "poll_interval")
+	}
+	if l.RotateWait < 0 || l.RotateWait > time.Hour {
+		return fieldErr(fmt.Sprintf("rotate_wait %s: must be between 0 and 1h", l.RotateWait), "rotate_wait")
 	}
 	return nil
+}
+
+// checkPrincipal accepts what the KDC prints for a principal: no spaces or
+// control characters, a non-empty name before an optional @REALM.
+func checkPrincipal(p string) error {
+	if p == "" {
+		return fmt.Errorf("empty principal")
+	}
+	for _, c := range p {
+		if c <= ' ' || c == 0x7f {
+			return fmt.Errorf("principal %q contains a space or control character", p)
+		}
+	}
+	at := strings.LastIndexByte(p, '@')
+	if at == 0 || at == len(p)-1 {
+		return fmt.Errorf("principal %q: want name@REALM or name", p)
+	}
+	return nil
+}
+
+// FromBeginning reports whether reading starts at the beginning of a file
+// that has no saved position.
+func (l *LogSource) FromBeginning() bool { return l.StartAt == "beginning" }
+
+// Poll returns PollInterval or its default.
+func (l *LogSource) Poll() time.Duration {
+	if l.PollInterval == 0 {
+		return DefaultLogPollInterval
+	}
+	return l.PollInterval
+}
+
+// RotationWait returns RotateWait or its default.
+func (l *LogSource) RotationWait() time.Duration {
+	if l.RotateWait == 0 {
+		return DefaultLogRotateWait
+	}
+	return l.RotateWait
 }
