@@ -1,0 +1,43 @@
+package kdclog
+
+import (
+	"testing"
+	"unicode/utf8"
+
+	"github.com/krb5-exporter/krb5-exporter/config"
+)
+
+// FuzzParse feeds arbitrary lines through the parser and the counting
+// code: nothing may panic, and no label set may grow past its bound or
+// hold a value that is not short valid UTF-8.
+//
+//	go test ./kdclog -run '^$' -fuzz FuzzParse -fuzztime 60s
+func FuzzParse(f *testing.F) {
+	for _, tc := range parseCases {
+		f.Add([]byte(tc.line))
+	}
+	c := newCounts()
+	src := newSource(config.LogSource{Path: "fuzz", Type: "any", ProbePrincipals: []string{"probe"}}, c, &sourceStats{})
+	f.Fuzz(func(t *testing.T, line []byte) {
+		var e Event
+		ok := Parse(line, &e)
+		if ok == (e.Reason != ReasonNone) {
+			t.Fatalf("ok=%v with reason %d", ok, e.Reason)
+		}
+		if ok && e.Kind == KindRequest && len(e.Status) == 0 {
+			t.Fatalf("request line without status: %q", line)
+		}
+		src.handle(line, false)
+		for _, b := range []*boundedLabels{c.statuses, c.methods, c.ops} {
+			if n := len(b.names); n > len(b.known)+b.maxDynamic {
+				t.Fatalf("label set grew to %d values", n)
+			}
+			for i := range b.size() {
+				v := b.name(i)
+				if len(v) == 0 || len(v) > maxLabelLen || !utf8.ValidString(v) {
+					t.Fatalf("bad label value %q", v)
+				}
+			}
+		}
+	})
+}
