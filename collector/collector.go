@@ -1,0 +1,167 @@
+// Package collector holds the scrape-time collectors of the KDC host, in
+// the style of node_exporter: small collectors behind one interface, each
+// enabled by a --collector.NAME flag, run by one prometheus.Collector that
+// reports how long each took and whether it succeeded. Everything is read
+// from /proc (through github.com/prometheus/procfs) and from kdc.conf;
+// nothing is executed.
+package collector
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/procfs"
+)
+
+const namespace = "krb5"
+
+// Collector is one source of metrics, run once per scrape.
+type Collector interface {
+	// Update sends the current metrics; an error marks the collector's
+	// scrape as failed (metrics already sent are still exposed).
+	Update(ch chan<- prometheus.Metric) error
+}
+
+// describer is implemented by collectors whose descriptors are fixed, so
+// that the registry can check them.
+type describer interface {
+	describe(ch chan<- *prometheus.Desc)
+}
+
+type namedCollector struct {
+	name string
+	c    Collector
+}
+
+// KDCCollector runs the enabled collectors on every scrape. Scrapes are
+// serialised: the collectors share one process scan per scrape and keep
+// state across scrapes (restart counts, worker indexes).
+type KDCCollector struct {
+	mu         sync.Mutex
+	logger     log.Logger
+	scan       *procScanner
+	collectors []namedCollector
+
+	duration, success *prometheus.Desc
+}
+
+// New builds the collectors enabled in cfg. It fails only on a
+// configuration that cannot work (an unusable procfs path); daemons that
+// are not running yet, or a kdc.conf that does not parse, show up in the
+// metrics instead.
+func New(logger log.Logger, cfg Config) (*KDCCollector, error) {
+	if logger == nil {
+		logger = log.NewNopLogger()
+	}
+	pfs, err := procfs.NewFS(cfg.ProcFS)
+	if err != nil {
+		return nil, fmt.Errorf("collector: --path.procfs: %w", err)
+	}
+	kdcPaths := cfg.kdcConfPaths()
+	scan := &procScanner{fs: pfs, pidFiles: cfg.pidFiles()}
+	conf := newConfSource(logger, kdcPaths, cfg.krb5ConfPaths())
+	k := &KDCCollector{
+		logger: logger,
+		scan:   scan,
+		duration: prometheus.NewDesc("krb5_exporter_collector_scrape_duration_seconds",
+			"Time a collector took in this scrape.", []string{"collector"}, nil),
+		success: prometheus.NewDesc("krb5_exporter_collector_scrape_success",
+			"1 if the collector succeeded in this scrape, else 0.", []string{"collector"}, nil),
+	}
+	if cfg.Process {
+		k.collectors = append(k.collectors, namedCollector{"process", newProcessCollector(scan, logger)})
+	}
+	if cfg.Network {
+		k.collectors = append(k.collectors, namedCollector{"network", newNetworkCollector(scan, conf, pfs, cfg.ProcFS, logger)})
+	}
+	if cfg.KDCConf {
+		k.collectors = append(k.collectors, namedCollector{"kdcconf", newKDCConfCollector(scan, conf, logger)})
+	}
+	return k, nil
+}
+
+// Enabled lists the names of the enabled collectors, for a start-up log line.
+func (k *KDCCollector) Enabled() []string {
+	names := make([]string, len(k.collectors))
+	for i, c := range k.collectors {
+		names[i] = c.name
+	}
+	return names
+}
+
+// Describe implements prometheus.Collector.
+func (k *KDCCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- k.duration
+	ch <- k.success
+	for _, c := range k.collectors {
+		if d, ok := c.c.(describer); ok {
+			d.describe(ch)
+		}
+	}
+}
+
+// Collect implements prometheus.Collector. The collectors run one after
+// another: they all read procfs, take a few milliseconds at most, and
+// share the scan; goroutines would buy nothing.
+func (k *KDCCollector) Collect(ch chan<- prometheus.Metric) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.scan.reset()
+	for _, c := range k.collectors {
+		start := time.Now()
+		err := c.c.Update(ch)
+		d := time.Since(start).Seconds()
+		ok := 1.0
+		if err != nil {
+			ok = 0
+			level.Error(k.logger).Log("msg", "collector failed", "name", c.name, "duration_seconds", d, "err", err)
+		}
+		ch <- prometheus.MustNewConstMetric(k.duration, prometheus.GaugeValue, d, c.name)
+		ch <- prometheus.MustNewConstMetric(k.success, prometheus.GaugeValue, ok, c.name)
+	}
+}
+
+func desc(subsystem, name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc(prometheus.BuildFQName(namespace, subsystem, name), help, labels, nil)
+}
+
+func gauge(d *prometheus.Desc, v float64, labels ...string) prometheus.Metric {
+	return prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+}
+
+func counter(d *prometheus.Desc, v float64, labels ...string) prometheus.Metric {
+	return prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+}
+
+func boolFloat(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// onceLogger warns once per key about conditions that persist (missing
+// permissions, an unreadable file), instead of on every scrape.
+type onceLogger struct {
+	mu     sync.Mutex
+	logger log.Logger
+	seen   map[string]bool
+}
+
+func newOnceLogger(l log.Logger) *onceLogger {
+	return &onceLogger{logger: l, seen: map[string]bool{}}
+}
+
+func (o *onceLogger) log(key string, keyvals ...any) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.seen[key] {
+		return
+	}
+	o.seen[key] = true
+	level.Warn(o.logger).Log(keyvals...)
+}

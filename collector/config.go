@@ -1,0 +1,96 @@
+package collector
+
+import (
+	"os"
+
+	"github.com/alecthomas/kingpin/v2"
+)
+
+// Config selects and configures the collectors. RegisterFlags fills one
+// from the command line; DefaultConfig is the same without flags.
+type Config struct {
+	// ProcFS is the procfs mount point (--path.procfs).
+	ProcFS string
+
+	// Enabled collectors (--collector.NAME / --no-collector.NAME).
+	Process, Network, KDCConf bool
+
+	// Pid files of the daemons; empty finds the processes by name.
+	KDCPidFile, KadmindPidFile, KpropdPidFile string
+
+	// KDCConfPath is the KDC profile: one path or a colon-separated list,
+	// like KRB5_KDC_PROFILE. Empty picks whichever of the Debian and RHEL
+	// locations exists.
+	KDCConfPath string
+	// Krb5ConfPath is merged after kdc.conf (the KDC reads both): one path
+	// or a colon-separated list, like KRB5_CONFIG; missing files are
+	// skipped, as libkrb5 does. Empty means /etc/krb5.conf.
+	Krb5ConfPath string
+}
+
+// Locations of kdc.conf: Debian/Ubuntu first, then RHEL/Fedora.
+var kdcConfCandidates = []string{"/etc/krb5kdc/kdc.conf", "/var/kerberos/krb5kdc/kdc.conf"}
+
+const defaultKrb5Conf = "/etc/krb5.conf"
+
+// DefaultConfig enables every collector and reads /proc.
+func DefaultConfig() Config {
+	return Config{ProcFS: "/proc", Process: true, Network: true, KDCConf: true}
+}
+
+// RegisterFlags adds the collector flags to app. The returned Config is
+// filled in when app parses the command line.
+func RegisterFlags(app *kingpin.Application) *Config {
+	cfg := &Config{}
+	app.Flag("path.procfs", "procfs mount point.").Default("/proc").StringVar(&cfg.ProcFS)
+
+	app.Flag("collector.process", "Enable the process collector (krb5kdc, kadmind, kpropd: CPU, memory, fds, workers, restarts).").
+		Default("true").BoolVar(&cfg.Process)
+	app.Flag("collector.network", "Enable the network collector (the KDC's UDP queues and drops, TCP listen queue and connections).").
+		Default("true").BoolVar(&cfg.Network)
+	app.Flag("collector.kdcconf", "Enable the kdcconf collector (settings from kdc.conf, database file size).").
+		Default("true").BoolVar(&cfg.KDCConf)
+
+	app.Flag("collector.process.krb5kdc-pidfile", "Pid file of krb5kdc (its -P argument); without it krb5kdc is found by process name.").
+		PlaceHolder("PATH").StringVar(&cfg.KDCPidFile)
+	app.Flag("collector.process.kadmind-pidfile", "Pid file of kadmind; without it kadmind is found by process name.").
+		PlaceHolder("PATH").StringVar(&cfg.KadmindPidFile)
+	app.Flag("collector.process.kpropd-pidfile", "Pid file of kpropd; without it kpropd is found by process name.").
+		PlaceHolder("PATH").StringVar(&cfg.KpropdPidFile)
+
+	app.Flag("collector.kdcconf.path", "KDC profile (colon-separated list allowed). Default: whichever of "+
+		kdcConfCandidates[0]+" and "+kdcConfCandidates[1]+" exists.").
+		Envar("KRB5_KDC_PROFILE").PlaceHolder("PATH").StringVar(&cfg.KDCConfPath)
+	app.Flag("collector.kdcconf.krb5-config", "krb5.conf merged after kdc.conf, as the KDC does (for spake_preauth_groups, default_realm); missing files are skipped. Default: "+defaultKrb5Conf+".").
+		Envar("KRB5_CONFIG").PlaceHolder("PATH").StringVar(&cfg.Krb5ConfPath)
+	return cfg
+}
+
+func (c Config) pidFiles() map[string]string {
+	m := map[string]string{}
+	for prog, path := range map[string]string{progKDC: c.KDCPidFile, progKadmind: c.KadmindPidFile, progKpropd: c.KpropdPidFile} {
+		if path != "" {
+			m[prog] = path
+		}
+	}
+	return m
+}
+
+func (c Config) kdcConfPaths() string {
+	if c.KDCConfPath != "" {
+		return c.KDCConfPath
+	}
+	for _, p := range kdcConfCandidates {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	return kdcConfCandidates[0]
+}
+
+func (c Config) krb5ConfPaths() string {
+	if c.Krb5ConfPath != "" {
+		return c.Krb5ConfPath
+	}
+	return defaultKrb5Conf
+}

@@ -1,0 +1,281 @@
+package collector
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/prometheus/procfs"
+)
+
+// The programs watched, by their /proc/PID/comm name.
+const (
+	progKDC     = "krb5kdc"
+	progKadmind = "kadmind"
+	progKpropd  = "kpropd"
+)
+
+var programNames = [...]string{progKDC, progKadmind, progKpropd}
+
+// userHZ is USER_HZ, the unit of utime, stime and starttime in
+// /proc/PID/stat: 100 on every Linux architecture (procfs assumes it too).
+const userHZ = 100
+
+// procID tells a process from a later one that reuses its pid.
+type procID struct {
+	pid   int
+	start uint64 // clock ticks after boot
+}
+
+type kdcProc struct {
+	proc procfs.Proc
+	stat procfs.ProcStat
+}
+
+func (p *kdcProc) id() procID { return procID{p.proc.PID, p.stat.Starttime} }
+
+// programProcs are the live processes of one program.
+type programProcs struct {
+	name string
+	// main is the oldest process whose parent is not the same program: the
+	// pid-file process when one is configured, the supervisor of -w N.
+	main *kdcProc
+	// procs holds main first, then the others by pid.
+	procs []*kdcProc
+	// workers are the processes whose parent is a process of the program
+	// (krb5kdc -w N), oldest first.
+	workers []*kdcProc
+}
+
+func (p *programProcs) running() bool { return p.main != nil }
+
+// kdcArgs are the parts of krb5kdc's command line that matter here.
+type kdcArgs struct {
+	workers int      // -w N; 0 is the single-process KDC
+	realms  []string // -r REALM, repeatable
+}
+
+// snapshot is one scrape's view of the processes, shared by collectors.
+type snapshot struct {
+	programs [len(programNames)]programProcs
+	kdcArgs  kdcArgs
+	bootTime float64
+}
+
+func (s *snapshot) program(name string) *programProcs {
+	for i := range s.programs {
+		if s.programs[i].name == name {
+			return &s.programs[i]
+		}
+	}
+	return nil
+}
+
+// netProc is a KDC process in the KDC's network namespace that holds the
+// listening sockets: a worker (the -w supervisor closes its sockets after
+// forking), or the single process.
+func (s *snapshot) netProc() *kdcProc {
+	kdc := s.program(progKDC)
+	if len(kdc.workers) > 0 {
+		return kdc.workers[0]
+	}
+	return kdc.main
+}
+
+// procScanner finds the watched programs once per scrape: the aggregator
+// calls reset before running the collectors, which call get.
+type procScanner struct {
+	fs       procfs.FS
+	pidFiles map[string]string // program -> pid file; absent: find by name
+
+	bootTime float64 // cached: it does not change
+	argsFor  procID  // whose command line argsMemo is
+	argsMemo kdcArgs
+
+	done bool
+	cur  *snapshot
+	err  error
+}
+
+func (s *procScanner) reset() { s.done, s.cur, s.err = false, nil, nil }
+
+func (s *procScanner) get() (*snapshot, error) {
+	if !s.done {
+		s.cur, s.err = s.scan()
+		s.done = true
+	}
+	return s.cur, s.err
+}
+
+func (s *procScanner) scan() (*snapshot, error) {
+	if s.bootTime == 0 {
+		st, err := s.fs.Stat()
+		if err != nil {
+			return nil, fmt.Errorf("reading boot time: %w", err)
+		}
+		s.bootTime = float64(st.BootTime)
+	}
+	all, err := s.fs.AllProcs()
+	if err != nil {
+		return nil, fmt.Errorf("listing processes: %w", err)
+	}
+	// Read the small comm file of every process and stat only the matches.
+	cands := map[string][]*kdcProc{}
+	for _, p := range all {
+		comm, err := p.Comm()
+		if err != nil || !watched(comm) {
+			continue // gone meanwhile, or not ours
+		}
+		st, err := p.Stat()
+		if err != nil || st.State == "Z" || st.State == "X" {
+			continue // dead: an unreaped zombie is not running
+		}
+		cands[comm] = append(cands[comm], &kdcProc{proc: p, stat: st})
+	}
+	snap := &snapshot{bootTime: s.bootTime}
+	for i, name := range programNames {
+		root := 0
+		pidFile, byFile := s.pidFiles[name]
+		if byFile {
+			root = readPidFile(pidFile)
+		}
+		snap.programs[i] = group(name, cands[name], byFile, root)
+	}
+	if kdc := snap.program(progKDC); kdc.running() {
+		if kdc.main.id() != s.argsFor {
+			args, err := kdc.main.proc.CmdLine()
+			if err != nil && !gone(err) {
+				return nil, fmt.Errorf("reading krb5kdc command line: %w", err)
+			}
+			s.argsFor, s.argsMemo = kdc.main.id(), parseKDCArgs(args)
+		}
+		snap.kdcArgs = s.argsMemo
+	}
+	return snap, nil
+}
+
+func watched(comm string) bool {
+	for _, n := range programNames {
+		if comm == n {
+			return true
+		}
+	}
+	return false
+}
+
+// group picks the program's processes among the candidates: the pid-file
+// process and its descendants, or every candidate when found by name.
+func group(name string, cands []*kdcProc, byFile bool, root int) programProcs {
+	pp := programProcs{name: name}
+	member := map[int]*kdcProc{}
+	if byFile {
+		byPID := map[int]*kdcProc{}
+		for _, c := range cands {
+			byPID[c.proc.PID] = c
+		}
+		if byPID[root] == nil {
+			return pp // stale or missing pid file: not running
+		}
+		member[root] = byPID[root]
+		for grew := true; grew; { // add children until none is new
+			grew = false
+			for _, c := range cands {
+				if member[c.proc.PID] == nil && member[c.stat.PPID] != nil {
+					member[c.proc.PID], grew = c, true
+				}
+			}
+		}
+	} else {
+		for _, c := range cands {
+			member[c.proc.PID] = c
+		}
+	}
+	for _, c := range member {
+		if member[c.stat.PPID] != nil && c.proc.PID != root {
+			pp.workers = append(pp.workers, c)
+		} else if pp.main == nil || older(c, pp.main) {
+			pp.main = c
+		}
+	}
+	if pp.main == nil {
+		return pp
+	}
+	sort.Slice(pp.workers, func(i, j int) bool { return older(pp.workers[i], pp.workers[j]) })
+	pp.procs = append(pp.procs, pp.main)
+	for _, c := range member {
+		if c != pp.main {
+			pp.procs = append(pp.procs, c)
+		}
+	}
+	rest := pp.procs[1:]
+	sort.Slice(rest, func(i, j int) bool { return rest[i].proc.PID < rest[j].proc.PID })
+	return pp
+}
+
+func older(a, b *kdcProc) bool {
+	if a.stat.Starttime != b.stat.Starttime {
+		return a.stat.Starttime < b.stat.Starttime
+	}
+	return a.proc.PID < b.proc.PID
+}
+
+// readPidFile returns the pid in the file, or 0 when there is none.
+func readPidFile(path string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return 0
+	}
+	return pid
+}
+
+// parseKDCArgs reads -w and -r the way krb5kdc's getopt does (optstring
+// "x:r:d:mM:k:R:P:p:nw:4:T:X3" in MIT 1.20): bundled flags, and option
+// arguments either attached ("-w2") or in the next word.
+func parseKDCArgs(argv []string) kdcArgs {
+	const withArg = "xrdMkRPpw4T"
+	var a kdcArgs
+	for i := 1; i < len(argv); i++ {
+		w := argv[i]
+		if w == "--" {
+			break
+		}
+		if len(w) < 2 || w[0] != '-' {
+			continue // GNU getopt permutes: options may follow operands
+		}
+		for j := 1; j < len(w); j++ {
+			opt := w[j]
+			if !strings.ContainsRune(withArg, rune(opt)) {
+				continue
+			}
+			val := w[j+1:]
+			if val == "" && i+1 < len(argv) {
+				i++
+				val = argv[i]
+			}
+			switch opt {
+			case 'w':
+				if n, err := strconv.Atoi(val); err == nil && n > 0 {
+					a.workers = n
+				}
+			case 'r':
+				a.realms = append(a.realms, val)
+			}
+			break
+		}
+	}
+	return a
+}
+
+// gone reports errors of a process that exited between two reads.
+func gone(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH)
+}

@@ -1,0 +1,291 @@
+package collector
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/go-kit/log"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/procfs"
+)
+
+// networkCollector reports the KDC's listening sockets and the kernel
+// counters that show lost requests, read in the KDC's network namespace
+// (/proc/PID/net of a KDC process). The sockets are those open in a KDC
+// process; when its descriptors cannot be read (the exporter does not run
+// as root), those bound to the kdc_listen/kdc_tcp_listen ports of kdc.conf.
+type networkCollector struct {
+	scan     *procScanner
+	conf     *confSource
+	fs       procfs.FS
+	procPath string
+	warn     *onceLogger
+
+	udpQueue, udpDrops, tcpQueue, tcpLimit, tcpConns,
+	udpRcvbuf, udpInErrors, listenOverflows, listenDrops *prometheus.Desc
+}
+
+// Socket states in /proc/net/tcp (include/net/tcp_states.h).
+const (
+	udpUnconnected = 0x07 // TCP_CLOSE: a bound, unconnected UDP socket
+	tcpListen      = 0x0A
+)
+
+// tcpConnStates are the states counted for connections to the KDC port;
+// all are always reported so that series do not come and go.
+var tcpConnStates = []struct {
+	code uint64
+	name string
+}{
+	{0x01, "established"}, {0x03, "syn_recv"}, {0x04, "fin_wait1"}, {0x05, "fin_wait2"},
+	{0x06, "time_wait"}, {0x08, "close_wait"}, {0x09, "last_ack"}, {0x0B, "closing"},
+}
+
+func newNetworkCollector(scan *procScanner, conf *confSource, pfs procfs.FS, procPath string, logger log.Logger) *networkCollector {
+	return &networkCollector{
+		scan:     scan,
+		conf:     conf,
+		fs:       pfs,
+		procPath: procPath,
+		warn:     newOnceLogger(logger),
+		udpQueue: desc("kdc", "udp_receive_queue_bytes", "Bytes waiting in the receive queue of a KDC UDP socket (requests not yet read by the KDC).", "address"),
+		udpDrops: desc("kdc", "udp_drops_total", "Datagrams the kernel dropped on a KDC UDP socket, mostly because its receive buffer was full.", "address"),
+		tcpQueue: desc("kdc", "tcp_listen_queue_length", "Connections completed and waiting in the accept queue of a KDC TCP listening socket.", "address"),
+		tcpLimit: desc("kdc", "tcp_listen_queue_limit", "Accept queue limit of a KDC TCP listening socket: kdc_tcp_listen_backlog capped by net.core.somaxconn; SYNs are dropped once the queue holds more than this.", "address"),
+		tcpConns: desc("kdc", "tcp_connections", "TCP connections to the KDC's listening addresses, by state.", "state"),
+		udpRcvbuf: desc("host", "udp_receive_buffer_errors_total",
+			"UDP datagrams dropped because a socket receive buffer was full, in the KDC's network namespace (RcvbufErrors of /proc/net/snmp, snmp6).", "proto"),
+		udpInErrors: desc("host", "udp_in_errors_total",
+			"UDP datagrams that could not be delivered (receive buffer errors included), in the KDC's network namespace.", "proto"),
+		listenOverflows: desc("host", "tcp_listen_overflows_total",
+			"Times a TCP accept queue was full when a connection completed (TcpExt ListenOverflows), in the KDC's network namespace."),
+		listenDrops: desc("host", "tcp_listen_drops_total",
+			"SYNs and connections dropped by listening TCP sockets (TcpExt ListenDrops), in the KDC's network namespace."),
+	}
+}
+
+func (c *networkCollector) describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.udpQueue, c.udpDrops, c.tcpQueue, c.tcpLimit, c.tcpConns,
+		c.udpRcvbuf, c.udpInErrors, c.listenOverflows, c.listenDrops} {
+		ch <- d
+	}
+}
+
+// selector decides which sockets are the KDC's.
+type selector struct {
+	inodes  map[uint64]bool // from the KDC's fds; nil: match by address
+	udp     []listenAddr
+	tcp     []listenAddr
+	byPorts bool
+}
+
+func (s *selector) match(inode uint64, ip net.IP, port uint64, addrs []listenAddr) bool {
+	if !s.byPorts {
+		return s.inodes[inode]
+	}
+	for _, a := range addrs {
+		if a.matches(ip, port) {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *networkCollector) Update(ch chan<- prometheus.Metric) error {
+	snap, err := c.scan.get()
+	if err != nil {
+		return err
+	}
+	np := snap.netProc()
+	if np == nil {
+		return nil // no KDC: no sockets and no namespace to report on
+	}
+	// kdc.conf problems are the kdcconf collector's to report; here the
+	// settings only add the accept queue limit and the port fallback.
+	settings, confErr := c.conf.settings(snap.kdcArgs.realms)
+	sel := &selector{}
+	sel.inodes, err = socketInodes(np.proc)
+	switch {
+	case err == nil:
+	case gone(err):
+		return nil
+	case errors.Is(err, fs.ErrPermission) && settings != nil:
+		c.warn.log("fds", "msg", "cannot read krb5kdc's file descriptors; finding its sockets by the ports in kdc.conf", "err", err)
+		sel.byPorts, sel.udp, sel.tcp = true, settings.udpListen, settings.tcpListen
+	case errors.Is(err, fs.ErrPermission):
+		return fmt.Errorf("cannot read krb5kdc's file descriptors (%v) and kdc.conf gives no ports (%v)", err, confErr)
+	default:
+		return fmt.Errorf("reading krb5kdc's file descriptors: %w", err)
+	}
+
+	nsfs, err := procfs.NewFS(filepath.Join(c.procPath, strconv.Itoa(np.proc.PID)))
+	if err != nil {
+		if gone(err) {
+			return nil
+		}
+		return err
+	}
+	udp, err := readSockets(nsfs.NetUDP, nsfs.NetUDP6)
+	if err != nil {
+		return err
+	}
+	tcp, err := readSockets(nsfs.NetTCP, nsfs.NetTCP6)
+	if err != nil {
+		return err
+	}
+
+	// UDP: one series per address; sockets sharing one are summed.
+	type udpStat struct{ queue, drops float64 }
+	udpBy := map[string]*udpStat{}
+	for _, l := range udp {
+		if l.St != udpUnconnected || !sel.match(l.Inode, l.LocalAddr, l.LocalPort, sel.udp) {
+			continue
+		}
+		a := hostPort(l.LocalAddr, l.LocalPort)
+		if udpBy[a] == nil {
+			udpBy[a] = &udpStat{}
+		}
+		udpBy[a].queue += float64(l.RxQueue)
+		if l.Drops != nil {
+			udpBy[a].drops += float64(*l.Drops)
+		}
+	}
+	for a, s := range udpBy {
+		ch <- gauge(c.udpQueue, s.queue, a)
+		ch <- counter(c.udpDrops, s.drops, a)
+	}
+
+	// TCP listeners: for a listening socket rx_queue is the accept queue.
+	type listener struct {
+		ip   net.IP
+		port uint64
+	}
+	var listeners []listener
+	queueBy := map[string]float64{}
+	for _, l := range tcp {
+		if l.St == tcpListen && sel.match(l.Inode, l.LocalAddr, l.LocalPort, sel.tcp) {
+			queueBy[hostPort(l.LocalAddr, l.LocalPort)] += float64(l.RxQueue)
+			listeners = append(listeners, listener{l.LocalAddr, l.LocalPort})
+		}
+	}
+	limit := c.acceptQueueLimit(settings)
+	for a, q := range queueBy {
+		ch <- gauge(c.tcpQueue, q, a)
+		if limit > 0 {
+			ch <- gauge(c.tcpLimit, limit, a)
+		}
+	}
+	if len(listeners) > 0 {
+		counts := make([]float64, len(tcpConnStates))
+		for _, l := range tcp {
+			if l.St == tcpListen {
+				continue
+			}
+			for _, ln := range listeners {
+				if ln.port == l.LocalPort && (ln.ip.IsUnspecified() || ln.ip.Equal(l.LocalAddr)) {
+					for i, s := range tcpConnStates {
+						if s.code == l.St {
+							counts[i]++
+						}
+					}
+					break
+				}
+			}
+		}
+		for i, s := range tcpConnStates {
+			ch <- gauge(c.tcpConns, counts[i], s.name)
+		}
+	}
+	return c.hostCounters(ch, np.proc)
+}
+
+// acceptQueueLimit is what listen() got: the backlog asked for, capped by
+// somaxconn; 0 when unknown.
+func (c *networkCollector) acceptQueueLimit(s *kdcSettings) float64 {
+	if s == nil {
+		return 0
+	}
+	limit := s.tcpListenBacklog
+	if v, err := c.fs.SysctlInts("net.core.somaxconn"); err == nil && len(v) == 1 && v[0] > 0 {
+		limit = min(limit, v[0])
+	}
+	return float64(limit)
+}
+
+func (c *networkCollector) hostCounters(ch chan<- prometheus.Metric, p procfs.Proc) error {
+	snmp, err := p.Snmp()
+	if err != nil {
+		if gone(err) {
+			return nil
+		}
+		return fmt.Errorf("reading net/snmp: %w", err)
+	}
+	optCounter(ch, c.udpRcvbuf, snmp.Udp.RcvbufErrors, "udp")
+	optCounter(ch, c.udpInErrors, snmp.Udp.InErrors, "udp")
+	snmp6, err := p.Snmp6()
+	switch {
+	case err == nil:
+		optCounter(ch, c.udpRcvbuf, snmp6.Udp6.RcvbufErrors, "udp6")
+		optCounter(ch, c.udpInErrors, snmp6.Udp6.InErrors, "udp6")
+	case gone(err): // IPv6 disabled: no snmp6
+	default:
+		return fmt.Errorf("reading net/snmp6: %w", err)
+	}
+	ns, err := p.Netstat()
+	if err != nil {
+		if gone(err) {
+			return nil
+		}
+		return fmt.Errorf("reading net/netstat: %w", err)
+	}
+	optCounter(ch, c.listenOverflows, ns.TcpExt.ListenOverflows)
+	optCounter(ch, c.listenDrops, ns.TcpExt.ListenDrops)
+	return nil
+}
+
+// optCounter sends a counter the kernel may not have.
+func optCounter(ch chan<- prometheus.Metric, d *prometheus.Desc, v *float64, labels ...string) {
+	if v != nil {
+		ch <- counter(d, *v, labels...)
+	}
+}
+
+// socketInodes returns the inodes of the sockets open in p.
+func socketInodes(p procfs.Proc) (map[uint64]bool, error) {
+	targets, err := p.FileDescriptorTargets()
+	if err != nil {
+		return nil, err
+	}
+	inodes := map[uint64]bool{}
+	for _, t := range targets {
+		if s, ok := strings.CutPrefix(t, "socket:["); ok {
+			if n, err := strconv.ParseUint(strings.TrimSuffix(s, "]"), 10, 64); err == nil {
+				inodes[n] = true
+			}
+		}
+	}
+	return inodes, nil
+}
+
+// readSockets reads the IPv4 and the IPv6 table; a missing IPv6 table
+// (IPv6 disabled) is not an error.
+func readSockets[T ~[]E, E any](v4, v6 func() (T, error)) ([]E, error) {
+	a, err := v4()
+	if err != nil {
+		return nil, fmt.Errorf("reading socket table: %w", err)
+	}
+	b, err := v6()
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("reading IPv6 socket table: %w", err)
+	}
+	return append([]E(a), b...), nil
+}
+
+func hostPort(ip net.IP, port uint64) string {
+	return net.JoinHostPort(ip.String(), strconv.FormatUint(port, 10))
+}

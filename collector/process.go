@@ -1,0 +1,188 @@
+package collector
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"strconv"
+
+	"github.com/go-kit/log"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// processCollector reports krb5kdc, kadmind and kpropd from /proc: per
+// program totals over all its processes (supervisor and workers included),
+// and per krb5kdc worker the CPU time under a stable index.
+type processCollector struct {
+	scan   *procScanner
+	warn   *onceLogger
+	pageSz float64
+
+	up, processes, restarts, cpu, rss, vms, openFDs, maxFDs, threads,
+	startTime, ctxSwitches, ioRead, ioWrite, workers, workerCPU, workerStart *prometheus.Desc
+
+	lastMain map[string]procID // main process seen by the previous scrape
+	restartN map[string]float64
+	slots    workerSlots
+}
+
+func newProcessCollector(scan *procScanner, logger log.Logger) *processCollector {
+	prog := []string{"program"}
+	return &processCollector{
+		scan:        scan,
+		warn:        newOnceLogger(logger),
+		pageSz:      float64(os.Getpagesize()),
+		up:          desc("process", "up", "1 if a process of the program is running (zombies do not count), else 0.", prog...),
+		processes:   desc("process", "processes", "Number of running processes of the program, supervisor and workers included.", prog...),
+		restarts:    desc("process", "restarts_total", "Times the program's main process was seen replaced by a new one (its pid or start time changed) since the exporter started.", prog...),
+		cpu:         desc("process", "cpu_seconds_total", "CPU time of all processes of the program, by mode.", "program", "mode"),
+		rss:         desc("process", "resident_memory_bytes", "Resident memory of all processes of the program.", prog...),
+		vms:         desc("process", "virtual_memory_bytes", "Virtual memory of all processes of the program.", prog...),
+		openFDs:     desc("process", "open_fds", "Open file descriptors of all processes of the program.", prog...),
+		maxFDs:      desc("process", "max_fds", "Soft limit on open file descriptors of the program's main process (workers inherit it).", prog...),
+		threads:     desc("process", "threads", "Threads of all processes of the program.", prog...),
+		startTime:   desc("process", "start_time_seconds", "Start time of the program's oldest process, seconds since the Unix epoch.", prog...),
+		ctxSwitches: desc("process", "context_switches_total", "Context switches of all processes of the program.", "program", "ctxswitch"),
+		ioRead:      desc("process", "io_read_bytes_total", "Bytes the program's processes caused to be read from storage.", prog...),
+		ioWrite:     desc("process", "io_write_bytes_total", "Bytes the program's processes caused to be written to storage.", prog...),
+		workers:     desc("kdc", "workers", "Running worker processes of krb5kdc -w N (0 for a single-process KDC).", nil...),
+		workerCPU:   desc("kdc", "worker_cpu_seconds_total", "CPU time of one krb5kdc worker process, by mode; worker is a stable index below the number of workers, reused by a replacement.", "worker", "mode"),
+		workerStart: desc("kdc", "worker_start_time_seconds", "Start time of the krb5kdc worker process holding this index, seconds since the Unix epoch.", "worker"),
+		lastMain:    map[string]procID{},
+		restartN:    map[string]float64{},
+	}
+}
+
+func (c *processCollector) describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.up, c.processes, c.restarts, c.cpu, c.rss, c.vms, c.openFDs, c.maxFDs,
+		c.threads, c.startTime, c.ctxSwitches, c.ioRead, c.ioWrite, c.workers, c.workerCPU, c.workerStart} {
+		ch <- d
+	}
+}
+
+func (c *processCollector) Update(ch chan<- prometheus.Metric) error {
+	snap, err := c.scan.get()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for i := range snap.programs {
+		p := &snap.programs[i]
+		if p.running() {
+			id := p.main.id()
+			if last, seen := c.lastMain[p.name]; seen && last != id {
+				c.restartN[p.name]++
+			}
+			c.lastMain[p.name] = id
+		}
+		ch <- gauge(c.up, boolFloat(p.running()), p.name)
+		ch <- gauge(c.processes, float64(len(p.procs)), p.name)
+		ch <- counter(c.restarts, c.restartN[p.name], p.name)
+		if p.name == progKDC {
+			c.updateWorkers(ch, snap, p)
+		}
+		if p.running() {
+			if err := c.updateProgram(ch, snap, p); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// family tracks whether a metric family could be read for every process.
+type family struct {
+	ok  bool
+	err error
+}
+
+// failed classifies a read error of one process: an exited process simply
+// contributes nothing; a permission error (the exporter not running as
+// the daemon's user) drops the family with one warning; anything else
+// drops it and fails the scrape.
+func (c *processCollector) failed(f *family, err error, prog, what string) bool {
+	switch {
+	case err == nil:
+		return false
+	case gone(err):
+		return true
+	case errors.Is(err, fs.ErrPermission):
+		c.warn.log(prog+"/"+what, "msg", "cannot read "+what+" of "+prog+"; those metrics are omitted (run the exporter as root or as the daemon's user)", "err", err)
+	default:
+		f.err = err
+	}
+	f.ok = false
+	return true
+}
+
+func (c *processCollector) updateProgram(ch chan<- prometheus.Metric, snap *snapshot, p *programProcs) error {
+	var utime, stime, rss, vms, threads, oldest uint64
+	var nfds, vol, nonvol, rd, wr float64
+	fds, cs, io := family{ok: true}, family{ok: true}, family{ok: true}
+	oldest = p.main.stat.Starttime
+	for _, pr := range p.procs {
+		st := pr.stat
+		utime += uint64(st.UTime)
+		stime += uint64(st.STime)
+		rss += uint64(st.RSS)
+		vms += uint64(st.VSize)
+		threads += uint64(st.NumThreads)
+		oldest = min(oldest, st.Starttime)
+		if fds.ok {
+			n, err := pr.proc.FileDescriptorsLen()
+			if !c.failed(&fds, err, p.name, "file descriptors") {
+				nfds += float64(n)
+			}
+		}
+		if cs.ok {
+			status, err := pr.proc.NewStatus()
+			if !c.failed(&cs, err, p.name, "status") {
+				vol += float64(status.VoluntaryCtxtSwitches)
+				nonvol += float64(status.NonVoluntaryCtxtSwitches)
+			}
+		}
+		if io.ok {
+			pio, err := pr.proc.IO()
+			if !c.failed(&io, err, p.name, "io") {
+				rd += float64(pio.ReadBytes)
+				wr += float64(pio.WriteBytes)
+			}
+		}
+	}
+	ch <- counter(c.cpu, float64(utime)/userHZ, p.name, "user")
+	ch <- counter(c.cpu, float64(stime)/userHZ, p.name, "system")
+	ch <- gauge(c.rss, float64(rss)*c.pageSz, p.name)
+	ch <- gauge(c.vms, float64(vms), p.name)
+	ch <- gauge(c.threads, float64(threads), p.name)
+	ch <- gauge(c.startTime, snap.bootTime+float64(oldest)/userHZ, p.name)
+	if fds.ok {
+		ch <- gauge(c.openFDs, nfds, p.name)
+	}
+	lim := family{ok: true}
+	if limits, err := p.main.proc.Limits(); !c.failed(&lim, err, p.name, "limits") {
+		ch <- gauge(c.maxFDs, float64(limits.OpenFiles), p.name)
+	}
+	if cs.ok {
+		ch <- counter(c.ctxSwitches, vol, p.name, "voluntary")
+		ch <- counter(c.ctxSwitches, nonvol, p.name, "nonvoluntary")
+	}
+	if io.ok {
+		ch <- counter(c.ioRead, rd, p.name)
+		ch <- counter(c.ioWrite, wr, p.name)
+	}
+	return errors.Join(fds.err, cs.err, io.err, lim.err)
+}
+
+func (c *processCollector) updateWorkers(ch chan<- prometheus.Metric, snap *snapshot, p *programProcs) {
+	idx := c.slots.assign(p.workers) // also frees the slots of gone workers
+	if !p.running() {
+		return
+	}
+	ch <- gauge(c.workers, float64(len(p.workers)))
+	for i, w := range p.workers {
+		worker := strconv.Itoa(idx[i])
+		ch <- counter(c.workerCPU, float64(w.stat.UTime)/userHZ, worker, "user")
+		ch <- counter(c.workerCPU, float64(w.stat.STime)/userHZ, worker, "system")
+		ch <- gauge(c.workerStart, snap.bootTime+float64(w.stat.Starttime)/userHZ, worker)
+	}
+}
