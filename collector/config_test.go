@@ -1,0 +1,72 @@
+package collector
+
+import (
+	"testing"
+
+	"github.com/alecthomas/kingpin/v2"
+)
+
+func TestRegisterFlags(t *testing.T) {
+	t.Setenv("KRB5_KDC_PROFILE", "")
+	t.Setenv("KRB5_CONFIG", "")
+	app := kingpin.New("test", "")
+	cfg := RegisterFlags(app)
+	if _, err := app.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	if *cfg != DefaultConfig() {
+		t.Errorf("defaults = %+v, want %+v", *cfg, DefaultConfig())
+	}
+
+	app = kingpin.New("test", "")
+	cfg = RegisterFlags(app)
+	_, err := app.Parse([]string{"--path.procfs=/host/proc", "--no-collector.network", "--collector.process.krb5kdc-pidfile=/run/krb5kdc.pid",
+		"--collector.kdcconf.path=/a/kdc.conf:/b/kdc.conf", "--collector.kdcconf.krb5-config=/x/krb5.conf"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Config{ProcFS: "/host/proc", Process: true, KDCConf: true, KDCPidFile: "/run/krb5kdc.pid",
+		KDCConfPath: "/a/kdc.conf:/b/kdc.conf", Krb5ConfPath: "/x/krb5.conf"}
+	if *cfg != want {
+		t.Errorf("parsed = %+v, want %+v", *cfg, want)
+	}
+	if got := cfg.pidFiles(); len(got) != 1 || got[progKDC] != "/run/krb5kdc.pid" {
+		t.Errorf("pid files = %v", got)
+	}
+}
+
+// TestKDCProfileEnv: like MIT, KRB5_KDC_PROFILE and KRB5_CONFIG name the
+// files when no flag does.
+func TestKDCProfileEnv(t *testing.T) {
+	t.Setenv("KRB5_KDC_PROFILE", "/env/kdc.conf")
+	t.Setenv("KRB5_CONFIG", "/env/krb5.conf")
+	app := kingpin.New("test", "")
+	cfg := RegisterFlags(app)
+	if _, err := app.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.kdcConfPaths() != "/env/kdc.conf" || cfg.krb5ConfPaths() != "/env/krb5.conf" {
+		t.Errorf("paths = %q, %q", cfg.kdcConfPaths(), cfg.krb5ConfPaths())
+	}
+}
+
+func TestKDCConfDefault(t *testing.T) {
+	dir := t.TempDir()
+	rhel := writeFile(t, dir, "var/kerberos/krb5kdc/kdc.conf", "[realms]\n")
+	old := kdcConfCandidates
+	defer func() { kdcConfCandidates = old }()
+	kdcConfCandidates = []string{dir + "/etc/krb5kdc/kdc.conf", rhel}
+	if got := (Config{}).kdcConfPaths(); got != rhel {
+		t.Errorf("default kdc.conf = %s, want the existing RHEL one", got)
+	}
+	writeFile(t, dir, "etc/krb5kdc/kdc.conf", "[realms]\n")
+	if got := (Config{}).kdcConfPaths(); got != kdcConfCandidates[0] {
+		t.Errorf("default kdc.conf = %s, want the Debian one when both exist", got)
+	}
+	if got := (Config{}).krb5ConfPaths(); got != "/etc/krb5.conf" {
+		t.Errorf("default krb5.conf = %s", got)
+	}
+	if defaultDatabase([]string{rhel}) != debianDatabase || defaultDatabase([]string{"/var/kerberos/krb5kdc/kdc.conf"}) != rhelDatabase {
+		t.Error("default database does not follow the distribution of kdc.conf")
+	}
+}

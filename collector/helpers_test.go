@@ -1,0 +1,220 @@
+package collector
+
+import (
+	"bytes"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-kit/log"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+)
+
+// fixtureDir is the /proc capture of a krb5kdc -w 2 and kadmind (see
+// testdata/README.md).
+const fixtureDir = "testdata/fixture"
+
+// Values the golden tests give the principal database file.
+const (
+	fixtureDBSize = 16384
+)
+
+var fixtureDBTime = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// fixtureConfig writes the fixture's kdc.conf and krb5.conf into a temp
+// dir (their realm directory placeholder pointing there, with a principal
+// file of known size and mtime) and returns a Config reading procRoot.
+func fixtureConfig(t testing.TB, procRoot string) Config {
+	t.Helper()
+	dir := t.TempDir()
+	for _, name := range []string{"kdc.conf", "krb5.conf"} {
+		b, err := os.ReadFile(filepath.Join(fixtureDir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b = bytes.ReplaceAll(b, []byte("@REALMDIR@"), []byte(dir))
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db := filepath.Join(dir, "principal")
+	if err := os.WriteFile(db, make([]byte, fixtureDBSize), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(db, fixtureDBTime, fixtureDBTime); err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.ProcFS = procRoot
+	cfg.KDCConfPath = filepath.Join(dir, "kdc.conf")
+	cfg.Krb5ConfPath = filepath.Join(dir, "krb5.conf")
+	return cfg
+}
+
+func newTestCollector(t testing.TB, cfg Config) (*KDCCollector, *prometheus.Registry) {
+	t.Helper()
+	c, err := New(log.NewNopLogger(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(c); err != nil {
+		t.Fatal(err)
+	}
+	return c, reg
+}
+
+// withoutDuration drops the scrape durations, the one thing that varies.
+func withoutDuration(g prometheus.Gatherer) prometheus.Gatherer {
+	return prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		mfs, err := g.Gather()
+		out := mfs[:0]
+		for _, mf := range mfs {
+			if mf.GetName() != "krb5_exporter_collector_scrape_duration_seconds" {
+				out = append(out, mf)
+			}
+		}
+		return out, err
+	})
+}
+
+// exposition renders what the gatherer returns in the text format.
+func exposition(t testing.TB, g prometheus.Gatherer) string {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	enc := expfmt.NewEncoder(&b, expfmt.NewFormat(expfmt.TypeTextPlain))
+	for _, mf := range mfs {
+		if err := enc.Encode(mf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b.String()
+}
+
+// scrape is one gather, indexed for lookups.
+type scrape struct {
+	t   testing.TB
+	mfs map[string]*dto.MetricFamily
+}
+
+func gather(t testing.TB, reg prometheus.Gatherer) *scrape {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &scrape{t: t, mfs: map[string]*dto.MetricFamily{}}
+	for _, mf := range mfs {
+		s.mfs[mf.GetName()] = mf
+	}
+	return s
+}
+
+// find returns the value of the series with the given name and labels
+// (name=value pairs; the series may have more labels).
+func (s *scrape) find(name string, labels ...string) (float64, bool) {
+	mf := s.mfs[name]
+	if mf == nil {
+		return 0, false
+	}
+	for _, m := range mf.GetMetric() {
+		if !hasLabels(m, labels) {
+			continue
+		}
+		switch {
+		case m.Gauge != nil:
+			return m.GetGauge().GetValue(), true
+		case m.Counter != nil:
+			return m.GetCounter().GetValue(), true
+		}
+	}
+	return 0, false
+}
+
+// value is find that fails the test when the series is missing.
+func (s *scrape) value(name string, labels ...string) float64 {
+	s.t.Helper()
+	v, ok := s.find(name, labels...)
+	if !ok {
+		s.t.Fatalf("no series %s%v", name, labels)
+	}
+	return v
+}
+
+// count is the number of series of a metric matching the labels.
+func (s *scrape) count(name string, labels ...string) int {
+	n := 0
+	if mf := s.mfs[name]; mf != nil {
+		for _, m := range mf.GetMetric() {
+			if hasLabels(m, labels) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// names lists the metric names with the prefix.
+func (s *scrape) names(prefix string) []string {
+	var out []string
+	for n := range s.mfs {
+		if strings.HasPrefix(n, prefix) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func hasLabels(m *dto.Metric, labels []string) bool {
+	for i := 0; i+1 < len(labels); i += 2 {
+		found := false
+		for _, lp := range m.GetLabel() {
+			if lp.GetName() == labels[i] && lp.GetValue() == labels[i+1] {
+				found = true
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// copyTree copies a fixture tree, symlinks as symlinks.
+func copyTree(t testing.TB, src, dst string) {
+	t.Helper()
+	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, path)
+		target := filepath.Join(dst, rel)
+		switch {
+		case d.Type()&fs.ModeSymlink != 0:
+			link, err := os.Readlink(path)
+			if err != nil {
+				return err
+			}
+			return os.Symlink(link, target)
+		case d.IsDir():
+			return os.MkdirAll(target, 0o755)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(target, b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,293 @@
+package collector
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// Pids in the fixture (testdata/fixture/proc).
+const (
+	fxSupervisor = 20256
+	fxWorker0    = 20257
+	fxWorker1    = 20258
+	fxZombie     = 20250 // the supervisor of the KDC killed before the capture
+	fxKadmind    = 20254
+)
+
+// editableFixture copies the fixture's proc tree into a temp dir.
+func editableFixture(t testing.TB) string {
+	t.Helper()
+	root := filepath.Join(t.TempDir(), "proc")
+	copyTree(t, filepath.Join(fixtureDir, "proc"), root)
+	return root
+}
+
+// cloneProc copies process from to pid with the given parent, starting
+// startDelta clock ticks after from.
+func cloneProc(t testing.TB, root string, from, pid, ppid int, startDelta uint64) {
+	t.Helper()
+	dst := filepath.Join(root, strconv.Itoa(pid))
+	copyTree(t, filepath.Join(root, strconv.Itoa(from)), dst)
+	path := filepath.Join(dst, "stat")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	r := strings.LastIndexByte(s, ')')
+	f := strings.Fields(s[r+2:]) // f[0] is field 3 (state)
+	f[1] = strconv.Itoa(ppid)
+	start, _ := strconv.ParseUint(f[19], 10, 64) // field 22
+	f[19] = strconv.FormatUint(start+startDelta, 10)
+	s = strconv.Itoa(pid) + " " + s[strings.IndexByte(s, '('):r+1] + " " + strings.Join(f, " ") + "\n"
+	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func removeProc(t testing.TB, root string, pid int) {
+	t.Helper()
+	if err := os.RemoveAll(filepath.Join(root, strconv.Itoa(pid))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func writePidFile(t testing.TB, pid int) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "krb5kdc.pid")
+	if err := os.WriteFile(p, []byte(strconv.Itoa(pid)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// kdcDown checks what a stopped KDC must look like: up 0 and no series
+// that belonged to its processes.
+func kdcDown(t *testing.T, s *scrape) {
+	t.Helper()
+	if v := s.value("krb5_process_up", "program", "krb5kdc"); v != 0 {
+		t.Errorf("krb5kdc up = %v, want 0", v)
+	}
+	if v := s.value("krb5_process_processes", "program", "krb5kdc"); v != 0 {
+		t.Errorf("krb5kdc processes = %v, want 0", v)
+	}
+	for _, name := range []string{"krb5_process_cpu_seconds_total", "krb5_process_resident_memory_bytes",
+		"krb5_process_open_fds", "krb5_process_start_time_seconds", "krb5_process_io_read_bytes_total"} {
+		if n := s.count(name, "program", "krb5kdc"); n != 0 {
+			t.Errorf("%d stale %s series for krb5kdc", n, name)
+		}
+	}
+	for _, name := range s.names("krb5_kdc_") {
+		if !strings.HasPrefix(name, "krb5_kdc_database_") {
+			t.Errorf("stale series %s while the KDC is down", name)
+		}
+	}
+	if n := len(s.names("krb5_host_")); n != 0 {
+		t.Errorf("%d host counter families while no KDC namespace exists", n)
+	}
+	for _, name := range []string{"process", "network", "kdcconf"} {
+		if v, ok := s.find("krb5_exporter_collector_scrape_success", "collector", name); ok && v != 1 {
+			t.Errorf("collector %s failed while the KDC is down", name)
+		}
+	}
+}
+
+func TestPidFiles(t *testing.T) {
+	proc := filepath.Join(fixtureDir, "proc")
+	t.Run("supervisor", func(t *testing.T) {
+		cfg := fixtureConfig(t, proc)
+		cfg.KDCPidFile = writePidFile(t, fxSupervisor)
+		_, reg := newTestCollector(t, cfg)
+		s := gather(t, reg)
+		if v := s.value("krb5_process_processes", "program", "krb5kdc"); v != 3 {
+			t.Errorf("processes = %v, want the supervisor and its 2 workers", v)
+		}
+		if v := s.value("krb5_kdc_workers"); v != 2 {
+			t.Errorf("workers = %v", v)
+		}
+	})
+	for name, pidFile := range map[string]func(t *testing.T) string{
+		"stale (zombie)": func(t *testing.T) string { return writePidFile(t, fxZombie) },
+		"other program":  func(t *testing.T) string { return writePidFile(t, fxKadmind) },
+		"missing":        func(t *testing.T) string { return filepath.Join(t.TempDir(), "none.pid") },
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := fixtureConfig(t, proc)
+			cfg.KDCPidFile = pidFile(t)
+			_, reg := newTestCollector(t, cfg)
+			kdcDown(t, gather(t, reg))
+		})
+	}
+	t.Run("worker", func(t *testing.T) {
+		// A pid file naming a worker selects that worker alone.
+		cfg := fixtureConfig(t, proc)
+		cfg.KDCPidFile = writePidFile(t, fxWorker1)
+		_, reg := newTestCollector(t, cfg)
+		s := gather(t, reg)
+		if v := s.value("krb5_process_processes", "program", "krb5kdc"); v != 1 {
+			t.Errorf("processes = %v, want 1", v)
+		}
+	})
+}
+
+// TestRestarts replays a worker being replaced and then the whole KDC
+// restarting, on an edited copy of the fixture.
+func TestRestarts(t *testing.T) {
+	root := editableFixture(t)
+	_, reg := newTestCollector(t, fixtureConfig(t, root))
+	s := gather(t, reg)
+	start1 := s.value("krb5_kdc_worker_start_time_seconds", "worker", "1")
+
+	// Worker 1 is replaced by a newer process: it takes the free index 1,
+	// worker 0 keeps its index, the KDC did not restart.
+	cloneProc(t, root, fxWorker1, 30001, fxSupervisor, 500)
+	removeProc(t, root, fxWorker1)
+	s = gather(t, reg)
+	if n := s.count("krb5_kdc_worker_start_time_seconds"); n != 2 {
+		t.Fatalf("%d worker series after a replacement, want 2", n)
+	}
+	if v := s.value("krb5_kdc_worker_start_time_seconds", "worker", "1"); v != start1+5 {
+		t.Errorf("worker 1 start = %v, want %v (the replacement)", v, start1+5)
+	}
+	if v := s.value("krb5_process_restarts_total", "program", "krb5kdc"); v != 0 {
+		t.Errorf("restarts = %v after a worker replacement, want 0", v)
+	}
+
+	// The KDC restarts: a new supervisor with new workers.
+	cloneProc(t, root, fxSupervisor, 40000, 1, 1000)
+	cloneProc(t, root, fxWorker0, 40001, 40000, 1000)
+	cloneProc(t, root, fxWorker0, 40002, 40000, 1000)
+	for _, pid := range []int{fxSupervisor, fxWorker0, 30001} {
+		removeProc(t, root, pid)
+	}
+	s = gather(t, reg)
+	if v := s.value("krb5_process_restarts_total", "program", "krb5kdc"); v != 1 {
+		t.Errorf("restarts = %v after a KDC restart, want 1", v)
+	}
+	if n := s.count("krb5_kdc_worker_cpu_seconds_total", "mode", "user"); n != 2 {
+		t.Errorf("%d worker series, want 2 (indexes reused, none stale)", n)
+	}
+	for _, w := range []string{"0", "1"} {
+		if _, ok := s.find("krb5_kdc_worker_cpu_seconds_total", "worker", w); !ok {
+			t.Errorf("no series for worker %s", w)
+		}
+	}
+
+	// Stopped: nothing of the KDC's processes remains; the restart count
+	// stays.
+	for _, pid := range []int{40000, 40001, 40002} {
+		removeProc(t, root, pid)
+	}
+	s = gather(t, reg)
+	kdcDown(t, s)
+	if v := s.value("krb5_process_restarts_total", "program", "krb5kdc"); v != 1 {
+		t.Errorf("restarts = %v while down, want 1", v)
+	}
+	if _, ok := s.find("krb5_kdc_workers_configured"); ok {
+		t.Error("workers_configured reported without a running KDC")
+	}
+	if _, ok := s.find("krb5_kdcconf_info"); !ok {
+		t.Error("kdc.conf settings should not depend on the KDC running")
+	}
+}
+
+func TestWorkerSlots(t *testing.T) {
+	p := func(pid int, start uint64) *kdcProc {
+		k := &kdcProc{}
+		k.proc.PID, k.stat.Starttime = pid, start
+		return k
+	}
+	var w workerSlots
+	a, b, c := p(10, 1), p(11, 1), p(12, 1)
+	if got := w.assign([]*kdcProc{a, b, c}); !equalInts(got, []int{0, 1, 2}) {
+		t.Errorf("first = %v", got)
+	}
+	// b dies, d replaces it: d takes index 1.
+	d := p(20, 5)
+	if got := w.assign([]*kdcProc{a, c, d}); !equalInts(got, []int{0, 2, 1}) {
+		t.Errorf("after replacement = %v", got)
+	}
+	// A pid reused by a newer process is a new worker.
+	a2 := p(10, 9)
+	if got := w.assign([]*kdcProc{a2, c, d}); !equalInts(got, []int{0, 2, 1}) {
+		t.Errorf("pid reuse = %v", got)
+	}
+	if w.occupant[0] != a2.id() {
+		t.Errorf("slot 0 holds %v, want %v", w.occupant[0], a2.id())
+	}
+	// All gone: no slots left.
+	w.assign(nil)
+	if len(w.occupant) != 0 {
+		t.Errorf("slots after all workers are gone: %v", w.occupant)
+	}
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestKDCConfBroken: a kdc.conf that does not parse fails the kdcconf
+// collector with a parse error count, and the others keep working.
+func TestKDCConfBroken(t *testing.T) {
+	cfg := fixtureConfig(t, filepath.Join(fixtureDir, "proc"))
+	if err := os.WriteFile(cfg.KDCConfPath, []byte("[realms]\n\tPERF.TEST = {\n\t\tkdc_listen = 88\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, reg := newTestCollector(t, cfg)
+	for i := 0; i < 3; i++ {
+		s := gather(t, reg)
+		if v := s.value("krb5_exporter_collector_scrape_success", "collector", "kdcconf"); v != 0 {
+			t.Error("kdcconf succeeded on a broken file")
+		}
+		if v := s.value("krb5_exporter_kdcconf_parse_errors_total"); v != 1 {
+			t.Errorf("parse errors = %v on scrape %d, want 1", v, i+1)
+		}
+		if _, ok := s.find("krb5_kdcconf_info"); ok {
+			t.Error("settings reported from a broken file")
+		}
+		for _, name := range []string{"process", "network"} {
+			if v := s.value("krb5_exporter_collector_scrape_success", "collector", name); v != 1 {
+				t.Errorf("%s failed because of kdc.conf", name)
+			}
+		}
+		// Still reported: it comes from the command line.
+		if v := s.value("krb5_kdc_workers_configured"); v != 2 {
+			t.Errorf("workers_configured = %v", v)
+		}
+	}
+}
+
+func TestDisabledCollectors(t *testing.T) {
+	cfg := fixtureConfig(t, filepath.Join(fixtureDir, "proc"))
+	cfg.Process, cfg.KDCConf = false, false
+	c, reg := newTestCollector(t, cfg)
+	if got := strings.Join(c.Enabled(), ","); got != "network" {
+		t.Errorf("enabled = %s", got)
+	}
+	s := gather(t, reg)
+	if len(s.names("krb5_process_")) != 0 || len(s.names("krb5_kdcconf_")) != 0 {
+		t.Error("disabled collectors reported metrics")
+	}
+	if v := s.value("krb5_kdc_udp_drops_total"); v != 0 {
+		t.Errorf("udp drops = %v", v)
+	}
+}
+
+func TestNewBadProcFS(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.ProcFS = filepath.Join(t.TempDir(), "nonexistent")
+	if _, err := New(nil, cfg); err == nil {
+		t.Error("New accepted a missing procfs")
+	}
+}
