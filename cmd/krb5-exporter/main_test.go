@@ -1,0 +1,308 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/krb5-exporter/krb5-exporter/realm"
+)
+
+// binary is the krb5-exporter built once for all tests: the CLI is tested
+// as a user runs it, exit codes and output included.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "krb5-exporter-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "krb5-exporter")
+	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// exporter runs the binary to completion.
+func exporter(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return o.String(), e.String(), code
+}
+
+// oneErrorLine checks the promise made to operators: one clear line, no
+// panic or stack trace.
+func oneErrorLine(t *testing.T, stderr string, want ...string) {
+	t.Helper()
+	var errs []string
+	for _, l := range strings.Split(strings.TrimSpace(stderr), "\n") {
+		if strings.Contains(l, "level=error") {
+			errs = append(errs, l)
+		}
+	}
+	if len(errs) != 1 || strings.Contains(stderr, "goroutine ") || strings.Contains(stderr, "panic") {
+		t.Fatalf("want exactly one error line, got:\n%s", stderr)
+	}
+	for _, w := range want {
+		if !strings.Contains(errs[0], w) {
+			t.Errorf("error line %q lacks %q", errs[0], w)
+		}
+	}
+}
+
+func TestVersionAndPlaceholders(t *testing.T) {
+	t.Parallel()
+	if out, _, code := exporter(t, "--version"); code != 0 || !strings.Contains(out+"", "krb5-exporter, version") {
+		// kingpin prints the version to the usage writer (stdout).
+		t.Errorf("--version: code %d, %q", code, out)
+	}
+	_, stderr, code := exporter(t, "bench", "--once")
+	if code != 2 {
+		t.Errorf("bench: want exit 2 while it is not built, got %d (%s)", code, stderr)
+	}
+	if _, stderr, code := exporter(t, "--no-such-flag"); code != 2 || !strings.Contains(stderr, "no-such-flag") {
+		t.Errorf("unknown flag: code %d, %q", code, stderr)
+	}
+}
+
+func TestBadConfigIsOneClearLine(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yml")
+	os.WriteFile(bad, []byte("logs:\n  - path: /var/log/krb5kdc.log\n    type: kdc\n    severity: high\n"), 0o600)
+
+	_, stderr, code := exporter(t, "--config.file", bad)
+	if code != 1 {
+		t.Errorf("exit code %d, want 1", code)
+	}
+	oneErrorLine(t, stderr, bad+`:4: unknown key \"severity\"`)
+
+	_, stderr, code = exporter(t, "--config.file", bad, "--config.check")
+	if code != 1 {
+		t.Errorf("--config.check exit code %d, want 1", code)
+	}
+	oneErrorLine(t, stderr, bad+":4:")
+
+	_, stderr, code = exporter(t, "--config.file", filepath.Join(dir, "missing.yml"))
+	if code != 1 {
+		t.Errorf("missing file: exit code %d", code)
+	}
+	oneErrorLine(t, stderr, "missing.yml: no such file or directory")
+
+	good := filepath.Join(dir, "good.yml")
+	os.WriteFile(good, []byte("logs: []\n"), 0o600)
+	if out, stderr, code := exporter(t, "--config.file", good, "--config.check"); code != 0 || !strings.Contains(out, "valid") {
+		t.Errorf("valid config: code %d, %s %s", code, out, stderr)
+	}
+}
+
+func TestPortInUse(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	_, stderr, code := exporter(t, "--web.listen-address", l.Addr().String())
+	if code != 1 {
+		t.Errorf("exit code %d, want 1", code)
+	}
+	oneErrorLine(t, stderr, "address already in use")
+}
+
+// daemon starts the exporter on a free port and returns its base URL.
+func daemon(t *testing.T, args ...string) (string, *exec.Cmd, *syncWriter) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	logs := &syncWriter{w: &bytes.Buffer{}}
+	cmd := exec.Command(binary, append([]string{"--web.listen-address", addr}, args...)...)
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+	})
+	base := "http://" + addr
+	for i := 0; i < 500; i++ {
+		if resp, err := http.Get(base + "/-/healthy"); err == nil {
+			resp.Body.Close()
+			return base, cmd, logs
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("exporter did not come up: %s", logs.String())
+	return "", nil, nil
+}
+
+// syncWriter lets the test read the daemon's log while exec writes it.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.(*bytes.Buffer).String()
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+// metric returns the value line of a metric from /metrics.
+func metric(t *testing.T, base, name string) string {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), name+" ") || strings.HasPrefix(sc.Text(), name+"{") {
+			return sc.Text()
+		}
+	}
+	return ""
+}
+
+func post(t *testing.T, url string) int {
+	t.Helper()
+	resp, err := http.Post(url, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func TestDaemonReload(t *testing.T) {
+	t.Parallel()
+	cfg := filepath.Join(t.TempDir(), "c.yml")
+	os.WriteFile(cfg, []byte("logs: []\n"), 0o600)
+	base, cmd, _ := daemon(t, "--config.file", cfg)
+
+	if m := metric(t, base, "krb5_exporter_build_info"); !strings.HasSuffix(m, " 1") {
+		t.Errorf("build info: %q", m)
+	}
+	if m := metric(t, base, "krb5_exporter_config_last_reload_successful"); !strings.HasSuffix(m, " 1") {
+		t.Errorf("after start: %q", m)
+	}
+	if resp, err := http.Get(base + "/-/reload"); err != nil || resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("GET /-/reload: %v %v", resp, err)
+	}
+
+	os.WriteFile(cfg, []byte("logs: {\n"), 0o600)
+	if code := post(t, base+"/-/reload"); code != http.StatusInternalServerError {
+		t.Errorf("bad reload answered %d", code)
+	}
+	if m := metric(t, base, "krb5_exporter_config_last_reload_successful"); !strings.HasSuffix(m, " 0") {
+		t.Errorf("after failed reload: %q", m)
+	}
+
+	os.WriteFile(cfg, []byte("logs: []\n"), 0o600)
+	cmd.Process.Signal(syscall.SIGHUP)
+	ok := false
+	for i := 0; i < 250 && !ok; i++ {
+		ok = strings.HasSuffix(metric(t, base, "krb5_exporter_config_last_reload_successful"), " 1")
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !ok {
+		t.Error("SIGHUP did not reload the fixed configuration")
+	}
+	resp, err := http.Get(base + "/")
+	if err != nil || resp.StatusCode != 200 {
+		t.Errorf("landing page: %v %v", resp, err)
+	}
+}
+
+func TestRealmCommands(t *testing.T) {
+	t.Parallel()
+	if err := realm.Available(); err != nil {
+		t.Skip(err)
+	}
+	dir := filepath.Join(t.TempDir(), "realm")
+	out, stderr, code := exporter(t, "realm", "up", "--dir", dir, "--users=2", "--services=1", "--fillers=-1")
+	if code != 0 {
+		t.Fatalf("realm up: %d %s", code, stderr)
+	}
+	t.Cleanup(func() { exporter(t, "realm", "down", "--dir", dir) })
+	var env []string
+	for _, l := range strings.Split(out, "\n") {
+		if kv, ok := strings.CutPrefix(l, "export "); ok {
+			k, v, _ := strings.Cut(kv, "=")
+			env = append(env, k+"="+strings.Trim(v, "'"))
+		}
+	}
+	if len(env) != 3 {
+		t.Fatalf("realm up printed no environment:\n%s", out)
+	}
+	r, err := realm.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinit := exec.Command("kinit", "-k", "-t", r.UserKeytab, r.User(2))
+	kinit.Env = append(os.Environ(), env...)
+	if out, err := kinit.CombinedOutput(); err != nil {
+		t.Fatalf("kinit with the printed environment: %v %s", err, out)
+	}
+	envOut, _, code := exporter(t, "realm", "env", "--dir", dir)
+	if code != 0 || !strings.Contains(envOut, "KRB5_CONFIG") {
+		t.Errorf("realm env: %d %s", code, envOut)
+	}
+	pids := r.KDCPids()
+	if _, stderr, code := exporter(t, "realm", "down", "--dir", dir); code != 0 {
+		t.Fatalf("realm down: %s", stderr)
+	}
+	for _, p := range pids {
+		if syscall.Kill(p, 0) == nil {
+			if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p)); !strings.Contains(string(b), ") Z ") {
+				t.Errorf("krb5kdc pid %d still running", p)
+			}
+		}
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("realm down left %s", dir)
+	}
+	if _, stderr, code := exporter(t, "realm", "down", "--dir", dir); code != 1 || !strings.Contains(stderr, "no realm in") {
+		t.Errorf("realm down of nothing: %d %s", code, stderr)
+	}
+}

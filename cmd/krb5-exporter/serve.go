@@ -1,0 +1,182 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/version"
+	"github.com/prometheus/exporter-toolkit/web"
+	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
+
+	"github.com/krb5-exporter/krb5-exporter/config"
+	"github.com/krb5-exporter/krb5-exporter/logging"
+)
+
+// serveCmd is the daemon: /metrics, health endpoints and config reload.
+type serveCmd struct {
+	cmd         *kingpin.CmdClause
+	log         *logging.Config
+	web         *web.FlagConfig
+	configFile  string
+	configCheck bool
+	metricsPath string
+	maxRequests int
+}
+
+func addServeCommand(app *kingpin.Application) *serveCmd {
+	s := &serveCmd{cmd: app.Command("serve", "Run the exporter daemon (the default command).").Default()}
+	s.log = logging.AddFlags(s.cmd)
+	s.web = kingpinflag.AddFlags(s.cmd, defaultListenAddress)
+	s.cmd.Flag("config.file", "Configuration file (YAML): probe modules and targets, log files. Empty: none.").
+		Default("").StringVar(&s.configFile)
+	s.cmd.Flag("config.check", "Check the configuration file and exit: 0 when valid, 1 otherwise.").
+		BoolVar(&s.configCheck)
+	s.cmd.Flag("web.telemetry-path", "Path under which to expose metrics.").
+		Default("/metrics").StringVar(&s.metricsPath)
+	s.cmd.Flag("web.max-requests", "Maximum number of parallel scrape requests. 0 disables the limit.").
+		Default("40").IntVar(&s.maxRequests)
+	return s
+}
+
+func (s *serveCmd) run(stdout, stderr io.Writer) int {
+	logger, slogger, err := logging.New(s.log, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "krb5-exporter: %v\n", err)
+		return 2
+	}
+	if s.configCheck {
+		return s.check(stdout, logger)
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		versioncollector.NewCollector("krb5_exporter"),
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	reloader := config.NewReloader(s.configFile, logger, reg)
+	if err := reloader.Reload(); err != nil {
+		// Reload has logged the one line that says what is wrong.
+		return 1
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-hup:
+				reloader.Reload()
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+
+	mux, err := s.routes(logger, reg, reloader)
+	if err != nil {
+		level.Error(logger).Log("msg", "cannot build the web interface", "err", err)
+		return 1
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- web.ListenAndServe(srv, s.web, slogger) }()
+	level.Info(logger).Log("msg", "starting krb5-exporter", "version", version.Info(), "build_context", version.BuildContext())
+
+	select {
+	case err := <-errc:
+		level.Error(logger).Log("msg", "cannot serve HTTP", "err", err)
+		return 1
+	case <-ctx.Done():
+	}
+	level.Info(logger).Log("msg", "shutting down")
+	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdown); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		level.Warn(logger).Log("msg", "unclean HTTP shutdown", "err", err)
+	}
+	return 0
+}
+
+// check validates the configuration file for --config.check.
+func (s *serveCmd) check(stdout io.Writer, logger log.Logger) int {
+	if s.configFile == "" {
+		level.Error(logger).Log("msg", "--config.check needs --config.file")
+		return 1
+	}
+	if _, err := config.Load(s.configFile); err != nil {
+		level.Error(logger).Log("msg", "invalid configuration", "err", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "%s: configuration is valid\n", s.configFile)
+	return 0
+}
+
+// routes builds the HTTP endpoints of the daemon.
+func (s *serveCmd) routes(logger log.Logger, reg *prometheus.Registry, reloader *config.Reloader) (*http.ServeMux, error) {
+	mux := http.NewServeMux()
+	mux.Handle(s.metricsPath, promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		ErrorLog:            promErrorLogger{logger},
+		ErrorHandling:       promhttp.ContinueOnError,
+		MaxRequestsInFlight: s.maxRequests,
+		Registry:            reg,
+	}))
+	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "Healthy")
+	})
+	mux.HandleFunc("/-/ready", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "Ready")
+	})
+	mux.HandleFunc("/-/reload", func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost && r.Method != http.MethodPut {
+			w.Header().Set("Allow", "POST, PUT")
+			http.Error(w, "reload needs POST or PUT", http.StatusMethodNotAllowed)
+			return
+		}
+		if err := reloader.Reload(); err != nil {
+			http.Error(w, fmt.Sprintf("failed to reload config: %s", err), http.StatusInternalServerError)
+			return
+		}
+		fmt.Fprintln(w, "configuration reloaded")
+	})
+	if s.metricsPath != "/" {
+		landing, err := web.NewLandingPage(web.LandingConfig{
+			Name:        "krb5-exporter",
+			Description: "Prometheus exporter for MIT Kerberos KDCs",
+			Version:     version.Info(),
+			Links: []web.LandingLinks{
+				{Address: s.metricsPath, Text: "Metrics"},
+				{Address: "/-/healthy", Text: "Health"},
+			},
+		})
+		if err != nil {
+			return nil, err
+		}
+		mux.Handle("/", landing)
+	}
+	return mux, nil
+}
+
+// promErrorLogger sends promhttp's errors to the project logger.
+type promErrorLogger struct{ logger log.Logger }
+
+func (l promErrorLogger) Println(v ...any) {
+	level.Error(l.logger).Log("msg", fmt.Sprint(v...))
+}
