@@ -1,0 +1,248 @@
+package tailer
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"syscall"
+	"time"
+)
+
+// tailLen is how many bytes before a position are remembered to recognise
+// the file again: longer than a KDC line, so it spans a timestamp.
+const tailLen = 512
+
+// ring keeps the last tailLen bytes appended to it.
+type ring struct {
+	b [tailLen]byte
+	n int
+}
+
+func (r *ring) add(p []byte) {
+	if len(p) >= tailLen {
+		copy(r.b[:], p[len(p)-tailLen:])
+		r.n = tailLen
+		return
+	}
+	keep := min(tailLen-len(p), r.n)
+	copy(r.b[:keep], r.b[r.n-keep:r.n])
+	copy(r.b[keep:], p)
+	r.n = keep + len(p)
+}
+
+func (r *ring) bytes() []byte { return r.b[:r.n] }
+
+// fnv64a is FNV-1a; a position file needs a stable, cheap fingerprint.
+func fnv64a(b []byte) uint64 {
+	h := uint64(14695981039346656037)
+	for _, c := range b {
+		h ^= uint64(c)
+		h *= 1099511628211
+	}
+	return h
+}
+
+// file is one open file being read: the followed path's current file or
+// a rotated one still being drained.
+type file struct {
+	f        *os.File
+	dev, ino uint64
+
+	off     int64 // end of the last complete line handed on
+	readOff int64 // next byte to read
+	buf     []byte
+	start   int // buf[start:end] holds bytes not yet handed on
+	end     int
+
+	rtail ring // the last bytes read: still there unless the file was rewritten
+	ctail ring // the last bytes up to off: the fingerprint of a saved position
+
+	// While skipping the rest of an over-long line, the saved position
+	// stays at the line's start.
+	skipping bool
+	skipPos  FilePos
+
+	deadline time.Time // rotated files: stop reading after this
+}
+
+func fileID(fi os.FileInfo) (dev, ino uint64) {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return uint64(st.Dev), st.Ino
+	}
+	return 0, 0
+}
+
+func nlink(fi os.FileInfo) uint64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return uint64(st.Nlink)
+	}
+	return 1
+}
+
+// openFile opens path for reading from off; it checks that the file is
+// the one fi describes (the path may have been replaced in between).
+func openFile(path string, bufSize int) (*file, os.FileInfo, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, &os.PathError{Op: "open", Path: path, Err: errors.New("not a regular file")}
+	}
+	fl := &file{f: f, buf: make([]byte, bufSize)}
+	fl.dev, fl.ino = fileID(fi)
+	return fl, fi, nil
+}
+
+// seek sets the position of a freshly opened file, reading the bytes
+// before it so that later checks can tell whether the file was rewritten.
+func (fl *file) seek(off int64) error {
+	fl.off, fl.readOff, fl.start, fl.end = off, off, 0, 0
+	n := int64(min(off, tailLen))
+	if n == 0 {
+		return nil
+	}
+	var w [tailLen]byte
+	if _, err := fl.f.ReadAt(w[:n], off-n); err != nil {
+		return err
+	}
+	fl.rtail.add(w[:n])
+	fl.ctail.add(w[:n])
+	return nil
+}
+
+// pos is the position to save: the end of the last complete line.
+func (fl *file) pos() FilePos {
+	if fl.skipping {
+		return fl.skipPos
+	}
+	return FilePos{Dev: fl.dev, Ino: fl.ino, Offset: fl.off, Hash: fnv64a(fl.ctail.bytes()), HashLen: fl.ctail.n}
+}
+
+// stillSame reports whether the bytes before readOff are those read
+// there: false after a truncation, even one followed by new writes past
+// the old size.
+func (fl *file) stillSame() (bool, error) {
+	want := fl.rtail.bytes()
+	if len(want) == 0 {
+		return true, nil
+	}
+	var got [tailLen]byte
+	n, err := fl.f.ReadAt(got[:len(want)], fl.readOff-int64(len(want)))
+	if err != nil && !errors.Is(err, io.EOF) {
+		return false, err
+	}
+	return bytes.Equal(got[:n], want), nil
+}
+
+// errRewritten reports a file truncated (or rewritten) under the reader.
+var errRewritten = errors.New("file truncated or rewritten")
+
+// readLines reads what the file holds beyond readOff and hands on every
+// complete line; a line longer than maxLine is handed on cut, once, with
+// truncated set. It returns the file's size.
+func (fl *file) readLines(h LineHandler, maxLine int, st *Stats, stop func() bool) (int64, error) {
+	fi, err := fl.f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	size := fi.Size()
+	if size < fl.readOff {
+		return size, errRewritten
+	}
+	for fl.readOff < size && !stop() {
+		if fl.end == len(fl.buf) {
+			copy(fl.buf, fl.buf[fl.start:fl.end])
+			fl.end -= fl.start
+			fl.start = 0
+		}
+		n, err := fl.f.ReadAt(fl.buf[fl.end:], fl.readOff)
+		if n == 0 {
+			if err != nil && !errors.Is(err, io.EOF) {
+				return size, err
+			}
+			break
+		}
+		same, verr := fl.stillSame()
+		if verr != nil {
+			return size, verr
+		}
+		if !same {
+			return size, errRewritten
+		}
+		fl.rtail.add(fl.buf[fl.end : fl.end+n])
+		fl.readOff += int64(n)
+		fl.end += n
+		st.Bytes.Add(uint64(n))
+		fl.scan(h, maxLine, st)
+		if fl.readOff > size { // grew while we read
+			size = fl.readOff
+		}
+	}
+	return size, nil
+}
+
+// scan hands on the complete lines in buf[start:end].
+func (fl *file) scan(h LineHandler, maxLine int, st *Stats) {
+	from := fl.start
+	lines := uint64(0)
+	for {
+		j := bytes.IndexByte(fl.buf[fl.start:fl.end], '\n')
+		if j < 0 {
+			break
+		}
+		nl := fl.start + j
+		if fl.skipping {
+			fl.skipping = false
+		} else {
+			h(fl.buf[fl.start:nl], false)
+			lines++
+		}
+		fl.start = nl + 1
+	}
+	if fl.start > from {
+		fl.ctail.add(fl.buf[from:fl.start])
+		fl.off = fl.readOff - int64(fl.end-fl.start)
+	}
+	if pending := fl.end - fl.start; pending > maxLine || (pending == len(fl.buf) && pending > 0) {
+		if !fl.skipping {
+			h(fl.buf[fl.start:fl.start+min(pending, maxLine)], true)
+			lines++
+			fl.skipPos = fl.pos()
+			fl.skipping = true
+		}
+		// Drop what is buffered; keep the fingerprint of the bytes dropped
+		// so it is right once the line ends.
+		fl.ctail.add(fl.buf[fl.start:fl.end])
+		fl.start, fl.end = 0, 0
+	}
+	if lines > 0 {
+		st.Lines.Add(lines)
+	}
+}
+
+// flushPartial hands on a last line without a newline, when a rotated file
+// is closed for good: the daemon will not finish it.
+func (fl *file) flushPartial(h LineHandler, st *Stats) {
+	if fl.end > fl.start && !fl.skipping {
+		h(fl.buf[fl.start:fl.end], false)
+		st.Lines.Add(1)
+		fl.ctail.add(fl.buf[fl.start:fl.end])
+		fl.start = fl.end
+		fl.off = fl.readOff
+	}
+}
+
+func (fl *file) close() {
+	if fl.f != nil {
+		fl.f.Close()
+		fl.f = nil
+	}
+}

@@ -1,0 +1,198 @@
+package tailer
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+)
+
+// FilePos is how far one file has been read.
+type FilePos struct {
+	Dev    uint64 `json:"dev"`
+	Ino    uint64 `json:"ino"`
+	Offset int64  `json:"offset"` // end of the last complete line handled
+	// Hash is FNV-1a of the HashLen bytes before Offset: it tells the same
+	// file from one truncated and rewritten (copytruncate, a reused inode).
+	Hash    uint64 `json:"hash"`
+	HashLen int    `json:"hash_len"`
+}
+
+// Position is the state of one followed path: the file it names and the
+// files it named before (renamed or deleted, still being read).
+type Position struct {
+	// Current is nil when the path did not exist: a file that appears
+	// there later is read from its beginning.
+	Current *FilePos  `json:"current,omitempty"`
+	Rotated []FilePos `json:"rotated,omitempty"`
+}
+
+func (p Position) equal(q Position) bool {
+	if (p.Current == nil) != (q.Current == nil) || len(p.Rotated) != len(q.Rotated) {
+		return false
+	}
+	if p.Current != nil && *p.Current != *q.Current {
+		return false
+	}
+	for i := range p.Rotated {
+		if p.Rotated[i] != q.Rotated[i] {
+			return false
+		}
+	}
+	return true
+}
+
+type positionsFile struct {
+	Version int                 `json:"version"`
+	Files   map[string]Position `json:"files"`
+}
+
+// Positions keeps the read positions of all tailers and writes them to a
+// small JSON file, atomically (temporary file, fsync, rename, fsync of the
+// directory), so a restart resumes exactly where the last run stopped. An
+// empty path keeps positions in memory only (still used across reloads).
+type Positions struct {
+	path   string
+	logger log.Logger
+
+	mu    sync.Mutex
+	files map[string]Position
+	dirty bool
+
+	// WriteErrors counts failed writes of the file.
+	WriteErrors atomic.Uint64
+	// Writes counts successful writes.
+	Writes atomic.Uint64
+}
+
+// OpenPositions loads path if it exists. A file that cannot be parsed is
+// renamed to path+".corrupt" and reported; tailing then starts afresh
+// rather than not at all.
+func OpenPositions(path string, logger log.Logger) (*Positions, error) {
+	p := &Positions{path: path, logger: logger, files: map[string]Position{}}
+	if path == "" {
+		return p, nil
+	}
+	data, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return p, nil
+	case err != nil:
+		return nil, fmt.Errorf("position file: %w", err)
+	}
+	var pf positionsFile
+	if err := json.Unmarshal(data, &pf); err != nil || pf.Version != 1 {
+		if err == nil {
+			err = fmt.Errorf("unknown version %d", pf.Version)
+		}
+		level.Error(logger).Log("msg", "position file is unreadable; moving it aside and starting every log at its start_at", "file", path, "err", err)
+		if rerr := os.Rename(path, path+".corrupt"); rerr != nil {
+			return nil, fmt.Errorf("position file %s is corrupt (%v) and cannot be moved aside: %w", path, err, rerr)
+		}
+		return p, nil
+	}
+	for k, v := range pf.Files {
+		p.files[k] = v
+	}
+	return p, nil
+}
+
+// Path is the position file's path ("" when positions live in memory only).
+func (p *Positions) Path() string { return p.path }
+
+// Get returns the saved position of path.
+func (p *Positions) Get(path string) (Position, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pos, ok := p.files[path]
+	return pos, ok
+}
+
+// Set records the position of path.
+func (p *Positions) Set(path string, pos Position) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if old, ok := p.files[path]; ok && old.equal(pos) {
+		return
+	}
+	p.files[path] = pos
+	p.dirty = true
+}
+
+// Delete forgets path (a log source removed from the configuration).
+func (p *Positions) Delete(path string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.files[path]; ok {
+		delete(p.files, path)
+		p.dirty = true
+	}
+}
+
+// Flush writes the file if anything changed since the last write.
+func (p *Positions) Flush() error {
+	if p.path == "" {
+		return nil
+	}
+	p.mu.Lock()
+	if !p.dirty {
+		p.mu.Unlock()
+		return nil
+	}
+	pf := positionsFile{Version: 1, Files: make(map[string]Position, len(p.files))}
+	for k, v := range p.files {
+		pf.Files[k] = v
+	}
+	p.dirty = false
+	p.mu.Unlock()
+
+	data, err := json.MarshalIndent(pf, "", "  ")
+	if err == nil {
+		err = writeAtomic(p.path, append(data, '\n'))
+	}
+	if err != nil {
+		p.mu.Lock()
+		p.dirty = true // try again next time
+		p.mu.Unlock()
+		p.WriteErrors.Add(1)
+		return fmt.Errorf("position file: %w", err)
+	}
+	p.Writes.Add(1)
+	return nil
+}
+
+// writeAtomic replaces path with data so that a crash leaves either the
+// old or the new content, never a mix.
+func writeAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if d, err := os.Open(dir); err == nil {
+		d.Sync() // make the rename durable; not all file systems support it
+		d.Close()
+	}
+	return nil
+}

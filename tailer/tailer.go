@@ -1,0 +1,355 @@
+// Package tailer follows a log file the way a log collector must when every
+// line has to be counted exactly once: across rename+reopen rotation (the
+// old file is read to its end, and for a while after, before it is let go),
+// copytruncate, deletion and later re-creation, a partial last line, and
+// restarts of the process (the read position lives in a state file, and a
+// file replaced meanwhile is recognised by inode, size and content).
+// Change notification (inotify through fsnotify) only wakes the reader;
+// polling finds every change too, so a directory inotify cannot watch
+// still works.
+package tailer
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+)
+
+// LineHandler receives each line without its newline. The slice is valid
+// only during the call. truncated marks a line cut at the length limit.
+type LineHandler func(line []byte, truncated bool)
+
+// Options configure a Tailer.
+type Options struct {
+	Path string
+	// FromBeginning reads an existing file from its start when no position
+	// is saved; otherwise reading starts at its end. A file that appears
+	// after the tailer started is always read from its start.
+	FromBeginning bool
+	// PollInterval is the longest time between two checks of the file.
+	PollInterval time.Duration
+	// RotateWait is how long a renamed or deleted file is still read after
+	// its replacement appeared (the daemon writes to it until it reopens).
+	RotateWait time.Duration
+	// MaxLineBytes cuts longer lines (default 64 KiB).
+	MaxLineBytes int
+	// BufferBytes is the read buffer per open file (default 256 KiB).
+	BufferBytes int
+	// MinInterval is the shortest time between two reads when change
+	// notifications arrive faster (default 50ms): a busy KDC writes a line
+	// per request, and reading in batches is what keeps the cost low.
+	MinInterval time.Duration
+	// NoInotify disables change notification (polling only).
+	NoInotify bool
+}
+
+func (o Options) withDefaults() Options {
+	if o.PollInterval <= 0 {
+		o.PollInterval = time.Second
+	}
+	if o.RotateWait <= 0 {
+		o.RotateWait = 30 * time.Second
+	}
+	if o.MaxLineBytes <= 0 {
+		o.MaxLineBytes = 64 << 10
+	}
+	if o.BufferBytes <= o.MaxLineBytes {
+		o.BufferBytes = max(256<<10, 2*o.MaxLineBytes)
+	}
+	if o.MinInterval <= 0 {
+		o.MinInterval = 50 * time.Millisecond
+	}
+	if o.MinInterval > o.PollInterval {
+		o.MinInterval = o.PollInterval
+	}
+	return o
+}
+
+// Tailer follows one path.
+type Tailer struct {
+	opts   Options
+	logger log.Logger
+	store  *Positions
+	stats  *Stats
+	handle LineHandler
+
+	cur *file   // the file the path names; nil while it does not exist
+	old []*file // renamed or deleted files still being read
+	now func() time.Time
+}
+
+// New returns a Tailer; Run starts it. store may be shared by tailers of
+// different paths; stats must not be nil.
+func New(opts Options, logger log.Logger, store *Positions, stats *Stats, h LineHandler) *Tailer {
+	opts = opts.withDefaults()
+	return &Tailer{
+		opts:   opts,
+		logger: log.With(logger, "path", opts.Path),
+		store:  store,
+		stats:  stats,
+		handle: h,
+		now:    time.Now,
+	}
+}
+
+// Run follows the file until ctx ends, then records the position of the
+// last complete line handed on (a partial line is read again next time)
+// and closes its files.
+func (t *Tailer) Run(ctx context.Context) {
+	defer t.closeAll()
+	stop := func() bool { return ctx.Err() != nil }
+	t.restore()
+	w := newWatcher(t.opts, t.logger)
+	defer w.close()
+	t.stats.Inotify.Store(w.active())
+
+	poll := time.NewTicker(t.opts.PollInterval)
+	defer poll.Stop()
+	last := time.Time{}
+	for {
+		if wait := t.opts.MinInterval - time.Since(last); wait > 0 {
+			select {
+			case <-ctx.Done():
+				t.save()
+				return
+			case <-time.After(wait):
+			}
+		}
+		last = time.Now()
+		t.cycle(stop)
+		t.save()
+		select {
+		case <-ctx.Done():
+			t.save()
+			return
+		case <-poll.C:
+		case <-w.events():
+		}
+	}
+}
+
+// save publishes the current position to the store.
+func (t *Tailer) save() {
+	var p Position
+	if t.cur != nil {
+		fp := t.cur.pos()
+		p.Current = &fp
+	}
+	for _, o := range t.old {
+		p.Rotated = append(p.Rotated, o.pos())
+	}
+	t.store.Set(t.opts.Path, p)
+}
+
+func (t *Tailer) closeAll() {
+	if t.cur != nil {
+		t.cur.close()
+	}
+	for _, o := range t.old {
+		o.close()
+	}
+	t.stats.Open.Store(false)
+}
+
+// cycle reads every open file, then looks at what the path names now.
+func (t *Tailer) cycle(stop func() bool) {
+	behind := int64(0)
+	now := t.now()
+	kept := t.old[:0]
+	for _, o := range t.old {
+		size, err := o.readLines(t.handle, t.opts.MaxLineBytes, t.stats, stop)
+		if err != nil {
+			level.Warn(t.logger).Log("msg", "reading a rotated file failed; letting it go", "err", err)
+			t.stats.ReadErrors.Add(1)
+			o.close()
+			continue
+		}
+		if now.After(o.deadline) && !stop() {
+			o.flushPartial(t.handle, t.stats)
+			o.close()
+			continue
+		}
+		behind += size - o.readOff
+		kept = append(kept, o)
+	}
+	clear(t.old[len(kept):])
+	t.old = kept
+
+	if t.cur != nil {
+		size, err := t.cur.readLines(t.handle, t.opts.MaxLineBytes, t.stats, stop)
+		switch {
+		case errors.Is(err, errRewritten):
+			t.truncated()
+		case err != nil:
+			level.Warn(t.logger).Log("msg", "reading the log failed", "err", err)
+			t.stats.ReadErrors.Add(1)
+		default:
+			behind += size - t.cur.readOff
+		}
+	}
+	if stop() {
+		return
+	}
+	if t.checkPath() {
+		// A file that just appeared: read it in this cycle.
+		size, err := t.cur.readLines(t.handle, t.opts.MaxLineBytes, t.stats, stop)
+		if err == nil {
+			behind += size - t.cur.readOff
+		}
+	}
+	t.stats.BytesBehind.Store(behind)
+	t.stats.Open.Store(t.cur != nil)
+}
+
+// checkPath notices a rename, deletion or (re)creation of the path and
+// reports whether a new file is now current.
+func (t *Tailer) checkPath() bool {
+	fi, err := os.Stat(t.opts.Path)
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			t.stats.ReadErrors.Add(1)
+			level.Warn(t.logger).Log("msg", "cannot stat the log", "err", err)
+		}
+		// Gone for now: keep reading the open file, the daemon may still
+		// write to it until it reopens its log.
+		return false
+	}
+	dev, ino := fileID(fi)
+	if t.cur != nil && t.cur.dev == dev && t.cur.ino == ino {
+		return false
+	}
+	nf, _, err := openFile(t.opts.Path, t.opts.BufferBytes)
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			t.stats.ReadErrors.Add(1)
+			level.Warn(t.logger).Log("msg", "cannot open the log", "err", err)
+		}
+		return false
+	}
+	if t.cur != nil {
+		kind := RotationRename
+		if cfi, err := t.cur.f.Stat(); err == nil && nlink(cfi) == 0 {
+			kind = RotationDelete
+		}
+		t.stats.Rotations[kind].Add(1)
+		level.Info(t.logger).Log("msg", "log rotated; reading the old file on for a while", "how", RotationNames[kind], "rotate_wait", t.opts.RotateWait)
+		t.cur.deadline = t.now().Add(t.opts.RotateWait)
+		t.old = append(t.old, t.cur)
+	}
+	t.cur = nf // a new file: every line in it is new
+	return true
+}
+
+// truncated handles a current file that shrank or was rewritten under us:
+// the lines between our position and the truncation are in the copy
+// logrotate made (copytruncate), if it can be found; then the file is read
+// again from its start.
+func (t *Tailer) truncated() {
+	t.stats.Rotations[RotationTruncate].Add(1)
+	if cp := t.findCopy(t.cur); cp != nil {
+		cp.readLines(t.handle, t.opts.MaxLineBytes, t.stats, func() bool { return false })
+		cp.flushPartial(t.handle, t.stats)
+		cp.close()
+		t.stats.CopyFound.Add(1)
+		level.Info(t.logger).Log("msg", "log truncated (copytruncate); read the rest of the copy", "copy_from", t.cur.off)
+	} else {
+		level.Warn(t.logger).Log("msg", "log truncated; no copy found, lines written between the last read and the truncation are lost", "offset", t.cur.off)
+	}
+	t.cur.rtail, t.cur.ctail = ring{}, ring{}
+	t.cur.skipping = false
+	t.cur.seek(0)
+}
+
+// findCopy looks for a sibling holding fl's content at fl.off, the copy of
+// copytruncate, and opens it there.
+func (t *Tailer) findCopy(fl *file) *file {
+	want := fl.ctail.bytes()
+	if len(want) == 0 {
+		return nil
+	}
+	pos := FilePos{Offset: fl.off, Hash: fnv64a(want), HashLen: len(want)}
+	for _, c := range siblings(t.opts.Path) {
+		if c.size < fl.off || (c.dev == fl.dev && c.ino == fl.ino) {
+			continue
+		}
+		if cp := t.openAt(c.path, pos, false); cp != nil {
+			return cp
+		}
+	}
+	return nil
+}
+
+// openAt opens path and positions it at pos if the bytes before pos.Offset
+// match pos.Hash (and, with sameInode, the inode matches).
+func (t *Tailer) openAt(path string, pos FilePos, sameInode bool) *file {
+	fl, fi, err := openFile(path, t.opts.BufferBytes)
+	if err != nil {
+		return nil
+	}
+	if (sameInode && (fl.dev != pos.Dev || fl.ino != pos.Ino)) || fi.Size() < pos.Offset || !matches(fl, pos) {
+		fl.close()
+		return nil
+	}
+	if err := fl.seek(pos.Offset); err != nil {
+		fl.close()
+		return nil
+	}
+	return fl
+}
+
+// matches checks the fingerprint of the bytes before pos.Offset.
+func matches(fl *file, pos FilePos) bool {
+	if pos.HashLen == 0 {
+		return pos.Offset == 0
+	}
+	if pos.HashLen > tailLen || int64(pos.HashLen) > pos.Offset {
+		return false
+	}
+	var w [tailLen]byte
+	n, err := fl.f.ReadAt(w[:pos.HashLen], pos.Offset-int64(pos.HashLen))
+	return err == nil && n == pos.HashLen && fnv64a(w[:n]) == pos.Hash
+}
+
+type sibling struct {
+	path     string
+	dev, ino uint64
+	size     int64
+}
+
+// siblings lists the files next to path whose name extends its name, the
+// names rotation gives (kdc.log.1, kdc.log-20240101); compressed ones are
+// of no use.
+func siblings(path string) []sibling {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var out []sibling
+	for _, e := range entries {
+		name := e.Name()
+		if len(name) <= len(base) || name[:len(base)] != base {
+			continue
+		}
+		switch filepath.Ext(name) {
+		case ".gz", ".bz2", ".xz", ".zst", ".lz4", ".Z", ".zip":
+			continue
+		}
+		p := filepath.Join(dir, name)
+		fi, err := os.Stat(p)
+		if err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		dev, ino := fileID(fi)
+		out = append(out, sibling{path: p, dev: dev, ino: ino, size: fi.Size()})
+	}
+	return out
+}

@@ -1,0 +1,391 @@
+package tailer
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-kit/log"
+)
+
+// sink records every line handed on, so a test can check that each line
+// written arrived exactly once.
+type sink struct {
+	mu    sync.Mutex
+	lines []string
+	cut   int
+}
+
+func (s *sink) handle(line []byte, truncated bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if truncated {
+		s.cut++
+		return
+	}
+	s.lines = append(s.lines, string(line))
+}
+
+func (s *sink) snapshot() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.lines...)
+}
+
+func (s *sink) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.lines)
+}
+
+// run is one tailer "process": its own position store loaded from disk.
+type run struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	store  *Positions
+	stats  *Stats
+}
+
+type harness struct {
+	t       *testing.T
+	dir     string
+	path    string
+	posFile string
+	opts    Options
+	sink    *sink
+	cur     *run
+}
+
+func newHarness(t *testing.T) *harness {
+	dir := t.TempDir()
+	return &harness{
+		t:       t,
+		dir:     dir,
+		path:    filepath.Join(dir, "krb5kdc.log"),
+		posFile: filepath.Join(dir, "positions.json"),
+		opts: Options{
+			PollInterval: 20 * time.Millisecond,
+			MinInterval:  2 * time.Millisecond,
+			RotateWait:   400 * time.Millisecond,
+		},
+		sink: &sink{},
+	}
+}
+
+// start starts a tailer as a freshly started exporter would.
+func (h *harness) start() {
+	h.t.Helper()
+	store, err := OpenPositions(h.posFile, log.NewNopLogger())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &run{cancel: cancel, done: make(chan struct{}), store: store, stats: &Stats{}}
+	opts := h.opts
+	opts.Path = h.path
+	tl := New(opts, log.NewNopLogger(), store, r.stats, h.sink.handle)
+	go func() {
+		defer close(r.done)
+		tl.Run(ctx)
+	}()
+	h.cur = r
+}
+
+// stop stops it cleanly and writes the position file, as the manager does.
+func (h *harness) stop() {
+	h.t.Helper()
+	h.cur.cancel()
+	<-h.cur.done
+	if err := h.cur.store.Flush(); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) waitLines(n int) {
+	h.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for h.sink.count() < n {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("got %d lines, want %d", h.sink.count(), n)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func appendFile(t *testing.T, path, s string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(s); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+}
+
+func checkExact(t *testing.T, got []string, want []string) {
+	t.Helper()
+	seen := map[string]int{}
+	for _, l := range got {
+		seen[l]++
+	}
+	for _, l := range want {
+		if seen[l] != 1 {
+			t.Errorf("line %q handed on %d times", l, seen[l])
+		}
+		delete(seen, l)
+	}
+	for l, n := range seen {
+		t.Errorf("unexpected line %q (%d times)", l, n)
+	}
+}
+
+func TestStartAtEndAndPartialLine(t *testing.T) {
+	h := newHarness(t)
+	appendFile(t, h.path, "old 1\nold 2\npartial-at-start")
+	h.start()
+	defer h.stop()
+	time.Sleep(50 * time.Millisecond)
+	appendFile(t, h.path, " rest\nnew 1\nnew ")
+	h.waitLines(1)
+	time.Sleep(60 * time.Millisecond) // several polls: "new " must wait for its newline
+	if got := h.sink.snapshot(); len(got) != 1 || got[0] != "new 1" {
+		t.Fatalf("lines %q, want [new 1]", got)
+	}
+	appendFile(t, h.path, "2\n")
+	h.waitLines(2)
+	checkExact(t, h.sink.snapshot(), []string{"new 1", "new 2"})
+}
+
+func TestFromBeginningAndLateFile(t *testing.T) {
+	h := newHarness(t)
+	h.opts.FromBeginning = true
+	appendFile(t, h.path, "a\nb\n")
+	h.start()
+	h.waitLines(2)
+	h.stop()
+	checkExact(t, h.sink.snapshot(), []string{"a", "b"})
+
+	// A file that appears after the start is read from its beginning even
+	// with the default start at the end.
+	h2 := newHarness(t)
+	h2.start()
+	defer h2.stop()
+	time.Sleep(50 * time.Millisecond)
+	appendFile(t, h2.path, "x\ny\n")
+	h2.waitLines(2)
+	checkExact(t, h2.sink.snapshot(), []string{"x", "y"})
+	if !h2.cur.stats.Open.Load() {
+		t.Error("file_open gauge is 0")
+	}
+}
+
+func TestLongLine(t *testing.T) {
+	h := newHarness(t)
+	h.opts.MaxLineBytes = 100
+	h.opts.BufferBytes = 256
+	h.start()
+	defer h.stop()
+	time.Sleep(30 * time.Millisecond)
+	appendFile(t, h.path, "short\n"+strings.Repeat("x", 1000)+"\nafter\n")
+	h.waitLines(2)
+	time.Sleep(50 * time.Millisecond)
+	checkExact(t, h.sink.snapshot(), []string{"short", "after"})
+	h.sink.mu.Lock()
+	cut := h.sink.cut
+	h.sink.mu.Unlock()
+	if cut != 1 {
+		t.Errorf("over-long line handed on %d times, want once (cut)", cut)
+	}
+}
+
+// TestRotations rotates the file once with every method while the tailer
+// runs and checks that every line arrived exactly once.
+func TestRotations(t *testing.T) {
+	h := newHarness(t)
+	h.opts.FromBeginning = true
+	var want []string
+	w := func(s string) {
+		appendFile(t, h.path, s+"\n")
+		want = append(want, s)
+	}
+	w("first")
+	h.start()
+	defer h.stop()
+	h.waitLines(1)
+
+	// rename + a few more lines to the renamed file (the daemon has not
+	// reopened yet) + a new file.
+	f, err := os.OpenFile(h.path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(h.path, h.path+".1"); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintln(f, "to renamed")
+	want = append(want, "to renamed")
+	w("in new file")
+	time.Sleep(60 * time.Millisecond)
+	fmt.Fprintln(f, "late to renamed")
+	want = append(want, "late to renamed")
+	f.Close()
+	h.waitLines(len(want))
+
+	// copytruncate.
+	w("before copy")
+	h.waitLines(len(want))
+	w("copied, unread")
+	data, _ := os.ReadFile(h.path)
+	os.WriteFile(h.path+".2", data, 0o644)
+	os.Truncate(h.path, 0)
+	w("after truncate")
+	h.waitLines(len(want))
+
+	// delete, write to the deleted file, create again later.
+	f, _ = os.OpenFile(h.path, os.O_WRONLY|os.O_APPEND, 0)
+	os.Remove(h.path)
+	fmt.Fprintln(f, "to deleted")
+	want = append(want, "to deleted")
+	time.Sleep(100 * time.Millisecond)
+	fmt.Fprintln(f, "to deleted 2")
+	want = append(want, "to deleted 2")
+	f.Close()
+	time.Sleep(100 * time.Millisecond)
+	w("recreated")
+	h.waitLines(len(want))
+	time.Sleep(100 * time.Millisecond)
+	checkExact(t, h.sink.snapshot(), want)
+
+	st := h.cur.stats
+	for k, n := range map[int]uint64{RotationRename: 1, RotationTruncate: 1, RotationDelete: 1} {
+		if got := st.Rotations[k].Load(); got != n {
+			t.Errorf("%s rotations: %d, want %d", RotationNames[k], got, n)
+		}
+	}
+	if st.CopyFound.Load() != 1 {
+		t.Errorf("copy of the truncated file not read")
+	}
+}
+
+// TestRestarts stops the tailer, changes the file in every way while it is
+// stopped, and checks that the next run reads on exactly.
+func TestRestarts(t *testing.T) {
+	h := newHarness(t)
+	var want []string
+	w := func(s string) {
+		appendFile(t, h.path, s+"\n")
+		want = append(want, s)
+	}
+	appendFile(t, h.path, "before start\n")
+	h.start()
+	time.Sleep(30 * time.Millisecond)
+	w("one")
+	h.waitLines(1)
+	h.stop()
+
+	steps := []struct {
+		name     string
+		mismatch int // -1: none
+		change   func(i int)
+	}{
+		{"plain", -1, func(i int) { w("while down " + strconv.Itoa(i)) }},
+		{"partial", -1, func(i int) { appendFile(t, h.path, "half ") }},
+		{"finish", -1, func(i int) { appendFile(t, h.path, "done\n"); want = append(want, "half done") }},
+		{"rename", MismatchRotatedRecovered, func(i int) {
+			w("before rename " + strconv.Itoa(i))
+			os.Rename(h.path, h.path+"."+strconv.Itoa(i))
+			w("new file " + strconv.Itoa(i))
+		}},
+		{"copytruncate", MismatchTruncated, func(i int) {
+			w("before copy " + strconv.Itoa(i))
+			data, _ := os.ReadFile(h.path)
+			os.WriteFile(h.path+"."+strconv.Itoa(i), data, 0o644)
+			os.Truncate(h.path, 0)
+			w("after truncate " + strconv.Itoa(i))
+		}},
+		{"copytruncate and grow", MismatchRewritten, func(i int) {
+			w("before copy " + strconv.Itoa(i))
+			data, _ := os.ReadFile(h.path)
+			os.WriteFile(h.path+"."+strconv.Itoa(i), data, 0o644)
+			os.Truncate(h.path, 0)
+			for j := range 20 {
+				w(fmt.Sprintf("after truncate %d, a longer line than before to grow past the old size %d", i, j))
+			}
+		}},
+		{"deleted, absent", -1, func(i int) { os.Remove(h.path) }},
+		{"created while down", -1, func(i int) { w("created " + strconv.Itoa(i)) }},
+	}
+	for i, s := range steps {
+		s.change(i)
+		h.start()
+		h.waitLines(len(want))
+		time.Sleep(40 * time.Millisecond) // nothing more may arrive
+		checkExact(t, h.sink.snapshot(), want)
+		if s.mismatch >= 0 && h.cur.stats.Mismatches[s.mismatch].Load() != 1 {
+			t.Errorf("%s: %s mismatch not reported", s.name, MismatchNames[s.mismatch])
+		}
+		if s.name == "copytruncate" && h.cur.stats.CopyFound.Load() != 1 {
+			t.Errorf("%s: copy not read", s.name)
+		}
+		if s.name != "partial" { // would finish the half line
+			w("after restart " + strconv.Itoa(i))
+			h.waitLines(len(want))
+		}
+		h.stop()
+	}
+	checkExact(t, h.sink.snapshot(), want)
+}
+
+func TestPollingOnly(t *testing.T) {
+	h := newHarness(t)
+	h.opts.NoInotify = true
+	h.start()
+	defer h.stop()
+	time.Sleep(30 * time.Millisecond)
+	appendFile(t, h.path, "polled\n")
+	h.waitLines(1)
+	if h.cur.stats.Inotify.Load() {
+		t.Error("inotify gauge set with NoInotify")
+	}
+}
+
+// TestUnwatchableDirectory follows a file in a directory inotify may not
+// watch (no read permission): polling must still find every line.
+func TestUnwatchableDirectory(t *testing.T) {
+	if os.Geteuid() == 0 {
+		// root reads any directory; simulate with a path whose directory
+		// does not exist yet, which inotify cannot watch either.
+		h := newHarness(t)
+		h.path = filepath.Join(h.dir, "later", "krb5kdc.log")
+		h.start()
+		defer h.stop()
+		time.Sleep(30 * time.Millisecond)
+		if h.cur.stats.Inotify.Load() {
+			t.Fatal("inotify claims to watch a missing directory")
+		}
+		os.Mkdir(filepath.Join(h.dir, "later"), 0o755)
+		appendFile(t, h.path, "found by polling\n")
+		h.waitLines(1)
+		return
+	}
+	h := newHarness(t)
+	sub := filepath.Join(h.dir, "locked")
+	os.Mkdir(sub, 0o755)
+	h.path = filepath.Join(sub, "krb5kdc.log")
+	appendFile(t, h.path, "")
+	os.Chmod(sub, 0o311) // search but no read: inotify_add_watch fails
+	defer os.Chmod(sub, 0o755)
+	h.start()
+	defer h.stop()
+	time.Sleep(30 * time.Millisecond)
+	appendFile(t, h.path, "found by polling\n")
+	h.waitLines(1)
+}

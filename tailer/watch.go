@@ -1,0 +1,97 @@
+package tailer
+
+import (
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+)
+
+// watcher turns inotify events on the log's directory into wake-ups. It
+// watches the directory, not the file, to see renames and re-creations.
+// When inotify is unavailable (no permission on the directory, too many
+// watches, another OS) it is inactive and the tailer polls.
+type watcher struct {
+	w    *fsnotify.Watcher
+	wake chan struct{}
+	done chan struct{}
+	wg   sync.WaitGroup
+}
+
+func newWatcher(opts Options, logger log.Logger) *watcher {
+	wt := &watcher{wake: make(chan struct{}, 1), done: make(chan struct{})}
+	if opts.NoInotify {
+		return wt
+	}
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		level.Warn(logger).Log("msg", "inotify unavailable; polling the log", "poll_interval", opts.PollInterval, "err", err)
+		return wt
+	}
+	dir, base := filepath.Split(opts.Path)
+	if dir == "" {
+		dir = "."
+	}
+	if err := w.Add(dir); err != nil {
+		w.Close()
+		level.Warn(logger).Log("msg", "cannot watch the log's directory; polling the log", "dir", dir, "poll_interval", opts.PollInterval, "err", err)
+		return wt
+	}
+	wt.w = w
+	wt.wg.Add(1)
+	go wt.loop(base)
+	return wt
+}
+
+func (wt *watcher) loop(base string) {
+	defer wt.wg.Done()
+	for {
+		select {
+		case <-wt.done:
+			return
+		case ev, ok := <-wt.w.Events:
+			if !ok {
+				return
+			}
+			// The log and its rotated siblings; events for other files in
+			// a shared directory (/var/log) are not worth a read.
+			if strings.HasPrefix(filepath.Base(ev.Name), base) {
+				wt.notify()
+			}
+		case _, ok := <-wt.w.Errors:
+			if !ok {
+				return
+			}
+			wt.notify() // an overflow: something changed, look
+		}
+	}
+}
+
+func (wt *watcher) notify() {
+	select {
+	case wt.wake <- struct{}{}:
+	default: // a wake-up is pending already
+	}
+}
+
+func (wt *watcher) active() bool { return wt.w != nil }
+
+// events returns the wake-up channel; nil (never ready) when polling.
+func (wt *watcher) events() <-chan struct{} {
+	if wt.w == nil {
+		return nil
+	}
+	return wt.wake
+}
+
+func (wt *watcher) close() {
+	if wt.w == nil {
+		return
+	}
+	close(wt.done)
+	wt.w.Close()
+	wt.wg.Wait()
+}
