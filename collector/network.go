@@ -53,7 +53,7 @@ func newNetworkCollector(scan *procScanner, conf *confSource, pfs procfs.FS, pro
 		fs:       pfs,
 		procPath: procPath,
 		warn:     newOnceLogger(logger),
-		udpQueue: desc("kdc", "udp_receive_queue_bytes", "Bytes waiting in the receive queue of a KDC UDP socket (requests not yet read by the KDC).", "address"),
+		udpQueue: desc("kdc", "udp_receive_queue_bytes", "Memory charged to the receive queue of a KDC UDP socket: datagrams not yet read by the KDC, kernel overhead included; the kernel drops datagrams once it reaches the socket receive buffer size.", "address"),
 		udpDrops: desc("kdc", "udp_drops_total", "Datagrams the kernel dropped on a KDC UDP socket, mostly because its receive buffer was full.", "address"),
 		tcpQueue: desc("kdc", "tcp_listen_queue_length", "Connections completed and waiting in the accept queue of a KDC TCP listening socket.", "address"),
 		tcpLimit: desc("kdc", "tcp_listen_queue_limit", "Accept queue limit of a KDC TCP listening socket: kdc_tcp_listen_backlog capped by net.core.somaxconn; SYNs are dropped once the queue holds more than this.", "address"),
