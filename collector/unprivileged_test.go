@@ -1,0 +1,176 @@
+package collector
+
+import (
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/go-kit/log"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// The usual deployment runs the exporter as an unprivileged user while
+// the KDC runs as root: /proc/PID/fd and /proc/PID/io of the daemons are
+// then unreadable, and the KDC's sockets must be found by the ports in
+// kdc.conf. TestIntegrationUnprivileged runs the collectors that way, in a
+// copy of this test binary started as nobody.
+
+const childEnv = "KRB5_EXPORTER_COLLECTOR_CHILD"
+
+// TestUnprivilegedChild is the child's side; on its own it skips.
+func TestUnprivilegedChild(t *testing.T) {
+	spec := os.Getenv(childEnv)
+	if spec == "" {
+		t.Skip("runs only as the child of TestIntegrationUnprivileged")
+	}
+	var cfg Config
+	if err := json.Unmarshal([]byte(spec), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(log.NewLogfmtLogger(os.Stderr), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(c); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(os.Getenv(childEnv+"_OUT"), []byte(exposition(t, reg)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestIntegrationUnprivileged(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to start the child as nobody")
+	}
+	t.Parallel()
+	r := upRealm(t, 2, false)
+
+	// The realm directory is root's (0700): give the child world-readable
+	// copies of what an exporter user can normally read (kdc.conf, pid
+	// file) and a binary it can run.
+	dir, err := os.MkdirTemp("", "krb5-exporter-unpriv-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "collector.test")
+	copyFileMode(t, os.Args[0], bin, 0o755)
+	cfg := realmConfig(r)
+	for _, f := range []*string{&cfg.KDCConfPath, &cfg.Krb5ConfPath, &cfg.KDCPidFile} {
+		dst := filepath.Join(dir, filepath.Base(*f))
+		copyFileMode(t, *f, dst, 0o644)
+		*f = dst
+	}
+	spec, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "metrics.txt")
+	cmd := exec.Command(bin, "-test.run=^TestUnprivilegedChild$", "-test.count=1", "-test.v")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), childEnv+"="+string(spec), childEnv+"_OUT="+out)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	fds0 := countFDs(t, r.KDCPids())
+	childLog, err := cmd.CombinedOutput()
+	fds1 := countFDs(t, r.KDCPids())
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, childLog)
+	}
+	// The child could not read the KDC's fds and said so, once.
+	if n := strings.Count(string(childLog), "finding its sockets by the ports in kdc.conf"); n != 1 {
+		t.Errorf("the child logged the port fallback %d times, want 1:\n%s", n, childLog)
+	}
+	f, err := os.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := p.TextToMetricFamilies(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &scrape{t: t, mfs: mfs}
+
+	for _, name := range []string{"process", "network", "kdcconf"} {
+		if v := s.value("krb5_exporter_collector_scrape_success", "collector", name); v != 1 {
+			t.Errorf("collector %s failed as nobody", name)
+		}
+	}
+	if v := s.value("krb5_process_processes", "program", "krb5kdc"); v != 3 {
+		t.Errorf("processes = %v", v)
+	}
+	// Readable by anyone: stat, status, limits.
+	for _, name := range []string{"krb5_process_cpu_seconds_total", "krb5_process_context_switches_total", "krb5_process_max_fds"} {
+		if _, ok := s.find(name, "program", "krb5kdc"); !ok {
+			t.Errorf("no %s as nobody", name)
+		}
+	}
+	// Owner only: omitted, not zero.
+	if _, ok := s.find("krb5_process_io_read_bytes_total", "program", "krb5kdc"); ok {
+		t.Error("io reported although nobody cannot read /proc/PID/io")
+	}
+	// fd/ cannot be listed, but since Linux 6.2 its size (stat) is the
+	// number of open descriptors, for anyone; before, it is omitted.
+	if v, ok := s.find("krb5_process_open_fds", "program", "krb5kdc"); ok {
+		// The harness's readiness connection may close meanwhile.
+		lo, hi := min(fds0, fds1), max(fds0, fds1)
+		if v < lo || v > hi {
+			t.Errorf("open fds as nobody = %v, root counts %v before and %v after", v, fds0, fds1)
+		}
+	}
+	// Sockets found by the ports of kdc.conf.
+	checkNetwork(t, s, r)
+	// The database lives in the root-only realm directory.
+	if _, ok := s.find("krb5_kdc_database_size_bytes"); ok {
+		t.Error("database size reported although nobody cannot stat it")
+	}
+}
+
+func copyFileMode(t *testing.T, src, dst string, mode os.FileMode) {
+	t.Helper()
+	in, err := os.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	o, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(o, in); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dst, mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func countFDs(t *testing.T, pids []int) float64 {
+	t.Helper()
+	n := 0
+	for _, pid := range pids {
+		fds, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += len(fds)
+	}
+	return float64(n)
+}
