@@ -46,6 +46,7 @@ func (r *Realm) createDatabase(ctx context.Context) error {
 	// -clearpolicy: without it every addprinc warns about the missing
 	// default policy on stderr, which would hide real errors.
 	cmds = append(cmds, "addprinc -randkey -clearpolicy +requires_preauth "+r.AdminPrincipal)
+	cmds = append(cmds, "addprinc -randkey -clearpolicy +requires_preauth "+r.ProbePrincipal)
 	for i := 1; i <= o.Users; i++ {
 		cmds = append(cmds, "addprinc -randkey -clearpolicy +requires_preauth "+r.userName(i))
 	}
@@ -56,6 +57,7 @@ func (r *Realm) createDatabase(ctx context.Context) error {
 		cmds = append(cmds, "addprinc -randkey -clearpolicy +requires_preauth "+r.fillerName(i))
 	}
 	cmds = append(cmds, fmt.Sprintf("ktadd -k %s -norandkey %s", r.AdminKeytab, r.AdminPrincipal))
+	cmds = append(cmds, fmt.Sprintf("ktadd -k %s -norandkey %s", r.ProbeKeytab, r.ProbePrincipal))
 	cmds = appendKtadd(cmds, r.UserKeytab, o.Users, r.userName)
 	cmds = appendKtadd(cmds, r.ServiceKeytab, o.Services, r.serviceName)
 	_, err := r.KadminLocal(ctx, cmds...)

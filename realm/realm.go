@@ -24,6 +24,10 @@ const stateFile = "realm.json"
 // database, so each KDC start logs exactly one CLIENT_NOT_FOUND line for it.
 const ReadyPrincipal = "krb5-exporter-ready"
 
+// ProbeName is the client principal (without realm) the harness creates
+// for the exporter's synthetic probes.
+const ProbeName = "krb5-exporter-probe"
+
 // Realm is a created realm. Paths are absolute.
 type Realm struct {
 	Opts   Options `json:"options"`
@@ -44,6 +48,10 @@ type Realm struct {
 	UserKeytab     string `json:"user_keytab"`
 	ServiceKeytab  string `json:"service_keytab"`
 	AdminPrincipal string `json:"admin_principal"`
+	// ProbePrincipal is the exporter's own synthetic client, with its key
+	// alone in ProbeKeytab, so its log lines can be told from users'.
+	ProbePrincipal string `json:"probe_principal"`
+	ProbeKeytab    string `json:"probe_keytab"`
 	AdminKeytab    string `json:"admin_keytab"`
 
 	KDCLog         string `json:"kdc_log"`
@@ -101,6 +109,8 @@ func Create(ctx context.Context, opts Options) (*Realm, error) {
 	r.ServiceKeytab = r.path("services.keytab")
 	r.AdminPrincipal = "admin/admin@" + r.Realm
 	r.AdminKeytab = r.path("admin.keytab")
+	r.ProbePrincipal = ProbeName + "@" + r.Realm
+	r.ProbeKeytab = r.path("probe.keytab")
 	r.KDCLog = r.path("krb5kdc.log")
 	r.KadmindLog = r.path("kadmind.log")
 	r.KDCPidFile = r.path("krb5kdc.pid")

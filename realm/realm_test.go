@@ -48,6 +48,7 @@ func TestDefaultRealm(t *testing.T) {
 		t.Fatalf("want one krb5kdc and one kadmind, got %v", pids)
 	}
 
+	run(t, r, "kinit", "-k", "-t", r.ProbeKeytab, r.ProbePrincipal)
 	run(t, r, "kinit", "-k", "-t", r.UserKeytab, r.User(1000))
 	if out := run(t, r, "kvno", r.Service(100)); !strings.Contains(out, "kvno = 1") {
 		t.Errorf("kvno: %s", out)
