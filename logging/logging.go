@@ -36,9 +36,11 @@ func AddFlags(app flagGroup) *Config {
 	return c
 }
 
-// New returns a logger writing to w with a timestamp and caller on every
-// line, filtered by level.
-func New(c *Config, w io.Writer) (log.Logger, error) {
+// New returns a go-kit logger writing to w with a timestamp and caller on
+// every line, filtered by level, and a slog logger for libraries that
+// take one, writing to the same filtered output (slog adds its own time
+// and source).
+func New(c *Config, w io.Writer) (log.Logger, *slog.Logger, error) {
 	var l log.Logger
 	switch c.Format {
 	case "", "logfmt":
@@ -46,14 +48,15 @@ func New(c *Config, w io.Writer) (log.Logger, error) {
 	case "json":
 		l = log.NewJSONLogger(log.NewSyncWriter(w))
 	default:
-		return nil, fmt.Errorf("unknown log format %q", c.Format)
+		return nil, nil, fmt.Errorf("unknown log format %q", c.Format)
 	}
 	lvl, err := parseLevel(c.Level)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	l = level.NewFilter(l, lvl)
-	return log.With(l, "ts", log.DefaultTimestampUTC, "caller", log.DefaultCaller), nil
+	sl := slog.New(sloggokit.NewGoKitHandler(l, slog.LevelDebug))
+	return log.With(l, "ts", log.DefaultTimestampUTC, "caller", log.DefaultCaller), sl, nil
 }
 
 func parseLevel(s string) (level.Option, error) {
@@ -68,10 +71,4 @@ func parseLevel(s string) (level.Option, error) {
 		return level.AllowError(), nil
 	}
 	return nil, fmt.Errorf("unknown log level %q", s)
-}
-
-// Slog bridges a go-kit logger to log/slog. Filtering stays with the
-// go-kit logger, so the slog side passes everything down.
-func Slog(l log.Logger) *slog.Logger {
-	return slog.New(sloggokit.NewGoKitHandler(l, slog.LevelDebug))
 }

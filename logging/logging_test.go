@@ -11,13 +11,13 @@ import (
 
 func TestLevelFilterAndFormat(t *testing.T) {
 	var buf bytes.Buffer
-	l, err := New(&Config{Level: "warn", Format: "json"}, &buf)
+	l, sl, err := New(&Config{Level: "warn", Format: "json"}, &buf)
 	if err != nil {
 		t.Fatal(err)
 	}
 	level.Info(l).Log("msg", "hidden")
 	level.Warn(l).Log("msg", "shown")
-	Slog(l).Error("from slog", "k", "v")
+	sl.Error("from slog", "k", "v")
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
 	if len(lines) != 2 {
 		t.Fatalf("want 2 lines (warn and slog error), got %q", buf.String())
@@ -32,10 +32,10 @@ func TestLevelFilterAndFormat(t *testing.T) {
 }
 
 func TestBadValues(t *testing.T) {
-	if _, err := New(&Config{Level: "loud"}, &bytes.Buffer{}); err == nil {
+	if _, _, err := New(&Config{Level: "loud"}, &bytes.Buffer{}); err == nil {
 		t.Error("unknown level accepted")
 	}
-	if _, err := New(&Config{Format: "xml"}, &bytes.Buffer{}); err == nil {
+	if _, _, err := New(&Config{Format: "xml"}, &bytes.Buffer{}); err == nil {
 		t.Error("unknown format accepted")
 	}
 }
