@@ -12,23 +12,23 @@ const maxLabelLen = 64
 // looked up without a lock or an allocation.
 type boundedLabels struct {
 	known      map[string]int
+	knownNames []string
 	maxDynamic int
 
-	mu    sync.Mutex
-	dyn   map[string]int
-	names []string // all values by index, "other" last once full
+	mu       sync.Mutex
+	dyn      map[string]int
+	dynNames []string // values of indexes len(knownNames)...
 }
 
 func newBoundedLabels(known []string, maxDynamic int) *boundedLabels {
 	b := &boundedLabels{
 		known:      make(map[string]int, len(known)),
 		maxDynamic: maxDynamic,
+		knownNames: known,
 		dyn:        map[string]int{},
-		names:      make([]string, len(known), len(known)+maxDynamic),
 	}
 	for i, k := range known {
 		b.known[k] = i
-		b.names[i] = k
 	}
 	return b
 }
@@ -59,7 +59,7 @@ func (b *boundedLabels) index(v []byte) int {
 	i := len(b.known) + len(b.dyn)
 	s := string(v)
 	b.dyn[s] = i
-	b.names = append(b.names, s)
+	b.dynNames = append(b.dynNames, s)
 	return i
 }
 
@@ -68,13 +68,13 @@ func (b *boundedLabels) name(i int) string {
 	if i == b.other() {
 		return "other"
 	}
-	if i < len(b.known) {
-		return b.names[i]
+	if i < len(b.knownNames) {
+		return b.knownNames[i]
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if i < len(b.names) {
-		return b.names[i]
+	if d := i - len(b.knownNames); d < len(b.dynNames) {
+		return b.dynNames[d]
 	}
 	return "other"
 }

@@ -1,0 +1,252 @@
+package kdclog
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/krb5-exporter/krb5-exporter/config"
+	"github.com/krb5-exporter/krb5-exporter/tailer"
+)
+
+// pathState is everything kept per configured path while it stays
+// configured: counters survive reloads that change the source's settings.
+type pathState struct {
+	path  string
+	tail  tailer.Stats
+	parse sourceStats
+	src   atomic.Pointer[source] // swapped on reload; read per line
+
+	cfg    config.LogSource
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// Manager runs one tailer per configured log file, counts their lines and
+// exports the counts. Reloads (ApplyConfig) keep unchanged files running
+// and hand a restarted tailer the exact position its predecessor stopped
+// at, so no line is lost or counted twice.
+type Manager struct {
+	logger log.Logger
+	store  *tailer.Positions
+	counts *counts
+	opts   Options
+
+	mu      sync.Mutex
+	cfgs    []config.LogSource
+	paths   map[string]*pathState
+	ctx     context.Context // set while Run runs
+	cancel  context.CancelFunc
+	runDone chan struct{}
+}
+
+// Options tune a Manager; the zero value is the default.
+type Options struct {
+	// SyncInterval is how often the position file is written (default 1s).
+	// A crash replays at most this much; a clean stop replays nothing.
+	SyncInterval time.Duration
+	// NoInotify makes every tailer poll (for file systems where inotify
+	// misses changes, such as some network file systems).
+	NoInotify bool
+}
+
+// NewManager loads the position file (empty path: positions are kept in
+// memory only) and registers the collector with reg.
+func NewManager(logger log.Logger, reg prometheus.Registerer, positionFile string) (*Manager, error) {
+	return NewManagerWithOptions(logger, reg, positionFile, Options{})
+}
+
+// NewManagerWithOptions is NewManager with Options.
+func NewManagerWithOptions(logger log.Logger, reg prometheus.Registerer, positionFile string, opts Options) (*Manager, error) {
+	if logger == nil {
+		logger = log.NewNopLogger()
+	}
+	if opts.SyncInterval <= 0 {
+		opts.SyncInterval = time.Second
+	}
+	store, err := tailer.OpenPositions(positionFile, logger)
+	if err != nil {
+		return nil, err
+	}
+	m := &Manager{
+		logger: logger,
+		store:  store,
+		counts: newCounts(),
+		opts:   opts,
+		paths:  map[string]*pathState{},
+	}
+	if reg != nil {
+		if err := reg.Register(collector{m}); err != nil {
+			return nil, fmt.Errorf("kdclog: registering metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// ApplyConfig makes the running set of log files match srcs. Invalid
+// input changes nothing. Before Run it only records srcs.
+func (m *Manager) ApplyConfig(srcs []config.LogSource) error {
+	seen := map[string]bool{}
+	for i := range srcs {
+		if err := srcs[i].Validate(); err != nil {
+			return fmt.Errorf("logs[%d]: %w", i, err)
+		}
+		if seen[srcs[i].Path] {
+			return fmt.Errorf("logs[%d]: log file %q listed twice", i, srcs[i].Path)
+		}
+		seen[srcs[i].Path] = true
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.cfgs = slices.Clone(srcs)
+	want := map[string]config.LogSource{}
+	for _, s := range srcs {
+		want[s.Path] = s
+	}
+	for path, ps := range m.paths {
+		cfg, ok := want[path]
+		switch {
+		case !ok:
+			m.stopLocked(ps)
+			delete(m.paths, path)
+			m.store.Delete(path)
+			level.Info(m.logger).Log("msg", "stopped following log", "path", path)
+		case tailerOptionsChanged(ps.cfg, cfg):
+			// Stop, then start from the position the stopped tailer saved.
+			m.stopLocked(ps)
+			ps.cfg = cfg
+			ps.src.Store(newSource(cfg, m.counts, &ps.parse))
+			m.startLocked(ps)
+		default:
+			// Only what is counted changed: swap it under the running tailer.
+			ps.cfg = cfg
+			ps.src.Store(newSource(cfg, m.counts, &ps.parse))
+		}
+	}
+	for _, s := range srcs {
+		if _, ok := m.paths[s.Path]; ok {
+			continue
+		}
+		ps := &pathState{path: s.Path, cfg: s}
+		ps.src.Store(newSource(s, m.counts, &ps.parse))
+		m.paths[s.Path] = ps
+		m.startLocked(ps)
+	}
+	return nil
+}
+
+// tailerOptionsChanged reports a change that needs a new tailer.
+func tailerOptionsChanged(a, b config.LogSource) bool {
+	return a.Poll() != b.Poll() || a.RotationWait() != b.RotationWait()
+}
+
+// startLocked starts ps's tailer if the manager runs.
+func (m *Manager) startLocked(ps *pathState) {
+	if m.ctx == nil || ps.cancel != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(m.ctx)
+	ps.cancel, ps.done = cancel, make(chan struct{})
+	t := tailer.New(tailer.Options{
+		Path:          ps.cfg.Path,
+		FromBeginning: ps.cfg.FromBeginning(),
+		PollInterval:  ps.cfg.Poll(),
+		RotateWait:    ps.cfg.RotationWait(),
+		NoInotify:     m.opts.NoInotify,
+	}, m.logger, m.store, &ps.tail, func(line []byte, truncated bool) {
+		ps.src.Load().handle(line, truncated)
+	})
+	level.Info(m.logger).Log("msg", "following log", "path", ps.cfg.Path, "type", ps.cfg.Type)
+	go func(done chan struct{}) {
+		defer close(done)
+		t.Run(ctx)
+	}(ps.done)
+}
+
+// stopLocked stops ps's tailer and waits until it saved its position.
+func (m *Manager) stopLocked(ps *pathState) {
+	if ps.cancel == nil {
+		return
+	}
+	ps.cancel()
+	<-ps.done
+	ps.cancel, ps.done = nil, nil
+}
+
+// Run follows the configured files until ctx ends or Stop is called, then
+// stops every tailer and writes the final positions.
+func (m *Manager) Run(ctx context.Context) error {
+	m.mu.Lock()
+	if m.ctx != nil {
+		m.mu.Unlock()
+		return fmt.Errorf("kdclog: manager already running")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	m.ctx, m.cancel, m.runDone = ctx, cancel, make(chan struct{})
+	if m.store.Path() == "" && len(m.paths) > 0 {
+		level.Warn(m.logger).Log("msg", "no position file: after a restart each log starts again at its start_at, so lines may be lost or counted twice")
+	}
+	for _, ps := range m.paths {
+		m.startLocked(ps)
+	}
+	done := m.runDone
+	m.mu.Unlock()
+	defer close(done)
+
+	tick := time.NewTicker(m.opts.SyncInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+			m.flush()
+		case <-ctx.Done():
+			m.mu.Lock()
+			for _, ps := range m.paths {
+				m.stopLocked(ps)
+			}
+			m.ctx, m.cancel = nil, nil
+			m.mu.Unlock()
+			m.flush()
+			return nil
+		}
+	}
+}
+
+// Stop ends Run (if it runs) and waits until positions are written.
+func (m *Manager) Stop() {
+	m.mu.Lock()
+	cancel, done := m.cancel, m.runDone
+	m.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+}
+
+func (m *Manager) flush() {
+	if err := m.store.Flush(); err != nil {
+		level.Error(m.logger).Log("msg", "cannot write the position file", "err", err)
+	}
+}
+
+// snapshot returns the configured paths (sorted, for stable output) and
+// whether any source counts krb5kdc or kadmind lines.
+func (m *Manager) snapshot() (srcs []*pathState, kdc, kadmind bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, ps := range m.paths {
+		srcs = append(srcs, ps)
+		kdc = kdc || ps.cfg.Type != "kadmind"
+		kadmind = kadmind || ps.cfg.Type != "kdc"
+	}
+	sort.Slice(srcs, func(i, j int) bool { return srcs[i].path < srcs[j].path })
+	return srcs, kdc, kadmind
+}
