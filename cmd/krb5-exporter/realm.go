@@ -16,9 +16,10 @@ import (
 
 // realmCmd is one of `realm up`, `realm down`, `realm env`.
 type realmCmd struct {
-	cmd  *kingpin.CmdClause
-	opts realm.Options
-	run  func(stdout, stderr io.Writer) int
+	cmd            *kingpin.CmdClause
+	opts           realm.Options
+	exporterConfig string
+	run            func(stdout, stderr io.Writer) int
 }
 
 func addRealmCommands(app *kingpin.Application) (up, down, env *realmCmd) {
@@ -38,6 +39,7 @@ func addRealmCommands(app *kingpin.Application) (up, down, env *realmCmd) {
 	up.cmd.Flag("kdc-port", "KDC port (UDP and TCP) on 127.0.0.1; 0 picks a free one.").Default("0").IntVar(&o.KDCPort)
 	up.cmd.Flag("kadmind-port", "kadmind port on 127.0.0.1; 0 picks a free one.").Default("0").IntVar(&o.KadmindPort)
 	up.cmd.Flag("no-kadmind", "Do not start kadmind.").BoolVar(&o.NoKadmind)
+	up.cmd.Flag("exporter-config", "Also write a krb5-exporter configuration file for this realm (probes and logs) to this path.").StringVar(&up.exporterConfig)
 	up.run = up.up
 
 	down = &realmCmd{cmd: parent.Command("down", "Stop the realm in --dir and remove everything it wrote.")}
@@ -57,6 +59,13 @@ func (c *realmCmd) up(stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "krb5-exporter: %v\n", err)
 		return 1
+	}
+	if c.exporterConfig != "" {
+		if err := writeRealmConfig(r, c.exporterConfig); err != nil {
+			r.Down()
+			fmt.Fprintf(stderr, "krb5-exporter: %v\n", err)
+			return 1
+		}
 	}
 	fmt.Fprintf(stdout, "# realm %s is up in %s (database and keytabs created in %.1fs)\n", r.Realm, r.Dir, r.Created.Seconds())
 	fmt.Fprintf(stdout, "# KDC %s (UDP and TCP), kadmind %s\n", r.KDCAddr, r.KadmindAddr)

@@ -1,0 +1,50 @@
+# krb5-exporter: `make demo` runs the exporter against a throwaway realm,
+# `make test` runs every test. Both install what they need first.
+GO      ?= go
+BIN     ?= krb5-exporter
+PKG     := github.com/prometheus/common/version
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X $(PKG).Version=$(VERSION) \
+           -X $(PKG).Revision=$(shell git rev-parse HEAD 2>/dev/null) \
+           -X $(PKG).Branch=$(shell git rev-parse --abbrev-ref HEAD 2>/dev/null) \
+           -X $(PKG).BuildUser=$(shell id -un)@$(shell hostname) \
+           -X $(PKG).BuildDate=$(shell date -u +%Y%m%d-%H:%M:%S)
+export PATH := $(PATH):/usr/local/go/bin
+
+.PHONY: all build test unit vet lint fmt-check deps demo bench clean
+
+all: build
+
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/krb5-exporter
+
+# Every test, including the integration tests against a real MIT KDC.
+test: deps vet fmt-check
+	$(GO) test -race -count=1 -timeout 15m ./...
+
+# Tests without the default-size realm (quick feedback while editing).
+unit:
+	$(GO) test -short -count=1 ./...
+
+vet:
+	$(GO) vet ./...
+
+lint: vet fmt-check
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+
+deps:
+	./scripts/deps.sh
+
+demo: deps build
+	./scripts/demo.sh ./$(BIN)
+
+# Go benchmarks (not part of `make test`).
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+clean:
+	rm -f $(BIN)
+	rm -rf .demo

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"text/template"
+
+	"github.com/krb5-exporter/krb5-exporter/config"
+	"github.com/krb5-exporter/krb5-exporter/realm"
+)
+
+// realmConfigTmpl is the exporter configuration for a harness realm: the
+// probe principal over UDP and TCP, and both daemons' logs. It is text
+// (not marshalled structs) so that it reads like a hand-written example,
+// and it is parsed back before it is written, so it is always valid.
+var realmConfigTmpl = template.Must(template.New("").Parse(`# krb5-exporter configuration for the throwaway realm {{.Realm}} in {{.Dir}}
+# (written by krb5-exporter realm up --exporter-config).
+modules:
+  {{.Module}}:
+    realm: {{.Realm}}
+    client: {{.ProbePrincipal}}
+    keytab: {{.ProbeKeytab}}
+    service: {{.Service}}
+    transport: udp
+    timeout: 5s
+  {{.Module}}_tcp:
+    realm: {{.Realm}}
+    client: {{.ProbePrincipal}}
+    keytab: {{.ProbeKeytab}}
+    service: {{.Service}}
+    transport: tcp
+    timeout: 5s
+
+probes:
+  - name: {{.Module}}-udp
+    address: {{.KDCAddr}}
+    module: {{.Module}}
+    interval: 15s
+  - name: {{.Module}}-tcp
+    address: {{.KDCAddr}}
+    module: {{.Module}}_tcp
+    interval: 15s
+
+logs:
+  - path: {{.KDCLog}}
+    type: kdc
+    start_at: beginning
+    probe_principals: [{{.ProbePrincipal}}]
+  - path: {{.KadmindLog}}
+    type: kadmind
+    start_at: beginning
+`))
+
+// writeRealmConfig writes the exporter configuration for r to path.
+func writeRealmConfig(r *realm.Realm, path string) error {
+	var b strings.Builder
+	service := ""
+	if r.Opts.Services > 0 {
+		service = r.Service(1)
+	}
+	err := realmConfigTmpl.Execute(&b, map[string]string{
+		"Realm": r.Realm, "Dir": r.Dir, "Module": strings.ToLower(strings.ReplaceAll(r.Realm, ".", "_")),
+		"ProbePrincipal": r.ProbePrincipal, "ProbeKeytab": r.ProbeKeytab, "Service": service,
+		"KDCAddr": r.KDCAddr, "KDCLog": r.KDCLog, "KadmindLog": r.KadmindLog,
+	})
+	if err != nil {
+		return err
+	}
+	text := b.String()
+	if service == "" {
+		text = strings.ReplaceAll(text, "    service: \n", "")
+	}
+	if _, err := config.Parse([]byte(text), path); err != nil {
+		return fmt.Errorf("generated configuration is invalid (a bug): %w", err)
+	}
+	return os.WriteFile(path, []byte(text), 0o600)
+}

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs what building and testing krb5-exporter needs on Debian/Ubuntu:
+# the MIT Kerberos KDC, admin server and client tools (the tests start a
+# real krb5kdc/kadmind in a throwaway realm), and promtool. Idempotent.
+# Set EXTRA_PACKAGES for more (e.g. mtail prometheus-process-exporter for
+# the side-by-side benchmarks).
+set -euo pipefail
+
+packages=(krb5-kdc krb5-admin-server krb5-user prometheus ${EXTRA_PACKAGES:-})
+missing=()
+for p in "${packages[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+	sudo=""
+	if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+	echo "deps: installing ${missing[*]}"
+	$sudo apt-get update -qq
+	# Debian's krb5 packages ask no questions in this mode and start no
+	# realm of their own; /etc/krb5.conf is left as the package ships it.
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+export PATH="$PATH:/usr/local/go/bin"
+if ! command -v go >/dev/null; then
+	echo "deps: Go is not installed; install Go $(sed -n 's/^go //p' go.mod) or newer from go.dev/dl" >&2
+	exit 1
+fi
+go mod download
+echo "deps: ok ($(go version | cut -d' ' -f3), krb5 $(dpkg-query -W -f='${Version}' krb5-kdc))"
