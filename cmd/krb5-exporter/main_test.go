@@ -260,11 +260,15 @@ func TestRealmCommands(t *testing.T) {
 		t.Skip(err)
 	}
 	dir := filepath.Join(t.TempDir(), "realm")
-	out, stderr, code := exporter(t, "realm", "up", "--dir", dir, "--users=2", "--services=1", "--fillers=-1")
+	cfg := filepath.Join(t.TempDir(), "exporter.yml")
+	out, stderr, code := exporter(t, "realm", "up", "--dir", dir, "--users=2", "--services=1", "--fillers=-1", "--exporter-config", cfg)
 	if code != 0 {
 		t.Fatalf("realm up: %d %s", code, stderr)
 	}
 	t.Cleanup(func() { exporter(t, "realm", "down", "--dir", dir) })
+	if out, stderr, code := exporter(t, "--config.file", cfg, "--config.check"); code != 0 {
+		t.Errorf("the written exporter configuration does not check: %s %s", out, stderr)
+	}
 	var env []string
 	for _, l := range strings.Split(out, "\n") {
 		if kv, ok := strings.CutPrefix(l, "export "); ok {
