@@ -260,10 +260,7 @@ func (c *Client) buildASReq(choice *preauthChoice, now time.Time) error {
 		a.explicitInt(1, int64(now.Nanosecond()/1000))
 		a.explicitTime(0, &ts)
 		a.close(tagSequence, 0)
-		c.ct, err = s.ts.seal(c.ct[:0], a.bytes())
-		if err != nil {
-			return wrapError(ClassKeytab, PhaseASRep, err)
-		}
+		c.ct = s.ts.seal(c.ct[:0], a.bytes(), c.rng)
 		pm := w.len()
 		w.encryptedData(k.etype, 0, c.ct)
 		w.close(tagOctetString, pm)

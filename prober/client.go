@@ -45,8 +45,10 @@ type Options struct {
 // concurrent use: give each goroutine its own (they may share Credentials).
 type Client struct {
 	kdc        string
-	kdcUDP     *net.UDPAddr // set when the KDC is an IP literal
+	kdcAddr    netip.AddrPort // set when the KDC is an IP literal
 	dialer     net.Dialer
+	udp        *udpSocket // idle connected UDP socket, kept between clean exchanges
+	udpUsed    time.Time  // when udp last completed an exchange
 	transport  Transport
 	retransmit time.Duration
 	realm      string
@@ -144,7 +146,7 @@ func NewClient(o Options) (*Client, error) {
 		c.now = time.Now
 	}
 	if ap, err := netip.ParseAddrPort(kdc); err == nil {
-		c.kdcUDP = net.UDPAddrFromAddrPort(ap)
+		c.kdcAddr = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 	}
 	c.asBody = c.encodeBody(o.Client, krbtgt(c.realm))
 	return c, nil

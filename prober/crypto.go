@@ -4,13 +4,13 @@ import (
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha1"
 	"crypto/sha256"
 	"crypto/sha512"
 	"errors"
 	"fmt"
 	"hash"
+	"math/rand/v2"
 
 	"github.com/jcmturner/gokrb5/v8/crypto"
 	"github.com/jcmturner/gokrb5/v8/crypto/common"
@@ -97,7 +97,7 @@ type usageKey struct {
 	ke  cipher.Block
 	ki  hash.Hash // HMAC keyed with Ki
 	kc  hash.Hash // HMAC keyed with Kc; nil unless checksums are made
-	buf [64]byte  // scratch: cipher blocks, HMAC output, confounder
+	buf [64]byte  // scratch: cipher blocks, HMAC output
 }
 
 // newUsageKey derives Ke, Ki (and Kc when checksum is set) from a protocol key.
@@ -128,17 +128,15 @@ func newUsageKey(et *etypeInfo, key []byte, usage uint32, checksum bool) (*usage
 // sealedLen is the ciphertext length for n plaintext bytes.
 func (u *usageKey) sealedLen(n int) int { return aes.BlockSize + n + u.et.macLen }
 
-// seal appends confounder|plaintext encrypted, then the HMAC, to dst.
-func (u *usageKey) seal(dst, plain []byte) ([]byte, error) {
+// seal appends confounder|plaintext encrypted, then the HMAC, to dst. The
+// confounder comes from rng, a ChaCha8 CSPRNG seeded from crypto/rand (one
+// getrandom system call saved per message).
+func (u *usageKey) seal(dst, plain []byte, rng *rand.ChaCha8) []byte {
 	n := aes.BlockSize + len(plain)
 	start := len(dst)
 	dst = append(dst, make([]byte, n)...) // append of make does not allocate
 	out := dst[start:]
-	conf := u.buf[:aes.BlockSize]
-	if _, err := rand.Read(conf); err != nil {
-		return nil, err
-	}
-	copy(out, conf)
+	_, _ = rng.Read(out[:aes.BlockSize]) // never fails
 	copy(out[aes.BlockSize:], plain)
 	mac := u.ki
 	mac.Reset()
@@ -151,7 +149,7 @@ func (u *usageKey) seal(dst, plain []byte) ([]byte, error) {
 		mac.Write(out)
 	}
 	sum := mac.Sum(u.buf[:0])
-	return append(dst, sum[:u.et.macLen]...), nil
+	return append(dst, sum[:u.et.macLen]...)
 }
 
 // open verifies and decrypts ct into dst[:0]'s backing array (grown as

@@ -198,10 +198,7 @@ func (c *Client) buildTGSReq(s *Service, now time.Time) error {
 	a.explicitInt(0, 5)
 	a.close(tagSequence, 0)
 	a.close(app(appAuthenticator), 0)
-	var err error
-	if c.ct, err = t.auth.seal(c.ct[:0], a.bytes()); err != nil {
-		return wrapError(ClassKeytab, PhaseTGSRep, err)
-	}
+	c.ct = t.auth.seal(c.ct[:0], a.bytes(), c.rng)
 
 	w := &c.w
 	w.reset()

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"os"
 	"strings"
 	"time"
 
@@ -122,65 +121,86 @@ func (c *Client) netError(ctx context.Context, phase string, err error) *Error {
 // watch makes the connection's operations fail as soon as ctx is cancelled
 // (deadlines alone cover expiry).
 func watch(ctx context.Context, conn net.Conn) (stop func() bool) {
+	dl, _ := ctx.Deadline() // zero: no deadline (clears one left on a reused socket)
+	_ = conn.SetDeadline(dl)
 	if ctx.Done() == nil {
 		return func() bool { return true }
-	}
-	if dl, ok := ctx.Deadline(); ok {
-		_ = conn.SetDeadline(dl)
 	}
 	return context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
 }
 
-func (c *Client) dial(ctx context.Context, network string) (net.Conn, error) {
-	if c.kdcUDP != nil && network == "udp" {
-		// An IP literal needs no resolver round trip.
-		return net.DialUDP("udp", nil, c.kdcUDP)
-	}
-	return c.dialer.DialContext(ctx, network, c.kdc)
-}
+// udpReuseIdle bounds how long an idle connected UDP socket is kept. A
+// Client probing every few seconds or less (a load generator) saves the
+// socket set-up, which costs more CPU than the rest of a TGS exchange; a
+// daemon probing every 15s opens a fresh socket each time, as kinit does.
+const udpReuseIdle = 2 * time.Second
 
 func (c *Client) udpRoundTrip(ctx context.Context, req []byte, st *exchangeStats) ([]byte, error) {
-	conn, err := c.dial(ctx, "udp")
+	s := c.udp
+	if s != nil && time.Since(c.udpUsed) > udpReuseIdle {
+		c.closeUDP()
+		s = nil
+	}
+	if s == nil {
+		ap, err := c.resolve(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if s, err = dialUDPSocket(ap); err != nil {
+			return nil, err
+		}
+	}
+	c.udp = nil // owned by this exchange until it ends cleanly
+	n, err := s.exchange(ctx, req, c.rbuf, c.retransmit, st)
+	if err != nil || st.retransmits > 0 {
+		// A late reply to this request must never be read as the answer
+		// to the next one: only a socket with nothing in flight is kept.
+		s.close()
+		return nil, err
+	}
+	c.udp, c.udpUsed = s, time.Now()
+	if c.log != nil && st.retransmits > 0 {
+		c.debug("msg", "reply after UDP retransmits", "retransmits", st.retransmits)
+	}
+	return c.rbuf[:n], nil
+}
+
+// resolve returns the KDC's address, asking the resolver (as every kinit
+// does) unless it is an IP literal.
+func (c *Client) resolve(ctx context.Context) (netip.AddrPort, error) {
+	if c.kdcAddr.IsValid() {
+		return c.kdcAddr, nil
+	}
+	host, port, _ := net.SplitHostPort(c.kdc)
+	pn, err := net.DefaultResolver.LookupPort(ctx, "udp", port)
 	if err != nil {
-		return nil, err
+		return netip.AddrPort{}, err
 	}
-	defer conn.Close()
-	stop := watch(ctx, conn)
-	defer stop()
-	if _, err := conn.Write(req); err != nil {
-		return nil, err
+	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return netip.AddrPort{}, err
 	}
-	wait := c.retransmit
-	deadline, hasDeadline := ctx.Deadline()
-	for {
-		if wait > 0 {
-			next := time.Now().Add(wait)
-			if !hasDeadline || next.Before(deadline) {
-				_ = conn.SetReadDeadline(next)
-			} else {
-				wait = 0 // the context's deadline comes first: no more resends
-			}
-		}
-		n, err := conn.Read(c.rbuf)
-		if err == nil {
-			return c.rbuf[:n], nil
-		}
-		if wait > 0 && ctx.Err() == nil && errors.Is(err, os.ErrDeadlineExceeded) {
-			// Resend as libkrb5 does, doubling the wait each time.
-			if _, err := conn.Write(req); err != nil {
-				return nil, err
-			}
-			st.retransmits++
-			c.debug("msg", "no reply, UDP request sent again", "retransmits", st.retransmits)
-			wait *= 2
-			continue
-		}
-		return nil, err
+	if len(addrs) == 0 {
+		return netip.AddrPort{}, fmt.Errorf("%s: no address", host)
+	}
+	return netip.AddrPortFrom(addrs[0].Unmap(), uint16(pn)), nil
+}
+
+// Close releases the Client's idle socket, if any. The Client stays usable.
+func (c *Client) Close() error {
+	c.closeUDP()
+	return nil
+}
+
+func (c *Client) closeUDP() {
+	if c.udp != nil {
+		c.udp.close()
+		c.udp = nil
 	}
 }
 
 func (c *Client) tcpRoundTrip(ctx context.Context, req []byte) ([]byte, error) {
-	conn, err := c.dial(ctx, "tcp")
+	conn, err := c.dialer.DialContext(ctx, "tcp", c.kdc)
 	if err != nil {
 		return nil, err
 	}

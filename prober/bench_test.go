@@ -1,0 +1,203 @@
+//go:build linux
+
+package prober
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/krb5-exporter/krb5-exporter/realm"
+)
+
+// Benchmarks of one AS exchange (a full two-round-trip login) and one TGS
+// exchange against a real MIT KDC with last_success writes disabled (else
+// every login waits for an fsync). Besides ns/op and allocs/op they report
+// the client's CPU time per request (this whole process, from getrusage),
+// the KDC's (from /proc/<pid>/stat of its processes) and their ratio.
+//
+// BENCH_KDC_CPU=N pins the KDC to CPU N (run the test binary pinned to
+// another CPU with taskset; prober/testdata/bench-cpu.sh does both).
+
+func benchRealm(b *testing.B) *realm.Realm {
+	r := upRealm(b, realm.Options{Users: 2, Services: 2, DisableLastSuccess: true})
+	if cpu := os.Getenv("BENCH_KDC_CPU"); cpu != "" {
+		n, err := strconv.Atoi(cpu)
+		if err != nil {
+			b.Fatalf("BENCH_KDC_CPU=%q", cpu)
+		}
+		var set unix.CPUSet
+		set.Set(n)
+		for _, pid := range r.KDCPids() {
+			if err := unix.SchedSetaffinity(pid, &set); err != nil {
+				b.Fatalf("pin KDC pid %d to CPU %d: %v", pid, n, err)
+			}
+		}
+	}
+	return r
+}
+
+// cpuMeter reads the CPU time of this process and of the KDC's processes.
+type cpuMeter struct {
+	kdcPids       []int
+	self0, kdc0   time.Duration
+	clkTck        float64
+	selfNs, kdcNs float64
+}
+
+func newCPUMeter(b *testing.B, r *realm.Realm) *cpuMeter {
+	m := &cpuMeter{kdcPids: r.KDCPids(), clkTck: 100} // USER_HZ is 100 on Linux
+	if len(m.kdcPids) == 0 {
+		b.Fatal("no KDC pid")
+	}
+	return m
+}
+
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func (m *cpuMeter) kdcCPU(b *testing.B) time.Duration {
+	var total float64
+	for _, pid := range m.kdcPids {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			b.Fatalf("KDC stat: %v", err)
+		}
+		// Fields after the ")" of comm: utime and stime are the 14th and 15th
+		// fields overall, the 12th and 13th after it.
+		f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
+		ut, _ := strconv.ParseFloat(f[11], 64)
+		st, _ := strconv.ParseFloat(f[12], 64)
+		total += ut + st
+	}
+	return time.Duration(total / m.clkTck * float64(time.Second))
+}
+
+func (m *cpuMeter) start(b *testing.B) {
+	m.self0, m.kdc0 = selfCPU(), m.kdcCPU(b)
+}
+
+func (m *cpuMeter) stop(b *testing.B) {
+	self, kdc := selfCPU()-m.self0, m.kdcCPU(b)-m.kdc0
+	m.selfNs = float64(self.Nanoseconds()) / float64(b.N)
+	m.kdcNs = float64(kdc.Nanoseconds()) / float64(b.N)
+	b.ReportMetric(m.selfNs, "client-cpu-ns/op")
+	b.ReportMetric(m.kdcNs, "kdc-cpu-ns/op")
+	if m.kdcNs > 0 {
+		b.ReportMetric(m.selfNs/m.kdcNs, "client/kdc")
+	}
+}
+
+func BenchmarkASExchange(b *testing.B) {
+	r := benchRealm(b)
+	for _, tr := range []Transport{UDP, TCP} {
+		b.Run(tr.String(), func(b *testing.B) {
+			c := userClient(b, r, 1, Options{Transport: tr})
+			ctx := context.Background()
+			if _, err := c.Login(ctx); err != nil { // derive key schedules, warm the KDC
+				b.Fatal(err)
+			}
+			m := newCPUMeter(b, r)
+			b.ReportAllocs()
+			b.ResetTimer()
+			m.start(b)
+			for i := 0; i < b.N; i++ {
+				ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				_, err := c.Login(ctx)
+				cancel()
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			m.stop(b)
+		})
+	}
+}
+
+func BenchmarkTGSExchange(b *testing.B) {
+	r := benchRealm(b)
+	for _, tr := range []Transport{UDP, TCP} {
+		b.Run(tr.String(), func(b *testing.B) {
+			c := userClient(b, r, 1, Options{Transport: tr})
+			svc := c.PrepareService(mustPrincipal(b, r.Service(1)))
+			ctx := context.Background()
+			if _, err := c.ServiceTicket(ctx, svc); err != nil {
+				b.Fatal(err)
+			}
+			m := newCPUMeter(b, r)
+			b.ReportAllocs()
+			b.ResetTimer()
+			m.start(b)
+			for i := 0; i < b.N; i++ {
+				ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				_, err := c.ServiceTicket(ctx, svc)
+				cancel()
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			m.stop(b)
+		})
+	}
+}
+
+// The parallel variants drive the KDC as a load generator does: several
+// clients in flight (4 per GOMAXPROCS), each with its own Client.
+func BenchmarkASExchangeParallel(b *testing.B) {
+	benchParallel(b, func(b *testing.B, r *realm.Realm) func(context.Context) error {
+		c := userClient(b, r, 1, Options{})
+		return func(ctx context.Context) error { _, err := c.Login(ctx); return err }
+	})
+}
+
+func BenchmarkTGSExchangeParallel(b *testing.B) {
+	benchParallel(b, func(b *testing.B, r *realm.Realm) func(context.Context) error {
+		c := userClient(b, r, 1, Options{})
+		svc := c.PrepareService(mustPrincipal(b, r.Service(1)))
+		if _, err := c.ServiceTicket(context.Background(), svc); err != nil {
+			b.Fatal(err)
+		}
+		return func(ctx context.Context) error { _, err := c.ServiceTicket(ctx, svc); return err }
+	})
+}
+
+func benchParallel(b *testing.B, newOp func(*testing.B, *realm.Realm) func(context.Context) error) {
+	r := benchRealm(b)
+	const perProc = 4
+	ops := make(chan func(context.Context) error, perProc*runtime.GOMAXPROCS(0))
+	for i := 0; i < cap(ops); i++ {
+		ops <- newOp(b, r)
+	}
+	m := newCPUMeter(b, r)
+	b.SetParallelism(perProc)
+	b.ReportAllocs()
+	b.ResetTimer()
+	m.start(b)
+	b.RunParallel(func(pb *testing.PB) {
+		op := <-ops
+		for pb.Next() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			err := op(ctx)
+			cancel()
+			if err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.StopTimer()
+	m.stop(b)
+}
