@@ -3,6 +3,7 @@ package kdclog
 import (
 	"bytes"
 	"hash/maphash"
+	"math/bits"
 	"strings"
 	"sync/atomic"
 
@@ -50,6 +51,9 @@ type source struct {
 
 func newSource(cfg config.LogSource, c *counts, st *sourceStats) *source {
 	s := &source{cfg: cfg, c: c, st: st, seed: maphash.MakeSeed()}
+	for i := range s.pidMethod {
+		s.pidMethod[i].pid = -1
+	}
 	switch cfg.Type {
 	case "kdc":
 		s.accept[ProgramKDC] = true
@@ -149,15 +153,19 @@ func (s *source) countRequest(e *Event) {
 	case issue:
 		key := s.key(e)
 		p := &s.pending[key%pendingSlots]
-		if p.key == key && p.seq != 0 && s.asSeq-p.seq <= recoverWindow {
-			c.recovered[p.method].Add(1)
+		if p.key == key && p.seq != 0 {
+			if s.asSeq-p.seq <= recoverWindow {
+				c.recovered[p.method].Add(1)
+			}
 			*p = pendingFailure{}
 		}
 	case !e.MorePreauth && string(e.Status) == "PREAUTH_FAILED":
 		key := s.key(e)
 		m := c.methods.other()
-		if slot := s.pidMethod[uint(e.PID)%uint(len(s.pidMethod))]; slot.pid == e.PID {
+		// The verify failure line just before, from the same process.
+		if slot := &s.pidMethod[uint(e.PID)%uint(len(s.pidMethod))]; slot.pid == e.PID {
 			m = slot.method
+			slot.pid = -1
 		}
 		s.pending[key%pendingSlots] = pendingFailure{key: key, seq: s.asSeq, method: m}
 	}
@@ -165,12 +173,7 @@ func (s *source) countRequest(e *Event) {
 
 // key identifies a login attempt by client and address.
 func (s *source) key(e *Event) uint64 {
-	var h maphash.Hash
-	h.SetSeed(s.seed)
-	h.Write(e.Client)
-	h.WriteByte(0)
-	h.Write(e.Addr)
-	return h.Sum64()
+	return maphash.Bytes(s.seed, e.Client) ^ bits.RotateLeft64(maphash.Bytes(s.seed, e.Addr), 17)
 }
 
 func (s *source) isProbe(client []byte) bool {

@@ -1,0 +1,271 @@
+package kdclog
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// The oracle counts a KDC log with regular expressions, a method
+// independent of the byte scanner, so that the end-to-end and fixture
+// tests compare every counter with a second reading of the same lines.
+// Only the small label tables (kadmind results, preauth reasons) are
+// shared with the code under test.
+
+var (
+	oHeader  = regexp.MustCompile(`^[A-Z][a-z]{2} [ 0-9][0-9] \d\d:\d\d:\d\d \S+ ([a-z0-9_.]+)\[(\d+)\]\(\w+\): (.*)$`)
+	oRequest = regexp.MustCompile(`^(AS|TGS)_REQ \((\d+) etypes \{(.*?)\}\) (\S+): ([^:]+): (.*)$`)
+	oIssue   = regexp.MustCompile(`^authtime \d+, etypes \{rep=[^,]*?\((-?\d+)\), tkt=[^,]*?\((-?\d+)\), ses=[^,]*?\((-?\d+)\)\}, (.*?) for `)
+	oIssueN  = regexp.MustCompile(`^authtime \d+, etypes \{rep=(-?\d+) tkt=(-?\d+) ses=(-?\d+)\}, (.*?) for `)
+	oTGSFail = regexp.MustCompile(`^authtime \d+, (?:etypes \{rep=UNSUPPORTED:\(0\)\})? *(.*?) for `)
+	oASFail  = regexp.MustCompile(`^(.*?) for `)
+	oNumber  = regexp.MustCompile(`^(?:.*\()?(-?\d+)\)?$`)
+	oPreauth = regexp.MustCompile(`^preauth \(([^)]+)\) verify failure: (.*)$`)
+	oKadmin  = regexp.MustCompile(`^Request: ([a-z0-9_]+), .*, ([^,]+), client=`)
+	oUnauth  = regexp.MustCompile(`^Unauthorized request: ([a-z0-9_]+), `)
+	oS4U     = regexp.MustCompile(`^\.\.\. (PROTOCOL-TRANSITION|CONSTRAINED-DELEGATION) `)
+	oWorkers = regexp.MustCompile(`^creating \d+ worker processes$`)
+)
+
+// series is a flat view of metrics: "name{k=v,...}" -> value.
+type series map[string]float64
+
+func key(name string, kv ...string) string {
+	var b strings.Builder
+	b.WriteString(name)
+	b.WriteByte('{')
+	for i := 0; i+1 < len(kv); i += 2 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "%s=%q", kv[i], kv[i+1])
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+func (s series) add(name string, kv ...string) { s[key(name, kv...)]++ }
+
+// oracleFamilies are the log-derived families the oracle predicts.
+var oracleFamilies = []string{
+	"krb5_kdc_requests_total", "krb5_kdc_log_probe_requests_total", "krb5_kdc_issued_etypes_total",
+	"krb5_kdc_weak_etype_requests_total", "krb5_kdc_preauth_verify_failures_total",
+	"krb5_kdc_preauth_failures_recovered_total", "krb5_kdc_retransmits_total",
+	"krb5_kdc_lifecycle_events_total", "krb5_kdc_s4u_requests_total", "krb5_kadmind_requests_total",
+	"krb5_kadmind_lifecycle_events_total", "krb5_kdc_too_many_connections_total",
+}
+
+func isProbe(client string, probes []string) bool {
+	for _, p := range probes {
+		if client == p || (!strings.Contains(p, "@") && strings.HasPrefix(client, p+"@")) {
+			return true
+		}
+	}
+	return false
+}
+
+func etypeLabelOf(s string) string {
+	n, _ := strconv.Atoi(s)
+	return etypeName(etypeLabel(Etype(n)))
+}
+
+// oracle counts the lines of files the way the metrics should.
+func oracle(t *testing.T, probes []string, files ...string) series {
+	t.Helper()
+	want := series{}
+	type failure struct {
+		seq    int
+		method string
+	}
+	pending := map[string]failure{} // client+addr of a real PREAUTH_FAILED
+	lastMethod := map[string]string{}
+	asSeq := 0
+	for _, path := range files {
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			h := oHeader.FindStringSubmatch(sc.Text())
+			if h == nil {
+				continue
+			}
+			prog, pid, msg := h[1], h[2], h[3]
+			switch prog {
+			case "kadmind":
+				switch {
+				case oKadmin.MatchString(msg):
+					m := oKadmin.FindStringSubmatch(msg)
+					want.add("krb5_kadmind_requests_total", "operation", m[1], "result", kadminResultNames[classifyKadmin([]byte(m[2]))])
+				case oUnauth.MatchString(msg):
+					want.add("krb5_kadmind_requests_total", "operation", oUnauth.FindStringSubmatch(msg)[1], "result", "unauthorized")
+				case msg == "starting":
+					want.add("krb5_kadmind_lifecycle_events_total", "event", "started")
+				case msg == "finished, exiting":
+					want.add("krb5_kadmind_lifecycle_events_total", "event", "stopping")
+				}
+				continue
+			case "krb5kdc":
+			default:
+				continue
+			}
+			switch {
+			case msg == "commencing operation":
+				want.add("krb5_kdc_lifecycle_events_total", "event", "started")
+			case msg == "shutting down":
+				want.add("krb5_kdc_lifecycle_events_total", "event", "stopping")
+			case oWorkers.MatchString(msg):
+				want.add("krb5_kdc_lifecycle_events_total", "event", "workers_created")
+			case strings.HasPrefix(msg, "worker ") && strings.Contains(msg, " exited with status "):
+				want.add("krb5_kdc_lifecycle_events_total", "event", "worker_exited")
+			case strings.HasPrefix(msg, "signal ") && strings.HasSuffix(msg, " received in supervisor"):
+				want.add("krb5_kdc_lifecycle_events_total", "event", "supervisor_signal")
+			case strings.HasPrefix(msg, "DISPATCH: repeated"):
+				if strings.HasSuffix(msg, "dropping repeated request") {
+					want.add("krb5_kdc_retransmits_total", "action", "dropped")
+				} else {
+					want.add("krb5_kdc_retransmits_total", "action", "resent")
+				}
+			case msg == "too many connections":
+				want.add("krb5_kdc_too_many_connections_total")
+			case oS4U.MatchString(msg):
+				kind := map[string]string{"PROTOCOL-TRANSITION": "protocol_transition", "CONSTRAINED-DELEGATION": "constrained_delegation"}[oS4U.FindStringSubmatch(msg)[1]]
+				want.add("krb5_kdc_s4u_requests_total", "kind", kind)
+			case oPreauth.MatchString(msg):
+				m := oPreauth.FindStringSubmatch(msg)
+				want.add("krb5_kdc_preauth_verify_failures_total", "method", m[1], "reason", preauthReasonNames[classifyPreauth([]byte(m[2]))])
+				lastMethod[pid] = m[1]
+			case oRequest.MatchString(msg):
+				m := oRequest.FindStringSubmatch(msg)
+				req, offered, list, addr, status, rest := strings.ToLower(m[1]), m[2], m[3], m[4], m[5], m[6]
+				var client string
+				var etypes []string
+				switch {
+				case status == "ISSUE" && oIssue.MatchString(rest):
+					im := oIssue.FindStringSubmatch(rest)
+					etypes, client = im[1:4], im[4]
+				case status == "ISSUE" && oIssueN.MatchString(rest):
+					im := oIssueN.FindStringSubmatch(rest)
+					etypes, client = im[1:4], im[4]
+				case req == "tgs":
+					client = oTGSFail.FindStringSubmatch(rest)[1]
+				default:
+					client = oASFail.FindStringSubmatch(rest)[1]
+				}
+				if status == "PREAUTH_FAILED" && req == "as" && strings.HasSuffix(rest, ", More preauthentication data is required") {
+					status = StatusMorePreauth
+				}
+				if isProbe(client, probes) {
+					want.add("krb5_kdc_log_probe_requests_total", "request", req, "status", status)
+					continue
+				}
+				want.add("krb5_kdc_requests_total", "request", req, "status", status)
+				weak := 0
+				for _, item := range strings.FieldsFunc(list, func(r rune) bool { return r == ' ' || r == ',' }) {
+					if n := oNumber.FindStringSubmatch(item); n != nil {
+						if v, _ := strconv.Atoi(n[1]); Etype(v).IsWeak() {
+							weak++
+						}
+					}
+				}
+				if weak > 0 {
+					want.add("krb5_kdc_weak_etype_requests_total", "kind", "offered", "request", req)
+					if strconv.Itoa(weak) == offered {
+						want.add("krb5_kdc_weak_etype_requests_total", "kind", "only_weak", "request", req)
+					}
+				}
+				if etypes != nil {
+					anyWeak := false
+					for i, part := range []string{"reply", "ticket", "session"} {
+						want.add("krb5_kdc_issued_etypes_total", "etype", etypeLabelOf(etypes[i]), "key", part, "request", req)
+						if v, _ := strconv.Atoi(etypes[i]); Etype(v).IsWeak() {
+							anyWeak = true
+						}
+					}
+					if anyWeak {
+						want.add("krb5_kdc_weak_etype_requests_total", "kind", "issued", "request", req)
+					}
+				}
+				if req == "as" {
+					asSeq++
+					id := client + "\x00" + addr
+					switch status {
+					case "PREAUTH_FAILED":
+						method := lastMethod[pid]
+						if method == "" {
+							method = "other"
+						}
+						delete(lastMethod, pid)
+						pending[id] = failure{asSeq, method}
+					case "ISSUE":
+						if p, ok := pending[id]; ok && asSeq-p.seq <= recoverWindow {
+							want.add("krb5_kdc_preauth_failures_recovered_total", "method", p.method)
+						}
+						delete(pending, id)
+					}
+				}
+			}
+		}
+		f.Close()
+	}
+	return want
+}
+
+// gather flattens the oracle families of g.
+func gather(t *testing.T, g prometheus.Gatherer) series {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fams := map[string]bool{}
+	for _, f := range oracleFamilies {
+		fams[f] = true
+	}
+	got := series{}
+	for _, mf := range mfs {
+		if !fams[mf.GetName()] {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			var kv []string
+			lps := m.GetLabel()
+			sort.Slice(lps, func(i, j int) bool { return lps[i].GetName() < lps[j].GetName() })
+			for _, lp := range lps {
+				kv = append(kv, lp.GetName(), lp.GetValue())
+			}
+			got[key(mf.GetName(), kv...)] = m.GetCounter().GetValue()
+		}
+	}
+	return got
+}
+
+// compareSeries reports every series whose value differs; zero-valued
+// series the oracle does not name are fine (initialised at zero).
+func compareSeries(t *testing.T, got, want series) {
+	t.Helper()
+	var keys []string
+	for k := range want {
+		keys = append(keys, k)
+	}
+	for k, v := range got {
+		if _, ok := want[k]; !ok && v != 0 {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if got[k] != want[k] {
+			t.Errorf("%s = %v, the log says %v", k, got[k], want[k])
+		}
+	}
+}
