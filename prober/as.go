@@ -189,6 +189,8 @@ func (c *Client) choosePreauth(phase string) (preauthChoice, error) {
 		return preauthChoice{}, wrapError(ClassMalformedReply, phase, fmt.Errorf("PREAUTH_REQUIRED e-data: %w", err))
 	}
 	if !ok {
+		// Sending a timestamp the KDC cannot check would only earn a
+		// PREAUTH_FAILED (and count towards a lockout policy).
 		return preauthChoice{}, errorf(ClassKeytab, phase, "the KDC offers no enctype the client has a key for (client enctypes %v)", c.etypes)
 	}
 	ch := preauthChoice{etype: e.etype}

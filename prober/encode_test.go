@@ -14,7 +14,7 @@ import (
 	"github.com/jcmturner/gokrb5/v8/types"
 )
 
-const testPassword = "correct horse battery staple"
+const testPassword = "correct-horse-battery-staple"
 
 func mustPrincipal(t testing.TB, s string) Principal {
 	t.Helper()

@@ -2,8 +2,10 @@ package prober
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -61,11 +63,38 @@ func NewPasswordCredentials(password string, p Principal) *Credentials {
 	return &Credentials{principal: p, password: password, s2k: map[s2kInput][]byte{}}
 }
 
+// NewPasswordFileCredentials reads the password from the first line of a file
+// (kept out of the configuration file, URLs and logs).
+func NewPasswordFileCredentials(path string, p Principal) (*Credentials, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("password file: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("password file: %w", err)
+	}
+	const maxPasswordFile = 64 << 10
+	b, err := io.ReadAll(io.LimitReader(f, maxPasswordFile))
+	if err != nil {
+		return nil, fmt.Errorf("password file: %w", err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	line = strings.TrimSuffix(line, "\r")
+	if line == "" {
+		return nil, fmt.Errorf("password file %s: the first line is empty", path)
+	}
+	c := NewPasswordCredentials(line, p)
+	c.worldReadable = fi.Mode().Perm()&0o004 != 0
+	return c, nil
+}
+
 // Principal returns the client principal the credentials are for.
 func (c *Credentials) Principal() Principal { return c.principal }
 
-// WorldReadable reports whether the keytab file was readable by everyone when
-// last loaded: a leaked keytab is a leaked password.
+// WorldReadable reports whether the keytab (or password) file was readable by
+// everyone when last loaded: a leaked keytab is a leaked password.
 func (c *Credentials) WorldReadable() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()

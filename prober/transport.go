@@ -152,15 +152,18 @@ func (c *Client) udpRoundTrip(ctx context.Context, req []byte, st *exchangeStats
 	}
 	c.udp = nil // owned by this exchange until it ends cleanly
 	n, err := s.exchange(ctx, req, c.rbuf, c.retransmit, st)
-	if err != nil || st.retransmits > 0 {
-		// A late reply to this request must never be read as the answer
-		// to the next one: only a socket with nothing in flight is kept.
+	if err != nil {
 		s.close()
 		return nil, err
 	}
-	c.udp, c.udpUsed = s, time.Now()
-	if c.log != nil && st.retransmits > 0 {
+	if st.retransmits > 0 {
+		// A late reply to an earlier copy of the request must never be
+		// read as the answer to the next one: only a socket with nothing
+		// in flight is kept.
+		s.close()
 		c.debug("msg", "reply after UDP retransmits", "retransmits", st.retransmits)
+	} else {
+		c.udp, c.udpUsed = s, time.Now()
 	}
 	return c.rbuf[:n], nil
 }

@@ -1,0 +1,196 @@
+package prober
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"os"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/krb5-exporter/krb5-exporter/realm"
+)
+
+// lossyRelay forwards UDP datagrams between one client and the KDC, dropping
+// the first `drop` requests: a lossy link in front of a real KDC.
+func lossyRelay(t *testing.T, kdc string, drop int32) (addr string, dropped *atomic.Int32) {
+	front, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kaddr, _ := net.ResolveUDPAddr("udp", kdc)
+	back, err := net.DialUDP("udp", nil, kaddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { front.Close(); back.Close() })
+	dropped = new(atomic.Int32)
+	var client atomic.Pointer[net.UDPAddr]
+	go func() {
+		buf := make([]byte, 65536)
+		for {
+			n, from, err := front.ReadFromUDP(buf)
+			if err != nil {
+				return
+			}
+			client.Store(from)
+			if dropped.Load() < drop {
+				dropped.Add(1)
+				continue
+			}
+			back.Write(buf[:n])
+		}
+	}()
+	go func() {
+		buf := make([]byte, 65536)
+		for {
+			n, err := back.Read(buf)
+			if err != nil {
+				return
+			}
+			if c := client.Load(); c != nil {
+				front.WriteToUDP(buf[:n], c)
+			}
+		}
+	}()
+	return front.LocalAddr().String(), dropped
+}
+
+func TestUDPRetransmit(t *testing.T) {
+	r := upRealm(t, realm.Options{})
+	addr, dropped := lossyRelay(t, r.KDCAddr, 1)
+	c := userClient(t, r, 1, Options{UDPRetransmit: 100 * time.Millisecond})
+	c.kdc, c.kdcAddr = addr, mustAddrPort(t, addr)
+	as, err := c.Login(testCtx(t, 10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dropped.Load() != 1 || as.Retransmits != 1 {
+		t.Errorf("dropped %d, retransmits %d; want 1 and 1", dropped.Load(), as.Retransmits)
+	}
+	// The retransmit shows as a slow first round trip, not as an error.
+	if as.PreauthRequired < 100*time.Millisecond {
+		t.Errorf("first round trip %v, shorter than the retransmit interval", as.PreauthRequired)
+	}
+
+	// Without retransmits the lost request is a timeout.
+	addr, _ = lossyRelay(t, r.KDCAddr, 1)
+	c = userClient(t, r, 1, Options{})
+	c.kdc, c.kdcAddr = addr, mustAddrPort(t, addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err = c.Login(ctx)
+	wantClass(t, err, ClassTimeout)
+}
+
+// A KDC whose UDP replies are limited to a few bytes answers
+// KRB_ERR_RESPONSE_TOO_BIG; the exchange moves to TCP as libkrb5's does.
+func TestResponseTooBigFallsBackToTCP(t *testing.T) {
+	if err := realm.Available(); err != nil {
+		t.Skipf("MIT krb5 binaries not installed: %v", err)
+	}
+	ctx := testCtx(t, time.Minute)
+	r, err := realm.Create(ctx, realm.Options{Dir: t.TempDir(), Users: 2, Services: 1, Fillers: -1, NoKadmind: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf, err := os.ReadFile(r.KDCConf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf = []byte(strings.Replace(string(conf), "[kdcdefaults]\n", "[kdcdefaults]\n\tkdc_max_dgram_reply_size = 200\n", 1))
+	if err := os.WriteFile(r.KDCConf, conf, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(ctx); err != nil {
+		r.Down()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Down() })
+
+	c := userClient(t, r, 1, Options{})
+	as, err := c.Login(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !as.TCPFallback {
+		t.Errorf("no TCP fallback: %+v", as)
+	}
+	tgs, err := c.ServiceTicket(ctx, c.PrepareService(mustPrincipal(t, r.Service(1))))
+	if err != nil || !tgs.TCPFallback {
+		t.Errorf("TGS %+v, %v; want a TCP fallback", tgs, err)
+	}
+}
+
+func mustAddrPort(t *testing.T, s string) netip.AddrPort {
+	t.Helper()
+	ap, err := netip.ParseAddrPort(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ap
+}
+
+// openFDs counts this process's open file descriptors.
+func openFDs(t *testing.T) int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("no /proc/self/fd: %v", err)
+	}
+	return len(ents)
+}
+
+// Probing a dead KDC a thousand times leaks neither goroutines nor sockets.
+func TestDeadKDCNoLeaks(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := l.Addr().String()
+	l.Close()
+	hole := blackHole(t)
+	p := mustPrincipal(t, "user0001@PERF.TEST")
+	creds := NewPasswordCredentials("x", p)
+
+	run := func() {
+		for i := 0; i < 1000; i++ {
+			tr, addr, timeout := UDP, dead, 5*time.Second
+			switch i % 4 {
+			case 1:
+				tr = TCP
+			case 2:
+				addr, timeout = hole, time.Millisecond // a port that drops packets
+			}
+			c, err := NewClient(Options{KDC: addr, Transport: tr, Client: p, Credentials: creds})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			_, err = c.Login(ctx)
+			cancel()
+			if cl := Classify(err); cl != ClassConnectionRefused && cl != ClassTimeout {
+				t.Fatalf("probe %d: %v", i, err)
+			}
+			if i%8 == 3 {
+				c.Close() // some callers close, others just drop the Client
+			}
+		}
+	}
+	run() // warm up: the runtime's own threads and pollers
+	runtime.GC()
+	g0, fd0 := runtime.NumGoroutine(), openFDs(t)
+	run()
+	// Goroutines and descriptors settle asynchronously; allow a moment.
+	var g1, fd1 int
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		runtime.GC()
+		g1, fd1 = runtime.NumGoroutine(), openFDs(t)
+		if g1 <= g0 && fd1 <= fd0 {
+			return
+		}
+	}
+	t.Errorf("after 1,000 probes of a dead KDC: goroutines %d -> %d, open fds %d -> %d", g0, g1, fd0, fd1)
+}
