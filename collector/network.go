@@ -6,19 +6,24 @@ import (
 	"io/fs"
 	"net"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/procfs"
+	"golang.org/x/sys/unix"
 )
 
 // networkCollector reports the KDC's listening sockets and the kernel
-// counters that show lost requests, read in the KDC's network namespace
-// (/proc/PID/net of a KDC process). The sockets are those open in a KDC
-// process; when its descriptors cannot be read (the exporter does not run
-// as root), those bound to the kdc_listen/kdc_tcp_listen ports of kdc.conf.
+// counters that show lost requests, in the KDC's network namespace: UDP
+// sockets and counters from /proc/PID/net of a KDC process; TCP sockets
+// from sock_diag when the exporter shares that namespace (see
+// tcpdiag_linux.go), else from /proc/PID/net/tcp{,6}. The KDC's sockets
+// are those open in a KDC process; when its descriptors cannot be read
+// (the exporter does not run as root), those bound to the kdc_listen and
+// kdc_tcp_listen addresses of kdc.conf.
 type networkCollector struct {
 	scan     *procScanner
 	conf     *confSource
@@ -34,6 +39,9 @@ type networkCollector struct {
 const (
 	udpUnconnected = 0x07 // TCP_CLOSE: a bound, unconnected UDP socket
 	tcpListen      = 0x0A
+	// tcpStatesAll selects every state in a sock_diag request (a bitmask
+	// of 1<<state, TCP_ESTABLISHED=1 ... TCP_NEW_SYN_RECV=12).
+	tcpStatesAll = 1<<13 - 1
 )
 
 // tcpConnStates are the states counted for connections to the KDC port;
@@ -56,7 +64,7 @@ func newNetworkCollector(scan *procScanner, conf *confSource, pfs procfs.FS, pro
 		udpQueue: desc("kdc", "udp_receive_queue_bytes", "Memory charged to the receive queue of a KDC UDP socket: datagrams not yet read by the KDC, kernel overhead included; the kernel drops datagrams once it reaches the socket receive buffer size.", "address"),
 		udpDrops: desc("kdc", "udp_drops_total", "Datagrams the kernel dropped on a KDC UDP socket, mostly because its receive buffer was full.", "address"),
 		tcpQueue: desc("kdc", "tcp_listen_queue_length", "Connections completed and waiting in the accept queue of a KDC TCP listening socket.", "address"),
-		tcpLimit: desc("kdc", "tcp_listen_queue_limit", "Accept queue limit of a KDC TCP listening socket: kdc_tcp_listen_backlog capped by net.core.somaxconn; SYNs are dropped once the queue holds more than this.", "address"),
+		tcpLimit: desc("kdc", "tcp_listen_queue_limit", "Backlog of a KDC TCP listening socket (what listen() got: kdc_tcp_listen_backlog capped by net.core.somaxconn); connections are dropped once the accept queue holds more than this.", "address"),
 		tcpConns: desc("kdc", "tcp_connections", "TCP connections to the KDC's listening addresses, by state.", "state"),
 		udpRcvbuf: desc("host", "udp_receive_buffer_errors_total",
 			"UDP datagrams dropped because a socket receive buffer was full, in the KDC's network namespace (RcvbufErrors of /proc/net/snmp, snmp6).", "proto"),
@@ -122,7 +130,6 @@ func (c *networkCollector) Update(ch chan<- prometheus.Metric) error {
 	default:
 		return fmt.Errorf("reading krb5kdc's file descriptors: %w", err)
 	}
-
 	nsfs, err := procfs.NewFS(filepath.Join(c.procPath, strconv.Itoa(np.proc.PID)))
 	if err != nil {
 		if gone(err) {
@@ -130,78 +137,185 @@ func (c *networkCollector) Update(ch chan<- prometheus.Metric) error {
 		}
 		return err
 	}
+	if err := c.updateUDP(ch, nsfs, sel); err != nil {
+		return err
+	}
+	if err := c.updateTCP(ch, np.proc.PID, nsfs, sel, settings); err != nil {
+		return err
+	}
+	return c.hostCounters(ch, np.proc)
+}
+
+// updateUDP reports each KDC UDP address; sockets sharing one are summed.
+func (c *networkCollector) updateUDP(ch chan<- prometheus.Metric, nsfs procfs.FS, sel *selector) error {
 	udp, err := readSockets(nsfs.NetUDP, nsfs.NetUDP6)
 	if err != nil {
 		return err
 	}
-	tcp, err := readSockets(nsfs.NetTCP, nsfs.NetTCP6)
-	if err != nil {
-		return err
-	}
-
-	// UDP: one series per address; sockets sharing one are summed.
 	type udpStat struct{ queue, drops float64 }
-	udpBy := map[string]*udpStat{}
+	by := map[string]*udpStat{}
 	for _, l := range udp {
 		if l.St != udpUnconnected || !sel.match(l.Inode, l.LocalAddr, l.LocalPort, sel.udp) {
 			continue
 		}
 		a := hostPort(l.LocalAddr, l.LocalPort)
-		if udpBy[a] == nil {
-			udpBy[a] = &udpStat{}
+		if by[a] == nil {
+			by[a] = &udpStat{}
 		}
-		udpBy[a].queue += float64(l.RxQueue)
+		by[a].queue += float64(l.RxQueue)
 		if l.Drops != nil {
-			udpBy[a].drops += float64(*l.Drops)
+			by[a].drops += float64(*l.Drops)
 		}
 	}
-	for a, s := range udpBy {
+	for a, s := range by {
 		ch <- gauge(c.udpQueue, s.queue, a)
 		ch <- counter(c.udpDrops, s.drops, a)
 	}
+	return nil
+}
 
-	// TCP listeners: for a listening socket rx_queue is the accept queue.
-	type listener struct {
-		ip   net.IP
-		port uint64
+// updateTCP reports the KDC's listening sockets (for them rqueue is the
+// accept queue) and the connections to their addresses by state.
+func (c *networkCollector) updateTCP(ch chan<- prometheus.Metric, pid int, nsfs procfs.FS, sel *selector, settings *kdcSettings) error {
+	listeners, conns, fromKernel, err := c.tcpSockets(pid, nsfs, sel)
+	if err != nil {
+		return err
 	}
-	var listeners []listener
-	queueBy := map[string]float64{}
-	for _, l := range tcp {
-		if l.St == tcpListen && sel.match(l.Inode, l.LocalAddr, l.LocalPort, sel.tcp) {
-			queueBy[hostPort(l.LocalAddr, l.LocalPort)] += float64(l.RxQueue)
-			listeners = append(listeners, listener{l.LocalAddr, l.LocalPort})
+	computed := c.acceptQueueLimit(settings)
+	type listenStat struct{ queue, limit float64 }
+	by := map[string]*listenStat{}
+	for _, l := range listeners {
+		a := hostPort(l.ip, uint64(l.port))
+		if by[a] == nil {
+			by[a] = &listenStat{limit: computed}
+		}
+		by[a].queue += float64(l.rqueue)
+		if fromKernel {
+			by[a].limit = float64(l.wqueue) // what listen() got
 		}
 	}
-	limit := c.acceptQueueLimit(settings)
-	for a, q := range queueBy {
-		ch <- gauge(c.tcpQueue, q, a)
-		if limit > 0 {
-			ch <- gauge(c.tcpLimit, limit, a)
+	for a, s := range by {
+		ch <- gauge(c.tcpQueue, s.queue, a)
+		if s.limit > 0 {
+			ch <- gauge(c.tcpLimit, s.limit, a)
 		}
 	}
-	if len(listeners) > 0 {
-		counts := make([]float64, len(tcpConnStates))
-		for _, l := range tcp {
-			if l.St == tcpListen {
+	if len(listeners) == 0 {
+		return nil
+	}
+	counts := make([]float64, len(tcpConnStates))
+	for _, s := range conns {
+		for _, l := range listeners {
+			if l.port != s.port || !(l.ip.IsUnspecified() || l.ip.Equal(s.ip)) {
 				continue
 			}
-			for _, ln := range listeners {
-				if ln.port == l.LocalPort && (ln.ip.IsUnspecified() || ln.ip.Equal(l.LocalAddr)) {
-					for i, s := range tcpConnStates {
-						if s.code == l.St {
-							counts[i]++
-						}
-					}
-					break
+			for i, st := range tcpConnStates {
+				if st.code == uint64(s.state) {
+					counts[i]++
 				}
 			}
-		}
-		for i, s := range tcpConnStates {
-			ch <- gauge(c.tcpConns, counts[i], s.name)
+			break
 		}
 	}
-	return c.hostCounters(ch, np.proc)
+	for i, s := range tcpConnStates {
+		ch <- gauge(c.tcpConns, counts[i], s.name)
+	}
+	return nil
+}
+
+// tcpSocket is a TCP socket from sock_diag or /proc/net/tcp.
+type tcpSocket struct {
+	state          uint8
+	ip             net.IP
+	port           uint16
+	inode          uint64
+	rqueue, wqueue uint32 // wqueue of a listener: its backlog (sock_diag only)
+}
+
+// netnsRelation is how the KDC's network namespace relates to ours.
+type netnsRelation int
+
+const (
+	sameNetns netnsRelation = iota
+	otherNetns
+	unknownNetns
+)
+
+// tcpSockets returns the KDC's listening sockets and the other sockets on
+// their ports: from sock_diag when it sees the KDC's namespace, else from
+// /proc/PID/net/tcp{,6}. fromKernel means the listeners' backlog is known.
+func (c *networkCollector) tcpSockets(pid int, nsfs procfs.FS, sel *selector) (listeners, conns []tcpSocket, fromKernel bool, err error) {
+	if rel := kdcNetns(c.procPath, pid); rel != otherNetns {
+		listeners, conns, err = diagKDCSockets(sel)
+		switch {
+		case err != nil:
+			c.warn.log("sock_diag", "msg", "sock_diag failed; reading /proc/PID/net/tcp instead", "err", err)
+		case len(listeners) > 0 || rel == sameNetns:
+			return listeners, conns, true, nil
+		}
+		// Namespaces unknown and no KDC listener seen: not ours, probably.
+	}
+	lines, err := readSockets(nsfs.NetTCP, nsfs.NetTCP6)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	for _, l := range lines {
+		s := tcpSocket{state: uint8(l.St), ip: l.LocalAddr, port: uint16(l.LocalPort), inode: l.Inode, rqueue: uint32(l.RxQueue)}
+		if s.state == tcpListen {
+			if sel.match(s.inode, s.ip, l.LocalPort, sel.tcp) {
+				listeners = append(listeners, s)
+			}
+		} else {
+			conns = append(conns, s)
+		}
+	}
+	return listeners, conns, false, nil
+}
+
+// diagKDCSockets asks sock_diag for the listening sockets, keeps the KDC's,
+// then asks for the sockets on each of their ports. A kernel without IPv6
+// answers the AF_INET6 listener request with an error, taken as none.
+func diagKDCSockets(sel *selector) (listeners, conns []tcpSocket, err error) {
+	for _, fam := range []uint8{unix.AF_INET, unix.AF_INET6} {
+		ls, err := sockDiagTCP(fam, 1<<tcpListen, 0)
+		if err != nil {
+			if fam == unix.AF_INET6 {
+				continue
+			}
+			return nil, nil, err
+		}
+		for _, s := range ls {
+			if sel.match(s.inode, s.ip, uint64(s.port), sel.tcp) {
+				listeners = append(listeners, s)
+			}
+		}
+	}
+	// Each of these dumps walks the whole established hash (about 2 ms
+	// here for 262,144 buckets, however few sockets): one per port and
+	// family that has a KDC listener. A v6 wildcard listener's IPv4
+	// clients show up as v4-mapped AF_INET6 sockets.
+	type portFam struct {
+		port uint16
+		fam  uint8
+	}
+	var todo []portFam
+	for _, l := range listeners {
+		pf := portFam{l.port, unix.AF_INET6}
+		if l.ip.To4() != nil {
+			pf.fam = unix.AF_INET
+		}
+		if !slices.Contains(todo, pf) {
+			todo = append(todo, pf)
+		}
+	}
+	for _, pf := range todo {
+		cs, err := sockDiagTCP(pf.fam, tcpStatesAll&^(1<<tcpListen), pf.port)
+		if err != nil {
+			return nil, nil, err
+		}
+		conns = append(conns, cs...)
+	}
+	return listeners, conns, nil
 }
 
 // acceptQueueLimit is what listen() got: the backlog asked for, capped by

@@ -1,0 +1,118 @@
+package collector
+
+import (
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/procfs"
+	"golang.org/x/sys/unix"
+)
+
+// TestSockDiag checks the netlink answers against /proc/net/tcp for a
+// listener of this test with three connections waiting to be accepted.
+func TestSockDiag(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	port := uint16(l.Addr().(*net.TCPAddr).Port)
+	for i := 0; i < 3; i++ {
+		c, err := net.Dial("tcp", l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+	}
+
+	ls, err := sockDiagTCP(unix.AF_INET, 1<<tcpListen, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mine *tcpSocket
+	for i := range ls {
+		if ls[i].port == port {
+			mine = &ls[i]
+		}
+		if ls[i].state != tcpListen {
+			t.Errorf("state filter let through state %d", ls[i].state)
+		}
+	}
+	if mine == nil {
+		t.Fatalf("listener on port %d not in the dump of %d listeners", port, len(ls))
+	}
+	if !mine.ip.Equal(net.IPv4(127, 0, 0, 1)) || mine.rqueue != 3 {
+		t.Errorf("listener %+v: want 127.0.0.1 with 3 connections queued", *mine)
+	}
+	// Go asks listen() for net.core.somaxconn.
+	if b, err := os.ReadFile("/proc/sys/net/core/somaxconn"); err == nil {
+		if n, _ := strconv.Atoi(strings.TrimSpace(string(b))); uint32(min(n, 65535)) != mine.wqueue {
+			t.Errorf("backlog = %d, somaxconn = %d", mine.wqueue, n)
+		}
+	}
+
+	// The port filter: only the three server-side sockets, not the
+	// clients' (their local port is ephemeral), nor anything else.
+	cs, err := sockDiagTCP(unix.AF_INET, tcpStatesAll&^(1<<tcpListen), port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs) != 3 {
+		t.Fatalf("%d sockets on port %d, want 3: %+v", len(cs), port, cs)
+	}
+	for _, s := range cs {
+		if s.port != port || s.state != 0x01 {
+			t.Errorf("socket %+v: want ESTABLISHED on port %d", s, port)
+		}
+	}
+
+	// Same listener in /proc/net/tcp.
+	pfs, err := procfs.NewFS("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pfs.NetTCP()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, line := range lines {
+		if line.LocalPort == uint64(port) && line.St == tcpListen {
+			found = true
+			if line.Inode != mine.inode || line.RxQueue != uint64(mine.rqueue) {
+				t.Errorf("/proc/net/tcp: inode %d queue %d; sock_diag: inode %d queue %d", line.Inode, line.RxQueue, mine.inode, mine.rqueue)
+			}
+		}
+	}
+	if !found {
+		t.Error("listener not in /proc/net/tcp")
+	}
+}
+
+func TestKDCNetns(t *testing.T) {
+	if rel := kdcNetns("/proc", os.Getpid()); rel != sameNetns {
+		t.Errorf("own process: %v, want sameNetns", rel)
+	}
+	if rel := kdcNetns(fixtureDir+"/proc", fxWorker0); rel != otherNetns {
+		t.Errorf("fixture: %v, want otherNetns (not this machine)", rel)
+	}
+}
+
+// BenchmarkSockDiag is one dump of the sockets on one port, the per-port
+// cost of the network collector (the kernel walks the whole table).
+func BenchmarkSockDiag(b *testing.B) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	port := uint16(l.Addr().(*net.TCPAddr).Port)
+	for b.Loop() {
+		if _, err := sockDiagTCP(unix.AF_INET, tcpStatesAll&^(1<<tcpListen), port); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
