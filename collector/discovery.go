@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -91,6 +92,7 @@ func (s *snapshot) netProc() *kdcProc {
 // calls reset before running the collectors, which call get.
 type procScanner struct {
 	fs       procfs.FS
+	procPath string
 	pidFiles map[string]string // program -> pid file; absent: find by name
 
 	bootTime float64 // cached: it does not change
@@ -113,6 +115,7 @@ func (s *procScanner) get() (*snapshot, error) {
 }
 
 func (s *procScanner) scan() (*snapshot, error) {
+	var err error
 	if s.bootTime == 0 {
 		st, err := s.fs.Stat()
 		if err != nil {
@@ -120,22 +123,18 @@ func (s *procScanner) scan() (*snapshot, error) {
 		}
 		s.bootTime = float64(st.BootTime)
 	}
-	all, err := s.fs.AllProcs()
-	if err != nil {
-		return nil, fmt.Errorf("listing processes: %w", err)
+	// With a pid file for every program, the pid files' processes and
+	// their descendants are all that matter: no need to look at every
+	// process of the machine (each costs a few syscalls).
+	var cands map[string][]*kdcProc
+	if len(s.pidFiles) == len(programNames) {
+		cands, err = s.fromPidFiles()
 	}
-	// Read the small comm file of every process and stat only the matches.
-	cands := map[string][]*kdcProc{}
-	for _, p := range all {
-		comm, err := p.Comm()
-		if err != nil || !watched(comm) {
-			continue // gone meanwhile, or not ours
-		}
-		st, err := p.Stat()
-		if err != nil || st.State == "Z" || st.State == "X" {
-			continue // dead: an unreaped zombie is not running
-		}
-		cands[comm] = append(cands[comm], &kdcProc{proc: p, stat: st})
+	if cands == nil && err == nil {
+		cands, err = s.allCandidates()
+	}
+	if err != nil {
+		return nil, err
 	}
 	snap := &snapshot{bootTime: s.bootTime}
 	for i, name := range programNames {
@@ -157,6 +156,105 @@ func (s *procScanner) scan() (*snapshot, error) {
 		snap.kdcArgs = s.argsMemo
 	}
 	return snap, nil
+}
+
+// allCandidates reads the small comm file of every process and stats
+// only the watched ones.
+func (s *procScanner) allCandidates() (map[string][]*kdcProc, error) {
+	all, err := s.fs.AllProcs()
+	if err != nil {
+		return nil, fmt.Errorf("listing processes: %w", err)
+	}
+	cands := map[string][]*kdcProc{}
+	for _, p := range all {
+		comm, err := p.Comm()
+		if err != nil || !watched(comm) {
+			continue // gone meanwhile, or not ours
+		}
+		if kp := live(p, comm); kp != nil {
+			cands[comm] = append(cands[comm], kp)
+		}
+	}
+	return cands, nil
+}
+
+// fromPidFiles collects the pid files' processes and their descendants
+// through /proc/PID/task/TID/children. It returns nil candidates when the
+// kernel has no children files (CONFIG_PROC_CHILDREN), for a full scan.
+func (s *procScanner) fromPidFiles() (map[string][]*kdcProc, error) {
+	cands := map[string][]*kdcProc{}
+	for _, name := range programNames {
+		pid := readPidFile(s.pidFiles[name])
+		if pid == 0 {
+			continue
+		}
+		p, err := s.fs.Proc(pid)
+		if err != nil {
+			continue // stale pid file
+		}
+		root := live(p, name)
+		if root == nil {
+			continue
+		}
+		queue := []*kdcProc{root}
+		for len(queue) > 0 && len(cands[name]) < maxProcsPerProgram {
+			kp := queue[0]
+			queue = queue[1:]
+			cands[name] = append(cands[name], kp)
+			kids, err := s.children(kp.proc.PID)
+			if errors.Is(err, fs.ErrNotExist) && kp == root {
+				if _, serr := os.Stat(filepath.Join(s.procPath, strconv.Itoa(pid))); serr == nil {
+					return nil, nil // no children files on this kernel
+				}
+			}
+			for _, kid := range kids {
+				if c, err := s.fs.Proc(kid); err == nil {
+					if kp := live(c, name); kp != nil {
+						queue = append(queue, kp)
+					}
+				}
+			}
+		}
+	}
+	return cands, nil
+}
+
+// maxProcsPerProgram bounds the descendants followed from one pid file.
+const maxProcsPerProgram = 4096
+
+// children lists the children of all threads of pid.
+func (s *procScanner) children(pid int) ([]int, error) {
+	dir := filepath.Join(s.procPath, strconv.Itoa(pid), "task")
+	tids, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, t := range tids {
+		b, err := os.ReadFile(filepath.Join(dir, t.Name(), "children"))
+		if err != nil {
+			if len(tids) == 1 {
+				return nil, err
+			}
+			continue // thread exited
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if n, err := strconv.Atoi(f); err == nil {
+				out = append(out, n)
+			}
+		}
+	}
+	return out, nil
+}
+
+// live returns the process when it runs as the named program: not a
+// zombie (an unreaped dead process) and not another program.
+func live(p procfs.Proc, name string) *kdcProc {
+	st, err := p.Stat()
+	if err != nil || st.State == "Z" || st.State == "X" || st.Comm != name {
+		return nil
+	}
+	return &kdcProc{proc: p, stat: st}
 }
 
 func watched(comm string) bool {

@@ -121,6 +121,20 @@ func TestPidFiles(t *testing.T) {
 			kdcDown(t, gather(t, reg))
 		})
 	}
+	t.Run("all programs, no children files", func(t *testing.T) {
+		// The fixture has no task/*/children: the full scan is used.
+		cfg := fixtureConfig(t, proc)
+		cfg.KDCPidFile = writePidFile(t, fxSupervisor)
+		cfg.KadmindPidFile = writePidFile(t, fxKadmind)
+		cfg.KpropdPidFile = filepath.Join(t.TempDir(), "kpropd.pid")
+		_, reg := newTestCollector(t, cfg)
+		s := gather(t, reg)
+		for prog, want := range map[string]float64{"krb5kdc": 3, "kadmind": 1, "kpropd": 0} {
+			if v := s.value("krb5_process_processes", "program", prog); v != want {
+				t.Errorf("%s processes = %v, want %v", prog, v, want)
+			}
+		}
+	})
 	t.Run("worker", func(t *testing.T) {
 		// A pid file naming a worker selects that worker alone.
 		cfg := fixtureConfig(t, proc)
