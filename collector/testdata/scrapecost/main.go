@@ -1,0 +1,269 @@
+// Command scrapecost measures the CPU time one scrape costs this package's
+// collectors and prometheus-process-exporter, watching the same real
+// krb5kdc -w N and kadmind processes, in the same run:
+//
+//	go run ./collector/testdata/scrapecost -scrapes 200
+//
+// It starts a harness realm, runs each exporter as its own process on
+// loopback, then scrapes them in turn (alternating which goes first) and
+// takes each exporter's CPU time from /proc/PID/task/*/schedstat
+// (nanoseconds) before and after every scrape. Our side is this package's
+// collectors plus the Go and process collectors a real exporter binary
+// has, behind promhttp. Both exporters watch exactly the realm's daemons:
+// ours through their pid files, process-exporter through a comm+cmdline
+// matcher on the realm directory.
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/go-kit/log"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/procfs"
+
+	"github.com/krb5-exporter/krb5-exporter/collector"
+	"github.com/krb5-exporter/krb5-exporter/realm"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "serve" {
+		if err := serve(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "scrapecost serve:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	scrapes := flag.Int("scrapes", 200, "scrapes of each exporter")
+	workers := flag.Int("workers", 2, "krb5kdc -w N")
+	pe := flag.String("process-exporter", "/usr/bin/prometheus-process-exporter", "prometheus-process-exporter binary")
+	flag.Parse()
+	if err := run(*scrapes, *workers, *pe); err != nil {
+		fmt.Fprintln(os.Stderr, "scrapecost:", err)
+		os.Exit(1)
+	}
+}
+
+// serve is the child running our collectors: prints its address, serves
+// until stdin closes.
+func serve(args []string) error {
+	fs := flag.NewFlagSet("serve", flag.ExitOnError)
+	cfg := collector.DefaultConfig()
+	fs.StringVar(&cfg.KDCPidFile, "kdc-pidfile", "", "")
+	fs.StringVar(&cfg.KadmindPidFile, "kadmind-pidfile", "", "")
+	fs.StringVar(&cfg.KpropdPidFile, "kpropd-pidfile", "", "")
+	fs.StringVar(&cfg.KDCConfPath, "kdcconf", "", "")
+	fs.StringVar(&cfg.Krb5ConfPath, "krb5conf", "", "")
+	fs.Parse(args)
+	c, err := collector.New(log.NewLogfmtLogger(os.Stderr), cfg)
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	fmt.Println(l.Addr().String())
+	go func() { io.Copy(io.Discard, os.Stdin); os.Exit(0) }()
+	return http.Serve(l, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+}
+
+type exporter struct {
+	name    string
+	url     string
+	pid     int
+	cpu     []float64 // ns per scrape
+	bytes   int
+	samples int
+}
+
+func run(scrapes, workers int, peBin string) error {
+	if _, err := os.Stat(peBin); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	tmp, err := os.MkdirTemp("", "scrapecost-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	r, err := realm.Up(ctx, realm.Options{Dir: filepath.Join(tmp, "realm"), Users: 5, Services: 2, Fillers: -1, Workers: workers})
+	if err != nil {
+		return err
+	}
+	defer r.Down()
+	fmt.Printf("realm: krb5kdc %v, kadmind %d\n", r.KDCPids(), r.KadmindPid())
+
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	ours := exec.Command(self, "serve", "-kdc-pidfile", r.KDCPidFile, "-kadmind-pidfile", r.KadmindPidFile,
+		"-kpropd-pidfile", filepath.Join(r.Dir, "kpropd.pid"), "-kdcconf", r.KDCConf, "-krb5conf", r.Krb5Conf)
+	ours.Stderr = os.Stderr
+	stdin, _ := ours.StdinPipe()
+	stdout, _ := ours.StdoutPipe()
+	if err := ours.Start(); err != nil {
+		return err
+	}
+	defer func() { stdin.Close(); ours.Wait() }()
+	addr, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		return fmt.Errorf("our exporter: %w", err)
+	}
+	exps := []*exporter{{name: "krb5-exporter collectors", url: "http://" + strings.TrimSpace(addr) + "/metrics", pid: ours.Process.Pid}}
+
+	// process-exporter, matching the realm's daemons only.
+	peConf := filepath.Join(tmp, "process-exporter.yml")
+	conf := fmt.Sprintf("process_names:\n  - name: \"{{.Comm}}\"\n    comm: [krb5kdc, kadmind]\n    cmdline: [%q]\n", regexp.QuoteMeta(r.Dir+"/"))
+	if err := os.WriteFile(peConf, []byte(conf), 0o644); err != nil {
+		return err
+	}
+	for _, v := range []struct {
+		name string
+		args []string
+	}{
+		{"process-exporter (defaults)", nil},
+		{"process-exporter -gather-smaps=false -threads=false", []string{"-gather-smaps=false", "-threads=false"}},
+	} {
+		port, err := freePort()
+		if err != nil {
+			return err
+		}
+		args := append([]string{"-config.path", peConf, "-web.listen-address", port}, v.args...)
+		cmd := exec.Command(peBin, args...)
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		defer func() { cmd.Process.Kill(); cmd.Wait() }()
+		exps = append(exps, &exporter{name: v.name, url: "http://" + port + "/metrics", pid: cmd.Process.Pid})
+	}
+	for _, e := range exps {
+		if err := waitUp(e.url); err != nil {
+			return fmt.Errorf("%s: %w", e.name, err)
+		}
+		for i := 0; i < 5; i++ { // warm up: first scrapes allocate caches
+			if _, _, err := scrape(e.url); err != nil {
+				return err
+			}
+		}
+	}
+
+	for i := 0; i < scrapes; i++ {
+		for j := range exps {
+			e := exps[(i+j)%len(exps)]
+			before, err := cpuNS(e.pid)
+			if err != nil {
+				return err
+			}
+			n, samples, err := scrape(e.url)
+			if err != nil {
+				return err
+			}
+			time.Sleep(20 * time.Millisecond) // let work after the response (GC) land
+			after, err := cpuNS(e.pid)
+			if err != nil {
+				return err
+			}
+			e.cpu = append(e.cpu, float64(after-before))
+			e.bytes, e.samples = n, samples
+		}
+	}
+	fmt.Printf("%d scrapes each, CPU time per scrape of the exporter process (all threads, schedstat):\n", scrapes)
+	fmt.Printf("%-55s %10s %10s %10s %8s %8s\n", "exporter", "median", "p90", "mean", "series", "bytes")
+	for _, e := range exps {
+		med, p90, mean := stats(e.cpu)
+		fmt.Printf("%-55s %8.2fms %8.2fms %8.2fms %8d %8d\n", e.name, med/1e6, p90/1e6, mean/1e6, e.samples, e.bytes)
+	}
+	return nil
+}
+
+func freePort() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+func waitUp(url string) error {
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		_, _, err := scrape(url)
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+var client = &http.Client{Timeout: 10 * time.Second}
+
+// scrape fetches the page and counts its samples.
+func scrape(url string) (bytes, samples int, err error) {
+	resp, err := client.Get(url)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, 0, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return 0, 0, fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if line != "" && !strings.HasPrefix(line, "#") {
+			samples++
+		}
+	}
+	return len(body), samples, nil
+}
+
+// cpuNS is the CPU time of all threads of pid, in nanoseconds.
+func cpuNS(pid int) (uint64, error) {
+	threads, err := procfs.AllThreads(pid)
+	if err != nil {
+		return 0, err
+	}
+	var ns uint64
+	for _, t := range threads {
+		s, err := t.Schedstat()
+		if err != nil {
+			continue // thread exited meanwhile
+		}
+		ns += s.RunningNanoseconds
+	}
+	return ns, nil
+}
+
+func stats(v []float64) (median, p90, mean float64) {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	for _, x := range s {
+		mean += x
+	}
+	return s[len(s)/2], s[len(s)*9/10], mean / float64(len(s))
+}
