@@ -225,20 +225,33 @@ func CheckKDCAddress(a string) error {
 	if strings.TrimSpace(a) == "" {
 		return fmt.Errorf("address is required")
 	}
-	if host, port, err := net.SplitHostPort(a); err == nil {
-		if host == "" {
-			return fmt.Errorf("address %q has no host", a)
-		}
-		if _, err := net.LookupPort("udp", port); err != nil {
+	host := a
+	if h, port, err := net.SplitHostPort(a); err == nil {
+		if _, err := net.LookupPort("udp", port); err != nil || port == "" {
 			return fmt.Errorf("address %q: bad port %q", a, port)
 		}
+		host = h
+	}
+	if _, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
 		return nil
 	}
-	if _, err := netip.ParseAddr(strings.Trim(a, "[]")); err == nil {
-		return nil
-	}
-	if strings.ContainsAny(a, ":[]/ \t") {
-		return fmt.Errorf("address %q: want host:port", a)
+	if !validHostName(host) {
+		return fmt.Errorf("address %q: want host:port, [v6]:port, a host name or an IP address", a)
 	}
 	return nil
+}
+
+// validHostName accepts DNS names (letters, digits, '-', '_', '.').
+func validHostName(h string) bool {
+	if h == "" || len(h) > 253 || strings.HasPrefix(h, ".") || strings.Contains(h, "..") {
+		return false
+	}
+	for _, c := range h {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_', c == '.':
+		default:
+			return false
+		}
+	}
+	return true
 }

@@ -1,0 +1,122 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+const probeYAML = `modules:
+  default:
+    realm: EXAMPLE.COM
+    client: krb5-exporter-probe
+    keytab: /etc/krb5-exporter/probe.keytab
+    service: HTTP/www.example.com
+    transport: udp
+    timeout: 3s
+    udp_retransmit: 1s
+    enctypes: [aes256-cts-hmac-sha384-192, aes256-sha1]
+  pw:
+    realm: EXAMPLE.COM
+    client: probe@OTHER.COM
+    password_file: /etc/krb5-exporter/probe.pw
+    transport: tcp
+    preauth_upfront: true
+probes:
+  - name: kdc1
+    address: kdc1.example.com:88
+    module: default
+    interval: 30s
+  - name: kdc2-v6
+    address: "[2001:db8::1]:88"
+    module: pw
+  - name: kdc3
+    address: 192.0.2.3
+    module: default
+`
+
+func TestProbeConfig(t *testing.T) {
+	cfg, err := Parse([]byte(probeYAML), "p.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := cfg.Modules["default"]
+	if m.Timeout != 3*time.Second || m.UDPRetransmit != time.Second || len(m.Enctypes) != 2 || m.Service != "HTTP/www.example.com" {
+		t.Errorf("default module %+v", m)
+	}
+	if m.EffectiveTimeout() != 3*time.Second || m.EffectiveTicketLifetime() != DefaultTicketLifetime {
+		t.Errorf("effective timeout/lifetime %v %v", m.EffectiveTimeout(), m.EffectiveTicketLifetime())
+	}
+	pw := cfg.Modules["pw"]
+	if pw.EffectiveTimeout() != DefaultProbeTimeout || !pw.PreauthUpfront || pw.PasswordFile == "" {
+		t.Errorf("pw module %+v", pw)
+	}
+	if cfg.Probes[0].EffectiveInterval() != 30*time.Second || cfg.Probes[1].EffectiveInterval() != DefaultProbeInterval {
+		t.Errorf("intervals %v %v", cfg.Probes[0].EffectiveInterval(), cfg.Probes[1].EffectiveInterval())
+	}
+}
+
+func TestProbeConfigErrors(t *testing.T) {
+	mod := "modules:\n  m:\n    realm: R\n    client: c\n    keytab: /k\n"
+	for _, tc := range []struct {
+		name, yaml, want string
+	}{
+		{"unknown key", mod + "    keytabs: /x\n", `p.yml:6: unknown key "keytabs"`},
+		{"no realm", "modules:\n  m:\n    client: c\n    keytab: /k\n", "modules.m.realm: realm is required"},
+		{"no client", "modules:\n  m:\n    realm: R\n    keytab: /k\n", "modules.m.client: empty principal"},
+		{"no keys", "modules:\n  m:\n    realm: R\n    client: c\n", "one of keytab or password_file is required"},
+		{"both keys", mod + "    password_file: /p\n", "keytab and password_file are exclusive"},
+		{"bad transport", mod + "    transport: sctp\n", `p.yml:6: modules.m.transport: transport "sctp": want udp or tcp`},
+		{"bad timeout", mod + "    timeout: soon\n", "p.yml:6: cannot unmarshal"},
+		{"negative timeout", mod + "    timeout: -1s\n", "timeout must not be negative"},
+		{"rc4", mod + "    enctypes: [aes256-sha2, arcfour-hmac]\n", `p.yml:6: modules.m.enctypes.1: unsupported enctype "arcfour-hmac"`},
+		{"duplicate enctype", mod + "    enctypes: [aes256-sha2, aes256-cts-hmac-sha384-192]\n", "listed twice"},
+		{"retransmit over tcp", mod + "    transport: tcp\n    udp_retransmit: 1s\n", "udp_retransmit applies to transport udp only"},
+		{"bad client", "modules:\n  m:\n    realm: R\n    client: a//b\n    keytab: /k\n", "empty component"},
+		{"bad service", mod + "    service: HTTP/x@R@S\n", "modules.m.service"},
+		{"bad realm", "modules:\n  m:\n    realm: R S\n    client: c\n    keytab: /k\n", "invalid realm"},
+		{"no target name", mod + "probes:\n  - address: k:88\n    module: m\n", "probes.0.name: name is required"},
+		{"bad address", mod + "probes:\n  - name: a\n    address: 'k k:88'\n    module: m\n", "p.yml:8: probes.0.address"},
+		{"empty port", mod + "probes:\n  - name: a\n    address: 'k:'\n    module: m\n", "bad port"},
+		{"no module", mod + "probes:\n  - name: a\n    address: k\n", "probes.0.module: module is required"},
+		{"unknown module", mod + "probes:\n  - name: a\n    address: k\n    module: n\n", `unknown module "n"`},
+		{"short interval", mod + "probes:\n  - name: a\n    address: k\n    module: m\n    interval: 10ms\n", "below the minimum 1s"},
+		{"duplicate name", mod + "probes:\n  - {name: a, address: k, module: m}\n  - {name: a, address: j, module: m}\n", `duplicate probe name "a"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.yaml), "p.yml")
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("want error containing %q, got %v", tc.want, err)
+			}
+		})
+	}
+}
+
+func TestEnctypeID(t *testing.T) {
+	for name, want := range map[string]int32{
+		"aes256-cts-hmac-sha384-192": 20, "aes128-cts-hmac-sha256-128": 19, "aes256-cts-hmac-sha1-96": 18,
+		"aes128-cts-hmac-sha1-96": 17, "aes256-sha2": 20, "aes128-sha1": 17, "AES256-CTS": 18,
+	} {
+		if id, err := EnctypeID(name); err != nil || id != want {
+			t.Errorf("EnctypeID(%q) = %d, %v; want %d", name, id, err, want)
+		}
+	}
+	for _, bad := range []string{"des3-cbc-sha1", "rc4-hmac", "camellia256-cts-cmac", ""} {
+		if _, err := EnctypeID(bad); err == nil {
+			t.Errorf("EnctypeID(%q) accepted", bad)
+		}
+	}
+}
+
+func TestCheckKDCAddress(t *testing.T) {
+	for _, ok := range []string{"kdc", "kdc.example.com", "kdc:88", "10.0.0.1", "10.0.0.1:750", "::1", "[::1]", "[::1]:88", "fe80::1%eth0"} {
+		if err := CheckKDCAddress(ok); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", ":88", "k:", "a b", "k:0x", "kdc/88", "..", "k:88:88"} {
+		if err := CheckKDCAddress(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
