@@ -38,8 +38,10 @@ type Error struct {
 func (e *Error) Error() string {
 	var b strings.Builder
 	b.WriteString(e.Phase)
-	b.WriteString(": ")
-	b.WriteString(e.Class)
+	if e.Err == nil || !strings.HasPrefix(e.Err.Error(), e.Class+":") {
+		b.WriteString(": ")
+		b.WriteString(e.Class)
+	}
 	if e.Text != "" {
 		b.WriteString(": ")
 		b.WriteString(e.Text)

@@ -46,8 +46,10 @@ func TestLoginAndServiceTicket(t *testing.T) {
 			if as.Etypes != (Etypes{Reply: 20, Ticket: 20, Session: 20}) {
 				t.Errorf("AS etypes %+v, want all aes256-cts-hmac-sha384-192", as.Etypes)
 			}
-			// Same host, same clock: the estimate is off by at most a round trip.
-			if !as.HasClockOffset || as.ClockOffset.Abs() > time.Second {
+			// Same host, same clock. The bound is loose because a KDC in a
+			// gVisor sandbox reads a clock that advances in steps of up to
+			// a second (stime/susec repeat, +1µs, for hundreds of ms).
+			if !as.HasClockOffset || as.ClockOffset.Abs() > 2*time.Second {
 				t.Errorf("clock offset %v (measured %v)", as.ClockOffset, as.HasClockOffset)
 			}
 			if !c.HasTGT() {

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/jcmturner/gokrb5/v8/iana/errorcode"
+
+	"github.com/krb5-exporter/krb5-exporter/config"
 )
 
 // Transport is the protocol used to reach the KDC.
@@ -50,20 +52,14 @@ const (
 // KDCAddress normalises a KDC address: host:port, [v6]:port, a bare host or
 // IP literal (port 88 is added).
 func KDCAddress(s string) (string, error) {
-	if s == "" {
-		return "", errors.New("empty KDC address")
+	if err := config.CheckKDCAddress(s); err != nil {
+		return "", err
 	}
-	if host, port, err := net.SplitHostPort(s); err == nil {
-		if host == "" || port == "" {
-			return "", fmt.Errorf("invalid KDC address %q", s)
-		}
+	if _, _, err := net.SplitHostPort(s); err == nil {
 		return s, nil
 	}
 	if a, err := netip.ParseAddr(strings.Trim(s, "[]")); err == nil {
 		return netip.AddrPortFrom(a, 88).String(), nil
-	}
-	if strings.ContainsAny(s, ":[]/ ") {
-		return "", fmt.Errorf("invalid KDC address %q", s)
 	}
 	return net.JoinHostPort(s, "88"), nil
 }

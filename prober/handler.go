@@ -1,0 +1,289 @@
+package prober
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"reflect"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/expfmt"
+
+	"github.com/krb5-exporter/krb5-exporter/config"
+)
+
+// DefaultModule is the module /probe uses when the request names none.
+const DefaultModule = "default"
+
+// scrapeTimeoutOffset is kept from Prometheus' scrape timeout so the reply
+// is written before Prometheus gives up.
+const scrapeTimeoutOffset = 500 * time.Millisecond
+
+// Handler serves /probe?target=host:port&module=NAME in the manner of
+// blackbox_exporter: one probe per request with the module's settings from
+// the current configuration (secrets stay in the configuration file), its
+// result in a fresh registry, and &debug=true for the probe's log.
+func (m *Manager) Handler(getConfig func() *config.Config) http.Handler {
+	return &probeHandler{logger: m.logger, creds: m.creds, getConfig: getConfig}
+}
+
+type probeHandler struct {
+	logger    log.Logger
+	creds     *credCache
+	getConfig func() *config.Config
+}
+
+func (h *probeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	target := q.Get("target")
+	if target == "" {
+		http.Error(w, "target parameter is missing (want /probe?target=host:port&module=NAME)", http.StatusBadRequest)
+		return
+	}
+	addr, err := KDCAddress(target)
+	if err != nil {
+		http.Error(w, fmt.Sprintf("invalid target: %v", err), http.StatusBadRequest)
+		return
+	}
+	name := q.Get("module")
+	if name == "" {
+		name = DefaultModule
+	}
+	mod, ok := h.getConfig().Modules[name]
+	if !ok {
+		http.Error(w, fmt.Sprintf("unknown module %q", name), http.StatusBadRequest)
+		return
+	}
+	budget, err := scrapeBudget(r)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	ctx := r.Context()
+	if budget > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, budget)
+		defer cancel()
+	}
+
+	var logBuf bytes.Buffer
+	logger := log.With(teeLogger{log.NewLogfmtLogger(log.NewSyncWriter(&logBuf)), h.logger},
+		"target", addr, "module", name)
+	reg := prometheus.NewRegistry()
+	pm := newOneShotMetrics(reg)
+	start := time.Now()
+	o, err := h.probe(ctx, addr, &mod, name, logger)
+	if err != nil {
+		level.Error(logger).Log("msg", "probe not run", "result", Classify(err), "err", err)
+		pm.duration.Set(time.Since(start).Seconds())
+		pm.exchange(ExchangeAS, err, 0, Etypes{})
+	} else {
+		pm.record(&o)
+		logOutcome(logger, &o)
+	}
+
+	if q.Get("debug") == "true" {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintf(w, "Logs for the probe:\n%s\n\nMetrics that would have been returned:\n", logBuf.String())
+		mfs, _ := reg.Gather()
+		enc := expfmt.NewEncoder(w, expfmt.NewFormat(expfmt.TypeTextPlain))
+		for _, mf := range mfs {
+			_ = enc.Encode(mf)
+		}
+		return
+	}
+	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(w, r)
+}
+
+func (h *probeHandler) probe(ctx context.Context, addr string, mod *config.ProbeModule, name string, logger log.Logger) (Outcome, error) {
+	creds, err := h.creds.get(name, mod)
+	if err != nil {
+		return Outcome{}, wrapError(ClassKeytab, phaseKeys, err)
+	}
+	if creds.WorldReadable() {
+		level.Warn(logger).Log("msg", "keytab or password file is readable by every local user")
+	}
+	t, err := NewTarget(addr, mod, creds, logger)
+	if err != nil {
+		return Outcome{}, err
+	}
+	defer t.Close()
+	level.Debug(logger).Log("msg", "probing", "transport", t.Transport(), "client", creds.Principal())
+	return t.Run(ctx), nil
+}
+
+func logOutcome(logger log.Logger, o *Outcome) {
+	if o.ASErr != nil {
+		level.Error(logger).Log("msg", "login failed", "result", Classify(o.ASErr), "err", o.ASErr)
+	} else {
+		level.Info(logger).Log("msg", "login succeeded", "duration", o.AS.Duration, "round_trips", o.AS.RoundTrips)
+	}
+	if !o.TGSRan {
+		return
+	}
+	if o.TGSErr != nil {
+		level.Error(logger).Log("msg", "service ticket failed", "result", Classify(o.TGSErr), "err", o.TGSErr)
+	} else {
+		level.Info(logger).Log("msg", "service ticket issued", "duration", o.TGS.Duration)
+	}
+}
+
+// scrapeBudget is Prometheus' scrape timeout less scrapeTimeoutOffset, or 0
+// when the request carries none (each exchange is still bounded by the
+// module's timeout).
+func scrapeBudget(r *http.Request) (time.Duration, error) {
+	v := r.Header.Get("X-Prometheus-Scrape-Timeout-Seconds")
+	if v == "" {
+		return 0, nil
+	}
+	s, err := strconv.ParseFloat(v, 64)
+	if err != nil || s <= 0 {
+		return 0, fmt.Errorf("invalid X-Prometheus-Scrape-Timeout-Seconds %q", v)
+	}
+	d := time.Duration(s * float64(time.Second))
+	if d > 2*scrapeTimeoutOffset {
+		d -= scrapeTimeoutOffset
+	}
+	return d, nil
+}
+
+// teeLogger writes each line to the probe's debug buffer as it is, and to
+// the daemon's log at debug level with the line's own level kept as
+// probe_level: a failing /probe scrape is not a daemon error.
+type teeLogger struct{ buf, daemon log.Logger }
+
+func (t teeLogger) Log(kv ...any) error {
+	_ = t.buf.Log(kv...)
+	out := make([]any, 0, len(kv)+2)
+	out = append(out, level.Key(), level.DebugValue())
+	for i := 0; i+1 < len(kv); i += 2 {
+		k := kv[i]
+		if k == level.Key() {
+			k = "probe_level"
+		}
+		out = append(out, k, kv[i+1])
+	}
+	return t.daemon.Log(out...)
+}
+
+// credCache keeps the credentials of each module between /probe requests, so
+// a password's string-to-key runs once per module, not per request. Keytab
+// credentials re-read their file when it changes.
+type credCache struct {
+	mu sync.Mutex
+	m  map[string]cachedCreds
+}
+
+type cachedCreds struct {
+	module config.ProbeModule
+	creds  *Credentials
+}
+
+func newCredCache() *credCache { return &credCache{m: map[string]cachedCreds{}} }
+
+func (c *credCache) get(name string, mod *config.ProbeModule) (*Credentials, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.m[name]; ok && reflect.DeepEqual(e.module, *mod) {
+		return e.creds, nil
+	}
+	creds, err := ModuleCredentials(mod)
+	if err != nil {
+		return nil, err
+	}
+	c.m[name] = cachedCreds{module: *mod, creds: creds}
+	return creds, nil
+}
+
+// oneShotMetrics are the metrics of one /probe request.
+type oneShotMetrics struct {
+	success     prometheus.Gauge
+	duration    prometheus.Gauge
+	exSuccess   *prometheus.GaugeVec
+	exDuration  *prometheus.GaugeVec
+	phase       *prometheus.GaugeVec
+	result      *prometheus.GaugeVec
+	clockOffset prometheus.Gauge
+	retransmits prometheus.Gauge
+	tcpFallback prometheus.Gauge
+	etype       *prometheus.GaugeVec
+	reg         prometheus.Registerer
+}
+
+func newOneShotMetrics(reg prometheus.Registerer) *oneShotMetrics {
+	g := func(name, help string) prometheus.Gauge {
+		return prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
+	}
+	gv := func(name, help string, labels ...string) *prometheus.GaugeVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
+	}
+	m := &oneShotMetrics{
+		success:     g("probe_success", "Whether the probe succeeded: the login and, when the module names a service, the service ticket."),
+		duration:    g("probe_duration_seconds", "How long the probe took, both exchanges."),
+		exSuccess:   gv("probe_krb5_exchange_success", "Whether the exchange succeeded.", "exchange"),
+		exDuration:  gv("probe_krb5_exchange_duration_seconds", "Duration of the exchange, successful or not.", "exchange"),
+		phase:       gv("probe_krb5_as_phase_duration_seconds", "Duration of each round trip of the login.", "phase"),
+		result:      gv("probe_krb5_result", "Always 1; result is the exchange's outcome: success or the error class.", "exchange", "result"),
+		clockOffset: g("probe_krb5_clock_offset_seconds", "The KDC's clock minus the exporter's."),
+		retransmits: g("probe_krb5_udp_retransmits", "UDP requests sent again during the probe."),
+		tcpFallback: g("probe_krb5_tcp_fallbacks", "Exchanges retried over TCP after KRB_ERR_RESPONSE_TOO_BIG."),
+		etype:       gv("probe_krb5_etype", "Encryption type number per exchange and part (reply, ticket, session).", "exchange", "part"),
+	}
+	reg.MustRegister(m.success, m.duration, m.exSuccess, m.exDuration, m.phase, m.result,
+		m.retransmits, m.tcpFallback, m.etype)
+	m.reg = reg
+	return m
+}
+
+func (m *oneShotMetrics) record(o *Outcome) {
+	m.duration.Set(o.Duration.Seconds())
+	ok := o.ASErr == nil && (!o.TGSRan || o.TGSErr == nil)
+	if ok {
+		m.success.Set(1)
+	}
+	m.exchange(ExchangeAS, o.ASErr, o.AS.Duration, o.AS.Etypes)
+	if o.AS.PreauthRequired > 0 {
+		m.phase.WithLabelValues(PhasePreauthRequired).Set(o.AS.PreauthRequired.Seconds())
+	}
+	if o.AS.ASRep > 0 {
+		m.phase.WithLabelValues(PhaseASRep).Set(o.AS.ASRep.Seconds())
+	}
+	if o.AS.HasClockOffset {
+		// Only a reply from the KDC tells its time: no series otherwise.
+		m.reg.MustRegister(m.clockOffset)
+		m.clockOffset.Set(o.AS.ClockOffset.Seconds())
+	}
+	retrans, fallbacks := o.AS.Retransmits, 0
+	if o.AS.TCPFallback {
+		fallbacks++
+	}
+	if o.TGSRan {
+		m.exchange(ExchangeTGS, o.TGSErr, o.TGS.Duration, o.TGS.Etypes)
+		retrans += o.TGS.Retransmits
+		if o.TGS.TCPFallback {
+			fallbacks++
+		}
+	}
+	m.retransmits.Set(float64(retrans))
+	m.tcpFallback.Set(float64(fallbacks))
+}
+
+func (m *oneShotMetrics) exchange(ex string, err error, d time.Duration, e Etypes) {
+	m.result.WithLabelValues(ex, Classify(err)).Set(1)
+	m.exDuration.WithLabelValues(ex).Set(d.Seconds())
+	if err != nil {
+		m.exSuccess.WithLabelValues(ex).Set(0)
+		return
+	}
+	m.exSuccess.WithLabelValues(ex).Set(1)
+	m.etype.WithLabelValues(ex, "reply").Set(float64(e.Reply))
+	m.etype.WithLabelValues(ex, "ticket").Set(float64(e.Ticket))
+	m.etype.WithLabelValues(ex, "session").Set(float64(e.Session))
+}

@@ -1,0 +1,139 @@
+package prober
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jcmturner/gokrb5/v8/keytab"
+)
+
+// writeTestKeytab writes a keytab with AES keys of principal (name@REALM)
+// derived from testPassword, at kvno 1 and 2 (2 from another password).
+func writeTestKeytab(t testing.TB, path, principal string) {
+	t.Helper()
+	name, realm, _ := strings.Cut(principal, "@")
+	kt := keytab.New()
+	for _, e := range []int32{20, 18} {
+		if err := kt.AddEntry(name, realm, "old-"+testPassword, time.Unix(1e9, 0), 1, e); err != nil {
+			t.Fatal(err)
+		}
+		if err := kt.AddEntry(name, realm, testPassword, time.Unix(1e9+1, 0), 2, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := kt.AddEntry("someone-else", realm, testPassword, time.Unix(1e9, 0), 7, 17); err != nil {
+		t.Fatal(err)
+	}
+	b, err := kt.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestKeytabCredentials(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "k.keytab")
+	writeTestKeytab(t, path, "probe@PERF.TEST")
+	p := mustPrincipal(t, "probe@PERF.TEST")
+	c, err := NewKeytabCredentials(path, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.WorldReadable() {
+		t.Error("0600 keytab reported world-readable")
+	}
+	pw := NewPasswordCredentials(testPassword, p)
+	for _, e := range []int32{20, 18} {
+		k, ok, err := c.keyFor(e, 0, "", "")
+		if err != nil || !ok || k.kvno != 2 {
+			t.Fatalf("etype %d: newest key %+v %v %v, want kvno 2", e, k, ok, err)
+		}
+		want, _, _ := pw.keyFor(e, 0, "", "")
+		if string(k.key) != string(want.key) {
+			t.Errorf("etype %d: keytab key differs from string-to-key of the password", e)
+		}
+		if k1, ok, _ := c.keyFor(e, 1, "", ""); !ok || k1.kvno != 1 {
+			t.Errorf("etype %d: kvno 1 not found", e)
+		}
+	}
+	if _, ok, _ := c.keyFor(17, 0, "", ""); ok {
+		t.Error("found an etype-17 key of another principal")
+	}
+	if !c.hasEtype(20) || c.hasEtype(19) {
+		t.Error("hasEtype wrong")
+	}
+
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err = NewKeytabCredentials(path, p)
+	if err != nil || !c.WorldReadable() {
+		t.Errorf("0644 keytab: world-readable %v, %v", c != nil && c.WorldReadable(), err)
+	}
+
+	// Errors say what is wrong.
+	for name, tc := range map[string]struct {
+		data []byte
+		p    string
+		want string
+	}{
+		"missing":          {nil, "probe@PERF.TEST", "no such file"},
+		"not a keytab":     {[]byte("hello world"), "probe@PERF.TEST", "malformed keytab"},
+		"truncated":        {mustRead(t, path)[:40], "probe@PERF.TEST", "keytab"},
+		"other principal":  {mustRead(t, path), "nobody@PERF.TEST", "no AES key for nobody@PERF.TEST"},
+		"other realm":      {mustRead(t, path), "probe@OTHER.TEST", "no AES key"},
+		"empty":            {[]byte{}, "probe@PERF.TEST", "keytab"},
+		"bad entry length": {[]byte{5, 2, 0x7f, 0xff, 0xff, 0xff, 1}, "probe@PERF.TEST", "keytab"},
+	} {
+		f := filepath.Join(dir, strings.ReplaceAll(name, " ", "_"))
+		if tc.data != nil {
+			if err := os.WriteFile(f, tc.data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, err := NewKeytabCredentials(f, mustPrincipal(t, tc.p))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want it to mention %q", name, err, tc.want)
+		}
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestPasswordFile(t *testing.T) {
+	dir := t.TempDir()
+	p := mustPrincipal(t, "probe@PERF.TEST")
+	for content, want := range map[string]string{
+		testPassword + "\n":        testPassword,
+		testPassword + "\r\nmore\n": testPassword,
+		testPassword:                testPassword,
+	} {
+		f := filepath.Join(dir, "pw")
+		os.WriteFile(f, []byte(content), 0o600)
+		c, err := NewPasswordFileCredentials(f, p)
+		if err != nil || c.password != want {
+			t.Errorf("%q: %v", content, err)
+		}
+	}
+	f := filepath.Join(dir, "empty")
+	os.WriteFile(f, []byte("\nsecond line\n"), 0o600)
+	if _, err := NewPasswordFileCredentials(f, p); err == nil || !strings.Contains(err.Error(), "first line is empty") {
+		t.Errorf("empty first line: %v", err)
+	}
+	// The password never appears in an error.
+	if _, err := NewPasswordFileCredentials(filepath.Join(dir, "nope"), p); err == nil || strings.Contains(err.Error(), testPassword) {
+		t.Errorf("missing file: %v", err)
+	}
+}

@@ -1,0 +1,182 @@
+package prober
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/krb5-exporter/krb5-exporter/config"
+)
+
+// Manager runs the continuous probes of the configuration: one goroutine per
+// target probing AS (and TGS) every interval, independent of scrapes.
+type Manager struct {
+	logger  log.Logger
+	metrics *probeMetrics
+	creds   *credCache // for /probe
+
+	mu      sync.Mutex
+	loops   map[string]*loop
+	stopped bool
+}
+
+// NewManager registers the probe metrics on reg. Nothing runs until
+// ApplyConfig.
+func NewManager(logger log.Logger, reg prometheus.Registerer) *Manager {
+	return &Manager{
+		logger:  logger,
+		metrics: newProbeMetrics(reg),
+		creds:   newCredCache(),
+		loops:   map[string]*loop{},
+	}
+}
+
+// loop is the goroutine probing one target.
+type loop struct {
+	cfg    config.ProbeTarget
+	module config.ProbeModule
+	creds  *Credentials
+	target *Target
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// ApplyConfig starts, restarts and stops probe loops to match cfg. Targets
+// whose settings did not change keep running undisturbed (schedule, TGT,
+// counters). A target that cannot be set up (unreadable keytab, no key for
+// the client) is an error; if it was running before, its previous version
+// keeps probing. The other targets are applied regardless.
+func (m *Manager) ApplyConfig(cfg *config.Config) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.stopped {
+		return errors.New("probe manager stopped")
+	}
+	var errs []error
+	next := make(map[string]*loop, len(cfg.Probes))
+	for _, t := range cfg.Probes {
+		mod, ok := cfg.Modules[t.Module]
+		if !ok {
+			errs = append(errs, fmt.Errorf("probe %q: unknown module %q", t.Name, t.Module))
+			continue
+		}
+		old := m.loops[t.Name]
+		if old != nil && reflect.DeepEqual(old.cfg, t) && reflect.DeepEqual(old.module, mod) {
+			next[t.Name] = old
+			continue
+		}
+		l, err := m.newLoop(t, mod)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("probe %q: %w", t.Name, err))
+			if old != nil {
+				next[t.Name] = old
+			}
+			continue
+		}
+		next[t.Name] = l
+	}
+	for name, old := range m.loops {
+		if next[name] != old {
+			old.stop()
+			m.metrics.deleteTarget(name)
+		}
+	}
+	for name, l := range next {
+		if m.loops[name] != l {
+			m.start(l)
+		}
+	}
+	m.loops = next
+	return errors.Join(errs...)
+}
+
+func (m *Manager) newLoop(t config.ProbeTarget, mod config.ProbeModule) (*loop, error) {
+	creds, err := ModuleCredentials(&mod)
+	if err != nil {
+		return nil, err
+	}
+	target, err := NewTarget(t.Address, &mod, creds, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &loop{cfg: t, module: mod, creds: creds, target: target}, nil
+}
+
+func (m *Manager) start(l *loop) {
+	ctx, cancel := context.WithCancel(context.Background())
+	l.cancel, l.done = cancel, make(chan struct{})
+	m.metrics.initTarget(l.cfg.Name, l.target.HasService())
+	if l.creds.WorldReadable() {
+		level.Warn(m.logger).Log("msg", "keytab or password file is readable by every local user", "probe", l.cfg.Name)
+	}
+	go m.run(ctx, l)
+}
+
+func (l *loop) stop() {
+	l.cancel()
+	<-l.done
+}
+
+// Stop ends every probe loop and waits for them. ApplyConfig fails after.
+func (m *Manager) Stop() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, l := range m.loops {
+		l.stop()
+	}
+	m.loops = map[string]*loop{}
+	m.stopped = true
+}
+
+func (m *Manager) run(ctx context.Context, l *loop) {
+	defer close(l.done)
+	defer l.target.Close()
+	name := l.cfg.Name
+	logger := log.With(m.logger, "probe", name, "kdc", l.cfg.Address)
+	tick := time.NewTicker(l.cfg.EffectiveInterval())
+	defer tick.Stop()
+	last := map[string]string{}
+	for {
+		o := l.target.Run(ctx)
+		if o.Canceled {
+			return
+		}
+		m.metrics.record(name, l.target.Transport(), &o)
+		v := 0.0
+		if l.creds.WorldReadable() {
+			v = 1
+		}
+		m.metrics.worldReadable.WithLabelValues(name).Set(v)
+		logChange(logger, last, ExchangeAS, o.ASErr)
+		if o.TGSRan {
+			logChange(logger, last, ExchangeTGS, o.TGSErr)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// logChange logs a failure when an exchange starts failing or fails
+// differently, and its recovery: a dead KDC says so once, not every interval.
+func logChange(logger log.Logger, last map[string]string, ex string, err error) {
+	class := Classify(err)
+	prev, seen := last[ex]
+	last[ex] = class
+	switch {
+	case class == prev:
+	case err != nil:
+		level.Warn(logger).Log("msg", "probe failed", "exchange", ex, "result", class, "err", err)
+	case seen:
+		level.Info(logger).Log("msg", "probe recovered", "exchange", ex, "after", prev)
+	}
+}

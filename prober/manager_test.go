@@ -1,0 +1,254 @@
+package prober
+
+import (
+	"context"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-kit/log"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/krb5-exporter/krb5-exporter/config"
+	"github.com/krb5-exporter/krb5-exporter/realm"
+)
+
+// testLogger sends the package's log lines to the test log.
+func testLogger(t testing.TB) log.Logger {
+	return log.LoggerFunc(func(kv ...any) error {
+		t.Log(kv...)
+		return nil
+	})
+}
+
+// probeConfig is a configuration probing the realm's KDC with its probe
+// principal over UDP and TCP, every second.
+func probeConfig(r *realm.Realm) *config.Config {
+	mod := config.ProbeModule{
+		Realm: r.Realm, Client: r.ProbePrincipal, Keytab: r.ProbeKeytab,
+		Service: r.Service(1), Timeout: 2 * time.Second,
+	}
+	tcp := mod
+	tcp.Transport = "tcp"
+	return &config.Config{
+		Modules: map[string]config.ProbeModule{"default": mod, "tcp": tcp},
+		Probes: []config.ProbeTarget{
+			{Name: "kdc-udp", Address: r.KDCAddr, Module: "default", Interval: time.Second},
+			{Name: "kdc-tcp", Address: r.KDCAddr, Module: "tcp", Interval: time.Second},
+		},
+	}
+}
+
+// eventually polls cond until it holds, for at most 20s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+func gauge(v *prometheus.GaugeVec, labels ...string) float64 {
+	return testutil.ToFloat64(v.WithLabelValues(labels...))
+}
+
+func counter(v *prometheus.CounterVec, labels ...string) float64 {
+	return testutil.ToFloat64(v.WithLabelValues(labels...))
+}
+
+func histogramCount(t *testing.T, v *prometheus.HistogramVec, labels ...string) uint64 {
+	t.Helper()
+	var m dto.Metric
+	if err := v.WithLabelValues(labels...).(prometheus.Histogram).Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetHistogram().GetSampleCount()
+}
+
+func TestManagerProbesAndRecovers(t *testing.T) {
+	r := upRealm(t, realm.Options{})
+	reg := prometheus.NewPedanticRegistry()
+	m := NewManager(testLogger(t), reg)
+	t.Cleanup(m.Stop)
+	cfg := probeConfig(r)
+	if err := m.ApplyConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	pm := m.metrics
+	up := func(target string) func() bool {
+		return func() bool {
+			return gauge(pm.success, target, ExchangeAS) == 1 && gauge(pm.success, target, ExchangeTGS) == 1
+		}
+	}
+	eventually(t, "the first probes to succeed", func() bool { return up("kdc-udp")() && up("kdc-tcp")() })
+
+	for _, tr := range []string{"udp", "tcp"} {
+		target := "kdc-" + tr
+		if n := histogramCount(t, pm.duration, target, ExchangeAS, tr); n == 0 {
+			t.Errorf("%s: no AS duration observed", target)
+		}
+		if n := histogramCount(t, pm.duration, target, ExchangeTGS, tr); n == 0 {
+			t.Errorf("%s: no TGS duration observed", target)
+		}
+		if histogramCount(t, pm.phase, target, PhasePreauthRequired) == 0 || histogramCount(t, pm.phase, target, PhaseASRep) == 0 {
+			t.Errorf("%s: AS phases not observed", target)
+		}
+		if counter(pm.total, target, ExchangeAS, ClassSuccess) < 1 || gauge(pm.lastSuccess, target, ExchangeTGS) < float64(time.Now().Add(-time.Minute).Unix()) {
+			t.Errorf("%s: success not counted", target)
+		}
+		if off := gauge(pm.clockOffset, target); off < -2 || off > 2 { // see TestLoginAndServiceTicket
+			t.Errorf("%s: clock offset %v on the same host", target, off)
+		}
+	}
+	expected := `
+# HELP krb5_probe_etype Encryption type number of the last successful exchange, per part as the KDC logs them: reply (encrypted part of the reply), ticket (the ticket), session (the new session key). 20 = aes256-cts-hmac-sha384-192, 19 = aes128-cts-hmac-sha256-128, 18 = aes256-cts-hmac-sha1-96, 17 = aes128-cts-hmac-sha1-96.
+# TYPE krb5_probe_etype gauge
+krb5_probe_etype{exchange="as",part="reply",target="kdc-tcp"} 20
+krb5_probe_etype{exchange="as",part="reply",target="kdc-udp"} 20
+krb5_probe_etype{exchange="as",part="session",target="kdc-tcp"} 20
+krb5_probe_etype{exchange="as",part="session",target="kdc-udp"} 20
+krb5_probe_etype{exchange="as",part="ticket",target="kdc-tcp"} 20
+krb5_probe_etype{exchange="as",part="ticket",target="kdc-udp"} 20
+krb5_probe_etype{exchange="tgs",part="reply",target="kdc-tcp"} 20
+krb5_probe_etype{exchange="tgs",part="reply",target="kdc-udp"} 20
+krb5_probe_etype{exchange="tgs",part="session",target="kdc-tcp"} 20
+krb5_probe_etype{exchange="tgs",part="session",target="kdc-udp"} 20
+krb5_probe_etype{exchange="tgs",part="ticket",target="kdc-tcp"} 20
+krb5_probe_etype{exchange="tgs",part="ticket",target="kdc-udp"} 20
+# HELP krb5_probe_keytab_world_readable 1 when the target's keytab or password file is readable by every local user (chmod o-r it).
+# TYPE krb5_probe_keytab_world_readable gauge
+krb5_probe_keytab_world_readable{target="kdc-tcp"} 0
+krb5_probe_keytab_world_readable{target="kdc-udp"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(expected), "krb5_probe_etype", "krb5_probe_keytab_world_readable"); err != nil {
+		t.Error(err)
+	}
+	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
+		t.Errorf("metric lint: %v %v", problems, err)
+	}
+
+	// The KDC stops: the next probes fail as connection_refused (ICMP port
+	// unreachable over UDP, a reset over TCP) and the exporter keeps probing.
+	refused0 := counter(pm.total, "kdc-udp", ExchangeAS, ClassConnectionRefused)
+	if err := r.StopKDC(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "probes to notice the KDC is down", func() bool {
+		return gauge(pm.success, "kdc-udp", ExchangeAS) == 0 && gauge(pm.success, "kdc-tcp", ExchangeAS) == 0 &&
+			counter(pm.total, "kdc-udp", ExchangeAS, ClassConnectionRefused) > refused0 &&
+			counter(pm.total, "kdc-tcp", ExchangeAS, ClassConnectionRefused) > 0 &&
+			gauge(pm.success, "kdc-udp", ExchangeTGS) == 0
+	})
+	// The TGT from before is still valid, so TGS was tried and refused too.
+	if counter(pm.total, "kdc-udp", ExchangeTGS, ClassConnectionRefused) == 0 {
+		t.Error("TGS not counted as connection_refused while the KDC was down")
+	}
+
+	if err := r.StartKDC(testCtx(t, 30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "probes to recover after the KDC restarted", func() bool { return up("kdc-udp")() && up("kdc-tcp")() })
+}
+
+func TestManagerReload(t *testing.T) {
+	r := upRealm(t, realm.Options{})
+	reg := prometheus.NewRegistry()
+	m := NewManager(testLogger(t), reg)
+	defer m.Stop()
+	cfg := probeConfig(r)
+	if err := m.ApplyConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	pm := m.metrics
+	eventually(t, "first probes", func() bool {
+		return counter(pm.total, "kdc-udp", ExchangeAS, ClassSuccess) >= 1 && counter(pm.total, "kdc-tcp", ExchangeAS, ClassSuccess) >= 1
+	})
+	udpLoop := m.loops["kdc-udp"]
+
+	// Drop kdc-tcp; kdc-udp is unchanged and keeps its loop and counters;
+	// a new target with a missing keytab is an error, the rest applies.
+	cfg2 := probeConfig(r)
+	cfg2.Probes = cfg2.Probes[:1]
+	bad := cfg2.Modules["default"]
+	bad.Keytab = filepath.Join(t.TempDir(), "missing.keytab")
+	cfg2.Modules["bad"] = bad
+	cfg2.Probes = append(cfg2.Probes, config.ProbeTarget{Name: "broken", Address: r.KDCAddr, Module: "bad"})
+	err := m.ApplyConfig(cfg2)
+	if err == nil || !strings.Contains(err.Error(), `probe "broken"`) || !strings.Contains(err.Error(), "missing.keytab") {
+		t.Fatalf("reload with a missing keytab: %v", err)
+	}
+	if m.loops["kdc-udp"] != udpLoop {
+		t.Error("an unchanged target was restarted")
+	}
+	if _, ok := m.loops["kdc-tcp"]; ok {
+		t.Error("a removed target still runs")
+	}
+	if n := testutil.CollectAndCount(pm.total); n == 0 {
+		t.Fatal("no series left")
+	}
+	mfs, _ := reg.Gather()
+	for _, mf := range mfs {
+		for _, mt := range mf.GetMetric() {
+			for _, l := range mt.GetLabel() {
+				if l.GetName() == "target" && (l.GetValue() == "kdc-tcp" || l.GetValue() == "broken") {
+					t.Errorf("%s still has a series for %s", mf.GetName(), l.GetValue())
+				}
+			}
+		}
+	}
+
+	// A changed module restarts the target with the new settings.
+	cfg3 := probeConfig(r)
+	cfg3.Probes = cfg3.Probes[:1]
+	mod := cfg3.Modules["default"]
+	mod.PreauthUpfront = true
+	cfg3.Modules["default"] = mod
+	if err := m.ApplyConfig(cfg3); err != nil {
+		t.Fatal(err)
+	}
+	if m.loops["kdc-udp"] == udpLoop {
+		t.Error("a changed target was not restarted")
+	}
+	eventually(t, "a probe with pre-authentication up front", func() bool {
+		return counter(pm.total, "kdc-udp", ExchangeAS, ClassSuccess) >= 1
+	})
+
+	g0 := runtime.NumGoroutine()
+	m.Stop()
+	if err := m.ApplyConfig(cfg); err == nil {
+		t.Error("ApplyConfig after Stop succeeded")
+	}
+	eventually(t, "probe goroutines to end", func() bool { return runtime.NumGoroutine() < g0 })
+}
+
+// A dead KDC probed by the manager: the loop keeps running, each probe is
+// bounded by the module's timeout, and Stop does not wait for a timeout.
+func TestManagerStopIsPrompt(t *testing.T) {
+	hole := blackHole(t)
+	kt := filepath.Join(t.TempDir(), "x.keytab")
+	writeTestKeytab(t, kt, "probe@PERF.TEST")
+	cfg := &config.Config{
+		Modules: map[string]config.ProbeModule{"default": {Realm: "PERF.TEST", Client: "probe", Keytab: kt, Timeout: time.Hour}},
+		Probes:  []config.ProbeTarget{{Name: "hole", Address: hole, Module: "default", Interval: time.Second}},
+	}
+	m := NewManager(testLogger(t), prometheus.NewRegistry())
+	if err := m.ApplyConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // the probe is now waiting for a reply
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	done := make(chan struct{})
+	go func() { m.Stop(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		t.Fatal("Stop waited for an hour-long probe timeout")
+	}
+}

@@ -1,0 +1,179 @@
+package prober
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Exchanges, as label values.
+const (
+	ExchangeAS  = "as"
+	ExchangeTGS = "tgs"
+)
+
+// latencyBuckets include the seed's SLO bounds (login p95 20 ms / p99 50 ms,
+// service ticket p95 10 ms / p99 25 ms) and libkrb5's 1 s retransmit.
+var latencyBuckets = []float64{.001, .0025, .005, .01, .02, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+
+// latencyOpts are classic buckets plus a native histogram (factor 1.1: ~5%
+// resolution) for the same observations.
+func latencyOpts(name, help string) prometheus.HistogramOpts {
+	return prometheus.HistogramOpts{
+		Name:                            name,
+		Help:                            help,
+		Buckets:                         latencyBuckets,
+		NativeHistogramBucketFactor:     1.1,
+		NativeHistogramMaxBucketNumber:  160,
+		NativeHistogramMinResetDuration: time.Hour,
+	}
+}
+
+// probeMetrics are the continuous probes' metrics, one series set per target.
+type probeMetrics struct {
+	duration      *prometheus.HistogramVec
+	phase         *prometheus.HistogramVec
+	success       *prometheus.GaugeVec
+	total         *prometheus.CounterVec
+	lastSuccess   *prometheus.GaugeVec
+	clockOffset   *prometheus.GaugeVec
+	retransmits   *prometheus.CounterVec
+	tcpFallbacks  *prometheus.CounterVec
+	etype         *prometheus.GaugeVec
+	worldReadable *prometheus.GaugeVec
+}
+
+func newProbeMetrics(reg prometheus.Registerer) *probeMetrics {
+	m := &probeMetrics{
+		duration: prometheus.NewHistogramVec(latencyOpts(
+			"krb5_probe_duration_seconds",
+			"Duration of successful probe exchanges against the KDC: a whole login (as, both round trips) or one service ticket request (tgs); transport is the one the exchange finished on."),
+			[]string{"target", "exchange", "transport"}),
+		phase: prometheus.NewHistogramVec(latencyOpts(
+			"krb5_probe_as_phase_duration_seconds",
+			"Duration of each round trip of successful logins: preauth_required (AS-REQ without pre-authentication answered by PREAUTH_REQUIRED) and as_rep (AS-REQ with PA-ENC-TIMESTAMP answered by the AS-REP)."),
+			[]string{"target", "phase"}),
+		success: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "krb5_probe_success",
+			Help: "Whether the last probe exchange succeeded (1) or failed (0).",
+		}, []string{"target", "exchange"}),
+		total: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "krb5_probe_total",
+			Help: "Probe exchanges by result: success, a KDC error name (KDC_ERR_PREAUTH_FAILED, ...), timeout, connection_refused, network, decrypt, malformed_reply, keytab or no_tgt.",
+		}, []string{"target", "exchange", "result"}),
+		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "krb5_probe_last_success_timestamp_seconds",
+			Help: "Unix time of the last successful probe exchange.",
+		}, []string{"target", "exchange"}),
+		clockOffset: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "krb5_probe_clock_offset_seconds",
+			Help: "The KDC's clock minus the exporter's, from the KDC's last reply (KRB-ERROR stime to the microsecond, else AS-REP authtime to the second). Logins fail beyond the KDC's clockskew (5 minutes by default).",
+		}, []string{"target"}),
+		retransmits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "krb5_probe_udp_retransmits_total",
+			Help: "UDP requests sent again because no reply came within udp_retransmit (the exchange's duration includes the wait).",
+		}, []string{"target"}),
+		tcpFallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "krb5_probe_tcp_fallbacks_total",
+			Help: "Exchanges retried over TCP because the KDC answered KRB_ERR_RESPONSE_TOO_BIG over UDP.",
+		}, []string{"target"}),
+		etype: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "krb5_probe_etype",
+			Help: "Encryption type number of the last successful exchange, per part as the KDC logs them: reply (encrypted part of the reply), ticket (the ticket), session (the new session key). 20 = aes256-cts-hmac-sha384-192, 19 = aes128-cts-hmac-sha256-128, 18 = aes256-cts-hmac-sha1-96, 17 = aes128-cts-hmac-sha1-96.",
+		}, []string{"target", "exchange", "part"}),
+		worldReadable: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "krb5_probe_keytab_world_readable",
+			Help: "1 when the target's keytab or password file is readable by every local user (chmod o-r it).",
+		}, []string{"target"}),
+	}
+	reg.MustRegister(m.duration, m.phase, m.success, m.total, m.lastSuccess, m.clockOffset,
+		m.retransmits, m.tcpFallbacks, m.etype, m.worldReadable)
+	return m
+}
+
+// nonKDCClasses are pre-created for every target so that rate() and
+// increase() see the first failure of each kind.
+var nonKDCClasses = []string{ClassSuccess, ClassTimeout, ClassConnectionRefused, ClassNetwork,
+	ClassDecrypt, ClassMalformedReply, ClassKeytab}
+
+// initTarget creates a target's series before its first probe.
+func (m *probeMetrics) initTarget(target string, tgs bool) {
+	exchanges := []string{ExchangeAS}
+	if tgs {
+		exchanges = append(exchanges, ExchangeTGS)
+	}
+	for _, ex := range exchanges {
+		for _, c := range nonKDCClasses {
+			m.total.WithLabelValues(target, ex, c)
+		}
+		if ex == ExchangeTGS {
+			m.total.WithLabelValues(target, ex, ClassNoTGT)
+		}
+	}
+	m.retransmits.WithLabelValues(target)
+	m.tcpFallbacks.WithLabelValues(target)
+}
+
+// deleteTarget removes every series of a target that left the configuration.
+func (m *probeMetrics) deleteTarget(target string) {
+	l := prometheus.Labels{"target": target}
+	m.duration.DeletePartialMatch(l)
+	m.phase.DeletePartialMatch(l)
+	m.success.DeletePartialMatch(l)
+	m.total.DeletePartialMatch(l)
+	m.lastSuccess.DeletePartialMatch(l)
+	m.clockOffset.DeletePartialMatch(l)
+	m.retransmits.DeletePartialMatch(l)
+	m.tcpFallbacks.DeletePartialMatch(l)
+	m.etype.DeletePartialMatch(l)
+	m.worldReadable.DeletePartialMatch(l)
+}
+
+// record turns one probe outcome into metrics.
+func (m *probeMetrics) record(target string, tr Transport, o *Outcome) {
+	retrans, fallbacks := o.AS.Retransmits, 0
+	if o.AS.TCPFallback {
+		fallbacks++
+	}
+	if o.AS.HasClockOffset {
+		m.clockOffset.WithLabelValues(target).Set(o.AS.ClockOffset.Seconds())
+	}
+	m.exchange(target, ExchangeAS, o.ASErr, o.Start.Add(o.AS.Duration))
+	if o.ASErr == nil {
+		m.duration.WithLabelValues(target, ExchangeAS, o.ASTransport(tr)).Observe(o.AS.Duration.Seconds())
+		if o.AS.PreauthRequired > 0 {
+			m.phase.WithLabelValues(target, PhasePreauthRequired).Observe(o.AS.PreauthRequired.Seconds())
+		}
+		m.phase.WithLabelValues(target, PhaseASRep).Observe(o.AS.ASRep.Seconds())
+		m.etypes(target, ExchangeAS, o.AS.Etypes)
+	}
+	if o.TGSRan {
+		retrans += o.TGS.Retransmits
+		if o.TGS.TCPFallback {
+			fallbacks++
+		}
+		m.exchange(target, ExchangeTGS, o.TGSErr, time.Now())
+		if o.TGSErr == nil {
+			m.duration.WithLabelValues(target, ExchangeTGS, o.TGSTransport(tr)).Observe(o.TGS.Duration.Seconds())
+			m.etypes(target, ExchangeTGS, o.TGS.Etypes)
+		}
+	}
+	m.retransmits.WithLabelValues(target).Add(float64(retrans))
+	m.tcpFallbacks.WithLabelValues(target).Add(float64(fallbacks))
+}
+
+func (m *probeMetrics) exchange(target, ex string, err error, end time.Time) {
+	m.total.WithLabelValues(target, ex, Classify(err)).Inc()
+	if err != nil {
+		m.success.WithLabelValues(target, ex).Set(0)
+		return
+	}
+	m.success.WithLabelValues(target, ex).Set(1)
+	m.lastSuccess.WithLabelValues(target, ex).Set(float64(end.UnixNano()) / 1e9)
+}
+
+func (m *probeMetrics) etypes(target, ex string, e Etypes) {
+	m.etype.WithLabelValues(target, ex, "reply").Set(float64(e.Reply))
+	m.etype.WithLabelValues(target, ex, "ticket").Set(float64(e.Ticket))
+	m.etype.WithLabelValues(target, ex, "session").Set(float64(e.Session))
+}

@@ -1,0 +1,154 @@
+package prober
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-kit/log"
+
+	"github.com/krb5-exporter/krb5-exporter/config"
+)
+
+// ModuleCredentials loads the keys a module names: its keytab (checked to hold
+// a key of the client) or its password file.
+func ModuleCredentials(m *config.ProbeModule) (*Credentials, error) {
+	p, err := ParsePrincipal(m.Client, m.Realm)
+	if err != nil {
+		return nil, err
+	}
+	if m.Keytab != "" {
+		return NewKeytabCredentials(m.Keytab, p)
+	}
+	return NewPasswordFileCredentials(m.PasswordFile, p)
+}
+
+// Target is one KDC probed with one module: a Client, the prepared service
+// and the time limit of each exchange. Not safe for concurrent use.
+type Target struct {
+	client  *Client
+	service *Service
+	timeout time.Duration
+}
+
+// NewTarget builds the client for a module against the KDC at addr. creds
+// come from ModuleCredentials and may be shared between targets.
+func NewTarget(addr string, m *config.ProbeModule, creds *Credentials, logger log.Logger) (*Target, error) {
+	tr, err := ParseTransport(m.Transport)
+	if err != nil {
+		return nil, err
+	}
+	var etypes []int32
+	for _, name := range m.Enctypes {
+		id, err := ParseEtype(name)
+		if err != nil {
+			return nil, err
+		}
+		etypes = append(etypes, id)
+	}
+	c, err := NewClient(Options{
+		KDC:            addr,
+		Transport:      tr,
+		Client:         creds.Principal(),
+		Credentials:    creds,
+		Etypes:         etypes,
+		PreauthUpfront: m.PreauthUpfront,
+		UDPRetransmit:  m.UDPRetransmit,
+		TicketLifetime: m.EffectiveTicketLifetime(),
+		Logger:         logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	t := &Target{client: c, timeout: m.EffectiveTimeout()}
+	if m.Service != "" {
+		sp, err := ParsePrincipal(m.Service, m.Realm)
+		if err != nil {
+			return nil, fmt.Errorf("service: %w", err)
+		}
+		t.service = c.PrepareService(sp)
+	}
+	return t, nil
+}
+
+// Close releases the target's socket.
+func (t *Target) Close() { t.client.Close() }
+
+// Transport returns the configured transport.
+func (t *Target) Transport() Transport { return t.client.Transport() }
+
+// HasService reports whether the target runs a TGS exchange.
+func (t *Target) HasService() bool { return t.service != nil }
+
+// ClassNoTGT is the TGS result when no valid TGT exists because the login
+// failed: the TGS exchange was not attempted.
+const ClassNoTGT = "no_tgt"
+
+// Outcome is the result of one probe: a login, then a service ticket.
+type Outcome struct {
+	Start    time.Time
+	Duration time.Duration // both exchanges
+	AS       ASResult
+	ASErr    error
+	TGSRan   bool // the module names a service
+	TGS      TGSResult
+	TGSErr   error
+	// Canceled is set when ctx was cancelled (shutdown, reload): the outcome
+	// says nothing about the KDC and is not recorded.
+	Canceled bool
+}
+
+// Run performs one probe: an AS exchange (a fresh login, which becomes the
+// TGT), then a TGS exchange with the newest valid TGT, each bounded by the
+// module's timeout and by ctx.
+func (t *Target) Run(ctx context.Context) (o Outcome) {
+	o.Start = time.Now()
+	defer func() { o.Duration = time.Since(o.Start) }()
+
+	actx, cancel := context.WithTimeout(ctx, t.timeout)
+	o.AS, o.ASErr = t.client.Login(actx)
+	cancel()
+	if canceled(ctx, o.ASErr) {
+		o.Canceled = true
+		return o
+	}
+	if t.service == nil {
+		return o
+	}
+	o.TGSRan = true
+	if !t.client.HasTGT() {
+		// The login failed and no earlier TGT is still good: trying again
+		// inside ServiceTicket would only double the load on a failing KDC.
+		o.TGSErr = &Error{Class: ClassNoTGT, Phase: PhaseTGSRep, Err: errors.New("no valid TGT: the login failed")}
+		return o
+	}
+	tctx, cancel := context.WithTimeout(ctx, t.timeout)
+	o.TGS, o.TGSErr = t.client.ServiceTicket(tctx, t.service)
+	cancel()
+	if canceled(ctx, o.TGSErr) {
+		o.Canceled = true
+	}
+	return o
+}
+
+// canceled tells a caller that gave up (not a deadline: that is a timeout).
+func canceled(ctx context.Context, err error) bool {
+	return err != nil && (errors.Is(ctx.Err(), context.Canceled) || Classify(err) == ClassCanceled)
+}
+
+// ASTransport is the transport the AS exchange finished on.
+func (o *Outcome) ASTransport(configured Transport) string {
+	if o.AS.TCPFallback {
+		return TCP.String()
+	}
+	return configured.String()
+}
+
+// TGSTransport is the transport the TGS exchange finished on.
+func (o *Outcome) TGSTransport(configured Transport) string {
+	if o.TGS.TCPFallback {
+		return TCP.String()
+	}
+	return configured.String()
+}
