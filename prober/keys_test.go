@@ -116,7 +116,7 @@ func TestPasswordFile(t *testing.T) {
 	dir := t.TempDir()
 	p := mustPrincipal(t, "probe@PERF.TEST")
 	for content, want := range map[string]string{
-		testPassword + "\n":        testPassword,
+		testPassword + "\n":         testPassword,
 		testPassword + "\r\nmore\n": testPassword,
 		testPassword:                testPassword,
 	} {
