@@ -1,0 +1,258 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+
+	"github.com/krb5-exporter/krb5-exporter/config"
+	"github.com/krb5-exporter/krb5-exporter/prober"
+)
+
+// Exit codes of `krb5-exporter probe`, those of a Nagios/Icinga check.
+const (
+	nagiosOK       = 0
+	nagiosWarning  = 1
+	nagiosCritical = 2
+	nagiosUnknown  = 3
+)
+
+// probeCmd is `krb5-exporter probe`: one login and one service ticket
+// against one KDC, printed Nagios style. It replaces check_kerberos-style
+// shell-outs to kinit and kvno.
+type probeCmd struct {
+	cmd *kingpin.CmdClause
+
+	kdc          string
+	moduleName   string
+	moduleFile   string
+	module       config.ProbeModule
+	set          map[string]*bool // module flags given on the command line
+	warning      time.Duration
+	critical     time.Duration
+	verbose      bool
+	skewWarning  time.Duration
+	skewCritical time.Duration
+}
+
+// addProbeCommand registers `probe` on app. main runs it with
+// p.run(stdout, stderr) when p.cmd.FullCommand() was chosen.
+func addProbeCommand(app *kingpin.Application) *probeCmd {
+	p := &probeCmd{set: map[string]*bool{}}
+	p.cmd = app.Command("probe", "Probe a KDC once: a login (AS exchange, two round trips like kinit -k) and a service ticket (TGS exchange, like kvno); print the phases and exit 0/1/2/3 like a Nagios check (OK, WARNING, CRITICAL, UNKNOWN).")
+	c := p.cmd
+	c.Flag("kdc", "KDC address: host:port, [v6]:port or a host (port 88). Required.").StringVar(&p.kdc)
+	c.Flag("module", "Take the probe settings from this module of --module.config-file; flags below override its fields.").StringVar(&p.moduleName)
+	c.Flag("module.config-file", "Exporter configuration file holding --module.").StringVar(&p.moduleFile)
+	m := &p.module
+	p.flag(c, "realm", "Realm of the client and the service.").StringVar(&m.Realm)
+	p.flag(c, "client", "Client principal, name or name@REALM.").StringVar(&m.Client)
+	p.flag(c, "keytab", "Keytab with the client's keys.").StringVar(&m.Keytab)
+	p.flag(c, "password-file", "File whose first line is the client's password (instead of --keytab).").StringVar(&m.PasswordFile)
+	p.flag(c, "service", "Service principal for the TGS exchange; empty: login only.").StringVar(&m.Service)
+	p.flag(c, "transport", "udp or tcp.").Default("udp").EnumVar(&m.Transport, "udp", "tcp")
+	p.flag(c, "timeout", "Time limit of each exchange.").Default(config.DefaultProbeTimeout.String()).DurationVar(&m.Timeout)
+	p.flag(c, "preauth-upfront", "Send pre-authentication in the first AS-REQ (one round trip, as a client that remembers).").BoolVar(&m.PreauthUpfront)
+	p.flag(c, "enctype", "Enctype to offer, repeatable, in order (default: the four RHEL 9 AES types).").StringsVar(&m.Enctypes)
+	p.flag(c, "udp-retransmit", "Resend an unanswered UDP request after this long, doubling (libkrb5: 1s); 0 never.").Default("0s").DurationVar(&m.UDPRetransmit)
+	c.Flag("warning", "WARNING when an exchange takes at least this long; 0 disables.").Default("0s").DurationVar(&p.warning)
+	c.Flag("critical", "CRITICAL when an exchange takes at least this long; 0 disables.").Default("0s").DurationVar(&p.critical)
+	c.Flag("clock-skew-warning", "WARNING when the KDC's clock is off by at least this much; 0 disables.").Default("60s").DurationVar(&p.skewWarning)
+	c.Flag("clock-skew-critical", "CRITICAL when the KDC's clock is off by at least this much (the KDC rejects logins beyond 5m by default); 0 disables.").Default("240s").DurationVar(&p.skewCritical)
+	c.Flag("verbose", "Print every step of the exchanges on stderr.").Short('v').BoolVar(&p.verbose)
+	return p
+}
+
+// flag registers a module flag and remembers whether the user set it.
+func (p *probeCmd) flag(c *kingpin.CmdClause, name, help string) *kingpin.FlagClause {
+	set := new(bool)
+	p.set[name] = set
+	return c.Flag(name, help).IsSetByUser(set)
+}
+
+// resolveModule merges --module from the file with the flags the user set.
+func (p *probeCmd) resolveModule() (config.ProbeModule, error) {
+	if p.moduleName == "" {
+		if p.moduleFile != "" {
+			return config.ProbeModule{}, fmt.Errorf("--module.config-file needs --module")
+		}
+		return p.module, nil
+	}
+	if p.moduleFile == "" {
+		return config.ProbeModule{}, fmt.Errorf("--module needs --module.config-file")
+	}
+	cfg, err := config.Load(p.moduleFile)
+	if err != nil {
+		return config.ProbeModule{}, err
+	}
+	mod, ok := cfg.Modules[p.moduleName]
+	if !ok {
+		return config.ProbeModule{}, fmt.Errorf("%s: no module %q", p.moduleFile, p.moduleName)
+	}
+	f := p.module
+	over := func(name string, apply func()) {
+		if *p.set[name] {
+			apply()
+		}
+	}
+	over("realm", func() { mod.Realm = f.Realm })
+	over("client", func() { mod.Client = f.Client })
+	over("keytab", func() { mod.Keytab, mod.PasswordFile = f.Keytab, "" })
+	over("password-file", func() { mod.PasswordFile, mod.Keytab = f.PasswordFile, "" })
+	over("service", func() { mod.Service = f.Service })
+	over("transport", func() { mod.Transport = f.Transport })
+	over("timeout", func() { mod.Timeout = f.Timeout })
+	over("preauth-upfront", func() { mod.PreauthUpfront = f.PreauthUpfront })
+	over("enctype", func() { mod.Enctypes = f.Enctypes })
+	over("udp-retransmit", func() { mod.UDPRetransmit = f.UDPRetransmit })
+	return mod, nil
+}
+
+func (p *probeCmd) run(stdout, stderr io.Writer) int {
+	mod, err := p.resolveModule()
+	if err == nil {
+		err = mod.Validate()
+	}
+	if err == nil {
+		// Checked here rather than by kingpin so that a missing address
+		// exits UNKNOWN (3), as a monitoring check must.
+		err = config.CheckKDCAddress(p.kdc)
+	}
+	if err != nil {
+		fmt.Fprintf(stdout, "KRB5 UNKNOWN - %v\n", err)
+		return nagiosUnknown
+	}
+	logger := log.NewNopLogger()
+	if p.verbose {
+		logger = log.NewLogfmtLogger(log.NewSyncWriter(stderr))
+	}
+	creds, err := prober.ModuleCredentials(&mod)
+	if err != nil {
+		fmt.Fprintf(stdout, "KRB5 UNKNOWN - %v\n", err)
+		return nagiosUnknown
+	}
+	if creds.WorldReadable() {
+		level.Warn(log.NewLogfmtLogger(stderr)).Log("msg", "keytab or password file is readable by every local user")
+	}
+	t, err := prober.NewTarget(p.kdc, &mod, creds, logger)
+	if err != nil {
+		fmt.Fprintf(stdout, "KRB5 UNKNOWN - %v\n", err)
+		return nagiosUnknown
+	}
+	defer t.Close()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	o := t.Run(ctx)
+	if o.Canceled {
+		fmt.Fprintln(stdout, "KRB5 UNKNOWN - interrupted")
+		return nagiosUnknown
+	}
+	code, text := p.verdict(&o)
+	fmt.Fprintf(stdout, "KRB5 %s - %s | %s\n", [...]string{"OK", "WARNING", "CRITICAL", "UNKNOWN"}[code], text, p.perfdata(&o))
+	return code
+}
+
+// verdict rates the outcome against the thresholds.
+func (p *probeCmd) verdict(o *prober.Outcome) (int, string) {
+	code := nagiosOK
+	raise := func(c int) {
+		if c > code {
+			code = c
+		}
+	}
+	rate := func(d time.Duration) {
+		switch {
+		case p.critical > 0 && d >= p.critical:
+			raise(nagiosCritical)
+		case p.warning > 0 && d >= p.warning:
+			raise(nagiosWarning)
+		}
+	}
+	var parts []string
+	if o.ASErr != nil {
+		raise(nagiosCritical)
+		parts = append(parts, fmt.Sprintf("login failed: %s (%v)", prober.Classify(o.ASErr), o.ASErr))
+	} else {
+		rate(o.AS.Duration)
+		phases := fmt.Sprintf("as_rep %s", ms(o.AS.ASRep))
+		if o.AS.PreauthRequired > 0 {
+			phases = fmt.Sprintf("preauth_required %s, %s", ms(o.AS.PreauthRequired), phases)
+		}
+		parts = append(parts, fmt.Sprintf("login %s (%s; %s)", ms(o.AS.Duration), phases, etypes(o.AS.Etypes)))
+	}
+	if o.TGSRan {
+		if o.TGSErr != nil {
+			raise(nagiosCritical)
+			parts = append(parts, fmt.Sprintf("service ticket failed: %s (%v)", prober.Classify(o.TGSErr), o.TGSErr))
+		} else {
+			rate(o.TGS.Duration)
+			parts = append(parts, fmt.Sprintf("service ticket %s (%s)", ms(o.TGS.Duration), etypes(o.TGS.Etypes)))
+		}
+	}
+	if o.AS.HasClockOffset {
+		skew := o.AS.ClockOffset.Abs()
+		switch {
+		case p.skewCritical > 0 && skew >= p.skewCritical:
+			raise(nagiosCritical)
+			parts = append(parts, fmt.Sprintf("KDC clock off by %s", o.AS.ClockOffset.Round(time.Millisecond)))
+		case p.skewWarning > 0 && skew >= p.skewWarning:
+			raise(nagiosWarning)
+			parts = append(parts, fmt.Sprintf("KDC clock off by %s", o.AS.ClockOffset.Round(time.Millisecond)))
+		}
+	}
+	if o.AS.Retransmits+o.TGS.Retransmits > 0 {
+		parts = append(parts, fmt.Sprintf("%d UDP retransmits", o.AS.Retransmits+o.TGS.Retransmits))
+	}
+	if o.AS.TCPFallback || o.TGS.TCPFallback {
+		parts = append(parts, "fell back to TCP (RESPONSE_TOO_BIG)")
+	}
+	return code, strings.Join(parts, ", ")
+}
+
+// perfdata is the Nagios performance data: label=value[unit];warn;crit.
+func (p *probeCmd) perfdata(o *prober.Outcome) string {
+	th := func(d time.Duration) string {
+		if d <= 0 {
+			return ""
+		}
+		return strconv.FormatFloat(d.Seconds(), 'f', -1, 64)
+	}
+	var f []string
+	add := func(label string, d time.Duration, thresholds bool) {
+		s := fmt.Sprintf("%s=%.6fs", label, d.Seconds())
+		if thresholds {
+			s += ";" + th(p.warning) + ";" + th(p.critical) + ";0"
+		}
+		f = append(f, s)
+	}
+	if o.ASErr == nil {
+		add("as", o.AS.Duration, true)
+		if o.AS.PreauthRequired > 0 {
+			add("preauth_required", o.AS.PreauthRequired, false)
+		}
+		add("as_rep", o.AS.ASRep, false)
+	}
+	if o.TGSRan && o.TGSErr == nil {
+		add("tgs", o.TGS.Duration, true)
+	}
+	if o.AS.HasClockOffset {
+		f = append(f, fmt.Sprintf("clock_offset=%.6fs;%s;%s", o.AS.ClockOffset.Seconds(), th(p.skewWarning), th(p.skewCritical)))
+	}
+	return strings.Join(f, " ")
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.3fms", float64(d)/float64(time.Millisecond)) }
+
+func etypes(e prober.Etypes) string {
+	return fmt.Sprintf("rep=%s tkt=%s ses=%s", prober.EtypeName(e.Reply), prober.EtypeName(e.Ticket), prober.EtypeName(e.Session))
+}

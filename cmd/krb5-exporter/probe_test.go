@@ -1,0 +1,123 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+
+	"github.com/krb5-exporter/krb5-exporter/realm"
+)
+
+// runProbe parses args as `krb5-exporter probe ...` and runs the command in
+// process, returning its exit code and output.
+func runProbe(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	app := kingpin.New("krb5-exporter", "")
+	var stdout, stderr bytes.Buffer
+	app.Terminate(nil)
+	app.UsageWriter(&stderr)
+	app.ErrorWriter(&stderr)
+	p := addProbeCommand(app)
+	if _, err := app.Parse(append([]string{"probe"}, args...)); err != nil {
+		t.Fatalf("parse %q: %v", args, err)
+	}
+	code := p.run(&stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+func probeRealm(t *testing.T) *realm.Realm {
+	t.Helper()
+	if err := realm.Available(); err != nil {
+		t.Skipf("MIT krb5 binaries not installed: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r, err := realm.Up(ctx, realm.Options{Dir: t.TempDir(), Users: 1, Services: 1, Fillers: -1, NoKadmind: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Down() })
+	return r
+}
+
+func TestProbeCommand(t *testing.T) {
+	r := probeRealm(t)
+	base := []string{"--kdc", r.KDCAddr, "--realm", r.Realm, "--client", r.ProbePrincipal, "--keytab", r.ProbeKeytab}
+	withSvc := append(append([]string{}, base...), "--service", r.Service(1))
+
+	code, out, _ := runProbe(t, withSvc...)
+	ok := regexp.MustCompile(`^KRB5 OK - login [0-9.]+ms \(preauth_required [0-9.]+ms, as_rep [0-9.]+ms; rep=aes256-cts-hmac-sha384-192 tkt=aes256-cts-hmac-sha384-192 ses=aes256-cts-hmac-sha384-192\), service ticket [0-9.]+ms \(rep=aes256-cts-hmac-sha384-192 .*\) \| as=[0-9.]+s;;;0 preauth_required=[0-9.]+s as_rep=[0-9.]+s tgs=[0-9.]+s;;;0 clock_offset=-?[0-9.]+s;60;240\n$`)
+	if code != nagiosOK || !ok.MatchString(out) {
+		t.Errorf("OK probe: exit %d\n%s", code, out)
+	}
+
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		code  int
+		match string
+	}{
+		{"tcp, login only, up front", append(append([]string{}, base...), "--transport", "tcp", "--preauth-upfront"), nagiosOK, "KRB5 OK - login "},
+		{"warning", append(append([]string{}, withSvc...), "--warning", "1ns"), nagiosWarning, "KRB5 WARNING - login"},
+		{"critical", append(append([]string{}, withSvc...), "--warning", "1ns", "--critical", "2ns"), nagiosCritical, "KRB5 CRITICAL - login"},
+		{"unknown service", append(append([]string{}, base...), "--service", "HTTP/nosuch."+r.Domain), nagiosCritical, "service ticket failed: KDC_ERR_S_PRINCIPAL_UNKNOWN"},
+		{"unknown client", []string{"--kdc", r.KDCAddr, "--realm", r.Realm, "--client", "nosuch", "--password-file", pwFile(t, "x")}, nagiosCritical, "login failed: KDC_ERR_C_PRINCIPAL_UNKNOWN"},
+		{"missing keytab", []string{"--kdc", r.KDCAddr, "--realm", r.Realm, "--client", "p", "--keytab", "/nonexistent.keytab"}, nagiosUnknown, "KRB5 UNKNOWN - keytab: open /nonexistent.keytab"},
+		{"missing kdc", base[2:], nagiosUnknown, "KRB5 UNKNOWN - address is required"},
+		{"bad enctype", append(append([]string{}, base...), "--enctype", "rc4-hmac"), nagiosUnknown, `KRB5 UNKNOWN - enctypes.0: unsupported enctype "rc4-hmac"`},
+		{"module without file", append(append([]string{}, base...), "--module", "x"), nagiosUnknown, "--module needs --module.config-file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errOut := runProbe(t, tc.args...)
+			if code != tc.code || !strings.Contains(out, tc.match) || strings.Count(out, "\n") != 1 {
+				t.Errorf("exit %d, want %d; output (want %q):\n%s%s", code, tc.code, tc.match, out, errOut)
+			}
+		})
+	}
+
+	// A dead KDC is CRITICAL, and says why.
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	dead := l.Addr().String()
+	l.Close()
+	code, out, _ = runProbe(t, append([]string{"--kdc", dead}, base[2:]...)...)
+	if code != nagiosCritical || !strings.Contains(out, "login failed: connection_refused") {
+		t.Errorf("dead KDC: exit %d\n%s", code, out)
+	}
+
+	// --module takes the settings from the exporter's configuration file;
+	// flags override its fields.
+	cfgFile := filepath.Join(t.TempDir(), "c.yml")
+	cfg := "modules:\n  default:\n    realm: " + r.Realm + "\n    client: " + r.ProbePrincipal + "\n    keytab: " + r.ProbeKeytab +
+		"\n    service: HTTP/nosuch." + r.Domain + "\n"
+	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ = runProbe(t, "--kdc", r.KDCAddr, "--module", "default", "--module.config-file", cfgFile)
+	if code != nagiosCritical || !strings.Contains(out, "KDC_ERR_S_PRINCIPAL_UNKNOWN") {
+		t.Errorf("module from file: exit %d\n%s", code, out)
+	}
+	code, out, _ = runProbe(t, "--kdc", r.KDCAddr, "--module", "default", "--module.config-file", cfgFile, "--service", r.Service(1), "-v")
+	if code != nagiosOK {
+		t.Errorf("module with --service override: exit %d\n%s", code, out)
+	}
+	code, out, _ = runProbe(t, "--kdc", r.KDCAddr, "--module", "nosuch", "--module.config-file", cfgFile)
+	if code != nagiosUnknown || !strings.Contains(out, `no module "nosuch"`) {
+		t.Errorf("unknown module: exit %d\n%s", code, out)
+	}
+}
+
+func pwFile(t *testing.T, pw string) string {
+	f := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(f, []byte(pw+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
