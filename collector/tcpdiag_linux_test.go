@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
@@ -28,21 +29,29 @@ func TestSockDiag(t *testing.T) {
 		defer c.Close()
 	}
 
-	ls, err := sockDiagTCP(unix.AF_INET, 1<<tcpListen, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// A connection is queued when the listener gets the client's last ACK,
+	// which may be just after Dial returned: poll (at most 2 s).
 	var mine *tcpSocket
-	for i := range ls {
-		if ls[i].port == port {
-			mine = &ls[i]
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		ls, err := sockDiagTCP(unix.AF_INET, 1<<tcpListen, 0)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if ls[i].state != tcpListen {
-			t.Errorf("state filter let through state %d", ls[i].state)
+		mine = nil
+		for i := range ls {
+			if ls[i].port == port {
+				mine = &ls[i]
+			}
+			if ls[i].state != tcpListen {
+				t.Errorf("state filter let through state %d", ls[i].state)
+			}
 		}
-	}
-	if mine == nil {
-		t.Fatalf("listener on port %d not in the dump of %d listeners", port, len(ls))
+		if mine == nil {
+			t.Fatalf("listener on port %d not in the dump of %d listeners", port, len(ls))
+		}
+		if mine.rqueue == 3 || time.Now().After(deadline) {
+			break
+		}
 	}
 	if !mine.ip.Equal(net.IPv4(127, 0, 0, 1)) || mine.rqueue != 3 {
 		t.Errorf("listener %+v: want 127.0.0.1 with 3 connections queued", *mine)
