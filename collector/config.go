@@ -38,9 +38,15 @@ func DefaultConfig() Config {
 	return Config{ProcFS: "/proc", Process: true, Network: true, KDCConf: true}
 }
 
+// FlagGroup is what *kingpin.Application and *kingpin.CmdClause share, so
+// that the flags can go on the application or on its serve command.
+type FlagGroup interface {
+	Flag(name, help string) *kingpin.FlagClause
+}
+
 // RegisterFlags adds the collector flags to app. The returned Config is
-// filled in when app parses the command line.
-func RegisterFlags(app *kingpin.Application) *Config {
+// filled in when the command line is parsed.
+func RegisterFlags(app FlagGroup) *Config {
 	cfg := &Config{}
 	app.Flag("path.procfs", "procfs mount point.").Default("/proc").StringVar(&cfg.ProcFS)
 

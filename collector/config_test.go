@@ -35,6 +35,19 @@ func TestRegisterFlags(t *testing.T) {
 	}
 }
 
+func TestRegisterFlagsOnCommand(t *testing.T) {
+	app := kingpin.New("test", "")
+	serve := app.Command("serve", "").Default()
+	cfg := RegisterFlags(serve)
+	app.Command("other", "")
+	if _, err := app.Parse([]string{"serve", "--no-collector.kdcconf", "--collector.process.kadmind-pidfile=/run/kadmind.pid"}); err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.Process || !cfg.Network || cfg.KDCConf || cfg.KadmindPidFile != "/run/kadmind.pid" {
+		t.Errorf("parsed = %+v", *cfg)
+	}
+}
+
 // TestKDCProfileEnv: like MIT, KRB5_KDC_PROFILE and KRB5_CONFIG name the
 // files when no flag does.
 func TestKDCProfileEnv(t *testing.T) {

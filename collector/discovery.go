@@ -115,7 +115,6 @@ func (s *procScanner) get() (*snapshot, error) {
 }
 
 func (s *procScanner) scan() (*snapshot, error) {
-	var err error
 	if s.bootTime == 0 {
 		st, err := s.fs.Stat()
 		if err != nil {
@@ -123,27 +122,27 @@ func (s *procScanner) scan() (*snapshot, error) {
 		}
 		s.bootTime = float64(st.BootTime)
 	}
+	roots := map[string]int{} // pid file contents; 0: none or unreadable
+	for name, path := range s.pidFiles {
+		roots[name] = readPidFile(path)
+	}
 	// With a pid file for every program, the pid files' processes and
 	// their descendants are all that matter: no need to look at every
 	// process of the machine (each costs a few syscalls).
 	var cands map[string][]*kdcProc
 	if len(s.pidFiles) == len(programNames) {
-		cands, err = s.fromPidFiles()
+		cands = s.fromPidFiles(roots)
 	}
-	if cands == nil && err == nil {
-		cands, err = s.allCandidates()
-	}
-	if err != nil {
-		return nil, err
+	if cands == nil {
+		var err error
+		if cands, err = s.allCandidates(); err != nil {
+			return nil, err
+		}
 	}
 	snap := &snapshot{bootTime: s.bootTime}
 	for i, name := range programNames {
-		root := 0
-		pidFile, byFile := s.pidFiles[name]
-		if byFile {
-			root = readPidFile(pidFile)
-		}
-		snap.programs[i] = group(name, cands[name], byFile, root)
+		_, byFile := s.pidFiles[name]
+		snap.programs[i] = group(name, cands[name], byFile, roots[name])
 	}
 	if kdc := snap.program(progKDC); kdc.running() {
 		if kdc.main.id() != s.argsFor {
@@ -179,18 +178,14 @@ func (s *procScanner) allCandidates() (map[string][]*kdcProc, error) {
 }
 
 // fromPidFiles collects the pid files' processes and their descendants
-// through /proc/PID/task/TID/children. It returns nil candidates when the
-// kernel has no children files (CONFIG_PROC_CHILDREN), for a full scan.
-func (s *procScanner) fromPidFiles() (map[string][]*kdcProc, error) {
+// through /proc/PID/task/TID/children. It returns nil when the kernel has
+// no children files (CONFIG_PROC_CHILDREN), for a full scan instead.
+func (s *procScanner) fromPidFiles(roots map[string]int) map[string][]*kdcProc {
 	cands := map[string][]*kdcProc{}
 	for _, name := range programNames {
-		pid := readPidFile(s.pidFiles[name])
-		if pid == 0 {
-			continue
-		}
-		p, err := s.fs.Proc(pid)
-		if err != nil {
-			continue // stale pid file
+		p, err := s.fs.Proc(roots[name])
+		if roots[name] == 0 || err != nil {
+			continue // no or stale pid file
 		}
 		root := live(p, name)
 		if root == nil {
@@ -203,8 +198,8 @@ func (s *procScanner) fromPidFiles() (map[string][]*kdcProc, error) {
 			cands[name] = append(cands[name], kp)
 			kids, err := s.children(kp.proc.PID)
 			if errors.Is(err, fs.ErrNotExist) && kp == root {
-				if _, serr := os.Stat(filepath.Join(s.procPath, strconv.Itoa(pid))); serr == nil {
-					return nil, nil // no children files on this kernel
+				if _, serr := os.Stat(filepath.Join(s.procPath, strconv.Itoa(root.proc.PID))); serr == nil {
+					return nil // the process exists, its children file does not
 				}
 			}
 			for _, kid := range kids {
@@ -216,7 +211,7 @@ func (s *procScanner) fromPidFiles() (map[string][]*kdcProc, error) {
 			}
 		}
 	}
-	return cands, nil
+	return cands
 }
 
 // maxProcsPerProgram bounds the descendants followed from one pid file.
