@@ -138,22 +138,33 @@ func (c *Client) asRoundTrip(ctx context.Context, choice *preauthChoice, phase s
 	if c.log != nil {
 		c.debug("msg", "round trip", "phase", phase, "duration", rt, "bytes", len(reply))
 	}
+	if err := c.checkASReply(reply, choice != nil, phase, res, now, rt); err != nil {
+		return nil, rt, err
+	}
+	return reply, rt, nil
+}
+
+// checkASReply accepts an AS-REP, or a PREAUTH_REQUIRED error in answer to a
+// request without pre-authentication (the caller reads its ETYPE-INFO2 from
+// c.kerr); any other reply is the exchange's error. Every KRB-ERROR gives
+// the clock offset.
+func (c *Client) checkASReply(reply []byte, preauthSent bool, phase string, res *ASResult, sent time.Time, rt time.Duration) error {
 	switch {
 	case len(reply) == 0:
-		return nil, rt, errorf(ClassMalformedReply, phase, "empty reply")
+		return errorf(ClassMalformedReply, phase, "empty reply")
 	case reply[0] == app(appASRep):
-		return reply, rt, nil
+		return nil
 	case reply[0] == app(appKRBError):
 		if err := parseKRBError(reply, &c.kerr); err != nil {
-			return nil, rt, wrapError(ClassMalformedReply, phase, err)
+			return wrapError(ClassMalformedReply, phase, err)
 		}
-		res.ClockOffset, res.HasClockOffset = offsetAt(c.kerr.stime, now, rt), true
-		if c.kerr.code == errorcode.KDC_ERR_PREAUTH_REQUIRED && choice == nil {
-			return reply, rt, nil // expected: the caller reads the ETYPE-INFO2
+		res.ClockOffset, res.HasClockOffset = offsetAt(c.kerr.stime, sent, rt), true
+		if c.kerr.code == errorcode.KDC_ERR_PREAUTH_REQUIRED && !preauthSent {
+			return nil
 		}
-		return nil, rt, kdcError(phase, c.kerr.code, string(c.kerr.text))
+		return kdcError(phase, c.kerr.code, string(c.kerr.text))
 	default:
-		return nil, rt, errorf(ClassMalformedReply, phase, "unexpected message 0x%02x", reply[0])
+		return errorf(ClassMalformedReply, phase, "unexpected message 0x%02x", reply[0])
 	}
 }
 

@@ -130,6 +130,12 @@ func (c *Client) serviceTicket(ctx context.Context, s *Service, res *TGSResult) 
 	if err != nil {
 		return err
 	}
+	return c.acceptTGSRep(reply, nonce, s, res)
+}
+
+// acceptTGSRep checks a reply to the TGS-REQ with the given nonce.
+func (c *Client) acceptTGSRep(reply []byte, nonce int64, s *Service, res *TGSResult) error {
+	t := &c.tgt
 	switch {
 	case len(reply) == 0:
 		return errorf(ClassMalformedReply, PhaseTGSRep, "empty reply")
