@@ -93,6 +93,7 @@ func (s *snapshot) netProc() *kdcProc {
 type procScanner struct {
 	fs       procfs.FS
 	procPath string
+	warn     *onceLogger
 	pidFiles map[string]string // program -> pid file; absent: find by name
 
 	bootTime float64 // cached: it does not change
@@ -124,7 +125,13 @@ func (s *procScanner) scan() (*snapshot, error) {
 	}
 	roots := map[string]int{} // pid file contents; 0: none or unreadable
 	for name, path := range s.pidFiles {
-		roots[name] = readPidFile(path)
+		pid, err := readPidFile(path)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			// A missing file is a stopped daemon; anything else is a
+			// configuration problem, shown as up 0 and said once here.
+			s.warn.log("pidfile/"+path, "msg", "cannot use pid file; "+name+" counts as not running", "err", err)
+		}
+		roots[name] = pid
 	}
 	// With a pid file for every program, the pid files' processes and
 	// their descendants are all that matter: no need to look at every
@@ -317,17 +324,17 @@ func older(a, b *kdcProc) bool {
 	return a.proc.PID < b.proc.PID
 }
 
-// readPidFile returns the pid in the file, or 0 when there is none.
-func readPidFile(path string) int {
+// readPidFile returns the pid in the file.
+func readPidFile(path string) (int, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return 0
+		return 0, err
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	if err != nil || pid <= 0 {
-		return 0
+		return 0, fmt.Errorf("%s does not hold a pid: %q", path, strings.TrimSpace(string(b)))
 	}
-	return pid
+	return pid, nil
 }
 
 // parseKDCArgs reads -w and -r the way krb5kdc's getopt does (optstring

@@ -6,6 +6,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/go-kit/log"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Pids in the fixture (testdata/fixture/proc).
@@ -113,6 +116,11 @@ func TestPidFiles(t *testing.T) {
 		"stale (zombie)": func(t *testing.T) string { return writePidFile(t, fxZombie) },
 		"other program":  func(t *testing.T) string { return writePidFile(t, fxKadmind) },
 		"missing":        func(t *testing.T) string { return filepath.Join(t.TempDir(), "none.pid") },
+		"garbage": func(t *testing.T) string {
+			p := filepath.Join(t.TempDir(), "krb5kdc.pid")
+			os.WriteFile(p, []byte("krb5kdc\n"), 0o644)
+			return p
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg := fixtureConfig(t, proc)
@@ -303,5 +311,30 @@ func TestNewBadProcFS(t *testing.T) {
 	cfg.ProcFS = filepath.Join(t.TempDir(), "nonexistent")
 	if _, err := New(nil, cfg); err == nil {
 		t.Error("New accepted a missing procfs")
+	}
+}
+
+// TestPidFileWarnsOnce: an unusable pid file is a configuration problem:
+// one log line, and up 0 on every scrape.
+func TestPidFileWarnsOnce(t *testing.T) {
+	cfg := fixtureConfig(t, filepath.Join(fixtureDir, "proc"))
+	cfg.KDCPidFile = filepath.Join(t.TempDir(), "krb5kdc.pid")
+	if err := os.WriteFile(cfg.KDCPidFile, []byte("not a pid\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var logs strings.Builder
+	c, err := New(log.NewLogfmtLogger(&logs), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	for i := 0; i < 3; i++ {
+		if v := gather(t, reg).value("krb5_process_up", "program", "krb5kdc"); v != 0 {
+			t.Errorf("up = %v with an unusable pid file", v)
+		}
+	}
+	if n := strings.Count(logs.String(), "does not hold a pid"); n != 1 {
+		t.Errorf("%d warnings in:\n%s", n, logs.String())
 	}
 }
