@@ -156,7 +156,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		for a := range numRetransmits {
 			counter(ch, descRetrans, k.retrans[a].Load(), retransmitNames[a])
 		}
-		counter(ch, descTooMany, k.tooMany.Load())
+		counter(ch, descTooMany, k.tooMany[0].Load())
 		for l := range numLifecycle {
 			counter(ch, descKDCLife, k.kdcLife[l].Load(), lifecycleNames[l])
 		}
@@ -174,7 +174,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	if kadmind {
-		counter(ch, descKadmAuth, k.kadmAuth.Load())
+		counter(ch, descKadmAuth, k.kadmAuth[0].Load())
 		for _, l := range []Lifecycle{LifecycleStarted, LifecycleStopping} {
 			counter(ch, descKadmLife, k.kadmLife[l].Load(), lifecycleNames[l])
 		}

@@ -22,27 +22,46 @@ const (
 
 var partNames = [numParts]string{"reply", "ticket", "session"}
 
-// counts are the log-derived counters shared by every source. Plain
-// atomics indexed by small integers: the hot path does no map lookup,
-// no label hashing and no allocation; Collect turns them into series.
+// tally is one set of the log-derived counters, indexed by small
+// integers so that counting does no map lookup, no label hashing and no
+// allocation. The shared tally holds atomics that Collect reads; each
+// source adds into a plain tally of its own and flushes it into the
+// shared one after every batch of lines, so a line costs no atomic
+// instruction either.
+type tally[T any] struct {
+	requests  [numRequests][]T // [request][status]
+	probe     [numRequests][]T
+	issued    [numRequests][numParts][numEtypeLabels]T
+	weak      [numRequests][numWeakKinds]T
+	preauth   [][numPreauthReasons]T // [method][reason]
+	recovered []T                    // [method]
+	retrans   [numRetransmits]T
+	tooMany   [1]T
+	s4u       [numS4U]T
+	kdcLife   [numLifecycle]T
+	kadmLife  [numLifecycle]T
+	kadmin    [][numKadminResults]T // [op][result]
+	kadmAuth  [1]T
+}
+
+func newTally[T any](c *counts) *tally[T] {
+	t := &tally[T]{}
+	for r := range t.requests {
+		t.requests[r] = make([]T, c.statuses.size())
+		t.probe[r] = make([]T, c.statuses.size())
+	}
+	t.preauth = make([][numPreauthReasons]T, c.methods.size())
+	t.recovered = make([]T, c.methods.size())
+	t.kadmin = make([][numKadminResults]T, c.ops.size())
+	return t
+}
+
+// counts are the label sets and the shared tally.
 type counts struct {
 	statuses *boundedLabels
 	methods  *boundedLabels
 	ops      *boundedLabels
-
-	requests  [numRequests][]atomic.Uint64 // [request][status]
-	probe     [numRequests][]atomic.Uint64
-	issued    [numRequests][numParts][numEtypeLabels]atomic.Uint64
-	weak      [numRequests][numWeakKinds]atomic.Uint64
-	preauth   [][numPreauthReasons]atomic.Uint64 // [method][reason]
-	recovered []atomic.Uint64                    // [method]
-	retrans   [numRetransmits]atomic.Uint64
-	tooMany   atomic.Uint64
-	s4u       [numS4U]atomic.Uint64
-	kdcLife   [numLifecycle]atomic.Uint64
-	kadmLife  [numLifecycle]atomic.Uint64
-	kadmin    [][numKadminResults]atomic.Uint64 // [op][result]
-	kadmAuth  atomic.Uint64
+	*tally[atomic.Uint64]
 }
 
 func newCounts() *counts {
@@ -51,20 +70,56 @@ func newCounts() *counts {
 		methods:  newBoundedLabels(knownPreauthMethods, maxDynamicMethods),
 		ops:      newBoundedLabels(knownKadminOps, maxDynamicOps),
 	}
-	for r := range c.requests {
-		c.requests[r] = make([]atomic.Uint64, c.statuses.size())
-		c.probe[r] = make([]atomic.Uint64, c.statuses.size())
-	}
-	c.preauth = make([][numPreauthReasons]atomic.Uint64, c.methods.size())
-	c.recovered = make([]atomic.Uint64, c.methods.size())
-	c.kadmin = make([][numKadminResults]atomic.Uint64, c.ops.size())
+	c.tally = newTally[atomic.Uint64](c)
 	return c
 }
 
-// statusIndex is the status label index of a request line.
+// add moves src into dst and zeroes src.
+func add(dst []atomic.Uint64, src []uint64) {
+	for i, v := range src {
+		if v != 0 {
+			dst[i].Add(v)
+			src[i] = 0
+		}
+	}
+}
+
+// flush moves every count of src into the shared tally dst.
+func flush(dst *tally[atomic.Uint64], src *tally[uint64]) {
+	for r := range src.requests {
+		add(dst.requests[r], src.requests[r])
+		add(dst.probe[r], src.probe[r])
+		for p := range src.issued[r] {
+			add(dst.issued[r][p][:], src.issued[r][p][:])
+		}
+		add(dst.weak[r][:], src.weak[r][:])
+	}
+	for m := range src.preauth {
+		add(dst.preauth[m][:], src.preauth[m][:])
+	}
+	add(dst.recovered, src.recovered)
+	add(dst.retrans[:], src.retrans[:])
+	add(dst.tooMany[:], src.tooMany[:])
+	add(dst.s4u[:], src.s4u[:])
+	add(dst.kdcLife[:], src.kdcLife[:])
+	add(dst.kadmLife[:], src.kadmLife[:])
+	for o := range src.kadmin {
+		add(dst.kadmin[o][:], src.kadmin[o][:])
+	}
+	add(dst.kadmAuth[:], src.kadmAuth[:])
+}
+
+// statusIndex is the status label index of a request line. The common
+// statuses are matched without hashing.
 func (c *counts) statusIndex(e *Event) int {
 	if e.MorePreauth {
-		return c.statuses.known[StatusMorePreauth]
+		return idxMorePreauth
+	}
+	switch string(e.Status) {
+	case "ISSUE":
+		return idxIssue
+	case "NEEDED_PREAUTH":
+		return idxNeededPreauth
 	}
 	return c.statuses.index(e.Status)
 }

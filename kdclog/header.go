@@ -12,6 +12,9 @@ import "bytes"
 //
 // The timestamp is skipped, not parsed: counting needs no time.
 func splitHeader(line []byte) (prog Program, pid int, msg []byte, ok bool) {
+	if prog, pid, msg, ok = splitFileHeader(line); ok {
+		return prog, pid, msg, true
+	}
 	i := 0
 	if len(line) > 0 && line[0] == '<' {
 		j := 1
@@ -77,6 +80,48 @@ func splitHeader(line []byte) (prog Program, pid int, msg []byte, ok bool) {
 		after = after[1:]
 	}
 	return programOf(name), pid, after, true
+}
+
+// splitFileHeader is the fast path for the common case, the FILE: target
+// or RFC 3164 file of krb5kdc or kadmind: "Mmm dd hh:mm:ss host prog[pid](sev): ".
+// Anything else falls through to the general code.
+func splitFileHeader(line []byte) (prog Program, pid int, msg []byte, ok bool) {
+	if len(line) < 32 || line[3] != ' ' || line[6] != ' ' || line[9] != ':' || line[12] != ':' || line[15] != ' ' || !isMonth(line) {
+		return 0, 0, nil, false
+	}
+	h := bytes.IndexByte(line[16:], ' ')
+	if h <= 0 {
+		return 0, 0, nil, false
+	}
+	t := line[16+h+1:]
+	switch {
+	case len(t) > 8 && t[7] == '[' && string(t[:7]) == "krb5kdc":
+		prog = ProgramKDC
+	case len(t) > 8 && t[7] == '[' && string(t[:7]) == "kadmind":
+		prog = ProgramKadmind
+	default:
+		return 0, 0, nil, false
+	}
+	i := 8
+	for i < len(t) && isDigit(t[i]) && i < 17 {
+		pid = pid*10 + int(t[i]-'0')
+		i++
+	}
+	if i == 8 || i >= len(t) || t[i] != ']' {
+		return 0, 0, nil, false
+	}
+	i++
+	if i < len(t) && t[i] == '(' {
+		j := bytes.IndexByte(t[i:], ')')
+		if j < 0 {
+			return 0, 0, nil, false
+		}
+		i += j + 1
+	}
+	if i+1 >= len(t) || t[i] != ':' || t[i+1] != ' ' {
+		return 0, 0, nil, false
+	}
+	return prog, pid, t[i+2:], true
 }
 
 // split5424 handles what follows "<PRI>1 ": TIMESTAMP HOSTNAME APP-NAME

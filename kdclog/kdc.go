@@ -10,47 +10,55 @@ var (
 	prefixDispatch    = []byte("DISPATCH: repeated (retransmitted?) request from ")
 	suffixDropping    = []byte("dropping repeated request")
 	sepColon          = []byte(": ")
-	sepFor            = []byte(" for ")
-	prefixAuthtime    = []byte("authtime ")
-	prefixEtypes      = []byte("etypes {")
 	morePreauthSuffix = []byte(", More preauthentication data is required")
 )
 
 // parseKDC reads the message part of a krb5kdc line into e.
-func parseKDC(m []byte, e *Event) Reason {
-	switch {
-	case bytes.HasPrefix(m, prefixAS):
-		e.Request = RequestAS
-		return parseRequest(m[len(prefixAS):], e)
-	case bytes.HasPrefix(m, prefixTGS):
-		e.Request = RequestTGS
-		if len(m) > len(prefixTGS) && m[len(prefixTGS)] != '(' {
-			// SERVER_NOMATCH form without the etype list:
-			// "TGS_REQ 10.0.0.1: STATUS: authtime 0, client for server, 2nd tkt client X".
-			return parseAfterEtypes(m[len(prefixTGS):], e)
+func parseKDC(p *Parser, m []byte, e *Event) Reason {
+	if len(m) < 8 {
+		return parseKDCOther(m, e)
+	}
+	switch m[0] {
+	case 'A':
+		if string(m[:7]) == "AS_REQ " {
+			e.Request = RequestAS
+			return parseRequest(p, m[7:], e)
 		}
-		return parseRequest(m[len(prefixTGS):], e)
-	case bytes.HasPrefix(m, []byte("TGS_REQ: ")): // "issuing TGT", old "SESSION KEY or MUTUAL"
-		e.Kind = KindInfo
-		return ReasonNone
-	case bytes.HasPrefix(m, prefixPreauth):
-		return parsePreauth(m[len(prefixPreauth):], e)
-	case bytes.HasPrefix(m, prefixDispatch):
-		e.Kind = KindRetransmit
-		if bytes.HasSuffix(m, suffixDropping) {
-			e.Retransmit = RetransmitDropped
+	case 'T':
+		if string(m[:8]) == "TGS_REQ " {
+			e.Request = RequestTGS
+			if m[8] != '(' {
+				// SERVER_NOMATCH form without the etype list:
+				// "TGS_REQ 10.0.0.1: STATUS: authtime 0, client for server, 2nd tkt client X".
+				return parseAfterEtypes(p, m[8:], e)
+			}
+			return parseRequest(p, m[8:], e)
 		}
-		return ReasonNone
-	case bytes.HasPrefix(m, []byte("... ")):
+		if string(m[:8]) == "TGS_REQ:" { // "issuing TGT", old "SESSION KEY or MUTUAL"
+			e.Kind = KindInfo
+			return ReasonNone
+		}
+	case 'p':
+		if bytes.HasPrefix(m, prefixPreauth) {
+			return parsePreauth(m[len(prefixPreauth):], e)
+		}
+	case 'D':
+		if bytes.HasPrefix(m, prefixDispatch) {
+			e.Kind = KindRetransmit
+			if bytes.HasSuffix(m, suffixDropping) {
+				e.Retransmit = RetransmitDropped
+			}
+			return ReasonNone
+		}
+	case '.':
 		switch {
-		case bytes.HasPrefix(m[4:], []byte("PROTOCOL-TRANSITION ")):
+		case bytes.HasPrefix(m, []byte("... PROTOCOL-TRANSITION ")):
 			e.Kind, e.S4U = KindS4U, S4UProtocolTransition
-		case bytes.HasPrefix(m[4:], []byte("CONSTRAINED-DELEGATION ")):
+			return ReasonNone
+		case bytes.HasPrefix(m, []byte("... CONSTRAINED-DELEGATION ")):
 			e.Kind, e.S4U = KindS4U, S4UConstrainedDelegation
-		default:
-			return ReasonUnknownMessage
+			return ReasonNone
 		}
-		return ReasonNone
 	}
 	return parseKDCOther(m, e)
 }
@@ -97,129 +105,151 @@ func parseKDCOther(m []byte, e *Event) Reason {
 }
 
 // parseRequest reads "(N etypes {...}) ADDR: STATUS: ...", after "AS_REQ ".
-func parseRequest(m []byte, e *Event) Reason {
+func parseRequest(p *Parser, m []byte, e *Event) Reason {
 	if len(m) < 2 || m[0] != '(' {
 		return ReasonMalformed
 	}
-	m = m[1:]
-	sp := bytes.IndexByte(m, ' ')
-	if sp <= 0 {
+	i, n := 1, 0
+	for i < len(m) && isDigit(m[i]) && i < 10 {
+		n = n*10 + int(m[i]-'0')
+		i++
+	}
+	if i == 1 || len(m) < i+9 || string(m[i:i+9]) != " etypes {" {
 		return ReasonMalformed
 	}
-	n, ok := atoi(m[:sp])
-	if !ok || !bytes.HasPrefix(m[sp:], []byte(" etypes {")) {
-		return ReasonMalformed
-	}
-	m = m[sp+len(" etypes {"):]
-	end := bytes.Index(m, []byte("}) "))
-	if end < 0 {
+	m = m[i+9:]
+	end := bytes.IndexByte(m, '}')
+	if end < 0 || end+2 >= len(m) || m[end+1] != ')' || m[end+2] != ' ' {
 		return ReasonMalformed
 	}
 	e.Offered = n
-	e.OfferedWeak = countWeak(m[:end])
-	return parseAfterEtypes(m[end+3:], e)
+	e.OfferedWeak = p.weakIn(m[:end])
+	return parseAfterEtypes(p, m[end+3:], e)
 }
 
 // countWeak counts the weak types in a requested etype list in either
 // format: "18 17 16 23" (before 1.18, possibly cut with "...") or
 // "aes256-cts-hmac-sha1-96(18), DEPRECATED:arcfour-hmac(23)" (1.18+).
+// One pass, no calls: this runs for every request line.
 func countWeak(list []byte) int {
 	weak := 0
-	for len(list) > 0 {
-		var item []byte
-		if i := bytes.IndexByte(list, ' '); i >= 0 {
-			item, list = list[:i], list[i+1:]
-		} else {
-			item, list = list, nil
+	if len(list) == 0 {
+		return 0
+	}
+	if c := list[0]; isDigit(c) || c == '-' {
+		// Bare numbers separated by spaces.
+		for i := 0; i < len(list); {
+			et, j, ok := scanEtype(list, i)
+			if ok && (j == len(list) || list[j] == ' ') && et.IsWeak() {
+				weak++
+			}
+			for j < len(list) && list[j] != ' ' {
+				j++
+			}
+			i = j + 1
 		}
-		if et, ok := itemEtype(item); ok && et.IsWeak() {
+		return weak
+	}
+	// Names with the number in parentheses; names hold no '('.
+	for i := 0; ; {
+		j := bytes.IndexByte(list[i:], '(')
+		if j < 0 {
+			return weak
+		}
+		et, k, ok := scanEtype(list, i+j+1)
+		if ok && k < len(list) && list[k] == ')' && et.IsWeak() {
 			weak++
 		}
+		i = k
 	}
-	return weak
 }
 
-// itemEtype reads "23", "23," or "name(23)" / "name(23),".
-func itemEtype(item []byte) (Etype, bool) {
-	if n := len(item); n > 0 && item[n-1] == ',' {
-		item = item[:n-1]
-	}
-	if n := len(item); n > 0 && item[n-1] == ')' {
-		open := bytes.LastIndexByte(item, '(')
-		if open < 0 {
-			return 0, false
-		}
-		item = item[open+1 : n-1]
-	}
-	return parseEtypeNum(item)
-}
-
-func parseEtypeNum(b []byte) (Etype, bool) {
+// scanEtype reads an optionally negative decimal at b[i:] and returns it
+// with the index after it.
+func scanEtype(b []byte, i int) (Etype, int, bool) {
 	neg := false
-	if len(b) > 0 && b[0] == '-' {
-		neg, b = true, b[1:]
+	if i < len(b) && b[i] == '-' {
+		neg = true
+		i++
 	}
-	n, ok := atoi(b)
-	if !ok {
-		return 0, false
+	start, n := i, 0
+	for i < len(b) && isDigit(b[i]) && i-start < 9 {
+		n = n*10 + int(b[i]-'0')
+		i++
+	}
+	if i == start {
+		return 0, i, false
 	}
 	if neg {
 		n = -n
 	}
-	return Etype(n), true
+	return Etype(n), i, true
+}
+
+// cut returns b up to the first ": " and the rest after it. The fields
+// cut this way (an address, a status) are short: a plain loop beats a
+// vectorised search.
+func cut(b []byte) (before, after []byte, ok bool) {
+	for i := 0; i+1 < len(b); i++ {
+		if b[i] == ':' && b[i+1] == ' ' {
+			return b[:i], b[i+2:], true
+		}
+	}
+	return nil, nil, false
 }
 
 // parseAfterEtypes reads "ADDR: STATUS: rest". The address has no ": "
 // (IPv6 uses bare colons) and neither has any MIT status.
-func parseAfterEtypes(m []byte, e *Event) Reason {
-	i := bytes.Index(m, sepColon)
-	if i <= 0 {
+func parseAfterEtypes(p *Parser, m []byte, e *Event) Reason {
+	addr, m, ok := cut(m)
+	if !ok || len(addr) == 0 {
 		return ReasonMalformed
 	}
-	e.Addr = m[:i]
-	m = m[i+2:]
-	i = bytes.Index(m, sepColon)
-	if i <= 0 {
+	status, m, ok := cut(m)
+	if !ok || len(status) == 0 {
 		return ReasonMalformed
 	}
-	e.Status = m[:i]
-	m = m[i+2:]
+	e.Addr, e.Status = addr, status
 	e.Kind = KindRequest
 
-	issue := string(e.Status) == "ISSUE"
-	if bytes.HasPrefix(m, prefixAuthtime) {
+	issue := string(status) == "ISSUE"
+	if len(m) > 9 && string(m[:9]) == "authtime " {
 		// TGS lines always, AS lines on ISSUE: "authtime N, etypes {...}, client for server".
-		m = m[len(prefixAuthtime):]
-		j := 0
+		j := 9
 		for j < len(m) && isDigit(m[j]) {
 			j++
 		}
-		if j == 0 || !bytes.HasPrefix(m[j:], []byte(", ")) {
+		if j == 9 || j+1 >= len(m) || m[j] != ',' || m[j+1] != ' ' {
 			return ReasonMalformed
 		}
 		m = m[j+2:]
-		if bytes.HasPrefix(m, prefixEtypes) {
-			m = m[len(prefixEtypes):]
+		if len(m) > 8 && string(m[:8]) == "etypes {" {
+			m = m[8:]
 			end := bytes.IndexByte(m, '}')
 			if end < 0 {
 				return ReasonMalformed
 			}
 			if issue {
-				parseRepEtypes(m[:end], e)
+				p.repEtypes(m[:end], e)
 			}
 			m = m[end+1:]
 			if len(m) > 0 && m[0] == ',' {
 				m = m[1:]
 			}
 		}
-		m = skipSpaces(m)
+		for len(m) > 0 && m[0] == ' ' {
+			m = m[1:]
+		}
 	}
-	if i := bytes.Index(m, sepFor); i >= 0 {
-		e.Client = m[:i]
-	} else {
-		e.Client = m
+	// The client, up to " for ".
+	e.Client = m
+	for i := 0; i+4 < len(m); i++ {
+		if m[i] == ' ' && m[i+1] == 'f' && m[i+2] == 'o' && m[i+3] == 'r' && m[i+4] == ' ' {
+			e.Client = m[:i]
+			break
+		}
 	}
-	if e.Request == RequestAS && string(e.Status) == "PREAUTH_FAILED" && bytes.HasSuffix(m, morePreauthSuffix) {
+	if e.Request == RequestAS && string(status) == "PREAUTH_FAILED" && bytes.HasSuffix(m, morePreauthSuffix) {
 		e.MorePreauth = true
 	}
 	return ReasonNone
@@ -228,28 +258,39 @@ func parseAfterEtypes(m []byte, e *Event) Reason {
 // parseRepEtypes reads "rep=18 tkt=18 ses=18" or
 // "rep=aes256-cts-hmac-sha1-96(18), tkt=..., ses=...".
 func parseRepEtypes(b []byte, e *Event) {
-	for len(b) > 0 {
-		var item []byte
-		if i := bytes.IndexByte(b, ' '); i >= 0 {
-			item, b = b[:i], b[i+1:]
-		} else {
-			item, b = b, nil
+	for i := 0; i+4 < len(b); {
+		// At the start of "key=value".
+		if b[i+3] != '=' {
+			return
 		}
-		if len(item) < 5 || item[3] != '=' {
-			continue
+		key := b[i : i+3]
+		j := i + 4
+		if c := b[j]; !isDigit(c) && c != '-' {
+			p := bytes.IndexByte(b[j:], '(')
+			if p < 0 {
+				return
+			}
+			j += p + 1
 		}
-		et, ok := itemEtype(item[4:])
-		if !ok {
-			continue
+		et, k, ok := scanEtype(b, j)
+		if ok {
+			switch string(key) {
+			case "rep":
+				e.Rep = et
+			case "tkt":
+				e.Tkt = et
+			case "ses":
+				e.Ses = et
+			}
 		}
-		switch string(item[:3]) {
-		case "rep":
-			e.Rep = et
-		case "tkt":
-			e.Tkt = et
-		case "ses":
-			e.Ses = et
+		// To the next item: past ")" and ", " or " ".
+		if k < len(b) && b[k] == ')' {
+			k++
 		}
+		if k < len(b) && b[k] == ',' {
+			k++
+		}
+		i = k + 1
 	}
 }
 

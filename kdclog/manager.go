@@ -155,15 +155,33 @@ func (m *Manager) startLocked(ps *pathState) {
 	}
 	ctx, cancel := context.WithCancel(m.ctx)
 	ps.cancel, ps.done = cancel, make(chan struct{})
+	// The handler counts with the source current at each line; a source
+	// swapped out by a reload is flushed when the next line arrives, and
+	// the current one after every batch.
+	var last *source
+	handle := func(line []byte, truncated bool) {
+		s := ps.src.Load()
+		if s != last {
+			if last != nil {
+				last.flush()
+			}
+			last = s
+		}
+		s.handle(line, truncated)
+	}
+	flushLast := func() {
+		if last != nil {
+			last.flush()
+		}
+	}
 	t := tailer.New(tailer.Options{
 		Path:          ps.cfg.Path,
 		FromBeginning: ps.cfg.FromBeginning(),
 		PollInterval:  ps.cfg.Poll(),
 		RotateWait:    ps.cfg.RotationWait(),
 		NoInotify:     m.opts.NoInotify,
-	}, m.logger, m.store, &ps.tail, func(line []byte, truncated bool) {
-		ps.src.Load().handle(line, truncated)
-	})
+		Flush:         flushLast,
+	}, m.logger, m.store, &ps.tail, handle)
 	level.Info(m.logger).Log("msg", "following log", "path", ps.cfg.Path, "type", ps.cfg.Type)
 	go func(done chan struct{}) {
 		defer close(done)

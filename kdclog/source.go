@@ -31,26 +31,29 @@ type pendingFailure struct {
 	method int
 }
 
-// source counts the lines of one log file. handle runs on the file's
-// tailer goroutine only, so the correlation state needs no lock; the
-// counters it feeds are shared atomics.
+// source counts the lines of one log file. handle and flush run on the
+// file's tailer goroutine only: the local tally and the correlation state
+// need no lock, and flush publishes the tally after every batch of lines.
 type source struct {
 	cfg    config.LogSource
 	accept [ProgramAdminTool + 1]bool
 	probes [][]byte // "name@REALM", or "name@" to match any realm
 	c      *counts
 	st     *sourceStats
+	local  *tally[uint64]
 
+	parsed   uint64
+	unparsed [numReasons]uint64
+
+	parser    Parser
 	seed      maphash.Seed
 	asSeq     uint64
 	pending   [pendingSlots]pendingFailure
 	pidMethod [16]struct{ pid, method int }
-
-	idxIssue int
 }
 
 func newSource(cfg config.LogSource, c *counts, st *sourceStats) *source {
-	s := &source{cfg: cfg, c: c, st: st, seed: maphash.MakeSeed()}
+	s := &source{cfg: cfg, c: c, st: st, local: newTally[uint64](c), seed: maphash.MakeSeed()}
 	for i := range s.pidMethod {
 		s.pidMethod[i].pid = -1
 	}
@@ -68,81 +71,95 @@ func newSource(cfg config.LogSource, c *counts, st *sourceStats) *source {
 		}
 		s.probes = append(s.probes, []byte(p))
 	}
-	s.idxIssue = c.statuses.known["ISSUE"]
 	return s
+}
+
+// flush publishes what handle counted since the last flush.
+func (s *source) flush() {
+	flush(s.c.tally, s.local)
+	if s.parsed != 0 {
+		s.st.parsed.Add(s.parsed)
+		s.parsed = 0
+	}
+	add(s.st.unparsed[:], s.unparsed[:])
 }
 
 // handle counts one line; truncated marks a line cut at the length limit.
 func (s *source) handle(line []byte, truncated bool) {
 	if truncated {
-		s.st.unparsed[ReasonTooLong].Add(1)
+		s.unparsed[ReasonTooLong]++
 		return
 	}
 	var e Event
-	if !Parse(line, &e) {
-		s.st.unparsed[e.Reason].Add(1)
+	if !s.parser.Parse(line, &e) {
+		s.unparsed[e.Reason]++
 		return
 	}
 	if !s.accept[e.Program] {
-		s.st.unparsed[ReasonOtherProgram].Add(1)
+		s.unparsed[ReasonOtherProgram]++
 		return
 	}
-	s.st.parsed.Add(1)
+	s.parsed++
 	s.count(&e)
 }
 
 func (s *source) count(e *Event) {
-	c := s.c
+	c, l := s.c, s.local
 	switch e.Kind {
 	case KindRequest:
 		s.countRequest(e)
 	case KindPreauthFailure:
 		m := c.methods.index(e.Method)
-		c.preauth[m][e.PreauthReason].Add(1)
+		l.preauth[m][e.PreauthReason]++
 		slot := &s.pidMethod[uint(e.PID)%uint(len(s.pidMethod))]
 		slot.pid, slot.method = e.PID, m
 	case KindRetransmit:
-		c.retrans[e.Retransmit].Add(1)
+		l.retrans[e.Retransmit]++
 	case KindTooManyConns:
-		c.tooMany.Add(1)
+		l.tooMany[0]++
 	case KindS4U:
-		c.s4u[e.S4U].Add(1)
+		l.s4u[e.S4U]++
 	case KindLifecycle:
 		if e.Program == ProgramKadmind {
-			c.kadmLife[e.Lifecycle].Add(1)
+			l.kadmLife[e.Lifecycle]++
 		} else {
-			c.kdcLife[e.Lifecycle].Add(1)
+			l.kdcLife[e.Lifecycle]++
 		}
 	case KindKadmin:
-		c.kadmin[c.ops.index(e.Op)][e.Result].Add(1)
+		l.kadmin[c.ops.index(e.Op)][e.Result]++
 	case KindKadminAuthFailure:
-		c.kadmAuth.Add(1)
+		l.kadmAuth[0]++
 	}
 }
 
 func (s *source) countRequest(e *Event) {
-	c := s.c
+	c, l := s.c, s.local
 	si := c.statusIndex(e)
-	if s.isProbe(e.Client) {
-		c.probe[e.Request][si].Add(1)
+	if len(s.probes) > 0 && s.isProbe(e.Client) {
+		l.probe[e.Request][si]++
 		return
 	}
-	c.requests[e.Request][si].Add(1)
+	l.requests[e.Request][si]++
 	if e.OfferedWeak > 0 {
-		c.weak[e.Request][weakOffered].Add(1)
+		l.weak[e.Request][weakOffered]++
 		if e.OfferedWeak == e.Offered {
-			c.weak[e.Request][weakOnly].Add(1)
+			l.weak[e.Request][weakOnly]++
 		}
 	}
-	issue := si == s.idxIssue
+	issue := si == idxIssue
 	if issue {
-		for p, et := range [numParts]Etype{e.Rep, e.Tkt, e.Ses} {
-			if et != EtypeNone {
-				c.issued[e.Request][p][etypeLabel(et)].Add(1)
-			}
+		iss := &l.issued[e.Request]
+		if e.Rep != EtypeNone {
+			iss[partRep][etypeLabel(e.Rep)]++
+		}
+		if e.Tkt != EtypeNone {
+			iss[partTkt][etypeLabel(e.Tkt)]++
+		}
+		if e.Ses != EtypeNone {
+			iss[partSes][etypeLabel(e.Ses)]++
 		}
 		if e.IssuedWeak() {
-			c.weak[e.Request][weakIssued].Add(1)
+			l.weak[e.Request][weakIssued]++
 		}
 	}
 	if e.Request != RequestAS {
@@ -155,7 +172,7 @@ func (s *source) countRequest(e *Event) {
 		p := &s.pending[key%pendingSlots]
 		if p.key == key && p.seq != 0 {
 			if s.asSeq-p.seq <= recoverWindow {
-				c.recovered[p.method].Add(1)
+				l.recovered[p.method]++
 			}
 			*p = pendingFailure{}
 		}

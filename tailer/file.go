@@ -148,7 +148,7 @@ var errRewritten = errors.New("file truncated or rewritten")
 // readLines reads what the file holds beyond readOff and hands on every
 // complete line; a line longer than maxLine is handed on cut, once, with
 // truncated set. It returns the file's size.
-func (fl *file) readLines(h LineHandler, maxLine int, st *Stats, stop func() bool) (int64, error) {
+func (fl *file) readLines(h sink, maxLine int, st *Stats, stop func() bool) (int64, error) {
 	fi, err := fl.f.Stat()
 	if err != nil {
 		return 0, err
@@ -190,7 +190,7 @@ func (fl *file) readLines(h LineHandler, maxLine int, st *Stats, stop func() boo
 }
 
 // scan hands on the complete lines in buf[start:end].
-func (fl *file) scan(h LineHandler, maxLine int, st *Stats) {
+func (fl *file) scan(h sink, maxLine int, st *Stats) {
 	from := fl.start
 	lines := uint64(0)
 	for {
@@ -202,7 +202,7 @@ func (fl *file) scan(h LineHandler, maxLine int, st *Stats) {
 		if fl.skipping {
 			fl.skipping = false
 		} else {
-			h(fl.buf[fl.start:nl], false)
+			h.line(fl.buf[fl.start:nl], false)
 			lines++
 		}
 		fl.start = nl + 1
@@ -213,7 +213,7 @@ func (fl *file) scan(h LineHandler, maxLine int, st *Stats) {
 	}
 	if pending := fl.end - fl.start; pending > maxLine || (pending == len(fl.buf) && pending > 0) {
 		if !fl.skipping {
-			h(fl.buf[fl.start:fl.start+min(pending, maxLine)], true)
+			h.line(fl.buf[fl.start:fl.start+min(pending, maxLine)], true)
 			lines++
 			fl.skipPos = fl.pos()
 			fl.skipping = true
@@ -223,17 +223,15 @@ func (fl *file) scan(h LineHandler, maxLine int, st *Stats) {
 		fl.ctail.add(fl.buf[fl.start:fl.end])
 		fl.start, fl.end = 0, 0
 	}
-	if lines > 0 {
-		st.Lines.Add(lines)
-	}
+	h.done(lines, st)
 }
 
 // flushPartial hands on a last line without a newline, when a rotated file
 // is closed for good: the daemon will not finish it.
-func (fl *file) flushPartial(h LineHandler, st *Stats) {
+func (fl *file) flushPartial(h sink, st *Stats) {
 	if fl.end > fl.start && !fl.skipping {
-		h(fl.buf[fl.start:fl.end], false)
-		st.Lines.Add(1)
+		h.line(fl.buf[fl.start:fl.end], false)
+		h.done(1, st)
 		fl.ctail.add(fl.buf[fl.start:fl.end])
 		fl.start = fl.end
 		fl.off = fl.readOff

@@ -170,13 +170,13 @@ func TestRotationUnderLoad(t *testing.T) {
 	<-writerDone
 	total := d.count()
 	deadline := time.Now().Add(5 * time.Second)
-	for h.sink.count() < total && time.Now().Before(deadline) {
+	for h.recorder.count() < total && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	time.Sleep(100 * time.Millisecond) // nothing may come twice, late
 	h.stop()
 
-	got := h.sink.snapshot()
+	got := h.recorder.snapshot()
 	seen := make([]int, total)
 	for _, l := range got {
 		n, err := strconv.Atoi(strings.TrimPrefix(l[:12], "seq="))

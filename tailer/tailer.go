@@ -24,6 +24,23 @@ import (
 // only during the call. truncated marks a line cut at the length limit.
 type LineHandler func(line []byte, truncated bool)
 
+// sink is where a file's lines go.
+type sink struct {
+	line  LineHandler
+	flush func()
+}
+
+// done ends a batch of n lines.
+func (s sink) done(n uint64, st *Stats) {
+	if n == 0 {
+		return
+	}
+	if s.flush != nil {
+		s.flush()
+	}
+	st.Lines.Add(n)
+}
+
 // Options configure a Tailer.
 type Options struct {
 	Path string
@@ -46,6 +63,10 @@ type Options struct {
 	MinInterval time.Duration
 	// NoInotify disables change notification (polling only).
 	NoInotify bool
+	// Flush, if set, is called after every batch of lines handed on and
+	// before Stats.Lines counts them: a handler that counts lines locally
+	// publishes its counts there.
+	Flush func()
 }
 
 func (o Options) withDefaults() Options {
@@ -76,7 +97,7 @@ type Tailer struct {
 	logger log.Logger
 	store  *Positions
 	stats  *Stats
-	handle LineHandler
+	handle sink
 
 	cur *file   // the file the path names; nil while it does not exist
 	old []*file // renamed or deleted files still being read
@@ -92,7 +113,7 @@ func New(opts Options, logger log.Logger, store *Positions, stats *Stats, h Line
 		logger: log.With(logger, "path", opts.Path),
 		store:  store,
 		stats:  stats,
-		handle: h,
+		handle: sink{line: h, flush: opts.Flush},
 		now:    time.Now,
 	}
 }

@@ -14,15 +14,15 @@ import (
 	"github.com/go-kit/log"
 )
 
-// sink records every line handed on, so a test can check that each line
+// recorder records every line handed on, so a test can check that each line
 // written arrived exactly once.
-type sink struct {
+type recorder struct {
 	mu    sync.Mutex
 	lines []string
 	cut   int
 }
 
-func (s *sink) handle(line []byte, truncated bool) {
+func (s *recorder) handle(line []byte, truncated bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if truncated {
@@ -32,13 +32,13 @@ func (s *sink) handle(line []byte, truncated bool) {
 	s.lines = append(s.lines, string(line))
 }
 
-func (s *sink) snapshot() []string {
+func (s *recorder) snapshot() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]string(nil), s.lines...)
 }
 
-func (s *sink) count() int {
+func (s *recorder) count() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.lines)
@@ -53,13 +53,13 @@ type run struct {
 }
 
 type harness struct {
-	t       *testing.T
-	dir     string
-	path    string
-	posFile string
-	opts    Options
-	sink    *sink
-	cur     *run
+	t        *testing.T
+	dir      string
+	path     string
+	posFile  string
+	opts     Options
+	recorder *recorder
+	cur      *run
 }
 
 func newHarness(t *testing.T) *harness {
@@ -74,7 +74,7 @@ func newHarness(t *testing.T) *harness {
 			MinInterval:  2 * time.Millisecond,
 			RotateWait:   400 * time.Millisecond,
 		},
-		sink: &sink{},
+		recorder: &recorder{},
 	}
 }
 
@@ -89,7 +89,7 @@ func (h *harness) start() {
 	r := &run{cancel: cancel, done: make(chan struct{}), store: store, stats: &Stats{}}
 	opts := h.opts
 	opts.Path = h.path
-	tl := New(opts, log.NewNopLogger(), store, r.stats, h.sink.handle)
+	tl := New(opts, log.NewNopLogger(), store, r.stats, h.recorder.handle)
 	go func() {
 		defer close(r.done)
 		tl.Run(ctx)
@@ -110,9 +110,9 @@ func (h *harness) stop() {
 func (h *harness) waitLines(n int) {
 	h.t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
-	for h.sink.count() < n {
+	for h.recorder.count() < n {
 		if time.Now().After(deadline) {
-			h.t.Fatalf("got %d lines, want %d", h.sink.count(), n)
+			h.t.Fatalf("got %d lines, want %d", h.recorder.count(), n)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
@@ -156,12 +156,12 @@ func TestStartAtEndAndPartialLine(t *testing.T) {
 	appendFile(t, h.path, " rest\nnew 1\nnew ")
 	h.waitLines(1)
 	time.Sleep(60 * time.Millisecond) // several polls: "new " must wait for its newline
-	if got := h.sink.snapshot(); len(got) != 1 || got[0] != "new 1" {
+	if got := h.recorder.snapshot(); len(got) != 1 || got[0] != "new 1" {
 		t.Fatalf("lines %q, want [new 1]", got)
 	}
 	appendFile(t, h.path, "2\n")
 	h.waitLines(2)
-	checkExact(t, h.sink.snapshot(), []string{"new 1", "new 2"})
+	checkExact(t, h.recorder.snapshot(), []string{"new 1", "new 2"})
 }
 
 func TestFromBeginningAndLateFile(t *testing.T) {
@@ -171,7 +171,7 @@ func TestFromBeginningAndLateFile(t *testing.T) {
 	h.start()
 	h.waitLines(2)
 	h.stop()
-	checkExact(t, h.sink.snapshot(), []string{"a", "b"})
+	checkExact(t, h.recorder.snapshot(), []string{"a", "b"})
 
 	// A file that appears after the start is read from its beginning even
 	// with the default start at the end.
@@ -181,7 +181,7 @@ func TestFromBeginningAndLateFile(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	appendFile(t, h2.path, "x\ny\n")
 	h2.waitLines(2)
-	checkExact(t, h2.sink.snapshot(), []string{"x", "y"})
+	checkExact(t, h2.recorder.snapshot(), []string{"x", "y"})
 	if !h2.cur.stats.Open.Load() {
 		t.Error("file_open gauge is 0")
 	}
@@ -197,10 +197,10 @@ func TestLongLine(t *testing.T) {
 	appendFile(t, h.path, "short\n"+strings.Repeat("x", 1000)+"\nafter\n")
 	h.waitLines(2)
 	time.Sleep(50 * time.Millisecond)
-	checkExact(t, h.sink.snapshot(), []string{"short", "after"})
-	h.sink.mu.Lock()
-	cut := h.sink.cut
-	h.sink.mu.Unlock()
+	checkExact(t, h.recorder.snapshot(), []string{"short", "after"})
+	h.recorder.mu.Lock()
+	cut := h.recorder.cut
+	h.recorder.mu.Unlock()
 	if cut != 1 {
 		t.Errorf("over-long line handed on %d times, want once (cut)", cut)
 	}
@@ -262,7 +262,7 @@ func TestRotations(t *testing.T) {
 	w("recreated")
 	h.waitLines(len(want))
 	time.Sleep(100 * time.Millisecond)
-	checkExact(t, h.sink.snapshot(), want)
+	checkExact(t, h.recorder.snapshot(), want)
 
 	st := h.cur.stats
 	for k, n := range map[int]uint64{RotationRename: 1, RotationTruncate: 1, RotationDelete: 1} {
@@ -328,7 +328,7 @@ func TestRestarts(t *testing.T) {
 		h.start()
 		h.waitLines(len(want))
 		time.Sleep(40 * time.Millisecond) // nothing more may arrive
-		checkExact(t, h.sink.snapshot(), want)
+		checkExact(t, h.recorder.snapshot(), want)
 		if s.mismatch >= 0 && h.cur.stats.Mismatches[s.mismatch].Load() != 1 {
 			t.Errorf("%s: %s mismatch not reported", s.name, MismatchNames[s.mismatch])
 		}
@@ -341,7 +341,7 @@ func TestRestarts(t *testing.T) {
 		}
 		h.stop()
 	}
-	checkExact(t, h.sink.snapshot(), want)
+	checkExact(t, h.recorder.snapshot(), want)
 }
 
 func TestPollingOnly(t *testing.T) {
