@@ -31,8 +31,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	serve := addServeCommand(app)
 	realmUp, realmDown, realmEnv := addRealmCommands(app)
+	probe := addProbeCommand(app)
 	bench := app.Command("bench", "Run the KDC performance tests of the seed document (not built yet).")
-	probe := app.Command("probe", "Probe a KDC once and print the result, Nagios style (not built yet).")
 
 	cmd, err := app.Parse(args)
 	if err != nil {
@@ -48,7 +48,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return realmDown.run(stdout, stderr)
 	case realmEnv.cmd.FullCommand():
 		return realmEnv.run(stdout, stderr)
-	case bench.FullCommand(), probe.FullCommand():
+	case probe.cmd.FullCommand():
+		return probe.run(stdout, stderr)
+	case bench.FullCommand():
 		fmt.Fprintf(stderr, "krb5-exporter %s: not built yet; nothing was run\n", cmd)
 		return 2
 	}

@@ -22,15 +22,21 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 
+	"github.com/krb5-exporter/krb5-exporter/collector"
 	"github.com/krb5-exporter/krb5-exporter/config"
+	"github.com/krb5-exporter/krb5-exporter/kdclog"
 	"github.com/krb5-exporter/krb5-exporter/logging"
+	"github.com/krb5-exporter/krb5-exporter/prober"
 )
 
-// serveCmd is the daemon: /metrics, health endpoints and config reload.
+// serveCmd is the daemon: host collectors, continuous probes, log
+// counters, /metrics, /probe, health endpoints and config reload.
 type serveCmd struct {
 	cmd         *kingpin.CmdClause
 	log         *logging.Config
 	web         *web.FlagConfig
+	collectors  *collector.Config
+	logs        *kdclog.Flags
 	configFile  string
 	configCheck bool
 	metricsPath string
@@ -49,6 +55,8 @@ func addServeCommand(app *kingpin.Application) *serveCmd {
 		Default("/metrics").StringVar(&s.metricsPath)
 	s.cmd.Flag("web.max-requests", "Maximum number of parallel scrape requests. 0 disables the limit.").
 		Default("40").IntVar(&s.maxRequests)
+	s.collectors = collector.RegisterFlags(s.cmd)
+	s.logs = kdclog.RegisterFlags(s.cmd)
 	return s
 }
 
@@ -68,7 +76,22 @@ func (s *serveCmd) run(stdout, stderr io.Writer) int {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
+	host, err := collector.New(logger, *s.collectors)
+	if err != nil {
+		level.Error(logger).Log("msg", "cannot set up the host collectors", "err", err)
+		return 1
+	}
+	reg.MustRegister(host)
+	probes := prober.NewManager(logger, reg)
+	defer probes.Stop()
+	logs, err := s.logs.NewManager(logger, reg)
+	if err != nil {
+		level.Error(logger).Log("msg", "cannot set up the log collector", "err", err)
+		return 1
+	}
 	reloader := config.NewReloader(s.configFile, logger, reg)
+	reloader.OnReload(probes.ApplyConfig)
+	reloader.OnReload(func(c *config.Config) error { return logs.ApplyConfig(c.Logs) })
 	if err := reloader.Reload(); err != nil {
 		// Reload has logged the one line that says what is wrong.
 		return 1
@@ -76,6 +99,13 @@ func (s *serveCmd) run(stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	logsDone := make(chan struct{})
+	go func() {
+		defer close(logsDone)
+		logs.Run(ctx)
+	}()
+	// On the way out the log positions are written last, after HTTP stops.
+	defer func() { stop(); <-logsDone }()
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -90,7 +120,7 @@ func (s *serveCmd) run(stdout, stderr io.Writer) int {
 		}
 	}()
 
-	mux, err := s.routes(logger, reg, reloader)
+	mux, err := s.routes(logger, reg, reloader, probes)
 	if err != nil {
 		level.Error(logger).Log("msg", "cannot build the web interface", "err", err)
 		return 1
@@ -130,7 +160,7 @@ func (s *serveCmd) check(stdout io.Writer, logger log.Logger) int {
 }
 
 // routes builds the HTTP endpoints of the daemon.
-func (s *serveCmd) routes(logger log.Logger, reg *prometheus.Registry, reloader *config.Reloader) (*http.ServeMux, error) {
+func (s *serveCmd) routes(logger log.Logger, reg *prometheus.Registry, reloader *config.Reloader, probes *prober.Manager) (*http.ServeMux, error) {
 	mux := http.NewServeMux()
 	mux.Handle(s.metricsPath, promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorLog:            promErrorLogger{logger},
@@ -138,6 +168,7 @@ func (s *serveCmd) routes(logger log.Logger, reg *prometheus.Registry, reloader 
 		MaxRequestsInFlight: s.maxRequests,
 		Registry:            reg,
 	}))
+	mux.Handle("/probe", probes.Handler(reloader.Current))
 	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "Healthy")
 	})
@@ -163,6 +194,7 @@ func (s *serveCmd) routes(logger log.Logger, reg *prometheus.Registry, reloader 
 			Version:     version.Info(),
 			Links: []web.LandingLinks{
 				{Address: s.metricsPath, Text: "Metrics"},
+				{Address: "/probe?target=127.0.0.1:88&module=default", Text: "Probe a KDC (module from the configuration file)"},
 				{Address: "/-/healthy", Text: "Health"},
 			},
 		})
