@@ -186,22 +186,32 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	return s.w.Write(p)
 }
 
-// metric returns the value line of a metric from /metrics.
+// metric returns the first sample line of a metric from /metrics.
 func metric(t *testing.T, base, name string) string {
+	t.Helper()
+	if lines := metricLines(t, base, name); len(lines) > 0 {
+		return lines[0]
+	}
+	return ""
+}
+
+// metricLines returns every sample line of a metric from /metrics.
+func metricLines(t *testing.T, base, name string) []string {
 	t.Helper()
 	resp, err := http.Get(base + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
+	var lines []string
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		if strings.HasPrefix(sc.Text(), name+" ") || strings.HasPrefix(sc.Text(), name+"{") {
-			return sc.Text()
+			lines = append(lines, sc.Text())
 		}
 	}
-	return ""
+	return lines
 }
 
 func post(t *testing.T, url string) int {

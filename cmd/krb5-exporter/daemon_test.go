@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/krb5-exporter/krb5-exporter/realm"
+)
+
+// TestDaemonAgainstRealm runs the binary as `make demo` does, against a
+// real KDC, and checks that each part of the daemon reports: the host
+// collectors see krb5kdc, the probes log in, and the log collector counts
+// a login made by a real MIT client.
+func TestDaemonAgainstRealm(t *testing.T) {
+	t.Parallel()
+	if err := realm.Available(); err != nil {
+		t.Skip(err)
+	}
+	r, err := realm.Up(context.Background(), realm.Options{Dir: filepath.Join(t.TempDir(), "r"), Users: 2, Services: 1, Fillers: -1, NoKadmind: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Down() })
+	cfg := filepath.Join(t.TempDir(), "exporter.yml")
+	if err := writeRealmConfig(r, cfg); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(cfg)
+	os.WriteFile(cfg, []byte(strings.ReplaceAll(string(b), "interval: 15s", "interval: 1s")), 0o600)
+
+	base, _, logs := daemon(t, "--config.file", cfg,
+		"--collector.process.krb5kdc-pidfile", r.KDCPidFile,
+		"--collector.kdcconf.path", r.KDCConf, "--collector.kdcconf.krb5-config", r.Krb5Conf,
+		"--kdclog.position-file", filepath.Join(t.TempDir(), "positions.json"))
+
+	kinit := exec.Command("kinit", "-k", "-t", r.UserKeytab, r.User(1))
+	kinit.Env = append(os.Environ(), r.Env()...)
+	if out, err := kinit.CombinedOutput(); err != nil {
+		t.Fatalf("kinit: %v %s", err, out)
+	}
+
+	want := map[string]string{
+		`krb5_process_up{program="krb5kdc"}`:                        "1",
+		`krb5_probe_success{exchange="as",target="perf_test-udp"}`:  "1",
+		`krb5_probe_success{exchange="tgs",target="perf_test-tcp"}`: "1",
+		`krb5_kdc_requests_total{request="as",status="ISSUE"}`:      "1",
+		`krb5_kdcconf_tcp_listen_backlog`:                           "5",
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		missing := []string{}
+		for series, value := range want {
+			name, _, _ := strings.Cut(series, "{")
+			got := ""
+			for _, line := range metricLines(t, base, name) {
+				if strings.HasPrefix(line, series+" ") {
+					got = strings.TrimPrefix(line, series+" ")
+				}
+			}
+			if got != value {
+				missing = append(missing, series+" = "+got+" (want "+value+")")
+			}
+		}
+		if len(missing) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 60s: %v\nexporter log:\n%s", missing, logs.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
