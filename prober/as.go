@@ -206,7 +206,11 @@ func (c *Client) choosePreauth(phase string) (preauthChoice, error) {
 	}
 	ch := preauthChoice{etype: e.etype}
 	if e.hasSalt {
-		ch.salt = string(e.salt)
+		// The KDC repeats the same salt on every login: reuse the string.
+		if string(e.salt) != c.salt {
+			c.salt = string(e.salt)
+		}
+		ch.salt = c.salt
 	}
 	if len(e.s2kparams) > 0 {
 		ch.s2kparams = hex.EncodeToString(e.s2kparams)

@@ -6,7 +6,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -200,4 +202,67 @@ func benchParallel(b *testing.B, newOp func(*testing.B, *realm.Realm) func(conte
 	})
 	b.StopTimer()
 	m.stop(b)
+}
+
+// BenchmarkLatency compares what a user waits for: a login then a service
+// ticket, by the engine and by `kinit -k` + `kvno` (a fresh ccache per
+// login, so kvno always asks the KDC), on a default realm (SPAKE offered,
+// last_success written). It reports p50/p99 per exchange in milliseconds;
+// kinit and kvno include their process start, as a check_kerberos-style
+// shell-out does. Run with -benchtime=Nx.
+func BenchmarkLatency(b *testing.B) {
+	r := upRealm(b, realm.Options{Users: 2, Services: 2})
+	b.Run("engine", func(b *testing.B) {
+		c := userClient(b, r, 1, Options{})
+		svc := c.PrepareService(mustPrincipal(b, r.Service(1)))
+		var as, tgs []time.Duration
+		for i := 0; i < b.N; i++ {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			a, err := c.Login(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			t, err := c.ServiceTicket(ctx, svc)
+			cancel()
+			if err != nil {
+				b.Fatal(err)
+			}
+			as, tgs = append(as, a.Duration), append(tgs, t.Duration)
+		}
+		reportPercentiles(b, "as", as)
+		reportPercentiles(b, "tgs", tgs)
+	})
+	b.Run("kinit+kvno", func(b *testing.B) {
+		kinit, err1 := exec.LookPath("kinit")
+		kvno, err2 := exec.LookPath("kvno")
+		if err1 != nil || err2 != nil {
+			b.Skip("kinit/kvno not installed")
+		}
+		env := append(os.Environ(), r.Env()...)
+		run := func(name string, args ...string) time.Duration {
+			cmd := exec.Command(name, args...)
+			cmd.Env = env
+			start := time.Now()
+			if out, err := cmd.CombinedOutput(); err != nil {
+				b.Fatalf("%s %v: %v\n%s", name, args, err, out)
+			}
+			return time.Since(start)
+		}
+		var as, tgs []time.Duration
+		for i := 0; i < b.N; i++ {
+			as = append(as, run(kinit, "-k", "-t", r.UserKeytab, r.User(1)))
+			tgs = append(tgs, run(kvno, "-q", r.Service(1)))
+		}
+		reportPercentiles(b, "as", as)
+		reportPercentiles(b, "tgs", tgs)
+	})
+}
+
+func reportPercentiles(b *testing.B, name string, d []time.Duration) {
+	slices.Sort(d)
+	at := func(p float64) float64 {
+		return float64(d[int(p*float64(len(d)-1))]) / float64(time.Millisecond)
+	}
+	b.ReportMetric(at(0.5), name+"-p50-ms")
+	b.ReportMetric(at(0.99), name+"-p99-ms")
 }

@@ -68,6 +68,7 @@ type Client struct {
 
 	rbuf     []byte // receive buffer
 	kerr     krbError
+	salt     string    // the last salt the KDC announced
 	asNonce  int64     // nonce of the AS-REQ in flight
 	sentWall time.Time // wall clock when it was sent
 

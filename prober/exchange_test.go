@@ -363,3 +363,38 @@ func TestKDCByHostName(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The hot path allocates nothing once a Client is warm: request parts are
+// pre-encoded, replies parsed in place, key schedules kept, the socket reused.
+func TestExchangesDoNotAllocate(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector changes allocation counts")
+	}
+	r := upRealm(t, realm.Options{DisableLastSuccess: true})
+	c := userClient(t, r, 1, Options{})
+	defer c.Close()
+	svc := c.PrepareService(mustPrincipal(t, r.Service(1)))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := c.ServiceTicket(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	if n := testing.AllocsPerRun(100, func() {
+		if _, e := c.Login(ctx); e != nil {
+			err = e
+		}
+	}); n != 0 {
+		t.Errorf("%v allocations per login", n)
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		if _, e := c.ServiceTicket(ctx, svc); e != nil {
+			err = e
+		}
+	}); n != 0 {
+		t.Errorf("%v allocations per service ticket", n)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
