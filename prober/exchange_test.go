@@ -357,8 +357,7 @@ func TestDeadKDC(t *testing.T) {
 func TestKDCByHostName(t *testing.T) {
 	r := upRealm(t, realm.Options{})
 	_, port, _ := net.SplitHostPort(r.KDCAddr)
-	c := userClient(t, r, 1, Options{Transport: TCP})
-	c.kdc = net.JoinHostPort("localhost", port)
+	c := userClient(t, r, 1, Options{KDC: net.JoinHostPort("localhost", port), Transport: TCP})
 	if _, err := c.Login(testCtx(t, 10*time.Second)); err != nil {
 		t.Fatal(err)
 	}

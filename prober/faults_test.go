@@ -2,8 +2,8 @@ package prober
 
 import (
 	"context"
+	"io"
 	"net"
-	"net/netip"
 	"os"
 	"runtime"
 	"strings"
@@ -17,7 +17,15 @@ import (
 // lossyRelay forwards UDP datagrams between one client and the KDC, dropping
 // the first `drop` requests: a lossy link in front of a real KDC.
 func lossyRelay(t *testing.T, kdc string, drop int32) (addr string, dropped *atomic.Int32) {
-	front, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	return lossyRelayOn(t, "127.0.0.1:0", kdc, drop)
+}
+
+func lossyRelayOn(t *testing.T, listen, kdc string, drop int32) (addr string, dropped *atomic.Int32) {
+	la, err := net.ResolveUDPAddr("udp", listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	front, err := net.ListenUDP("udp", la)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,8 +70,7 @@ func lossyRelay(t *testing.T, kdc string, drop int32) (addr string, dropped *ato
 func TestUDPRetransmit(t *testing.T) {
 	r := upRealm(t, realm.Options{})
 	addr, dropped := lossyRelay(t, r.KDCAddr, 1)
-	c := userClient(t, r, 1, Options{UDPRetransmit: 100 * time.Millisecond})
-	c.kdc, c.kdcAddr = addr, mustAddrPort(t, addr)
+	c := userClient(t, r, 1, Options{KDC: addr, UDPRetransmit: 100 * time.Millisecond})
 	as, err := c.Login(testCtx(t, 10*time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -78,8 +85,7 @@ func TestUDPRetransmit(t *testing.T) {
 
 	// Without retransmits the lost request is a timeout.
 	addr, _ = lossyRelay(t, r.KDCAddr, 1)
-	c = userClient(t, r, 1, Options{})
-	c.kdc, c.kdcAddr = addr, mustAddrPort(t, addr)
+	c = userClient(t, r, 1, Options{KDC: addr})
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	_, err = c.Login(ctx)
@@ -123,15 +129,6 @@ func TestResponseTooBigFallsBackToTCP(t *testing.T) {
 	if err != nil || !tgs.TCPFallback {
 		t.Errorf("TGS %+v, %v; want a TCP fallback", tgs, err)
 	}
-}
-
-func mustAddrPort(t *testing.T, s string) netip.AddrPort {
-	t.Helper()
-	ap, err := netip.ParseAddrPort(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ap
 }
 
 // openFDs counts this process's open file descriptors.
@@ -193,4 +190,55 @@ func TestDeadKDCNoLeaks(t *testing.T) {
 		}
 	}
 	t.Errorf("after 1,000 probes of a dead KDC: goroutines %d -> %d, open fds %d -> %d", g0, g1, fd0, fd1)
+}
+
+// tcpRelay forwards TCP connections from listen to the KDC.
+func tcpRelay(t *testing.T, listen, kdc string) string {
+	l, err := net.Listen("tcp", listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				k, err := net.Dial("tcp", kdc)
+				if err != nil {
+					return
+				}
+				defer k.Close()
+				go io.Copy(k, c)
+				io.Copy(c, k)
+			}()
+		}
+	}()
+	return l.Addr().String()
+}
+
+// The KDC at an IPv6 literal address, over UDP and TCP (relayed from ::1 to
+// the harness KDC, which listens on 127.0.0.1).
+func TestIPv6KDC(t *testing.T) {
+	if l, err := net.ListenPacket("udp", "[::1]:0"); err != nil {
+		t.Skipf("no IPv6 loopback: %v", err)
+	} else {
+		l.Close()
+	}
+	r := upRealm(t, realm.Options{})
+	udp, _ := lossyRelayOn(t, "[::1]:0", r.KDCAddr, 0)
+	tcp := tcpRelay(t, "[::1]:0", r.KDCAddr)
+	for tr, addr := range map[Transport]string{UDP: udp, TCP: tcp} {
+		if !strings.HasPrefix(addr, "[::1]:") {
+			t.Fatalf("relay address %s", addr)
+		}
+		c := userClient(t, r, 1, Options{KDC: addr, Transport: tr})
+		if _, err := c.ServiceTicket(testCtx(t, 10*time.Second), c.PrepareService(mustPrincipal(t, r.Service(1)))); err != nil {
+			t.Errorf("%v via %s: %v", tr, addr, err)
+		}
+		c.Close()
+	}
 }

@@ -2,6 +2,7 @@ package prober
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -203,11 +204,17 @@ func TestManagerReload(t *testing.T) {
 		}
 	}
 
-	// A changed module restarts the target with the new settings.
+	// A changed module restarts the target with the new settings; its
+	// keytab here is readable by everyone, which is said once and shown.
+	open := filepath.Join(t.TempDir(), "open.keytab")
+	if err := os.WriteFile(open, mustRead(t, r.ProbeKeytab), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	cfg3 := probeConfig(r)
 	cfg3.Probes = cfg3.Probes[:1]
 	mod := cfg3.Modules["default"]
 	mod.PreauthUpfront = true
+	mod.Keytab = open
 	cfg3.Modules["default"] = mod
 	if err := m.ApplyConfig(cfg3); err != nil {
 		t.Fatal(err)
@@ -218,6 +225,9 @@ func TestManagerReload(t *testing.T) {
 	eventually(t, "a probe with pre-authentication up front", func() bool {
 		return counter(pm.total, "kdc-udp", ExchangeAS, ClassSuccess) >= 1
 	})
+	if gauge(pm.worldReadable, "kdc-udp") != 1 {
+		t.Error("world-readable keytab not flagged")
+	}
 
 	g0 := runtime.NumGoroutine()
 	m.Stop()

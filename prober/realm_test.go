@@ -58,7 +58,7 @@ func kadmin(t testing.TB, r *realm.Realm, cmds ...string) string {
 }
 
 // userClient returns a Client for user i of the realm with the realm's user
-// keytab.
+// keytab, talking to the realm's KDC unless o.KDC says otherwise.
 func userClient(t testing.TB, r *realm.Realm, i int, o Options) *Client {
 	t.Helper()
 	p := mustPrincipal(t, r.User(i))
@@ -69,7 +69,10 @@ func userClient(t testing.TB, r *realm.Realm, i int, o Options) *Client {
 		}
 		o.Credentials = creds
 	}
-	o.KDC, o.Client = r.KDCAddr, p
+	if o.KDC == "" {
+		o.KDC = r.KDCAddr
+	}
+	o.Client = p
 	c, err := NewClient(o)
 	if err != nil {
 		t.Fatal(err)
