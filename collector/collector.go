@@ -76,7 +76,7 @@ func New(logger log.Logger, cfg Config) (*KDCCollector, error) {
 		k.collectors = append(k.collectors, namedCollector{"process", newProcessCollector(scan, logger)})
 	}
 	if cfg.Network {
-		k.collectors = append(k.collectors, namedCollector{"network", newNetworkCollector(scan, conf, pfs, cfg.ProcFS, logger)})
+		k.collectors = append(k.collectors, namedCollector{"network", newNetworkCollector(scan, conf, pfs, cfg.ProcFS, cfg.TCPConnections, logger)})
 	}
 	if cfg.KDCConf {
 		k.collectors = append(k.collectors, namedCollector{"kdcconf", newKDCConfCollector(scan, conf, logger)})

@@ -25,7 +25,7 @@ func TestRegisterFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Config{ProcFS: "/host/proc", Process: true, KDCConf: true, KDCPidFile: "/run/krb5kdc.pid",
+	want := Config{ProcFS: "/host/proc", Process: true, KDCConf: true, TCPConnections: true, KDCPidFile: "/run/krb5kdc.pid",
 		KDCConfPath: "/a/kdc.conf:/b/kdc.conf", Krb5ConfPath: "/x/krb5.conf"}
 	if *cfg != want {
 		t.Errorf("parsed = %+v, want %+v", *cfg, want)

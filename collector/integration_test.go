@@ -413,5 +413,18 @@ func TestIntegrationTCPBacklog(t *testing.T) {
 		t.Errorf("ListenOverflows did not rise (%v -> %v)", over0, v)
 	}
 	t.Logf("%d of 12 connections completed; accept queue %v, limit %v", len(conns), q, limit)
+
+	// Without the connection count (no walk of the connection table), the
+	// accept queue is still read, from the listener dump.
+	cfg := realmConfig(r)
+	cfg.TCPConnections = false
+	_, reg2 := newTestCollector(t, cfg)
+	s2 := gather(t, reg2)
+	if v := s2.value("krb5_kdc_tcp_listen_queue_length", "address", r.KDCAddr); v != q {
+		t.Errorf("accept queue = %v without connection counting, %v with", v, q)
+	}
+	if n := s2.count("krb5_kdc_tcp_connections"); n != 0 {
+		t.Errorf("%d connection series with connection counting off", n)
+	}
 	cont()
 }

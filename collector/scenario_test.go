@@ -304,6 +304,16 @@ func TestDisabledCollectors(t *testing.T) {
 	if v := s.value("krb5_kdc_udp_drops_total"); v != 0 {
 		t.Errorf("udp drops = %v", v)
 	}
+
+	cfg.TCPConnections = false
+	_, reg = newTestCollector(t, cfg)
+	s = gather(t, reg)
+	if n := s.count("krb5_kdc_tcp_connections"); n != 0 {
+		t.Errorf("%d connection series with --no-collector.network.tcp-connections", n)
+	}
+	if _, ok := s.find("krb5_kdc_tcp_listen_queue_length"); !ok {
+		t.Error("the accept queue needs no connection count")
+	}
 }
 
 func TestNewBadProcFS(t *testing.T) {

@@ -129,6 +129,10 @@ func diagRequest(family uint8, states uint32, sport uint16) []byte {
 	r := b[unix.SizeofNlMsghdr:]
 	r[0], r[1] = family, unix.IPPROTO_TCP
 	ne.PutUint32(r[4:], states)
+	// The kernel compares idiag_sport with every socket before running the
+	// bytecode (much cheaper); the bytecode keeps the filter exact where
+	// it does not.
+	binary.BigEndian.PutUint16(r[8:], sport)
 	if bc != nil {
 		a := r[sizeofInetDiagReqV2:]
 		ne.PutUint16(a[0:], uint16(unix.SizeofRtAttr+len(bc)))
