@@ -120,6 +120,24 @@ func (c *counts) statusIndex(e *Event) int {
 		return idxIssue
 	case "NEEDED_PREAUTH":
 		return idxNeededPreauth
+	case "PREAUTH_FAILED":
+		return idxPreauthFailed
+	case "CLIENT_NOT_FOUND":
+		return idxClientNotFound
+	case "LOOKING_UP_SERVER":
+		return idxLookingUpSrv
 	}
 	return c.statuses.index(e.Status)
+}
+
+// methodIndex is the preauth method label index; the two methods of
+// almost every login are matched without hashing.
+func (c *counts) methodIndex(m []byte) int {
+	switch string(m) {
+	case "encrypted_timestamp":
+		return 0
+	case "spake":
+		return 1
+	}
+	return c.methods.index(m)
 }

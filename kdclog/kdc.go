@@ -296,8 +296,8 @@ func parseRepEtypes(b []byte, e *Event) {
 
 // parsePreauth reads "METHOD) verify failure: MESSAGE" after "preauth (".
 func parsePreauth(m []byte, e *Event) Reason {
-	i := bytes.Index(m, suffixVerifyFail)
-	if i <= 0 {
+	i := bytes.IndexByte(m, ')')
+	if i <= 0 || !bytes.HasPrefix(m[i:], suffixVerifyFail) {
 		return ReasonUnknownMessage
 	}
 	e.Kind = KindPreauthFailure

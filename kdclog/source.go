@@ -109,7 +109,7 @@ func (s *source) count(e *Event) {
 	case KindRequest:
 		s.countRequest(e)
 	case KindPreauthFailure:
-		m := c.methods.index(e.Method)
+		m := c.methodIndex(e.Method)
 		l.preauth[m][e.PreauthReason]++
 		slot := &s.pidMethod[uint(e.PID)%uint(len(s.pidMethod))]
 		slot.pid, slot.method = e.PID, m

@@ -117,9 +117,12 @@ var knownStatuses = []string{
 
 // Indexes of the statuses counted most, matched without a map lookup.
 const (
-	idxIssue         = 0
-	idxNeededPreauth = 1
-	idxMorePreauth   = 2
+	idxIssue          = 0
+	idxNeededPreauth  = 1
+	idxMorePreauth    = 2
+	idxPreauthFailed  = 3
+	idxClientNotFound = 4
+	idxLookingUpSrv   = 5
 )
 
 // maxDynamicStatuses bounds the statuses not in knownStatuses that get a

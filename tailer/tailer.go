@@ -58,8 +58,10 @@ type Options struct {
 	// BufferBytes is the read buffer per open file (default 256 KiB).
 	BufferBytes int
 	// MinInterval is the shortest time between two reads when change
-	// notifications arrive faster (default 50ms): a busy KDC writes a line
-	// per request, and reading in batches is what keeps the cost low.
+	// notifications arrive faster (default 1s, at most PollInterval): a
+	// quiet log is read as soon as a line arrives, a busy one (a KDC writes
+	// a line per request) in batches, which is what keeps the cost low:
+	// under 1% of a core at 20,000 lines per second.
 	MinInterval time.Duration
 	// NoInotify disables change notification (polling only).
 	NoInotify bool
@@ -83,7 +85,7 @@ func (o Options) withDefaults() Options {
 		o.BufferBytes = max(256<<10, 2*o.MaxLineBytes)
 	}
 	if o.MinInterval <= 0 {
-		o.MinInterval = 50 * time.Millisecond
+		o.MinInterval = time.Second
 	}
 	if o.MinInterval > o.PollInterval {
 		o.MinInterval = o.PollInterval

@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/fsnotify/fsnotify"
 	"github.com/go-kit/log"
@@ -42,11 +43,11 @@ func newWatcher(opts Options, logger log.Logger) *watcher {
 	}
 	wt.w = w
 	wt.wg.Add(1)
-	go wt.loop(base)
+	go wt.loop(base, opts.MinInterval)
 	return wt
 }
 
-func (wt *watcher) loop(base string) {
+func (wt *watcher) loop(base string, pause time.Duration) {
 	defer wt.wg.Done()
 	for {
 		select {
@@ -56,17 +57,47 @@ func (wt *watcher) loop(base string) {
 			if !ok {
 				return
 			}
-			// The log and its rotated siblings; events for other files in
-			// a shared directory (/var/log) are not worth a read.
-			if strings.HasPrefix(filepath.Base(ev.Name), base) {
-				wt.notify()
-			}
+			wt.event(ev, base)
 		case _, ok := <-wt.w.Errors:
 			if !ok {
 				return
 			}
 			wt.notify() // an overflow: something changed, look
 		}
+		// Take what is queued, then pause. While nobody reads, fsnotify
+		// blocks and the kernel merges the identical IN_MODIFY events a
+		// busy log raises with every line into one: a KDC writing 20,000
+		// lines a second costs a few wake-ups, not 20,000.
+		for drained := false; !drained; {
+			select {
+			case ev, ok := <-wt.w.Events:
+				if !ok {
+					return
+				}
+				wt.event(ev, base)
+			case _, ok := <-wt.w.Errors:
+				if !ok {
+					return
+				}
+				wt.notify()
+			default:
+				drained = true
+			}
+		}
+		select {
+		case <-wt.done:
+			return
+		case <-time.After(pause):
+		}
+	}
+}
+
+// event wakes the tailer for events on the log and its rotated siblings;
+// events for other files in a shared directory (/var/log) are not worth
+// a read.
+func (wt *watcher) event(ev fsnotify.Event, base string) {
+	if strings.HasPrefix(filepath.Base(ev.Name), base) {
+		wt.notify()
 	}
 }
 
