@@ -3,10 +3,14 @@
 package prober
 
 import (
+	"bufio"
 	"context"
+	"encoding/binary"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -15,6 +19,12 @@ import (
 	"testing"
 	"time"
 
+	gokrb5client "github.com/jcmturner/gokrb5/v8/client"
+	krb5config "github.com/jcmturner/gokrb5/v8/config"
+	"github.com/jcmturner/gokrb5/v8/iana/nametype"
+	"github.com/jcmturner/gokrb5/v8/keytab"
+	"github.com/jcmturner/gokrb5/v8/messages"
+	"github.com/jcmturner/gokrb5/v8/types"
 	"golang.org/x/sys/unix"
 
 	"github.com/krb5-exporter/krb5-exporter/realm"
@@ -265,4 +275,185 @@ func reportPercentiles(b *testing.B, name string, d []time.Duration) {
 	}
 	b.ReportMetric(at(0.5), name+"-p50-ms")
 	b.ReportMetric(at(0.99), name+"-p99-ms")
+}
+
+// BenchmarkASMessages and BenchmarkTGSMessages measure the engine's own work
+// per exchange without the network: building the requests and handling the
+// replies MIT krb5kdc 1.20 sent (the captured fuzz seeds, etype 20), crypto
+// included.
+func BenchmarkASMessages(b *testing.B) {
+	c := fuzzClient(b)
+	in := readSeed(b, filepath.Join("testdata", "fuzz", "FuzzASReply", "ok-preauth-required-20"))
+	preauth := in[4:]
+	in = readSeed(b, filepath.Join("testdata", "fuzz", "FuzzASReply", "ok-as-rep-20"))
+	nonce, asRep := int64(binary.BigEndian.Uint32(in)), in[4:]
+	var res ASResult
+	now := time.Now()
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		c.patch(&c.asBody, now)
+		if err := c.buildASReq(nil, now); err != nil {
+			b.Fatal(err)
+		}
+		if err := c.checkASReply(preauth, false, PhasePreauthRequired, &res, now, 0); err != nil {
+			b.Fatal(err)
+		}
+		choice, err := c.choosePreauth(PhasePreauthRequired)
+		if err != nil {
+			b.Fatal(err)
+		}
+		c.patch(&c.asBody, now)
+		if err := c.buildASReq(&choice, now); err != nil {
+			b.Fatal(err)
+		}
+		c.asNonce = nonce
+		if err := c.checkASReply(asRep, true, PhaseASRep, &res, now, 0); err != nil {
+			b.Fatal(err)
+		}
+		if err := c.acceptASRep(asRep, &choice, PhaseASRep, &res); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkTGSMessages(b *testing.B) {
+	c := fuzzClient(b)
+	svc := c.PrepareService(mustPrincipal(b, "HTTP/web0001.perf.test"))
+	nonce, kt, key, reply, _ := tgsInput(readSeed(b, filepath.Join("testdata", "fuzz", "FuzzTGSReply", "ok-tgs-rep-20")))
+	c.tgt = tgtState{ok: true, ticket: testTicket(b, kt), keyType: kt, key: key}
+	if err := c.tgt.schedules(); err != nil {
+		b.Fatal(err)
+	}
+	var res TGSResult
+	now := time.Now()
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		c.patch(&svc.body, now)
+		if err := c.buildTGSReq(svc, now); err != nil {
+			b.Fatal(err)
+		}
+		if err := c.acceptTGSRep(reply, nonce, svc, &res); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkUDPRoundTrip is the floor under every exchange: one datagram of a
+// TGS-REQ's size through the engine's UDP socket to an echo server in its own
+// process (pinned like the KDC under BENCH_KDC_CPU), and the answer back. Its
+// client-cpu-ns/op is what the kernel (here: gVisor's netstack) charges per
+// round trip before any Kerberos work.
+func BenchmarkUDPRoundTrip(b *testing.B) {
+	// The echo answers at once, or after about as long as the KDC takes to
+	// issue a ticket: a client that waits longer goes idle, and waking up
+	// costs CPU too.
+	for _, delay := range []string{"0s", "300us"} {
+		b.Run("reply-after-"+delay, func(b *testing.B) { benchUDPRoundTrip(b, delay) })
+	}
+}
+
+func benchUDPRoundTrip(b *testing.B, delay string) {
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), echoServerEnv+"="+delay)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		b.Fatal(err)
+	}
+	ap, err := netip.ParseAddrPort(strings.TrimSpace(line))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if cpu := os.Getenv("BENCH_KDC_CPU"); cpu != "" {
+		n, _ := strconv.Atoi(cpu)
+		var set unix.CPUSet
+		set.Set(n)
+		if err := unix.SchedSetaffinity(cmd.Process.Pid, &set); err != nil {
+			b.Fatal(err)
+		}
+	}
+	s, err := dialUDPSocket(ap)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.close()
+	req, buf := make([]byte, 700), make([]byte, udpBufSize)
+	var st exchangeStats
+	self0 := selfCPU()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := s.exchange(ctx, req, buf, 0, &st)
+		cancel()
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64((selfCPU()-self0).Nanoseconds())/float64(b.N), "client-cpu-ns/op")
+}
+
+// BenchmarkGokrb5 runs the same exchanges with gokrb5's client package, the
+// reference the issue names (1.5-2x the KDC's CPU per login), against the same
+// kind of realm in the same run: a new client per login (a reused one skips
+// the first round trip), and TGSREQGenerateAndExchange with the TGT from
+// ASExchange for TGS (GetServiceTicket would answer from its cache).
+func BenchmarkGokrb5(b *testing.B) {
+	r := benchRealm(b)
+	cfg, err := krb5config.Load(r.Krb5Conf)
+	if cfg == nil {
+		b.Fatal(err) // an UnsupportedDirective error comes with a usable config
+	}
+	cfg.LibDefaults.DefaultTktEnctypeIDs = DefaultEtypes
+	cfg.LibDefaults.DefaultTGSEnctypeIDs = DefaultEtypes
+	cfg.LibDefaults.PermittedEnctypeIDs = DefaultEtypes
+	kt, err := keytab.Load(r.UserKeytab)
+	if err != nil {
+		b.Fatal(err)
+	}
+	user := "user0001"
+	b.Run("as", func(b *testing.B) {
+		m := newCPUMeter(b, r)
+		b.ReportAllocs()
+		m.start(b)
+		for i := 0; i < b.N; i++ {
+			cl := gokrb5client.NewWithKeytab(user, r.Realm, kt, cfg, gokrb5client.DisablePAFXFAST(true))
+			if err := cl.Login(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		m.stop(b)
+	})
+	b.Run("tgs", func(b *testing.B) {
+		cl := gokrb5client.NewWithKeytab(user, r.Realm, kt, cfg, gokrb5client.DisablePAFXFAST(true))
+		req, err := messages.NewASReqForTGT(r.Realm, cfg, types.NewPrincipalName(nametype.KRB_NT_PRINCIPAL, user))
+		if err != nil {
+			b.Fatal(err)
+		}
+		rep, err := cl.ASExchange(r.Realm, req, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		spn := types.NewPrincipalName(nametype.KRB_NT_PRINCIPAL, strings.TrimSuffix(r.Service(1), "@"+r.Realm))
+		m := newCPUMeter(b, r)
+		b.ReportAllocs()
+		b.ResetTimer()
+		m.start(b)
+		for i := 0; i < b.N; i++ {
+			if _, _, err := cl.TGSREQGenerateAndExchange(spn, r.Realm, rep.Ticket, rep.DecryptedEncPart.Key, false); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		m.stop(b)
+	})
 }

@@ -217,7 +217,7 @@ func TestFuzzSeeds(t *testing.T) {
 }
 
 // readSeed decodes a file of the `go test fuzz v1` corpus format.
-func readSeed(t *testing.T, path string) []byte {
+func readSeed(t testing.TB, path string) []byte {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)

@@ -87,5 +87,9 @@ func testCtx(t testing.TB, d time.Duration) context.Context {
 }
 
 func TestMain(m *testing.M) {
+	if os.Getenv(echoServerEnv) != "" {
+		runEchoServer() // BenchmarkUDPRoundTrip's peer, in its own process
+		return
+	}
 	os.Exit(m.Run())
 }
