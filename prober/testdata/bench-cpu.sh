@@ -1,15 +1,23 @@
 #!/bin/sh
 # Client CPU per request against the KDC's, KDC and client pinned to
 # different CPUs: the test binary (the client) runs on CPU 1 under taskset,
-# and BENCH_KDC_CPU=0 makes the benchmark move the KDC it starts to CPU 0.
-# Usage: prober/testdata/bench-cpu.sh [benchtime] [count]   (from the repo root)
+# and BENCH_KDC_CPU=0 makes the benchmarks move the KDC (and the UDP echo
+# peer of BenchmarkUDPRoundTrip) they start to CPU 0.
+#
+#   prober/testdata/bench-cpu.sh [benchtime] [count] [regexp]   (from anywhere)
+#
+# Reported per benchmark: ns/op, client-cpu-ns/op (getrusage of the whole
+# test process), kdc-cpu-ns/op (/proc/PID/stat of the KDC's processes over the
+# same run), client/kdc, B/op and allocs/op. Take the median of several counts:
+# the machine is shared.
 set -eu
 benchtime=${1:-5s}
 count=${2:-3}
+pattern=${3:-'Exchange|Gokrb5|UDPRoundTrip|Messages'}
 cd "$(dirname "$0")/../.."
-bin=$(mktemp -d)/prober.test
-trap 'rm -rf "$(dirname "$bin")"' EXIT
-go test -c -o "$bin" ./prober
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+go test -c -o "$dir/prober.test" ./prober
 cd prober
-BENCH_KDC_CPU=0 taskset -c 1 "$bin" -test.run '^$' -test.bench 'Exchange' \
+BENCH_KDC_CPU=0 taskset -c 1 "$dir/prober.test" -test.run '^$' -test.bench "$pattern" \
 	-test.benchtime "$benchtime" -test.count "$count" -test.benchmem
