@@ -56,7 +56,11 @@ func (h *probeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if name == "" {
 		name = DefaultModule
 	}
-	mod, ok := h.getConfig().Modules[name]
+	var mod config.ProbeModule
+	ok := false
+	if cfg := h.getConfig(); cfg != nil {
+		mod, ok = cfg.Modules[name]
+	}
 	if !ok {
 		http.Error(w, fmt.Sprintf("unknown module %q", name), http.StatusBadRequest)
 		return
