@@ -160,6 +160,11 @@ func TestEndToEnd(t *testing.T) {
 	c.kadminLocal("modprinc -allow_tix "+r.User(3), `modprinc -expire "2001-01-01 00:00:00 UTC" `+r.User(4))
 	c.fails("", "", "kinit", "-k", "-t", r.UserKeytab, r.User(3))
 	c.fails("", "", "kinit", "-k", "-t", r.UserKeytab, r.User(4))
+	// Account lockout by policy: two wrong passwords, then locked.
+	c.kadminLocal("addpol -maxfailure 2 -failurecountinterval 0 -lockoutduration 1h lockout", "modprinc -policy lockout "+r.User(10))
+	c.fails("", "wrong\n", "kinit", r.User(10))
+	c.fails("", "wrong\n", "kinit", r.User(10))
+	c.fails("", "", "kinit", "-k", "-t", r.UserKeytab, r.User(10))
 	// A client offering RC4 only; the KDC has no RC4 keys.
 	rc4 := c.conf("krb5-rc4.conf", func(s string) string {
 		s = regexp.MustCompile(`(?m)^(\s*(default_tkt_enctypes|default_tgs_enctypes|permitted_enctypes) =).*$`).ReplaceAllString(s, "$1 arcfour-hmac")
@@ -200,17 +205,18 @@ func TestEndToEnd(t *testing.T) {
 	truth := series{
 		key("krb5_kdc_requests_total", "request", "as", "status", "ISSUE"):                                      userLogins + kadminRuns,
 		key("krb5_kdc_requests_total", "request", "tgs", "status", "ISSUE"):                                     7 + 1,
-		key("krb5_kdc_requests_total", "request", "as", "status", "MORE_PREAUTH_DATA_REQUIRED"):                 userLogins + kadminRuns + 1, // + the wrong password
-		key("krb5_kdc_requests_total", "request", "as", "status", "PREAUTH_FAILED"):                             1,
+		key("krb5_kdc_requests_total", "request", "as", "status", "MORE_PREAUTH_DATA_REQUIRED"):                 userLogins + kadminRuns + 3, // + the wrong passwords
+		key("krb5_kdc_requests_total", "request", "as", "status", "PREAUTH_FAILED"):                             3,
 		key("krb5_kdc_requests_total", "request", "as", "status", "CLIENT_NOT_FOUND"):                           2,
-		key("krb5_kdc_requests_total", "request", "as", "status", "CLIENT LOCKED OUT"):                          1,
+		key("krb5_kdc_requests_total", "request", "as", "status", "CLIENT LOCKED OUT"):                          1, // allow_tix cleared
+		key("krb5_kdc_requests_total", "request", "as", "status", "LOCKED_OUT"):                                 1, // lockout policy
 		key("krb5_kdc_requests_total", "request", "as", "status", "CLIENT EXPIRED"):                             1,
 		key("krb5_kdc_requests_total", "request", "as", "status", "BAD_ENCRYPTION_TYPE"):                        1,
 		key("krb5_kdc_log_probe_requests_total", "request", "as", "status", "ISSUE"):                            1,
 		key("krb5_kdc_log_probe_requests_total", "request", "tgs", "status", "ISSUE"):                           1,
 		key("krb5_kdc_log_probe_requests_total", "request", "as", "status", "CLIENT_NOT_FOUND"):                 1, // the harness's readiness request
 		key("krb5_kdc_weak_etype_requests_total", "kind", "only_weak", "request", "as"):                         1,
-		key("krb5_kdc_preauth_verify_failures_total", "method", "spake", "reason", "preauth_failed"):            1,
+		key("krb5_kdc_preauth_verify_failures_total", "method", "spake", "reason", "preauth_failed"):            3,
 		key("krb5_kdc_retransmits_total", "action", "resent"):                                                   1,
 		key("krb5_kdc_s4u_requests_total", "kind", "protocol_transition"):                                       1,
 		key("krb5_kadmind_requests_total", "operation", "kadm5_init", "result", "success"):                      kadminRuns,

@@ -86,7 +86,7 @@ func splitHeader(line []byte) (prog Program, pid int, msg []byte, ok bool) {
 // or RFC 3164 file of krb5kdc or kadmind: "Mmm dd hh:mm:ss host prog[pid](sev): ".
 // Anything else falls through to the general code.
 func splitFileHeader(line []byte) (prog Program, pid int, msg []byte, ok bool) {
-	if len(line) < 32 || line[3] != ' ' || line[6] != ' ' || line[9] != ':' || line[12] != ':' || line[15] != ' ' || !isMonth(line) {
+	if len(line) < 32 || !fileTimestamp(line) {
 		return 0, 0, nil, false
 	}
 	h := bytes.IndexByte(line[16:], ' ')
@@ -122,6 +122,11 @@ func splitFileHeader(line []byte) (prog Program, pid int, msg []byte, ok bool) {
 		return 0, 0, nil, false
 	}
 	return prog, pid, t[i+2:], true
+}
+
+// fileTimestamp reports whether line starts with "Mmm dd hh:mm:ss ".
+func fileTimestamp(line []byte) bool {
+	return len(line) > 16 && line[3] == ' ' && line[6] == ' ' && line[9] == ':' && line[12] == ':' && line[15] == ' ' && isMonth(line)
 }
 
 // split5424 handles what follows "<PRI>1 ": TIMESTAMP HOSTNAME APP-NAME

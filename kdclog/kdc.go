@@ -118,12 +118,12 @@ func parseRequest(p *Parser, m []byte, e *Event) Reason {
 		return ReasonMalformed
 	}
 	m = m[i+9:]
-	end := bytes.IndexByte(m, '}')
-	if end < 0 || end+2 >= len(m) || m[end+1] != ')' || m[end+2] != ' ' {
+	list, weak, ok := p.list(m)
+	end := len(list)
+	if !ok || end+2 >= len(m) || m[end+1] != ')' || m[end+2] != ' ' {
 		return ReasonMalformed
 	}
-	e.Offered = n
-	e.OfferedWeak = p.weakIn(m[:end])
+	e.Offered, e.OfferedWeak = n, weak
 	return parseAfterEtypes(p, m[end+3:], e)
 }
 
@@ -225,12 +225,9 @@ func parseAfterEtypes(p *Parser, m []byte, e *Event) Reason {
 		m = m[j+2:]
 		if len(m) > 8 && string(m[:8]) == "etypes {" {
 			m = m[8:]
-			end := bytes.IndexByte(m, '}')
-			if end < 0 {
+			end, ok := p.repEtypes(m, e, issue)
+			if !ok {
 				return ReasonMalformed
-			}
-			if issue {
-				p.repEtypes(m[:end], e)
 			}
 			m = m[end+1:]
 			if len(m) > 0 && m[0] == ',' {

@@ -11,6 +11,9 @@ type Parser struct {
 	offeredWeak int
 	rep         []byte // the last "rep=..., tkt=..., ses=..." of an ISSUE line
 	reps        [3]Etype
+	hdr         []byte // the last " host krb5kdc[pid](sev): " after a FILE: timestamp
+	hdrProg     Program
+	hdrPID      int
 }
 
 // Parse reads one log line (without its newline) into e and reports
@@ -30,7 +33,7 @@ func parseLine(p *Parser, line []byte, e *Event) bool {
 	if n := len(line); n > 0 && line[n-1] == '\r' {
 		line = line[:n-1]
 	}
-	prog, pid, msg, ok := splitHeader(line)
+	prog, pid, msg, ok := p.header(line)
 	if !ok {
 		e.Reason = ReasonNoHeader
 		return false
@@ -53,29 +56,62 @@ func parseLine(p *Parser, line []byte, e *Event) bool {
 	return true
 }
 
-// weakIn is countWeak through the Parser's memory.
-func (p *Parser) weakIn(list []byte) int {
+// header is splitHeader through the Parser's memory: the lines of one
+// process differ from each other before the header's end only in their
+// timestamp.
+func (p *Parser) header(line []byte) (prog Program, pid int, msg []byte, ok bool) {
 	if p == nil {
-		return countWeak(list)
+		return splitHeader(line)
 	}
-	if !bytes.Equal(list, p.offered) || p.offered == nil {
-		p.offeredWeak = countWeak(list)
-		p.offered = append(p.offered[:0], list...)
+	if n := 15 + len(p.hdr); p.hdr != nil && len(line) > n && fileTimestamp(line) && bytes.Equal(line[15:n], p.hdr) {
+		return p.hdrProg, p.hdrPID, line[n:], true
 	}
-	return p.offeredWeak
+	prog, pid, msg, ok = splitHeader(line)
+	if ok && (prog == ProgramKDC || prog == ProgramKadmind) && fileTimestamp(line) {
+		p.hdr = append(p.hdr[:0], line[15:len(line)-len(msg)]...)
+		p.hdrProg, p.hdrPID = prog, pid
+	}
+	return prog, pid, msg, ok
 }
 
-// repEtypes is parseRepEtypes through the Parser's memory.
-func (p *Parser) repEtypes(b []byte, e *Event) {
-	if p == nil {
-		parseRepEtypes(b, e)
-		return
+// list returns the etype list at the start of m, up to its '}', through
+// the Parser's memory: a list equal to the last one is not scanned again.
+// weak is the number of weak types in it.
+func (p *Parser) list(m []byte) (list []byte, weak int, ok bool) {
+	if p != nil && len(p.offered) > 0 && len(m) > len(p.offered) && m[len(p.offered)] == '}' && bytes.Equal(m[:len(p.offered)], p.offered) {
+		return m[:len(p.offered)], p.offeredWeak, true
 	}
-	if p.rep == nil || !bytes.Equal(b, p.rep) {
-		parseRepEtypes(b, e)
-		p.reps = [3]Etype{e.Rep, e.Tkt, e.Ses}
-		p.rep = append(p.rep[:0], b...)
-		return
+	end := bytes.IndexByte(m, '}')
+	if end < 0 {
+		return nil, 0, false
 	}
-	e.Rep, e.Tkt, e.Ses = p.reps[0], p.reps[1], p.reps[2]
+	weak = countWeak(m[:end])
+	if p != nil {
+		p.offered = append(p.offered[:0], m[:end]...)
+		p.offeredWeak = weak
+	}
+	return m[:end], weak, true
+}
+
+// repEtypes reads the "rep=..., tkt=..., ses=...}" at the start of m into
+// e through the Parser's memory and returns its length, up to the '}'.
+func (p *Parser) repEtypes(m []byte, e *Event, issue bool) (int, bool) {
+	if p != nil && len(p.rep) > 0 && len(m) > len(p.rep) && m[len(p.rep)] == '}' && bytes.Equal(m[:len(p.rep)], p.rep) {
+		if issue {
+			e.Rep, e.Tkt, e.Ses = p.reps[0], p.reps[1], p.reps[2]
+		}
+		return len(p.rep), true
+	}
+	end := bytes.IndexByte(m, '}')
+	if end < 0 {
+		return 0, false
+	}
+	if issue {
+		parseRepEtypes(m[:end], e)
+		if p != nil {
+			p.reps = [3]Etype{e.Rep, e.Tkt, e.Ses}
+			p.rep = append(p.rep[:0], m[:end]...)
+		}
+	}
+	return end, true
 }

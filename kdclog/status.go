@@ -26,7 +26,8 @@ var knownStatuses = []string{
 	"PROCESS_TGS",
 	"CLIENT EXPIRED",
 	"CLIENT KEY EXPIRED",
-	"CLIENT LOCKED OUT",
+	"CLIENT LOCKED OUT", // allow_tix cleared (modprinc -allow_tix)
+	"LOCKED_OUT",        // lockout policy: pw_max_fail reached (the kdb module's status)
 	"REQUIRED PWCHANGE",
 	"SERVICE EXPIRED",
 	"SERVICE LOCKED OUT",
