@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"net"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"github.com/jcmturner/gokrb5/v8/iana/nametype"
 	"github.com/jcmturner/gokrb5/v8/messages"
 	"github.com/jcmturner/gokrb5/v8/types"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/krb5-exporter/krb5-exporter/config"
 	"github.com/krb5-exporter/krb5-exporter/realm"
@@ -129,9 +131,10 @@ func completeLines(t *testing.T, path string) float64 {
 }
 
 // TestEndToEnd drives real AS and TGS traffic with known outcomes through
-// a harness KDC and kadmind, follows their logs with a Manager, and
-// compares every counter with the truth twice: with what the clients did,
-// and with an independent reading of the log (the oracle).
+// a harness KDC and kadmind, follows their logs with a Manager, scrapes
+// /metrics, and compares every counter with the truth twice: with what
+// the clients did, and with an independent reading of the log (the
+// oracle).
 func TestEndToEnd(t *testing.T) {
 	needMIT(t)
 	r, err := realm.Up(context.Background(), realm.Options{
@@ -195,7 +198,9 @@ func TestEndToEnd(t *testing.T) {
 	kdcLines, kadmLines := completeLines(t, r.KDCLog), completeLines(t, r.KadmindLog)
 	waitValue(t, tm.reg, kdcLines, "krb5_kdc_log_lines_read_total", "path", r.KDCLog)
 	waitValue(t, tm.reg, kadmLines, "krb5_kdc_log_lines_read_total", "path", r.KadmindLog)
-	got := gather(t, tm.reg)
+	srv := httptest.NewServer(promhttp.HandlerFor(tm.reg, promhttp.HandlerOpts{}))
+	defer srv.Close()
+	got := scrape(t, srv.URL+"/metrics")
 
 	// What the clients did. A SPAKE login takes three AS requests (the
 	// middle one is MORE_PREAUTH_DATA_REQUIRED), and so does the wrong

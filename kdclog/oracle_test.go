@@ -3,6 +3,7 @@ package kdclog
 import (
 	"bufio"
 	"fmt"
+	"net/http"
 	"os"
 	"regexp"
 	"sort"
@@ -11,6 +12,9 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // The oracle counts a KDC log with regular expressions, a method
@@ -227,6 +231,34 @@ func gather(t *testing.T, g prometheus.Gatherer) series {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return flatten(mfs)
+}
+
+// scrape reads the oracle families from a /metrics endpoint, as
+// Prometheus does.
+func scrape(t *testing.T, url string) series {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s", url, resp.Status)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	var mfs []*dto.MetricFamily
+	for _, mf := range fams {
+		mfs = append(mfs, mf)
+	}
+	return flatten(mfs)
+}
+
+func flatten(mfs []*dto.MetricFamily) series {
 	fams := map[string]bool{}
 	for _, f := range oracleFamilies {
 		fams[f] = true
