@@ -34,6 +34,14 @@ func (r *Realm) StartKDC(ctx context.Context) error {
 		r.StopKDC()
 		return fmt.Errorf("realm: krb5kdc started but does not answer on %s: %v; log: %s", r.KDCAddr, err, logTail(r.KDCLog))
 	}
+	// One worker answering does not mean all are forked; callers count them.
+	for r.Opts.Workers > 0 && len(r.KDCPids()) < r.Opts.Workers+1 {
+		if ctx.Err() != nil {
+			r.StopKDC()
+			return fmt.Errorf("realm: krb5kdc -w %d started only %d workers; log: %s", r.Opts.Workers, len(r.KDCPids())-1, logTail(r.KDCLog))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	return nil
 }
 
@@ -50,9 +58,14 @@ func (r *Realm) StartKadmind(ctx context.Context) error {
 	var d net.Dialer
 	for {
 		c, err := d.DialContext(ctx, "tcp", r.KadmindAddr)
+		// kadmind accepts connections before it writes its pid file, and
+		// Stop and KadmindPid need the file.
 		if err == nil {
 			c.Close()
-			return nil
+			if r.KadmindPid() > 0 {
+				return nil
+			}
+			err = fmt.Errorf("no pid in %s yet", r.KadmindPidFile)
 		}
 		if ctx.Err() != nil {
 			r.StopKadmind()
