@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -82,6 +83,7 @@ func (s *serveCmd) run(stdout, stderr io.Writer) int {
 		return 1
 	}
 	reg.MustRegister(host)
+	level.Info(logger).Log("msg", "KDC host collectors", "enabled", strings.Join(host.Enabled(), ","))
 	probes := prober.NewManager(logger, reg)
 	defer probes.Stop()
 	logs, err := s.logs.NewManager(logger, reg)
