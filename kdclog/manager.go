@@ -46,6 +46,8 @@ type Manager struct {
 	ctx     context.Context // set while Run runs
 	cancel  context.CancelFunc
 	runDone chan struct{}
+
+	flushFailing bool // owned by Run's goroutine
 }
 
 // Options tune a Manager; the zero value is the default.
@@ -249,9 +251,17 @@ func (m *Manager) Stop() {
 	}
 }
 
+// flush writes the position file; a lasting failure is logged once (and
+// its recovery), every failure is counted.
 func (m *Manager) flush() {
-	if err := m.store.Flush(); err != nil {
-		level.Error(m.logger).Log("msg", "cannot write the position file", "err", err)
+	err := m.store.Flush()
+	switch {
+	case err != nil && !m.flushFailing:
+		level.Error(m.logger).Log("msg", "cannot write the position file; a restart would count lines again or skip them", "err", err)
+		m.flushFailing = true
+	case err == nil && m.flushFailing:
+		level.Info(m.logger).Log("msg", "position file written again")
+		m.flushFailing = false
 	}
 }
 

@@ -369,3 +369,22 @@ func TestManagerRemoveSource(t *testing.T) {
 		t.Errorf("requests after removal = %v, want 3", v)
 	}
 }
+
+// TestPositionFileWriteErrors: an unwritable position file is counted and
+// logged, and the logs are still followed and counted.
+func TestPositionFileWriteErrors(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "krb5kdc.log")
+	writeLines(t, path, tgsIssue("u@R"))
+	tm := startManager(t, filepath.Join(dir, "no-such-dir", "positions.json"), src(path))
+	waitValue(t, tm.reg, 1, "krb5_kdc_requests_total", "request", "tgs", "status", "ISSUE")
+	deadline := time.Now().Add(10 * time.Second)
+	for value(t, tm.reg, "krb5_kdc_log_position_file_write_errors_total") < 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("no position file write error counted")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	writeLines(t, path, tgsIssue("v@R"))
+	waitValue(t, tm.reg, 2, "krb5_kdc_requests_total", "request", "tgs", "status", "ISSUE")
+}

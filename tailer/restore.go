@@ -29,8 +29,7 @@ func (t *Tailer) restore() {
 	cp := *pos.Current
 	fl, fi, err := openFile(t.opts.Path, t.opts.BufferBytes)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		t.stats.ReadErrors.Add(1)
-		level.Warn(t.logger).Log("msg", "cannot open the log", "err", err)
+		t.problem("cannot open the log", err)
 	}
 	if err == nil && fl.dev == cp.Dev && fl.ino == cp.Ino {
 		switch {
@@ -46,8 +45,7 @@ func (t *Tailer) restore() {
 			fl.seek(0)
 		default:
 			if err := fl.seek(cp.Offset); err != nil {
-				t.stats.ReadErrors.Add(1)
-				level.Warn(t.logger).Log("msg", "cannot read the log at the saved position; reading it from the start", "err", err)
+				t.problem("cannot read the log at the saved position; reading it from the start", err)
 				fl.seek(0)
 			}
 		}
@@ -78,8 +76,7 @@ func (t *Tailer) startFresh() {
 	fl, fi, err := openFile(t.opts.Path, t.opts.BufferBytes)
 	if err != nil {
 		if !errors.Is(err, os.ErrNotExist) {
-			t.stats.ReadErrors.Add(1)
-			level.Warn(t.logger).Log("msg", "cannot open the log", "err", err)
+			t.problem("cannot open the log", err)
 		}
 		return
 	}
@@ -88,7 +85,7 @@ func (t *Tailer) startFresh() {
 		off = fi.Size()
 	}
 	if err := fl.seek(off); err != nil {
-		t.stats.ReadErrors.Add(1)
+		t.problem("cannot read the log at its end; reading it from the start", err)
 		fl.seek(0)
 	}
 	if r := fl.rtail.bytes(); len(r) > 0 && r[len(r)-1] != '\n' {

@@ -104,7 +104,22 @@ type Tailer struct {
 	cur *file   // the file the path names; nil while it does not exist
 	old []*file // renamed or deleted files still being read
 	now func() time.Time
+
+	lastErr string // the error logged last, so a lasting problem is logged once
 }
+
+// problem counts a read error and logs it unless it is the one logged
+// last: a file the exporter may not read is checked every second.
+func (t *Tailer) problem(msg string, err error) {
+	t.stats.ReadErrors.Add(1)
+	if s := msg + ": " + err.Error(); s != t.lastErr {
+		t.lastErr = s
+		level.Warn(t.logger).Log("msg", msg, "err", err)
+	}
+}
+
+// fine notes that the path could be opened, so the next problem is logged.
+func (t *Tailer) fine() { t.lastErr = "" }
 
 // New returns a Tailer; Run starts it. store may be shared by tailers of
 // different paths; stats must not be nil.
@@ -187,8 +202,7 @@ func (t *Tailer) cycle(stop func() bool) {
 	for _, o := range t.old {
 		size, err := o.readLines(t.handle, t.opts.MaxLineBytes, t.stats, stop)
 		if err != nil {
-			level.Warn(t.logger).Log("msg", "reading a rotated file failed; letting it go", "err", err)
-			t.stats.ReadErrors.Add(1)
+			t.problem("reading a rotated file failed; letting it go", err)
 			o.close()
 			continue
 		}
@@ -209,8 +223,7 @@ func (t *Tailer) cycle(stop func() bool) {
 		case errors.Is(err, errRewritten):
 			t.truncated()
 		case err != nil:
-			level.Warn(t.logger).Log("msg", "reading the log failed", "err", err)
-			t.stats.ReadErrors.Add(1)
+			t.problem("reading the log failed", err)
 		default:
 			behind += size - t.cur.readOff
 		}
@@ -235,8 +248,7 @@ func (t *Tailer) checkPath() bool {
 	fi, err := os.Stat(t.opts.Path)
 	if err != nil {
 		if !errors.Is(err, os.ErrNotExist) {
-			t.stats.ReadErrors.Add(1)
-			level.Warn(t.logger).Log("msg", "cannot stat the log", "err", err)
+			t.problem("cannot stat the log", err)
 		}
 		// Gone for now: keep reading the open file, the daemon may still
 		// write to it until it reopens its log.
@@ -249,11 +261,11 @@ func (t *Tailer) checkPath() bool {
 	nf, _, err := openFile(t.opts.Path, t.opts.BufferBytes)
 	if err != nil {
 		if !errors.Is(err, os.ErrNotExist) {
-			t.stats.ReadErrors.Add(1)
-			level.Warn(t.logger).Log("msg", "cannot open the log", "err", err)
+			t.problem("cannot open the log", err)
 		}
 		return false
 	}
+	t.fine()
 	if t.cur != nil {
 		kind := RotationRename
 		if cfi, err := t.cur.f.Stat(); err == nil && nlink(cfi) == 0 {

@@ -389,3 +389,49 @@ func TestUnwatchableDirectory(t *testing.T) {
 	appendFile(t, h.path, "found by polling\n")
 	h.waitLines(1)
 }
+
+// countingLogger counts log lines.
+type countingLogger struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (l *countingLogger) Log(...any) error {
+	l.mu.Lock()
+	l.n++
+	l.mu.Unlock()
+	return nil
+}
+
+// TestUnreadablePath: a path that cannot be read (here a directory) is an
+// error counted at every check but logged once, and the tailer carries on
+// and follows the file once it is one.
+func TestUnreadablePath(t *testing.T) {
+	h := newHarness(t)
+	os.Mkdir(h.path, 0o755)
+	logger := &countingLogger{}
+	store, _ := OpenPositions("", logger)
+	stats := &Stats{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	tl := New(Options{Path: h.path, PollInterval: 10 * time.Millisecond}, logger, store, stats, h.recorder.handle)
+	go func() { defer close(done); tl.Run(ctx) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for stats.ReadErrors.Load() < 5 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if stats.ReadErrors.Load() < 5 {
+		t.Fatalf("read errors: %d", stats.ReadErrors.Load())
+	}
+	logger.mu.Lock()
+	n := logger.n
+	logger.mu.Unlock()
+	if n != 1 {
+		t.Errorf("logged %d times, want once", n)
+	}
+	os.Remove(h.path)
+	appendFile(t, h.path, "now a file\n")
+	h.waitLines(1)
+	cancel()
+	<-done
+}
