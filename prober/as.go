@@ -280,18 +280,44 @@ func (c *Client) buildASReq(choice *preauthChoice, now time.Time) error {
 		c.ct = s.ts.seal(c.ct[:0], a.bytes(), c.rng)
 		pm := w.len()
 		w.encryptedData(k.etype, 0, c.ct)
-		w.close(tagOctetString, pm)
-		w.close(ctx(2), pm)
-		w.explicitInt(1, int64(patype.PA_ENC_TIMESTAMP))
-		w.close(tagSequence, pm) // PA-DATA
-		w.close(tagSequence, pm) // SEQUENCE OF PA-DATA
-		w.close(ctx(3), pm)
+		w.padata(pm, patype.PA_ENC_TIMESTAMP)
 	}
-	w.explicitInt(2, msgtype.KRB_AS_REQ)
-	w.explicitInt(1, 5)
-	w.close(tagSequence, m)
-	w.close(app(appASReq), m)
+	w.kdcReq(m, msgtype.KRB_AS_REQ, appASReq)
 	return nil
+}
+
+// padata wraps what was written since mark as the value of the one PA-DATA
+// of a KDC-REQ: padata [3] SEQUENCE OF PA-DATA { padata-type [1], padata-value [2] }.
+func (w *derWriter) padata(mark int, typ int32) {
+	w.close(tagOctetString, mark)
+	w.close(ctx(2), mark)
+	w.explicitInt(1, int64(typ))
+	w.close(tagSequence, mark) // PA-DATA
+	w.close(tagSequence, mark) // SEQUENCE OF PA-DATA
+	w.close(ctx(3), mark)
+}
+
+// kdcReq closes a KDC-REQ whose padata and req-body were written since mark:
+// [APPLICATION tag] SEQUENCE { pvno [1] 5, msg-type [2], padata [3], req-body [4] }.
+func (w *derWriter) kdcReq(mark int, msgType int, tag int) {
+	w.explicitInt(2, int64(msgType))
+	w.explicitInt(1, 5)
+	w.close(tagSequence, mark)
+	w.close(app(tag), mark)
+}
+
+// openReply decrypts a reply's encrypted part into c.pt. An integrity
+// failure means the wrong key (ClassDecrypt); anything else is malformed.
+func (c *Client) openReply(u *usageKey, cipher []byte, phase, what string) ([]byte, error) {
+	c.ensurePT(len(cipher))
+	pt, err := u.open(c.pt[:0], cipher)
+	switch {
+	case err == errIntegrity:
+		return nil, wrapError(ClassDecrypt, phase, fmt.Errorf("%s: %w", what, err))
+	case err != nil:
+		return nil, wrapError(ClassMalformedReply, phase, fmt.Errorf("%s: %w", what, err))
+	}
+	return pt, nil
 }
 
 // encryptedData prepends EncryptedData { etype [0], kvno [1] OPTIONAL, cipher [2] }.
@@ -342,13 +368,9 @@ func (c *Client) acceptASRep(reply []byte, choice *preauthChoice, phase string, 
 	if err != nil {
 		return wrapError(ClassKeytab, phase, err)
 	}
-	c.ensurePT(len(rep.enc.cipher))
-	pt, err := s.rep.open(c.pt[:0], rep.enc.cipher)
+	pt, err := c.openReply(s.rep, rep.enc.cipher, phase, "AS-REP (wrong or stale key?)")
 	if err != nil {
-		if err == errIntegrity {
-			return wrapError(ClassDecrypt, phase, fmt.Errorf("AS-REP: %w (wrong or stale key, kvno %d)", err, k.kvno))
-		}
-		return wrapError(ClassMalformedReply, phase, err)
+		return err
 	}
 	var ep encRepPart
 	if err := parseEncRepPart(pt, &ep); err != nil {

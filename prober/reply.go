@@ -25,6 +25,27 @@ const (
 	appKRBError      = 30
 )
 
+// sequence parses a SEQUENCE of [n] EXPLICIT members, handing each to fn,
+// and checks that every member in required (bit n for [n]) was present.
+func sequence(b []byte, what string, required uint32, fn func(n int, inner []byte) error) error {
+	seq, _, err := expect(b, tagSequence)
+	if err != nil {
+		return err
+	}
+	var seen uint32
+	err = fields(seq, func(n int, in []byte) error {
+		seen |= 1 << n
+		return fn(n, in)
+	})
+	if err != nil {
+		return err
+	}
+	if seen&required != required {
+		return fmt.Errorf("%w: %s lacks required fields", errDER, what)
+	}
+	return nil
+}
+
 // krbError is a parsed KRB-ERROR.
 type krbError struct {
 	code  int32
@@ -40,13 +61,9 @@ func parseKRBError(b []byte, e *krbError) error {
 	if err != nil {
 		return err
 	}
-	seq, _, err := expect(body, tagSequence)
-	if err != nil {
-		return err
-	}
 	var susec int64
-	seen := 0
-	err = fields(seq, func(n int, in []byte) error {
+	const required = 1<<0 | 1<<1 | 1<<4 | 1<<5 | 1<<6 | 1<<9 | 1<<10
+	err = sequence(body, "KRB-ERROR", required, func(n int, in []byte) error {
 		var err error
 		switch n {
 		case 0:
@@ -67,15 +84,10 @@ func parseKRBError(b []byte, e *krbError) error {
 		case 12:
 			e.edata, err = parseOctets(in)
 		}
-		seen |= 1 << n
 		return err
 	})
 	if err != nil {
 		return err
-	}
-	const required = 1<<0 | 1<<1 | 1<<4 | 1<<5 | 1<<6 | 1<<9 | 1<<10
-	if seen&required != required {
-		return fmt.Errorf("%w: KRB-ERROR lacks required fields", errDER)
 	}
 	e.stime = e.stime.Add(time.Duration(susec) * time.Microsecond)
 	return nil
@@ -100,13 +112,8 @@ type encryptedData struct {
 }
 
 func parseEncryptedData(b []byte, ed *encryptedData) error {
-	seq, _, err := expect(b, tagSequence)
-	if err != nil {
-		return err
-	}
 	*ed = encryptedData{}
-	seen := 0
-	err = fields(seq, func(n int, in []byte) error {
+	return sequence(b, "EncryptedData", 1<<0|1<<2, func(n int, in []byte) error {
 		var err error
 		switch n {
 		case 0:
@@ -118,16 +125,8 @@ func parseEncryptedData(b []byte, ed *encryptedData) error {
 		case 2:
 			ed.cipher, err = parseOctets(in)
 		}
-		seen |= 1 << n
 		return err
 	})
-	if err != nil {
-		return err
-	}
-	if seen&0b101 != 0b101 {
-		return fmt.Errorf("%w: EncryptedData lacks etype or cipher", errDER)
-	}
-	return nil
 }
 
 // kdcRep is a parsed AS-REP or TGS-REP.
@@ -145,12 +144,8 @@ func parseKDCRep(b []byte, tag int, r *kdcRep) error {
 	if err != nil {
 		return err
 	}
-	seq, _, err := expect(body, tagSequence)
-	if err != nil {
-		return err
-	}
-	seen := 0
-	err = fields(seq, func(n int, in []byte) error {
+	const required = 1<<0 | 1<<1 | 1<<3 | 1<<4 | 1<<5 | 1<<6
+	return sequence(body, "KDC-REP", required, func(n int, in []byte) error {
 		var err error
 		switch n {
 		case 0:
@@ -165,17 +160,8 @@ func parseKDCRep(b []byte, tag int, r *kdcRep) error {
 		case 6:
 			err = parseEncryptedData(in, &r.enc)
 		}
-		seen |= 1 << n
 		return err
 	})
-	if err != nil {
-		return err
-	}
-	const required = 1<<0 | 1<<1 | 1<<3 | 1<<4 | 1<<5 | 1<<6
-	if seen&required != required {
-		return fmt.Errorf("%w: KDC-REP lacks required fields", errDER)
-	}
-	return nil
 }
 
 // parseTicketEtype checks a Ticket's outer structure and returns the enctype
@@ -188,26 +174,14 @@ func parseTicketEtype(b []byte) (int32, error) {
 	if len(rest) != 0 {
 		return 0, errDER
 	}
-	seq, _, err := expect(body, tagSequence)
-	if err != nil {
-		return 0, err
-	}
 	var ed encryptedData
-	seen := 0
-	err = fields(seq, func(n int, in []byte) error {
-		seen |= 1 << n
+	err = sequence(body, "Ticket", 0b1111, func(n int, in []byte) error {
 		if n == 3 {
 			return parseEncryptedData(in, &ed)
 		}
 		return nil
 	})
-	if err != nil {
-		return 0, err
-	}
-	if seen&0b1111 != 0b1111 {
-		return 0, fmt.Errorf("%w: Ticket lacks required fields", errDER)
-	}
-	return ed.etype, nil
+	return ed.etype, err
 }
 
 // encRepPart is a parsed EncASRepPart or EncTGSRepPart.
@@ -231,12 +205,8 @@ func parseEncRepPart(b []byte, p *encRepPart) error {
 	if tag != app(appEncASRepPart) && tag != app(appEncTGSRepPart) {
 		return fmt.Errorf("%w: tag 0x%02x is not EncKDCRepPart", errDER, tag)
 	}
-	seq, _, err := expect(body, tagSequence)
-	if err != nil {
-		return err
-	}
-	seen := 0
-	err = fields(seq, func(n int, in []byte) error {
+	const required = 1<<0 | 1<<1 | 1<<2 | 1<<4 | 1<<5 | 1<<7 | 1<<9 | 1<<10
+	return sequence(body, "EncKDCRepPart", required, func(n int, in []byte) error {
 		var err error
 		switch n {
 		case 0:
@@ -250,26 +220,12 @@ func parseEncRepPart(b []byte, p *encRepPart) error {
 		case 7:
 			p.endtime, err = parseKrbTime(in)
 		}
-		seen |= 1 << n
 		return err
 	})
-	if err != nil {
-		return err
-	}
-	const required = 1<<0 | 1<<1 | 1<<2 | 1<<4 | 1<<5 | 1<<7 | 1<<9 | 1<<10
-	if seen&required != required {
-		return fmt.Errorf("%w: EncKDCRepPart lacks required fields", errDER)
-	}
-	return nil
 }
 
 func parseEncryptionKey(b []byte, p *encRepPart) error {
-	seq, _, err := expect(b, tagSequence)
-	if err != nil {
-		return err
-	}
-	seen := 0
-	err = fields(seq, func(n int, in []byte) error {
+	return sequence(b, "EncryptionKey", 0b11, func(n int, in []byte) error {
 		var err error
 		switch n {
 		case 0:
@@ -277,16 +233,8 @@ func parseEncryptionKey(b []byte, p *encRepPart) error {
 		case 1:
 			p.key, err = parseOctets(in)
 		}
-		seen |= 1 << n
 		return err
 	})
-	if err != nil {
-		return err
-	}
-	if seen&0b11 != 0b11 {
-		return fmt.Errorf("%w: EncryptionKey lacks fields", errDER)
-	}
-	return nil
 }
 
 // etypeInfo2Entry is one ETYPE-INFO2-ENTRY.
@@ -309,14 +257,15 @@ func findEtypeInfo2(b []byte, padataBody bool, use func(etype int32) bool) (etyp
 		}
 	}
 	for len(b) > 0 {
-		pa, rest, err := expect(b, tagSequence)
+		_, _, rest, err := readTLV(b)
 		if err != nil {
 			return found, false, err
 		}
+		pa := b[:len(b)-len(rest)]
 		b = rest
 		var typ int32
 		var val []byte
-		err = fields(pa, func(n int, in []byte) error {
+		err = sequence(pa, "PA-DATA", 0b110, func(n int, in []byte) error {
 			var err error
 			switch n {
 			case 1:
@@ -337,14 +286,14 @@ func findEtypeInfo2(b []byte, padataBody bool, use func(etype int32) bool) (etyp
 			return found, false, err
 		}
 		for len(entries) > 0 {
-			ent, rest, err := expect(entries, tagSequence)
+			_, _, rest, err := readTLV(entries)
 			if err != nil {
 				return found, false, err
 			}
+			ent := entries[:len(entries)-len(rest)]
 			entries = rest
 			var e etypeInfo2Entry
-			seen := 0
-			err = fields(ent, func(n int, in []byte) error {
+			err = sequence(ent, "ETYPE-INFO2-ENTRY", 1, func(n int, in []byte) error {
 				var err error
 				switch n {
 				case 0:
@@ -355,14 +304,10 @@ func findEtypeInfo2(b []byte, padataBody bool, use func(etype int32) bool) (etyp
 				case 2:
 					e.s2kparams, err = parseOctets(in)
 				}
-				seen |= 1 << n
 				return err
 			})
 			if err != nil {
 				return found, false, err
-			}
-			if seen&1 == 0 {
-				return found, false, fmt.Errorf("%w: ETYPE-INFO2-ENTRY lacks etype", errDER)
 			}
 			if use(e.etype) {
 				return e, true, nil

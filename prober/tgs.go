@@ -154,13 +154,9 @@ func (c *Client) acceptTGSRep(reply []byte, nonce int64, s *Service, res *TGSRes
 	if rep.enc.etype != t.keyType {
 		return errorf(ClassMalformedReply, PhaseTGSRep, "TGS-REP encrypted with %s, the session key is %s", EtypeName(rep.enc.etype), EtypeName(t.keyType))
 	}
-	c.ensurePT(len(rep.enc.cipher))
-	pt, err := t.rep.open(c.pt[:0], rep.enc.cipher)
+	pt, err := c.openReply(t.rep, rep.enc.cipher, PhaseTGSRep, "TGS-REP")
 	if err != nil {
-		if err == errIntegrity {
-			return wrapError(ClassDecrypt, PhaseTGSRep, fmt.Errorf("TGS-REP: %w", err))
-		}
-		return wrapError(ClassMalformedReply, PhaseTGSRep, err)
+		return err
 	}
 	var ep encRepPart
 	if err := parseEncRepPart(pt, &ep); err != nil {
@@ -228,16 +224,7 @@ func (c *Client) buildTGSReq(s *Service, now time.Time) error {
 	w.explicitInt(0, 5)
 	w.close(tagSequence, pm)
 	w.close(app(appAPReq), pm)
-	w.close(tagOctetString, pm)
-	w.close(ctx(2), pm)
-	w.explicitInt(1, int64(patype.PA_TGS_REQ))
-	w.close(tagSequence, pm) // PA-DATA
-	w.close(tagSequence, pm) // SEQUENCE OF PA-DATA
-	w.close(ctx(3), pm)
-
-	w.explicitInt(2, msgtype.KRB_TGS_REQ)
-	w.explicitInt(1, 5)
-	w.close(tagSequence, m)
-	w.close(app(appTGSReq), m)
+	w.padata(pm, patype.PA_TGS_REQ)
+	w.kdcReq(m, msgtype.KRB_TGS_REQ, appTGSReq)
 	return nil
 }
