@@ -153,9 +153,6 @@ func NewClient(o Options) (*Client, error) {
 	return c, nil
 }
 
-// KDC returns the normalised KDC address.
-func (c *Client) KDC() string { return c.kdc }
-
 // Transport returns the configured transport.
 func (c *Client) Transport() Transport { return c.transport }
 

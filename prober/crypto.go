@@ -125,9 +125,6 @@ func newUsageKey(et *etypeInfo, key []byte, usage uint32, checksum bool) (*usage
 	return u, nil
 }
 
-// sealedLen is the ciphertext length for n plaintext bytes.
-func (u *usageKey) sealedLen(n int) int { return aes.BlockSize + n + u.et.macLen }
-
 // seal appends confounder|plaintext encrypted, then the HMAC, to dst. The
 // confounder comes from rng, a ChaCha8 CSPRNG seeded from crypto/rand (one
 // getrandom system call saved per message).

@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/jcmturner/gokrb5/v8/iana/nametype"
-	"github.com/jcmturner/gokrb5/v8/types"
 )
 
 // Principal is a parsed Kerberos principal name.
@@ -49,11 +48,6 @@ func (p Principal) nameType() int32 {
 		return nametype.KRB_NT_SRV_INST
 	}
 	return nametype.KRB_NT_PRINCIPAL
-}
-
-// gokrb5 returns the gokrb5 form of the name (used off the hot path).
-func (p Principal) gokrb5() types.PrincipalName {
-	return types.PrincipalName{NameType: p.nameType(), NameString: p.Components}
 }
 
 // salt is the default salt: the realm followed by the name components.

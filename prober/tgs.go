@@ -78,9 +78,6 @@ func (c *Client) PrepareService(p Principal) *Service {
 	return &Service{name: p, body: c.encodeBody(Principal{}, p)}
 }
 
-// Name returns the service principal.
-func (s *Service) Name() Principal { return s.name }
-
 // TGSResult describes one TGS exchange.
 type TGSResult struct {
 	Duration    time.Duration // the TGS round trip plus the client's own work, without any login
