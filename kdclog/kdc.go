@@ -15,7 +15,7 @@ var (
 
 // parseKDC reads the message part of a krb5kdc line into e.
 func parseKDC(p *Parser, m []byte, e *Event) Reason {
-	if len(m) < 8 {
+	if len(m) < 9 {
 		return parseKDCOther(m, e)
 	}
 	switch m[0] {

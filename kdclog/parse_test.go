@@ -163,6 +163,8 @@ var parseCases = []struct {
 	{"as without status", fileHdr + "AS_REQ (1 etypes {18}) 1.2.3.4", want{reason: ReasonMalformed, prog: ProgramKDC, pid: 7559}},
 	{"bad authtime", fileHdr + "TGS_REQ (1 etypes {18}) 1.2.3.4: ISSUE: authtime x, a for b", want{reason: ReasonMalformed, prog: ProgramKDC, pid: 7559}},
 	{"bad pid", "Nov 29 21:00:00 host krb5kdc[x1](info): shutting down", want{reason: ReasonNoHeader}},
+	{"bare tgs prefix", fileHdr + "TGS_REQ ", want{reason: ReasonUnknownMessage, prog: ProgramKDC, pid: 7559}},
+	{"bare as prefix", fileHdr + "AS_REQ (", want{reason: ReasonUnknownMessage, prog: ProgramKDC, pid: 7559}},
 }
 
 func TestParse(t *testing.T) {
