@@ -158,7 +158,10 @@ func (p *probeCmd) run(stdout, stderr io.Writer) int {
 		return nagiosUnknown
 	}
 	code, text := p.verdict(&o)
-	fmt.Fprintf(stdout, "KRB5 %s - %s | %s\n", [...]string{"OK", "WARNING", "CRITICAL", "UNKNOWN"}[code], text, p.perfdata(&o))
+	if perf := p.perfdata(&o); perf != "" {
+		text += " | " + perf
+	}
+	fmt.Fprintf(stdout, "KRB5 %s - %s\n", [...]string{"OK", "WARNING", "CRITICAL", "UNKNOWN"}[code], text)
 	return code
 }
 

@@ -88,7 +88,7 @@ func TestProbeCommand(t *testing.T) {
 	dead := l.Addr().String()
 	l.Close()
 	code, out, _ = runProbe(t, append([]string{"--kdc", dead}, base[2:]...)...)
-	if code != nagiosCritical || !strings.Contains(out, "login failed: connection_refused") {
+	if code != nagiosCritical || !strings.Contains(out, "login failed: connection_refused") || strings.Contains(out, "|") {
 		t.Errorf("dead KDC: exit %d\n%s", code, out)
 	}
 
