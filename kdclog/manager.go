@@ -3,7 +3,6 @@ package kdclog
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -41,7 +40,6 @@ type Manager struct {
 	opts   Options
 
 	mu      sync.Mutex
-	cfgs    []config.LogSource
 	paths   map[string]*pathState
 	ctx     context.Context // set while Run runs
 	cancel  context.CancelFunc
@@ -108,7 +106,6 @@ func (m *Manager) ApplyConfig(srcs []config.LogSource) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.cfgs = slices.Clone(srcs)
 	want := map[string]config.LogSource{}
 	for _, s := range srcs {
 		want[s.Path] = s
