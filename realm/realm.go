@@ -42,7 +42,7 @@ type Realm struct {
 	KadmindAddr string `json:"kadmind_addr"`
 
 	KDCConf  string `json:"kdc_conf"`
-	Krb5Conf string `json:"krb5_conf"`
+	Krb5Conf string `json:"krb5conf"`
 	CCache   string `json:"ccache"`
 
 	UserKeytab     string `json:"user_keytab"`

@@ -37,6 +37,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	cmd, err := app.Parse(args)
 	if err != nil {
 		fmt.Fprintf(stderr, "krb5-exporter: error: %v, try --help\n", err)
+		if len(args) > 0 && args[0] == "probe" {
+			// A monitoring system running the check reads 3 as UNKNOWN.
+			return nagiosUnknown
+		}
 		return 2
 	}
 	switch cmd {
