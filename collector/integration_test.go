@@ -9,10 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jcmturner/gokrb5/v8/config"
-	"github.com/jcmturner/gokrb5/v8/iana/nametype"
-	"github.com/jcmturner/gokrb5/v8/messages"
-	"github.com/jcmturner/gokrb5/v8/types"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/krb5-exporter/krb5-exporter/realm"
@@ -63,13 +59,7 @@ func realmConfig(r *realm.Realm) Config {
 // each waiting for its answer, bounded by 20 s, so the KDC uses some CPU.
 func asLoad(t *testing.T, r *realm.Realm, n int) {
 	t.Helper()
-	c := config.New()
-	c.LibDefaults.DefaultTktEnctypeIDs = []int32{18, 17}
-	req, err := messages.NewASReqForTGT(r.Realm, c, types.NewPrincipalName(nametype.KRB_NT_PRINCIPAL, "collector-load"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := req.Marshal()
+	b, err := realm.ASRequest(r.Realm, "collector-load")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,10 +14,6 @@ import (
 	"testing"
 	"time"
 
-	gkconfig "github.com/jcmturner/gokrb5/v8/config"
-	"github.com/jcmturner/gokrb5/v8/iana/nametype"
-	"github.com/jcmturner/gokrb5/v8/messages"
-	"github.com/jcmturner/gokrb5/v8/types"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/krb5-exporter/krb5-exporter/config"
@@ -93,13 +89,7 @@ func (c clients) kadminLocal(cmds ...string) {
 // from its lookaside cache and logs a DISPATCH retransmit line.
 func sendTwice(t *testing.T, r *realm.Realm, client string) {
 	t.Helper()
-	cfg := gkconfig.New()
-	cfg.LibDefaults.DefaultTktEnctypeIDs = []int32{18, 17}
-	as, err := messages.NewASReqForTGT(r.Realm, cfg, types.NewPrincipalName(nametype.KRB_NT_PRINCIPAL, client))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pkt, err := as.Marshal()
+	pkt, err := realm.ASRequest(r.Realm, client)
 	if err != nil {
 		t.Fatal(err)
 	}

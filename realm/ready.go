@@ -35,16 +35,28 @@ func waitKDC(ctx context.Context, realm, addr string) error {
 	}
 }
 
-func readyRequest(realm string) ([]byte, error) {
+// ASRequest encodes an AS-REQ for a TGT of client, without
+// pre-authentication: the KDC answers it with a KRB-ERROR
+// (PREAUTH_REQUIRED, or C_PRINCIPAL_UNKNOWN for a client that does not
+// exist) and logs one line. Tests use it to make known KDC traffic.
+func ASRequest(realm, client string) ([]byte, error) {
 	c := config.New()
 	c.LibDefaults.DefaultTktEnctypeIDs = []int32{18, 17}
-	as, err := messages.NewASReqForTGT(realm, c, types.NewPrincipalName(nametype.KRB_NT_PRINCIPAL, ReadyPrincipal))
+	as, err := messages.NewASReqForTGT(realm, c, types.NewPrincipalName(nametype.KRB_NT_PRINCIPAL, client))
 	if err != nil {
 		return nil, fmt.Errorf("realm: %w", err)
 	}
 	b, err := as.Marshal()
 	if err != nil {
 		return nil, fmt.Errorf("realm: %w", err)
+	}
+	return b, nil
+}
+
+func readyRequest(realm string) ([]byte, error) {
+	b, err := ASRequest(realm, ReadyPrincipal)
+	if err != nil {
+		return nil, err
 	}
 	framed := make([]byte, 4+len(b))
 	binary.BigEndian.PutUint32(framed, uint32(len(b)))
