@@ -2,6 +2,7 @@ package tailer
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"io"
 	"os"
@@ -156,6 +157,15 @@ func (fl *file) readLines(h sink, maxLine int, st *Stats, stop func() bool) (int
 	size := fi.Size()
 	if size < fl.readOff {
 		return size, errRewritten
+	}
+	if size == fl.readOff {
+		// Nothing new, or a copytruncate followed by exactly as many bytes
+		// as were there (one login's lines are as long as the last one's):
+		// only the content tells. One small pread per idle cycle.
+		if same, err := fl.stillSame(); err != nil || !same {
+			return size, cmp.Or(err, errRewritten)
+		}
+		return size, nil
 	}
 	for fl.readOff < size && !stop() {
 		if fl.end == len(fl.buf) {

@@ -435,3 +435,29 @@ func TestUnreadablePath(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// TestTruncatedToSameSize: after copytruncate the daemon may write exactly
+// as many bytes as the file held before (KDC lines of one login are the
+// same length as the previous login's). Nothing new lies beyond the old
+// offset, yet every line is new.
+func TestTruncatedToSameSize(t *testing.T) {
+	h := newHarness(t)
+	h.opts.FromBeginning = true
+	appendFile(t, h.path, "login user0005 line 1\nlogin user0005 line 2\n")
+	h.start()
+	defer h.stop()
+	h.waitLines(2)
+
+	data, _ := os.ReadFile(h.path)
+	os.WriteFile(h.path+".1", data, 0o644)
+	os.Truncate(h.path, 0)
+	appendFile(t, h.path, "login user0006 line 1\nlogin user0006 line 2\n")
+	h.waitLines(4)
+	time.Sleep(100 * time.Millisecond)
+	checkExact(t, h.recorder.snapshot(), []string{
+		"login user0005 line 1", "login user0005 line 2", "login user0006 line 1", "login user0006 line 2",
+	})
+	if got := h.cur.stats.Rotations[RotationTruncate].Load(); got != 1 {
+		t.Errorf("truncations seen: %d, want 1", got)
+	}
+}
