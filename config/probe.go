@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"strings"
 	"time"
 
@@ -97,6 +98,14 @@ func (m *ProbeModule) Validate() error {
 	case m.Keytab != "" && m.PasswordFile != "":
 		return fieldErr("keytab and password_file are exclusive", "password_file")
 	}
+	// A missing or unreadable file must fail --config.check and startup with
+	// a file:LINE, not later in the daemon. Opened only: never read here.
+	if err := checkReadable(m.Keytab); err != nil {
+		return fieldErr(err.Error(), "keytab")
+	}
+	if err := checkReadable(m.PasswordFile); err != nil {
+		return fieldErr(err.Error(), "password_file")
+	}
 	if m.Service != "" {
 		if err := checkProbePrincipal(m.Service); err != nil {
 			return fieldErr(err.Error(), "service")
@@ -131,6 +140,18 @@ func (m *ProbeModule) Validate() error {
 		seen[id] = true
 	}
 	return nil
+}
+
+// checkReadable opens and closes path (empty: nothing to check).
+func checkReadable(path string) error {
+	if path == "" {
+		return nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 // EffectiveTimeout is Timeout or its default.

@@ -1,16 +1,32 @@
 package config
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 )
 
+// probeFiles creates empty files standing for the keytab and password file
+// the test configurations name, and returns yaml with KT and PW replaced.
+func probeFiles(t *testing.T, yaml string) string {
+	t.Helper()
+	dir := t.TempDir()
+	kt, pw := filepath.Join(dir, "probe.keytab"), filepath.Join(dir, "probe.pw")
+	for _, p := range []string{kt, pw} {
+		if err := os.WriteFile(p, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return strings.NewReplacer("KT", kt, "PW", pw).Replace(yaml)
+}
+
 const probeYAML = `modules:
   default:
     realm: EXAMPLE.COM
     client: krb5-exporter-probe
-    keytab: /etc/krb5-exporter/probe.keytab
+    keytab: KT
     service: HTTP/www.example.com
     transport: udp
     timeout: 3s
@@ -19,7 +35,7 @@ const probeYAML = `modules:
   pw:
     realm: EXAMPLE.COM
     client: probe@OTHER.COM
-    password_file: /etc/krb5-exporter/probe.pw
+    password_file: PW
     transport: tcp
     preauth_upfront: true
 probes:
@@ -36,7 +52,7 @@ probes:
 `
 
 func TestProbeConfig(t *testing.T) {
-	cfg, err := Parse([]byte(probeYAML), "p.yml")
+	cfg, err := Parse([]byte(probeFiles(t, probeYAML)), "p.yml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,34 +73,38 @@ func TestProbeConfig(t *testing.T) {
 }
 
 func TestProbeConfigErrors(t *testing.T) {
-	mod := "modules:\n  m:\n    realm: R\n    client: c\n    keytab: /k\n"
+	mod := "modules:\n  m:\n    realm: R\n    client: c\n    keytab: KT\n"
 	for _, tc := range []struct {
 		name, yaml, want string
 	}{
 		{"unknown key", mod + "    keytabs: /x\n", `p.yml:6: unknown key "keytabs"`},
-		{"no realm", "modules:\n  m:\n    client: c\n    keytab: /k\n", "modules.m.realm: realm is required"},
-		{"no client", "modules:\n  m:\n    realm: R\n    keytab: /k\n", "modules.m.client: empty principal"},
+		{"no realm", "modules:\n  m:\n    client: c\n    keytab: KT\n", "modules.m.realm: realm is required"},
+		{"no client", "modules:\n  m:\n    realm: R\n    keytab: KT\n", "modules.m.client: empty principal"},
 		{"no keys", "modules:\n  m:\n    realm: R\n    client: c\n", "one of keytab or password_file is required"},
-		{"both keys", mod + "    password_file: /p\n", "keytab and password_file are exclusive"},
+		{"both keys", mod + "    password_file: PW\n", "keytab and password_file are exclusive"},
 		{"bad transport", mod + "    transport: sctp\n", `p.yml:6: modules.m.transport: transport "sctp": want udp or tcp`},
 		{"bad timeout", mod + "    timeout: soon\n", "p.yml:6: cannot unmarshal"},
 		{"negative timeout", mod + "    timeout: -1s\n", "timeout must not be negative"},
 		{"rc4", mod + "    enctypes: [aes256-sha2, arcfour-hmac]\n", `p.yml:6: modules.m.enctypes.1: unsupported enctype "arcfour-hmac"`},
 		{"duplicate enctype", mod + "    enctypes: [aes256-sha2, aes256-cts-hmac-sha384-192]\n", "listed twice"},
 		{"retransmit over tcp", mod + "    transport: tcp\n    udp_retransmit: 1s\n", "udp_retransmit applies to transport udp only"},
-		{"bad client", "modules:\n  m:\n    realm: R\n    client: a//b\n    keytab: /k\n", "empty component"},
+		{"bad client", "modules:\n  m:\n    realm: R\n    client: a//b\n    keytab: KT\n", "empty component"},
 		{"bad service", mod + "    service: HTTP/x@R@S\n", "modules.m.service"},
-		{"bad realm", "modules:\n  m:\n    realm: R S\n    client: c\n    keytab: /k\n", "invalid realm"},
+		{"bad realm", "modules:\n  m:\n    realm: R S\n    client: c\n    keytab: KT\n", "invalid realm"},
 		{"no target name", mod + "probes:\n  - address: k:88\n    module: m\n", "probes.0.name: name is required"},
 		{"bad address", mod + "probes:\n  - name: a\n    address: 'k k:88'\n    module: m\n", "p.yml:8: probes.0.address"},
 		{"empty port", mod + "probes:\n  - name: a\n    address: 'k:'\n    module: m\n", "bad port"},
 		{"no module", mod + "probes:\n  - name: a\n    address: k\n", "probes.0.module: module is required"},
 		{"unknown module", mod + "probes:\n  - name: a\n    address: k\n    module: n\n", `unknown module "n"`},
 		{"short interval", mod + "probes:\n  - name: a\n    address: k\n    module: m\n    interval: 10ms\n", "below the minimum 1s"},
+		{"missing keytab", "modules:\n  m:\n    realm: R\n    client: c\n    keytab: /nonexistent/k.keytab\n",
+			"p.yml:5: modules.m.keytab: open /nonexistent/k.keytab: no such file or directory"},
+		{"missing password file", "modules:\n  m:\n    realm: R\n    client: c\n    password_file: /nonexistent/p.pw\n",
+			"p.yml:5: modules.m.password_file: open /nonexistent/p.pw: no such file or directory"},
 		{"duplicate name", mod + "probes:\n  - {name: a, address: k, module: m}\n  - {name: a, address: j, module: m}\n", `duplicate probe name "a"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Parse([]byte(tc.yaml), "p.yml")
+			_, err := Parse([]byte(probeFiles(t, tc.yaml)), "p.yml")
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("want error containing %q, got %v", tc.want, err)
 			}
