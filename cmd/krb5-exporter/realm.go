@@ -104,6 +104,6 @@ func (c *realmCmd) env(stdout, stderr io.Writer) int {
 func printEnv(w io.Writer, r *realm.Realm) {
 	for _, kv := range r.Env() {
 		k, v, _ := strings.Cut(kv, "=")
-		fmt.Fprintf(w, "export %s='%s'\n", k, v)
+		fmt.Fprintf(w, "export %s='%s'\n", k, strings.ReplaceAll(v, "'", `'\''`))
 	}
 }

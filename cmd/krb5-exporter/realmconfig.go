@@ -74,5 +74,10 @@ func writeRealmConfig(r *realm.Realm, path string) error {
 	if _, err := config.Parse([]byte(text), path); err != nil {
 		return fmt.Errorf("generated configuration is invalid (a bug): %w", err)
 	}
-	return os.WriteFile(path, []byte(text), 0o600)
+	// It names the probe keytab: readable by its owner only, also when
+	// the file existed before.
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		return err
+	}
+	return os.Chmod(path, 0o600)
 }

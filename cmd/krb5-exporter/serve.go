@@ -70,6 +70,11 @@ func (s *serveCmd) run(stdout, stderr io.Writer) int {
 	if s.configCheck {
 		return s.check(stdout, logger)
 	}
+	// SIGHUP's default action kills the process: catch it from the start,
+	// before a slow first load, and act on it once serving.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
@@ -108,9 +113,6 @@ func (s *serveCmd) run(stdout, stderr io.Writer) int {
 	}()
 	// On the way out the log positions are written last, after HTTP stops.
 	defer func() { stop(); <-logsDone }()
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	go func() {
 		for {
 			select {
