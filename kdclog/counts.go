@@ -66,9 +66,9 @@ type counts struct {
 
 func newCounts() *counts {
 	c := &counts{
-		statuses: newBoundedLabels(knownStatuses, maxDynamicStatuses),
-		methods:  newBoundedLabels(knownPreauthMethods, maxDynamicMethods),
-		ops:      newBoundedLabels(knownKadminOps, maxDynamicOps),
+		statuses: newBoundedLabels(knownStatuses, maxDynamicStatuses, statusChar),
+		methods:  newBoundedLabels(knownPreauthMethods, maxDynamicMethods, identChar),
+		ops:      newBoundedLabels(knownKadminOps, maxDynamicOps, identChar),
 	}
 	c.tally = newTally[atomic.Uint64](c)
 	return c

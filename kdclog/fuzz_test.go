@@ -1,6 +1,7 @@
 package kdclog
 
 import (
+	"strings"
 	"testing"
 	"unicode/utf8"
 
@@ -16,6 +17,8 @@ func FuzzParse(f *testing.F) {
 	for _, tc := range parseCases {
 		f.Add([]byte(tc.line))
 	}
+	f.Add([]byte("Nov 09 08:01:02 kdc1 krb5kdc[1234](info): AS_REQ (1 etypes {18}) 10.1.2.3: alice@EXAMPLE.COM from 10.9.9.9: x"))
+	f.Add([]byte("Nov 09 08:01:02 kdc1 krb5kdc[1234](info): preauth (a.b) verify failure: Preauthentication failed"))
 	c := newCounts()
 	src := newSource(config.LogSource{Path: "fuzz", Type: "any", ProbePrincipals: []string{"probe"}}, c, &sourceStats{})
 	f.Fuzz(func(t *testing.T, line []byte) {
@@ -36,6 +39,10 @@ func FuzzParse(f *testing.F) {
 				v := b.name(i)
 				if len(v) == 0 || len(v) > maxLabelLen || !utf8.ValidString(v) {
 					t.Fatalf("bad label value %q", v)
+				}
+				// A principal, an address or a path is never a label value.
+				if strings.ContainsAny(v, "@.:/") {
+					t.Fatalf("label value %q from %q", v, line)
 				}
 			}
 		}

@@ -94,7 +94,7 @@ func parseKadmind(m []byte, e *Event) Reason {
 		m = m[len(prefixRequest):]
 		i := bytes.Index(m, sepComma)
 		c := bytes.Index(m, sepClient)
-		if i <= 0 || c < i {
+		if i <= 0 || c < i || !validLabel(m[:i], identChar) {
 			return ReasonMalformed
 		}
 		e.Op = m[:i]
@@ -111,7 +111,7 @@ func parseKadmind(m []byte, e *Event) Reason {
 	case bytes.HasPrefix(m, prefixUnauthorized):
 		m = m[len(prefixUnauthorized):]
 		i := bytes.Index(m, sepComma)
-		if i <= 0 {
+		if i <= 0 || !validLabel(m[:i], identChar) {
 			return ReasonMalformed
 		}
 		e.Kind, e.Op, e.Result = KindKadmin, m[:i], KadminUnauthorized

@@ -206,7 +206,10 @@ func parseAfterEtypes(p *Parser, m []byte, e *Event) Reason {
 		return ReasonMalformed
 	}
 	status, m, ok := cut(m)
-	if !ok || len(status) == 0 {
+	if !ok || !validLabel(status, statusWordChar) {
+		// Not a status but text with an address, principal or path in it
+		// (a forged or foreign line). Old releases' lower-case statuses
+		// ("making state") pass here and count as status="other".
 		return ReasonMalformed
 	}
 	e.Addr, e.Status = addr, status
@@ -294,7 +297,7 @@ func parseRepEtypes(b []byte, e *Event) {
 // parsePreauth reads "METHOD) verify failure: MESSAGE" after "preauth (".
 func parsePreauth(m []byte, e *Event) Reason {
 	i := bytes.IndexByte(m, ')')
-	if i <= 0 || !bytes.HasPrefix(m[i:], suffixVerifyFail) {
+	if i <= 0 || !bytes.HasPrefix(m[i:], suffixVerifyFail) || !validLabel(m[:i], identChar) {
 		return ReasonUnknownMessage
 	}
 	e.Kind = KindPreauthFailure

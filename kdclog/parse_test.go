@@ -223,7 +223,7 @@ func TestEtypes(t *testing.T) {
 }
 
 func TestBoundedLabels(t *testing.T) {
-	b := newBoundedLabels([]string{"A", "B"}, 2)
+	b := newBoundedLabels([]string{"A", "B"}, 2, statusChar)
 	if b.index([]byte("B")) != 1 {
 		t.Fatal("known value not found")
 	}
