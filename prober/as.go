@@ -212,7 +212,11 @@ func (c *Client) choosePreauth(phase string) (preauthChoice, error) {
 		}
 		ch.salt = c.salt
 	}
-	if len(e.s2kparams) > 0 {
+	if e.hasS2K {
+		// The KDC chooses the string-to-key cost: check it before paying it.
+		if err := checkS2KParams(e.etype, e.s2kparams); err != nil {
+			return preauthChoice{}, wrapError(ClassMalformedReply, phase, fmt.Errorf("PREAUTH_REQUIRED ETYPE-INFO2: %w", err))
+		}
 		ch.s2kparams = hex.EncodeToString(e.s2kparams)
 	}
 	return ch, nil
@@ -350,7 +354,10 @@ func (c *Client) acceptASRep(reply []byte, choice *preauthChoice, phase string, 
 		if ok && e.hasSalt {
 			salt = string(e.salt)
 		}
-		if ok && len(e.s2kparams) > 0 {
+		if ok && e.hasS2K {
+			if err := checkS2KParams(e.etype, e.s2kparams); err != nil {
+				return wrapError(ClassMalformedReply, phase, fmt.Errorf("AS-REP ETYPE-INFO2: %w", err))
+			}
 			params = hex.EncodeToString(e.s2kparams)
 		}
 	}

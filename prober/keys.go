@@ -1,6 +1,8 @@
 package prober
 
 import (
+	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
@@ -221,12 +223,53 @@ func (c *Credentials) keyFor(etype int32, kvno uint32, salt, s2kparams string) (
 	if k, ok := c.s2k[in]; ok {
 		return ltKey{etype: etype, key: k}, true, nil
 	}
-	k, err := et.gk.StringToKey(c.password, salt, s2kparams)
+	// String-to-key is slow by design; other Clients sharing these
+	// credentials (and WorldReadable) must not wait for it.
+	password := c.password
+	c.mu.Unlock()
+	k, err := et.gk.StringToKey(password, salt, s2kparams)
+	c.mu.Lock()
 	if err != nil {
 		return ltKey{}, false, fmt.Errorf("string-to-key %s: %w", et.name, err)
 	}
+	if len(c.s2k) >= maxS2KCache {
+		// The KDC chooses salts and parameters: bound what it can make us keep.
+		clear(c.s2k)
+	}
 	c.s2k[in] = k
 	return ltKey{etype: etype, key: k}, true, nil
+}
+
+// maxS2KCache bounds the string-to-key results kept per Credentials; a KDC
+// normally announces one salt and parameter set per enctype.
+const maxS2KCache = 8
+
+// maxS2KIterations bounds the PBKDF2 iteration count a KDC may ask for:
+// string-to-key cannot be interrupted, and 2^32 iterations would keep a
+// probe busy for hours.
+const maxS2KIterations = 1 << 24
+
+// checkS2KParams validates the s2kparams of an ETYPE-INFO2 entry: the four
+// AES enctypes take a 4-byte big-endian iteration count, at least the
+// enctype's default (RFC 3962's 0 even means 2^32) and at most
+// maxS2KIterations.
+func checkS2KParams(etype int32, p []byte) error {
+	et := lookupEtype(etype)
+	if et == nil {
+		return fmt.Errorf("s2kparams for unsupported %s", EtypeName(etype))
+	}
+	if len(p) != 4 {
+		return fmt.Errorf("%s s2kparams of %d bytes, want 4", et.name, len(p))
+	}
+	n := binary.BigEndian.Uint32(p)
+	def, err := hex.DecodeString(et.gk.GetDefaultStringToKeyParams())
+	if err != nil || len(def) != 4 {
+		return fmt.Errorf("%s: no default s2kparams", et.name)
+	}
+	if min := binary.BigEndian.Uint32(def); n < min || n > maxS2KIterations {
+		return fmt.Errorf("%s s2kparams: %d iterations, want %d to %d", et.name, n, min, maxS2KIterations)
+	}
+	return nil
 }
 
 // hasEtype reports whether a key of the enctype is available without asking

@@ -243,6 +243,7 @@ type etypeInfo2Entry struct {
 	salt      []byte
 	s2kparams []byte
 	hasSalt   bool
+	hasS2K    bool
 }
 
 // findEtypeInfo2 scans METHOD-DATA (a KRB-ERROR's e-data, or the PA-DATA
@@ -303,6 +304,7 @@ func findEtypeInfo2(b []byte, padataBody bool, use func(etype int32) bool) (etyp
 					e.hasSalt = true
 				case 2:
 					e.s2kparams, err = parseOctets(in)
+					e.hasS2K = true
 				}
 				return err
 			})
