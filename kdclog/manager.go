@@ -25,6 +25,7 @@ type pathState struct {
 	src   atomic.Pointer[source] // swapped on reload; read per line
 
 	cfg    config.LogSource
+	tailer *tailer.Tailer // while it runs
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -118,14 +119,14 @@ func (m *Manager) ApplyConfig(srcs []config.LogSource) error {
 			delete(m.paths, path)
 			m.store.Delete(path)
 			level.Info(m.logger).Log("msg", "stopped following log", "path", path)
-		case tailerOptionsChanged(ps.cfg, cfg):
-			// Stop, then start from the position the stopped tailer saved.
-			m.stopLocked(ps)
-			ps.cfg = cfg
-			ps.src.Store(newSource(cfg, m.counts, &ps.parse))
-			m.startLocked(ps)
 		default:
-			// Only what is counted changed: swap it under the running tailer.
+			// Never restart a tailer: it would close a renamed or deleted
+			// log the KDC still writes to, and that file cannot be opened
+			// again. New timings are set in place.
+			if ps.tailer != nil {
+				ps.tailer.SetTimings(cfg.Poll(), cfg.RotationWait())
+			}
+			// Swap what is counted under the running tailer.
 			ps.cfg = cfg
 			ps.src.Store(newSource(cfg, m.counts, &ps.parse))
 		}
@@ -140,11 +141,6 @@ func (m *Manager) ApplyConfig(srcs []config.LogSource) error {
 		m.startLocked(ps)
 	}
 	return nil
-}
-
-// tailerOptionsChanged reports a change that needs a new tailer.
-func tailerOptionsChanged(a, b config.LogSource) bool {
-	return a.Poll() != b.Poll() || a.RotationWait() != b.RotationWait()
 }
 
 // startLocked starts ps's tailer if the manager runs.
@@ -181,6 +177,7 @@ func (m *Manager) startLocked(ps *pathState) {
 		NoInotify:     m.opts.NoInotify,
 		Flush:         flushLast,
 	}, m.logger, m.store, &ps.tail, handle)
+	ps.tailer = t
 	level.Info(m.logger).Log("msg", "following log", "path", ps.cfg.Path, "type", ps.cfg.Type)
 	go func(done chan struct{}) {
 		defer close(done)
@@ -195,7 +192,7 @@ func (m *Manager) stopLocked(ps *pathState) {
 	}
 	ps.cancel()
 	<-ps.done
-	ps.cancel, ps.done = nil, nil
+	ps.cancel, ps.done, ps.tailer = nil, nil, nil
 }
 
 // Run follows the configured files until ctx ends or Stop is called, then

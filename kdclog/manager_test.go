@@ -328,7 +328,7 @@ func TestManagerReloadAndRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 		time.Sleep(50 * time.Millisecond)
-		s.PollInterval += 5 * time.Millisecond // restarts the tailer
+		s.PollInterval += 5 * time.Millisecond // set in place
 		if err := tm.m.ApplyConfig([]config.LogSource{s}); err != nil {
 			t.Fatal(err)
 		}
@@ -387,4 +387,63 @@ func TestPositionFileWriteErrors(t *testing.T) {
 	}
 	writeLines(t, path, tgsIssue("v@R"))
 	waitValue(t, tm.reg, 2, "krb5_kdc_requests_total", "request", "tgs", "status", "ISSUE")
+}
+
+// TestReloadTimingsKeepsDeletedLog: a reload that changes poll_interval
+// and rotate_wait while the log is deleted but still written by the KDC
+// (before it reopens its log) must not lose the lines written to the
+// deleted file: a restarted tailer could not open it again.
+func TestReloadTimingsKeepsDeletedLog(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "krb5kdc.log")
+	kdc, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kdc.Close()
+	n := 0
+	write := func(k int) {
+		for range k {
+			n++
+			if _, err := fmt.Fprintln(kdc, tgsIssue(fmt.Sprintf("user%d@PERF.TEST", n))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	const metric = "krb5_kdc_requests_total"
+	issue := []string{"request", "tgs", "status", "ISSUE"}
+
+	s := src(path)
+	s.RotateWait = 5 * time.Second
+	write(2)
+	tm := startManager(t, filepath.Join(dir, "positions.json"), s)
+	waitValue(t, tm.reg, 2, metric, issue...)
+
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	write(3) // to the deleted file
+	waitValue(t, tm.reg, 5, metric, issue...)
+
+	s.PollInterval += 15 * time.Millisecond
+	s.RotateWait += time.Second
+	if err := tm.m.ApplyConfig([]config.LogSource{s}); err != nil {
+		t.Fatal(err)
+	}
+	write(3) // still to the deleted file
+	waitValue(t, tm.reg, 8, metric, issue...)
+
+	kdc.Close() // the KDC reopens its log
+	if kdc, err = os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	write(2)
+	waitValue(t, tm.reg, 10, metric, issue...)
+	tm.stop()
+	if v := value(t, tm.reg, metric, issue...); v != 10 {
+		t.Fatalf("counted %v lines, wrote 10", v)
+	}
+	if v := value(t, tm.reg, "krb5_kdc_log_position_mismatches_total", "path", path, "kind", "rotated_lost"); v > 0 {
+		t.Errorf("rotated_lost = %v", v)
+	}
 }

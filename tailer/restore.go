@@ -16,7 +16,7 @@ func (t *Tailer) restore() {
 	}
 	for _, rp := range pos.Rotated {
 		if fl := t.findByInode(rp); fl != nil {
-			fl.deadline = t.now().Add(t.opts.RotateWait)
+			fl.deadline = t.now().Add(t.rotateWaitNow())
 			t.old = append(t.old, fl)
 		} else {
 			t.stats.Mismatches[MismatchRotatedLost].Add(1)
@@ -57,7 +57,7 @@ func (t *Tailer) restore() {
 	if old := t.findByInode(cp); old != nil {
 		t.stats.Mismatches[MismatchRotatedRecovered].Add(1)
 		level.Info(t.logger).Log("msg", "log was rotated while stopped; reading the rotated file on from the saved position", "offset", cp.Offset)
-		old.deadline = t.now().Add(t.opts.RotateWait)
+		old.deadline = t.now().Add(t.rotateWaitNow())
 		t.old = append(t.old, old)
 	} else {
 		t.stats.Mismatches[MismatchRotatedLost].Add(1)

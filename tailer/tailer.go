@@ -14,6 +14,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-kit/log"
@@ -106,6 +107,13 @@ type Tailer struct {
 	now func() time.Time
 
 	lastErr string // the error logged last, so a lasting problem is logged once
+
+	// Timings that SetTimings changes while Run runs; opts keeps the
+	// values New was given.
+	pollInterval atomic.Int64  // time.Duration
+	rotateWait   atomic.Int64  // time.Duration
+	minInterval  time.Duration // as configured, before the PollInterval cap
+	retimed      chan struct{}
 }
 
 // problem counts a read error and logs it unless it is the one logged
@@ -124,16 +132,42 @@ func (t *Tailer) fine() { t.lastErr = "" }
 // New returns a Tailer; Run starts it. store may be shared by tailers of
 // different paths; stats must not be nil.
 func New(opts Options, logger log.Logger, store *Positions, stats *Stats, h LineHandler) *Tailer {
+	minInterval := opts.MinInterval
 	opts = opts.withDefaults()
-	return &Tailer{
-		opts:   opts,
-		logger: log.With(logger, "path", opts.Path),
-		store:  store,
-		stats:  stats,
-		handle: sink{line: h, flush: opts.Flush},
-		now:    time.Now,
+	if minInterval <= 0 {
+		minInterval = time.Second
+	}
+	t := &Tailer{
+		opts:        opts,
+		logger:      log.With(logger, "path", opts.Path),
+		store:       store,
+		stats:       stats,
+		handle:      sink{line: h, flush: opts.Flush},
+		now:         time.Now,
+		minInterval: minInterval,
+		retimed:     make(chan struct{}, 1),
+	}
+	t.pollInterval.Store(int64(opts.PollInterval))
+	t.rotateWait.Store(int64(opts.RotateWait))
+	return t
+}
+
+// SetTimings changes PollInterval and RotateWait (zero: the default) of a
+// Tailer, also while Run runs. Changing them must not restart the tailer:
+// that would close a renamed or deleted log the daemon still writes to,
+// and its lines would be lost. A new RotateWait applies to rotations found
+// from now on.
+func (t *Tailer) SetTimings(pollInterval, rotateWait time.Duration) {
+	o := Options{PollInterval: pollInterval, RotateWait: rotateWait}.withDefaults()
+	t.pollInterval.Store(int64(o.PollInterval))
+	t.rotateWait.Store(int64(o.RotateWait))
+	select {
+	case t.retimed <- struct{}{}:
+	default: // Run has a wake-up pending already
 	}
 }
+
+func (t *Tailer) rotateWaitNow() time.Duration { return time.Duration(t.rotateWait.Load()) }
 
 // Run follows the file until ctx ends, then records the position of the
 // last complete line handed on (a partial line is read again next time)
@@ -146,11 +180,16 @@ func (t *Tailer) Run(ctx context.Context) {
 	defer w.close()
 	t.stats.Inotify.Store(w.active())
 
-	poll := time.NewTicker(t.opts.PollInterval)
+	curPoll := time.Duration(t.pollInterval.Load())
+	poll := time.NewTicker(curPoll)
 	defer poll.Stop()
 	last := time.Time{}
 	for {
-		if wait := t.opts.MinInterval - time.Since(last); wait > 0 {
+		if p := time.Duration(t.pollInterval.Load()); p != curPoll {
+			curPoll = p
+			poll.Reset(p)
+		}
+		if wait := min(t.minInterval, curPoll) - time.Since(last); wait > 0 {
 			select {
 			case <-ctx.Done():
 				t.save()
@@ -167,6 +206,7 @@ func (t *Tailer) Run(ctx context.Context) {
 			return
 		case <-poll.C:
 		case <-w.events():
+		case <-t.retimed:
 		}
 	}
 }
@@ -272,8 +312,8 @@ func (t *Tailer) checkPath() bool {
 			kind = RotationDelete
 		}
 		t.stats.Rotations[kind].Add(1)
-		level.Info(t.logger).Log("msg", "log rotated; reading the old file on for a while", "how", RotationNames[kind], "rotate_wait", t.opts.RotateWait)
-		t.cur.deadline = t.now().Add(t.opts.RotateWait)
+		level.Info(t.logger).Log("msg", "log rotated; reading the old file on for a while", "how", RotationNames[kind], "rotate_wait", t.rotateWaitNow())
+		t.cur.deadline = t.now().Add(t.rotateWaitNow())
 		t.old = append(t.old, t.cur)
 	}
 	t.cur = nf // a new file: every line in it is new
