@@ -3,6 +3,7 @@ package kdclog
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -125,6 +126,11 @@ func (m *Manager) ApplyConfig(srcs []config.LogSource) error {
 			// again. New timings are set in place.
 			if ps.tailer != nil {
 				ps.tailer.SetTimings(cfg.Poll(), cfg.RotationWait())
+			}
+			if reflect.DeepEqual(ps.cfg, cfg) {
+				// Keep the source: a new one would forget the preauth
+				// failures awaiting recovery and the parser's caches.
+				continue
 			}
 			// Swap what is counted under the running tailer.
 			ps.cfg = cfg

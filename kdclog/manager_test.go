@@ -447,3 +447,33 @@ func TestReloadTimingsKeepsDeletedLog(t *testing.T) {
 		t.Errorf("rotated_lost = %v", v)
 	}
 }
+
+// TestReloadUnchangedKeepsSource: a reload with the same configuration
+// keeps the source, so a preauth failure before a SIGHUP and the ISSUE
+// after it still count as a recovery.
+func TestReloadUnchangedKeepsSource(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "krb5kdc.log")
+	s := src(path)
+	tm := startManager(t, "", s)
+	writeLines(t, path,
+		hdr+"preauth (encrypted_timestamp) verify failure: Preauthentication failed",
+		asLine("PREAUTH_FAILED", "alice@PERF.TEST", ", Preauthentication failed"))
+	waitValue(t, tm.reg, 1, "krb5_kdc_requests_total", "request", "as", "status", "PREAUTH_FAILED")
+	current := func() *source {
+		tm.m.mu.Lock()
+		defer tm.m.mu.Unlock()
+		return tm.m.paths[path].src.Load()
+	}
+	before := current()
+	if err := tm.m.ApplyConfig([]config.LogSource{src(path)}); err != nil {
+		t.Fatal(err)
+	}
+	if current() != before {
+		t.Error("an unchanged configuration replaced the source")
+	}
+	writeLines(t, path, asIssue("alice@PERF.TEST"))
+	waitValue(t, tm.reg, 1, "krb5_kdc_requests_total", "request", "as", "status", "ISSUE")
+	if v := value(t, tm.reg, "krb5_kdc_preauth_failures_recovered_total", "method", "encrypted_timestamp"); v != 1 {
+		t.Errorf("recovered = %v, want 1", v)
+	}
+}
