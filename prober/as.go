@@ -232,6 +232,9 @@ func (c *Client) usable(etype int32) bool {
 	return false
 }
 
+// maxLTSched bounds the long-term key schedules a Client keeps.
+const maxLTSched = 16
+
 // schedule returns the usage-1 and usage-3 schedules of a long-term key,
 // deriving them on first use.
 func (c *Client) schedule(k ltKey) (*ltSched, error) {
@@ -248,6 +251,11 @@ func (c *Client) schedule(k ltKey) (*ltSched, error) {
 	rep, err := newUsageKey(et, k.key, keyusage.AS_REP_ENCPART, false)
 	if err != nil {
 		return nil, err
+	}
+	if len(c.lt) >= maxLTSched {
+		// Password keys differ per KDC-chosen salt and parameters; keep the
+		// schedules of the few in use, not of every one ever announced.
+		c.lt = c.lt[:0]
 	}
 	c.lt = append(c.lt, ltSched{key: &k.key[0], etype: k.etype, ts: ts, rep: rep})
 	return &c.lt[len(c.lt)-1], nil

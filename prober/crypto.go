@@ -34,6 +34,7 @@ type etypeInfo struct {
 	cksum   int32 // the checksum type mandatory for this enctype
 	newHash func() hash.Hash
 	rfc8009 bool // integrity over IV|ciphertext rather than over the plaintext
+	keyLen  int  // bytes of a key (gokrb5's GetKeyByteSize says 24 for enctype 20)
 	gk      etype.EType
 }
 
@@ -49,7 +50,11 @@ func newEtypeInfo(id int32, name string, macLen int, cksum int32, h func() hash.
 	if err != nil {
 		panic(err) // the four AES enctypes are always in gokrb5
 	}
-	return &etypeInfo{id: id, name: name, macLen: macLen, cksum: cksum, newHash: h, rfc8009: r8009, gk: gk}
+	keyLen := 32
+	if id == etypeID.AES128_CTS_HMAC_SHA1_96 || id == etypeID.AES128_CTS_HMAC_SHA256_128 {
+		keyLen = 16
+	}
+	return &etypeInfo{id: id, name: name, macLen: macLen, cksum: cksum, newHash: h, rfc8009: r8009, keyLen: keyLen, gk: gk}
 }
 
 // DefaultEtypes is the RHEL 9 / MIT order kinit sends: {20, 19, 18, 17}.

@@ -174,7 +174,11 @@ func keytabKeys(b []byte, p Principal) (keys []ltKey, err error) {
 		if e.Principal.Realm != p.Realm || !slices.Equal(e.Principal.Components, p.Components) {
 			continue
 		}
-		if lookupEtype(e.Key.KeyType) == nil {
+		et := lookupEtype(e.Key.KeyType)
+		if et == nil || len(e.Key.KeyValue) != et.keyLen {
+			// A key of the wrong length cannot be the principal's (and an
+			// empty one would crash the key schedule): skip it like an
+			// unsupported enctype.
 			continue
 		}
 		keys = append(keys, ltKey{etype: e.Key.KeyType, kvno: e.KVNO, key: slices.Clone(e.Key.KeyValue)})

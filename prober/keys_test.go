@@ -137,3 +137,73 @@ func TestPasswordFile(t *testing.T) {
 		t.Errorf("missing file: %v", err)
 	}
 }
+
+// A keytab entry whose key length does not fit its enctype (empty, or a
+// 16-byte key labelled aes256) is skipped, not used to build a schedule.
+func TestKeytabWrongKeyLength(t *testing.T) {
+	p := mustPrincipal(t, "probe@PERF.TEST")
+	kt := keytab.New()
+	for _, e := range []int32{20, 18} {
+		if err := kt.AddEntry("probe", "PERF.TEST", testPassword, time.Unix(1e9, 0), 2, e); err != nil {
+			t.Fatal(err)
+		}
+		if err := kt.AddEntry("probe", "PERF.TEST", testPassword, time.Unix(1e9, 0), 3, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range kt.Entries {
+		if kt.Entries[i].KVNO == 3 {
+			if kt.Entries[i].Key.KeyType == 18 {
+				kt.Entries[i].Key.KeyValue = []byte{}
+			} else {
+				kt.Entries[i].Key.KeyValue = kt.Entries[i].Key.KeyValue[:16]
+			}
+		}
+	}
+	b, err := kt.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "bad.keytab")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	creds, err := NewKeytabCredentials(path, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range []int32{20, 18} {
+		k, ok, err := creds.keyFor(e, 0, "", "")
+		if !ok || err != nil || k.kvno != 2 || len(k.key) != 32 {
+			t.Errorf("%s: kvno %d, %d-byte key, %v %v; want the kvno 2 key", EtypeName(e), k.kvno, len(k.key), ok, err)
+		}
+	}
+	c, err := NewClient(Options{KDC: "127.0.0.1:1", Client: p, Credentials: creds})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, e := range []int32{20, 18} {
+		if err := c.buildASReq(&preauthChoice{etype: e}, time.Now()); err != nil {
+			t.Errorf("%s: %v", EtypeName(e), err)
+		}
+	}
+
+	// Only bad keys: no usable key at all.
+	bad := kt.Entries[:0]
+	for _, e := range kt.Entries {
+		if e.KVNO == 3 {
+			bad = append(bad, e)
+		}
+	}
+	kt.Entries = bad
+	if b, err = kt.Marshal(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewKeytabCredentials(path, p); err == nil || !strings.Contains(err.Error(), "no AES key") {
+		t.Errorf("keytab with only bad keys: %v", err)
+	}
+}
