@@ -35,7 +35,7 @@ func newProcessCollector(scan *procScanner, logger log.Logger) *processCollector
 		up:          desc("process", "up", "1 if a process of the program is running (zombies do not count), else 0.", prog...),
 		processes:   desc("process", "processes", "Number of running processes of the program, supervisor and workers included.", prog...),
 		restarts:    desc("process", "restarts_total", "Times the program's main process was seen replaced by a new one (its pid or start time changed) since the exporter started.", prog...),
-		cpu:         desc("process", "cpu_seconds_total", "CPU time of all processes of the program, by mode.", "program", "mode"),
+		cpu:         desc("process", "cpu_seconds_total", "CPU time of all processes of the program, by mode, including the children its main process reaped (exited workers).", "program", "mode"),
 		rss:         desc("process", "resident_memory_bytes", "Resident memory of all processes of the program.", prog...),
 		vms:         desc("process", "virtual_memory_bytes", "Virtual memory of all processes of the program.", prog...),
 		openFDs:     desc("process", "open_fds", "Open file descriptors of all processes of the program.", prog...),
@@ -149,6 +149,11 @@ func (c *processCollector) updateProgram(ch chan<- prometheus.Metric, snap *snap
 			}
 		}
 	}
+	// Children the main process reaped (krb5kdc workers that exited before
+	// it) no longer have a /proc entry; without their time the sum would
+	// drop as if the counter had been reset.
+	utime += uint64(max(p.main.stat.CUTime, 0))
+	stime += uint64(max(p.main.stat.CSTime, 0))
 	ch <- counter(c.cpu, float64(utime)/userHZ, p.name, "user")
 	ch <- counter(c.cpu, float64(stime)/userHZ, p.name, "system")
 	ch <- gauge(c.rss, float64(rss)*c.pageSz, p.name)

@@ -1,0 +1,59 @@
+package collector
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// addReapedCPU moves the CPU time of worker into the supervisor's
+// cutime/cstime and removes the worker, as krb5kdc reaping an exited
+// worker does.
+func addReapedCPU(t *testing.T, root string, supervisor, worker int) {
+	t.Helper()
+	fields := func(pid int) (head string, f []string) {
+		b, err := os.ReadFile(filepath.Join(root, strconv.Itoa(pid), "stat"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := strings.TrimSpace(string(b))
+		r := strings.LastIndexByte(s, ')')
+		return s[:r+1], strings.Fields(s[r+2:]) // f[0] is field 3 (state)
+	}
+	num := func(s string) uint64 {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	_, w := fields(worker)
+	head, s := fields(supervisor)
+	// Fields 14/15 are utime/stime, 16/17 cutime/cstime.
+	s[13] = strconv.FormatUint(num(s[13])+num(w[11]), 10)
+	s[14] = strconv.FormatUint(num(s[14])+num(w[12]), 10)
+	if err := os.WriteFile(filepath.Join(root, strconv.Itoa(supervisor), "stat"), []byte(head+" "+strings.Join(s, " ")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	removeProc(t, root, worker)
+}
+
+// TestProcessCPUMonotonic: a worker that exits before the supervisor takes
+// its CPU time out of the live processes' sum; the supervisor's reaped
+// children's time holds it, so the counter does not drop.
+func TestProcessCPUMonotonic(t *testing.T) {
+	root := editableFixture(t)
+	_, reg := newTestCollector(t, fixtureConfig(t, root))
+	before := gather(t, reg)
+	addReapedCPU(t, root, fxSupervisor, fxWorker0) // the worker with system time
+	after := gather(t, reg)
+	for _, mode := range []string{"user", "system"} {
+		b := before.value("krb5_process_cpu_seconds_total", "program", "krb5kdc", "mode", mode)
+		a := after.value("krb5_process_cpu_seconds_total", "program", "krb5kdc", "mode", mode)
+		if a < b {
+			t.Errorf("cpu %s went from %v to %v when a worker exited", mode, b, a)
+		}
+	}
+}
