@@ -272,7 +272,8 @@ func (c *Client) buildASReq(choice *preauthChoice, now time.Time) error {
 	if choice != nil {
 		k, ok, err := c.creds.keyFor(choice.etype, 0, choice.salt, choice.s2kparams)
 		if err != nil {
-			return wrapError(ClassKeytab, PhaseASRep, err)
+			// Only string-to-key fails here, on the KDC's salt or parameters.
+			return wrapError(ClassMalformedReply, PhaseASRep, err)
 		}
 		if !ok {
 			return errorf(ClassKeytab, PhaseASRep, "no %s key", EtypeName(choice.etype))
@@ -374,7 +375,8 @@ func (c *Client) acceptASRep(reply []byte, choice *preauthChoice, phase string, 
 	}
 	k, ok, err := c.creds.keyFor(rep.enc.etype, rep.enc.kvno, salt, params)
 	if err != nil {
-		return wrapError(ClassKeytab, phase, err)
+		// Only string-to-key fails here, on the KDC's salt or parameters.
+		return wrapError(ClassMalformedReply, phase, err)
 	}
 	if !ok {
 		return errorf(ClassKeytab, phase, "AS-REP encrypted with %s, for which the client has no key", EtypeName(rep.enc.etype))

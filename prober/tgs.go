@@ -39,7 +39,9 @@ func (t *tgtState) set(rep *kdcRep, ep *encRepPart, received time.Time) {
 	t.expires = received.Add(life)
 	t.renewAt = received.Add(life - life/renewFraction)
 	t.auth, t.cksum, t.rep = nil, nil, nil
-	t.ok = lookupEtype(ep.keyType) != nil && life > 0
+	// A session key the client cannot use must not look like a TGT.
+	et := lookupEtype(ep.keyType)
+	t.ok = et != nil && len(ep.key) == et.keyLen && life > 0
 }
 
 // schedules derives the session key's schedules once per TGT.
@@ -102,7 +104,7 @@ func (c *Client) ServiceTicket(ctx context.Context, s *Service) (TGSResult, erro
 			return res, err
 		}
 		if !c.tgt.ok {
-			return res, errorf(ClassMalformedReply, PhaseASRep, "the TGT's session key %s is not supported", EtypeName(c.tgt.keyType))
+			return res, errorf(ClassMalformedReply, PhaseASRep, "the TGT's session key (%s, %d bytes) is not usable", EtypeName(c.tgt.keyType), len(c.tgt.key))
 		}
 	}
 	start := time.Now()
@@ -114,7 +116,8 @@ func (c *Client) ServiceTicket(ctx context.Context, s *Service) (TGSResult, erro
 func (c *Client) serviceTicket(ctx context.Context, s *Service, res *TGSResult) error {
 	t := &c.tgt
 	if err := t.schedules(); err != nil {
-		return wrapError(ClassKeytab, PhaseTGSRep, err)
+		// The session key came from the KDC's reply.
+		return wrapError(ClassMalformedReply, PhaseTGSRep, err)
 	}
 	now := c.now()
 	nonce := c.patch(&s.body, now)
