@@ -81,8 +81,8 @@ func (d *daemon) count() int {
 // is stopped. Every line written must be handed on exactly once.
 func TestRotationUnderLoad(t *testing.T) {
 	h := newHarness(t)
-	h.opts.RotateWait = 300 * time.Millisecond
-	h.opts.FromBeginning = true // the daemon may write before the first open
+	h.opts.RotateWait = 5 * time.Second // the test waits for its lines, not for the wait
+	h.opts.FromBeginning = true         // the daemon may write before the first open
 	d := newDaemon(t, h.path)
 	h.start()
 

@@ -114,6 +114,8 @@ type Tailer struct {
 	rotateWait   atomic.Int64  // time.Duration
 	minInterval  time.Duration // as configured, before the PollInterval cap
 	retimed      chan struct{}
+
+	cycled chan struct{} // closed after Run's first cycle (for tests)
 }
 
 // problem counts a read error and logs it unless it is the one logged
@@ -146,6 +148,7 @@ func New(opts Options, logger log.Logger, store *Positions, stats *Stats, h Line
 		now:         time.Now,
 		minInterval: minInterval,
 		retimed:     make(chan struct{}, 1),
+		cycled:      make(chan struct{}),
 	}
 	t.pollInterval.Store(int64(opts.PollInterval))
 	t.rotateWait.Store(int64(opts.RotateWait))
@@ -184,6 +187,7 @@ func (t *Tailer) Run(ctx context.Context) {
 	poll := time.NewTicker(curPoll)
 	defer poll.Stop()
 	last := time.Time{}
+	first := true
 	for {
 		if p := time.Duration(t.pollInterval.Load()); p != curPoll {
 			curPoll = p
@@ -200,6 +204,10 @@ func (t *Tailer) Run(ctx context.Context) {
 		last = time.Now()
 		t.cycle(stop)
 		t.save()
+		if first {
+			first = false
+			close(t.cycled)
+		}
 		select {
 		case <-ctx.Done():
 			t.save()

@@ -78,7 +78,8 @@ func newHarness(t *testing.T) *harness {
 	}
 }
 
-// start starts a tailer as a freshly started exporter would.
+// start starts a tailer as a freshly started exporter would and returns
+// after its first cycle.
 func (h *harness) start() {
 	h.t.Helper()
 	store, err := OpenPositions(h.posFile, log.NewNopLogger())
@@ -95,6 +96,14 @@ func (h *harness) start() {
 		tl.Run(ctx)
 	}()
 	h.cur = r
+	// Wait until the tailer has opened the file (or found it missing), so
+	// that what a test writes next is new to it.
+	select {
+	case <-tl.cycled:
+	case <-r.done:
+	case <-time.After(15 * time.Second):
+		h.t.Fatal("the tailer did not complete its first cycle")
+	}
 }
 
 // stop stops it cleanly and writes the position file, as the manager does.
@@ -152,7 +161,6 @@ func TestStartAtEndAndPartialLine(t *testing.T) {
 	appendFile(t, h.path, "old 1\nold 2\npartial-at-start")
 	h.start()
 	defer h.stop()
-	time.Sleep(50 * time.Millisecond)
 	appendFile(t, h.path, " rest\nnew 1\nnew ")
 	h.waitLines(1)
 	time.Sleep(60 * time.Millisecond) // several polls: "new " must wait for its newline
@@ -178,7 +186,6 @@ func TestFromBeginningAndLateFile(t *testing.T) {
 	h2 := newHarness(t)
 	h2.start()
 	defer h2.stop()
-	time.Sleep(50 * time.Millisecond)
 	appendFile(t, h2.path, "x\ny\n")
 	h2.waitLines(2)
 	checkExact(t, h2.recorder.snapshot(), []string{"x", "y"})
@@ -193,7 +200,6 @@ func TestLongLine(t *testing.T) {
 	h.opts.BufferBytes = 256
 	h.start()
 	defer h.stop()
-	time.Sleep(30 * time.Millisecond)
 	appendFile(t, h.path, "short\n"+strings.Repeat("x", 1000)+"\nafter\n")
 	h.waitLines(2)
 	time.Sleep(50 * time.Millisecond)
@@ -216,6 +222,7 @@ func TestRotations(t *testing.T) {
 		appendFile(t, h.path, s+"\n")
 		want = append(want, s)
 	}
+	h.opts.RotateWait = 5 * time.Second // the test waits for its lines, not for the wait
 	w("first")
 	h.start()
 	defer h.stop()
@@ -286,7 +293,6 @@ func TestRestarts(t *testing.T) {
 	}
 	appendFile(t, h.path, "before start\n")
 	h.start()
-	time.Sleep(30 * time.Millisecond)
 	w("one")
 	h.waitLines(1)
 	h.stop()
@@ -349,7 +355,6 @@ func TestPollingOnly(t *testing.T) {
 	h.opts.NoInotify = true
 	h.start()
 	defer h.stop()
-	time.Sleep(30 * time.Millisecond)
 	appendFile(t, h.path, "polled\n")
 	h.waitLines(1)
 	if h.cur.stats.Inotify.Load() {
@@ -367,7 +372,6 @@ func TestUnwatchableDirectory(t *testing.T) {
 		h.path = filepath.Join(h.dir, "later", "krb5kdc.log")
 		h.start()
 		defer h.stop()
-		time.Sleep(30 * time.Millisecond)
 		if h.cur.stats.Inotify.Load() {
 			t.Fatal("inotify claims to watch a missing directory")
 		}
@@ -385,7 +389,6 @@ func TestUnwatchableDirectory(t *testing.T) {
 	defer os.Chmod(sub, 0o755)
 	h.start()
 	defer h.stop()
-	time.Sleep(30 * time.Millisecond)
 	appendFile(t, h.path, "found by polling\n")
 	h.waitLines(1)
 }
