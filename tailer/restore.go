@@ -36,12 +36,12 @@ func (t *Tailer) restore() {
 		case fi.Size() < cp.Offset:
 			t.stats.Mismatches[MismatchTruncated].Add(1)
 			level.Warn(t.logger).Log("msg", "log is shorter than the saved position: truncated while stopped; reading it from the start", "size", fi.Size(), "offset", cp.Offset)
-			t.drainCopy(cp, fl)
+			t.drainSavedCopy(cp, fl)
 			fl.seek(0)
 		case !matches(fl, cp):
 			t.stats.Mismatches[MismatchRewritten].Add(1)
 			level.Warn(t.logger).Log("msg", "log content at the saved position differs: rewritten while stopped; reading it from the start", "offset", cp.Offset)
-			t.drainCopy(cp, fl)
+			t.drainSavedCopy(cp, fl)
 			fl.seek(0)
 		default:
 			if err := fl.seek(cp.Offset); err != nil {
@@ -109,20 +109,9 @@ func (t *Tailer) findByInode(pos FilePos) *file {
 	return nil
 }
 
-// drainCopy reads, from pos, a copy of the file cur whose content matches
-// pos (copytruncate while we were stopped).
-func (t *Tailer) drainCopy(pos FilePos, cur *file) {
-	for _, c := range siblings(t.opts.Path) {
-		if c.size < pos.Offset || (c.dev == cur.dev && c.ino == cur.ino) {
-			continue
-		}
-		if cp := t.openAt(c.path, pos, false); cp != nil {
-			cp.readLines(t.handle, t.opts.MaxLineBytes, t.stats, func() bool { return false })
-			cp.flushPartial(t.handle, t.stats)
-			cp.close()
-			t.stats.CopyFound.Add(1)
-			level.Info(t.logger).Log("msg", "found the copy of the truncated log and read it on from the saved position", "copy", c.path)
-			return
-		}
+// drainSavedCopy reads on the copy of a log truncated while we were stopped.
+func (t *Tailer) drainSavedCopy(pos FilePos, cur *file) {
+	if p := t.drainCopy(pos, cur); p != "" {
+		level.Info(t.logger).Log("msg", "found the copy of the truncated log and read it on from the saved position", "copy", p)
 	}
 }

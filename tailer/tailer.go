@@ -334,37 +334,38 @@ func (t *Tailer) checkPath() bool {
 // again from its start.
 func (t *Tailer) truncated() {
 	t.stats.Rotations[RotationTruncate].Add(1)
-	if cp := t.findCopy(t.cur); cp != nil {
-		cp.readLines(t.handle, t.opts.MaxLineBytes, t.stats, func() bool { return false })
-		cp.flushPartial(t.handle, t.stats)
-		cp.close()
-		t.stats.CopyFound.Add(1)
-		level.Info(t.logger).Log("msg", "log truncated (copytruncate); read the rest of the copy", "copy_from", t.cur.off)
-	} else {
-		level.Warn(t.logger).Log("msg", "log truncated; no copy found, lines written between the last read and the truncation are lost", "offset", t.cur.off)
+	fl := t.cur
+	var found string
+	if want := fl.ctail.bytes(); len(want) > 0 {
+		found = t.drainCopy(FilePos{Offset: fl.off, Hash: fnv64a(want), HashLen: len(want)}, fl)
 	}
-	t.cur.rtail, t.cur.ctail = ring{}, ring{}
-	t.cur.skipping = false
-	t.cur.seek(0)
+	if found != "" {
+		level.Info(t.logger).Log("msg", "log truncated (copytruncate); read the rest of the copy", "copy", found, "copy_from", fl.off)
+	} else {
+		level.Warn(t.logger).Log("msg", "log truncated; no copy found, lines written between the last read and the truncation are lost", "offset", fl.off)
+	}
+	fl.rtail, fl.ctail = ring{}, ring{}
+	fl.skipping = false
+	fl.seek(0)
 }
 
-// findCopy looks for a sibling holding fl's content at fl.off, the copy of
-// copytruncate, and opens it there.
-func (t *Tailer) findCopy(fl *file) *file {
-	want := fl.ctail.bytes()
-	if len(want) == 0 {
-		return nil
-	}
-	pos := FilePos{Offset: fl.off, Hash: fnv64a(want), HashLen: len(want)}
+// drainCopy looks for a sibling of the path holding cur's content at
+// pos (the copy copytruncate made, while we ran or were stopped), reads it
+// on from there to its end and returns its path; "" if there is none.
+func (t *Tailer) drainCopy(pos FilePos, cur *file) string {
 	for _, c := range siblings(t.opts.Path) {
-		if c.size < fl.off || (c.dev == fl.dev && c.ino == fl.ino) {
+		if c.size < pos.Offset || (c.dev == cur.dev && c.ino == cur.ino) {
 			continue
 		}
 		if cp := t.openAt(c.path, pos, false); cp != nil {
-			return cp
+			cp.readLines(t.handle, t.opts.MaxLineBytes, t.stats, func() bool { return false })
+			cp.flushPartial(t.handle, t.stats)
+			cp.close()
+			t.stats.CopyFound.Add(1)
+			return c.path
 		}
 	}
-	return nil
+	return ""
 }
 
 // openAt opens path and positions it at pos if the bytes before pos.Offset
