@@ -142,12 +142,7 @@ func parseKadmind(m []byte, e *Event) Reason {
 		return ReasonNone
 	}
 	switch {
-	case bytes.HasPrefix(m, []byte("closing down fd ")),
-		bytes.HasPrefix(m, []byte("set up ")),
-		bytes.HasPrefix(m, []byte("dropping ")),
-		bytes.HasPrefix(m, []byte("Setting up ")),
-		bytes.HasPrefix(m, []byte("listening on ")),
-		bytes.HasPrefix(m, []byte("kadmind: starting")):
+	case isNetInfo(m), bytes.HasPrefix(m, []byte("kadmind: starting")):
 		e.Kind = KindInfo
 		return ReasonNone
 	}

@@ -92,11 +92,7 @@ func parseKDCOther(m []byte, e *Event) Reason {
 		e.Kind, e.Lifecycle = KindLifecycle, LifecycleSupervisorSignal
 	case bytes.HasPrefix(m, []byte("preauth ")) && bytes.Contains(m, []byte(" failed to initialize: ")):
 		e.Kind, e.Lifecycle = KindLifecycle, LifecyclePreauthInitFailed
-	case bytes.HasPrefix(m, []byte("closing down fd ")),
-		bytes.HasPrefix(m, []byte("set up ")),
-		bytes.HasPrefix(m, []byte("dropping ")),
-		bytes.HasPrefix(m, []byte("Setting up ")),
-		bytes.HasPrefix(m, []byte("listening on ")):
+	case isNetInfo(m):
 		e.Kind = KindInfo
 	default:
 		return ReasonUnknownMessage
@@ -304,4 +300,14 @@ func parsePreauth(m []byte, e *Event) Reason {
 	e.Method = m[:i]
 	e.PreauthReason = classifyPreauth(m[i+len(suffixVerifyFail):])
 	return ReasonNone
+}
+
+// isNetInfo reports a message of MIT's network code (net-server.c), which
+// krb5kdc and kadmind share: nothing to count.
+func isNetInfo(m []byte) bool {
+	return bytes.HasPrefix(m, []byte("closing down fd ")) ||
+		bytes.HasPrefix(m, []byte("set up ")) ||
+		bytes.HasPrefix(m, []byte("dropping ")) ||
+		bytes.HasPrefix(m, []byte("Setting up ")) ||
+		bytes.HasPrefix(m, []byte("listening on "))
 }
