@@ -31,6 +31,7 @@ type Credentials struct {
 	keys          []ltKey // newest kvno first
 	generation    uint64  // bumped whenever keys change, so Clients drop derived keys
 	// password
+	pwPath   string // the password file, when the password comes from one
 	password string
 	s2k      map[s2kInput][]byte
 }
@@ -68,28 +69,46 @@ func NewPasswordCredentials(password string, p Principal) *Credentials {
 // NewPasswordFileCredentials reads the password from the first line of a file
 // (kept out of the configuration file, URLs and logs).
 func NewPasswordFileCredentials(path string, p Principal) (*Credentials, error) {
-	f, err := os.Open(path)
+	c := &Credentials{principal: p, pwPath: path, s2k: map[s2kInput][]byte{}}
+	if err := c.loadPasswordLocked(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// pendingCredentials are the credentials of a module whose keytab or
+// password file could not be loaded: every refresh (each probe) tries again,
+// and fails with the reason until the file loads.
+func pendingCredentials(keytabPath, passwordPath string, p Principal) *Credentials {
+	if keytabPath != "" {
+		return &Credentials{principal: p, path: keytabPath}
+	}
+	return &Credentials{principal: p, pwPath: passwordPath, s2k: map[s2kInput][]byte{}}
+}
+
+func (c *Credentials) loadPasswordLocked() error {
+	f, err := os.Open(c.pwPath)
 	if err != nil {
-		return nil, fmt.Errorf("password file: %w", err)
+		return fmt.Errorf("password file: %w", err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("password file: %w", err)
+		return fmt.Errorf("password file: %w", err)
 	}
 	const maxPasswordFile = 64 << 10
 	b, err := io.ReadAll(io.LimitReader(f, maxPasswordFile))
 	if err != nil {
-		return nil, fmt.Errorf("password file: %w", err)
+		return fmt.Errorf("password file: %w", err)
 	}
 	line, _, _ := strings.Cut(string(b), "\n")
 	line = strings.TrimSuffix(line, "\r")
 	if line == "" {
-		return nil, fmt.Errorf("password file %s: the first line is empty", path)
+		return fmt.Errorf("password file %s: the first line is empty", c.pwPath)
 	}
-	c := NewPasswordCredentials(line, p)
+	c.password = line
 	c.worldReadable = fi.Mode().Perm()&0o004 != 0
-	return c, nil
+	return nil
 }
 
 // Principal returns the client principal the credentials are for.
@@ -108,7 +127,19 @@ func (c *Credentials) WorldReadable() bool {
 func (c *Credentials) refresh(now time.Time) (uint64, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.path == "" || now.Sub(c.checked) < keytabRecheck {
+	if c.path == "" {
+		if c.pwPath != "" && c.password == "" {
+			// Not loaded yet (pendingCredentials).
+			return c.generation, c.loadPasswordLocked()
+		}
+		return c.generation, nil
+	}
+	if c.keys == nil {
+		// Never loaded (pendingCredentials): try on every probe.
+		err := c.loadLocked(now)
+		return c.generation, err
+	}
+	if now.Sub(c.checked) < keytabRecheck {
 		return c.generation, nil
 	}
 	c.checked = now

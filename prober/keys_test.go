@@ -207,3 +207,29 @@ func TestKeytabWrongKeyLength(t *testing.T) {
 		t.Errorf("keytab with only bad keys: %v", err)
 	}
 }
+
+// Credentials whose file is missing load it on the first refresh after it
+// appears, failing until then.
+func TestPendingCredentials(t *testing.T) {
+	dir := t.TempDir()
+	p := mustPrincipal(t, "probe@PERF.TEST")
+	kt, pw := filepath.Join(dir, "k.keytab"), filepath.Join(dir, "pw")
+	for _, c := range []*Credentials{pendingCredentials(kt, "", p), pendingCredentials("", pw, p)} {
+		if _, err := c.refresh(time.Now()); err == nil || !strings.Contains(err.Error(), "no such file") {
+			t.Errorf("refresh without the file: %v", err)
+		}
+	}
+	writeTestKeytab(t, kt, "probe@PERF.TEST")
+	if err := os.WriteFile(pw, []byte("secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ktc, pwc := pendingCredentials(kt, "", p), pendingCredentials("", pw, p)
+	for _, c := range []*Credentials{ktc, pwc} {
+		if _, err := c.refresh(time.Now()); err != nil {
+			t.Errorf("refresh with the file: %v", err)
+		}
+	}
+	if !ktc.hasEtype(18) || pwc.password != "secret" {
+		t.Error("keys not loaded")
+	}
+}

@@ -50,9 +50,10 @@ type loop struct {
 
 // ApplyConfig starts, restarts and stops probe loops to match cfg. Targets
 // whose settings did not change keep running undisturbed (schedule, TGT,
-// counters). A target that cannot be set up (unreadable keytab, no key for
-// the client) is an error; if it was running before, its previous version
-// keeps probing. The other targets are applied regardless.
+// counters). A target whose keytab or password file does not load runs
+// anyway, failing with result="keytab" until the file loads. A target that
+// cannot be set up otherwise is an error; if it was running before, its
+// previous version keeps probing. The other targets are applied regardless.
 func (m *Manager) ApplyConfig(cfg *config.Config) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -100,7 +101,15 @@ func (m *Manager) ApplyConfig(cfg *config.Config) error {
 func (m *Manager) newLoop(t config.ProbeTarget, mod config.ProbeModule) (*loop, error) {
 	creds, err := ModuleCredentials(&mod)
 	if err != nil {
-		return nil, err
+		p, perr := ParsePrincipal(mod.Client, mod.Realm)
+		if perr != nil {
+			return nil, perr
+		}
+		// The target still runs: each probe tries the file again and is
+		// recorded as result="keytab" until it loads, rather than the
+		// target vanishing from the metrics.
+		level.Warn(m.logger).Log("msg", "probe keys not loaded; retrying on every probe", "probe", t.Name, "err", err)
+		creds = pendingCredentials(mod.Keytab, mod.PasswordFile, p)
 	}
 	target, err := NewTarget(t.Address, &mod, creds, nil)
 	if err != nil {

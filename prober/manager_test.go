@@ -173,15 +173,16 @@ func TestManagerReload(t *testing.T) {
 	udpLoop := m.loops["kdc-udp"]
 
 	// Drop kdc-tcp; kdc-udp is unchanged and keeps its loop and counters;
-	// a new target with a missing keytab is an error, the rest applies.
+	// a new target whose keytab does not exist yet runs anyway and says
+	// result="keytab" until the file appears.
 	cfg2 := probeConfig(r)
 	cfg2.Probes = cfg2.Probes[:1]
 	bad := cfg2.Modules["default"]
-	bad.Keytab = filepath.Join(t.TempDir(), "missing.keytab")
+	late := filepath.Join(t.TempDir(), "late.keytab")
+	bad.Keytab = late
 	cfg2.Modules["bad"] = bad
-	cfg2.Probes = append(cfg2.Probes, config.ProbeTarget{Name: "broken", Address: r.KDCAddr, Module: "bad"})
-	err := m.ApplyConfig(cfg2)
-	if err == nil || !strings.Contains(err.Error(), `probe "broken"`) || !strings.Contains(err.Error(), "missing.keytab") {
+	cfg2.Probes = append(cfg2.Probes, config.ProbeTarget{Name: "late", Address: r.KDCAddr, Module: "bad", Interval: time.Second})
+	if err := m.ApplyConfig(cfg2); err != nil {
 		t.Fatalf("reload with a missing keytab: %v", err)
 	}
 	if m.loops["kdc-udp"] != udpLoop {
@@ -190,6 +191,15 @@ func TestManagerReload(t *testing.T) {
 	if _, ok := m.loops["kdc-tcp"]; ok {
 		t.Error("a removed target still runs")
 	}
+	if _, ok := m.loops["late"]; !ok {
+		t.Fatal("the target with a missing keytab does not run")
+	}
+	eventually(t, `result="keytab" for the missing keytab`, func() bool {
+		return counter(pm.total, "late", ExchangeAS, ClassKeytab) >= 1
+	})
+	if gauge(pm.success, "late", ExchangeAS) != 0 {
+		t.Error("probe_success not 0 without keys")
+	}
 	if n := testutil.CollectAndCount(pm.total); n == 0 {
 		t.Fatal("no series left")
 	}
@@ -197,12 +207,18 @@ func TestManagerReload(t *testing.T) {
 	for _, mf := range mfs {
 		for _, mt := range mf.GetMetric() {
 			for _, l := range mt.GetLabel() {
-				if l.GetName() == "target" && (l.GetValue() == "kdc-tcp" || l.GetValue() == "broken") {
+				if l.GetName() == "target" && l.GetValue() == "kdc-tcp" {
 					t.Errorf("%s still has a series for %s", mf.GetName(), l.GetValue())
 				}
 			}
 		}
 	}
+	if err := os.WriteFile(late, mustRead(t, r.ProbeKeytab), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the late keytab to be loaded", func() bool {
+		return counter(pm.total, "late", ExchangeAS, ClassSuccess) >= 1 && gauge(pm.success, "late", ExchangeAS) == 1
+	})
 
 	// A changed module restarts the target with the new settings; its
 	// keytab here is readable by everyone, which is said once and shown.
