@@ -75,8 +75,10 @@ func TestUDPRetransmit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if dropped.Load() != 1 || as.Retransmits != 1 {
-		t.Errorf("dropped %d, retransmits %d; want 1 and 1", dropped.Load(), as.Retransmits)
+	// At least one: on a loaded machine the KDC's answer to the resent
+	// request may itself come later than the next 200 ms resend.
+	if dropped.Load() != 1 || as.Retransmits < 1 {
+		t.Errorf("dropped %d, retransmits %d; want 1 and at least 1", dropped.Load(), as.Retransmits)
 	}
 	// The retransmit shows as a slow first round trip, not as an error.
 	if as.PreauthRequired < 100*time.Millisecond {

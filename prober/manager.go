@@ -157,12 +157,14 @@ func (m *Manager) run(ctx context.Context, l *loop) {
 		if o.Canceled {
 			return
 		}
-		m.metrics.record(name, l.target.Transport(), &o)
+		// The gauge first: whoever sees this probe's result sees the state
+		// of the file it used.
 		v := 0.0
 		if l.creds.WorldReadable() {
 			v = 1
 		}
 		m.metrics.worldReadable.WithLabelValues(name).Set(v)
+		m.metrics.record(name, l.target.Transport(), &o)
 		logChange(logger, last, ExchangeAS, o.ASErr)
 		if o.TGSRan {
 			logChange(logger, last, ExchangeTGS, o.TGSErr)

@@ -245,12 +245,17 @@ func TestManagerReload(t *testing.T) {
 		t.Error("world-readable keytab not flagged")
 	}
 
-	g0 := runtime.NumGoroutine()
+	if n := probeLoops(); n != len(m.loops) {
+		t.Fatalf("%d probe loop goroutines for %d targets", n, len(m.loops))
+	}
 	m.Stop()
 	if err := m.ApplyConfig(cfg); err == nil {
 		t.Error("ApplyConfig after Stop succeeded")
 	}
-	eventually(t, "probe goroutines to end", func() bool { return runtime.NumGoroutine() < g0 })
+	// Stop waits for the loops: none may be left once it returns.
+	if n := probeLoops(); n != 0 {
+		t.Errorf("%d probe loop goroutines left after Stop", n)
+	}
 }
 
 // A dead KDC probed by the manager: the loop keeps running, each probe is
@@ -276,5 +281,17 @@ func TestManagerStopIsPrompt(t *testing.T) {
 	case <-done:
 	case <-ctx.Done():
 		t.Fatal("Stop waited for an hour-long probe timeout")
+	}
+}
+
+// probeLoops counts the goroutines running a probe loop (Manager.run).
+func probeLoops() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Count(string(buf[:n]), "prober.(*Manager).run(")
+		}
+		buf = make([]byte, 2*len(buf))
 	}
 }
