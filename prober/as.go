@@ -174,6 +174,13 @@ func offsetAt(kdc, sent time.Time, rt time.Duration) time.Duration {
 	return kdc.Sub(sent.Add(rt / 2))
 }
 
+// authtimeOffset estimates the clock offset from an AS-REP's authtime, the
+// KDC's clock when it issued the ticket, truncated to the second: the middle
+// of that second is the best estimate (±0.5 s).
+func authtimeOffset(authtime, sent time.Time, rt time.Duration) time.Duration {
+	return offsetAt(authtime.Add(500*time.Millisecond), sent, rt)
+}
+
 // firstOwnEtype picks the first configured enctype the credentials can serve
 // without asking the KDC (default salt for passwords).
 func (c *Client) firstOwnEtype() (preauthChoice, bool) {
@@ -398,8 +405,7 @@ func (c *Client) acceptASRep(reply []byte, choice *preauthChoice, phase string, 
 	}
 	res.Etypes = Etypes{Reply: rep.enc.etype, Ticket: rep.ticketEtype, Session: ep.keyType}
 	if !res.HasClockOffset {
-		// authtime is the KDC's clock when it issued the ticket.
-		res.ClockOffset, res.HasClockOffset = offsetAt(ep.authtime, c.sentWall, res.ASRep), true
+		res.ClockOffset, res.HasClockOffset = authtimeOffset(ep.authtime, c.sentWall, res.ASRep), true
 	}
 	c.tgt.set(&rep, &ep, received)
 	if c.log != nil {

@@ -41,3 +41,16 @@ func TestKDCDataErrorsAreMalformedReply(t *testing.T) {
 	err = c.serviceTicket(testCtx(t, time.Second), c.PrepareService(mustPrincipal(t, "HTTP/x")), &res)
 	wantClass(t, err, ClassMalformedReply)
 }
+
+// authtime has whole seconds: the offset taken from it is centred, so two
+// clocks in step read within ±0.5 s whatever the fraction of the second.
+func TestAuthtimeOffsetCentred(t *testing.T) {
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for ms := 0; ms < 1000; ms += 50 {
+		sent := base.Add(time.Duration(ms) * time.Millisecond)
+		off := authtimeOffset(sent.Truncate(time.Second), sent, 0)
+		if off < -500*time.Millisecond || off > 500*time.Millisecond {
+			t.Errorf("sent at +%d ms: offset %v, want within ±0.5 s", ms, off)
+		}
+	}
+}

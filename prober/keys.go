@@ -150,7 +150,8 @@ func (c *Credentials) refresh(now time.Time) (uint64, error) {
 	if fi.ModTime().Equal(c.modTime) && fi.Size() == c.size {
 		return c.generation, nil
 	}
-	return c.generation, c.loadLocked(now)
+	err = c.loadLocked(now)
+	return c.generation, err // the generation after the load
 }
 
 func (c *Credentials) load(now time.Time) error {

@@ -233,3 +233,23 @@ func TestPendingCredentials(t *testing.T) {
 		t.Error("keys not loaded")
 	}
 }
+
+// refresh returns the generation of the keys it leaves in place: after a
+// re-read, the new one.
+func TestRefreshReturnsNewGeneration(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "k.keytab")
+	writeTestKeytab(t, path, "probe@PERF.TEST")
+	c, err := NewKeytabCredentials(path, mustPrincipal(t, "probe@PERF.TEST"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := c.generation
+	writeTestKeytab(t, path, "probe@PERF.TEST")
+	if err := os.Chtimes(path, time.Now(), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	gen, err := c.refresh(time.Now().Add(2 * keytabRecheck))
+	if err != nil || gen != before+1 || gen != c.generation {
+		t.Errorf("refresh after a change: generation %d, %v; want %d", gen, err, before+1)
+	}
+}

@@ -67,7 +67,7 @@ func newProbeMetrics(reg prometheus.Registerer) *probeMetrics {
 		}, []string{"target", "exchange"}),
 		clockOffset: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "krb5_probe_clock_offset_seconds",
-			Help: "The KDC's clock minus the exporter's, from the KDC's last reply (KRB-ERROR stime to the microsecond, else AS-REP authtime to the second). Logins fail beyond the KDC's clockskew (5 minutes by default).",
+			Help: "The KDC's clock minus the exporter's, from the KDC's last reply (KRB-ERROR stime to the microsecond, else AS-REP authtime, ±0.5 s). Logins fail beyond the KDC's clockskew (5 minutes by default).",
 		}, []string{"target"}),
 		retransmits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "krb5_probe_udp_retransmits_total",
