@@ -116,6 +116,15 @@ func TestBadConfigIsOneClearLine(t *testing.T) {
 	}
 	oneErrorLine(t, stderr, "missing.yml: no such file or directory")
 
+	// A probe module whose keytab is missing: the daemon does not start.
+	nokt := filepath.Join(dir, "nokt.yml")
+	os.WriteFile(nokt, []byte("modules:\n  m:\n    realm: EXAMPLE.COM\n    client: probe\n    keytab: "+dir+"/missing.keytab\n"), 0o600)
+	_, stderr, code = exporter(t, "--config.file", nokt)
+	if code != 1 {
+		t.Errorf("missing keytab: exit code %d", code)
+	}
+	oneErrorLine(t, stderr, nokt+":5: modules.m.keytab: open "+dir+"/missing.keytab: no such file or directory")
+
 	good := filepath.Join(dir, "good.yml")
 	os.WriteFile(good, []byte("logs: []\n"), 0o600)
 	if out, stderr, code := exporter(t, "--config.file", good, "--config.check"); code != 0 || !strings.Contains(out, "valid") {
