@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -35,16 +34,7 @@ func (rr *recordingRelay) last() (req, rep []byte) {
 }
 
 func startRecordingRelay(t *testing.T, kdc string) (string, *recordingRelay) {
-	front, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	kaddr, _ := net.ResolveUDPAddr("udp", kdc)
-	back, err := net.DialUDP("udp", nil, kaddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { front.Close(); back.Close() })
+	front, back := relaySockets(t, "127.0.0.1:0", kdc)
 	rr := &recordingRelay{}
 	go func() {
 		buf := make([]byte, 65536)

@@ -20,21 +20,29 @@ func lossyRelay(t *testing.T, kdc string, drop int32) (addr string, dropped *ato
 	return lossyRelayOn(t, "127.0.0.1:0", kdc, drop)
 }
 
-func lossyRelayOn(t *testing.T, listen, kdc string, drop int32) (addr string, dropped *atomic.Int32) {
+// relaySockets opens the two sides of a test relay: front listens for the
+// client on listen, back is connected to the KDC. Both close with the test.
+func relaySockets(t *testing.T, listen, kdc string) (front, back *net.UDPConn) {
+	t.Helper()
 	la, err := net.ResolveUDPAddr("udp", listen)
 	if err != nil {
 		t.Fatal(err)
 	}
-	front, err := net.ListenUDP("udp", la)
+	front, err = net.ListenUDP("udp", la)
 	if err != nil {
 		t.Fatal(err)
 	}
 	kaddr, _ := net.ResolveUDPAddr("udp", kdc)
-	back, err := net.DialUDP("udp", nil, kaddr)
+	back, err = net.DialUDP("udp", nil, kaddr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { front.Close(); back.Close() })
+	return front, back
+}
+
+func lossyRelayOn(t *testing.T, listen, kdc string, drop int32) (addr string, dropped *atomic.Int32) {
+	front, back := relaySockets(t, listen, kdc)
 	dropped = new(atomic.Int32)
 	var client atomic.Pointer[net.UDPAddr]
 	go func() {
