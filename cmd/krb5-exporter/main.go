@@ -22,11 +22,11 @@ func main() {
 
 // commands are the parsed command line's destinations.
 type commands struct {
-	serve                    *serveCmd
-	realmUp, realmDown, env  *realmCmd
-	probePrincipal           *probePrincipalCmd
-	probe                    *probeCmd
-	bench, man               *kingpin.CmdClause
+	serve                   *serveCmd
+	realmUp, realmDown, env *realmCmd
+	probePrincipal          *probePrincipalCmd
+	probe                   *probeCmd
+	bench, man              *kingpin.CmdClause
 }
 
 // newApp builds the command line model: main parses it, the man page and
