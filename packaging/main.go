@@ -83,7 +83,7 @@ func build(o options) ([]string, error) {
 	here := filepath.Join(o.Repo, "packaging")
 	vars := map[string]string{
 		"ARCH": o.Arch, "VERSION": o.Version, "BINARY": o.Binary, "MANPAGE": man,
-		"FILES": filepath.Join(here, "files"),
+		"FILES":  filepath.Join(here, "files"),
 		"README": filepath.Join(o.Repo, "README.md"), "METRICS_DOC": filepath.Join(o.Repo, "docs", "metrics.md"),
 	}
 	cfg, err := nfpm.ParseFileWithEnvMapping(filepath.Join(here, "nfpm.yaml"), func(k string) string { return vars[k] })

@@ -20,8 +20,8 @@ chmod 0640 /etc/krb5-exporter/config.yml
 install -d -o "$user" -g "$user" -m 0750 /var/lib/krb5-exporter
 
 # Read access to the KDC logs named in the configuration (ACL, see
-# grant-log-access). Not fatal: the exporter says what it cannot read.
-/usr/libexec/krb5-exporter/grant-log-access || true
+# grant-access). Not fatal: the exporter says what it cannot read.
+/usr/libexec/krb5-exporter/grant-access || true
 
 if [ -d /run/systemd/system ]; then
 	systemctl daemon-reload >/dev/null 2>&1 || true

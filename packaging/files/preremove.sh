@@ -7,7 +7,7 @@ remove | 0)
 		systemctl disable --now krb5-exporter.service krb5-exporter.socket >/dev/null 2>&1 || true
 	fi
 	# Take back the log ACLs while the helper is still installed.
-	/usr/libexec/krb5-exporter/grant-log-access --revoke || true
+	/usr/libexec/krb5-exporter/grant-access --revoke || true
 	;;
 esac
 exit 0
