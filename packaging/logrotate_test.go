@@ -226,8 +226,8 @@ func startExporterAs(t *testing.T, prefix []string, bin string, args ...string) 
 		t.Fatal(err)
 	}
 	// LISTEN_PID must be the exporter's pid: the shell's, kept through exec.
-	argv := append(append([]string{}, prefix...), "sh", "-c", `LISTEN_PID=$$ LISTEN_FDS=1 exec "$@"`, "sh", bin, "--web.systemd-socket")
-	cmd := exec.Command(argv[0], append(argv[1:], args...)...)
+	argv := append(append([]string{}, prefix...), "sh", "-c", `LISTEN_PID=$$ LISTEN_FDS=1 exec "$@"`, "sh", bin)
+	cmd := exec.Command(argv[0], append(append(argv[1:], args...), "--web.systemd-socket")...)
 	cmd.ExtraFiles = []*os.File{lf} // fd 3
 	logs := &lockedBuffer{}
 	cmd.Stderr = logs
