@@ -305,7 +305,8 @@ func runInstalled(t *testing.T, asUser func(...string) *exec.Cmd) {
 		}
 	}
 	args := append(execStart[1:], "--collector.process.krb5kdc-pidfile="+r.KDCPidFile, "--collector.kdcconf.path="+r.KDCConf)
-	base, logs := startExporterAs(t, asUser().Args, execStart[0], args...)
+	base, logs, stop := startExporterAs(t, asUser().Args, execStart[0], args...)
+	defer stop() // before the package and its user are removed
 	url := base + "/metrics"
 
 	// Once the exporter reads the log (the probe's lines show up), a real
