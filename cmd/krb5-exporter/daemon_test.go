@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,9 +19,7 @@ import (
 // a login made by a real MIT client.
 func TestDaemonAgainstRealm(t *testing.T) {
 	t.Parallel()
-	if err := realm.Available(); err != nil {
-		t.Skip(err)
-	}
+	testutil.RequireMIT(t)
 	r, err := realm.Up(context.Background(), realm.Options{Dir: filepath.Join(t.TempDir(), "r"), Users: 2, Services: 1, Fillers: -1, NoKadmind: true})
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"net"
 	"os"
 	"path/filepath"
@@ -35,9 +36,7 @@ func runProbe(t *testing.T, args ...string) (int, string, string) {
 
 func probeRealm(t *testing.T) *realm.Realm {
 	t.Helper()
-	if err := realm.Available(); err != nil {
-		t.Skipf("MIT krb5 binaries not installed: %v", err)
-	}
+	testutil.RequireMIT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	r, err := realm.Up(ctx, realm.Options{Dir: t.TempDir(), Users: 1, Services: 1, Fillers: -1, NoKadmind: true})
