@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"net"
 	"os"
@@ -10,7 +9,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/alecthomas/kingpin/v2"
 
@@ -36,15 +34,7 @@ func runProbe(t *testing.T, args ...string) (int, string, string) {
 
 func probeRealm(t *testing.T) *realm.Realm {
 	t.Helper()
-	testutil.RequireMIT(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	r, err := realm.Up(ctx, realm.Options{Dir: t.TempDir(), Users: 1, Services: 1, Fillers: -1, NoKadmind: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.Down() })
-	return r
+	return testutil.Realm(t, realm.Options{Users: 1, Services: 1, NoKadmind: true})
 }
 
 func TestProbeCommand(t *testing.T) {
