@@ -23,6 +23,7 @@ build:
 # dpkg -i, run as the service user, purged.
 test: deps vet fmt-check
 	$(GO) test -race -count=1 -timeout 15m ./...
+	./scripts/test-allocs.sh
 	cd packaging && $(GO) test -race -count=1 -timeout 10m ./...
 
 # Tests without the default-size realm (quick feedback while editing).
