@@ -125,6 +125,17 @@ func testLogrotate(t *testing.T, bin, confTmpl string) {
 		}
 	}
 
+	// The read grant the package gives the service user (an ACL) must
+	// survive the rotations: logrotate's create copies it, copytruncate
+	// keeps the file.
+	acl := false
+	if _, err := exec.LookPath("setfacl"); err == nil {
+		if out, err := exec.Command("setfacl", "-m", "u:nobody:r", r.KDCLog).CombinedOutput(); err != nil {
+			t.Fatalf("setfacl: %v %s", err, out)
+		}
+		acl = true
+	}
+
 	login(5)
 	counted(5)
 	login(5) // not yet read, or read: either way counted once
@@ -150,6 +161,11 @@ func testLogrotate(t *testing.T, bin, confTmpl string) {
 	}
 	if len(files) < 3 || issued != logins {
 		t.Errorf("the log and its rotations %v hold %d AS ISSUE lines, want %d", files, issued, logins)
+	}
+	if acl {
+		if out, _ := exec.Command("getfacl", "-p", r.KDCLog).CombinedOutput(); !strings.Contains(string(out), "user:nobody:r--") {
+			t.Errorf("the log lost its ACL in the rotations:\n%s", out)
+		}
 	}
 	if v, _ := value(get(base+"/metrics"), `krb5_kdc_log_read_errors_total{path="`+r.KDCLog+`"}`); v != 0 {
 		t.Errorf("read errors: %v\n%s", v, logs.String())
