@@ -188,7 +188,7 @@ func TestDebInstall(t *testing.T) {
 		t.Errorf("--config.check on the shipped configuration: %v\n%s", err, out)
 	}
 
-	runInstalled(t, asUser)
+	kdcLog := runInstalled(t, asUser)
 
 	// Remove: the service's files go, the configuration and user stay.
 	dpkg(t, "--remove", "krb5-exporter")
@@ -197,6 +197,10 @@ func TestDebInstall(t *testing.T) {
 	}
 	if _, err := os.Stat("/etc/krb5-exporter/config.yml"); err != nil {
 		t.Errorf("dpkg -r removed the configuration: %v", err)
+	}
+	// ... and the read grants on the logs of the configuration go back.
+	if out, err := exec.Command("getfacl", "-p", kdcLog).CombinedOutput(); err != nil || strings.Contains(string(out), svcUser) {
+		t.Errorf("dpkg -r left the service user's ACL on %s: %v\n%s", kdcLog, err, out)
 	}
 	dpkg(t, "--purge", "krb5-exporter")
 	for _, p := range []string{"/etc/krb5-exporter", "/var/lib/krb5-exporter", "/etc/default/krb5-exporter"} {
@@ -263,7 +267,7 @@ func packageFiles(t *testing.T, cmd *exec.Cmd, tarball bool) []string {
 // over as systemd does) against a harness realm whose probe principal was
 // made with `realm probe-principal`, and checks that it probes and follows
 // the KDC log.
-func runInstalled(t *testing.T, asUser func(...string) *exec.Cmd) {
+func runInstalled(t *testing.T, asUser func(...string) *exec.Cmd) (kdcLog string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	base := t.TempDir()
@@ -271,7 +275,7 @@ func runInstalled(t *testing.T, asUser func(...string) *exec.Cmd) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Down()
+	t.Cleanup(func() { r.Down() })
 	// The package's helper lets the service user read the KDC log and
 	// kdc.conf, and walk to them (the realm directory is 0700).
 	if out, err := exec.Command("/usr/libexec/krb5-exporter/grant-access", r.KDCLog, r.KDCConf).CombinedOutput(); err != nil {
@@ -355,6 +359,7 @@ func runInstalled(t *testing.T, asUser func(...string) *exec.Cmd) {
 	if !regexp.MustCompile(`(?m)^Uid:\s+` + strconv.Itoa(mustUID(t)) + `\s`).Match(status) {
 		t.Errorf("the exporter does not run as %s:\n%s", svcUser, status)
 	}
+	return r.KDCLog
 }
 
 func mustUID(t *testing.T) int {
