@@ -51,10 +51,11 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 # .deb and .rpm in dist/ (nfpm, as a Go library: packaging/main.go). The
-# binary is static (no cgo), so one build serves Debian 12 and RHEL 9.
+# binary is static (no cgo), so one build serves Debian 12 and RHEL 9. The
+# version comes from git; outside a git tree: make package PKG_VERSION=1.2.3.
 package:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o dist/krb5-exporter ./cmd/krb5-exporter
-	cd packaging && $(GO) run . -binary ../dist/krb5-exporter -out ../dist -repo ..
+	cd packaging && $(GO) run . -binary ../dist/krb5-exporter -out ../dist -repo .. $(if $(PKG_VERSION),-version $(PKG_VERSION))
 
 clean:
 	rm -f $(BIN)
