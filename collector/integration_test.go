@@ -2,8 +2,10 @@ package collector
 
 import (
 	"context"
+	"errors"
 	"math"
 	"net"
+	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -56,7 +58,9 @@ func realmConfig(r *realm.Realm) Config {
 }
 
 // asLoad sends n AS requests for a principal that does not exist over UDP,
-// each waiting for its answer, bounded by 20 s, so the KDC uses some CPU.
+// each waiting up to 2 s for its answer (a request left unanswered on a
+// busy machine is not an error here), bounded by 20 s, so the KDC uses
+// some CPU.
 func asLoad(t *testing.T, r *realm.Realm, n int) {
 	t.Helper()
 	b, err := realm.ASRequest(r.Realm, "collector-load")
@@ -75,9 +79,28 @@ func asLoad(t *testing.T, r *realm.Realm, n int) {
 			t.Fatal(err)
 		}
 		conn.SetReadDeadline(time.Now().Add(2 * time.Second))
-		if _, err := conn.Read(buf); err != nil {
+		if _, err := conn.Read(buf); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 			t.Fatalf("request %d: %v", i, err)
 		}
+	}
+}
+
+// loadUntilTick sends AS requests in batches of 500 until the pids' own
+// /proc/PID/stat show at least one clock tick of CPU time, so that the CPU
+// checks compare real numbers; bounded by 40 batches and 60 s. How much
+// CPU the machine grants in a window does not matter, only that the work
+// was done: 20,000 requests cost any KDC far more than one tick.
+func loadUntilTick(t *testing.T, r *realm.Realm, pids ...int) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for batch := 0; ; batch++ {
+		if u, s := ticks(t, pids...); u+s > 0 {
+			return
+		}
+		if batch == 40 || time.Now().After(deadline) {
+			t.Fatalf("%d requests in %d batches left no CPU tick in /proc/PID/stat of %v", batch*500, batch, pids)
+		}
+		asLoad(t, r, 500)
 	}
 }
 
@@ -106,12 +129,12 @@ func checkCPU(t *testing.T, what string, got float64, before, after float64) {
 func TestIntegrationSingleProcess(t *testing.T) {
 	t.Parallel()
 	r := upRealm(t, 0, false)
-	asLoad(t, r, 1000)
-	_, reg := newTestCollector(t, realmConfig(r))
 	pids := r.KDCPids()
 	if len(pids) != 1 {
 		t.Fatalf("KDC pids %v", pids)
 	}
+	loadUntilTick(t, r, pids...)
+	_, reg := newTestCollector(t, realmConfig(r))
 	u0, s0 := ticks(t, pids...)
 	fds0 := countFDs(t, pids)
 	s := gather(t, reg)
@@ -119,9 +142,6 @@ func TestIntegrationSingleProcess(t *testing.T) {
 	u1, s1 := ticks(t, pids...)
 	checkCPU(t, "krb5kdc user", s.value("krb5_process_cpu_seconds_total", "program", "krb5kdc", "mode", "user"), u0, u1)
 	checkCPU(t, "krb5kdc system", s.value("krb5_process_cpu_seconds_total", "program", "krb5kdc", "mode", "system"), s0, s1)
-	if u1+s1 == 0 {
-		t.Error("1000 requests left no CPU tick: the check above proves little")
-	}
 
 	for name, want := range map[string]float64{
 		"krb5_process_up/krb5kdc": 1, "krb5_process_processes/krb5kdc": 1,
@@ -185,12 +205,12 @@ func checkNetwork(t *testing.T, s *scrape, r *realm.Realm) {
 func TestIntegrationWorkers(t *testing.T) {
 	t.Parallel()
 	r := upRealm(t, 2, true)
-	asLoad(t, r, 2000)
-	_, reg := newTestCollector(t, realmConfig(r))
 	pids := r.KDCPids()
 	if len(pids) != 3 {
 		t.Fatalf("KDC pids %v, want supervisor and 2 workers", pids)
 	}
+	loadUntilTick(t, r, pids...)
+	_, reg := newTestCollector(t, realmConfig(r))
 	kadmind := r.KadmindPid()
 
 	u0, s0 := ticks(t, pids...)
@@ -211,9 +231,6 @@ func TestIntegrationWorkers(t *testing.T) {
 	checkCPU(t, "worker 0 system", s.value("krb5_kdc_worker_cpu_seconds_total", "worker", "0", "mode", "system"), w0s0, w0s1)
 	checkCPU(t, "worker 1 user", s.value("krb5_kdc_worker_cpu_seconds_total", "worker", "1", "mode", "user"), w1u0, w1u1)
 	checkCPU(t, "worker 1 system", s.value("krb5_kdc_worker_cpu_seconds_total", "worker", "1", "mode", "system"), w1s0, w1s1)
-	if u1+s1 == 0 {
-		t.Error("2000 requests left no CPU tick: the checks above prove little")
-	}
 	if v := s.value("krb5_process_processes", "program", "krb5kdc"); v != 3 {
 		t.Errorf("krb5kdc processes = %v", v)
 	}
