@@ -1,11 +1,11 @@
 package collector
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
 	"net"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -119,7 +119,7 @@ func (c *networkCollector) Update(ch chan<- prometheus.Metric) error {
 	// settings only add the accept queue limit and the port fallback.
 	settings, confErr := c.conf.settings(snap.kdcArgs.realms)
 	sel := &selector{}
-	sel.inodes, err = socketInodes(np.proc)
+	sel.inodes, err = socketInodes(c.fs, np.pid)
 	switch {
 	case err == nil:
 	case gone(err):
@@ -132,7 +132,7 @@ func (c *networkCollector) Update(ch chan<- prometheus.Metric) error {
 	default:
 		return fmt.Errorf("reading krb5kdc's file descriptors: %w", err)
 	}
-	nsfs, err := procfs.NewFS(filepath.Join(c.procPath, strconv.Itoa(np.proc.PID)))
+	nsfs, err := procfs.NewFS(np.dir)
 	if err != nil {
 		if gone(err) {
 			return nil
@@ -142,10 +142,10 @@ func (c *networkCollector) Update(ch chan<- prometheus.Metric) error {
 	if err := c.updateUDP(ch, nsfs, sel); err != nil {
 		return err
 	}
-	if err := c.updateTCP(ch, np.proc.PID, nsfs, sel, settings); err != nil {
+	if err := c.updateTCP(ch, np.pid, nsfs, sel, settings); err != nil {
 		return err
 	}
-	return c.hostCounters(ch, np.proc)
+	return c.hostCounters(ch, np)
 }
 
 // updateUDP reports each KDC UDP address; sockets sharing one are summed.
@@ -337,46 +337,109 @@ func (c *networkCollector) acceptQueueLimit(s *kdcSettings) float64 {
 	return float64(limit)
 }
 
-func (c *networkCollector) hostCounters(ch chan<- prometheus.Metric, p procfs.Proc) error {
-	snmp, err := p.Snmp()
+func (c *networkCollector) hostCounters(ch chan<- prometheus.Metric, p *kdcProc) error {
+	files := c.scan.files
+	b, err := files.readSingle(p.file("net/snmp"))
 	if err != nil {
 		if gone(err) {
 			return nil
 		}
 		return fmt.Errorf("reading net/snmp: %w", err)
 	}
-	optCounter(ch, c.udpRcvbuf, snmp.Udp.RcvbufErrors, "udp")
-	optCounter(ch, c.udpInErrors, snmp.Udp.InErrors, "udp")
-	snmp6, err := p.Snmp6()
+	udp := tableRow(b, "Udp:")
+	optCounter(ch, c.udpRcvbuf, udp, "RcvbufErrors", "udp")
+	optCounter(ch, c.udpInErrors, udp, "InErrors", "udp")
+	b, err = files.readSingle(p.file("net/snmp6"))
 	switch {
 	case err == nil:
-		optCounter(ch, c.udpRcvbuf, snmp6.Udp6.RcvbufErrors, "udp6")
-		optCounter(ch, c.udpInErrors, snmp6.Udp6.InErrors, "udp6")
+		udp6 := keyColumn(b)
+		optCounter(ch, c.udpRcvbuf, udp6, "Udp6RcvbufErrors", "udp6")
+		optCounter(ch, c.udpInErrors, udp6, "Udp6InErrors", "udp6")
 	case gone(err): // IPv6 disabled: no snmp6
 	default:
 		return fmt.Errorf("reading net/snmp6: %w", err)
 	}
-	ns, err := p.Netstat()
+	b, err = files.readSingle(p.file("net/netstat"))
 	if err != nil {
 		if gone(err) {
 			return nil
 		}
 		return fmt.Errorf("reading net/netstat: %w", err)
 	}
-	optCounter(ch, c.listenOverflows, ns.TcpExt.ListenOverflows)
-	optCounter(ch, c.listenDrops, ns.TcpExt.ListenDrops)
+	tcpExt := tableRow(b, "TcpExt:")
+	optCounter(ch, c.listenOverflows, tcpExt, "ListenOverflows")
+	optCounter(ch, c.listenDrops, tcpExt, "ListenDrops")
 	return nil
 }
 
 // optCounter sends a counter the kernel may not have.
-func optCounter(ch chan<- prometheus.Metric, d *prometheus.Desc, v *float64, labels ...string) {
-	if v != nil {
-		ch <- counter(d, *v, labels...)
+func optCounter(ch chan<- prometheus.Metric, d *prometheus.Desc, lookup func(string) (float64, bool), name string, labels ...string) {
+	if v, ok := lookup(name); ok {
+		ch <- counter(d, v, labels...)
 	}
 }
 
-// socketInodes returns the inodes of the sockets open in p.
-func socketInodes(p procfs.Proc) (map[uint64]bool, error) {
+// tableRow returns a lookup in the table of /proc/net/snmp or netstat
+// whose two lines start with prefix ("Udp:"): a line of names, then a line
+// of values. A name missing, or a value that is not a number, is absent.
+func tableRow(b []byte, prefix string) func(name string) (float64, bool) {
+	var names, values [][]byte
+	for len(b) > 0 {
+		line := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
+		if !bytes.HasPrefix(line, []byte(prefix)) {
+			continue
+		}
+		if names == nil {
+			names = bytes.Fields(line[len(prefix):])
+		} else {
+			values = bytes.Fields(line[len(prefix):])
+			break
+		}
+	}
+	return func(name string) (float64, bool) {
+		for i, n := range names {
+			if string(n) == name && i < len(values) {
+				v, err := strconv.ParseFloat(string(values[i]), 64)
+				return v, err == nil
+			}
+		}
+		return 0, false
+	}
+}
+
+// keyColumn returns a lookup in /proc/net/snmp6, lines of "name value".
+// The file is read again for the next scrape, so the lookup copies nothing.
+func keyColumn(b []byte) func(name string) (float64, bool) {
+	return func(name string) (float64, bool) {
+		rest := b
+		for len(rest) > 0 {
+			line := rest
+			if i := bytes.IndexByte(rest, '\n'); i >= 0 {
+				line, rest = rest[:i], rest[i+1:]
+			} else {
+				rest = nil
+			}
+			f := bytes.Fields(line)
+			if len(f) == 2 && string(f[0]) == name {
+				v, err := strconv.ParseFloat(string(f[1]), 64)
+				return v, err == nil
+			}
+		}
+		return 0, false
+	}
+}
+
+// socketInodes returns the inodes of the sockets open in process pid.
+func socketInodes(pfs procfs.FS, pid int) (map[uint64]bool, error) {
+	p, err := pfs.Proc(pid)
+	if err != nil {
+		return nil, err
+	}
 	targets, err := p.FileDescriptorTargets()
 	if err != nil {
 		return nil, err

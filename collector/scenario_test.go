@@ -219,7 +219,7 @@ func TestRestarts(t *testing.T) {
 func TestWorkerSlots(t *testing.T) {
 	p := func(pid int, start uint64) *kdcProc {
 		k := &kdcProc{}
-		k.proc.PID, k.stat.Starttime = pid, start
+		k.pid, k.stat.Starttime = pid, start
 		return k
 	}
 	var w workerSlots
