@@ -99,6 +99,7 @@ type procScanner struct {
 	procPath string
 	files    *fileCache
 	dirBuf   []byte // getdents buffer
+	onProcfs bool   // procPath is a live procfs, not a copied tree
 	warn     *onceLogger
 	pidFiles map[string]string // program -> pid file; absent: find by name
 

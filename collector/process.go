@@ -129,7 +129,7 @@ func (c *processCollector) updateProgram(ch chan<- prometheus.Metric, snap *snap
 		threads += uint64(st.NumThreads)
 		oldest = min(oldest, st.Starttime)
 		if fds.ok {
-			n, err := countDir(pr.file("fd"), c.scan.dirBuf)
+			n, err := countFDs(pr.file("fd"), c.scan.dirBuf, c.scan.onProcfs)
 			if !c.failed(&fds, err, p.name, "file descriptors") {
 				nfds += float64(n)
 			}

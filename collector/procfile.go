@@ -269,42 +269,6 @@ func limitsOpenFiles(b []byte) (uint64, error) {
 	return atou(f[0])
 }
 
-// countDir counts the entries of a directory (/proc/PID/fd) without
-// allocating their names.
-func countDir(path string, buf []byte) (int, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return 0, &os.PathError{Op: "open", Path: path, Err: err}
-	}
-	defer unix.Close(fd)
-	count := 0
-	for {
-		n, err := unix.Getdents(fd, buf)
-		if err != nil {
-			return 0, &os.PathError{Op: "getdents", Path: path, Err: err}
-		}
-		if n <= 0 {
-			return count, nil
-		}
-		for off := 0; off < n; {
-			// struct linux_dirent64: ino (8), off (8), reclen (2), type (1), name
-			d := buf[off:n]
-			reclen := int(uint16(d[16]) | uint16(d[17])<<8)
-			if reclen == 0 || reclen > len(d) {
-				return 0, fmt.Errorf("%s: malformed directory entry", path)
-			}
-			name := d[19:reclen]
-			if k := bytes.IndexByte(name, 0); k >= 0 {
-				name = name[:k]
-			}
-			if string(name) != "." && string(name) != ".." {
-				count++
-			}
-			off += reclen
-		}
-	}
-}
-
 func atou(b []byte) (uint64, error) {
 	if len(b) == 0 {
 		return 0, strconv.ErrSyntax

@@ -34,8 +34,7 @@ const (
 // procfs, and the namespaces are the same or (not root: not allowed to
 // look) unknown.
 func kdcNetns(procPath string, pid int) netnsRelation {
-	var fs unix.Statfs_t
-	if err := unix.Statfs(procPath, &fs); err != nil || fs.Type != unix.PROC_SUPER_MAGIC {
+	if !isProcfs(procPath) {
 		return otherNetns // a fixture tree, not this machine
 	}
 	var theirs, ours unix.Stat_t

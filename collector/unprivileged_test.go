@@ -83,9 +83,9 @@ func TestIntegrationUnprivileged(t *testing.T) {
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), childEnv+"="+string(spec), childEnv+"_OUT="+out)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	fds0 := countFDs(t, r.KDCPids())
+	fds0 := listFDs(t, r.KDCPids())
 	childLog, err := cmd.CombinedOutput()
-	fds1 := countFDs(t, r.KDCPids())
+	fds1 := listFDs(t, r.KDCPids())
 	if err != nil {
 		t.Fatalf("child: %v\n%s", err, childLog)
 	}
@@ -162,7 +162,7 @@ func copyFileMode(t *testing.T, src, dst string, mode os.FileMode) {
 	}
 }
 
-func countFDs(t *testing.T, pids []int) float64 {
+func listFDs(t *testing.T, pids []int) float64 {
 	t.Helper()
 	n := 0
 	for _, pid := range pids {
