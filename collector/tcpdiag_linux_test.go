@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/prometheus/procfs"
-	"golang.org/x/sys/unix"
 )
 
 // TestSockDiag checks the netlink answers against /proc/net/tcp for a
@@ -33,7 +32,7 @@ func TestSockDiag(t *testing.T) {
 	// which may be just after Dial returned: poll (at most 2 s).
 	var mine *tcpSocket
 	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		ls, err := sockDiagTCP(unix.AF_INET, 1<<tcpListen, 0)
+		ls, err := sockDiagTCP(1<<tcpListen, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -65,7 +64,7 @@ func TestSockDiag(t *testing.T) {
 
 	// The port filter: only the three server-side sockets, not the
 	// clients' (their local port is ephemeral), nor anything else.
-	cs, err := sockDiagTCP(unix.AF_INET, tcpStatesAll&^(1<<tcpListen), port)
+	cs, err := sockDiagTCP(tcpStatesAll&^(1<<tcpListen), []uint16{port})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,8 +119,98 @@ func BenchmarkSockDiag(b *testing.B) {
 	defer l.Close()
 	port := uint16(l.Addr().(*net.TCPAddr).Port)
 	for b.Loop() {
-		if _, err := sockDiagTCP(unix.AF_INET, tcpStatesAll&^(1<<tcpListen), port); err != nil {
+		if _, err := sockDiagTCP(tcpStatesAll&^(1<<tcpListen), []uint16{port}); err != nil {
 			b.Fatal(err)
 		}
 	}
+}
+
+// TestSockDiagPortsAndFamilies: one request answers for IPv4 and IPv6
+// sockets, and the port filter keeps exactly the sockets on the ports
+// asked for, with one port, two or three (each port's part of the
+// bytecode, and the last one's, is taken).
+func TestSockDiagPortsAndFamilies(t *testing.T) {
+	listen := func(addr string) (net.Listener, uint16) {
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		return l, uint16(l.Addr().(*net.TCPAddr).Port)
+	}
+	la, a := listen("127.0.0.1:0")
+	lb, b := listen("[::1]:0")
+	lc, c := listen("127.0.0.1:0")
+	dial := func(l net.Listener, n int) {
+		for i := 0; i < n; i++ {
+			conn, err := net.Dial("tcp", l.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { conn.Close() })
+		}
+	}
+	dial(la, 2)
+	dial(lb, 1)
+	dial(lc, 3)
+
+	ls, err := sockDiagTCP(1<<tcpListen, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fams := map[uint16]bool{}
+	for _, s := range ls {
+		if s.port == a || s.port == b || s.port == c {
+			fams[s.port] = s.ip.To4() != nil
+		}
+	}
+	if len(fams) != 3 || !fams[a] || fams[b] || !fams[c] {
+		t.Errorf("listener dump: want the IPv4 listeners on %d, %d and the IPv6 one on %d; v4 by port: %v", a, c, b, fams)
+	}
+
+	// Server-side sockets are established as soon as the handshake
+	// completes; clients' own sockets have ephemeral ports.
+	for _, tc := range []struct {
+		ports []uint16
+		want  map[uint16]int
+	}{
+		{[]uint16{a}, map[uint16]int{a: 2}},
+		{[]uint16{b}, map[uint16]int{b: 1}},
+		{[]uint16{a, b}, map[uint16]int{a: 2, b: 1}},
+		{[]uint16{b, c}, map[uint16]int{b: 1, c: 3}},
+		{[]uint16{c, b, a}, map[uint16]int{a: 2, b: 1, c: 3}},
+	} {
+		got := map[uint16]int{}
+		// A connection shows on the server side once the listener got
+		// the last ACK, which may be just after Dial returned: poll (at
+		// most 2 s).
+		for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			cs, err := sockDiagTCP(tcpStatesAll&^(1<<tcpListen), tc.ports)
+			if err != nil {
+				t.Fatalf("ports %v: %v", tc.ports, err)
+			}
+			got = map[uint16]int{}
+			for _, s := range cs {
+				got[s.port]++
+			}
+			if equalCounts(got, tc.want) || time.Now().After(deadline) {
+				break
+			}
+		}
+		if !equalCounts(got, tc.want) {
+			t.Errorf("ports %v: sockets by port %v, want %v", tc.ports, got, tc.want)
+		}
+	}
+}
+
+func equalCounts(a, b map[uint16]int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
 }
