@@ -71,6 +71,7 @@ func serve(args []string) error {
 	fs.StringVar(&cfg.KDCConfPath, "kdcconf", "", "")
 	fs.StringVar(&cfg.Krb5ConfPath, "krb5conf", "", "")
 	noConns := fs.Bool("no-tcp-connections", false, "")
+	floor := fs.Bool("floor", false, "only the Go and process collectors")
 	fs.Parse(args)
 	cfg.TCPConnections = !*noConns
 	c, err := collector.New(log.NewLogfmtLogger(os.Stderr), cfg)
@@ -78,7 +79,10 @@ func serve(args []string) error {
 		return err
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(c, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if !*floor {
+		reg.MustRegister(c)
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
@@ -135,6 +139,7 @@ func run(scrapes, workers int, peBin, baseline string) error {
 	}{
 		{"krb5-exporter collectors", self, args},
 		{"krb5-exporter, --no-collector.network.tcp-connections", self, append(args[:len(args):len(args)], "-no-tcp-connections")},
+		{"floor: Go and process collectors only, promhttp", self, append(args[:len(args):len(args)], "-floor")},
 	}
 	if baseline != "" {
 		// An older build may not know -no-tcp-connections: defaults only.
