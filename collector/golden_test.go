@@ -145,10 +145,13 @@ func fixturePIDs(t *testing.T, proc, comm string) fixtureProcs {
 }
 
 type statLine struct {
-	comm, state   string
-	ppid          int
-	utime, stime  float64
-	start, rssPgs float64
+	comm, state    string
+	ppid           int
+	utime, stime   float64
+	cutime, cstime float64
+	threads        float64
+	start, rssPgs  float64
+	vsize          float64
 }
 
 // statFields reads /proc/PID/stat independently of procfs.
@@ -168,5 +171,6 @@ func statFields(t testing.TB, proc string, pid int) statLine {
 		}
 		return v
 	}
-	return statLine{comm: s[l+1 : r], state: f[0], ppid: int(num(4)), utime: num(14), stime: num(15), start: num(22), rssPgs: num(24)}
+	return statLine{comm: s[l+1 : r], state: f[0], ppid: int(num(4)), utime: num(14), stime: num(15),
+		cutime: num(16), cstime: num(17), threads: num(20), start: num(22), vsize: num(23), rssPgs: num(24)}
 }
