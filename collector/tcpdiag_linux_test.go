@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/procfs"
+	"golang.org/x/sys/unix"
 )
 
 // TestSockDiag checks the netlink answers against /proc/net/tcp for a
@@ -118,11 +119,101 @@ func BenchmarkSockDiag(b *testing.B) {
 	}
 	defer l.Close()
 	port := uint16(l.Addr().(*net.TCPAddr).Port)
+	cpu0 := processCPU()
 	for b.Loop() {
 		if _, err := sockDiagTCP(tcpStatesAll&^(1<<tcpListen), []uint16{port}); err != nil {
 			b.Fatal(err)
 		}
 	}
+	b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(tcpEhashEntries()), "ehash-buckets")
+}
+
+// BenchmarkSockDiagTimeWait is the connection count's dump with many
+// sockets in TIME_WAIT on the counted port (the figure in docs/metrics.md
+// for --collector.network.tcp-connections): it first makes that many
+// loopback connections the server side closes first, so that the
+// server's sockets wait (at most 14,000 connections and 60 s; they expire
+// 60 s later), then times the dump, which returns them all. Not part of
+// make test; run with
+//
+//	go test ./collector -run '^$' -bench SockDiagTimeWait -benchtime 200x
+func BenchmarkSockDiagTimeWait(b *testing.B) {
+	for _, n := range []int{0, 14000} {
+		b.Run("tw="+strconv.Itoa(n), func(b *testing.B) {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer l.Close()
+			port := uint16(l.Addr().(*net.TCPAddr).Port)
+			if made := timeWaits(b, l, n); made < n {
+				b.Logf("made %d of %d connections within 60 s", made, n)
+			}
+			cs, err := sockDiagTCP(tcpStatesAll&^(1<<tcpListen), []uint16{port})
+			if err != nil {
+				b.Fatal(err)
+			}
+			tw := 0
+			for _, s := range cs {
+				if s.state == 0x06 {
+					tw++
+				}
+			}
+			cpu0 := processCPU()
+			for b.Loop() {
+				if _, err := sockDiagTCP(tcpStatesAll&^(1<<tcpListen), []uint16{port}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(tw), "time-wait")
+			b.ReportMetric(float64(tcpEhashEntries()), "ehash-buckets")
+		})
+	}
+}
+
+// timeWaits makes up to n connections to l, closing each on the server
+// side first, for at most 60 s, and returns how many it made.
+func timeWaits(b *testing.B, l net.Listener, n int) int {
+	deadline := time.Now().Add(60 * time.Second)
+	made := 0
+	for ; made < n && time.Now().Before(deadline); made++ {
+		c, err := net.Dial("tcp", l.Addr().String())
+		if err != nil {
+			b.Fatal(err)
+		}
+		s, err := l.Accept()
+		if err != nil {
+			b.Fatal(err)
+		}
+		s.Close()               // server first: its socket goes to TIME_WAIT
+		c.Read(make([]byte, 1)) // the client sees the FIN
+		c.Close()
+	}
+	return made
+}
+
+// processCPU is the CPU time of this process (user and system, all
+// threads) in nanoseconds: on a shared machine wall time also counts the
+// waits for a CPU.
+func processCPU() int64 {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
+}
+
+// tcpEhashEntries is the size of the table a connection dump walks (0 if
+// the kernel does not say).
+func tcpEhashEntries() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/tcp_ehash_entries")
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return max(n, -n) // negative: the namespace shares the global table
 }
 
 // TestSockDiagPortsAndFamilies: one request answers for IPv4 and IPv6
