@@ -2,16 +2,15 @@ package collector
 
 import (
 	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
@@ -55,10 +54,10 @@ func BenchmarkScrapeFixtureTree65(b *testing.B) {
 			reg := prometheus.NewRegistry()
 			reg.MustRegister(c)
 			s := gather(b, reg)
-			if w, p := s.value("krb5_kdc_workers"), s.value("krb5_process_processes", "program", "krb5kdc"); w != 64 || p != 65 {
+			if w, p := s.Value("krb5_kdc_workers"), s.Value("krb5_process_processes", "program", "krb5kdc"); w != 64 || p != 65 {
 				b.Fatalf("fixture has %v workers in %v processes, want 64 in 65", w, p)
 			}
-			if v := s.value("krb5_kdc_workers_configured"); v != 64 {
+			if v := s.Value("krb5_kdc_workers_configured"); v != 64 {
 				b.Fatalf("workers_configured = %v", v)
 			}
 			b.ReportAllocs()
@@ -78,18 +77,10 @@ func BenchmarkScrapeFixtureTree65(b *testing.B) {
 // kernel's share (procfs, the connection table walk) is in it, but so is
 // any wait for a CPU on a busy machine; testdata/scrapecost takes CPU time.
 func BenchmarkScrapeRealKDC(b *testing.B) {
-	if err := realm.Available(); err != nil {
-		b.Skip(err)
-	}
 	for _, workers := range []int{2, 64} {
 		b.Run("w"+strconv.Itoa(workers), func(b *testing.B) {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			r, err := realm.Up(ctx, realm.Options{Dir: b.TempDir(), Users: 5, Services: 2, Fillers: -1, Workers: workers})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer r.Down()
+			// Returns once every worker runs: each op scrapes all N.
+			r := testutil.Realm(b, realm.Options{Users: 5, Services: 2, Workers: workers})
 			for _, mode := range []string{"pid-files", "by-name"} {
 				b.Run(mode, func(b *testing.B) {
 					cfg := DefaultConfig()
@@ -104,17 +95,6 @@ func BenchmarkScrapeRealKDC(b *testing.B) {
 					}
 					reg := prometheus.NewRegistry()
 					reg.MustRegister(c)
-					// Up returns once the first worker answers: wait (10 s
-					// at most) until all N run, so that every op scrapes N.
-					for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-						v, ok := gather(b, reg).find("krb5_kdc_workers")
-						if ok && v >= float64(workers) {
-							break
-						}
-						if time.Now().After(deadline) {
-							b.Fatalf("after 10 s: %v workers, want %d", v, workers)
-						}
-					}
 					b.ReportAllocs()
 					for b.Loop() {
 						if _, err := reg.Gather(); err != nil {
