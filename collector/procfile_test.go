@@ -1,0 +1,120 @@
+package collector
+
+import (
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"testing"
+)
+
+// TestFileCacheExitedProcess: a /proc file kept open reads the process it
+// was opened for; once that process has exited and been reaped, the read
+// fails as "gone" (never stale content), and the file is closed.
+func TestFileCacheExitedProcess(t *testing.T) {
+	// A raw fork and exec: os/exec would hold a pidfd, which changes the
+	// number of open files counted below.
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := syscall.ForkExec(sleep, []string{"sleep", "60"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reaped := false
+	reap := func() {
+		syscall.Kill(pid, syscall.SIGKILL)
+		var ws syscall.WaitStatus
+		syscall.Wait4(pid, &ws, 0, nil)
+		reaped = true
+	}
+	defer func() {
+		if !reaped {
+			reap()
+		}
+	}()
+	path := "/proc/" + strconv.Itoa(pid) + "/stat"
+	c := newFileCache()
+	openFDs := func() int {
+		entries, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(entries)
+	}
+	fds0 := openFDs()
+	for i := 0; i < 3; i++ { // the second and third reads use the open file
+		b, err := c.readSingle(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := parseStat(b)
+		if err != nil || st.Comm != "sleep" {
+			t.Fatalf("read %d: %+v, %v", i, st, err)
+		}
+		c.sweep()
+	}
+	if n := openFDs(); n != fds0+1 || len(c.files) != 1 {
+		t.Errorf("%d files cached, %d more fds open; want the one file kept open", len(c.files), n-fds0)
+	}
+	reap()
+	b, err := c.readSingle(path)
+	if !gone(err) {
+		t.Fatalf("exited process: read %q, %v; want a not-exist or ESRCH error", b, err)
+	}
+	if len(c.files) != 0 || openFDs() != fds0 {
+		t.Errorf("after the exit: %d files cached, %d fds open (%d before)", len(c.files), openFDs(), fds0)
+	}
+}
+
+// TestFileCacheSweep: a file not read in a scrape is closed at its end.
+func TestFileCacheSweep(t *testing.T) {
+	dir := t.TempDir()
+	a, b := dir+"/a", dir+"/b"
+	for _, p := range []string{a, b} {
+		if err := os.WriteFile(p, []byte(p), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := newFileCache()
+	c.readSingle(a)
+	c.readSingle(b)
+	c.sweep()
+	c.readSingle(a)
+	c.sweep()
+	if _, ok := c.files[b]; ok || len(c.files) != 1 {
+		t.Errorf("cached after a scrape without b: %v", c.files)
+	}
+	// Content larger than the buffer grows it and comes back whole.
+	big := make([]byte, 10000)
+	for i := range big {
+		big[i] = byte('a' + i%26)
+	}
+	if err := os.WriteFile(a, big, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.readSingle(a)
+	if err != nil || string(got) != string(big) {
+		t.Errorf("read %d bytes (%v), want the %d written", len(got), err, len(big))
+	}
+}
+
+func TestParseStat(t *testing.T) {
+	// comm with a space and a parenthesis; fields 3..24 (proc(5)).
+	line := "4242 (kdc (x) y) S 17 4242 4242 0 -1 4194560 100 0 0 0 31 12 5 -3 20 0 1 0 987654 31944704 2553 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n"
+	st, err := parseStat([]byte(line))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := procStat{Comm: "kdc (x) y", State: "S", PPID: 17, UTime: 31, STime: 12, CUTime: 5, CSTime: -3,
+		NumThreads: 1, Starttime: 987654, VSize: 31944704, RSS: 2553}
+	if st != want {
+		t.Errorf("parsed %+v\nwant   %+v", st, want)
+	}
+	for _, bad := range []string{"", "4242 kdc S 1", "4242 (kdc) S 17 4242", "4242 (kdc) S x 4242 4242 0 -1 4194560 100 0 0 0 31 12 5 -3 20 0 1 0 987654 31944704 2553"} {
+		if _, err := parseStat([]byte(bad)); err == nil {
+			t.Errorf("%q parsed without error", bad)
+		}
+	}
+}
