@@ -387,3 +387,54 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+// TestHostCountersColumns: the fixture's host counters are all 0, which a
+// wrong column would read as well. Here every number of the worker's
+// net/snmp, snmp6 and netstat is made distinct (its line and column), and
+// each host counter must be the one under its own name.
+func TestHostCountersColumns(t *testing.T) {
+	root := editableFixture(t)
+	net := filepath.Join(root, strconv.Itoa(fxWorker0), "net")
+	for _, name := range []string{"snmp", "netstat", "snmp6"} {
+		lines := readLines(t, filepath.Join(net, name))
+		for i, line := range lines {
+			f := strings.Fields(line)
+			for j := range f {
+				if _, err := strconv.ParseFloat(f[j], 64); err == nil {
+					f[j] = strconv.Itoa(1000*(i+1) + j)
+				}
+			}
+			lines[i] = strings.Join(f, " ")
+		}
+		if err := os.WriteFile(filepath.Join(net, name), []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, reg := newTestCollector(t, fixtureConfig(t, root))
+	s := gather(t, reg)
+	want := map[string]float64{}
+	goldenNetwork(t, root, fxWorker0, func(v float64, name string, labels ...string) {
+		if strings.HasPrefix(name, "krb5_host_") {
+			want[seriesKey(name, labels...)] = v
+		}
+	})
+	if len(want) != 6 {
+		t.Fatalf("%d host counters worked out, want 6: %v", len(want), want)
+	}
+	seen := map[float64]bool{}
+	for k, w := range want {
+		name, labels := k[:strings.IndexByte(k, '{')], strings.Trim(k[strings.IndexByte(k, '{'):], "{}")
+		var pairs []string
+		if labels != "" {
+			l, v, _ := strings.Cut(labels, "=")
+			pairs = []string{l, strings.Trim(v, `"`)}
+		}
+		if got := s.Value(name, pairs...); got != w {
+			t.Errorf("%s = %v, want %v", k, got, w)
+		}
+		if seen[w] {
+			t.Errorf("%s: value %v not distinct, the test proves less", k, w)
+		}
+		seen[w] = true
+	}
+}

@@ -30,6 +30,7 @@ type networkCollector struct {
 	procPath       string
 	tcpConnections bool // count connections by state (the costly part)
 	warn           *onceLogger
+	diagBuf        []byte // sock_diag replies, kept between scrapes
 
 	udpQueue, udpDrops, tcpQueue, tcpLimit, tcpConns,
 	udpRcvbuf, udpInErrors, listenOverflows, listenDrops *prometheus.Desc
@@ -43,6 +44,9 @@ const (
 	// of 1<<state, TCP_ESTABLISHED=1 ... TCP_NEW_SYN_RECV=12).
 	tcpStatesAll = 1<<13 - 1
 )
+
+// sockDiagRecvBufBytes is the buffer for sock_diag replies.
+const sockDiagRecvBufBytes = 32 << 10
 
 // tcpConnStates are the states counted for connections to the KDC port;
 // all are always reported so that series do not come and go.
@@ -62,6 +66,7 @@ func newNetworkCollector(scan *procScanner, conf *confSource, pfs procfs.FS, pro
 		procPath:       procPath,
 		tcpConnections: tcpConnections,
 		warn:           newOnceLogger(logger),
+		diagBuf:        make([]byte, sockDiagRecvBufBytes),
 		udpQueue:       desc("kdc", "udp_receive_queue_bytes", "Memory charged to the receive queue of a KDC UDP socket: datagrams not yet read by the KDC, kernel overhead included; the kernel drops datagrams once it reaches the socket receive buffer size.", "address"),
 		udpDrops:       desc("kdc", "udp_drops_total", "Datagrams the kernel dropped on a KDC UDP socket, mostly because its receive buffer was full.", "address"),
 		tcpQueue:       desc("kdc", "tcp_listen_queue_length", "Connections completed and waiting in the accept queue of a KDC TCP listening socket.", "address"),
@@ -247,7 +252,7 @@ const (
 // /proc/PID/net/tcp{,6}. fromKernel means the listeners' backlog is known.
 func (c *networkCollector) tcpSockets(pid int, nsfs procfs.FS, sel *selector) (listeners, conns []tcpSocket, fromKernel bool, err error) {
 	if rel := kdcNetns(c.procPath, pid); rel != otherNetns {
-		listeners, conns, err = diagKDCSockets(sel, c.tcpConnections)
+		listeners, conns, err = diagKDCSockets(sel, c.tcpConnections, c.diagBuf)
 		switch {
 		case err != nil:
 			c.warn.log("sock_diag", "msg", "sock_diag failed; reading /proc/PID/net/tcp instead", "err", err)
@@ -280,8 +285,8 @@ func (c *networkCollector) tcpSockets(pid int, nsfs procfs.FS, sel *selector) (l
 // second walks the whole established hash: measured here (262,144
 // buckets) 2-5 ms of CPU with few sockets, see BenchmarkSockDiagTimeWait
 // for many; a listener dump takes 0.1-0.3 ms.
-func diagKDCSockets(sel *selector, withConns bool) (listeners, conns []tcpSocket, err error) {
-	ls, err := sockDiagTCP(1<<tcpListen, nil)
+func diagKDCSockets(sel *selector, withConns bool, buf []byte) (listeners, conns []tcpSocket, err error) {
+	ls, err := sockDiagTCPBuf(1<<tcpListen, nil, buf)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -297,7 +302,7 @@ func diagKDCSockets(sel *selector, withConns bool) (listeners, conns []tcpSocket
 	if !withConns || len(ports) == 0 {
 		return listeners, nil, nil
 	}
-	conns, err = sockDiagTCP(tcpStatesAll&^(1<<tcpListen), ports)
+	conns, err = sockDiagTCPBuf(tcpStatesAll&^(1<<tcpListen), ports, buf)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -362,34 +367,57 @@ func optCounter(ch chan<- prometheus.Metric, d *prometheus.Desc, lookup func(str
 // tableRow returns a lookup in the table of /proc/net/snmp or netstat
 // whose two lines start with prefix ("Udp:"): a line of names, then a line
 // of values. A name missing, or a value that is not a number, is absent.
+// The lookup walks both lines side by side; the file is read again for
+// the next scrape, so it copies nothing.
 func tableRow(b []byte, prefix string) func(name string) (float64, bool) {
-	var names, values [][]byte
-	for len(b) > 0 {
+	var names, values []byte
+	for len(b) > 0 && values == nil {
 		line := b
 		if i := bytes.IndexByte(b, '\n'); i >= 0 {
 			line, b = b[:i], b[i+1:]
 		} else {
 			b = nil
 		}
-		if !bytes.HasPrefix(line, []byte(prefix)) {
-			continue
-		}
-		if names == nil {
-			names = bytes.Fields(line[len(prefix):])
-		} else {
-			values = bytes.Fields(line[len(prefix):])
-			break
+		if rest, ok := bytes.CutPrefix(line, []byte(prefix)); ok {
+			if names == nil {
+				names = rest
+			} else {
+				values = rest
+			}
 		}
 	}
 	return func(name string) (float64, bool) {
-		for i, n := range names {
-			if string(n) == name && i < len(values) {
-				v, err := strconv.ParseFloat(string(values[i]), 64)
-				return v, err == nil
+		n, v := names, values
+		for {
+			var key, val []byte
+			key, n = nextField(n)
+			val, v = nextField(v)
+			if key == nil || val == nil {
+				return 0, false
+			}
+			if string(key) == name {
+				f, err := strconv.ParseFloat(string(val), 64)
+				return f, err == nil
 			}
 		}
-		return 0, false
 	}
+}
+
+// nextField returns the first space-separated field of b and the rest;
+// nil when there is none.
+func nextField(b []byte) (field, rest []byte) {
+	i := 0
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t') {
+		i++
+	}
+	j := i
+	for j < len(b) && b[j] != ' ' && b[j] != '\t' {
+		j++
+	}
+	if i == j {
+		return nil, nil
+	}
+	return b[i:j], b[j:]
 }
 
 // keyColumn returns a lookup in /proc/net/snmp6, lines of "name value".
@@ -404,11 +432,16 @@ func keyColumn(b []byte) func(name string) (float64, bool) {
 			} else {
 				rest = nil
 			}
-			f := bytes.Fields(line)
-			if len(f) == 2 && string(f[0]) == name {
-				v, err := strconv.ParseFloat(string(f[1]), 64)
-				return v, err == nil
+			key, tail := nextField(line)
+			if string(key) != name {
+				continue
 			}
+			val, tail := nextField(tail)
+			if extra, _ := nextField(tail); val == nil || extra != nil {
+				continue
+			}
+			v, err := strconv.ParseFloat(string(val), 64)
+			return v, err == nil
 		}
 		return 0, false
 	}

@@ -20,15 +20,14 @@ import (
 
 // Layout of linux/inet_diag.h.
 const (
-	sizeofSockID         = 48
-	sizeofInetDiagReq    = 4 + sizeofSockID + 8 // the compatibility request
-	sizeofInetDiagMsg    = 4 + sizeofSockID + 20
-	tcpDiagGetSock       = 18 // TCPDIAG_GETSOCK
-	inetDiagReqBytecode  = 1  // INET_DIAG_REQ_BYTECODE attribute
-	inetDiagBcJmp        = 1  // INET_DIAG_BC_JMP
-	inetDiagBcSGE        = 2  // INET_DIAG_BC_S_GE
-	inetDiagBcSLE        = 3  // INET_DIAG_BC_S_LE
-	sockDiagRecvBufBytes = 32 << 10
+	sizeofSockID        = 48
+	sizeofInetDiagReq   = 4 + sizeofSockID + 8 // the compatibility request
+	sizeofInetDiagMsg   = 4 + sizeofSockID + 20
+	tcpDiagGetSock      = 18 // TCPDIAG_GETSOCK
+	inetDiagReqBytecode = 1  // INET_DIAG_REQ_BYTECODE attribute
+	inetDiagBcJmp       = 1  // INET_DIAG_BC_JMP
+	inetDiagBcSGE       = 2  // INET_DIAG_BC_S_GE
+	inetDiagBcSLE       = 3  // INET_DIAG_BC_S_LE
 )
 
 // kdcNetns tells whether sock_diag, which answers for the exporter's own
@@ -60,6 +59,12 @@ func kdcNetns(procPath string, pid int) netnsRelation {
 // request (SOCK_DIAG_BY_FAMILY) takes one family, so one walk each, and
 // a walk of the connection table is the cost of this collector.
 func sockDiagTCP(states uint32, ports []uint16) ([]tcpSocket, error) {
+	return sockDiagTCPBuf(states, ports, nil)
+}
+
+// sockDiagTCPBuf is sockDiagTCP receiving into buf (allocated when shorter
+// than sockDiagRecvBufBytes), which a collector keeps between scrapes.
+func sockDiagTCPBuf(states uint32, ports []uint16, buf []byte) ([]tcpSocket, error) {
 	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.NETLINK_SOCK_DIAG)
 	if err != nil {
 		return nil, fmt.Errorf("sock_diag socket: %w", err)
@@ -73,7 +78,9 @@ func sockDiagTCP(states uint32, ports []uint16) ([]tcpSocket, error) {
 		return nil, fmt.Errorf("sock_diag request: %w", err)
 	}
 	var out []tcpSocket
-	buf := make([]byte, sockDiagRecvBufBytes)
+	if len(buf) < sockDiagRecvBufBytes {
+		buf = make([]byte, sockDiagRecvBufBytes)
+	}
 	for {
 		n, _, err := unix.Recvfrom(fd, buf, 0)
 		if err != nil {
