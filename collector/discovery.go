@@ -180,7 +180,9 @@ func (s *procScanner) allCandidates() (map[string][]*kdcProc, error) {
 	}
 	cands := map[string][]*kdcProc{}
 	for _, p := range all {
-		comm, err := p.Comm()
+		// Not kept open (there may be thousands): one open, read, close.
+		b, err := s.files.readOnce(s.procPath + "/" + strconv.Itoa(p.PID) + "/comm")
+		comm := string(bytes.TrimSuffix(b, []byte("\n")))
 		if err != nil || !watched(comm) {
 			continue // gone meanwhile, or not ours
 		}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/prometheus/procfs"
-	"golang.org/x/sys/unix"
 )
 
 // TestSockDiag checks the netlink answers against /proc/net/tcp for a
@@ -192,17 +191,6 @@ func timeWaits(b *testing.B, l net.Listener, n int) int {
 		c.Close()
 	}
 	return made
-}
-
-// processCPU is the CPU time of this process (user and system, all
-// threads) in nanoseconds: on a shared machine wall time also counts the
-// waits for a CPU.
-func processCPU() int64 {
-	var ru unix.Rusage
-	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
 // tcpEhashEntries is the size of the table a connection dump walks (0 if
