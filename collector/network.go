@@ -2,6 +2,7 @@ package collector
 
 import (
 	"bytes"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -136,41 +137,46 @@ func (c *networkCollector) Update(ch chan<- prometheus.Metric) error {
 	default:
 		return fmt.Errorf("reading krb5kdc's file descriptors: %w", err)
 	}
-	nsfs, err := procfs.NewFS(np.dir)
-	if err != nil {
+	if err := c.updateUDP(ch, np, sel); err != nil {
 		if gone(err) {
 			return nil
 		}
 		return err
 	}
-	if err := c.updateUDP(ch, nsfs, sel); err != nil {
-		return err
-	}
-	if err := c.updateTCP(ch, np.pid, nsfs, sel, settings); err != nil {
+	if err := c.updateTCP(ch, np, sel, settings); err != nil {
+		if gone(err) {
+			return nil
+		}
 		return err
 	}
 	return c.hostCounters(ch, np)
 }
 
 // updateUDP reports each KDC UDP address; sockets sharing one are summed.
-func (c *networkCollector) updateUDP(ch chan<- prometheus.Metric, nsfs procfs.FS, sel *selector) error {
-	udp, err := readSockets(nsfs.NetUDP, nsfs.NetUDP6)
-	if err != nil {
-		return err
-	}
+func (c *networkCollector) updateUDP(ch chan<- prometheus.Metric, np *kdcProc, sel *selector) error {
 	type udpStat struct{ queue, drops float64 }
 	by := map[string]*udpStat{}
-	for _, l := range udp {
-		if l.St != udpUnconnected || !sel.match(l.Inode, l.LocalAddr, l.LocalPort, sel.udp) {
-			continue
+	add := func(l udpLine) {
+		if l.st != udpUnconnected || !sel.match(l.inode, l.ip, l.port, sel.udp) {
+			return
 		}
-		a := hostPort(l.LocalAddr, l.LocalPort)
+		a := hostPort(l.ip, l.port)
 		if by[a] == nil {
 			by[a] = &udpStat{}
 		}
-		by[a].queue += float64(l.RxQueue)
-		if l.Drops != nil {
-			by[a].drops += float64(*l.Drops)
+		by[a].queue += float64(l.rxQueue)
+		by[a].drops += float64(l.drops)
+	}
+	for _, name := range []string{"net/udp", "net/udp6"} {
+		b, err := c.scan.files.readAll(np.file(name))
+		if err == nil {
+			err = parseUDPLines(b, add)
+		}
+		switch {
+		case err == nil:
+		case name == "net/udp6" && errors.Is(err, fs.ErrNotExist): // IPv6 disabled
+		default:
+			return fmt.Errorf("reading socket table %s: %w", name, err)
 		}
 	}
 	for a, s := range by {
@@ -180,10 +186,89 @@ func (c *networkCollector) updateUDP(ch chan<- prometheus.Metric, nsfs procfs.FS
 	return nil
 }
 
+// udpLine is what the collector uses of a line of /proc/net/udp{,6}.
+type udpLine struct {
+	ip                       net.IP
+	port, st, rxQueue, inode uint64
+	drops                    uint64
+}
+
+// parseUDPLines parses /proc/net/udp or udp6 (after the header line:
+// "sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt
+// uid timeout inode ref pointer drops"), addresses in hex as the kernel
+// prints them: each 32-bit word in host (here little-endian) order, as
+// procfs reads them.
+func parseUDPLines(b []byte, each func(udpLine)) error {
+	first := true
+	for len(b) > 0 {
+		line := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
+		if first {
+			first = false
+			continue
+		}
+		var f [13][]byte
+		n := 0
+		for rest := line; n < len(f); n++ {
+			if f[n], rest = nextField(rest); f[n] == nil {
+				break
+			}
+		}
+		if n == 0 {
+			continue // an empty line
+		}
+		if n < 13 {
+			return fmt.Errorf("socket line with %d fields: %q", n, truncate(line))
+		}
+		var l udpLine
+		hexIP, hexPort, ok := bytes.Cut(f[1], []byte(":"))
+		var err error
+		if ok {
+			l.ip, err = parseHexIP(hexIP)
+		}
+		if !ok || err != nil {
+			return fmt.Errorf("local address %q", f[1])
+		}
+		tx, rx, ok := bytes.Cut(f[4], []byte(":"))
+		var errs [5]error
+		l.port, errs[0] = strconv.ParseUint(string(hexPort), 16, 64)
+		l.st, errs[1] = strconv.ParseUint(string(f[3]), 16, 64)
+		_, errs[2] = strconv.ParseUint(string(tx), 16, 64)
+		l.rxQueue, errs[3] = strconv.ParseUint(string(rx), 16, 64)
+		l.inode, errs[4] = strconv.ParseUint(string(f[9]), 0, 64)
+		if err := errors.Join(errs[:]...); err != nil || !ok {
+			return fmt.Errorf("socket line %q: %v", truncate(line), err)
+		}
+		if l.drops, err = strconv.ParseUint(string(f[12]), 0, 64); err != nil {
+			return fmt.Errorf("drops in %q: %w", truncate(line), err)
+		}
+		each(l)
+	}
+	return nil
+}
+
+// parseHexIP decodes an address of /proc/net/{tcp,udp}{,6}.
+func parseHexIP(h []byte) (net.IP, error) {
+	var raw [16]byte
+	n, err := hex.Decode(raw[:], h)
+	if err != nil || (n != 4 && n != 16) {
+		return nil, fmt.Errorf("address %q", h)
+	}
+	ip := make(net.IP, n)
+	for w := 0; w < n; w += 4 {
+		ip[w], ip[w+1], ip[w+2], ip[w+3] = raw[w+3], raw[w+2], raw[w+1], raw[w]
+	}
+	return ip, nil
+}
+
 // updateTCP reports the KDC's listening sockets (for them rqueue is the
 // accept queue) and the connections to their addresses by state.
-func (c *networkCollector) updateTCP(ch chan<- prometheus.Metric, pid int, nsfs procfs.FS, sel *selector, settings *kdcSettings) error {
-	listeners, conns, fromKernel, err := c.tcpSockets(pid, nsfs, sel)
+func (c *networkCollector) updateTCP(ch chan<- prometheus.Metric, np *kdcProc, sel *selector, settings *kdcSettings) error {
+	listeners, conns, fromKernel, err := c.tcpSockets(np, sel)
 	if err != nil {
 		return err
 	}
@@ -250,8 +335,8 @@ const (
 // tcpSockets returns the KDC's listening sockets and the other sockets on
 // their ports: from sock_diag when it sees the KDC's namespace, else from
 // /proc/PID/net/tcp{,6}. fromKernel means the listeners' backlog is known.
-func (c *networkCollector) tcpSockets(pid int, nsfs procfs.FS, sel *selector) (listeners, conns []tcpSocket, fromKernel bool, err error) {
-	if rel := kdcNetns(c.procPath, pid); rel != otherNetns {
+func (c *networkCollector) tcpSockets(np *kdcProc, sel *selector) (listeners, conns []tcpSocket, fromKernel bool, err error) {
+	if rel := kdcNetns(c.procPath, np.pid); rel != otherNetns {
 		listeners, conns, err = diagKDCSockets(sel, c.tcpConnections, c.diagBuf)
 		switch {
 		case err != nil:
@@ -260,6 +345,10 @@ func (c *networkCollector) tcpSockets(pid int, nsfs procfs.FS, sel *selector) (l
 			return listeners, conns, true, nil
 		}
 		// Namespaces unknown and no KDC listener seen: not ours, probably.
+	}
+	nsfs, err := procfs.NewFS(np.dir)
+	if err != nil {
+		return nil, nil, false, err
 	}
 	lines, err := readSockets(nsfs.NetTCP, nsfs.NetTCP6)
 	if err != nil {

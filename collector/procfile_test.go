@@ -1,11 +1,14 @@
 package collector
 
 import (
+	"net"
 	"os"
 	"os/exec"
 	"strconv"
 	"syscall"
 	"testing"
+
+	"github.com/prometheus/procfs"
 )
 
 // TestFileCacheExitedProcess: a /proc file kept open reads the process it
@@ -115,6 +118,66 @@ func TestParseStat(t *testing.T) {
 	for _, bad := range []string{"", "4242 kdc S 1", "4242 (kdc) S 17 4242", "4242 (kdc) S x 4242 4242 0 -1 4194560 100 0 0 0 31 12 5 -3 20 0 1 0 987654 31944704 2553"} {
 		if _, err := parseStat([]byte(bad)); err == nil {
 			t.Errorf("%q parsed without error", bad)
+		}
+	}
+}
+
+// TestParseUDPLinesLikeProcfs: the socket tables parsed here give what
+// procfs gives for the same files: this machine's own (with a bound IPv4
+// and IPv6 socket of this test in them) and the fixture's.
+func TestParseUDPLinesLikeProcfs(t *testing.T) {
+	for _, addr := range []string{"127.0.0.1:0", "[::1]:0"} {
+		c, err := net.ListenPacket("udp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+	}
+	for _, dir := range []string{"/proc/self", fixtureDir + "/proc/" + strconv.Itoa(fxWorker0)} {
+		// Both parse one copy: other processes open and close sockets.
+		snap := t.TempDir()
+		if err := os.Mkdir(snap+"/net", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"udp", "udp6"} {
+			b, err := os.ReadFile(dir + "/net/" + name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(snap+"/net/"+name, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		pfs, err := procfs.NewFS(snap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, read := range map[string]func() (procfs.NetUDP, error){"udp": pfs.NetUDP, "udp6": pfs.NetUDP6} {
+			want, err := read()
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := os.ReadFile(snap + "/net/" + name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []udpLine
+			if err := parseUDPLines(b, func(l udpLine) { got = append(got, l) }); err != nil {
+				t.Fatalf("%s/net/%s: %v", dir, name, err)
+			}
+			if len(got) != len(want) {
+				t.Fatalf("%s/net/%s: %d lines, procfs %d", dir, name, len(got), len(want))
+			}
+			for i, w := range want {
+				g := got[i]
+				if !g.ip.Equal(w.LocalAddr) || g.ip.String() != w.LocalAddr.String() || g.port != w.LocalPort ||
+					g.st != w.St || g.rxQueue != w.RxQueue || g.inode != w.Inode || w.Drops == nil || g.drops != *w.Drops {
+					t.Errorf("%s/net/%s line %d: %+v, procfs %+v", dir, name, i, g, *w)
+				}
+			}
+			if dir == "/proc/self" && len(got) == 0 {
+				t.Errorf("no socket in /proc/self/net/%s although this test holds one", name)
+			}
 		}
 	}
 }
