@@ -140,6 +140,10 @@ func run(scrapes, workers int, peBin, baseline string) error {
 		{"krb5-exporter collectors", self, args},
 		{"krb5-exporter, --no-collector.network.tcp-connections", self, append(args[:len(args):len(args)], "-no-tcp-connections")},
 		{"floor: Go and process collectors only, promhttp", self, append(args[:len(args):len(args)], "-floor")},
+		// The default configuration: daemons found by name among all the
+		// machine's processes, as process-exporter finds them (other KDCs
+		// running on this machine are counted too).
+		{"krb5-exporter collectors, by name (no pid files)", self, []string{"serve", "-kdcconf", r.KDCConf, "-krb5conf", r.Krb5Conf}},
 	}
 	if baseline != "" {
 		// An older build may not know -no-tcp-connections: defaults only.
