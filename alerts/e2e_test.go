@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
@@ -33,9 +34,7 @@ func TestEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test: real KDC, exporter and Prometheus")
 	}
-	if err := realm.Available(); err != nil {
-		t.Skip(err)
-	}
+	testutil.RequireMIT(t)
 	promBin, err := exec.LookPath("prometheus")
 	if err != nil {
 		t.Fatal("prometheus not found: install the Debian package prometheus (make deps)")
@@ -51,11 +50,7 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 
-	r, err := realm.Up(ctx, realm.Options{Dir: filepath.Join(tmp, "realm"), Users: 5, Services: 2, Fillers: 20, Workers: 2, NoKadmind: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.Down() })
+	r := testutil.Realm(t, realm.Options{Users: 5, Services: 2, Fillers: 20, Workers: 2, NoKadmind: true})
 
 	cfg := filepath.Join(tmp, "exporter.yml")
 	writeFile(t, cfg, fmt.Sprintf(`modules:
