@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -170,6 +171,7 @@ scrape_configs:
 	}
 	t.Logf("%d dashboard and recording rule queries return data", len(queries))
 	checkRuleHealth(t, ctx, prom)
+	checkVariables(t, ctx, prom, exporterAddr)
 
 	// The README's /probe scrape configuration logs in through the KDC.
 	if n, err := instantQuery(ctx, prom, `probe_success{job="krb5-probe"} == 1`); err != nil || n != 1 {
@@ -273,7 +275,9 @@ func checkRuleHealth(t *testing.T, ctx context.Context, prom string) {
 	var resp struct {
 		Data struct {
 			Groups []struct {
-				Rules []struct {
+				Name           string  `json:"name"`
+				EvaluationTime float64 `json:"evaluationTime"`
+				Rules          []struct {
 					Name      string `json:"name"`
 					Health    string `json:"health"`
 					LastError string `json:"lastError"`
@@ -286,6 +290,7 @@ func checkRuleHealth(t *testing.T, ctx context.Context, prom string) {
 	}
 	n := 0
 	for _, g := range resp.Data.Groups {
+		t.Logf("rule group %s: %d rules evaluated in %.2f ms", g.Name, len(g.Rules), g.EvaluationTime*1000)
 		for _, rl := range g.Rules {
 			n++
 			if rl.Health != "ok" {
@@ -295,6 +300,60 @@ func checkRuleHealth(t *testing.T, ctx context.Context, prom string) {
 	}
 	if want := len(allRules(t)); n != want {
 		t.Errorf("Prometheus loaded %d rules, the files have %d", n, want)
+	}
+}
+
+// labelValues matches a Grafana query variable on Prometheus.
+var labelValues = regexp.MustCompile(`^label_values\((.+), (\w+)\)$`)
+
+// checkVariables runs the dashboards' query variables as Grafana does
+// (label values of the series a selector matches) and checks that each
+// offers the value this test's setup has: job krb5, the exporter's
+// instance, the probe targets.
+func checkVariables(t *testing.T, ctx context.Context, prom, instance string) {
+	t.Helper()
+	want := map[string]string{"job": "krb5", "instance": instance, "target": "kdc-udp"}
+	files, _ := filepath.Glob(filepath.Join("..", "dashboards", "*.json"))
+	sub := strings.NewReplacer(`$job`, "krb5", `$instance`, instance)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d struct {
+			Templating struct {
+				List []struct {
+					Type  string `json:"type"`
+					Name  string `json:"name"`
+					Query any    `json:"query"`
+				} `json:"list"`
+			} `json:"templating"`
+		}
+		if err := json.Unmarshal(b, &d); err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range d.Templating.List {
+			if v.Type != "query" {
+				continue
+			}
+			q, _ := v.Query.(string)
+			m := labelValues.FindStringSubmatch(q)
+			if m == nil {
+				t.Errorf("%s: variable %s: query %q is not label_values(selector, label)", f, v.Name, q)
+				continue
+			}
+			var resp struct {
+				Status string   `json:"status"`
+				Data   []string `json:"data"`
+			}
+			u := prom + "/api/v1/label/" + m[2] + "/values?match[]=" + url.QueryEscape(sub.Replace(m[1]))
+			if err := getJSON(ctx, u, &resp); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Contains(resp.Data, want[v.Name]) {
+				t.Errorf("%s: variable %s offers %v, want %q among them", filepath.Base(f), v.Name, resp.Data, want[v.Name])
+			}
+		}
 	}
 }
 
