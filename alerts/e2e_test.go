@@ -23,14 +23,20 @@ import (
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
+// shortened are the alerts whose for: the end-to-end test sets to 5s, so
+// that they fire within the test.
+var shortened = []string{"KDCProbeFailing", "KDCRealmUnavailable", "KDCDown", "KDCErrorBudgetBurnFast"}
+
 // TestEndToEnd runs the rules and the dashboards' queries in a real
 // Prometheus that scrapes a real krb5-exporter following and probing a
 // harness realm (krb5kdc -w 2) under a small load of real MIT clients. It
 // checks that every dashboard query (template variables substituted) and
 // every recording rule returns data, that no rule fails to evaluate, that
-// the README's /probe relabelling works, and that stopping the KDC makes
-// KDCProbeFailing go pending, then firing. The rules are the committed
-// files with one change: KDCProbeFailing's for: is 5s instead of 2m.
+// the README's /probe relabelling works, that the load's requests for an
+// unknown service fire KDCErrorBudgetBurnFast, and that stopping the KDC
+// makes KDCProbeFailing go pending, then firing, with KDCRealmUnavailable
+// and KDCDown. The rules are the committed files with one change: the for:
+// of the alerts in shortened is 5s.
 func TestEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test: real KDC, exporter and Prometheus")
@@ -98,7 +104,10 @@ logs:
 		if err != nil {
 			t.Fatal(err)
 		}
-		text := shortenFor(t, string(b), "KDCProbeFailing", "5s")
+		text := string(b)
+		for _, alert := range shortened {
+			text = shortenFor(t, text, alert, "5s")
+		}
 		writeFile(t, filepath.Join(rulesDir, f), text)
 		copies = append(copies, filepath.Join(rulesDir, f))
 	}
@@ -128,7 +137,7 @@ scrape_configs:
 	waitHTTP(t, ctx, prom+"/-/ready", promLog)
 
 	// A small steady load of real MIT clients: logins and service
-	// tickets, and now and then a login of a principal that does not exist.
+	// tickets, one in ten for a service that does not exist.
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	var loadDone sync.WaitGroup
 	loadDone.Add(1)
@@ -177,8 +186,13 @@ scrape_configs:
 	if n, err := instantQuery(ctx, prom, `probe_success{job="krb5-probe"} == 1`); err != nil || n != 1 {
 		t.Errorf(`probe_success{job="krb5-probe"} == 1: %d series, %v`, n, err)
 	}
-	if state := alertState(t, ctx, prom, "KDCProbeFailing"); state != "" {
-		t.Fatalf("KDCProbeFailing is %s while the KDC runs", state)
+	waitFiring(t, ctx, prom, "KDCErrorBudgetBurnFast")
+	active := activeAlerts(t, ctx, prom)
+	t.Logf("active alerts before the KDC stops: %v", active)
+	for _, a := range []string{"KDCProbeFailing", "KDCRealmUnavailable", "KDCDown"} {
+		if active[a] != "" {
+			t.Fatalf("%s is %s while the KDC runs", a, active[a])
+		}
 	}
 
 	stopLoad()
@@ -203,6 +217,21 @@ scrape_configs:
 		}
 		sleep(ctx, 200*time.Millisecond)
 	}
+	waitFiring(t, ctx, prom, "KDCRealmUnavailable")
+	waitFiring(t, ctx, prom, "KDCDown")
+}
+
+// waitFiring waits up to 45 s for an alert to fire.
+func waitFiring(t *testing.T, ctx context.Context, prom, alert string) {
+	t.Helper()
+	deadline := time.Now().Add(45 * time.Second)
+	for alertState(t, ctx, prom, alert) != "firing" {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not fire within 45s; active: %v", alert, activeAlerts(t, ctx, prom))
+		}
+		sleep(ctx, 200*time.Millisecond)
+	}
+	t.Logf("%s firing", alert)
 }
 
 // shortenFor sets the for: of one alert in a rule file's text.
@@ -357,6 +386,29 @@ func checkVariables(t *testing.T, ctx context.Context, prom, instance string) {
 	}
 }
 
+// activeAlerts returns the pending and firing alerts by name.
+func activeAlerts(t *testing.T, ctx context.Context, prom string) map[string]string {
+	t.Helper()
+	var resp struct {
+		Data struct {
+			Alerts []struct {
+				Labels map[string]string `json:"labels"`
+				State  string            `json:"state"`
+			} `json:"alerts"`
+		} `json:"data"`
+	}
+	if err := getJSON(ctx, prom+"/api/v1/alerts", &resp); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, a := range resp.Data.Alerts {
+		if out[a.Labels["alertname"]] != "firing" {
+			out[a.Labels["alertname"]] = a.State
+		}
+	}
+	return out
+}
+
 // alertState is the state of an alert in Prometheus: "", pending or firing.
 func alertState(t *testing.T, ctx context.Context, prom, name string) string {
 	t.Helper()
@@ -402,7 +454,8 @@ func getJSON(ctx context.Context, u string, v any) error {
 
 // load logs users in and asks for service tickets with MIT's kinit and
 // kvno, about 10 times a second, at most 600 times, until ctx ends; every
-// tenth login is of a principal that does not exist.
+// tenth service ticket is for a service that does not exist (the KDC logs
+// LOOKING_UP_SERVER: a failed request).
 func load(ctx context.Context, r *realm.Realm, ccache string) {
 	env := append(os.Environ(), r.Env()...)
 	env = append(env, "KRB5CCNAME=FILE:"+ccache)
@@ -414,16 +467,16 @@ func load(ctx context.Context, r *realm.Realm, ccache string) {
 			return
 		case <-tick.C:
 		}
-		user := r.User(i%5 + 1)
-		if i%10 == 9 {
-			user = "nobody@" + r.Realm
-		}
-		kinit := exec.CommandContext(ctx, "kinit", "-k", "-t", r.UserKeytab, user)
+		kinit := exec.CommandContext(ctx, "kinit", "-k", "-t", r.UserKeytab, r.User(i%5+1))
 		kinit.Env = env
 		if kinit.Run() != nil {
 			continue
 		}
-		kvno := exec.CommandContext(ctx, "kvno", r.Service(i%2+1))
+		service := r.Service(i%2 + 1)
+		if i%10 == 9 {
+			service = "HTTP/nowhere." + r.Domain + "@" + r.Realm
+		}
+		kvno := exec.CommandContext(ctx, "kvno", service)
 		kvno.Env = env
 		kvno.Run()
 	}
