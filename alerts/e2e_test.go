@@ -122,6 +122,8 @@ scrape_configs:
   - job_name: krb5
     static_configs: [{targets: ["%s"]}]
   - job_name: krb5-probe
+    scrape_interval: 2s
+    scrape_timeout: 2s
     metrics_path: /probe
     params: {module: [udp]}
     static_configs: [{targets: ["%s"]}]
@@ -183,8 +185,10 @@ scrape_configs:
 	checkVariables(t, ctx, prom, exporterAddr)
 
 	// The README's /probe scrape configuration logs in through the KDC.
-	if n, err := instantQuery(ctx, prom, `probe_success{job="krb5-probe"} == 1`); err != nil || n != 1 {
-		t.Errorf(`probe_success{job="krb5-probe"} == 1: %d series, %v`, n, err)
+	// (One success in the last minute: on a loaded machine a probe may
+	// overrun the scrape's timeout now and then.)
+	if n, err := instantQuery(ctx, prom, `max_over_time(probe_success{job="krb5-probe"}[1m]) == 1`); err != nil || n != 1 {
+		t.Errorf(`max_over_time(probe_success{job="krb5-probe"}[1m]) == 1: %d series, %v`, n, err)
 	}
 	waitFiring(t, ctx, prom, "KDCErrorBudgetBurnFast")
 	active := activeAlerts(t, ctx, prom)
