@@ -193,9 +193,10 @@ scrape_configs:
 	waitFiring(t, ctx, prom, "KDCErrorBudgetBurnFast")
 	active := activeAlerts(t, ctx, prom)
 	t.Logf("active alerts before the KDC stops: %v", active)
+	// (Pending is possible: on a loaded machine one probe may time out.)
 	for _, a := range []string{"KDCProbeFailing", "KDCRealmUnavailable", "KDCDown"} {
-		if active[a] != "" {
-			t.Fatalf("%s is %s while the KDC runs", a, active[a])
+		if active[a] == "firing" {
+			t.Fatalf("%s is firing while the KDC runs", a)
 		}
 	}
 
