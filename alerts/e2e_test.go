@@ -417,24 +417,7 @@ func activeAlerts(t *testing.T, ctx context.Context, prom string) map[string]str
 // alertState is the state of an alert in Prometheus: "", pending or firing.
 func alertState(t *testing.T, ctx context.Context, prom, name string) string {
 	t.Helper()
-	var resp struct {
-		Data struct {
-			Alerts []struct {
-				Labels map[string]string `json:"labels"`
-				State  string            `json:"state"`
-			} `json:"alerts"`
-		} `json:"data"`
-	}
-	if err := getJSON(ctx, prom+"/api/v1/alerts", &resp); err != nil {
-		t.Fatal(err)
-	}
-	state := ""
-	for _, a := range resp.Data.Alerts {
-		if a.Labels["alertname"] == name && (state == "" || a.State == "firing") {
-			state = a.State
-		}
-	}
-	return state
+	return activeAlerts(t, ctx, prom)[name]
 }
 
 func getJSON(ctx context.Context, u string, v any) error {

@@ -1,21 +1,14 @@
 package dashboards
 
 import (
-	"github.com/grafana/grafana-foundation-sdk/go/common"
 	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
 )
 
 // Overview is the KDC overview: one row per KDC (the exporter next to it),
 // with the seed's targets drawn on the panels that have one.
 func Overview() *dashboard.DashboardBuilder {
-	b := dashboard.NewDashboardBuilder("Kerberos KDC overview").
-		Uid("krb5-kdc-overview").
-		Description("MIT Kerberos KDCs watched by krb5-exporter: availability, request rates and outcomes from the KDC log, probe latency against the targets, CPU, memory and socket pressure. One row per KDC.").
-		Tags([]string{"kerberos", "krb5-exporter"}).
-		Refresh("1m").
-		Time("now-6h", "now").
-		Timezone(common.TimeZoneBrowser).
-		Tooltip(dashboard.DashboardCursorSyncCrosshair)
+	b := newDashboard("Kerberos KDC overview", "krb5-kdc-overview",
+		"MIT Kerberos KDCs watched by krb5-exporter: availability, request rates and outcomes from the KDC log, probe latency against the targets, CPU, memory and socket pressure. One row per KDC.")
 	variables(b, true)
 
 	b.WithRow(dashboard.NewRowBuilder("KDC $instance").Repeat("instance"))

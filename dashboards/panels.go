@@ -141,6 +141,18 @@ func info(title, description string, w, h uint32, expr string) *table.PanelBuild
 			RefId("A"))
 }
 
+// newDashboard starts a dashboard with the settings both share.
+func newDashboard(title, uid, description string) *dashboard.DashboardBuilder {
+	return dashboard.NewDashboardBuilder(title).
+		Uid(uid).
+		Description(description).
+		Tags([]string{"kerberos", "krb5-exporter"}).
+		Refresh("1m").
+		Time("now-6h", "now").
+		Timezone(common.TimeZoneBrowser).
+		Tooltip(dashboard.DashboardCursorSyncCrosshair)
+}
+
 // variables are the datasource, job and instance template variables every
 // dashboard has.
 func variables(b *dashboard.DashboardBuilder, instanceMulti bool) {

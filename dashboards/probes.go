@@ -2,7 +2,6 @@ package dashboards
 
 import (
 	"github.com/grafana/grafana-foundation-sdk/go/cog"
-	"github.com/grafana/grafana-foundation-sdk/go/common"
 	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
 )
 
@@ -13,14 +12,8 @@ const psel = sel + `, target=~"$target"`
 // latency distributions, the login's round trips, failures by class and
 // the KDC's clock.
 func Probes() *dashboard.DashboardBuilder {
-	b := dashboard.NewDashboardBuilder("Kerberos KDC probes").
-		Uid("krb5-probes").
-		Description("krb5-exporter's synthetic logins (AS) and service tickets (TGS) against each KDC: latency against the targets, the login's round trips, failures by class, the KDC's clock.").
-		Tags([]string{"kerberos", "krb5-exporter"}).
-		Refresh("1m").
-		Time("now-6h", "now").
-		Timezone(common.TimeZoneBrowser).
-		Tooltip(dashboard.DashboardCursorSyncCrosshair)
+	b := newDashboard("Kerberos KDC probes", "krb5-probes",
+		"krb5-exporter's synthetic logins (AS) and service tickets (TGS) against each KDC: latency against the targets, the login's round trips, failures by class, the KDC's clock.")
 	variables(b, true)
 	b.WithVariable(dashboard.NewQueryVariableBuilder("target").
 		Label("Target").
