@@ -11,7 +11,7 @@ LDFLAGS := -X $(PKG).Version=$(VERSION) \
            -X $(PKG).BuildDate=$(shell date -u +%Y%m%d-%H:%M:%S)
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: all build test unit vet lint fmt-check deps demo bench clean package
+.PHONY: all build test unit vet lint fmt-check deps demo bench clean dashboards package
 
 all: build
 
@@ -56,6 +56,10 @@ bench:
 package:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o dist/krb5-exporter ./cmd/krb5-exporter
 	cd packaging && $(GO) run . -binary ../dist/krb5-exporter -out ../dist -repo .. $(if $(PKG_VERSION),-version $(PKG_VERSION))
+
+# The Grafana dashboards' JSON from their Go source (dashboards/).
+dashboards:
+	$(GO) run ./dashboards/gen -dir dashboards
 
 clean:
 	rm -f $(BIN)
