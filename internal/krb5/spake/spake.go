@@ -1,0 +1,186 @@
+package spake
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"filippo.io/edwards25519"
+)
+
+// PADataType is the padata type of PA-SPAKE.
+const PADataType int32 = 151
+
+// KeyUsage is the key usage of the encrypted SPAKESecondFactor and of the
+// PA-SPAKE encdata message (KEY_USAGE_SPAKE).
+const KeyUsage uint32 = 65
+
+// FactorNone is the SF-NONE second factor type: no second factor, which MIT's
+// client sends for keytab and password logins.
+const FactorNone int32 = 1
+
+// ErrNoFactor means a challenge does not offer SF-NONE, the only second
+// factor a keytab or password login can answer.
+var ErrNoFactor = errors.New("SPAKE challenge offers no SF-NONE factor")
+
+// Key is an initial reply key (the client's long-term key) prepared for SPAKE
+// in one group: the w bytes and the masks w·M and w·N depend only on the key,
+// so they are computed once, not per login.
+type Key struct {
+	prf    *prfKind
+	group  int32
+	ikey   []byte
+	wbytes [multLen]byte
+	w      edwards25519.Scalar
+	wM, wN edwards25519.Point
+	// spakeHalf is PRF+(ikey, "SPAKE"), the constant half of K'[n]'s CF2.
+	spakeHalf [32]byte
+}
+
+// NewKey prepares the initial reply key ikey of enctype et for group.
+func NewKey(et int32, ikey []byte, group int32) (*Key, error) {
+	if !Supported(group) {
+		return nil, fmt.Errorf("%w: %s", ErrGroup, GroupName(group))
+	}
+	k, err := lookupPRF(et)
+	if err != nil {
+		return nil, err
+	}
+	if len(ikey) != k.keyLen {
+		return nil, fmt.Errorf("spake: %d-byte key for enctype %d, want %d", len(ikey), et, k.keyLen)
+	}
+	key := &Key{prf: k, group: group, ikey: append([]byte(nil), ikey...)}
+	// MIT derive_wbytes: PRF+(ikey, "SPAKEsecret" || group as 32-bit BE).
+	var in [15]byte
+	copy(in[:], "SPAKEsecret")
+	binary.BigEndian.PutUint32(in[11:], uint32(group))
+	var buf [64]byte // PRF+ works in whole PRF blocks (48 bytes for enctype 20)
+	w, err := k.prfPlus(buf[:0], key.ikey, in[:], multLen)
+	if err != nil {
+		return nil, err
+	}
+	copy(key.wbytes[:], w)
+	scalarFrom32(&key.w, key.wbytes[:])
+	key.wM.ScalarMult(&key.w, edM)
+	key.wN.ScalarMult(&key.w, edN)
+	half, err := k.prfPlus(buf[:0], key.ikey, []byte("SPAKE"), k.keyLen)
+	if err != nil {
+		return nil, err
+	}
+	copy(key.spakeHalf[:], half)
+	return key, nil
+}
+
+// Etype returns the key's enctype.
+func (k *Key) Etype() int32 { return k.prf.etype }
+
+// Group returns the key's group.
+func (k *Key) Group() int32 { return k.group }
+
+// WBytes returns PRF+(ikey, "SPAKEsecret" || group), the multiplier input.
+func (k *Key) WBytes() []byte { return k.wbytes[:] }
+
+// Exchange is the client's state for one SPAKE login. The zero value is
+// ready for Challenge; an Exchange may be reused for the next login.
+type Exchange struct {
+	key    *Key
+	y      edwards25519.Scalar // private multiplier divided by the cofactor
+	pub    [elemLen]byte       // S
+	shared [elemLen]byte       // K
+	thash  [hashLen]byte
+}
+
+// Challenge answers a SPAKEChallenge: support is the encoded PA-SPAKE
+// support message the client sent before (nil when answering the KDC's
+// optimistic challenge), msg the whole encoded PA-SPAKE challenge as
+// received and ch its parsed form; random supplies the client's secret. It
+// computes S, K and the transcript hash.
+func (e *Exchange) Challenge(key *Key, support, msg []byte, ch *Challenge, random *[32]byte) error {
+	if ch.Group != key.group {
+		return fmt.Errorf("%w: challenge for %s, key for %s", ErrGroup, GroupName(ch.Group), GroupName(key.group))
+	}
+	if !ch.SFNone {
+		return ErrNoFactor
+	}
+	e.key = key
+	scalarFrom32(&e.y, random[:])
+	return e.finish(support, msg, ch.PubKey)
+}
+
+// finish computes S, K and the transcript hash from e.y.
+func (e *Exchange) finish(support, msg, theirs []byte) error {
+	keygen(&e.pub, &e.y, &e.key.wN)
+	if err := result(&e.shared, &e.y, &e.key.wM, theirs); err != nil {
+		return err
+	}
+	clear(e.thash[:])
+	e.thash = transcript(e.thash, support, msg)
+	e.thash = transcript(e.thash, e.pub[:], nil)
+	return nil
+}
+
+// transcript returns H(prev || a || b) (MIT update_thash).
+func transcript(prev [hashLen]byte, a, b []byte) [hashLen]byte {
+	h := sha256.New()
+	h.Write(prev[:])
+	h.Write(a)
+	h.Write(b)
+	var out [hashLen]byte
+	h.Sum(out[:0])
+	return out
+}
+
+// Public returns S, the client's public element for the SPAKEResponse.
+func (e *Exchange) Public() []byte { return e.pub[:] }
+
+// Shared returns K, the shared group element.
+func (e *Exchange) Shared() []byte { return e.shared[:] }
+
+// Transcript returns the final transcript hash.
+func (e *Exchange) Transcript() []byte { return e.thash[:] }
+
+// DeriveKey appends K'[n] to dst: reqBody is the DER KDC-REQ-BODY of the
+// AS-REQ that carries the SPAKEResponse. K'[0] is the new reply key, K'[1]
+// encrypts the second factor.
+func (e *Exchange) DeriveKey(dst []byte, reqBody []byte, n uint32) ([]byte, error) {
+	if e.key == nil {
+		return nil, errors.New("spake: DeriveKey before Challenge")
+	}
+	return e.key.deriveKey(dst, e.shared[:], e.thash[:], reqBody, n)
+}
+
+// deriveKey is MIT's derive_key: the seed is one SHA-256 block (enough for
+// both key lengths), random-to-key is the identity for AES, and CF2's first
+// half PRF+(ikey, "SPAKE") is precomputed.
+func (k *Key) deriveKey(dst, shared, thash, reqBody []byte, n uint32) ([]byte, error) {
+	var hdr [8]byte
+	binary.BigEndian.PutUint32(hdr[:4], uint32(k.group))
+	binary.BigEndian.PutUint32(hdr[4:], uint32(k.prf.etype))
+	var tail [5]byte
+	binary.BigEndian.PutUint32(tail[:4], n)
+	tail[4] = 1 // block counter; one SHA-256 block covers 32-byte keys
+	h := sha256.New()
+	h.Write([]byte("SPAKEkey"))
+	h.Write(hdr[:])
+	h.Write(k.wbytes[:])
+	h.Write(shared)
+	h.Write(thash)
+	h.Write(reqBody)
+	h.Write(tail[:])
+	var seed [hashLen]byte
+	h.Sum(seed[:0])
+	hkey := seed[:k.prf.keyLen]
+	var b [64]byte
+	pb, err := k.prf.prfPlus(b[:0], hkey, []byte("keyderiv"), k.prf.keyLen)
+	if err != nil {
+		return nil, err
+	}
+	start := len(dst)
+	dst = append(dst, k.spakeHalf[:k.prf.keyLen]...)
+	out := dst[start:]
+	for i := range out {
+		out[i] ^= pb[i]
+	}
+	return dst, nil
+}

@@ -1,0 +1,157 @@
+package spake
+
+import (
+	"bytes"
+	"crypto/rand"
+	"errors"
+	"testing"
+
+	"filippo.io/edwards25519"
+)
+
+// kdcChallenge plays MIT's KDC: T = x·G + w·M for a random x.
+func kdcChallenge(t testing.TB, key *Key) (x edwards25519.Scalar, msg []byte) {
+	var rnd [32]byte
+	rand.Read(rnd[:])
+	scalarFrom32(&x, rnd[:])
+	var T [32]byte
+	keygen(&T, &x, &key.wM)
+	return x, AppendChallenge(nil, GroupEdwards25519, T[:], 2, FactorNone)
+}
+
+// TestExchangeAgrees runs the client against the KDC side for every
+// enctype: both ends reach the same K and the same K'[n] only with the same
+// key.
+func TestExchangeAgrees(t *testing.T) {
+	for _, et := range []int32{EtypeAES128SHA1, EtypeAES256SHA1, EtypeAES128SHA256, EtypeAES256SHA384} {
+		ikey := make([]byte, KeyLen(et))
+		rand.Read(ikey)
+		key, err := NewKey(et, ikey, GroupEdwards25519)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x, msg := kdcChallenge(t, key)
+		var ch Challenge
+		if err := ParseChallenge(msg, &ch); err != nil {
+			t.Fatal(err)
+		}
+		support := AppendSupport(nil, GroupEdwards25519)
+		var e Exchange
+		var rnd [32]byte
+		rand.Read(rnd[:])
+		if err := e.Challenge(key, support, msg, &ch, &rnd); err != nil {
+			t.Fatal(err)
+		}
+		var K [32]byte
+		if err := result(&K, &x, &key.wN, e.Public()); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(K[:], e.Shared()) {
+			t.Fatalf("etype %d: KDC K %X, client K %X", et, K, e.Shared())
+		}
+		th := transcript(transcript([32]byte{}, support, msg), e.Public(), nil)
+		body := []byte("request body")
+		kdcK1, _ := key.deriveKey(nil, K[:], th[:], body, 1)
+		k1, err := e.DeriveKey(nil, body, 1)
+		if err != nil || !bytes.Equal(k1, kdcK1) || len(k1) != KeyLen(et) {
+			t.Fatalf("etype %d: K'[1] %X (%v), KDC %X", et, k1, err, kdcK1)
+		}
+		// A client with another key derives other keys.
+		other := append([]byte(nil), ikey...)
+		other[0] ^= 1
+		okey, _ := NewKey(et, other, GroupEdwards25519)
+		var oe Exchange
+		if err := oe.Challenge(okey, support, msg, &ch, &rnd); err != nil {
+			t.Fatal(err)
+		}
+		var oK [32]byte
+		_ = result(&oK, &x, &key.wN, oe.Public())
+		if bytes.Equal(oK[:], oe.Shared()) {
+			t.Fatalf("etype %d: a wrong key reached the same K", et)
+		}
+	}
+}
+
+func TestChallengeErrors(t *testing.T) {
+	key := testKey(t)
+	_, msg := kdcChallenge(t, key)
+	var ch Challenge
+	if err := ParseChallenge(msg, &ch); err != nil {
+		t.Fatal(err)
+	}
+	var e Exchange
+	var rnd [32]byte
+	bad := ch
+	bad.PubKey = offCurve(t)
+	if err := e.Challenge(key, nil, msg, &bad, &rnd); !errors.Is(err, ErrPublicKey) {
+		t.Errorf("invalid point: %v", err)
+	}
+	bad.PubKey = ch.PubKey[:31]
+	if err := e.Challenge(key, nil, msg, &bad, &rnd); !errors.Is(err, ErrPublicKey) {
+		t.Errorf("short point: %v", err)
+	}
+	bad = ch
+	bad.Group = GroupP256
+	if err := e.Challenge(key, nil, msg, &bad, &rnd); !errors.Is(err, ErrGroup) {
+		t.Errorf("group P-256: %v", err)
+	}
+	bad = ch
+	bad.SFNone = false
+	if err := e.Challenge(key, nil, msg, &bad, &rnd); !errors.Is(err, ErrNoFactor) {
+		t.Errorf("no SF-NONE: %v", err)
+	}
+}
+
+// BenchmarkClient is the client's SPAKE work per login with a prepared key:
+// one challenge (two scalar multiplications) and K'[0], K'[1].
+func BenchmarkClient(b *testing.B) {
+	for _, et := range []int32{EtypeAES256SHA1, EtypeAES256SHA384} {
+		b.Run(EtypeName(et), func(b *testing.B) {
+			key, err := NewKey(et, make([]byte, KeyLen(et)), GroupEdwards25519)
+			if err != nil {
+				b.Fatal(err)
+			}
+			_, msg := kdcChallenge(b, key)
+			var ch Challenge
+			if err := ParseChallenge(msg, &ch); err != nil {
+				b.Fatal(err)
+			}
+			body := make([]byte, 200)
+			var e Exchange
+			var rnd [32]byte
+			var k0, k1 []byte
+			b.ReportAllocs()
+			for b.Loop() {
+				rnd[0]++
+				if err := e.Challenge(key, nil, msg, &ch, &rnd); err != nil {
+					b.Fatal(err)
+				}
+				k0, _ = e.DeriveKey(k0[:0], body, 0)
+				k1, _ = e.DeriveKey(k1[:0], body, 1)
+			}
+		})
+	}
+}
+
+func EtypeName(et int32) string {
+	switch et {
+	case EtypeAES256SHA1:
+		return "aes256-sha1"
+	case EtypeAES256SHA384:
+		return "aes256-sha384"
+	}
+	return "other"
+}
+
+// offCurve returns the encoding of a y with no x on the curve.
+func offCurve(t testing.TB) []byte {
+	for y := byte(2); y < 100; y++ {
+		b := make([]byte, 32)
+		b[0] = y
+		if _, err := new(edwards25519.Point).SetBytes(b); err != nil {
+			return b
+		}
+	}
+	t.Fatal("no y off the curve")
+	return nil
+}
