@@ -39,15 +39,22 @@ type ASResult struct {
 	// authtime (seconds). Valid when HasClockOffset is set.
 	ClockOffset    time.Duration
 	HasClockOffset bool
-	Retransmits    int  // UDP requests sent again
-	TCPFallback    bool // a reply was RESPONSE_TOO_BIG and the exchange moved to TCP
+	// SPAKEChallenge is the round trip that sent the SPAKE support message
+	// (zero when the KDC's optimistic challenge made it unnecessary).
+	SPAKEChallenge time.Duration
+	// Method is the pre-authentication used: MethodSPAKE,
+	// MethodEncTimestamp or MethodNone.
+	Method      string
+	Retransmits int  // UDP requests sent again
+	TCPFallback bool // a reply was RESPONSE_TOO_BIG and the exchange moved to TCP
 }
 
-// preauthChoice is the key the PA-ENC-TIMESTAMP is made with.
+// preauthChoice is the key the pre-authentication is made with, and how.
 type preauthChoice struct {
 	etype     int32
 	salt      string
 	s2kparams string
+	spake     spakeStage // spakeOff: PA-ENC-TIMESTAMP
 }
 
 // Login performs an AS exchange for a TGT, which the Client keeps for
@@ -81,6 +88,13 @@ func (c *Client) login(ctx context.Context, res *ASResult) error {
 		if choice, ok = c.firstOwnEtype(); !ok {
 			return errorf(ClassKeytab, phaseKeys, "no key for any of the enctypes %v", c.etypes)
 		}
+		if c.preauth == PreauthSPAKE {
+			// SPAKE up front: the support message in the first request.
+			if c.sp.key, err = c.spakeKey(&choice, PhaseSPAKEChallenge); err != nil {
+				return err
+			}
+			choice.spake, c.sp.hasCookie = spakeSupport, false
+		}
 	} else {
 		reply, rt, err := c.asRoundTrip(ctx, nil, PhasePreauthRequired, res, &st)
 		res.PreauthRequired = rt
@@ -89,27 +103,51 @@ func (c *Client) login(ctx context.Context, res *ASResult) error {
 		}
 		if reply[0] == app(appASRep) {
 			// The principal does not require pre-authentication: one round trip.
-			res.PreauthRequired, res.ASRep = 0, rt
+			res.PreauthRequired, res.ASRep, res.Method = 0, rt, MethodNone
 			return c.acceptASRep(reply, nil, PhaseASRep, res)
 		}
 		if choice, err = c.choosePreauth(PhasePreauthRequired); err != nil {
 			return err
 		}
+		if err := c.pickMethod(&choice, PhasePreauthRequired); err != nil {
+			return err
+		}
 	}
 	for attempt := 0; ; attempt++ {
-		reply, rt, err := c.asRoundTrip(ctx, &choice, PhaseASRep, res, &st)
-		res.ASRep = rt
+		phase := PhaseASRep
+		if choice.spake == spakeSupport {
+			phase = PhaseSPAKEChallenge
+		}
+		reply, rt, err := c.asRoundTrip(ctx, &choice, phase, res, &st)
+		if phase == PhaseSPAKEChallenge {
+			res.SPAKEChallenge = rt
+		} else {
+			res.ASRep = rt
+		}
 		if err != nil {
+			// The KDC answers a SPAKE support message with its challenge.
+			if phase == PhaseSPAKEChallenge && isMoreData(err) && attempt < 2 {
+				if err := c.takeMoreData(&choice, phase); err != nil {
+					return err
+				}
+				continue
+			}
 			// With pre-authentication up front the KDC may still ask for a
 			// different key; follow its ETYPE-INFO2 once, as libkrb5 does.
 			if pe, ok := err.(*Error); ok && c.upfront && attempt == 0 && pe.Code == errorcode.KDC_ERR_PREAUTH_REQUIRED {
-				res.PreauthRequired, res.ASRep = rt, 0
+				res.PreauthRequired, res.ASRep, res.SPAKEChallenge = rt, 0, 0
 				if choice, err = c.choosePreauth(PhasePreauthRequired); err != nil {
+					return err
+				}
+				if err := c.pickMethod(&choice, PhasePreauthRequired); err != nil {
 					return err
 				}
 				continue
 			}
 			return err
+		}
+		if phase == PhaseSPAKEChallenge {
+			return errorf(ClassMalformedReply, phase, "the KDC answered a SPAKE support message with message 0x%02x", reply[0])
 		}
 		if reply[0] != app(appASRep) {
 			return errorf(ClassMalformedReply, PhaseASRep, "unexpected message 0x%02x", reply[0])
@@ -276,7 +314,11 @@ func (c *Client) buildASReq(choice *preauthChoice, now time.Time) error {
 	m := w.len()
 	w.raw(c.asBody.body)
 	w.close(ctx(4), m)
-	if choice != nil {
+	if choice != nil && choice.spake != spakeOff {
+		if err := c.appendSPAKEPadata(choice, c.asBody.body); err != nil {
+			return err
+		}
+	} else if choice != nil {
 		k, ok, err := c.creds.keyFor(choice.etype, 0, choice.salt, choice.s2kparams)
 		if err != nil {
 			// Only string-to-key fails here, on the KDC's salt or parameters.
@@ -392,7 +434,15 @@ func (c *Client) acceptASRep(reply []byte, choice *preauthChoice, phase string, 
 	if err != nil {
 		return wrapError(ClassKeytab, phase, err)
 	}
-	pt, err := c.openReply(s.rep, rep.enc.cipher, phase, "AS-REP (wrong or stale key?)")
+	replyKey, method := s.rep, MethodEncTimestamp
+	if choice != nil && choice.spake == spakeResponse {
+		// SPAKE replaced the reply key with K'[0].
+		if rep.enc.etype != choice.etype {
+			return errorf(ClassMalformedReply, phase, "SPAKE AS-REP encrypted with %s, the challenge was for %s", EtypeName(rep.enc.etype), EtypeName(choice.etype))
+		}
+		replyKey, method = c.sp.rep, MethodSPAKE
+	}
+	pt, err := c.openReply(replyKey, rep.enc.cipher, phase, "AS-REP (wrong or stale key?)")
 	if err != nil {
 		return err
 	}
@@ -404,6 +454,9 @@ func (c *Client) acceptASRep(reply []byte, choice *preauthChoice, phase string, 
 		return errorf(ClassMalformedReply, phase, "AS-REP nonce %d does not match the request's %d", ep.nonce, c.asNonce)
 	}
 	res.Etypes = Etypes{Reply: rep.enc.etype, Ticket: rep.ticketEtype, Session: ep.keyType}
+	if choice != nil {
+		res.Method = method
+	}
 	if !res.HasClockOffset {
 		res.ClockOffset, res.HasClockOffset = authtimeOffset(ep.authtime, c.sentWall, res.ASRep), true
 	}
