@@ -1,19 +1,241 @@
 package prober
 
 import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
-func TestSPAKELoginQuick(t *testing.T) {
+// SPAKE logins against MIT's KDC, checked by what the KDC itself logs and by
+// the ticket working: a TGT whose AS-REP decrypted only with K'[0].
+
+// TestSPAKELogin logs in with SPAKE for each AES enctype and uses the TGT.
+func TestSPAKELogin(t *testing.T) {
 	r := upRealm(t, realm.Options{})
-	c := userClient(t, r, 1, Options{})
-	defer c.Close()
-	as, err := c.Login(testCtx(t, 10*time.Second))
-	t.Logf("%+v %v", as, err)
+	for _, et := range DefaultEtypes {
+		for _, tr := range []Transport{UDP, TCP} {
+			t.Run(fmt.Sprintf("%s/%s", EtypeName(et), tr), func(t *testing.T) {
+				c := userClient(t, r, 1, Options{Etypes: []int32{et}, Transport: tr})
+				defer c.Close()
+				ctx := testCtx(t, 10*time.Second)
+				for i := 0; i < 2; i++ { // the second login reuses the prepared key
+					as, err := c.Login(ctx)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if as.Method != MethodSPAKE || as.RoundTrips != 3 || as.SPAKEChallenge <= 0 || as.Etypes.Reply != et {
+						t.Fatalf("login %d: %+v", i, as)
+					}
+					if _, err := c.ServiceTicket(ctx, c.PrepareService(mustPrincipal(t, r.Service(1)))); err != nil {
+						t.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// kdcSteps returns what the KDC logged after offset for logins of user:
+// the status of each AS_REQ line and each "preauth (...)" line, in order,
+// once the login's last line (ISSUE or an error for user) is there.
+func kdcSteps(t *testing.T, r *realm.Realm, offset int64, user string, lines int) []string {
+	t.Helper()
+	var steps []string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		data, err := os.ReadFile(r.KDCLog)
+		if err != nil {
+			t.Fatal(err)
+		}
+		steps = steps[:0]
+		for _, l := range strings.Split(string(data[offset:]), "\n") {
+			switch {
+			case strings.Contains(l, "AS_REQ") && strings.Contains(l, " "+user+" "):
+				// "... 127.0.0.1: STATUS: user@REALM for krbtgt/..., text"
+				rest := l[strings.Index(l, "127.0.0.1: ")+len("127.0.0.1: "):]
+				status := rest[:strings.Index(rest, ":")]
+				if i := strings.LastIndex(rest, ", "); i > 0 && status != "ISSUE" {
+					status += " (" + rest[i+2:] + ")"
+				}
+				steps = append(steps, "AS_REQ "+status)
+			case strings.Contains(l, "preauth ("):
+				steps = append(steps, l[strings.Index(l, "preauth ("):])
+			}
+		}
+		if len(steps) >= lines {
+			return steps
+		}
+	}
+	t.Fatalf("KDC log after offset %d: %q, want %d lines", offset, steps, lines)
+	return nil
+}
+
+func logSize(t *testing.T, r *realm.Realm) int64 {
+	fi, err := os.Stat(r.KDCLog)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return fi.Size()
+}
+
+// kinit logs user in with `kinit -k` and the realm's user keytab.
+func kinit(t *testing.T, r *realm.Realm, user string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "kinit", "-k", "-t", r.UserKeytab, user)
+	cmd.Env = append(append(os.Environ(), r.Env()...), "KRB5CCNAME=FILE:"+t.TempDir()+"/cc")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("kinit: %v\n%s", err, out)
+	}
+}
+
+// TestSPAKEKDCLogMatchesKinit compares the KDC's log of our login with its
+// log of `kinit -k` for the same principal and keytab, with and without the
+// KDC's optimistic challenge.
+func TestSPAKEKDCLogMatchesKinit(t *testing.T) {
+	r := upRealm(t, realm.Options{})
+	user := r.User(2)
+	compare := func(t *testing.T, wantSteps []string, roundTrips int) {
+		off := logSize(t, r)
+		kinit(t, r, user)
+		ref := kdcSteps(t, r, off, user, len(wantSteps))
+		if !slices.Equal(ref, wantSteps) {
+			t.Fatalf("kinit -k: KDC logged %q, want %q", ref, wantSteps)
+		}
+		c := userClient(t, r, 2, Options{})
+		defer c.Close()
+		off = logSize(t, r)
+		as, err := c.Login(testCtx(t, 10*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if as.Method != MethodSPAKE || as.RoundTrips != roundTrips {
+			t.Errorf("login %+v, want SPAKE in %d round trips", as, roundTrips)
+		}
+		if got := kdcSteps(t, r, off, user, len(ref)); !slices.Equal(got, ref) {
+			t.Errorf("our login: KDC logged\n%q\nkinit -k:\n%q", got, ref)
+		}
+	}
+	t.Run("support round trip", func(t *testing.T) {
+		compare(t, []string{
+			"AS_REQ NEEDED_PREAUTH (Additional pre-authentication required)",
+			"preauth (spake) verify failure: More preauthentication data is required",
+			"AS_REQ PREAUTH_FAILED (More preauthentication data is required)",
+			"AS_REQ ISSUE",
+		}, 3)
+	})
+	t.Run("optimistic challenge", func(t *testing.T) {
+		optimisticChallenge(t, r)
+		compare(t, []string{
+			"AS_REQ NEEDED_PREAUTH (Additional pre-authentication required)",
+			"AS_REQ ISSUE",
+		}, 2)
+	})
+}
+
+// optimisticChallenge restarts the realm's KDC with
+// spake_preauth_kdc_challenge = edwards25519.
+func optimisticChallenge(t *testing.T, r *realm.Realm) {
+	t.Helper()
+	conf, err := os.ReadFile(r.KDCConf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := strings.Replace(string(conf), "[kdcdefaults]\n", "[kdcdefaults]\n\tspake_preauth_kdc_challenge = edwards25519\n", 1)
+	if s == string(conf) {
+		t.Fatal("kdc.conf has no [kdcdefaults]")
+	}
+	if err := os.WriteFile(r.KDCConf, []byte(s), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.StopKDC(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := r.StartKDC(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSPAKEModes: encrypted timestamp on request against a SPAKE KDC, SPAKE
+// up front, and a KDC without SPAKE, where auto falls back and spake fails.
+func TestSPAKEModes(t *testing.T) {
+	r := upRealm(t, realm.Options{})
+	ctx := testCtx(t, 20*time.Second)
+	c := userClient(t, r, 1, Options{Preauth: PreauthEncTimestamp})
+	as, err := c.Login(ctx)
+	if err != nil || as.Method != MethodEncTimestamp || as.RoundTrips != 2 {
+		t.Errorf("encrypted_timestamp against a SPAKE KDC: %+v %v", as, err)
+	}
+	c = userClient(t, r, 1, Options{Preauth: PreauthSPAKE, PreauthUpfront: true})
+	as, err = c.Login(ctx)
+	if err != nil || as.Method != MethodSPAKE || as.RoundTrips != 2 || as.PreauthRequired != 0 || as.SPAKEChallenge <= 0 {
+		t.Errorf("SPAKE up front: %+v %v", as, err)
+	}
+	if _, err := c.ServiceTicket(ctx, c.PrepareService(mustPrincipal(t, r.Service(1)))); err != nil {
+		t.Fatal(err)
+	}
+
+	plain := upRealm(t, realm.Options{NoSPAKE: true})
+	c = userClient(t, plain, 1, Options{})
+	as, err = c.Login(ctx)
+	if err != nil || as.Method != MethodEncTimestamp || as.RoundTrips != 2 {
+		t.Errorf("auto against a KDC without SPAKE: %+v %v", as, err)
+	}
+	off := logSize(t, plain)
+	c = userClient(t, plain, 1, Options{Preauth: PreauthSPAKE})
+	as, err = c.Login(ctx)
+	if pe := wantClass(t, err, ClassPreauthUnsupported); pe.Phase != PhasePreauthRequired || as.RoundTrips != 1 {
+		t.Errorf("spake against a KDC without SPAKE: %+v %v", as, err)
+	}
+	// The client stopped after PREAUTH_REQUIRED: no failed attempt logged.
+	if got := kdcSteps(t, plain, off, plain.User(1), 1); !slices.Equal(got, []string{"AS_REQ NEEDED_PREAUTH (Additional pre-authentication required)"}) {
+		t.Errorf("KDC logged %q", got)
+	}
+}
+
+// TestSPAKEWrongKey: a stale keytab fails the SPAKE response at the KDC,
+// which logs the verify failure, as for kinit.
+func TestSPAKEWrongKey(t *testing.T) {
+	r := upRealm(t, realm.Options{})
+	kadmin(t, r, "cpw -randkey "+r.User(3))
+	off := logSize(t, r)
+	c := userClient(t, r, 3, Options{})
+	_, err := c.Login(testCtx(t, 10*time.Second))
+	if pe := wantClass(t, err, "KDC_ERR_PREAUTH_FAILED"); pe.Phase != PhaseASRep {
+		t.Errorf("phase %q", pe.Phase)
+	}
+	want := []string{
+		"AS_REQ NEEDED_PREAUTH (Additional pre-authentication required)",
+		"preauth (spake) verify failure: More preauthentication data is required",
+		"AS_REQ PREAUTH_FAILED (More preauthentication data is required)",
+		"preauth (spake) verify failure: Preauthentication failed",
+		"AS_REQ PREAUTH_FAILED (Preauthentication failed)",
+	}
+	if got := kdcSteps(t, r, off, r.User(3), len(want)); !slices.Equal(got, want) {
+		t.Errorf("KDC logged %q, want %q", got, want)
+	}
+}
+
+// TestSPAKEIgnoresSkew: SPAKE carries no client timestamp, so a client
+// clock ten minutes off still logs in (kinit too); the offset is measured.
+func TestSPAKEIgnoresSkew(t *testing.T) {
+	r := upRealm(t, realm.Options{})
+	const shift = 10 * time.Minute
+	c := userClient(t, r, 1, Options{Now: func() time.Time { return time.Now().Add(-shift) }})
+	as, err := c.Login(testCtx(t, 10*time.Second))
+	if err != nil || as.Method != MethodSPAKE {
+		t.Fatalf("%+v %v", as, err)
+	}
+	if !as.HasClockOffset || (as.ClockOffset-shift).Abs() > 5*time.Second {
+		t.Errorf("clock offset %v, want about +%v", as.ClockOffset, shift)
 	}
 }
