@@ -1,4 +1,4 @@
-package prober
+package krb5
 
 import (
 	"context"
