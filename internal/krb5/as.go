@@ -113,6 +113,7 @@ func (c *Client) login(ctx context.Context, res *ASResult) error {
 			return err
 		}
 	}
+	res.Method = choice.method()
 	for attempt := 0; ; attempt++ {
 		phase := PhaseASRep
 		if choice.spake == spakeSupport {
@@ -142,6 +143,7 @@ func (c *Client) login(ctx context.Context, res *ASResult) error {
 				if err := c.pickMethod(&choice, PhasePreauthRequired); err != nil {
 					return err
 				}
+				res.Method = choice.method()
 				continue
 			}
 			return err
@@ -434,13 +436,13 @@ func (c *Client) acceptASRep(reply []byte, choice *preauthChoice, phase string, 
 	if err != nil {
 		return wrapError(ClassKeytab, phase, err)
 	}
-	replyKey, method := s.rep, MethodEncTimestamp
+	replyKey := s.rep
 	if choice != nil && choice.spake == spakeResponse {
 		// SPAKE replaced the reply key with K'[0].
 		if rep.enc.etype != choice.etype {
 			return errorf(ClassMalformedReply, phase, "SPAKE AS-REP encrypted with %s, the challenge was for %s", EtypeName(rep.enc.etype), EtypeName(choice.etype))
 		}
-		replyKey, method = c.sp.rep, MethodSPAKE
+		replyKey = c.sp.rep
 	}
 	pt, err := c.openReply(replyKey, rep.enc.cipher, phase, "AS-REP (wrong or stale key?)")
 	if err != nil {
@@ -454,9 +456,6 @@ func (c *Client) acceptASRep(reply []byte, choice *preauthChoice, phase string, 
 		return errorf(ClassMalformedReply, phase, "AS-REP nonce %d does not match the request's %d", ep.nonce, c.asNonce)
 	}
 	res.Etypes = Etypes{Reply: rep.enc.etype, Ticket: rep.ticketEtype, Session: ep.keyType}
-	if choice != nil {
-		res.Method = method
-	}
 	if !res.HasClockOffset {
 		res.ClockOffset, res.HasClockOffset = authtimeOffset(ep.authtime, c.sentWall, res.ASRep), true
 	}

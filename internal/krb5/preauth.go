@@ -42,7 +42,8 @@ func ParsePreauthMode(s string) (PreauthMode, error) {
 	return "", fmt.Errorf("unknown preauth mode %q (auto, spake or encrypted_timestamp)", s)
 }
 
-// Methods a login used, as reported in ASResult.Method (a bounded label).
+// Methods a login uses, as reported in ASResult.Method (a bounded label;
+// set once the method is chosen, so failed logins report it too).
 const (
 	MethodNone         = "none" // the principal needs no pre-authentication
 	MethodEncTimestamp = "encrypted_timestamp"
@@ -76,6 +77,14 @@ const (
 	spakeSupport                    // the next request carries the support message
 	spakeResponse                   // the next request carries the response
 )
+
+// method names the pre-authentication of a choice.
+func (ch *preauthChoice) method() string {
+	if ch.spake != spakeOff {
+		return MethodSPAKE
+	}
+	return MethodEncTimestamp
+}
 
 // spakeState is a Client's SPAKE scratch, reused across logins.
 type spakeState struct {
