@@ -1,7 +1,10 @@
 package krb5
 
 import (
+	"bytes"
 	"context"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/krb5-exporter/krb5-exporter/internal/krb5/spake"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
@@ -238,4 +242,53 @@ func TestSPAKEIgnoresSkew(t *testing.T) {
 	if !as.HasClockOffset || (as.ClockOffset-shift).Abs() > 5*time.Second {
 		t.Errorf("clock offset %v, want about +%v", as.ClockOffset, shift)
 	}
+}
+
+// methodDataSeed encodes METHOD-DATA holding PA-SPAKE (value spakeVal) and
+// PA-FX-COOKIE, as MIT's KDC sends them.
+func methodDataSeed(spakeVal []byte, cookie string) []byte {
+	w := derWriter{buf: make([]byte, 512)}
+	w.reset()
+	w.paData(paFXCookie, []byte(cookie))
+	w.paData(paSPAKE, spakeVal)
+	w.close(tagSequence, 0)
+	return bytes.Clone(w.bytes())
+}
+
+// FuzzSPAKEMethodData feeds the KDC-controlled METHOD-DATA of a
+// PREAUTH_REQUIRED or MORE_PREAUTH_DATA_REQUIRED error through the SPAKE
+// client, up to encoding the next request: every failure is classified.
+func FuzzSPAKEMethodData(f *testing.F) {
+	c := fuzzClient(f)
+	c.preauth = PreauthAuto
+	base, _ := hex.DecodeString("5866666666666666666666666666666666666666666666666666666666666666") // the base point
+	f.Add(methodDataSeed(nil, "MIT"))
+	f.Add(methodDataSeed(spake.AppendChallenge(nil, spake.GroupEdwards25519, base, spake.FactorNone), "MIT1cookie"))
+	f.Add(methodDataSeed(spake.AppendChallenge(nil, spake.GroupP256, append(base, 0), spake.FactorNone), ""))
+	f.Fuzz(func(t *testing.T, edata []byte) {
+		for _, after := range []bool{false, true} {
+			c.kerr = krbError{edata: edata}
+			choice := preauthChoice{etype: 20}
+			var err error
+			if after {
+				c.sp.key, choice.spake = nil, spakeSupport
+				if c.sp.key, err = c.spakeKey(&choice, PhaseSPAKEChallenge); err != nil {
+					t.Fatal(err)
+				}
+				err = c.takeMoreData(&choice, PhaseSPAKEChallenge)
+			} else {
+				err = c.pickMethod(&choice, PhasePreauthRequired)
+			}
+			var pe *Error
+			if err != nil {
+				if !errors.As(err, &pe) {
+					t.Fatalf("error %T %v is not classified", err, err)
+				}
+				continue
+			}
+			if err := c.buildASReq(&choice, time.Now()); err != nil {
+				t.Fatalf("request after accepted METHOD-DATA: %v", err)
+			}
+		}
+	})
 }
