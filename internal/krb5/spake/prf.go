@@ -2,7 +2,7 @@ package spake
 
 import (
 	"crypto/aes"
-	"crypto/hmac"
+	"crypto/cipher"
 	"crypto/sha1"
 	"crypto/sha256"
 	"crypto/sha512"
@@ -12,6 +12,8 @@ import (
 	"hash"
 
 	"github.com/jcmturner/gokrb5/v8/crypto/rfc3961"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/krb5/hmacx"
 )
 
 // The four AES enctype numbers (RFC 3962, RFC 8009).
@@ -73,89 +75,21 @@ var prfLabel = []byte("prf")
 // dst: RFC 3962 (aes-sha1: E(DK(key, "prf"), SHA-1(input)[:16])) or RFC 8009
 // (aes-sha2: KDF-HMAC-SHA2(key, "prf", input, 256 or 384)).
 func PRF(dst []byte, et int32, key, input []byte) ([]byte, error) {
-	k, err := lookupPRF(et)
-	if err != nil {
+	var p prfCtx
+	if err := p.init(et, key); err != nil {
 		return nil, err
 	}
-	if len(key) != k.keyLen {
-		return nil, fmt.Errorf("spake: %d-byte key for enctype %d, want %d", len(key), et, k.keyLen)
-	}
-	return k.prf(dst, key, input)
-}
-
-func (k *prfKind) prf(dst, key, input []byte) ([]byte, error) {
-	if k.rfc8009 {
-		var hdr [4]byte
-		binary.BigEndian.PutUint32(hdr[:], 1)
-		var bits [4]byte
-		binary.BigEndian.PutUint32(bits[:], uint32(k.outLen*8))
-		m := hmac.New(k.newHash, key)
-		m.Write(hdr[:])
-		m.Write(prfLabel)
-		m.Write([]byte{0})
-		m.Write(input)
-		m.Write(bits[:])
-		var sum [64]byte
-		return append(dst, m.Sum(sum[:0])[:k.outLen]...), nil
-	}
-	h := k.newHash()
-	h.Write(input)
-	var sum [sha1.Size]byte
-	tmp := h.Sum(sum[:0])[:aes.BlockSize]
-	// DK(key, "prf") = random-to-key(DR(key, "prf")) (RFC 3961 5.1): the
-	// AES encryptions chained from the n-folded constant, truncated.
-	kblk, err := aes.NewCipher(key)
-	if err != nil {
-		return nil, err
-	}
-	var dk [32]byte
-	kblk.Encrypt(dk[:16], prfFolded[:])
-	if k.keyLen == 32 {
-		kblk.Encrypt(dk[16:], dk[:16])
-	}
-	blk, err := aes.NewCipher(dk[:k.keyLen])
-	if err != nil {
-		return nil, err
-	}
-	// One block of AES-CTS with a zero IV is one block of AES.
-	var out [aes.BlockSize]byte
-	blk.Encrypt(out[:], tmp)
-	return append(dst, out[:]...), nil
+	return p.prf(dst, input), nil
 }
 
 // PRFPlus appends n bytes of RFC 6113 PRF+ to dst:
 // PRF(key, 1 || input) || PRF(key, 2 || input) || ..., truncated to n.
 func PRFPlus(dst []byte, et int32, key, input []byte, n int) ([]byte, error) {
-	k, err := lookupPRF(et)
-	if err != nil {
+	var p prfCtx
+	if err := p.init(et, key); err != nil {
 		return nil, err
 	}
-	if len(key) != k.keyLen {
-		return nil, fmt.Errorf("spake: %d-byte key for enctype %d, want %d", len(key), et, k.keyLen)
-	}
-	return k.prfPlus(dst, key, input, n)
-}
-
-func (k *prfKind) prfPlus(dst, key, input []byte, n int) ([]byte, error) {
-	if n > 255*k.outLen {
-		return nil, errors.New("spake: PRF+ output too long")
-	}
-	var buf [96]byte
-	in := buf[:0]
-	if len(input)+1 > len(buf) {
-		in = make([]byte, 0, len(input)+1)
-	}
-	in = append(in, 0)
-	in = append(in, input...)
-	start := len(dst)
-	for i := 1; len(dst)-start < n; i++ {
-		in[0] = byte(i)
-		var err error
-		if dst, err = k.prf(dst, key, in); err != nil {
-			return nil, err
-		}
-	}
-	return dst[:start+n], nil
+	return p.plus(dst, input, n)
 }
 
 // CF2 appends KRB-FX-CF2(key1, pepper1, key2, pepper2) (RFC 6113 section
@@ -163,19 +97,20 @@ func (k *prfKind) prfPlus(dst, key, input []byte, n int) ([]byte, error) {
 // of the enctype (random-to-key is the identity for AES). Both keys are of
 // enctype et.
 func CF2(dst []byte, et int32, key1 []byte, pepper1 string, key2 []byte, pepper2 string) ([]byte, error) {
-	k, err := lookupPRF(et)
-	if err != nil {
+	var p1, p2 prfCtx
+	if err := p1.init(et, key1); err != nil {
 		return nil, err
 	}
-	if len(key1) != k.keyLen || len(key2) != k.keyLen {
-		return nil, fmt.Errorf("spake: CF2 keys of %d and %d bytes for enctype %d, want %d", len(key1), len(key2), et, k.keyLen)
+	if err := p2.init(et, key2); err != nil {
+		return nil, err
 	}
+	n := p1.k.keyLen
 	var a, b [64]byte
-	pa, err := k.prfPlus(a[:0], key1, []byte(pepper1), k.keyLen)
+	pa, err := p1.plus(a[:0], []byte(pepper1), n)
 	if err != nil {
 		return nil, err
 	}
-	pb, err := k.prfPlus(b[:0], key2, []byte(pepper2), k.keyLen)
+	pb, err := p2.plus(b[:0], []byte(pepper2), n)
 	if err != nil {
 		return nil, err
 	}
@@ -183,4 +118,96 @@ func CF2(dst []byte, et int32, key1 []byte, pepper1 string, key2 []byte, pepper2
 		pa[i] ^= pb[i]
 	}
 	return append(dst, pa...), nil
+}
+
+// prfCtx is one key's PRF. Re-initialised for a new key it allocates
+// nothing for the aes-sha2 enctypes (the HMAC is re-keyed) and two AES key
+// schedules for aes-sha1 (crypto/aes cannot re-key).
+type prfCtx struct {
+	k   *prfKind
+	mac *hmacx.HMAC  // aes-sha2: HMAC under the key
+	h   hash.Hash    // aes-sha1: SHA-1 of the input
+	blk cipher.Block // aes-sha1: AES under DK(key, "prf")
+	in  [256]byte    // counter || input for PRF+
+	hdr [8]byte      // aes-sha2: 00000001 || "prf" || 00 prefix scratch
+	out [64]byte
+}
+
+// init keys the PRF with key of enctype et.
+func (p *prfCtx) init(et int32, key []byte) error {
+	k, err := lookupPRF(et)
+	if err != nil {
+		return err
+	}
+	if len(key) != k.keyLen {
+		return fmt.Errorf("spake: %d-byte key for enctype %d, want %d", len(key), et, k.keyLen)
+	}
+	if p.k == nil || p.k.newHash == nil || p.k.rfc8009 != k.rfc8009 || p.k.outLen != k.outLen {
+		p.mac, p.h = nil, nil
+	}
+	p.k = k
+	if k.rfc8009 {
+		if p.mac == nil {
+			p.mac = hmacx.New(k.newHash)
+		}
+		p.mac.SetKey(key)
+		return nil
+	}
+	if p.h == nil {
+		p.h = k.newHash()
+	}
+	// DK(key, "prf") = random-to-key(DR(key, "prf")) (RFC 3961 5.1): the
+	// AES encryptions chained from the n-folded constant, truncated.
+	kblk, err := aes.NewCipher(key)
+	if err != nil {
+		return err
+	}
+	dk := p.out[:k.keyLen]
+	kblk.Encrypt(dk[:16], prfFolded[:])
+	if k.keyLen == 32 {
+		kblk.Encrypt(dk[16:], dk[:16])
+	}
+	p.blk, err = aes.NewCipher(dk)
+	clear(dk)
+	return err
+}
+
+// prf appends PRF(key, input) to dst.
+func (p *prfCtx) prf(dst, input []byte) []byte {
+	k := p.k
+	if k.rfc8009 {
+		m := p.mac
+		m.Reset()
+		binary.BigEndian.PutUint32(p.hdr[:4], 1)
+		copy(p.hdr[4:], "prf\x00")
+		m.Write(p.hdr[:])
+		m.Write(input)
+		binary.BigEndian.PutUint32(p.hdr[:4], uint32(k.outLen*8))
+		m.Write(p.hdr[:4])
+		return append(dst, m.Sum(p.out[:0])[:k.outLen]...)
+	}
+	p.h.Reset()
+	p.h.Write(input)
+	tmp := p.h.Sum(p.out[:0])[:aes.BlockSize]
+	// One block of AES-CTS with a zero IV is one block of AES.
+	p.blk.Encrypt(p.out[32:48], tmp)
+	return append(dst, p.out[32:48]...)
+}
+
+// plus appends n bytes of PRF+(key, input) to dst.
+func (p *prfCtx) plus(dst, input []byte, n int) ([]byte, error) {
+	if n > 255*p.k.outLen {
+		return nil, errors.New("spake: PRF+ output too long")
+	}
+	if len(input)+1 > len(p.in) {
+		return nil, errors.New("spake: PRF+ input too long")
+	}
+	in := p.in[:1+len(input)]
+	copy(in[1:], input)
+	start := len(dst)
+	for i := 1; len(dst)-start < n; i++ {
+		in[0] = byte(i)
+		dst = p.prf(dst, in)
+	}
+	return dst[:start+n], nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash"
 
 	"filippo.io/edwards25519"
 )
@@ -52,11 +53,15 @@ func NewKey(et int32, ikey []byte, group int32) (*Key, error) {
 	}
 	key := &Key{prf: k, group: group, ikey: append([]byte(nil), ikey...)}
 	// MIT derive_wbytes: PRF+(ikey, "SPAKEsecret" || group as 32-bit BE).
+	var p prfCtx
+	if err := p.init(et, key.ikey); err != nil {
+		return nil, err
+	}
 	var in [15]byte
 	copy(in[:], "SPAKEsecret")
 	binary.BigEndian.PutUint32(in[11:], uint32(group))
 	var buf [64]byte // PRF+ works in whole PRF blocks (48 bytes for enctype 20)
-	w, err := k.prfPlus(buf[:0], key.ikey, in[:], multLen)
+	w, err := p.plus(buf[:0], in[:], multLen)
 	if err != nil {
 		return nil, err
 	}
@@ -64,7 +69,7 @@ func NewKey(et int32, ikey []byte, group int32) (*Key, error) {
 	scalarFrom32(&key.w, key.wbytes[:])
 	key.wM.ScalarMult(&key.w, edM)
 	key.wN.ScalarMult(&key.w, edN)
-	half, err := k.prfPlus(buf[:0], key.ikey, []byte("SPAKE"), k.keyLen)
+	half, err := p.plus(buf[:0], []byte("SPAKE"), k.keyLen)
 	if err != nil {
 		return nil, err
 	}
@@ -82,13 +87,19 @@ func (k *Key) Group() int32 { return k.group }
 func (k *Key) WBytes() []byte { return k.wbytes[:] }
 
 // Exchange is the client's state for one SPAKE login. The zero value is
-// ready for Challenge; an Exchange may be reused for the next login.
+// ready for Challenge; an Exchange may be reused for the next login, and
+// then allocates nothing for the aes-sha2 enctypes.
 type Exchange struct {
 	key    *Key
 	y      edwards25519.Scalar // private multiplier divided by the cofactor
 	pub    [elemLen]byte       // S
 	shared [elemLen]byte       // K
 	thash  [hashLen]byte
+	h      hash.Hash // SHA-256
+	prf    prfCtx    // PRF of the K'[n] seeds
+	hdr    [13]byte  // scratch: group || etype, n || block counter
+	seed   [hashLen]byte
+	out    [64]byte
 }
 
 // Challenge answers a SPAKEChallenge: support is the encoded PA-SPAKE
@@ -114,21 +125,23 @@ func (e *Exchange) finish(support, msg, theirs []byte) error {
 	if err := result(&e.shared, &e.y, &e.key.wM, theirs); err != nil {
 		return err
 	}
+	if e.h == nil {
+		e.h = sha256.New()
+	}
 	clear(e.thash[:])
-	e.thash = transcript(e.thash, support, msg)
-	e.thash = transcript(e.thash, e.pub[:], nil)
+	e.transcript(support, msg)
+	e.transcript(e.pub[:], nil)
 	return nil
 }
 
-// transcript returns H(prev || a || b) (MIT update_thash).
-func transcript(prev [hashLen]byte, a, b []byte) [hashLen]byte {
-	h := sha256.New()
-	h.Write(prev[:])
+// transcript sets thash to H(thash || a || b) (MIT update_thash).
+func (e *Exchange) transcript(a, b []byte) {
+	h := e.h
+	h.Reset()
+	h.Write(e.thash[:])
 	h.Write(a)
 	h.Write(b)
-	var out [hashLen]byte
-	h.Sum(out[:0])
-	return out
+	h.Sum(e.thash[:0])
 }
 
 // Public returns S, the client's public element for the SPAKEResponse.
@@ -143,36 +156,33 @@ func (e *Exchange) Transcript() []byte { return e.thash[:] }
 // DeriveKey appends K'[n] to dst: reqBody is the DER KDC-REQ-BODY of the
 // AS-REQ that carries the SPAKEResponse. K'[0] is the new reply key, K'[1]
 // encrypts the second factor.
+//
+// It is MIT's derive_key: the seed is one SHA-256 block (enough for both
+// key lengths), random-to-key is the identity for AES, and CF2's first half
+// PRF+(ikey, "SPAKE") is precomputed with the key.
 func (e *Exchange) DeriveKey(dst []byte, reqBody []byte, n uint32) ([]byte, error) {
-	if e.key == nil {
+	k := e.key
+	if k == nil {
 		return nil, errors.New("spake: DeriveKey before Challenge")
 	}
-	return e.key.deriveKey(dst, e.shared[:], e.thash[:], reqBody, n)
-}
-
-// deriveKey is MIT's derive_key: the seed is one SHA-256 block (enough for
-// both key lengths), random-to-key is the identity for AES, and CF2's first
-// half PRF+(ikey, "SPAKE") is precomputed.
-func (k *Key) deriveKey(dst, shared, thash, reqBody []byte, n uint32) ([]byte, error) {
-	var hdr [8]byte
-	binary.BigEndian.PutUint32(hdr[:4], uint32(k.group))
-	binary.BigEndian.PutUint32(hdr[4:], uint32(k.prf.etype))
-	var tail [5]byte
-	binary.BigEndian.PutUint32(tail[:4], n)
-	tail[4] = 1 // block counter; one SHA-256 block covers 32-byte keys
-	h := sha256.New()
-	h.Write([]byte("SPAKEkey"))
-	h.Write(hdr[:])
+	binary.BigEndian.PutUint32(e.hdr[:4], uint32(k.group))
+	binary.BigEndian.PutUint32(e.hdr[4:8], uint32(k.prf.etype))
+	h := e.h
+	h.Reset()
+	h.Write(spakeKeyLabel)
+	h.Write(e.hdr[:8])
 	h.Write(k.wbytes[:])
-	h.Write(shared)
-	h.Write(thash)
+	h.Write(e.shared[:])
+	h.Write(e.thash[:])
 	h.Write(reqBody)
-	h.Write(tail[:])
-	var seed [hashLen]byte
-	h.Sum(seed[:0])
-	hkey := seed[:k.prf.keyLen]
-	var b [64]byte
-	pb, err := k.prf.prfPlus(b[:0], hkey, []byte("keyderiv"), k.prf.keyLen)
+	binary.BigEndian.PutUint32(e.hdr[8:12], n)
+	e.hdr[12] = 1 // block counter; one SHA-256 block covers 32-byte keys
+	h.Write(e.hdr[8:13])
+	h.Sum(e.seed[:0])
+	if err := e.prf.init(k.prf.etype, e.seed[:k.prf.keyLen]); err != nil {
+		return nil, err
+	}
+	pb, err := e.prf.plus(e.out[:0], keyderivLabel, k.prf.keyLen)
 	if err != nil {
 		return nil, err
 	}
@@ -182,5 +192,13 @@ func (k *Key) deriveKey(dst, shared, thash, reqBody []byte, n uint32) ([]byte, e
 	for i := range out {
 		out[i] ^= pb[i]
 	}
+	clear(e.seed[:])
+	clear(e.out[:])
 	return dst, nil
 }
+
+// The labels of the K'[n] derivation.
+var (
+	spakeKeyLabel = []byte("SPAKEkey")
+	keyderivLabel = []byte("keyderiv")
+)

@@ -3,6 +3,7 @@ package spake
 import (
 	"bytes"
 	"crypto/rand"
+	"crypto/sha256"
 	"errors"
 	"testing"
 
@@ -49,9 +50,12 @@ func TestExchangeAgrees(t *testing.T) {
 		if !bytes.Equal(K[:], e.Shared()) {
 			t.Fatalf("etype %d: KDC K %X, client K %X", et, K, e.Shared())
 		}
-		th := transcript(transcript([32]byte{}, support, msg), e.Public(), nil)
+		// The KDC's K'[1] from its own K and transcript (MIT's order of hashing).
+		kdc := Exchange{key: key, shared: K, h: sha256.New()}
+		kdc.transcript(support, msg)
+		kdc.transcript(e.Public(), nil)
 		body := []byte("request body")
-		kdcK1, _ := key.deriveKey(nil, K[:], th[:], body, 1)
+		kdcK1, _ := kdc.DeriveKey(nil, body, 1)
 		k1, err := e.DeriveKey(nil, body, 1)
 		if err != nil || !bytes.Equal(k1, kdcK1) || len(k1) != KeyLen(et) {
 			t.Fatalf("etype %d: K'[1] %X (%v), KDC %X", et, k1, err, kdcK1)
@@ -154,4 +158,40 @@ func offCurve(t testing.TB) []byte {
 	}
 	t.Fatal("no y off the curve")
 	return nil
+}
+
+// A warm Exchange allocates nothing per login for the aes-sha2 enctypes
+// (aes-sha1 needs two AES key schedules per K'[n]).
+func TestClientAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector changes allocation counts")
+	}
+	for _, c := range []struct {
+		et   int32
+		want float64
+	}{{EtypeAES128SHA256, 0}, {EtypeAES256SHA384, 0}, {EtypeAES256SHA1, 4}} {
+		key, err := NewKey(c.et, make([]byte, KeyLen(c.et)), GroupEdwards25519)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, msg := kdcChallenge(t, key)
+		var ch Challenge
+		if err := ParseChallenge(msg, &ch); err != nil {
+			t.Fatal(err)
+		}
+		var e Exchange
+		var rnd [32]byte
+		body := make([]byte, 200)
+		k := make([]byte, 0, 32)
+		if n := testing.AllocsPerRun(50, func() {
+			rnd[0]++
+			if err := e.Challenge(key, nil, msg, &ch, &rnd); err != nil {
+				t.Fatal(err)
+			}
+			k, _ = e.DeriveKey(k[:0], body, 0)
+			k, _ = e.DeriveKey(k[:0], body, 1)
+		}); n > c.want {
+			t.Errorf("enctype %d: %v allocations per login, want %v", c.et, n, c.want)
+		}
+	}
 }
