@@ -126,13 +126,6 @@ func (c *Client) login(ctx context.Context, res *ASResult) error {
 			res.ASRep = rt
 		}
 		if err != nil {
-			// The KDC answers a SPAKE support message with its challenge.
-			if phase == PhaseSPAKEChallenge && isMoreData(err) && attempt < 2 {
-				if err := c.takeMoreData(&choice, phase); err != nil {
-					return err
-				}
-				continue
-			}
 			// With pre-authentication up front the KDC may still ask for a
 			// different key; follow its ETYPE-INFO2 once, as libkrb5 does.
 			if pe, ok := err.(*Error); ok && c.upfront && attempt == 0 && pe.Code == errorcode.KDC_ERR_PREAUTH_REQUIRED {
@@ -149,7 +142,20 @@ func (c *Client) login(ctx context.Context, res *ASResult) error {
 			return err
 		}
 		if phase == PhaseSPAKEChallenge {
-			return errorf(ClassMalformedReply, phase, "the KDC answered a SPAKE support message with message 0x%02x", reply[0])
+			if reply[0] == app(appASRep) {
+				// SPAKE up front for a principal that needs no
+				// pre-authentication: the KDC ignored it.
+				res.Method = MethodNone
+				return c.acceptASRep(reply, nil, phase, res)
+			}
+			// MORE_PREAUTH_DATA_REQUIRED with the KDC's challenge.
+			if attempt >= 2 {
+				return errorf(ClassMalformedReply, phase, "the KDC keeps asking for more pre-authentication data")
+			}
+			if err := c.takeMoreData(&choice, phase); err != nil {
+				return err
+			}
+			continue
 		}
 		if reply[0] != app(appASRep) {
 			return errorf(ClassMalformedReply, PhaseASRep, "unexpected message 0x%02x", reply[0])
@@ -178,17 +184,26 @@ func (c *Client) asRoundTrip(ctx context.Context, choice *preauthChoice, phase s
 	if c.log != nil {
 		c.debug("msg", "round trip", "phase", phase, "duration", rt, "bytes", len(reply))
 	}
-	if err := c.checkASReply(reply, choice != nil, phase, res, now, rt); err != nil {
+	// The KRB-ERROR that is a step of the exchange rather than its failure.
+	var next int32 = errorcode.KDC_ERR_PREAUTH_REQUIRED
+	if choice != nil {
+		next = 0
+		if choice.spake == spakeSupport {
+			next = kdcErrMorePreauthDataRequired
+		}
+	}
+	if err := c.checkASReply(reply, next, phase, res, now, rt); err != nil {
 		return nil, rt, err
 	}
 	return reply, rt, nil
 }
 
-// checkASReply accepts an AS-REP, or a PREAUTH_REQUIRED error in answer to a
-// request without pre-authentication (the caller reads its ETYPE-INFO2 from
-// c.kerr); any other reply is the exchange's error. Every KRB-ERROR gives
-// the clock offset.
-func (c *Client) checkASReply(reply []byte, preauthSent bool, phase string, res *ASResult, sent time.Time, rt time.Duration) error {
+// checkASReply accepts an AS-REP, or the KRB-ERROR with code next that
+// continues the exchange (PREAUTH_REQUIRED in answer to a request without
+// pre-authentication, MORE_PREAUTH_DATA_REQUIRED to a SPAKE support message;
+// the caller reads its e-data from c.kerr); any other reply is the exchange's
+// error. Every KRB-ERROR gives the clock offset.
+func (c *Client) checkASReply(reply []byte, next int32, phase string, res *ASResult, sent time.Time, rt time.Duration) error {
 	switch {
 	case len(reply) == 0:
 		return errorf(ClassMalformedReply, phase, "empty reply")
@@ -199,7 +214,7 @@ func (c *Client) checkASReply(reply []byte, preauthSent bool, phase string, res 
 			return wrapError(ClassMalformedReply, phase, err)
 		}
 		res.ClockOffset, res.HasClockOffset = offsetAt(c.kerr.stime, sent, rt), true
-		if c.kerr.code == errorcode.KDC_ERR_PREAUTH_REQUIRED && !preauthSent {
+		if next != 0 && c.kerr.code == next {
 			return nil
 		}
 		return kdcError(phase, c.kerr.code, string(c.kerr.text))
@@ -442,7 +457,7 @@ func (c *Client) acceptASRep(reply []byte, choice *preauthChoice, phase string, 
 		if rep.enc.etype != choice.etype {
 			return errorf(ClassMalformedReply, phase, "SPAKE AS-REP encrypted with %s, the challenge was for %s", EtypeName(rep.enc.etype), EtypeName(choice.etype))
 		}
-		replyKey = c.sp.rep
+		replyKey = &c.sp.k0.u
 	}
 	pt, err := c.openReply(replyKey, rep.enc.cipher, phase, "AS-REP (wrong or stale key?)")
 	if err != nil {

@@ -96,7 +96,7 @@ type spakeState struct {
 	kbuf      []byte // K'[n]
 	ex        spake.Exchange
 	key       *spake.Key // the prepared key of this login
-	rep       *usageKey  // K'[0], usage 3: decrypts the AS-REP
+	k0, k1    *freshKey  // K'[0] (usage 3: the AS-REP) and K'[1] (usage 65: the factor)
 	hasCookie bool
 }
 
@@ -266,24 +266,26 @@ func (c *Client) appendSPAKEPadata(choice *preauthChoice, reqBody []byte) error 
 		s.msg = append(s.msg[:0], s.support...)
 		s.sent = true
 	case spakeResponse:
-		et := lookupEtype(choice.etype)
-		var err error
-		if s.kbuf, err = s.ex.DeriveKey(s.kbuf[:0], reqBody, 1); err != nil {
-			return wrapError(ClassKeytab, PhaseASRep, err)
+		if et := lookupEtype(choice.etype); s.k0 == nil || s.k0.et != et {
+			s.k0 = newFreshKey(et, keyusage.AS_REP_ENCPART)
+			s.k1 = newFreshKey(et, spake.KeyUsage)
 		}
-		k1, err := newUsageKey(et, s.kbuf, spake.KeyUsage, false)
+		var err error
+		if s.kbuf, err = s.ex.DeriveKey(s.kbuf[:0], reqBody, 1); err == nil {
+			err = s.k1.set(s.kbuf)
+		}
 		if err != nil {
 			return wrapError(ClassKeytab, PhaseASRep, err)
 		}
-		c.ct = k1.seal(c.ct[:0], s.factor, c.rng)
+		c.ct = s.k1.u.seal(c.ct[:0], s.factor, c.rng)
 		s.msg = spake.AppendResponse(s.msg[:0], s.ex.Public(), choice.etype, c.ct)
-		if s.kbuf, err = s.ex.DeriveKey(s.kbuf[:0], reqBody, 0); err != nil {
-			return wrapError(ClassKeytab, PhaseASRep, err)
-		}
-		if s.rep, err = newUsageKey(et, s.kbuf, keyusage.AS_REP_ENCPART, false); err != nil {
-			return wrapError(ClassKeytab, PhaseASRep, err)
+		if s.kbuf, err = s.ex.DeriveKey(s.kbuf[:0], reqBody, 0); err == nil {
+			err = s.k0.set(s.kbuf)
 		}
 		clear(s.kbuf)
+		if err != nil {
+			return wrapError(ClassKeytab, PhaseASRep, err)
+		}
 	}
 	w := &c.w
 	m := w.len()
@@ -302,10 +304,4 @@ func (w *derWriter) paData(typ int32, value []byte) {
 	w.explicitOctets(2, value)
 	w.explicitInt(1, int64(typ))
 	w.close(tagSequence, m)
-}
-
-// isMoreData reports whether err is the KDC's MORE_PREAUTH_DATA_REQUIRED.
-func isMoreData(err error) bool {
-	var pe *Error
-	return errors.As(err, &pe) && pe.Code == kdcErrMorePreauthDataRequired
 }

@@ -292,3 +292,38 @@ func FuzzSPAKEMethodData(f *testing.F) {
 		}
 	})
 }
+
+// A warm SPAKE login allocates only the AES key schedules of K'[0] and
+// K'[1], which crypto/aes cannot re-key: two for aes-sha2, more for aes-sha1
+// (its PRF and key derivation need schedules under the fresh keys too).
+// Encrypted timestamp stays at zero (TestExchangesDoNotAllocate).
+func TestSPAKELoginAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector changes allocation counts")
+	}
+	r := upRealm(t, realm.Options{DisableLastSuccess: true})
+	ctx := testCtx(t, time.Minute)
+	for _, c := range []struct {
+		et   int32
+		want float64
+	}{{20, 2}, {19, 2}, {18, 8}, {17, 8}} {
+		cl := userClient(t, r, 1, Options{Etypes: []int32{c.et}, Preauth: PreauthSPAKE})
+		if _, err := cl.Login(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		n := testing.AllocsPerRun(50, func() {
+			if as, e := cl.Login(ctx); e != nil || as.Method != MethodSPAKE {
+				err = fmt.Errorf("%+v %v", as, e)
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %v allocations per SPAKE login", EtypeName(c.et), n)
+		if n > c.want {
+			t.Errorf("%s: %v allocations per SPAKE login, want at most %v", EtypeName(c.et), n, c.want)
+		}
+		cl.Close()
+	}
+}
