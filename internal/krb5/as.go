@@ -126,6 +126,16 @@ func (c *Client) login(ctx context.Context, res *ASResult) error {
 			res.ASRep = rt
 		}
 		if err != nil {
+			// PREAUTH_FAILED to a support message: the KDC shares no SPAKE
+			// group with us. kinit then falls back to encrypted timestamp.
+			if pe, ok := err.(*Error); ok && phase == PhaseSPAKEChallenge && pe.Code == errorcode.KDC_ERR_PREAUTH_FAILED {
+				if c.preauth == PreauthSPAKE {
+					return wrapError(ClassPreauthUnsupported, phase, fmt.Errorf("the KDC supports none of the client's SPAKE groups (edwards25519): %w", err))
+				}
+				choice.spake = spakeOff
+				res.Method = choice.method()
+				continue
+			}
 			// With pre-authentication up front the KDC may still ask for a
 			// different key; follow its ETYPE-INFO2 once, as libkrb5 does.
 			if pe, ok := err.(*Error); ok && c.upfront && attempt == 0 && pe.Code == errorcode.KDC_ERR_PREAUTH_REQUIRED {

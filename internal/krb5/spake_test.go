@@ -327,3 +327,63 @@ func TestSPAKELoginAllocations(t *testing.T) {
 		cl.Close()
 	}
 }
+
+// kdcGroups restarts the realm's KDC with its own spake_preauth_groups in
+// kdc.conf (which the KDC reads before krb5.conf; kinit reads krb5.conf
+// only and keeps offering edwards25519).
+func kdcGroups(t *testing.T, r *realm.Realm, groups string) {
+	t.Helper()
+	conf, err := os.ReadFile(r.KDCConf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(conf) + "\n[libdefaults]\n\tspake_preauth_groups = " + groups + "\n"
+	if err := os.WriteFile(r.KDCConf, []byte(s), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.StopKDC(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := r.StartKDC(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSPAKENoCommonGroup: a KDC offering SPAKE only in P-256 rejects our
+// support message; auto falls back to encrypted timestamp as kinit does
+// (the KDC logs the same steps), spake fails as preauth_unsupported.
+func TestSPAKENoCommonGroup(t *testing.T) {
+	r := upRealm(t, realm.Options{})
+	kdcGroups(t, r, "P-256")
+	user := r.User(2)
+	off := logSize(t, r)
+	kinit(t, r, user)
+	want := []string{
+		"AS_REQ NEEDED_PREAUTH (Additional pre-authentication required)",
+		"preauth (spake) verify failure: Preauthentication failed",
+		"AS_REQ PREAUTH_FAILED (Preauthentication failed)",
+		"AS_REQ ISSUE",
+	}
+	ref := kdcSteps(t, r, off, user, len(want))
+	if !slices.Equal(ref, want) {
+		t.Fatalf("kinit -k: KDC logged %q, want %q", ref, want)
+	}
+
+	off = logSize(t, r)
+	c := userClient(t, r, 2, Options{})
+	as, err := c.Login(testCtx(t, 10*time.Second))
+	if err != nil || as.Method != MethodEncTimestamp || as.RoundTrips != 3 {
+		t.Fatalf("auto: %+v %v, want encrypted timestamp after the rejected support message", as, err)
+	}
+	if got := kdcSteps(t, r, off, user, len(ref)); !slices.Equal(got, ref) {
+		t.Errorf("our login: KDC logged\n%q\nkinit -k:\n%q", got, ref)
+	}
+
+	c = userClient(t, r, 2, Options{Preauth: PreauthSPAKE})
+	_, err = c.Login(testCtx(t, 10*time.Second))
+	if pe := wantClass(t, err, ClassPreauthUnsupported); pe.Phase != PhaseSPAKEChallenge {
+		t.Errorf("spake: %v", err)
+	}
+}
