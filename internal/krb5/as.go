@@ -114,6 +114,10 @@ func (c *Client) login(ctx context.Context, res *ASResult) error {
 		}
 	}
 	res.Method = choice.method()
+	if c.log != nil {
+		c.debug("msg", "pre-authentication", "method", res.Method, "etype", EtypeName(choice.etype),
+			"spake_challenge_given", choice.spake == spakeResponse)
+	}
 	for attempt := 0; ; attempt++ {
 		phase := PhaseASRep
 		if choice.spake == spakeSupport {

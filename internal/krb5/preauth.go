@@ -89,7 +89,6 @@ func (ch *preauthChoice) method() string {
 // spakeState is a Client's SPAKE scratch, reused across logins.
 type spakeState struct {
 	support   []byte // the encoded support message (constant)
-	sent      bool   // the support message went out in this login
 	cookie    []byte // the KDC's last PA-FX-COOKIE, echoed in the next request
 	msg       []byte // the PA-SPAKE message of the request being built
 	factor    []byte // the encoded SPAKESecondFactor (constant)
@@ -172,7 +171,6 @@ func (c *Client) pickMethod(choice *preauthChoice, phase string) error {
 		return nil
 	}
 	s := &c.sp
-	s.sent = false
 	s.cookie, s.hasCookie = append(s.cookie[:0], cookie...), hasCookie
 	key, err := c.spakeKey(choice, phase)
 	if err != nil {
@@ -264,7 +262,6 @@ func (c *Client) appendSPAKEPadata(choice *preauthChoice, reqBody []byte) error 
 	switch choice.spake {
 	case spakeSupport:
 		s.msg = append(s.msg[:0], s.support...)
-		s.sent = true
 	case spakeResponse:
 		if et := lookupEtype(choice.etype); s.k0 == nil || s.k0.et != et {
 			s.k0 = newFreshKey(et, keyusage.AS_REP_ENCPART)
