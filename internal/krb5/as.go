@@ -90,9 +90,6 @@ func (c *Client) login(ctx context.Context, res *ASResult) error {
 		}
 		if c.preauth == PreauthSPAKE {
 			// SPAKE up front: the support message in the first request.
-			if c.sp.key, err = c.spakeKey(&choice, PhaseSPAKEChallenge); err != nil {
-				return err
-			}
 			choice.spake, c.sp.hasCookie = spakeSupport, false
 		}
 	} else {
@@ -134,7 +131,7 @@ func (c *Client) login(ctx context.Context, res *ASResult) error {
 			// group with us. kinit then falls back to encrypted timestamp.
 			if pe, ok := err.(*Error); ok && phase == PhaseSPAKEChallenge && pe.Code == errorcode.KDC_ERR_PREAUTH_FAILED {
 				if c.preauth == PreauthSPAKE {
-					return wrapError(ClassPreauthUnsupported, phase, fmt.Errorf("the KDC supports none of the client's SPAKE groups (edwards25519): %w", err))
+					return wrapError(ClassPreauthUnsupported, phase, fmt.Errorf("the KDC supports none of the client's SPAKE groups (edwards25519, P-256): %w", err))
 				}
 				choice.spake = spakeOff
 				res.Method = choice.method()

@@ -99,9 +99,9 @@ type tmpl struct {
 type ltSched struct {
 	key   *byte // identity of the key bytes in Credentials
 	etype int32
-	ts    *usageKey  // usage 1: PA-ENC-TIMESTAMP
-	rep   *usageKey  // usage 3: AS-REP encrypted part
-	spake *spake.Key // the key prepared for SPAKE, on first use
+	ts    *usageKey     // usage 1: PA-ENC-TIMESTAMP
+	rep   *usageKey     // usage 3: AS-REP encrypted part
+	spake [2]*spake.Key // the key prepared for SPAKE per group (spake.Groups), on first use
 }
 
 // NewClient validates the options and precomputes the request parts.

@@ -15,7 +15,7 @@
 // keytab parsing, and serves as the reference decoder in tests.
 //
 // What it does not do: FAST, PKINIT, SPAKE second factors and groups other
-// than edwards25519, cross-realm referrals,
+// than edwards25519 and P-256, cross-realm referrals,
 // canonicalisation, ticket caches, AP-REQs to services, or any enctype
 // other than the four AES types (internal/enctype lists them). A Client is
 // not safe for concurrent use; Credentials are, and may be shared.

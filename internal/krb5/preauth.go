@@ -3,6 +3,7 @@ package krb5
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/jcmturner/gokrb5/v8/iana/keyusage"
 
@@ -101,7 +102,7 @@ type spakeState struct {
 
 func newSPAKEState() spakeState {
 	return spakeState{
-		support: spake.AppendSupport(nil, spake.GroupEdwards25519),
+		support: spake.AppendSupport(nil, spake.Groups...),
 		factor:  spake.AppendFactorNone(nil),
 		cookie:  make([]byte, 0, 256),
 		msg:     make([]byte, 0, 256),
@@ -172,11 +173,6 @@ func (c *Client) pickMethod(choice *preauthChoice, phase string) error {
 	}
 	s := &c.sp
 	s.cookie, s.hasCookie = append(s.cookie[:0], cookie...), hasCookie
-	key, err := c.spakeKey(choice, phase)
-	if err != nil {
-		return err
-	}
-	s.key = key
 	choice.spake = spakeSupport
 	if len(val) == 0 {
 		return nil // SPAKE offered without a challenge: send support
@@ -199,13 +195,18 @@ func (c *Client) takeChallenge(choice *preauthChoice, msg []byte, phase string, 
 		choice.spake = spakeSupport
 		return nil
 	}
+	key, err := c.spakeKey(choice, ch.Group, phase)
+	if err != nil {
+		return err
+	}
+	s.key = key
 	var rnd [32]byte
 	_, _ = c.rng.Read(rnd[:]) // never fails
 	var support []byte
 	if afterSupport {
 		support = s.support
 	}
-	err := s.ex.Challenge(s.key, support, msg, &ch, &rnd)
+	err = s.ex.Challenge(s.key, support, msg, &ch, &rnd)
 	clear(rnd[:])
 	switch {
 	case errors.Is(err, spake.ErrNoFactor):
@@ -232,9 +233,9 @@ func (c *Client) takeMoreData(choice *preauthChoice, phase string) error {
 	return c.takeChallenge(choice, val, phase, true)
 }
 
-// spakeKey returns the SPAKE form of the long-term key of the choice,
-// prepared once per key (w, w·M, w·N).
-func (c *Client) spakeKey(choice *preauthChoice, phase string) (*spake.Key, error) {
+// spakeKey returns the SPAKE form of the long-term key of the choice in
+// group, prepared once per key and group (w, w·M, w·N).
+func (c *Client) spakeKey(choice *preauthChoice, group int32, phase string) (*spake.Key, error) {
 	k, ok, err := c.creds.keyFor(choice.etype, 0, choice.salt, choice.s2kparams)
 	if err != nil {
 		return nil, wrapError(ClassMalformedReply, phase, err)
@@ -246,12 +247,13 @@ func (c *Client) spakeKey(choice *preauthChoice, phase string) (*spake.Key, erro
 	if err != nil {
 		return nil, wrapError(ClassKeytab, phase, err)
 	}
-	if sc.spake == nil {
-		if sc.spake, err = spake.NewKey(k.etype, k.key, spake.GroupEdwards25519); err != nil {
+	i := slices.Index(spake.Groups, group)
+	if sc.spake[i] == nil {
+		if sc.spake[i], err = spake.NewKey(k.etype, k.key, group); err != nil {
 			return nil, wrapError(ClassKeytab, phase, err)
 		}
 	}
-	return sc.spake, nil
+	return sc.spake[i], nil
 }
 
 // appendSPAKEPadata writes the padata of a SPAKE request (PA-FX-COOKIE, then

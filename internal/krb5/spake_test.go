@@ -136,7 +136,7 @@ func TestSPAKEKDCLogMatchesKinit(t *testing.T) {
 		}, 3)
 	})
 	t.Run("optimistic challenge", func(t *testing.T) {
-		optimisticChallenge(t, r)
+		optimisticChallenge(t, r, "edwards25519")
 		compare(t, []string{
 			"AS_REQ NEEDED_PREAUTH (Additional pre-authentication required)",
 			"AS_REQ ISSUE",
@@ -145,14 +145,14 @@ func TestSPAKEKDCLogMatchesKinit(t *testing.T) {
 }
 
 // optimisticChallenge restarts the realm's KDC with
-// spake_preauth_kdc_challenge = edwards25519.
-func optimisticChallenge(t *testing.T, r *realm.Realm) {
+// spake_preauth_kdc_challenge = group.
+func optimisticChallenge(t *testing.T, r *realm.Realm, group string) {
 	t.Helper()
 	conf, err := os.ReadFile(r.KDCConf)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := strings.Replace(string(conf), "[kdcdefaults]\n", "[kdcdefaults]\n\tspake_preauth_kdc_challenge = edwards25519\n", 1)
+	s := strings.Replace(string(conf), "[kdcdefaults]\n", "[kdcdefaults]\n\tspake_preauth_kdc_challenge = "+group+"\n", 1)
 	if s == string(conf) {
 		t.Fatal("kdc.conf has no [kdcdefaults]")
 	}
@@ -271,10 +271,7 @@ func FuzzSPAKEMethodData(f *testing.F) {
 			choice := preauthChoice{etype: 20}
 			var err error
 			if after {
-				c.sp.key, choice.spake = nil, spakeSupport
-				if c.sp.key, err = c.spakeKey(&choice, PhaseSPAKEChallenge); err != nil {
-					t.Fatal(err)
-				}
+				choice.spake = spakeSupport
 				err = c.takeMoreData(&choice, PhaseSPAKEChallenge)
 			} else {
 				err = c.pickMethod(&choice, PhasePreauthRequired)
@@ -351,12 +348,12 @@ func kdcGroups(t *testing.T, r *realm.Realm, groups string) {
 	}
 }
 
-// TestSPAKENoCommonGroup: a KDC offering SPAKE only in P-256 rejects our
+// TestSPAKENoCommonGroup: a KDC offering SPAKE only in P-384 rejects our
 // support message; auto falls back to encrypted timestamp as kinit does
 // (the KDC logs the same steps), spake fails as preauth_unsupported.
 func TestSPAKENoCommonGroup(t *testing.T) {
 	r := upRealm(t, realm.Options{})
-	kdcGroups(t, r, "P-256")
+	kdcGroups(t, r, "P-384")
 	user := r.User(2)
 	off := logSize(t, r)
 	kinit(t, r, user)
@@ -386,4 +383,30 @@ func TestSPAKENoCommonGroup(t *testing.T) {
 	if pe := wantClass(t, err, ClassPreauthUnsupported); pe.Phase != PhaseSPAKEChallenge {
 		t.Errorf("spake: %v", err)
 	}
+}
+
+// TestSPAKEP256: a KDC configured for P-256 only (MIT's OpenSSL group)
+// gets SPAKE in P-256, after the support message and as its optimistic
+// challenge; the TGT works.
+func TestSPAKEP256(t *testing.T) {
+	r := upRealm(t, realm.Options{})
+	kdcGroups(t, r, "P-256")
+	ctx := testCtx(t, 20*time.Second)
+	login := func(roundTrips int) {
+		t.Helper()
+		for _, et := range []int32{20, 18} {
+			c := userClient(t, r, 1, Options{Etypes: []int32{et}, Preauth: PreauthSPAKE})
+			as, err := c.Login(ctx)
+			if err != nil || as.Method != MethodSPAKE || as.RoundTrips != roundTrips {
+				t.Fatalf("%s: %+v %v, want SPAKE in %d round trips", EtypeName(et), as, err, roundTrips)
+			}
+			if _, err := c.ServiceTicket(ctx, c.PrepareService(mustPrincipal(t, r.Service(1)))); err != nil {
+				t.Fatal(err)
+			}
+			c.Close()
+		}
+	}
+	login(3)
+	optimisticChallenge(t, r, "P-256")
+	login(2)
 }

@@ -1,7 +1,8 @@
 // Package spake implements the client side of SPAKE pre-authentication for
 // Kerberos (draft-ietf-kitten-krb-spake-preauth, as MIT krb5 1.17+ does it in
 // src/plugins/preauth/spake/): the edwards25519 group with MIT's M and N
-// constants, the multiplier w drawn from the initial reply key with the
+// constants (and P-256, as MIT's OpenSSL backend has it, for KDCs without
+// edwards25519), the multiplier w drawn from the initial reply key with the
 // enctype's PRF+, the transcript hash, the K'[n] key derivation and the DER
 // forms of the PA-SPAKE (padata type 151) messages with the SF-NONE second
 // factor, which is what MIT's client sends for keytab and password logins.

@@ -37,7 +37,11 @@ func GroupName(g int32) string {
 }
 
 // Supported reports whether g is a group this package implements.
-func Supported(g int32) bool { return g == GroupEdwards25519 }
+func Supported(g int32) bool { return g == GroupEdwards25519 || g == GroupP256 }
+
+// Groups are the groups this package implements, in the order of
+// preference a support message lists them (MIT's client: edwards25519).
+var Groups = []int32{GroupEdwards25519, GroupP256}
 
 // Sizes of edwards25519 (MIT iana.c: multiplier, element and hash lengths).
 const (

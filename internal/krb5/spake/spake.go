@@ -35,6 +35,7 @@ type Key struct {
 	wbytes [multLen]byte
 	w      edwards25519.Scalar
 	wM, wN edwards25519.Point
+	p256   *p256Key // group P-256 instead of edwards25519
 	// spakeHalf is PRF+(ikey, "SPAKE"), the constant half of K'[n]'s CF2.
 	spakeHalf [32]byte
 }
@@ -66,9 +67,13 @@ func NewKey(et int32, ikey []byte, group int32) (*Key, error) {
 		return nil, err
 	}
 	copy(key.wbytes[:], w)
-	scalarFrom32(&key.w, key.wbytes[:])
-	key.wM.ScalarMult(&key.w, edM)
-	key.wN.ScalarMult(&key.w, edN)
+	if group == GroupP256 {
+		key.p256 = newP256Key(key.wbytes[:])
+	} else {
+		scalarFrom32(&key.w, key.wbytes[:])
+		key.wM.ScalarMult(&key.w, edM)
+		key.wN.ScalarMult(&key.w, edN)
+	}
 	half, err := p.plus(buf[:0], []byte("SPAKE"), k.keyLen)
 	if err != nil {
 		return nil, err
@@ -92,8 +97,10 @@ func (k *Key) WBytes() []byte { return k.wbytes[:] }
 type Exchange struct {
 	key    *Key
 	y      edwards25519.Scalar // private multiplier divided by the cofactor
-	pub    [elemLen]byte       // S
-	shared [elemLen]byte       // K
+	random [32]byte            // P-256: the private multiplier before reduction
+	elen   int                 // element length of the group
+	pub    [p256ElemLen]byte   // S
+	shared [p256ElemLen]byte   // K
 	thash  [hashLen]byte
 	h      hash.Hash // SHA-256
 	prf    prfCtx    // PRF of the K'[n] seeds
@@ -115,22 +122,36 @@ func (e *Exchange) Challenge(key *Key, support, msg []byte, ch *Challenge, rando
 		return ErrNoFactor
 	}
 	e.key = key
-	scalarFrom32(&e.y, random[:])
+	if key.group == GroupP256 {
+		e.random = *random
+	} else {
+		scalarFrom32(&e.y, random[:])
+	}
 	return e.finish(support, msg, ch.PubKey)
 }
 
 // finish computes S, K and the transcript hash from e.y.
 func (e *Exchange) finish(support, msg, theirs []byte) error {
-	keygen(&e.pub, &e.y, &e.key.wN)
-	if err := result(&e.shared, &e.y, &e.key.wM, theirs); err != nil {
-		return err
+	if k := e.key.p256; k != nil {
+		e.elen = p256ElemLen
+		err := p256Exchange(k, e.random[:], theirs, &e.pub, &e.shared)
+		clear(e.random[:])
+		if err != nil {
+			return err
+		}
+	} else {
+		e.elen = elemLen
+		keygen((*[elemLen]byte)(e.pub[:elemLen]), &e.y, &e.key.wN)
+		if err := result((*[elemLen]byte)(e.shared[:elemLen]), &e.y, &e.key.wM, theirs); err != nil {
+			return err
+		}
 	}
 	if e.h == nil {
 		e.h = sha256.New()
 	}
 	clear(e.thash[:])
 	e.transcript(support, msg)
-	e.transcript(e.pub[:], nil)
+	e.transcript(e.pub[:e.elen], nil)
 	return nil
 }
 
@@ -145,10 +166,10 @@ func (e *Exchange) transcript(a, b []byte) {
 }
 
 // Public returns S, the client's public element for the SPAKEResponse.
-func (e *Exchange) Public() []byte { return e.pub[:] }
+func (e *Exchange) Public() []byte { return e.pub[:e.elen] }
 
 // Shared returns K, the shared group element.
-func (e *Exchange) Shared() []byte { return e.shared[:] }
+func (e *Exchange) Shared() []byte { return e.shared[:e.elen] }
 
 // Transcript returns the final transcript hash.
 func (e *Exchange) Transcript() []byte { return e.thash[:] }
@@ -172,7 +193,7 @@ func (e *Exchange) DeriveKey(dst []byte, reqBody []byte, n uint32) ([]byte, erro
 	h.Write(spakeKeyLabel)
 	h.Write(e.hdr[:8])
 	h.Write(k.wbytes[:])
-	h.Write(e.shared[:])
+	h.Write(e.shared[:e.elen])
 	h.Write(e.thash[:])
 	h.Write(reqBody)
 	binary.BigEndian.PutUint32(e.hdr[8:12], n)

@@ -51,7 +51,8 @@ func TestExchangeAgrees(t *testing.T) {
 			t.Fatalf("etype %d: KDC K %X, client K %X", et, K, e.Shared())
 		}
 		// The KDC's K'[1] from its own K and transcript (MIT's order of hashing).
-		kdc := Exchange{key: key, shared: K, h: sha256.New()}
+		kdc := Exchange{key: key, elen: elemLen, h: sha256.New()}
+		copy(kdc.shared[:], K[:])
 		kdc.transcript(support, msg)
 		kdc.transcript(e.Public(), nil)
 		body := []byte("request body")
