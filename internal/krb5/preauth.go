@@ -118,27 +118,11 @@ func methodData(b []byte) (spakeVal []byte, hasSPAKE bool, cookie []byte, hasCoo
 		return nil, false, nil, false, err
 	}
 	for len(seq) > 0 {
-		_, _, rest, err := readTLV(seq)
+		typ, val, rest, err := nextPAData(seq)
 		if err != nil {
 			return nil, false, nil, false, err
 		}
-		pa := seq[:len(seq)-len(rest)]
 		seq = rest
-		var typ int32
-		var val []byte
-		err = sequence(pa, "PA-DATA", 0b110, func(n int, in []byte) error {
-			var err error
-			switch n {
-			case 1:
-				typ, err = parseInt32(in)
-			case 2:
-				val, err = parseOctets(in)
-			}
-			return err
-		})
-		if err != nil {
-			return nil, false, nil, false, err
-		}
 		switch typ {
 		case paSPAKE:
 			spakeVal, hasSPAKE = val, true

@@ -148,13 +148,31 @@ func TestSPAKEKDCLogMatchesKinit(t *testing.T) {
 // spake_preauth_kdc_challenge = group.
 func optimisticChallenge(t *testing.T, r *realm.Realm, group string) {
 	t.Helper()
+	restartKDC(t, r, func(conf string) string {
+		return strings.Replace(conf, "[kdcdefaults]\n", "[kdcdefaults]\n\tspake_preauth_kdc_challenge = "+group+"\n", 1)
+	})
+}
+
+// kdcGroups restarts the realm's KDC with its own spake_preauth_groups in
+// kdc.conf (which the KDC reads before krb5.conf; kinit reads krb5.conf
+// only and keeps offering edwards25519).
+func kdcGroups(t *testing.T, r *realm.Realm, groups string) {
+	t.Helper()
+	restartKDC(t, r, func(conf string) string {
+		return conf + "\n[libdefaults]\n\tspake_preauth_groups = " + groups + "\n"
+	})
+}
+
+// restartKDC rewrites the realm's kdc.conf with edit and restarts the KDC.
+func restartKDC(t *testing.T, r *realm.Realm, edit func(string) string) {
+	t.Helper()
 	conf, err := os.ReadFile(r.KDCConf)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := strings.Replace(string(conf), "[kdcdefaults]\n", "[kdcdefaults]\n\tspake_preauth_kdc_challenge = "+group+"\n", 1)
+	s := edit(string(conf))
 	if s == string(conf) {
-		t.Fatal("kdc.conf has no [kdcdefaults]")
+		t.Fatal("kdc.conf unchanged")
 	}
 	if err := os.WriteFile(r.KDCConf, []byte(s), 0o600); err != nil {
 		t.Fatal(err)
@@ -322,29 +340,6 @@ func TestSPAKELoginAllocations(t *testing.T) {
 			t.Errorf("%s: %v allocations per SPAKE login, want at most %v", EtypeName(c.et), n, c.want)
 		}
 		cl.Close()
-	}
-}
-
-// kdcGroups restarts the realm's KDC with its own spake_preauth_groups in
-// kdc.conf (which the KDC reads before krb5.conf; kinit reads krb5.conf
-// only and keeps offering edwards25519).
-func kdcGroups(t *testing.T, r *realm.Realm, groups string) {
-	t.Helper()
-	conf, err := os.ReadFile(r.KDCConf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := string(conf) + "\n[libdefaults]\n\tspake_preauth_groups = " + groups + "\n"
-	if err := os.WriteFile(r.KDCConf, []byte(s), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.StopKDC(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := r.StartKDC(ctx); err != nil {
-		t.Fatal(err)
 	}
 }
 

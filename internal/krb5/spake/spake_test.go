@@ -10,14 +10,33 @@ import (
 	"filippo.io/edwards25519"
 )
 
-// kdcChallenge plays MIT's KDC: T = x·G + w·M for a random x.
-func kdcChallenge(t testing.TB, key *Key) (x edwards25519.Scalar, msg []byte) {
+// kdcChallenge plays MIT's KDC: T = x·G + w·M for a random x, encoded and
+// parsed.
+func kdcChallenge(t testing.TB, key *Key) (x edwards25519.Scalar, msg []byte, ch Challenge) {
+	t.Helper()
 	var rnd [32]byte
 	rand.Read(rnd[:])
 	scalarFrom32(&x, rnd[:])
 	var T [32]byte
 	keygen(&T, &x, &key.wM)
-	return x, AppendChallenge(nil, GroupEdwards25519, T[:], 2, FactorNone)
+	msg = AppendChallenge(nil, GroupEdwards25519, T[:], 2, FactorNone)
+	if err := ParseChallenge(msg, &ch); err != nil {
+		t.Fatal(err)
+	}
+	return x, msg, ch
+}
+
+// mustKey prepares ikey (zero when nil) of enctype et for edwards25519.
+func mustKey(t testing.TB, et int32, ikey []byte) *Key {
+	t.Helper()
+	if ikey == nil {
+		ikey = make([]byte, KeyLen(et))
+	}
+	key, err := NewKey(et, ikey, GroupEdwards25519)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
 }
 
 // TestExchangeAgrees runs the client against the KDC side for every
@@ -27,15 +46,8 @@ func TestExchangeAgrees(t *testing.T) {
 	for _, et := range []int32{EtypeAES128SHA1, EtypeAES256SHA1, EtypeAES128SHA256, EtypeAES256SHA384} {
 		ikey := make([]byte, KeyLen(et))
 		rand.Read(ikey)
-		key, err := NewKey(et, ikey, GroupEdwards25519)
-		if err != nil {
-			t.Fatal(err)
-		}
-		x, msg := kdcChallenge(t, key)
-		var ch Challenge
-		if err := ParseChallenge(msg, &ch); err != nil {
-			t.Fatal(err)
-		}
+		key := mustKey(t, et, ikey)
+		x, msg, ch := kdcChallenge(t, key)
 		support := AppendSupport(nil, GroupEdwards25519)
 		var e Exchange
 		var rnd [32]byte
@@ -79,11 +91,7 @@ func TestExchangeAgrees(t *testing.T) {
 
 func TestChallengeErrors(t *testing.T) {
 	key := testKey(t)
-	_, msg := kdcChallenge(t, key)
-	var ch Challenge
-	if err := ParseChallenge(msg, &ch); err != nil {
-		t.Fatal(err)
-	}
+	_, msg, ch := kdcChallenge(t, key)
 	var e Exchange
 	var rnd [32]byte
 	bad := ch
@@ -112,15 +120,8 @@ func TestChallengeErrors(t *testing.T) {
 func BenchmarkClient(b *testing.B) {
 	for _, et := range []int32{EtypeAES256SHA1, EtypeAES256SHA384} {
 		b.Run(EtypeName(et), func(b *testing.B) {
-			key, err := NewKey(et, make([]byte, KeyLen(et)), GroupEdwards25519)
-			if err != nil {
-				b.Fatal(err)
-			}
-			_, msg := kdcChallenge(b, key)
-			var ch Challenge
-			if err := ParseChallenge(msg, &ch); err != nil {
-				b.Fatal(err)
-			}
+			key := mustKey(b, et, nil)
+			_, msg, ch := kdcChallenge(b, key)
 			body := make([]byte, 200)
 			var e Exchange
 			var rnd [32]byte
@@ -171,15 +172,8 @@ func TestClientAllocations(t *testing.T) {
 		et   int32
 		want float64
 	}{{EtypeAES128SHA256, 0}, {EtypeAES256SHA384, 0}, {EtypeAES256SHA1, 4}} {
-		key, err := NewKey(c.et, make([]byte, KeyLen(c.et)), GroupEdwards25519)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, msg := kdcChallenge(t, key)
-		var ch Challenge
-		if err := ParseChallenge(msg, &ch); err != nil {
-			t.Fatal(err)
-		}
+		key := mustKey(t, c.et, nil)
+		_, msg, ch := kdcChallenge(t, key)
 		var e Exchange
 		var rnd [32]byte
 		body := make([]byte, 200)
