@@ -15,7 +15,7 @@ import (
 // Phases (round trips) of the exchanges, as reported in errors and metrics.
 const (
 	PhasePreauthRequired = "preauth_required" // AS-REQ without pre-authentication → KDC_ERR_PREAUTH_REQUIRED
-	PhaseASRep           = "as_rep"           // AS-REQ (with PA-ENC-TIMESTAMP) → AS-REP
+	PhaseASRep           = "as_rep"           // AS-REQ (with PA-ENC-TIMESTAMP or the SPAKE response) → AS-REP
 	PhaseTGSRep          = "tgs_rep"          // TGS-REQ → TGS-REP
 	PhaseKeys            = "keys"             // local key lookup before any traffic
 )
@@ -175,7 +175,7 @@ func (c *Client) login(ctx context.Context, res *ASResult) error {
 	}
 }
 
-// asRoundTrip sends one AS-REQ (with PA-ENC-TIMESTAMP when choice is set) and
+// asRoundTrip sends one AS-REQ (pre-authenticated as choice says, if set) and
 // returns an AS-REP, or the KRB-ERROR as *Error. It times the round trip and
 // takes the clock offset from any KRB-ERROR.
 func (c *Client) asRoundTrip(ctx context.Context, choice *preauthChoice, phase string, res *ASResult, st *exchangeStats) ([]byte, time.Duration, error) {
@@ -335,7 +335,8 @@ func (c *Client) schedule(k ltKey) (*ltSched, error) {
 }
 
 // buildASReq encodes an AS-REQ into c.w: the patched body template, and a
-// PA-ENC-TIMESTAMP made with the chosen key when choice is set.
+// PA-ENC-TIMESTAMP made with the chosen key or the SPAKE padata when choice
+// is set.
 func (c *Client) buildASReq(choice *preauthChoice, now time.Time) error {
 	w := &c.w
 	w.reset()
