@@ -405,3 +405,27 @@ func TestSPAKEP256(t *testing.T) {
 	optimisticChallenge(t, r, "P-256")
 	login(2)
 }
+
+// TestSPAKEPrincipalWithoutPreauth: a principal that needs no
+// pre-authentication gets its AS-REP at once (method none); SPAKE sent up
+// front is still carried through by MIT's KDC (challenge, then AS-REP).
+func TestSPAKEPrincipalWithoutPreauth(t *testing.T) {
+	r := upRealm(t, realm.Options{})
+	kadmin(t, r, "modprinc -requires_preauth "+r.User(3))
+	ctx := testCtx(t, 10*time.Second)
+	for _, tc := range []struct {
+		o          Options
+		method     string
+		roundTrips int
+	}{
+		{Options{}, MethodNone, 1},
+		{Options{Preauth: PreauthSPAKE, PreauthUpfront: true}, MethodSPAKE, 2},
+	} {
+		c := userClient(t, r, 3, tc.o)
+		as, err := c.Login(ctx)
+		if err != nil || as.Method != tc.method || as.RoundTrips != tc.roundTrips {
+			t.Errorf("preauth %q upfront %v: %+v %v, want %s in %d round trips", tc.o.Preauth, tc.o.PreauthUpfront, as, err, tc.method, tc.roundTrips)
+		}
+		c.Close()
+	}
+}
