@@ -31,7 +31,6 @@ var ErrNoFactor = errors.New("SPAKE challenge offers no SF-NONE factor")
 type Key struct {
 	prf    *prfKind
 	group  int32
-	ikey   []byte
 	wbytes [multLen]byte
 	w      edwards25519.Scalar
 	wM, wN edwards25519.Point
@@ -52,10 +51,10 @@ func NewKey(et int32, ikey []byte, group int32) (*Key, error) {
 	if len(ikey) != k.keyLen {
 		return nil, fmt.Errorf("spake: %d-byte key for enctype %d, want %d", len(ikey), et, k.keyLen)
 	}
-	key := &Key{prf: k, group: group, ikey: append([]byte(nil), ikey...)}
+	key := &Key{prf: k, group: group} // derived values only: ikey is not kept
 	// MIT derive_wbytes: PRF+(ikey, "SPAKEsecret" || group as 32-bit BE).
 	var p prfCtx
-	if err := p.init(et, key.ikey); err != nil {
+	if err := p.init(et, ikey); err != nil {
 		return nil, err
 	}
 	var in [15]byte
