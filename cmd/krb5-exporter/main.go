@@ -32,7 +32,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	serve := addServeCommand(app)
 	realmUp, realmDown, realmEnv := addRealmCommands(app)
 	probe := addProbeCommand(app)
-	bench := app.Command("bench", "Run the KDC performance tests of the seed document (not built yet).")
+	bench := addBenchCommand(app)
 
 	cmd, err := app.Parse(args)
 	if err != nil {
@@ -54,9 +54,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return realmEnv.run(stdout, stderr)
 	case probe.cmd.FullCommand():
 		return probe.run(stdout, stderr)
-	case bench.FullCommand():
-		fmt.Fprintf(stderr, "krb5-exporter %s: not built yet; nothing was run\n", cmd)
-		return 2
+	case bench.cmd.FullCommand():
+		return bench.run(stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "krb5-exporter: unknown command %q\n", cmd)
 	return 2
