@@ -279,7 +279,7 @@ func (b *benchCmd) system(ctx context.Context, cfg bench.Config, stderr io.Write
 			fmt.Fprintf(stderr, "krb5-exporter bench: removing the realm: %v\n", err)
 		}
 	}
-	sys := RealmSystem(r)
+	sys := bench.RealmSystem(r)
 	if b.kdcCPU >= 0 {
 		pinKDC := func() error {
 			for _, p := range r.KDCPids() {
@@ -306,35 +306,6 @@ func (b *benchCmd) system(ctx context.Context, cfg bench.Config, stderr io.Write
 		sys.Settings["generator_cpu"] = strconv.Itoa(b.genCPU)
 	}
 	return sys, cleanup, nil
-}
-
-// RealmSystem describes a harness realm for the suite.
-func RealmSystem(r *realm.Realm) *bench.System {
-	o := r.Opts
-	settings := map[string]string{
-		"database":             "db2",
-		"workers":              strconv.Itoa(o.Workers),
-		"disable_last_success": strconv.FormatBool(o.DisableLastSuccess),
-		"disable_lockout":      "false",
-		"spake_preauth_groups": "edwards25519",
-		"supported_enctypes":   strings.Join(o.Enctypes, " "),
-		"principals":           fmt.Sprintf("%d users, %d services, %d fillers", o.Users, o.Services, o.Fillers),
-		"realm_kind":           "ephemeral harness realm",
-	}
-	if o.NoSPAKE {
-		settings["spake_preauth_groups"] = "(none)"
-	}
-	return &bench.System{
-		Realm: r.Realm, KDC: r.KDCAddr, Domain: r.Domain,
-		UserKeytab: r.UserKeytab, Users: o.Users, Services: o.Services,
-		Env:     r.Env(),
-		KDCPids: r.KDCPids, KDCLog: r.KDCLog,
-		StopKDC: r.StopKDC, StartKDC: r.StartKDC,
-		KadminAddr: r.KadmindAddr, AdminPrincipal: r.AdminPrincipal, AdminKeytab: r.AdminKeytab,
-		AllowWrites: true,
-		DumpCommand: []string{"kdb5_util", "-r", r.Realm},
-		Settings:    settings,
-	}
 }
 
 // existingSystem describes a configured realm.
