@@ -36,4 +36,3 @@ func RealmSystem(r *realm.Realm) *System {
 		Settings:    settings,
 	}
 }
-

@@ -16,7 +16,7 @@ var errSkipped = errors.New("skipped")
 
 type skip string
 
-func (s skip) Error() string { return string(s) }
+func (s skip) Error() string   { return string(s) }
 func (s skip) Is(t error) bool { return t == errSkipped }
 
 // run is one execution of the suite.
