@@ -1,0 +1,113 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/krb5-exporter/krb5-exporter/bench"
+	"github.com/krb5-exporter/krb5-exporter/realm"
+)
+
+// smallBench are the flags of a quick run against a small ephemeral realm.
+func smallBench(out string, extra ...string) []string {
+	return append([]string{"bench", "--once", "--output-dir", out,
+		"--realm.users=6", "--realm.services=3", "--realm.fillers=-1",
+		"--clients", "2", "--duration", "500ms", "--login-rate", "30", "--tgs-per-login", "1",
+		"--client-levels", "1,2", "--level-duration", "300ms", "--startup-rounds", "1",
+		"--kadmin-operations", "10", "--dump-rounds", "1", "--degradation-rounds", "2", "--degradation-logins", "20"}, extra...)
+}
+
+// resultDir is the one results/<timestamp> directory a run wrote.
+func resultDir(t *testing.T, out string) string {
+	t.Helper()
+	dirs, _ := filepath.Glob(filepath.Join(out, "*"))
+	if len(dirs) != 1 {
+		t.Fatalf("result directories %v", dirs)
+	}
+	return dirs[0]
+}
+
+// A passing run exits 0 and writes every output; an impossible target
+// gives FAIL and exit code 1.
+func TestBenchOnceVerdictAndExitCode(t *testing.T) {
+	if err := realm.Available(); err != nil {
+		t.Skipf("MIT krb5 binaries not installed: %v", err)
+	}
+	out := t.TempDir()
+	textfile := filepath.Join(t.TempDir(), "bench.prom")
+	stdout, stderr, code := exporter(t, smallBench(out, "--tests", "dump,as", "--target.as-min-rate", "1", "--textfile", textfile)...)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	for _, want := range []string{"Database dump time", "Logins per second", "verdict: PASS"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("summary lacks %q:\n%s", want, stdout)
+		}
+	}
+	dir := resultDir(t, out)
+	for _, f := range []string{"report.md", "report.json", "report.html", "raw/as-requests.csv", "raw/resource-samples.csv"} {
+		if fi, err := os.Stat(filepath.Join(dir, f)); err != nil || fi.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	var rep bench.Report
+	b, _ := os.ReadFile(filepath.Join(dir, "report.json"))
+	if err := json.Unmarshal(b, &rep); err != nil || rep.Verdict != bench.Pass || rep.Schema != bench.SchemaVersion {
+		t.Errorf("report.json: %v verdict %q schema %d", err, rep.Verdict, rep.Schema)
+	}
+	f, err := os.Open(textfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := p.TextToMetricFamilies(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mf := mfs["krb5_bench_last_run_success"]; mf == nil || mf.Metric[0].GetGauge().GetValue() != 1 {
+		t.Errorf("textfile: krb5_bench_last_run_success %v", mf)
+	}
+	if mf := mfs["krb5_bench_pass"]; mf == nil || len(mf.Metric) != 2 {
+		t.Errorf("textfile: krb5_bench_pass %v", mf)
+	}
+
+	out2 := t.TempDir()
+	stdout, stderr, code = exporter(t, smallBench(out2, "--tests", "dump", "--target.dump-max-s", "0.0000001")...)
+	if code != 1 {
+		t.Fatalf("impossible target: exit %d, want 1\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stdout, "FAIL") || !strings.Contains(stdout, "verdict: FAIL") {
+		t.Errorf("summary does not say FAIL:\n%s", stdout)
+	}
+	md, _ := os.ReadFile(filepath.Join(resultDir(t, out2), "report.md"))
+	if !strings.Contains(string(md), "**FAIL**") {
+		t.Errorf("report.md does not say FAIL:\n%s", md)
+	}
+}
+
+// Settings come from the flags, the configuration file and the defaults;
+// a bad file is one error with file:line, exit 2, nothing run.
+func TestBenchConfigErrors(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "bench.yml")
+	os.WriteFile(cfg, []byte("clients: 4\nclinets: 3\n"), 0o600)
+	_, stderr, code := exporter(t, "bench", "--once", "--config.file", cfg)
+	if code != 2 || !strings.Contains(stderr, cfg+`:2: unknown key "clinets"`) {
+		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+	_, stderr, code = exporter(t, "bench", "--once", "--tests", "as,nosuch")
+	if code != 2 || !strings.Contains(stderr, `unknown test "nosuch"`) {
+		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+	os.WriteFile(cfg, []byte("duration: 0s\n"), 0o600)
+	_, stderr, code = exporter(t, "bench", "--once", "--config.file", cfg)
+	if code != 2 || !strings.Contains(stderr, "duration must be positive") {
+		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+}
