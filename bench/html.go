@@ -41,5 +41,3 @@ func HTML(rep *Report) ([]byte, error) {
 	return b.Bytes(), err
 }
 
-// charts renders the charts the report has data for.
-func charts(rep *Report) ([]chart, error) { return nil, nil }
