@@ -40,4 +40,3 @@ func HTML(rep *Report) ([]byte, error) {
 	}{rep, charts})
 	return b.Bytes(), err
 }
-
