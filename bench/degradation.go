@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/krb5-exporter/krb5-exporter/prober"
+	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
 )
 
 // degradation repeats the same work, DegradationLogins logins each
@@ -19,8 +19,8 @@ func (r *run) degradation(ctx context.Context) error {
 	d := &Degradation{LoginsPerRound: r.set.DegradationLogins}
 	r.rep.Degradation = d
 	clients := r.set.Clients
-	cs := make([]*prober.Client, clients)
-	svcs := make([]*prober.Service, clients)
+	cs := make([]*krb5.Client, clients)
+	svcs := make([]*krb5.Service, clients)
 	defer func() {
 		for _, c := range cs {
 			if c != nil {
@@ -29,7 +29,7 @@ func (r *run) degradation(ctx context.Context) error {
 		}
 	}()
 	for i := range cs {
-		c, err := r.fleet.client(i+1, prober.UDP)
+		c, err := r.fleet.client(i+1, krb5.UDP)
 		if err != nil {
 			return err
 		}
@@ -51,7 +51,7 @@ func (r *run) degradation(ctx context.Context) error {
 						_, err = cs[w].ServiceTicket(rctx, svcs[w])
 					}
 					cancel()
-					r.note(record{Class: prober.Classify(err)}, err)
+					r.note(record{Class: krb5.Classify(err)}, err)
 					if err != nil {
 						failed.Add(1)
 					}

@@ -6,7 +6,7 @@
 // CSVs and a node_exporter textfile.
 //
 // The load comes from the project's own Kerberos client engine (package
-// prober), one goroutine per simulated client; the report puts the
+// internal/krb5), one goroutine per simulated client; the report puts the
 // generator's CPU per request next to the KDC's so a reader can see when
 // the generator, not the KDC, was the limit.
 package bench

@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/krb5-exporter/krb5-exporter/prober"
+	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
 )
 
 // Request kinds in records and raw CSVs.
@@ -23,7 +23,7 @@ type record struct {
 	Start   time.Duration
 	Latency time.Duration
 	Kind    string
-	Class   string // prober.ClassSuccess or the error class
+	Class   string // krb5.ClassSuccess or the error class
 }
 
 // Load is the result of one load (as, tgs, tcp, a concurrency level,
@@ -70,29 +70,29 @@ type fleet struct {
 	timeout time.Duration
 
 	mu    sync.Mutex
-	creds map[int]*prober.Credentials
+	creds map[int]*krb5.Credentials
 }
 
-func (f *fleet) credentials(user int) (*prober.Credentials, prober.Principal, error) {
-	p := prober.Principal{Components: []string{f.sys.UserName(user)}, Realm: f.sys.Realm}
+func (f *fleet) credentials(user int) (*krb5.Credentials, krb5.Principal, error) {
+	p := krb5.Principal{Components: []string{f.sys.UserName(user)}, Realm: f.sys.Realm}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if c := f.creds[user]; c != nil {
 		return c, p, nil
 	}
-	c, err := prober.NewKeytabCredentials(f.sys.UserKeytab, p)
+	c, err := krb5.NewKeytabCredentials(f.sys.UserKeytab, p)
 	if err != nil {
 		return nil, p, fmt.Errorf("user %s: %w", p, err)
 	}
 	if f.creds == nil {
-		f.creds = map[int]*prober.Credentials{}
+		f.creds = map[int]*krb5.Credentials{}
 	}
 	f.creds[user] = c
 	return c, p, nil
 }
 
 // client returns a new engine client for user i (1-based, wrapped).
-func (f *fleet) client(i int, t prober.Transport) (*prober.Client, error) {
+func (f *fleet) client(i int, t krb5.Transport) (*krb5.Client, error) {
 	if f.sys.Users <= 0 {
 		return nil, errors.New("the system has no load-test users (users keytab)")
 	}
@@ -101,12 +101,12 @@ func (f *fleet) client(i int, t prober.Transport) (*prober.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return prober.NewClient(prober.Options{KDC: f.sys.KDC, Transport: t, Client: p, Credentials: creds})
+	return krb5.NewClient(krb5.Options{KDC: f.sys.KDC, Transport: t, Client: p, Credentials: creds})
 }
 
-func (f *fleet) service(c *prober.Client, i int) *prober.Service {
+func (f *fleet) service(c *krb5.Client, i int) *krb5.Service {
 	n := (i-1)%max(1, f.sys.Services) + 1
-	p, _ := prober.ParsePrincipal(f.sys.ServiceName(n), f.sys.Realm)
+	p, _ := krb5.ParsePrincipal(f.sys.ServiceName(n), f.sys.Realm)
 	return c.PrepareService(p)
 }
 
@@ -118,14 +118,14 @@ const maxClients = 256
 // as soon as the last is answered, for dur. kind as: full logins over the
 // worker's share of the users; kind tgs: one login per worker (not
 // counted), then tickets for the services in turn.
-func (r *run) closedLoop(ctx context.Context, kind string, t prober.Transport, clients int, dur time.Duration) (*Load, error) {
+func (r *run) closedLoop(ctx context.Context, kind string, t krb5.Transport, clients int, dur time.Duration) (*Load, error) {
 	perWorker := 1
 	if kind == kindAS {
 		perWorker = max(1, min((r.sys.Users+clients-1)/clients, maxClients/clients))
 	}
 	type worker struct {
-		cs   []*prober.Client
-		svcs []*prober.Service
+		cs   []*krb5.Client
+		svcs []*krb5.Service
 	}
 	ws := make([]worker, clients)
 	defer func() {
@@ -175,11 +175,11 @@ func (r *run) closedLoop(ctx context.Context, kind string, t prober.Transport, c
 				var err error
 				var d time.Duration
 				if kind == kindAS {
-					var res prober.ASResult
+					var res krb5.ASResult
 					res, err = wk.cs[i%len(wk.cs)].Login(rctx)
 					d = res.Duration
 				} else {
-					var res prober.TGSResult
+					var res krb5.TGSResult
 					res, err = wk.cs[0].ServiceTicket(rctx, wk.svcs[i%len(wk.svcs)])
 					d = res.Duration
 				}
@@ -190,7 +190,7 @@ func (r *run) closedLoop(ctx context.Context, kind string, t prober.Transport, c
 					// a KDC failure.
 					return
 				}
-				recs[w] = append(recs[w], r.note(record{Start: sent.Sub(start), Latency: d, Kind: kind, Class: prober.Classify(err)}, err))
+				recs[w] = append(recs[w], r.note(record{Start: sent.Sub(start), Latency: d, Kind: kind, Class: krb5.Classify(err)}, err))
 			}
 		}()
 	}
@@ -237,7 +237,7 @@ func (r *run) note(rec record, err error) record {
 	return rec
 }
 
-func summarizeLoad(recs []record, kind string, clients int, wall time.Duration, t prober.Transport) *Load {
+func summarizeLoad(recs []record, kind string, clients int, wall time.Duration, t krb5.Transport) *Load {
 	l := &Load{Transport: t.String(), Clients: clients, Wall: wall, recs: recs}
 	var ds []time.Duration
 	for _, rc := range recs {
@@ -245,7 +245,7 @@ func summarizeLoad(recs []record, kind string, clients int, wall time.Duration, 
 			continue
 		}
 		l.Requests++
-		if rc.Class != prober.ClassSuccess {
+		if rc.Class != krb5.ClassSuccess {
 			l.Errors++
 			if l.ErrorClasses == nil {
 				l.ErrorClasses = map[string]int{}

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/krb5-exporter/krb5-exporter/prober"
+	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
 )
 
 // OpenLoop is the latency load: sessions (a login then TGSPerLogin
@@ -31,8 +31,8 @@ type OpenLoop struct {
 // session is an engine client with its prepared services; one goroutine
 // uses it at a time.
 type session struct {
-	c    *prober.Client
-	svcs []*prober.Service
+	c    *krb5.Client
+	svcs []*krb5.Service
 	next int
 }
 
@@ -52,7 +52,7 @@ func (r *run) openLoop(ctx context.Context, rate float64, tgsPer int, dur time.D
 		}
 	}()
 	for i := 1; i <= nc; i++ {
-		c, err := r.fleet.client(i, prober.UDP)
+		c, err := r.fleet.client(i, krb5.UDP)
 		if err != nil {
 			return nil, err
 		}
@@ -100,14 +100,14 @@ loop:
 			_, err := s.c.Login(rctx)
 			cancel()
 			done := time.Now()
-			local = append(local, r.note(record{Start: due.Sub(start), Latency: done.Sub(due), Kind: kindAS, Class: prober.Classify(err)}, err))
+			local = append(local, r.note(record{Start: due.Sub(start), Latency: done.Sub(due), Kind: kindAS, Class: krb5.Classify(err)}, err))
 			for k := 0; k < tgsPer && err == nil; k++ {
 				sent := time.Now()
 				rctx, cancel := context.WithTimeout(ctx, r.set.Timeout)
 				tr, terr := s.c.ServiceTicket(rctx, s.svcs[s.next%len(s.svcs)])
 				cancel()
 				s.next++
-				local = append(local, r.note(record{Start: sent.Sub(start), Latency: tr.Duration, Kind: kindTGS, Class: prober.Classify(terr)}, terr))
+				local = append(local, r.note(record{Start: sent.Sub(start), Latency: tr.Duration, Kind: kindTGS, Class: krb5.Classify(terr)}, terr))
 			}
 			mu.Lock()
 			recs = append(recs, local...)
@@ -125,8 +125,8 @@ loop:
 		}
 		res.MaxBehindMS = max(res.MaxBehindMS, ms(l))
 	}
-	res.Logins = r.finish(summarizeLoad(recs, kindAS, nc, wall, prober.UDP))
-	res.Tickets = r.finish(summarizeLoad(recs, kindTGS, nc, wall, prober.UDP))
+	res.Logins = r.finish(summarizeLoad(recs, kindAS, nc, wall, krb5.UDP))
+	res.Tickets = r.finish(summarizeLoad(recs, kindTGS, nc, wall, krb5.UDP))
 	res.Logins.recs = recs
 	res.Tickets.recs = nil
 	total := res.Logins.Requests + res.Tickets.Requests

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/krb5-exporter/krb5-exporter/prober"
+	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
 )
 
 // startupTry is how often a login is tried while the KDC starts.
@@ -20,7 +20,7 @@ func (r *run) startup(ctx context.Context) error {
 	if !r.sys.AllowWrites {
 		return skip("restarts the KDC: allow it with --allow-writes")
 	}
-	c, err := r.fleet.client(1, prober.UDP)
+	c, err := r.fleet.client(1, krb5.UDP)
 	if err != nil {
 		return err
 	}
@@ -55,7 +55,7 @@ func (r *run) startup(ctx context.Context) error {
 // start that fails (started delivers an error) ends it with that error;
 // the start must deliver on started exactly once, and firstLogin waits
 // for it before returning so no start runs on behind the caller.
-func firstLogin(ctx context.Context, c *prober.Client, timeout time.Duration, started <-chan error) (int, time.Duration, error) {
+func firstLogin(ctx context.Context, c *krb5.Client, timeout time.Duration, started <-chan error) (int, time.Duration, error) {
 	t0 := time.Now()
 	tick := time.NewTicker(startupTry)
 	defer tick.Stop()

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/krb5-exporter/krb5-exporter/prober"
+	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
 )
 
 // errSkipped marks a test that cannot run against this system.
@@ -161,7 +161,7 @@ func (r *run) checkGenerator(test string, u CPUUse) {
 }
 
 func (r *run) as(ctx context.Context) error {
-	l, err := r.closedLoop(ctx, kindAS, prober.UDP, r.set.Clients, r.set.Duration)
+	l, err := r.closedLoop(ctx, kindAS, krb5.UDP, r.set.Clients, r.set.Duration)
 	if err != nil {
 		return err
 	}
@@ -174,7 +174,7 @@ func (r *run) as(ctx context.Context) error {
 }
 
 func (r *run) tgs(ctx context.Context) error {
-	l, err := r.closedLoop(ctx, kindTGS, prober.UDP, r.set.Clients, r.set.Duration)
+	l, err := r.closedLoop(ctx, kindTGS, krb5.UDP, r.set.Clients, r.set.Duration)
 	if err != nil {
 		return err
 	}
@@ -284,7 +284,7 @@ func (r *run) concurrency(ctx context.Context) error {
 	c := &Concurrency{}
 	for _, n := range r.set.ClientLevels {
 		r.prog.reset(fmt.Sprintf("concurrency %d clients", n))
-		l, err := r.closedLoop(ctx, kindAS, prober.UDP, n, r.set.LevelDuration)
+		l, err := r.closedLoop(ctx, kindAS, krb5.UDP, n, r.set.LevelDuration)
 		if err != nil {
 			return err
 		}
@@ -301,7 +301,7 @@ func (r *run) concurrency(ctx context.Context) error {
 }
 
 func (r *run) tcp(ctx context.Context) error {
-	l, err := r.closedLoop(ctx, kindAS, prober.TCP, r.set.Clients, r.set.Duration)
+	l, err := r.closedLoop(ctx, kindAS, krb5.TCP, r.set.Clients, r.set.Duration)
 	if err != nil {
 		return err
 	}

@@ -9,37 +9,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
-// upRealm starts a small realm with kadmind for one test.
+// upRealm starts a small realm for one test (8 users, 4 services, no
+// fillers unless opts says otherwise).
 func upRealm(t *testing.T, opts realm.Options) *realm.Realm {
 	t.Helper()
-	if err := realm.Available(); err != nil {
-		t.Skipf("MIT krb5 binaries not installed: %v", err)
-	}
-	opts.Dir = t.TempDir()
 	if opts.Users == 0 {
 		opts.Users = 8
 	}
 	if opts.Services == 0 {
 		opts.Services = 4
 	}
-	if opts.Fillers == 0 {
-		opts.Fillers = -1
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	r, err := realm.Up(ctx, opts)
-	if err != nil {
-		t.Fatalf("realm: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := r.Down(); err != nil {
-			t.Errorf("realm down: %v", err)
-		}
-	})
-	return r
+	return testutil.Realm(t, opts)
 }
 
 // small are settings for short test runs.
