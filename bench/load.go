@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -74,21 +75,28 @@ type fleet struct {
 }
 
 func (f *fleet) credentials(user int) (*krb5.Credentials, krb5.Principal, error) {
-	p := krb5.Principal{Components: []string{f.sys.UserName(user)}, Realm: f.sys.Realm}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if c := f.creds[user]; c != nil {
-		return c, p, nil
-	}
-	c, err := krb5.NewKeytabCredentials(f.sys.UserKeytab, p)
-	if err != nil {
-		return nil, p, fmt.Errorf("user %s: %w", p, err)
-	}
 	if f.creds == nil {
+		// Every user's keys from one read of the keytab.
+		ps := make([]krb5.Principal, f.sys.Users)
+		for i := range ps {
+			ps[i] = f.principal(i + 1)
+		}
+		cs, err := krb5.NewKeytabCredentialsFor(f.sys.UserKeytab, ps)
+		if err != nil {
+			return nil, krb5.Principal{}, fmt.Errorf("load-test users: %w", err)
+		}
 		f.creds = map[int]*krb5.Credentials{}
+		for i, c := range cs {
+			f.creds[i+1] = c
+		}
 	}
-	f.creds[user] = c
-	return c, p, nil
+	return f.creds[user], f.principal(user), nil
+}
+
+func (f *fleet) principal(user int) krb5.Principal {
+	return krb5.Principal{Components: strings.Split(f.sys.UserName(user), "/"), Realm: f.sys.Realm}
 }
 
 // client returns a new engine client for user i (1-based, wrapped).
