@@ -109,7 +109,9 @@ func (f *fleet) client(i int, t krb5.Transport) (*krb5.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return krb5.NewClient(krb5.Options{KDC: f.sys.KDC, Transport: t, Client: p, Credentials: creds})
+	// Resend an unanswered UDP request after 1 s, as libkrb5 does: a lost
+	// datagram is a slow request, not an error (the seed's rule).
+	return krb5.NewClient(krb5.Options{KDC: f.sys.KDC, Transport: t, Client: p, Credentials: creds, UDPRetransmit: time.Second})
 }
 
 func (f *fleet) service(c *krb5.Client, i int) *krb5.Service {

@@ -27,6 +27,9 @@ type Settings struct {
 	DumpRounds        int           `yaml:"dump_rounds" json:"dump_rounds"`
 	DegradationRounds int           `yaml:"degradation_rounds" json:"degradation_rounds"`
 	DegradationLogins int           `yaml:"degradation_logins" json:"degradation_logins"`
+	// Generator of the tgs load: GeneratorBatched (default) or
+	// GeneratorBlocking.
+	Generator string `yaml:"generator" json:"generator"`
 	// Timeout bounds one request (a login's two round trips count apart).
 	Timeout time.Duration `yaml:"request_timeout" json:"request_timeout_ns"`
 	Targets Targets       `yaml:"targets" json:"targets"`
@@ -67,7 +70,8 @@ func Defaults() Settings {
 		DumpRounds:        3,
 		DegradationRounds: 4,
 		DegradationLogins: 1000,
-		Timeout:           2 * time.Second,
+		Timeout:           5 * time.Second,
+		Generator:         GeneratorBatched,
 		Targets: Targets{
 			StartupMaxMS:        5000,
 			ASMinRate:           500,
@@ -134,6 +138,9 @@ func (s *Settings) Validate() error {
 	}
 	if s.DegradationRounds < 2 && slices.Contains(s.Tests, "degradation") {
 		return fmt.Errorf("degradation_rounds must be at least 2 (the verdict compares the last round with the first)")
+	}
+	if s.Generator != GeneratorBatched && s.Generator != GeneratorBlocking {
+		return fmt.Errorf("generator must be %s or %s, not %q", GeneratorBatched, GeneratorBlocking, s.Generator)
 	}
 	if len(s.ClientLevels) == 0 {
 		return fmt.Errorf("client_levels is empty")

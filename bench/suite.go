@@ -174,7 +174,13 @@ func (r *run) as(ctx context.Context) error {
 }
 
 func (r *run) tgs(ctx context.Context) error {
-	l, err := r.closedLoop(ctx, kindTGS, krb5.UDP, r.set.Clients, r.set.Duration)
+	var l *Load
+	var err error
+	if r.set.Generator == GeneratorBatched {
+		l, err = r.batchedTGS(ctx, r.set.Clients, r.set.Duration, 0)
+	} else {
+		l, err = r.closedLoop(ctx, kindTGS, krb5.UDP, r.set.Clients, r.set.Duration)
+	}
 	if err != nil {
 		return err
 	}

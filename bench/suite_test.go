@@ -95,16 +95,21 @@ func TestLoadsAgreeWithKDCLog(t *testing.T) {
 	s := small()
 
 	for _, tc := range []struct {
-		test string
-		load func(*Report) *Load
-		re   string
+		test, generator string
+		load            func(*Report) *Load
+		re              string
 	}{
-		{"as", func(rep *Report) *Load { return rep.AS }, asIssue},
-		{"tgs", func(rep *Report) *Load { return rep.TGS }, tgsIssue},
-		{"tcp", func(rep *Report) *Load { return rep.TCP.Load }, asIssue},
+		{"as", GeneratorBatched, func(rep *Report) *Load { return rep.AS }, asIssue},
+		{"tgs", GeneratorBatched, func(rep *Report) *Load { return rep.TGS }, tgsIssue},
+		{"tgs", GeneratorBlocking, func(rep *Report) *Load { return rep.TGS }, tgsIssue},
+		{"tcp", GeneratorBatched, func(rep *Report) *Load { return rep.TCP.Load }, asIssue},
 	} {
 		from := logSize(t, r.KDCLog)
 		s.Tests = []string{tc.test}
+		s.Generator = tc.generator
+		if tc.test == "tgs" {
+			s.Clients = 6 // in flight: more than one per goroutine of the batched generator
+		}
 		rep := runSuite(t, sys, s)
 		if st := test(rep, tc.test); st.Status == "error" || st.Status == "skipped" {
 			t.Fatalf("%s: %+v", tc.test, st)

@@ -123,7 +123,8 @@ func addBenchCommand(app *kingpin.Application) *benchCmd {
 	str("dump-rounds", "DUMP_ROUNDS (3).", intf(func(c *bench.Config) *int { return &c.DumpRounds }))
 	str("degradation-rounds", "Rounds of the degradation test (4).", intf(func(c *bench.Config) *int { return &c.DegradationRounds }))
 	str("degradation-logins", "Logins (each with a service ticket) per degradation round (1000).", intf(func(c *bench.Config) *int { return &c.DegradationLogins }))
-	str("request-timeout", "Timeout of one request (2s).", durf(func(c *bench.Config) *time.Duration { return &c.Timeout }))
+	str("generator", "Generator of the tgs load: batched (many requests in flight per socket, sendmmsg/recvmmsg) or blocking (a goroutine per client).", func(c *bench.Config, v string) error { c.Generator = v; return nil })
+	str("request-timeout", "Timeout of one request, UDP resends after 1 s and 2 s included (5s).", durf(func(c *bench.Config) *time.Duration { return &c.Timeout }))
 	str("output-dir", "Results go to DIR/<timestamp>/ (results).", func(c *bench.Config, v string) error { c.OutputDir = v; return nil })
 	str("textfile", "Also write the krb5_bench_* metrics to this node_exporter textfile.", func(c *bench.Config, v string) error { c.Textfile = v; return nil })
 	tg := func(name, help string, p func(*bench.Config) *float64) {

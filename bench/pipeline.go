@@ -1,0 +1,251 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"runtime"
+	"sync"
+	"time"
+
+	"golang.org/x/net/ipv4"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
+)
+
+// Generators of the tgs load.
+const (
+	// GeneratorBatched keeps many TGS requests in flight per socket,
+	// matches replies by nonce and batches the system calls.
+	GeneratorBatched = "batched"
+	// GeneratorBlocking is one goroutine per client, one request at a time.
+	GeneratorBlocking = "blocking"
+)
+
+// slot is one request in flight on a batched socket.
+type slot struct {
+	buf     []byte // the encoded request, kept for resends
+	nonce   int64
+	first   time.Time // first send: the latency counts from here
+	last    time.Time // last send
+	resends int
+	busy    bool
+}
+
+// batchedTGS makes the tgs load with few goroutines: `inflight` requests
+// in flight in total (the closed-loop clients' worth), spread over one
+// goroutine per CPU, each with its own user (and TGT) and one connected
+// UDP socket. A goroutine encodes every request it can send, hands them
+// to the kernel in one sendmmsg, takes every reply waiting in one
+// recvmmsg, and matches each reply to its request by the nonce inside its
+// encrypted part. A lost datagram is resent after 1 s, 2 s, ... as libkrb5
+// does; a KRB-ERROR (it carries no nonce) ends the oldest request in
+// flight. The load ends at dur, or after limit successful tickets when
+// limit > 0 (benchmarks).
+func (r *run) batchedTGS(ctx context.Context, inflight int, dur time.Duration, limit int64) (*Load, error) {
+	g := max(1, min(inflight, runtime.GOMAXPROCS(0)))
+	raddr, err := net.ResolveUDPAddr("udp", r.sys.KDC)
+	if err != nil {
+		return nil, err
+	}
+	type worker struct {
+		c     *krb5.Client
+		svcs  []*krb5.Service
+		conn  *net.UDPConn
+		depth int
+	}
+	ws := make([]*worker, g)
+	defer func() {
+		for _, w := range ws {
+			if w != nil {
+				w.c.Close()
+				if w.conn != nil {
+					w.conn.Close()
+				}
+			}
+		}
+	}()
+	for i := range ws {
+		c, err := r.fleet.client(i+1, krb5.UDP)
+		if err != nil {
+			return nil, err
+		}
+		w := &worker{c: c, depth: inflight / g}
+		ws[i] = w
+		if i < inflight%g {
+			w.depth++
+		}
+		lctx, cancel := context.WithTimeout(ctx, r.set.Timeout)
+		_, err = c.Login(lctx)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("the login before the tickets failed: %w", err)
+		}
+		for s := 1; s <= max(1, r.sys.Services); s++ {
+			w.svcs = append(w.svcs, r.fleet.service(c, (i+s-1)%max(1, r.sys.Services)+1))
+		}
+		if w.conn, err = net.DialUDP("udp", nil, raddr); err != nil {
+			return nil, err
+		}
+		// Room for every reply in flight, so the kernel drops none.
+		w.conn.SetReadBuffer(1 << 20)
+	}
+	r.resetErrors()
+	recs := make([][]record, g)
+	var done sync.WaitGroup
+	var okCount int64
+	var okMu sync.Mutex
+	stopByLimit := func(n int) bool {
+		if limit <= 0 {
+			return false
+		}
+		okMu.Lock()
+		defer okMu.Unlock()
+		okCount += int64(n)
+		return okCount >= limit
+	}
+	a := r.sampler.read()
+	start := time.Now()
+	end := start.Add(dur)
+	errc := make(chan error, g)
+	stop := make(chan struct{})
+	var stopOnce sync.Once
+	for i, w := range ws {
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			err := r.batchedWorker(ctx, w.c, w.svcs, w.conn, w.depth, start, end, &recs[i], stop, func(n int) {
+				if stopByLimit(n) {
+					stopOnce.Do(func() { close(stop) })
+				}
+			})
+			if err != nil {
+				errc <- err
+			}
+		}()
+	}
+	done.Wait()
+	wall := time.Since(start)
+	b := r.sampler.read()
+	close(errc)
+	var all []record
+	for _, rs := range recs {
+		all = append(all, rs...)
+	}
+	l := r.finish(summarizeLoad(all, kindTGS, inflight, wall, krb5.UDP))
+	l.CPU = cpuUse(a, b, l.Requests)
+	for err := range errc {
+		return l, err
+	}
+	return l, ctx.Err()
+}
+
+// batchedRetransmit is when an unanswered request is sent again (then
+// after twice as long each time), as libkrb5 does.
+const batchedRetransmit = time.Second
+
+func (r *run) batchedWorker(ctx context.Context, c *krb5.Client, svcs []*krb5.Service, conn *net.UDPConn, depth int,
+	start, end time.Time, out *[]record, stop <-chan struct{}, succeeded func(int)) error {
+	pc := ipv4.NewPacketConn(conn)
+	slots := make([]slot, depth)
+	bySlot := make(map[int64]int, depth)
+	wmsgs := make([]ipv4.Message, 0, depth)
+	rmsgs := make([]ipv4.Message, depth)
+	for i := range rmsgs {
+		rmsgs[i].Buffers = [][]byte{make([]byte, 8192)}
+	}
+	next := 0
+	finish := func(i int, now time.Time, err error) {
+		s := &slots[i]
+		delete(bySlot, s.nonce)
+		s.busy = false
+		*out = append(*out, r.note(record{Start: s.first.Sub(start), Latency: now.Sub(s.first), Kind: kindTGS, Class: krb5.Classify(err)}, err))
+	}
+	stopped := func() bool {
+		select {
+		case <-stop:
+			return true
+		default:
+			return ctx.Err() != nil
+		}
+	}
+	for {
+		now := time.Now()
+		if !now.Before(end) || stopped() {
+			return nil // requests still in flight are cut off, as in the closed loop
+		}
+		wmsgs = wmsgs[:0]
+		for i := range slots {
+			s := &slots[i]
+			switch {
+			case !s.busy:
+				buf, nonce, err := c.EncodeServiceTicket(s.buf[:0], svcs[next%len(svcs)])
+				if err != nil {
+					return err
+				}
+				next++
+				*s = slot{buf: buf, nonce: nonce, first: now, last: now, busy: true}
+				bySlot[nonce] = i
+			case now.Sub(s.first) >= r.set.Timeout:
+				finish(i, now, &krb5.Error{Class: krb5.ClassTimeout, Phase: krb5.PhaseTGSRep, Err: os.ErrDeadlineExceeded})
+				continue
+			case now.Sub(s.last) >= batchedRetransmit<<s.resends:
+				s.resends++
+				s.last = now
+			default:
+				continue
+			}
+			wmsgs = append(wmsgs, ipv4.Message{Buffers: [][]byte{s.buf}})
+		}
+		for sent := 0; sent < len(wmsgs); {
+			n, err := pc.WriteBatch(wmsgs[sent:], 0)
+			if err != nil {
+				return fmt.Errorf("send: %w", err)
+			}
+			sent += n
+		}
+		// Wake at least every 100 ms to resend and time out.
+		conn.SetReadDeadline(minTime(now.Add(100*time.Millisecond), end))
+		n, err := pc.ReadBatch(rmsgs, 0)
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				continue
+			}
+			return fmt.Errorf("receive: %w", err)
+		}
+		now = time.Now()
+		ok := 0
+		for _, m := range rmsgs[:n] {
+			nonce, err := c.OpenServiceTicketReply(m.Buffers[0][:m.N])
+			if err == nil {
+				if i, found := bySlot[nonce]; found {
+					finish(i, now, nil)
+					ok++
+				}
+				continue // a duplicate reply to a resent request
+			}
+			// An error names no request: it ends the oldest.
+			oldest := -1
+			for i := range slots {
+				if slots[i].busy && (oldest < 0 || slots[i].first.Before(slots[oldest].first)) {
+					oldest = i
+				}
+			}
+			if oldest >= 0 {
+				finish(oldest, now, err)
+			}
+		}
+		if ok > 0 {
+			succeeded(ok)
+		}
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
