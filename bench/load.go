@@ -274,3 +274,23 @@ func summarizeLoad(recs []record, kind string, clients int, wall time.Duration, 
 	}
 	return l
 }
+
+// closedLoopN is closedLoop stopped after about n requests instead of
+// after a duration (benchmarks).
+func (r *run) closedLoopN(kind string, t krb5.Transport, clients, n int) (*Load, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r.prog.ok.Store(0)
+	r.prog.failed.Store(0)
+	go func() {
+		for ctx.Err() == nil && r.prog.ok.Load()+r.prog.failed.Load() < int64(n) {
+			time.Sleep(time.Millisecond)
+		}
+		cancel()
+	}()
+	l, err := r.closedLoop(ctx, kind, t, clients, time.Hour)
+	if errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	return l, err
+}

@@ -9,8 +9,10 @@ import (
 	"runtime"
 	"sync"
 	"time"
+	"unsafe"
 
 	"golang.org/x/net/ipv4"
+	"golang.org/x/sys/unix"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
 )
@@ -142,6 +144,44 @@ func (r *run) batchedTGS(ctx context.Context, inflight int, dur time.Duration, l
 	return l, ctx.Err()
 }
 
+// Bounds of the wait that lets replies gather between receives.
+const (
+	minBatchWait = 200 * time.Microsecond
+	maxBatchWait = 20 * time.Millisecond
+)
+
+// enableRxTimestamps asks the kernel to stamp every datagram with its
+// arrival time (SO_TIMESTAMPNS).
+func enableRxTimestamps(conn *net.UDPConn) error {
+	rc, err := conn.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1)
+	}); err != nil {
+		return err
+	}
+	return serr
+}
+
+// rxTimestamp is the arrival time in a datagram's control messages, or
+// def when there is none.
+func rxTimestamp(oob []byte, def time.Time) time.Time {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return def
+	}
+	for _, m := range msgs {
+		if m.Header.Level == unix.SOL_SOCKET && m.Header.Type == unix.SCM_TIMESTAMPNS && len(m.Data) >= 16 {
+			ts := (*unix.Timespec)(unsafe.Pointer(&m.Data[0]))
+			return time.Unix(ts.Unix())
+		}
+	}
+	return def
+}
+
 // batchedRetransmit is when an unanswered request is sent again (then
 // after twice as long each time), as libkrb5 does.
 const batchedRetransmit = time.Second
@@ -155,8 +195,12 @@ func (r *run) batchedWorker(ctx context.Context, c *krb5.Client, svcs []*krb5.Se
 	rmsgs := make([]ipv4.Message, depth)
 	for i := range rmsgs {
 		rmsgs[i].Buffers = [][]byte{make([]byte, 8192)}
+		rmsgs[i].OOB = make([]byte, 64)
 	}
-	next := 0
+	// The kernel stamps each datagram when it arrives, so a reply read
+	// after a batching wait still gets its true latency.
+	stamped := enableRxTimestamps(conn) == nil
+	next, lastRead, answered := 0, 0, 0
 	finish := func(i int, now time.Time, err error) {
 		s := &slots[i]
 		delete(bySlot, s.nonce)
@@ -177,9 +221,14 @@ func (r *run) batchedWorker(ctx context.Context, c *krb5.Client, svcs []*krb5.Se
 			return nil // requests still in flight are cut off, as in the closed loop
 		}
 		wmsgs = wmsgs[:0]
+		// Refill only when half the slots are free, so that one sendmmsg
+		// carries several requests; the other half keeps the KDC busy.
+		refill := depth-len(bySlot) >= max(1, depth/2)
 		for i := range slots {
 			s := &slots[i]
 			switch {
+			case !s.busy && !refill:
+				continue
 			case !s.busy:
 				buf, nonce, err := c.EncodeServiceTicket(s.buf[:0], svcs[next%len(svcs)])
 				if err != nil {
@@ -206,9 +255,19 @@ func (r *run) batchedWorker(ctx context.Context, c *krb5.Client, svcs []*krb5.Se
 			}
 			sent += n
 		}
+		// Let replies gather, so one recvmmsg takes several: waking for
+		// every reply would cost more CPU than the request itself. The
+		// wait is a quarter of the in-flight requests' worth at the rate
+		// replies came so far, so the KDC keeps requests queued.
+		if answered > 0 && lastRead < depth/2 {
+			per := time.Since(start) / time.Duration(answered)
+			time.Sleep(min(max(per*time.Duration(depth)/4, minBatchWait), maxBatchWait))
+		}
 		// Wake at least every 100 ms to resend and time out.
-		conn.SetReadDeadline(minTime(now.Add(100*time.Millisecond), end))
+		conn.SetReadDeadline(minTime(time.Now().Add(100*time.Millisecond), end))
 		n, err := pc.ReadBatch(rmsgs, 0)
+		lastRead = n
+		answered += n
 		if err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				continue
@@ -218,10 +277,14 @@ func (r *run) batchedWorker(ctx context.Context, c *krb5.Client, svcs []*krb5.Se
 		now = time.Now()
 		ok := 0
 		for _, m := range rmsgs[:n] {
+			at := now
+			if stamped {
+				at = rxTimestamp(m.OOB[:m.NN], now)
+			}
 			nonce, err := c.OpenServiceTicketReply(m.Buffers[0][:m.N])
 			if err == nil {
 				if i, found := bySlot[nonce]; found {
-					finish(i, now, nil)
+					finish(i, at, nil)
 					ok++
 				}
 				continue // a duplicate reply to a resent request
@@ -234,7 +297,7 @@ func (r *run) batchedWorker(ctx context.Context, c *krb5.Client, svcs []*krb5.Se
 				}
 			}
 			if oldest >= 0 {
-				finish(oldest, now, err)
+				finish(oldest, at, err)
 			}
 		}
 		if ok > 0 {

@@ -80,6 +80,10 @@ func selfCPU() time.Duration {
 type sampler struct {
 	pids  func() []int
 	start time.Time
+	// cached is the last pid list: finding the KDC's workers walks all of
+	// /proc, too dear to do every second inside the measured loads; it is
+	// found again when a cached process is gone (a restart).
+	cached []int
 
 	mu      sync.Mutex
 	test    string
@@ -96,12 +100,28 @@ func newSampler(pids func() []int) *sampler {
 func (s *sampler) read() Sample {
 	var smp Sample
 	if s.pids != nil {
-		for _, p := range s.pids() {
-			if c, ok := cpuOf(p); ok {
-				smp.KDCCPU += c
-				smp.KDCRSS += rssOf(p)
-				smp.KDCProcesses++
+		s.mu.Lock()
+		pids := s.cached
+		s.mu.Unlock()
+		for attempt := 0; attempt < 2; attempt++ {
+			smp = Sample{}
+			gone := len(pids) == 0
+			for _, p := range pids {
+				if c, ok := cpuOf(p); ok {
+					smp.KDCCPU += c
+					smp.KDCRSS += rssOf(p)
+					smp.KDCProcesses++
+				} else {
+					gone = true
+				}
 			}
+			if !gone {
+				break
+			}
+			pids = s.pids()
+			s.mu.Lock()
+			s.cached = pids
+			s.mu.Unlock()
 		}
 	}
 	smp.GenCPU = selfCPU()

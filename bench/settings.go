@@ -30,6 +30,9 @@ type Settings struct {
 	// Generator of the tgs load: GeneratorBatched (default) or
 	// GeneratorBlocking.
 	Generator string `yaml:"generator" json:"generator"`
+	// BatchInflight is how many TGS requests the batched generator keeps
+	// in flight (more lets each system call carry more of them).
+	BatchInflight int `yaml:"batch_inflight" json:"batch_inflight"`
 	// Timeout bounds one request (a login's two round trips count apart).
 	Timeout time.Duration `yaml:"request_timeout" json:"request_timeout_ns"`
 	Targets Targets       `yaml:"targets" json:"targets"`
@@ -72,6 +75,7 @@ func Defaults() Settings {
 		DegradationLogins: 1000,
 		Timeout:           5 * time.Second,
 		Generator:         GeneratorBatched,
+		BatchInflight:     64,
 		Targets: Targets{
 			StartupMaxMS:        5000,
 			ASMinRate:           500,
@@ -126,7 +130,7 @@ func (s *Settings) Validate() error {
 		{"level_duration", float64(s.LevelDuration)}, {"startup_rounds", float64(s.StartupRounds)},
 		{"kadmin_operations", float64(s.KadminOperations)}, {"dump_rounds", float64(s.DumpRounds)},
 		{"degradation_rounds", float64(s.DegradationRounds)}, {"degradation_logins", float64(s.DegradationLogins)},
-		{"request_timeout", float64(s.Timeout)},
+		{"request_timeout", float64(s.Timeout)}, {"batch_inflight", float64(s.BatchInflight)},
 	}
 	for _, p := range pos {
 		if p.v <= 0 {

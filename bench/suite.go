@@ -177,7 +177,7 @@ func (r *run) tgs(ctx context.Context) error {
 	var l *Load
 	var err error
 	if r.set.Generator == GeneratorBatched {
-		l, err = r.batchedTGS(ctx, r.set.Clients, r.set.Duration, 0)
+		l, err = r.batchedTGS(ctx, r.set.BatchInflight, r.set.Duration, 0)
 	} else {
 		l, err = r.closedLoop(ctx, kindTGS, krb5.UDP, r.set.Clients, r.set.Duration)
 	}

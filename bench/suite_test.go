@@ -107,9 +107,7 @@ func TestLoadsAgreeWithKDCLog(t *testing.T) {
 		from := logSize(t, r.KDCLog)
 		s.Tests = []string{tc.test}
 		s.Generator = tc.generator
-		if tc.test == "tgs" {
-			s.Clients = 6 // in flight: more than one per goroutine of the batched generator
-		}
+		s.BatchInflight = 6 // more than one per goroutine of the batched generator
 		rep := runSuite(t, sys, s)
 		if st := test(rep, tc.test); st.Status == "error" || st.Status == "skipped" {
 			t.Fatalf("%s: %+v", tc.test, st)

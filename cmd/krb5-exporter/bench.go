@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -124,6 +125,7 @@ func addBenchCommand(app *kingpin.Application) *benchCmd {
 	str("degradation-rounds", "Rounds of the degradation test (4).", intf(func(c *bench.Config) *int { return &c.DegradationRounds }))
 	str("degradation-logins", "Logins (each with a service ticket) per degradation round (1000).", intf(func(c *bench.Config) *int { return &c.DegradationLogins }))
 	str("generator", "Generator of the tgs load: batched (many requests in flight per socket, sendmmsg/recvmmsg) or blocking (a goroutine per client).", func(c *bench.Config, v string) error { c.Generator = v; return nil })
+	str("batch-inflight", "TGS requests the batched generator keeps in flight (64).", intf(func(c *bench.Config) *int { return &c.BatchInflight }))
 	str("request-timeout", "Timeout of one request, UDP resends after 1 s and 2 s included (5s).", durf(func(c *bench.Config) *time.Duration { return &c.Timeout }))
 	str("output-dir", "Results go to DIR/<timestamp>/ (results).", func(c *bench.Config, v string) error { c.OutputDir = v; return nil })
 	str("textfile", "Also write the krb5_bench_* metrics to this node_exporter textfile.", func(c *bench.Config, v string) error { c.Textfile = v; return nil })
@@ -182,6 +184,8 @@ func (b *benchCmd) run(stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "krb5-exporter bench: %v\n", err)
 			return 2
 		}
+		// One CPU: more Go threads would only take turns on it.
+		runtime.GOMAXPROCS(1)
 	}
 	if b.once {
 		_, code := b.runOnce(ctx, cfg, stdout, stderr)
