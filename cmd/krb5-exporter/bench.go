@@ -260,8 +260,16 @@ func (b *benchCmd) daemon(ctx context.Context, cfg bench.Config, stdout, stderr 
 // (removed by cleanup).
 func (b *benchCmd) system(ctx context.Context, cfg bench.Config, stderr io.Writer) (*bench.System, func(), error) {
 	if cfg.Realm != nil {
+		unlock, err := lockRealm(cfg.Realm)
+		if err != nil {
+			return nil, nil, err
+		}
 		s, err := existingSystem(cfg.Realm, b.allowWrite || cfg.Realm.AllowWrites)
-		return s, func() {}, err
+		if err != nil {
+			unlock()
+			return nil, nil, err
+		}
+		return s, unlock, nil
 	}
 	dir, err := os.MkdirTemp("", "krb5-bench-realm-")
 	if err != nil {
@@ -311,6 +319,29 @@ func (b *benchCmd) system(ctx context.Context, cfg bench.Config, stderr io.Write
 		sys.Settings["generator_cpu"] = strconv.Itoa(b.genCPU)
 	}
 	return sys, cleanup, nil
+}
+
+// lockRealm refuses a second bench against the same realm and KDC on this
+// machine at the same time: their loads would mix and kadmin prefixes
+// would be cleaned up under each other. The lock is a flock on a file in
+// the temporary directory, released when the process ends however it ends.
+func lockRealm(e *bench.ExistingRealm) (func(), error) {
+	name := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' {
+			return r
+		}
+		return '_'
+	}, e.Name+"@"+e.KDC)
+	path := filepath.Join(os.TempDir(), "krb5-bench-"+name+".lock")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("another bench is running against realm %s at %s (lock %s is held); refusing to run a second at the same time", e.Name, e.KDC, path)
+	}
+	return func() { f.Close() }, nil
 }
 
 // existingSystem describes a configured realm.

@@ -1,16 +1,22 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
 	"github.com/krb5-exporter/krb5-exporter/bench"
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
@@ -109,5 +115,80 @@ func TestBenchConfigErrors(t *testing.T) {
 	_, stderr, code = exporter(t, "bench", "--once", "--config.file", cfg)
 	if code != 2 || !strings.Contains(stderr, "duration must be positive") {
 		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+}
+
+// Against an existing realm (a configuration file): read-only by default
+// (kadmin is skipped without --allow-writes), the KDC's processes found by
+// its pid file, and a second bench against the same realm at the same
+// time is refused.
+func TestBenchExistingRealm(t *testing.T) {
+	r := testutil.Realm(t, realm.Options{Users: 6, Services: 3})
+	cfg := filepath.Join(t.TempDir(), "bench.yml")
+	yml := fmt.Sprintf(`clients: 2
+duration: 4s
+login_rate: 20
+tgs_per_login: 1
+realm:
+  name: %s
+  kdc: %s
+  domain: %s
+  users_keytab: %s
+  users: 6
+  services: 3
+  kadmind: %s
+  admin_principal: %s
+  admin_keytab: %s
+  krb5_config: %s
+  kdc_conf: %s
+  kdc_pid_file: %s
+  dump_command: [kdb5_util, -r, %s]
+`, r.Realm, r.KDCAddr, r.Domain, r.UserKeytab, r.KadmindAddr, r.AdminPrincipal, r.AdminKeytab, r.Krb5Conf, r.KDCConf, r.KDCPidFile, r.Realm)
+	if err := os.WriteFile(cfg, []byte(yml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	first := exec.Command(binary, "bench", "--once", "--config.file", cfg, "--output-dir", out, "--tests", "latency,memory,kadmin,dump")
+	var o1, e1 bytes.Buffer
+	first.Stdout, first.Stderr = &o1, &e1
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lock := filepath.Join(os.TempDir(), "krb5-bench-"+r.Realm+"_"+strings.ReplaceAll(r.KDCAddr, ":", "_")+".lock")
+	testutil.Eventually(t, 30*time.Second, "the first bench holds its lock", func() bool {
+		f, err := os.Open(lock)
+		if err != nil {
+			return false
+		}
+		defer f.Close()
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err != nil {
+			return true // held
+		}
+		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		return false
+	})
+	_, stderr, code := exporter(t, "bench", "--once", "--config.file", cfg, "--output-dir", t.TempDir(), "--tests", "as")
+	if code != 2 || !strings.Contains(stderr, "another bench is running against realm "+r.Realm) {
+		t.Errorf("second bench: exit %d, %q", code, stderr)
+	}
+	// 1 is a verdict (a latency target missed on a busy machine); 2
+	// would be a run that could not start.
+	if err := first.Wait(); err != nil && first.ProcessState.ExitCode() != 1 {
+		t.Fatalf("first bench: %v\n%s\n%s", err, o1.String(), e1.String())
+	}
+	var rep bench.Report
+	b, _ := os.ReadFile(filepath.Join(resultDir(t, out), "report.json"))
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	status := map[string]string{}
+	for _, tr := range rep.Tests {
+		status[tr.Name] = tr.Status
+	}
+	if status["latency"] != "pass" && status["latency"] != "fail" || status["kadmin"] != "skipped" || status["dump"] != "pass" || status["memory"] == "skipped" {
+		t.Errorf("statuses %v", status)
+	}
+	if rep.Memory == nil || rep.Memory.PeakBytes == 0 {
+		t.Errorf("no KDC memory from the pid file: %+v", rep.Memory)
 	}
 }
