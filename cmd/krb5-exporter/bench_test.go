@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -190,5 +193,48 @@ realm:
 	}
 	if rep.Memory == nil || rep.Memory.PeakBytes == 0 {
 		t.Errorf("no KDC memory from the pid file: %+v", rep.Memory)
+	}
+}
+
+// Without --once the bench runs on a schedule and serves the last
+// results as krb5_bench_* on /metrics.
+func TestBenchDaemonServesResults(t *testing.T) {
+	testutil.RequireMIT(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	logs := &syncWriter{w: &bytes.Buffer{}}
+	args := append(smallBench(t.TempDir(), "--tests", "dump"), "--web.listen-address", addr, "--interval", "1h")
+	args = slices.DeleteFunc(args, func(a string) bool { return a == "--once" })
+	cmd := exec.Command(binary, args...)
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+	})
+	base := "http://" + addr
+	testutil.Eventually(t, 60*time.Second, "krb5_bench_last_run_success on /metrics", func() bool {
+		resp, err := http.Get(base + "/metrics")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return metric(t, base, "krb5_bench_last_run_success") != ""
+	})
+	if got := metric(t, base, "krb5_bench_last_run_success"); got != "krb5_bench_last_run_success 1" {
+		t.Errorf("%q; log:\n%s", got, logs.String())
+	}
+	if got := metric(t, base, "krb5_bench_pass"); got != `krb5_bench_pass{metric="dump_seconds",test="dump"} 1` {
+		t.Errorf("%q", got)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("SIGTERM: %v; log:\n%s", err, logs.String())
 	}
 }
