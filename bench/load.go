@@ -69,6 +69,9 @@ func (p *progress) reset(test string) {
 type fleet struct {
 	sys     *System
 	timeout time.Duration
+	// shard (1-based) of shards: this generator uses users shard,
+	// shard+shards, shard+2*shards, ...
+	shard, shards int
 
 	mu    sync.Mutex
 	creds map[int]*krb5.Credentials
@@ -99,12 +102,23 @@ func (f *fleet) principal(user int) krb5.Principal {
 	return krb5.Principal{Components: strings.Split(f.sys.UserName(user), "/"), Realm: f.sys.Realm}
 }
 
-// client returns a new engine client for user i (1-based, wrapped).
-func (f *fleet) client(i int, t krb5.Transport) (*krb5.Client, error) {
-	if f.sys.Users <= 0 {
-		return nil, errors.New("the system has no load-test users (users keytab)")
+// users is how many users this generator's shard has.
+func (f *fleet) users() int {
+	k, n := max(1, f.shard), max(1, f.shards)
+	if f.sys.Users < k {
+		return 0
 	}
-	user := (i-1)%f.sys.Users + 1
+	return (f.sys.Users-k)/n + 1
+}
+
+// client returns a new engine client for the i-th user of the shard
+// (1-based, wrapped).
+func (f *fleet) client(i int, t krb5.Transport) (*krb5.Client, error) {
+	m := f.users()
+	if m <= 0 {
+		return nil, errors.New("the system has no load-test users (users keytab) for this shard")
+	}
+	user := max(1, f.shard) + ((i-1)%m)*max(1, f.shards)
 	creds, p, err := f.credentials(user)
 	if err != nil {
 		return nil, err
@@ -131,7 +145,7 @@ const maxClients = 256
 func (r *run) closedLoop(ctx context.Context, kind string, t krb5.Transport, clients int, dur time.Duration) (*Load, error) {
 	perWorker := 1
 	if kind == kindAS {
-		perWorker = max(1, min((r.sys.Users+clients-1)/clients, maxClients/clients))
+		perWorker = max(1, min((r.fleet.users()+clients-1)/clients, maxClients/clients))
 	}
 	type worker struct {
 		cs   []*krb5.Client

@@ -43,7 +43,7 @@ func (r *run) openLoop(ctx context.Context, rate float64, tgsPer int, dur time.D
 	n := int(rate * dur.Seconds())
 	// Enough clients for every session in flight at ten times the
 	// expected time per session, bounded.
-	nc := max(4, min(maxClients, max(r.sys.Users, 1)))
+	nc := max(4, min(maxClients, max(r.fleet.users(), 1)))
 	free := make(chan *session, nc)
 	var all []*session
 	defer func() {

@@ -33,6 +33,10 @@ type Settings struct {
 	// BatchInflight is how many TGS requests the batched generator keeps
 	// in flight (more lets each system call carry more of them).
 	BatchInflight int `yaml:"batch_inflight" json:"batch_inflight"`
+	// Shard "i/n" makes this generator the i-th of n against one KDC: it
+	// uses every n-th user (a disjoint set) and 1/n of the latency rate;
+	// startup, kadmin and dump run in shard 1 only. Empty: "1/1".
+	Shard string `yaml:"shard" json:"shard,omitempty"`
 	// Timeout bounds one request (a login's two round trips count apart).
 	Timeout time.Duration `yaml:"request_timeout" json:"request_timeout_ns"`
 	Targets Targets       `yaml:"targets" json:"targets"`
@@ -143,6 +147,9 @@ func (s *Settings) Validate() error {
 	if s.DegradationRounds < 2 && slices.Contains(s.Tests, "degradation") {
 		return fmt.Errorf("degradation_rounds must be at least 2 (the verdict compares the last round with the first)")
 	}
+	if _, _, err := ParseShard(s.Shard); err != nil {
+		return err
+	}
 	if s.Generator != GeneratorBatched && s.Generator != GeneratorBlocking {
 		return fmt.Errorf("generator must be %s or %s, not %q", GeneratorBatched, GeneratorBlocking, s.Generator)
 	}
@@ -162,3 +169,14 @@ func (s *Settings) Validate() error {
 
 // has reports whether test t was asked for.
 func (s *Settings) has(t string) bool { return slices.Contains(s.Tests, t) }
+
+// ParseShard parses "i/n" (1 <= i <= n); empty is 1/1.
+func ParseShard(v string) (i, n int, err error) {
+	if v == "" {
+		return 1, 1, nil
+	}
+	if _, err := fmt.Sscanf(v, "%d/%d", &i, &n); err != nil || n < 1 || i < 1 || i > n || fmt.Sprintf("%d/%d", i, n) != v {
+		return 0, 0, fmt.Errorf("shard %q: want i/n with 1 <= i <= n, e.g. 2/4", v)
+	}
+	return i, n, nil
+}

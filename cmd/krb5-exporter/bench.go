@@ -126,6 +126,7 @@ func addBenchCommand(app *kingpin.Application) *benchCmd {
 	str("degradation-logins", "Logins (each with a service ticket) per degradation round (1000).", intf(func(c *bench.Config) *int { return &c.DegradationLogins }))
 	str("generator", "Generator of the tgs load: batched (many requests in flight per socket, sendmmsg/recvmmsg) or blocking (a goroutine per client).", func(c *bench.Config, v string) error { c.Generator = v; return nil })
 	str("batch-inflight", "TGS requests the batched generator keeps in flight (64).", intf(func(c *bench.Config) *int { return &c.BatchInflight }))
+	str("shard", "i/n: be the i-th of n generators against one KDC (every n-th user, 1/n of the latency rate; startup, kadmin and dump in shard 1 only).", func(c *bench.Config, v string) error { c.Shard = v; return nil })
 	str("request-timeout", "Timeout of one request, UDP resends after 1 s and 2 s included (5s).", durf(func(c *bench.Config) *time.Duration { return &c.Timeout }))
 	str("output-dir", "Results go to DIR/<timestamp>/ (results).", func(c *bench.Config, v string) error { c.OutputDir = v; return nil })
 	str("textfile", "Also write the krb5_bench_* metrics to this node_exporter textfile.", func(c *bench.Config, v string) error { c.Textfile = v; return nil })
@@ -261,7 +262,7 @@ func (b *benchCmd) daemon(ctx context.Context, cfg bench.Config, stdout, stderr 
 // (removed by cleanup).
 func (b *benchCmd) system(ctx context.Context, cfg bench.Config, stderr io.Writer) (*bench.System, func(), error) {
 	if cfg.Realm != nil {
-		unlock, err := lockRealm(cfg.Realm)
+		unlock, err := lockRealm(cfg.Realm, cfg.Shard)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -326,13 +327,13 @@ func (b *benchCmd) system(ctx context.Context, cfg bench.Config, stderr io.Write
 // machine at the same time: their loads would mix and kadmin prefixes
 // would be cleaned up under each other. The lock is a flock on a file in
 // the temporary directory, released when the process ends however it ends.
-func lockRealm(e *bench.ExistingRealm) (func(), error) {
+func lockRealm(e *bench.ExistingRealm, shard string) (func(), error) {
 	name := strings.Map(func(r rune) rune {
 		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' {
 			return r
 		}
 		return '_'
-	}, e.Name+"@"+e.KDC)
+	}, e.Name+"@"+e.KDC+shardSuffix(shard))
 	path := filepath.Join(os.TempDir(), "krb5-bench-"+name+".lock")
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
@@ -340,9 +341,17 @@ func lockRealm(e *bench.ExistingRealm) (func(), error) {
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("another bench is running against realm %s at %s (lock %s is held); refusing to run a second at the same time", e.Name, e.KDC, path)
+		return nil, fmt.Errorf("another bench is running against realm %s at %s%s (lock %s is held); refusing to run a second at the same time", e.Name, e.KDC, shardSuffix(shard), path)
 	}
 	return func() { f.Close() }, nil
+}
+
+// shardSuffix names a shard in the lock: shards of one run lock apart.
+func shardSuffix(shard string) string {
+	if shard == "" || shard == "1/1" {
+		return ""
+	}
+	return " shard " + shard
 }
 
 // existingSystem describes a configured realm.

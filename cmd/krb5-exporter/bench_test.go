@@ -9,7 +9,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -236,5 +238,62 @@ func TestBenchDaemonServesResults(t *testing.T) {
 	cmd.Process.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("SIGTERM: %v; log:\n%s", err, logs.String())
+	}
+}
+
+// Two generators with --shard 1/2 and 2/2 against one KDC at the same
+// time: both run (the lock is per shard), and each logs in only its own
+// users (odd, even), as many times as its report counts (the KDC's log).
+func TestBenchShards(t *testing.T) {
+	r := testutil.Realm(t, realm.Options{Users: 6, Services: 3, NoKadmind: true})
+	cfg := filepath.Join(t.TempDir(), "bench.yml")
+	yml := fmt.Sprintf("clients: 2\nduration: 2s\nrealm: {name: %s, kdc: %q, domain: %s, users_keytab: %s, users: 6, services: 3}\n",
+		r.Realm, r.KDCAddr, r.Domain, r.UserKeytab)
+	if err := os.WriteFile(cfg, []byte(yml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(r.KDCLog)
+	outs := []string{t.TempDir(), t.TempDir()}
+	var cmds []*exec.Cmd
+	for i, out := range outs {
+		c := exec.Command(binary, "bench", "--once", "--config.file", cfg, "--output-dir", out, "--tests", "as", "--target.as-min-rate", "1", "--shard", fmt.Sprintf("%d/2", i+1))
+		var e bytes.Buffer
+		c.Stderr = &e
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds = append(cmds, c)
+		defer func() {
+			if t.Failed() {
+				t.Logf("shard %d: %s", i+1, e.String())
+			}
+		}()
+	}
+	for i, c := range cmds {
+		if err := c.Wait(); err != nil {
+			t.Errorf("shard %d/2: %v", i+1, err)
+		}
+	}
+	after, _ := os.ReadFile(r.KDCLog)
+	issued := map[int]int{} // user number -> logins the KDC issued
+	re := regexp.MustCompile(`AS_REQ .* ISSUE: .* user(\d+)@` + regexp.QuoteMeta(r.Realm) + ` for krbtgt/`)
+	for _, m := range re.FindAllStringSubmatch(string(after[len(before):]), -1) {
+		n, _ := strconv.Atoi(m[1])
+		issued[n]++
+	}
+	for i, out := range outs {
+		var rep bench.Report
+		b, _ := os.ReadFile(filepath.Join(resultDir(t, out), "report.json"))
+		if err := json.Unmarshal(b, &rep); err != nil || rep.AS == nil {
+			t.Fatalf("shard %d: %v", i+1, err)
+		}
+		got := 0
+		for u := i + 1; u <= 6; u += 2 {
+			got += issued[u]
+		}
+		ok := rep.AS.Requests - rep.AS.Errors
+		if ok == 0 || got < ok || got > ok+rep.AS.Clients {
+			t.Errorf("shard %d/2: report %d logins, the KDC issued %d to its users %v", i+1, ok, got, issued)
+		}
 	}
 }
