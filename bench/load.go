@@ -67,8 +67,7 @@ func (p *progress) reset(test string) {
 // fleet makes engine clients for the users of the system, sharing each
 // user's credentials across tests.
 type fleet struct {
-	sys     *System
-	timeout time.Duration
+	sys *System
 	// shard (1-based) of shards: this generator uses users shard,
 	// shard+shards, shard+2*shards, ...
 	shard, shards int

@@ -69,7 +69,7 @@ func (s *Suite) Run(ctx context.Context) (*Report, error) {
 	shard, shards, _ := ParseShard(s.Settings.Shard)
 	r := &run{
 		sys: s.Sys, set: s.Settings, prog: &s.prog,
-		fleet:   &fleet{sys: s.Sys, timeout: s.Settings.Timeout, shard: shard, shards: shards},
+		fleet:   &fleet{sys: s.Sys, shard: shard, shards: shards},
 		sampler: newSampler(s.Sys.KDCPids),
 		rep: &Report{
 			Schema: SchemaVersion, Started: time.Now(), Machine: machine(), Settings: s.Settings,

@@ -45,7 +45,7 @@ func addBenchCommand(app *kingpin.Application) *benchCmd {
 	b := &benchCmd{}
 	c := app.Command("bench", "Run the KDC performance tests of the seed document (startup, as, tgs, latency, cpu, memory, concurrency, tcp, kadmin, dump, degradation) with PASS/FAIL per metric. Without a configured realm it creates an ephemeral one on 127.0.0.1.")
 	b.cmd = c
-	c.Flag("once", "Run the suite once, write the results and exit: 0 when every test passed, 1 when one failed.").BoolVar(&b.once)
+	c.Flag("once", "Run the suite once, write the results and exit: 0 when every test passed, 1 when one failed, 2 when nothing could run.").BoolVar(&b.once)
 	c.Flag("config.file", "YAML file with the settings below (same names, with _) and an optional existing realm.").StringVar(&b.configFile)
 	c.Flag("interval", "Without --once: run the suite this often and serve the last results on /metrics.").Default("24h").DurationVar(&b.interval)
 	c.Flag("web.listen-address", "Without --once: where to serve /metrics.").Default(defaultListenAddress).StringVar(&b.listen)
@@ -103,7 +103,7 @@ func addBenchCommand(app *kingpin.Application) *benchCmd {
 		cfg.Tests, err = bench.ParseTests(v)
 		return err
 	})
-	str("clients", "CLIENTS: closed-loop clients of as, tgs, tcp and degradation (8).", intf(func(c *bench.Config) *int { return &c.Clients }))
+	str("clients", "CLIENTS: closed-loop clients of as, tcp, degradation and (with --generator blocking) tgs (8).", intf(func(c *bench.Config) *int { return &c.Clients }))
 	str("duration", "DURATION of as, tgs, tcp and latency (10s).", durf(func(c *bench.Config) *time.Duration { return &c.Duration }))
 	str("login-rate", "LOGIN_RATE of the latency load, logins/s (100).", floatf(func(c *bench.Config) *float64 { return &c.LoginRate }))
 	str("tgs-per-login", "TGS_PER_LOGIN of the latency load (4).", intf(func(c *bench.Config) *int { return &c.TGSPerLogin }))
