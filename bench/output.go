@@ -156,6 +156,11 @@ func WriteMarkdown(w io.Writer, rep *Report) {
 	s := rep.Settings
 	fmt.Fprintf(w, "- CLIENTS %d, DURATION %s, LOGIN_RATE %g, TGS_PER_LOGIN %d, CLIENT_LEVELS %v (%s each), STARTUP_ROUNDS %d, KADMIN_OPERATIONS %d, DUMP_ROUNDS %d, DEGRADATION_ROUNDS %d × %d logins\n",
 		s.Clients, s.Duration, s.LoginRate, s.TGSPerLogin, s.ClientLevels, s.LevelDuration, s.StartupRounds, s.KadminOperations, s.DumpRounds, s.DegradationRounds, s.DegradationLogins)
+	shard := s.Shard
+	if shard == "" {
+		shard = "1/1"
+	}
+	fmt.Fprintf(w, "- tgs generator %s (%d in flight when batched), request timeout %s, shard %s\n", s.Generator, s.BatchInflight, s.Timeout, shard)
 
 	if st := rep.Startup; st != nil {
 		fmt.Fprintln(w, "\n## startup")
