@@ -47,6 +47,7 @@ type Load struct {
 	CPU          CPUUse            `json:"cpu"`
 
 	recs []record
+	kind string // of the requests summarised
 }
 
 // progress is what the live line shows; the load loops update it.
@@ -253,15 +254,15 @@ func (r *run) note(rec record, err error) record {
 	if r.errTexts == nil {
 		r.errTexts = map[string]string{}
 	}
-	if _, ok := r.errTexts[rec.Class]; !ok {
-		r.errTexts[rec.Class] = err.Error()
+	if k := rec.Kind + "/" + rec.Class; r.errTexts[k] == "" {
+		r.errTexts[k] = err.Error()
 	}
 	r.errMu.Unlock()
 	return rec
 }
 
 func summarizeLoad(recs []record, kind string, clients int, wall time.Duration, t krb5.Transport) *Load {
-	l := &Load{Transport: t.String(), Clients: clients, Wall: wall, recs: recs}
+	l := &Load{Transport: t.String(), Clients: clients, Wall: wall, recs: recs, kind: kind}
 	var ds []time.Duration
 	for _, rc := range recs {
 		if rc.Kind != kind {

@@ -145,7 +145,7 @@ func (r *run) finish(l *Load) *Load {
 		if l.ErrorTexts == nil {
 			l.ErrorTexts = map[string]string{}
 		}
-		l.ErrorTexts[c] = r.errTexts[c]
+		l.ErrorTexts[c] = r.errTexts[l.kind+"/"+c]
 	}
 	return l
 }
