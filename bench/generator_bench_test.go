@@ -31,6 +31,9 @@ func BenchmarkGenerator(b *testing.B) {
 		{"tgs/blocking", func(ru *run, n int) (*Load, error) {
 			return ru.closedLoopN(kindTGS, krb5.UDP, 8, n)
 		}},
+		{"as/batched", func(ru *run, n int) (*Load, error) {
+			return ru.batchedAS(context.Background(), 64, time.Hour, int64(n))
+		}},
 		{"as/blocking", func(ru *run, n int) (*Load, error) {
 			return ru.closedLoopN(kindAS, krb5.UDP, 8, n)
 		}},

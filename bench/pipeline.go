@@ -34,6 +34,8 @@ type slot struct {
 	last    time.Time // last send
 	resends int
 	busy    bool
+	phase   int  // logins: 1 before PREAUTH_REQUIRED, 2 after
+	send    bool // encoded (the second round trip of a login), to send now
 }
 
 // batchedTGS makes the tgs load with few goroutines: `inflight` requests
@@ -47,6 +49,19 @@ type slot struct {
 // flight. The load ends at dur, or after limit successful tickets when
 // limit > 0 (benchmarks).
 func (r *run) batchedTGS(ctx context.Context, inflight int, dur time.Duration, limit int64) (*Load, error) {
+	return r.batched(ctx, kindTGS, inflight, dur, limit)
+}
+
+// batchedAS is the as load made the same way: logins in flight on one
+// socket per goroutine (one user each); a PREAUTH_REQUIRED answers the
+// oldest first round trip, which goes on to its second at once; an AS-REP
+// is matched by its nonce. Each login is still the two round trips of a
+// fresh kinit -k.
+func (r *run) batchedAS(ctx context.Context, inflight int, dur time.Duration, limit int64) (*Load, error) {
+	return r.batched(ctx, kindAS, inflight, dur, limit)
+}
+
+func (r *run) batched(ctx context.Context, kind string, inflight int, dur time.Duration, limit int64) (*Load, error) {
 	g := max(1, min(inflight, runtime.GOMAXPROCS(0)))
 	raddr, err := net.ResolveUDPAddr("udp", r.sys.KDC)
 	if err != nil {
@@ -79,13 +94,15 @@ func (r *run) batchedTGS(ctx context.Context, inflight int, dur time.Duration, l
 		if i < inflight%g {
 			w.depth++
 		}
-		lctx, cancel := context.WithTimeout(ctx, r.set.Timeout)
-		_, err = c.Login(lctx)
-		cancel()
-		if err != nil {
-			return nil, fmt.Errorf("the login before the tickets failed: %w", err)
+		if kind == kindTGS {
+			lctx, cancel := context.WithTimeout(ctx, r.set.Timeout)
+			_, err = c.Login(lctx)
+			cancel()
+			if err != nil {
+				return nil, fmt.Errorf("the login before the tickets failed: %w", err)
+			}
 		}
-		for s := 1; s <= max(1, r.sys.Services); s++ {
+		for s := 1; kind == kindTGS && s <= max(1, r.sys.Services); s++ {
 			w.svcs = append(w.svcs, r.fleet.service(c, (i+s-1)%max(1, r.sys.Services)+1))
 		}
 		if w.conn, err = net.DialUDP("udp", nil, raddr); err != nil {
@@ -118,7 +135,7 @@ func (r *run) batchedTGS(ctx context.Context, inflight int, dur time.Duration, l
 		done.Add(1)
 		go func() {
 			defer done.Done()
-			err := r.batchedWorker(ctx, w.c, w.svcs, w.conn, w.depth, start, end, &recs[i], stop, func(n int) {
+			err := r.batchedWorker(ctx, kind, w.c, w.svcs, w.conn, w.depth, start, end, &recs[i], stop, func(n int) {
 				if stopByLimit(n) {
 					stopOnce.Do(func() { close(stop) })
 				}
@@ -136,7 +153,7 @@ func (r *run) batchedTGS(ctx context.Context, inflight int, dur time.Duration, l
 	for _, rs := range recs {
 		all = append(all, rs...)
 	}
-	l := r.finish(summarizeLoad(all, kindTGS, inflight, wall, krb5.UDP))
+	l := r.finish(summarizeLoad(all, kind, inflight, wall, krb5.UDP))
 	l.CPU = cpuUse(a, b, l.Requests)
 	for err := range errc {
 		return l, err
@@ -186,7 +203,7 @@ func rxTimestamp(oob []byte, def time.Time) time.Time {
 // after twice as long each time), as libkrb5 does.
 const batchedRetransmit = time.Second
 
-func (r *run) batchedWorker(ctx context.Context, c *krb5.Client, svcs []*krb5.Service, conn *net.UDPConn, depth int,
+func (r *run) batchedWorker(ctx context.Context, kind string, c *krb5.Client, svcs []*krb5.Service, conn *net.UDPConn, depth int,
 	start, end time.Time, out *[]record, stop <-chan struct{}, succeeded func(int)) error {
 	pc := ipv4.NewPacketConn(conn)
 	slots := make([]slot, depth)
@@ -205,7 +222,7 @@ func (r *run) batchedWorker(ctx context.Context, c *krb5.Client, svcs []*krb5.Se
 		s := &slots[i]
 		delete(bySlot, s.nonce)
 		s.busy = false
-		*out = append(*out, r.note(record{Start: s.first.Sub(start), Latency: now.Sub(s.first), Kind: kindTGS, Class: krb5.Classify(err)}, err))
+		*out = append(*out, r.note(record{Start: s.first.Sub(start), Latency: now.Sub(s.first), Kind: kind, Class: krb5.Classify(err)}, err))
 	}
 	stopped := func() bool {
 		select {
@@ -230,13 +247,22 @@ func (r *run) batchedWorker(ctx context.Context, c *krb5.Client, svcs []*krb5.Se
 			case !s.busy && !refill:
 				continue
 			case !s.busy:
-				buf, nonce, err := c.EncodeServiceTicket(s.buf[:0], svcs[next%len(svcs)])
+				var buf []byte
+				var nonce int64
+				var err error
+				if kind == kindAS {
+					buf, nonce, err = c.EncodeLogin(s.buf[:0], false)
+				} else {
+					buf, nonce, err = c.EncodeServiceTicket(s.buf[:0], svcs[next%len(svcs)])
+				}
 				if err != nil {
 					return err
 				}
 				next++
-				*s = slot{buf: buf, nonce: nonce, first: now, last: now, busy: true}
+				*s = slot{buf: buf, nonce: nonce, first: now, last: now, busy: true, phase: 1}
 				bySlot[nonce] = i
+			case s.send:
+				s.send, s.last = false, now
 			case now.Sub(s.first) >= r.set.Timeout:
 				finish(i, now, &krb5.Error{Class: krb5.ClassTimeout, Phase: krb5.PhaseTGSRep, Err: os.ErrDeadlineExceeded})
 				continue
@@ -281,7 +307,30 @@ func (r *run) batchedWorker(ctx context.Context, c *krb5.Client, svcs []*krb5.Se
 			if stamped {
 				at = rxTimestamp(m.OOB[:m.NN], now)
 			}
-			nonce, err := c.OpenServiceTicketReply(m.Buffers[0][:m.N])
+			var nonce int64
+			var err error
+			if kind == kindAS {
+				var preauth bool
+				nonce, preauth, err = c.OpenLoginReply(m.Buffers[0][:m.N])
+				if preauth && err == nil {
+					// It answers a first round trip, any (one user per
+					// socket): the oldest goes on to its second.
+					if i := oldestSlot(slots, 1); i >= 0 {
+						s := &slots[i]
+						delete(bySlot, s.nonce)
+						buf, nonce, err := c.EncodeLogin(s.buf[:0], true)
+						if err != nil {
+							finish(i, at, err)
+							continue
+						}
+						s.buf, s.nonce, s.phase, s.send, s.resends = buf, nonce, 2, true, 0
+						bySlot[nonce] = i
+					}
+					continue
+				}
+			} else {
+				nonce, err = c.OpenServiceTicketReply(m.Buffers[0][:m.N])
+			}
 			if err == nil {
 				if i, found := bySlot[nonce]; found {
 					finish(i, at, nil)
@@ -290,13 +339,7 @@ func (r *run) batchedWorker(ctx context.Context, c *krb5.Client, svcs []*krb5.Se
 				continue // a duplicate reply to a resent request
 			}
 			// An error names no request: it ends the oldest.
-			oldest := -1
-			for i := range slots {
-				if slots[i].busy && (oldest < 0 || slots[i].first.Before(slots[oldest].first)) {
-					oldest = i
-				}
-			}
-			if oldest >= 0 {
+			if oldest := oldestSlot(slots, 0); oldest >= 0 {
 				finish(oldest, at, err)
 			}
 		}
@@ -304,6 +347,17 @@ func (r *run) batchedWorker(ctx context.Context, c *krb5.Client, svcs []*krb5.Se
 			succeeded(ok)
 		}
 	}
+}
+
+// oldestSlot is the busy slot sent first (of the phase, unless 0), or -1.
+func oldestSlot(slots []slot, phase int) int {
+	oldest := -1
+	for i := range slots {
+		if slots[i].busy && (phase == 0 || slots[i].phase == phase) && (oldest < 0 || slots[i].first.Before(slots[oldest].first)) {
+			oldest = i
+		}
+	}
+	return oldest
 }
 
 func minTime(a, b time.Time) time.Time {

@@ -167,7 +167,13 @@ func (r *run) checkGenerator(test string, u CPUUse) {
 }
 
 func (r *run) as(ctx context.Context) error {
-	l, err := r.closedLoop(ctx, kindAS, krb5.UDP, r.set.Clients, r.set.Duration)
+	var l *Load
+	var err error
+	if r.set.Generator == GeneratorBatched {
+		l, err = r.batchedAS(ctx, r.set.BatchInflight, r.set.Duration, 0)
+	} else {
+		l, err = r.closedLoop(ctx, kindAS, krb5.UDP, r.set.Clients, r.set.Duration)
+	}
 	if err != nil {
 		return err
 	}

@@ -100,6 +100,7 @@ func TestLoadsAgreeWithKDCLog(t *testing.T) {
 		re              string
 	}{
 		{"as", GeneratorBatched, func(rep *Report) *Load { return rep.AS }, asIssue},
+		{"as", GeneratorBlocking, func(rep *Report) *Load { return rep.AS }, asIssue},
 		{"tgs", GeneratorBatched, func(rep *Report) *Load { return rep.TGS }, tgsIssue},
 		{"tgs", GeneratorBlocking, func(rep *Report) *Load { return rep.TGS }, tgsIssue},
 		{"tcp", GeneratorBatched, func(rep *Report) *Load { return rep.TCP.Load }, asIssue},
