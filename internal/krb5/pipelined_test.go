@@ -72,3 +72,63 @@ func TestEncodeAndOpenServiceTicket(t *testing.T) {
 		t.Errorf("unknown service: %v (%s)", err, Classify(err))
 	}
 }
+
+// Several logins in flight on one socket with EncodeLogin and
+// OpenLoginReply: every first round trip is answered PREAUTH_REQUIRED,
+// every second with an AS-REP whose nonce is that of exactly one request,
+// and the Client then holds a TGT.
+func TestEncodeAndOpenLogin(t *testing.T) {
+	r := testutil.Realm(t, realm.Options{NoKadmind: true})
+	c := userClient(t, r, 1, Options{})
+	defer c.Close()
+	if _, _, err := c.EncodeLogin(nil, true); err == nil {
+		t.Fatal("encoded pre-authentication before any PREAUTH_REQUIRED")
+	}
+	conn, err := net.Dial("udp", r.KDCAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	buf := make([]byte, 8192)
+	const n = 4
+	for i := 0; i < n; i++ {
+		req, _, err := c.EncodeLogin(nil, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.Write(req)
+	}
+	for i := 0; i < n; i++ {
+		m, err := conn.Read(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, preauth, err := c.OpenLoginReply(buf[:m]); err != nil || !preauth {
+			t.Fatalf("first round trip %d: preauth %v, %v", i, preauth, err)
+		}
+	}
+	want := map[int64]bool{}
+	for i := 0; i < n; i++ {
+		req, nonce, err := c.EncodeLogin(nil, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[nonce] = true
+		conn.Write(req)
+	}
+	for i := 0; i < n; i++ {
+		m, err := conn.Read(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nonce, preauth, err := c.OpenLoginReply(buf[:m])
+		if err != nil || preauth || !want[nonce] {
+			t.Fatalf("second round trip %d: nonce %d (outstanding %v), preauth %v, %v", i, nonce, want, preauth, err)
+		}
+		delete(want, nonce)
+	}
+	if !c.HasTGT() {
+		t.Error("no TGT after the logins")
+	}
+}
