@@ -160,7 +160,7 @@ func WriteMarkdown(w io.Writer, rep *Report) {
 	if shard == "" {
 		shard = "1/1"
 	}
-	fmt.Fprintf(w, "- tgs generator %s (%d in flight when batched), request timeout %s, shard %s\n", s.Generator, s.BatchInflight, s.Timeout, shard)
+	fmt.Fprintf(w, "- as and tgs generator %s (%d in flight when batched), request timeout %s, shard %s\n", s.Generator, s.BatchInflight, s.Timeout, shard)
 
 	if st := rep.Startup; st != nil {
 		fmt.Fprintln(w, "\n## startup")

@@ -17,7 +17,7 @@ import (
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
 )
 
-// Generators of the tgs load.
+// Generators of the as and tgs loads.
 const (
 	// GeneratorBatched keeps many TGS requests in flight per socket,
 	// matches replies by nonce and batches the system calls.

@@ -27,11 +27,11 @@ type Settings struct {
 	DumpRounds        int           `yaml:"dump_rounds" json:"dump_rounds"`
 	DegradationRounds int           `yaml:"degradation_rounds" json:"degradation_rounds"`
 	DegradationLogins int           `yaml:"degradation_logins" json:"degradation_logins"`
-	// Generator of the tgs load: GeneratorBatched (default) or
+	// Generator of the as and tgs loads: GeneratorBatched (default) or
 	// GeneratorBlocking.
 	Generator string `yaml:"generator" json:"generator"`
-	// BatchInflight is how many TGS requests the batched generator keeps
-	// in flight (more lets each system call carry more of them).
+	// BatchInflight is how many requests the batched generator keeps in
+	// flight (more lets each system call carry more of them).
 	BatchInflight int `yaml:"batch_inflight" json:"batch_inflight"`
 	// Shard "i/n" makes this generator the i-th of n against one KDC: it
 	// uses every n-th user (a disjoint set) and 1/n of the latency rate;
