@@ -6,7 +6,9 @@
 // CSVs and a node_exporter textfile.
 //
 // The load comes from the project's own Kerberos client engine (package
-// internal/krb5), one goroutine per simulated client; the report puts the
-// generator's CPU per request next to the KDC's so a reader can see when
-// the generator, not the KDC, was the limit.
+// internal/krb5): for as and tgs a few goroutines with many requests in
+// flight per socket and batched system calls, elsewhere one goroutine per
+// simulated client. The report puts the generator's CPU per request next
+// to the KDC's so a reader can see when the generator, not the KDC, was
+// the limit.
 package bench
