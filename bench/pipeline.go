@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"syscall"
 	"time"
 	"unsafe"
 
@@ -276,6 +277,15 @@ func (r *run) batchedWorker(ctx context.Context, kind string, c *krb5.Client, sv
 		}
 		for sent := 0; sent < len(wmsgs); {
 			n, err := pc.WriteBatch(wmsgs[sent:], 0)
+			if refused(err) {
+				// The kernel reports an ICMP port unreachable on the next
+				// call; it names no request: it ends the oldest.
+				// The rest of this batch waits for its resend.
+				if i := oldestSlot(slots, 0); i >= 0 {
+					finish(i, time.Now(), refusedError(kind, err))
+				}
+				break
+			}
 			if err != nil {
 				return fmt.Errorf("send: %w", err)
 			}
@@ -296,6 +306,12 @@ func (r *run) batchedWorker(ctx context.Context, kind string, c *krb5.Client, sv
 		answered += n
 		if err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) {
+				continue
+			}
+			if refused(err) {
+				if i := oldestSlot(slots, 0); i >= 0 {
+					finish(i, time.Now(), refusedError(kind, err))
+				}
 				continue
 			}
 			return fmt.Errorf("receive: %w", err)
@@ -347,6 +363,16 @@ func (r *run) batchedWorker(ctx context.Context, kind string, c *krb5.Client, sv
 			succeeded(ok)
 		}
 	}
+}
+
+func refused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
+
+func refusedError(kind string, err error) error {
+	phase := krb5.PhaseTGSRep
+	if kind == kindAS {
+		phase = krb5.PhaseASRep
+	}
+	return &krb5.Error{Class: krb5.ClassConnectionRefused, Phase: phase, Err: err}
 }
 
 // oldestSlot is the busy slot sent first (of the phase, unless 0), or -1.
