@@ -180,6 +180,9 @@ func (b *benchCmd) run(stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// A reader that goes away (`| head`) must not kill the bench before it
+	// removes its realm and its kadmin principals.
+	signal.Ignore(syscall.SIGPIPE)
 	if b.genCPU >= 0 {
 		if err := pin(os.Getpid(), b.genCPU); err != nil {
 			fmt.Fprintf(stderr, "krb5-exporter bench: %v\n", err)

@@ -128,6 +128,7 @@ func TestBenchConfigErrors(t *testing.T) {
 // its pid file, and a second bench against the same realm at the same
 // time is refused.
 func TestBenchExistingRealm(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir()) // the lock file
 	r := testutil.Realm(t, realm.Options{Users: 6, Services: 3})
 	cfg := filepath.Join(t.TempDir(), "bench.yml")
 	yml := fmt.Sprintf(`clients: 2
@@ -245,6 +246,7 @@ func TestBenchDaemonServesResults(t *testing.T) {
 // time: both run (the lock is per shard), and each logs in only its own
 // users (odd, even), as many times as its report counts (the KDC's log).
 func TestBenchShards(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir()) // the lock files
 	r := testutil.Realm(t, realm.Options{Users: 6, Services: 3, NoKadmind: true})
 	cfg := filepath.Join(t.TempDir(), "bench.yml")
 	yml := fmt.Sprintf("clients: 2\nduration: 2s\nrealm: {name: %s, kdc: %q, domain: %s, users_keytab: %s, users: 6, services: 3}\n",
