@@ -84,10 +84,6 @@ func TestVersionAndPlaceholders(t *testing.T) {
 		// kingpin prints the version to the usage writer (stdout).
 		t.Errorf("--version: code %d, %q", code, out)
 	}
-	_, stderr, code := exporter(t, "bench", "--once")
-	if code != 2 {
-		t.Errorf("bench: want exit 2 while it is not built, got %d (%s)", code, stderr)
-	}
 	if _, stderr, code := exporter(t, "--no-such-flag"); code != 2 || !strings.Contains(stderr, "no-such-flag") {
 		t.Errorf("unknown flag: code %d, %q", code, stderr)
 	}

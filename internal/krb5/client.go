@@ -81,6 +81,14 @@ type Client struct {
 
 	asBody tmpl // the constant AS-REQ body, nonce and till patched per request
 
+	// EncodeLogin/OpenLoginReply: the key the last PREAUTH_REQUIRED asked
+	// for; anyNonce lets acceptASRep take any nonce (many logins in
+	// flight) and lastNonce is the one it read.
+	choice    preauthChoice
+	hasChoice bool
+	anyNonce  bool
+	lastNonce int64
+
 	ltGen uint64    // Credentials generation the schedules below belong to
 	lt    []ltSched // long-term key schedules, per key
 

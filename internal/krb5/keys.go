@@ -190,18 +190,32 @@ func (c *Credentials) loadLocked(now time.Time) error {
 }
 
 // keytabKeys extracts p's keys of supported enctypes, newest kvno first.
-func keytabKeys(b []byte, p Principal) (keys []ltKey, err error) {
+func keytabKeys(b []byte, p Principal) ([]ltKey, error) {
+	kt, err := parseKeytab(b)
+	if err != nil {
+		return nil, err
+	}
+	return principalKeys(kt, p)
+}
+
+// parseKeytab parses a keytab file's bytes.
+func parseKeytab(b []byte) (kt *keytab.Keytab, err error) {
 	// gokrb5's keytab parser indexes without bounds checks on some malformed
 	// inputs; a bad file must be an error, not a crash of the daemon.
 	defer func() {
 		if r := recover(); r != nil {
-			keys, err = nil, fmt.Errorf("malformed keytab")
+			kt, err = nil, fmt.Errorf("malformed keytab")
 		}
 	}()
-	kt := keytab.New()
+	kt = keytab.New()
 	if err := kt.Unmarshal(b); err != nil {
 		return nil, fmt.Errorf("malformed keytab: %w", err)
 	}
+	return kt, nil
+}
+
+// principalKeys are p's keys in kt of supported enctypes, newest kvno first.
+func principalKeys(kt *keytab.Keytab, p Principal) (keys []ltKey, err error) {
 	for _, e := range kt.Entries {
 		if e.Principal.Realm != p.Realm || !slices.Equal(e.Principal.Components, p.Components) {
 			continue
@@ -220,6 +234,38 @@ func keytabKeys(b []byte, p Principal) (keys []ltKey, err error) {
 	}
 	slices.SortStableFunc(keys, func(a, b ltKey) int { return int(int64(b.kvno) - int64(a.kvno)) })
 	return keys, nil
+}
+
+// NewKeytabCredentialsFor loads the keys of each of ps from one read of the
+// keytab at path: a load generator with a thousand users parses the file
+// once, not a thousand times. Each result refreshes on its own afterwards,
+// as NewKeytabCredentials's does.
+func NewKeytabCredentialsFor(path string, ps []Principal) ([]*Credentials, error) {
+	// Stat before reading: a change in between then looks like a change
+	// after, and the next refresh reads the file again.
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("keytab: %w", err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("keytab: %w", err)
+	}
+	kt, err := parseKeytab(b)
+	if err != nil {
+		return nil, fmt.Errorf("keytab %s: %w", path, err)
+	}
+	now := time.Now()
+	out := make([]*Credentials, len(ps))
+	for i, p := range ps {
+		keys, err := principalKeys(kt, p)
+		if err != nil {
+			return nil, fmt.Errorf("keytab %s: %w", path, err)
+		}
+		out[i] = &Credentials{principal: p, path: path, keys: keys, modTime: fi.ModTime(), size: fi.Size(),
+			checked: now, worldReadable: fi.Mode().Perm()&0o004 != 0, generation: 1}
+	}
+	return out, nil
 }
 
 // keyFor returns the key of the given enctype. kvno 0 means the newest. For
