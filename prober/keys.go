@@ -3,8 +3,10 @@ package prober
 import (
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"slices"
 	"strings"
@@ -89,22 +91,22 @@ func pendingCredentials(keytabPath, passwordPath string, p Principal) *Credentia
 func (c *Credentials) loadPasswordLocked() error {
 	f, err := os.Open(c.pwPath)
 	if err != nil {
-		return fmt.Errorf("password file: %w", err)
+		return fileError("password file", err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return fmt.Errorf("password file: %w", err)
+		return fileError("password file", err)
 	}
 	const maxPasswordFile = 64 << 10
 	b, err := io.ReadAll(io.LimitReader(f, maxPasswordFile))
 	if err != nil {
-		return fmt.Errorf("password file: %w", err)
+		return fileError("password file", err)
 	}
 	line, _, _ := strings.Cut(string(b), "\n")
 	line = strings.TrimSuffix(line, "\r")
 	if line == "" {
-		return fmt.Errorf("password file %s: the first line is empty", c.pwPath)
+		return errors.New("password file: the first line is empty")
 	}
 	c.password = line
 	c.worldReadable = fi.Mode().Perm()&0o004 != 0
@@ -145,7 +147,7 @@ func (c *Credentials) refresh(now time.Time) (uint64, error) {
 	c.checked = now
 	fi, err := os.Stat(c.path)
 	if err != nil {
-		return c.generation, fmt.Errorf("keytab: %w", err)
+		return c.generation, fileError("keytab", err)
 	}
 	if fi.ModTime().Equal(c.modTime) && fi.Size() == c.size {
 		return c.generation, nil
@@ -163,24 +165,24 @@ func (c *Credentials) load(now time.Time) error {
 func (c *Credentials) loadLocked(now time.Time) error {
 	f, err := os.Open(c.path)
 	if err != nil {
-		return fmt.Errorf("keytab: %w", err)
+		return fileError("keytab", err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return fmt.Errorf("keytab: %w", err)
+		return fileError("keytab", err)
 	}
 	const maxKeytab = 64 << 20
 	if fi.Size() > maxKeytab {
-		return fmt.Errorf("keytab %s: %d bytes is not a keytab", c.path, fi.Size())
+		return fmt.Errorf("keytab: %d bytes is not a keytab", fi.Size())
 	}
 	b := make([]byte, fi.Size())
 	if _, err := f.ReadAt(b, 0); err != nil {
-		return fmt.Errorf("keytab: %w", err)
+		return fileError("keytab", err)
 	}
 	keys, err := keytabKeys(b, c.principal)
 	if err != nil {
-		return fmt.Errorf("keytab %s: %w", c.path, err)
+		return fmt.Errorf("keytab: %w", err)
 	}
 	c.keys = keys
 	c.modTime, c.size, c.checked = fi.ModTime(), fi.Size(), now
@@ -195,12 +197,14 @@ func keytabKeys(b []byte, p Principal) (keys []ltKey, err error) {
 	// inputs; a bad file must be an error, not a crash of the daemon.
 	defer func() {
 		if r := recover(); r != nil {
-			keys, err = nil, fmt.Errorf("malformed keytab")
+			keys, err = nil, malformedKeytab(b)
 		}
 	}()
 	kt := keytab.New()
-	if err := kt.Unmarshal(b); err != nil {
-		return nil, fmt.Errorf("malformed keytab: %w", err)
+	if kt.Unmarshal(b) != nil {
+		// gokrb5's error quotes the file's bytes (keys included): never
+		// pass its text on.
+		return nil, malformedKeytab(b)
 	}
 	for _, e := range kt.Entries {
 		if e.Principal.Realm != p.Realm || !slices.Equal(e.Principal.Components, p.Components) {
@@ -220,6 +224,58 @@ func keytabKeys(b []byte, p Principal) (keys []ltKey, err error) {
 	}
 	slices.SortStableFunc(keys, func(a, b ltKey) int { return int(int64(b.kvno) - int64(a.kvno)) })
 	return keys, nil
+}
+
+// fileError is err without the file's path (a *fs.PathError's Path): paths
+// of key files stay in the configuration file, out of logs and replies.
+func fileError(what string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("%s does not %s: %w", what, pe.Op, pe.Err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// malformedKeytab says where a keytab that gokrb5 rejects goes wrong, in
+// words and numbers only: the header, or the first entry (1-based) whose
+// length runs past the end of the file or that does not parse on its own.
+func malformedKeytab(b []byte) error {
+	if len(b) < 2 || b[0] != 5 || (b[1] != 1 && b[1] != 2) {
+		return errors.New("malformed keytab: not a keytab (bad header)")
+	}
+	order := binary.ByteOrder(binary.BigEndian)
+	if b[1] == 1 {
+		order = binary.NativeEndian
+	}
+	for n, off := 1, 2; off < len(b); n++ {
+		if len(b)-off < 4 {
+			return fmt.Errorf("malformed keytab: entry %d is truncated", n)
+		}
+		l := int64(int32(order.Uint32(b[off:])))
+		off += 4
+		deleted := l < 0
+		if deleted {
+			l = -l // a deleted entry: a hole of that size
+		}
+		if l > int64(len(b)-off) {
+			return fmt.Errorf("malformed keytab: entry %d is truncated", n)
+		}
+		if !deleted && !entryParses(b[:2], b[off-4:off+int(l)]) {
+			return fmt.Errorf("malformed keytab: entry %d does not parse", n)
+		}
+		off += int(l)
+	}
+	return errors.New("malformed keytab")
+}
+
+// entryParses reports whether gokrb5 accepts one entry behind the header.
+func entryParses(header, entry []byte) (ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	return keytab.New().Unmarshal(append(append([]byte{}, header...), entry...)) == nil
 }
 
 // keyFor returns the key of the given enctype. kvno 0 means the newest. For
