@@ -98,9 +98,15 @@ func TestProbeConfigErrors(t *testing.T) {
 		{"unknown module", mod + "probes:\n  - name: a\n    address: k\n    module: n\n", `unknown module "n"`},
 		{"short interval", mod + "probes:\n  - name: a\n    address: k\n    module: m\n    interval: 10ms\n", "below the minimum 1s"},
 		{"missing keytab", "modules:\n  m:\n    realm: R\n    client: c\n    keytab: /nonexistent/k.keytab\n",
-			"p.yml:5: modules.m.keytab: open /nonexistent/k.keytab: no such file or directory"},
+			"p.yml:5: modules.m.keytab: cannot open keytab: no such file or directory"},
 		{"missing password file", "modules:\n  m:\n    realm: R\n    client: c\n    password_file: /nonexistent/p.pw\n",
-			"p.yml:5: modules.m.password_file: open /nonexistent/p.pw: no such file or directory"},
+			"p.yml:5: modules.m.password_file: cannot open password file: no such file or directory"},
+		{"timeout too long", mod + "    timeout: 2562047h\n", "p.yml:6: modules.m.timeout: timeout 2562047h0m0s is above the maximum 1m0s"},
+		{"lifetime too long", mod + "    ticket_lifetime: 2562047h\n", "p.yml:6: modules.m.ticket_lifetime: ticket_lifetime 2562047h0m0s is above the maximum"},
+		{"interval too long", mod + "probes:\n  - {name: a, address: k, module: m, interval: 2562047h}\n", "p.yml:7: probes.0.interval: interval 2562047h0m0s is above the maximum 24h0m0s"},
+		{"port 0", mod + "probes:\n  - {name: a, address: 'k:0', module: m}\n", `p.yml:7: probes.0.address: address "k:0": bad port "0"`},
+		{"bad allowed kdc", mod + "    allowed_kdcs: [kdc1, 'k k']\n", `p.yml:6: modules.m.allowed_kdcs.1: KDC pattern "k k"`},
+		{"allowed kdc port 0", mod + "    allowed_kdcs: ['10.0.0.1:0']\n", `modules.m.allowed_kdcs.0: KDC pattern "10.0.0.1:0": bad port "0"`},
 		{"duplicate name", mod + "probes:\n  - {name: a, address: k, module: m}\n  - {name: a, address: j, module: m}\n", `duplicate probe name "a"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
