@@ -231,7 +231,7 @@ func keytabKeys(b []byte, p Principal) (keys []ltKey, err error) {
 func fileError(what string, err error) error {
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
-		return fmt.Errorf("%s does not %s: %w", what, pe.Op, pe.Err)
+		return fmt.Errorf("cannot %s %s: %w", pe.Op, what, pe.Err)
 	}
 	return fmt.Errorf("%s: %w", what, err)
 }

@@ -31,7 +31,7 @@ func testLogger(t testing.TB) log.Logger {
 func probeConfig(r *realm.Realm) *config.Config {
 	mod := config.ProbeModule{
 		Realm: r.Realm, Client: r.ProbePrincipal, Keytab: r.ProbeKeytab,
-		Service: r.Service(1), Timeout: 2 * time.Second,
+		Service: r.Service(1), Timeout: 2 * time.Second, AllowedKDCs: []string{r.KDCAddr},
 	}
 	tcp := mod
 	tcp.Transport = "tcp"
