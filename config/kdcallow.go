@@ -5,6 +5,8 @@ import (
 	"net"
 	"net/netip"
 	"strings"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
 )
 
 // kdcPattern is one entry of a module's allowed_kdcs.
@@ -38,7 +40,7 @@ func parseKDCPattern(s string) (kdcPattern, error) {
 		p.prefix = netip.PrefixFrom(a, a.BitLen())
 		return p, nil
 	}
-	if !validHostName(host) {
+	if strings.Contains(host, ":") || krb5.CheckKDCAddress(host) != nil {
 		return p, fmt.Errorf("KDC pattern %q: want a host name, an IP address or a CIDR, each optionally with :port", s)
 	}
 	p.name = strings.ToLower(strings.TrimSuffix(host, "."))

@@ -12,8 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/krb5-exporter/krb5-exporter/config"
 	"github.com/krb5-exporter/krb5-exporter/realm"
@@ -28,7 +29,7 @@ func probeServer(t *testing.T, cfg *config.Config) *httptest.Server {
 // and returns the manager's registry too.
 func limitedProbeServer(t *testing.T, cfg *config.Config, maxInFlight int) (*httptest.Server, *prometheus.Registry) {
 	reg := prometheus.NewRegistry()
-	m := NewManager(testLogger(t), reg)
+	m := NewManager(testutil.Logger(t), reg)
 	t.Cleanup(m.Stop)
 	srv := httptest.NewServer(m.Handler(func() *config.Config { return cfg }, maxInFlight))
 	t.Cleanup(srv.Close)
@@ -92,7 +93,7 @@ probe_krb5_udp_retransmits 0
 # TYPE probe_success gauge
 probe_success 1
 `
-		if err := testutil.ScrapeAndCompare(u, strings.NewReader(want), "probe_success", "probe_krb5_exchange_success",
+		if err := promtest.ScrapeAndCompare(u, strings.NewReader(want), "probe_success", "probe_krb5_exchange_success",
 			"probe_krb5_result", "probe_krb5_etype", "probe_krb5_udp_retransmits"); err != nil {
 			t.Errorf("module %q: %v", module, err)
 		}
@@ -193,14 +194,14 @@ func TestProbeHandlerBadRequests(t *testing.T) {
 // The scrape timeout bounds the probe even when the module allows more.
 func TestProbeHandlerScrapeTimeout(t *testing.T) {
 	kt := filepath.Join(t.TempDir(), "k.keytab")
-	writeTestKeytab(t, kt, "probe@PERF.TEST")
+	testutil.WriteKeytab(t, kt, "probe@PERF.TEST", "correct-horse-battery-staple")
 	cfg := &config.Config{Modules: map[string]config.ProbeModule{
 		"default": {Realm: "PERF.TEST", Client: "probe", Keytab: kt, Timeout: time.Hour, Service: "HTTP/x", AllowedKDCs: []string{"127.0.0.1"}}}}
 	srv := probeServer(t, cfg)
 	h := http.Header{}
 	h.Set("X-Prometheus-Scrape-Timeout-Seconds", "1.5")
 	start := time.Now()
-	code, body := get(t, probeURL(srv, "target", blackHole(t)), h)
+	code, body := get(t, probeURL(srv, "target", testutil.BlackHole(t)), h)
 	if code != 200 || !strings.Contains(body, "probe_success 0") || !strings.Contains(body, `probe_krb5_result{exchange="as",result="timeout"} 1`) {
 		t.Errorf("%d:\n%s", code, body)
 	}
@@ -240,7 +241,7 @@ func refusedCount(t *testing.T, reg *prometheus.Registry, reason string) float64
 // 503 at once and counted; a slot freed is usable again.
 func TestProbeHandlerLimit(t *testing.T) {
 	kt := filepath.Join(t.TempDir(), "k.keytab")
-	writeTestKeytab(t, kt, "probe@PERF.TEST")
+	testutil.WriteKeytab(t, kt, "probe@PERF.TEST", "correct-horse-battery-staple")
 	silent, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -286,7 +287,7 @@ func TestProbeHandlerLimit(t *testing.T) {
 	}
 	// The slots free up once the handlers see the cancellation: a refused
 	// target is then refused for what it is, not for the limit.
-	eventually(t, "a free /probe slot", func() bool {
+	testutil.Eventually(t, 20*time.Second, "a free /probe slot", func() bool {
 		code, _ := get(t, probeURL(srv, "target", "192.0.2.1:88"), nil)
 		return code == http.StatusForbidden
 	})

@@ -114,7 +114,11 @@ func TestDownTrustsOnlyItsDirectory(t *testing.T) {
 
 	// Paths inside realm.json are not believed: B's pid file named there,
 	// and B's pid written into A's own pid file, signal nothing.
-	forge(func(m map[string]any) { m["dir"] = dirA; m["kdc_pid_file"] = b.KDCPidFile; m["kdc_log"] = filepath.Join(victim, "precious") })
+	forge(func(m map[string]any) {
+		m["dir"] = dirA
+		m["kdc_pid_file"] = b.KDCPidFile
+		m["kdc_log"] = filepath.Join(victim, "precious")
+	})
 	if err := os.WriteFile(a.KDCPidFile, []byte(strconv.Itoa(bPid[0])+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
