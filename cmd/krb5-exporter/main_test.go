@@ -298,12 +298,26 @@ func TestRealmCommands(t *testing.T) {
 	t.Parallel()
 	testutil.RequireMIT(t)
 	dir := filepath.Join(t.TempDir(), "realm")
-	cfg := filepath.Join(t.TempDir(), "exporter.yml")
+	cfgDir := t.TempDir()
+	cfg := filepath.Join(cfgDir, "exporter.yml")
+	// A link planted where the configuration goes is replaced, not
+	// followed (issue 10 item 5).
+	victim := filepath.Join(cfgDir, "victim")
+	os.WriteFile(victim, []byte("precious\n"), 0o644)
+	if err := os.Symlink(victim, cfg); err != nil {
+		t.Fatal(err)
+	}
 	out, stderr, code := exporter(t, "realm", "up", "--dir", dir, "--users=2", "--services=1", "--fillers=-1", "--exporter-config", cfg)
 	if code != 0 {
 		t.Fatalf("realm up: %d %s", code, stderr)
 	}
 	t.Cleanup(func() { exporter(t, "realm", "down", "--dir", dir) })
+	if b, _ := os.ReadFile(victim); string(b) != "precious\n" {
+		t.Errorf("--exporter-config wrote through a planted link: %q", b)
+	}
+	if fi, err := os.Lstat(cfg); err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o600 {
+		t.Errorf("--exporter-config: %v %v, want a regular 0600 file", fi.Mode(), err)
+	}
 	if out, stderr, code := exporter(t, "--config.file", cfg, "--config.check"); code != 0 {
 		t.Errorf("the written exporter configuration does not check: %s %s", out, stderr)
 	}
