@@ -149,6 +149,9 @@ func (c *Credentials) refresh(now time.Time) (uint64, error) {
 	if err != nil {
 		return c.generation, fileError("keytab", err)
 	}
+	// chmod changes neither modification time nor size: take the mode
+	// from every check.
+	c.worldReadable = fi.Mode().Perm()&0o004 != 0
 	if fi.ModTime().Equal(c.modTime) && fi.Size() == c.size {
 		return c.generation, nil
 	}
