@@ -1,0 +1,121 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
+)
+
+// ourLine is the shape of every logfmt line of the daemon, whoever logs it.
+var ourLine = regexp.MustCompile(`^level=(debug|info|warn|error) ts=\d{4}-\d\d-\d\dT[0-9:.]+Z caller=[\w.-]+\.go:\d+ msg=`)
+
+// One log stream (issue 8 item 5): the daemon's own lines and
+// exporter-toolkit's ("Listening on", through slog) share keys and order in
+// logfmt, and key names in json.
+func TestDaemonLogStream(t *testing.T) {
+	t.Parallel()
+	_, _, logs := daemon(t)
+	text := logs.String()
+	if !strings.Contains(text, "Listening on") || !strings.Contains(text, "starting krb5-exporter") {
+		t.Fatalf("want the toolkit's and our start-up lines:\n%s", text)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(text), "\n") {
+		if !ourLine.MatchString(l) || strings.Contains(l, " time=") {
+			t.Errorf("line not in the stream's shape: %s", l)
+		}
+	}
+
+	_, _, logs = daemon(t, "--log.format", "json")
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	toolkit := false
+	for _, l := range lines {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Errorf("not JSON: %s", l)
+			continue
+		}
+		for _, k := range []string{"level", "ts", "caller", "msg"} {
+			if _, ok := m[k]; !ok {
+				t.Errorf("no %q: %s", k, l)
+			}
+		}
+		if _, ok := m["time"]; ok {
+			t.Errorf("a second time key: %s", l)
+		}
+		toolkit = toolkit || m["msg"] == "Listening on"
+	}
+	if !toolkit {
+		t.Errorf("no toolkit line in:\n%s", logs.String())
+	}
+}
+
+// A reload that fails logs one line naming file, line and key, answers
+// the same in its body, and neither names a keytab (issue 19; issue 10
+// item 8).
+func TestFailedReloadIsOneLine(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "c.yml")
+	os.WriteFile(cfg, []byte("logs: []\n"), 0o600)
+	base, _, logs := daemon(t, "--config.file", cfg)
+
+	kt := filepath.Join(dir, "secret-name.keytab")
+	testutil.WriteKeytab(t, kt, "probe@EXAMPLE.COM", "pw")
+	for _, tc := range []struct{ yaml, want string }{
+		{"logs: []\nmodules:\n  m:\n    realm: EXAMPLE.COM\n    client: probe\n    keytab: " + kt + "\n    colour: red\n",
+			cfg + `:7: unknown key \"colour\"`},
+		{"modules:\n  m:\n    realm: EXAMPLE.COM\n    client: probe\n    keytab: " + kt + "\n    allowed_kdcs: [kdc1, 'k k']\n",
+			cfg + `:6: modules.m.allowed_kdcs.1: KDC pattern \"k k\"`},
+		{"modules:\n  m:\n    realm: EXAMPLE.COM\n    client: probe\n    keytab: " + kt + "x\n",
+			cfg + ":5: modules.m.keytab: cannot open keytab: no such file or directory"},
+	} {
+		os.WriteFile(cfg, []byte(tc.yaml), 0o600)
+		before := strings.Count(logs.String(), "\n")
+		resp, err := http.Post(base+"/-/reload", "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusInternalServerError {
+			t.Errorf("reload answered %d", resp.StatusCode)
+		}
+		// The reload has logged before it answered.
+		added := strings.Split(logs.String(), "\n")[before:]
+		var errs []string
+		for _, l := range added {
+			if strings.HasPrefix(l, "level=error") {
+				errs = append(errs, l)
+			}
+		}
+		if len(errs) != 1 || !strings.Contains(errs[0], tc.want) {
+			t.Errorf("want one error line with %q, got:\n%s", tc.want, strings.Join(added, "\n"))
+		}
+		if strings.Contains(strings.Join(added, "\n"), "secret-name") || strings.Contains(string(body), "secret-name") {
+			t.Errorf("the keytab is named: log %q, body %q", added, body)
+		}
+	}
+	if m := metric(t, base, "krb5_exporter_config_last_reload_successful"); !strings.HasSuffix(m, " 0") {
+		t.Errorf("after failed reloads: %q", m)
+	}
+}
+
+// --web.telemetry-path must be a path of its own: a clear error, exit 1,
+// no panic (issue 10 item 10).
+func TestTelemetryPathChecked(t *testing.T) {
+	t.Parallel()
+	for _, p := range []string{"", "metrics", "/probe", "/-/reload", "/-/healthy", "/a b"} {
+		_, stderr, code := exporter(t, "--web.listen-address", "127.0.0.1:0", "--web.telemetry-path", p)
+		if code != 1 {
+			t.Errorf("%q: exit %d, want 1", p, code)
+		}
+		oneErrorLine(t, stderr, "--web.telemetry-path")
+	}
+}
