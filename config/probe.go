@@ -60,6 +60,11 @@ type ProbeModule struct {
 	// module (its requests carry key-derived data). The continuous probes
 	// of `probes` are not affected.
 	AllowedKDCs []string `yaml:"allowed_kdcs"`
+	// MaxS2KIterations caps the PBKDF2 iterations a KDC may ask a
+	// password_file module for (default 65536; MIT's defaults are 4096 and
+	// 32768): beyond it the login fails as malformed_reply instead of
+	// spending the exporter's CPU.
+	MaxS2KIterations uint32 `yaml:"max_s2k_iterations"`
 	// AllowReadableKeys accepts a keytab or password file that users other
 	// than its owner may read (by default such a module does not load).
 	AllowReadableKeys bool `yaml:"allow_readable_keys"`
@@ -71,6 +76,9 @@ const (
 	DefaultProbeInterval  = 15 * time.Second
 	DefaultTicketLifetime = 10 * time.Hour
 	MinProbeInterval      = time.Second
+	// minS2KIterations is the lowest PBKDF2 iteration count of any enctype
+	// (aes*-sha1's default): a smaller cap would refuse every KDC.
+	minS2KIterations = 4096
 	// Upper bounds: beyond them a value is a typo, not a setting.
 	MaxProbeTimeout   = time.Minute
 	MaxProbeInterval  = 24 * time.Hour
@@ -133,6 +141,9 @@ func (m *ProbeModule) Validate() error {
 	}
 	if m.TicketLifetime > MaxTicketLifetime {
 		return fieldErr(fmt.Sprintf("ticket_lifetime %s is above the maximum %s", m.TicketLifetime, MaxTicketLifetime), "ticket_lifetime")
+	}
+	if n := m.MaxS2KIterations; n != 0 && (n < minS2KIterations || n > krb5.MaxS2KIterationsLimit) {
+		return fieldErr(fmt.Sprintf("max_s2k_iterations %d: want %d to %d", n, minS2KIterations, krb5.MaxS2KIterationsLimit), "max_s2k_iterations")
 	}
 	for i, a := range m.AllowedKDCs {
 		if _, err := parseKDCPattern(a); err != nil {

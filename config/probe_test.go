@@ -106,6 +106,8 @@ func TestProbeConfigErrors(t *testing.T) {
 		{"interval too long", mod + "probes:\n  - {name: a, address: k, module: m, interval: 2562047h}\n", "p.yml:7: probes.0.interval: interval 2562047h0m0s is above the maximum 24h0m0s"},
 		{"port 0", mod + "probes:\n  - {name: a, address: 'k:0', module: m}\n", `p.yml:7: probes.0.address: address "k:0": bad port "0"`},
 		{"bad allowed kdc", mod + "    allowed_kdcs: [kdc1, 'k k']\n", `p.yml:6: modules.m.allowed_kdcs.1: KDC pattern "k k"`},
+		{"s2k cap too low", mod + "    max_s2k_iterations: 1000\n", "p.yml:6: modules.m.max_s2k_iterations: max_s2k_iterations 1000: want 4096 to 16777216"},
+		{"s2k cap too high", mod + "    max_s2k_iterations: 16777217\n", "p.yml:6: modules.m.max_s2k_iterations"},
 		{"allowed kdc port 0", mod + "    allowed_kdcs: ['10.0.0.1:0']\n", `modules.m.allowed_kdcs.0: KDC pattern "10.0.0.1:0": bad port "0"`},
 		{"duplicate name", mod + "probes:\n  - {name: a, address: k, module: m}\n  - {name: a, address: j, module: m}\n", `duplicate probe name "a"`},
 	} {

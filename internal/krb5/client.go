@@ -1,6 +1,7 @@
 package krb5
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -33,6 +34,9 @@ type Options struct {
 	UDPRetransmit time.Duration
 	// TicketLifetime is the lifetime requested for tickets (default 10h).
 	TicketLifetime time.Duration
+	// MaxS2KIterations caps the PBKDF2 iterations a KDC may ask a password
+	// client for (0: DefaultMaxS2KIterations; at most MaxS2KIterationsLimit).
+	MaxS2KIterations uint32
 	// Logger receives debug lines of every step; nil keeps the hot path free
 	// of logging work.
 	Logger log.Logger
@@ -56,6 +60,7 @@ type Client struct {
 	creds      *Credentials
 	etypes     []int32
 	upfront    bool
+	maxS2K     uint32 // the PBKDF2 iteration cap
 	lifetime   time.Duration
 	log        log.Logger
 	now        func() time.Time
@@ -73,6 +78,10 @@ type Client struct {
 	sentWall time.Time // wall clock when it was sent
 
 	asBody tmpl // the constant AS-REQ body, nonce and till patched per request
+
+	// loginCtx is the context of the login in progress: a string-to-key
+	// deep inside it stops waiting when the login's deadline passes.
+	loginCtx context.Context
 
 	ltGen uint64    // Credentials generation the schedules below belong to
 	lt    []ltSched // long-term key schedules, per key
@@ -117,6 +126,12 @@ func NewClient(o Options) (*Client, error) {
 			return nil, fmt.Errorf("unsupported enctype %d", e)
 		}
 	}
+	if o.MaxS2KIterations == 0 {
+		o.MaxS2KIterations = DefaultMaxS2KIterations
+	}
+	if o.MaxS2KIterations > MaxS2KIterationsLimit {
+		return nil, fmt.Errorf("MaxS2KIterations %d is above %d", o.MaxS2KIterations, MaxS2KIterationsLimit)
+	}
 	var seed [32]byte
 	if _, err := cryptorand.Read(seed[:]); err != nil {
 		return nil, err
@@ -130,6 +145,7 @@ func NewClient(o Options) (*Client, error) {
 		creds:      o.Credentials,
 		etypes:     append([]int32(nil), etypes...),
 		upfront:    o.PreauthUpfront,
+		maxS2K:     o.MaxS2KIterations,
 		lifetime:   o.TicketLifetime,
 		log:        o.Logger,
 		now:        o.Now,

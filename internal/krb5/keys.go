@@ -1,6 +1,7 @@
 package krb5
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -36,6 +37,7 @@ type Credentials struct {
 	pwPath   string // the password file, when the password comes from one
 	password string
 	s2k      map[s2kInput][]byte
+	s2kSlot  chan struct{} // held while a string-to-key runs: one at a time
 }
 
 type ltKey struct {
@@ -285,6 +287,12 @@ func entryParses(header, entry []byte) (ok bool) {
 // password credentials salt and s2kparams select the string-to-key input
 // (empty: the defaults).
 func (c *Credentials) keyFor(etype int32, kvno uint32, salt, s2kparams string) (ltKey, bool, error) {
+	return c.keyForCtx(context.Background(), etype, kvno, salt, s2kparams)
+}
+
+// keyForCtx is keyFor with a string-to-key that gives up waiting when ctx
+// ends (see stringToKey).
+func (c *Credentials) keyForCtx(ctx context.Context, etype int32, kvno uint32, salt, s2kparams string) (ltKey, bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.path != "" {
@@ -320,35 +328,85 @@ func (c *Credentials) keyFor(etype int32, kvno uint32, salt, s2kparams string) (
 	}
 	// String-to-key is slow by design; other Clients sharing these
 	// credentials (and WorldReadable) must not wait for it.
-	password := c.password
+	if c.s2kSlot == nil {
+		c.s2kSlot = make(chan struct{}, 1)
+	}
+	slot, password := c.s2kSlot, c.password
 	c.mu.Unlock()
-	k, err := et.gk.StringToKey(password, salt, s2kparams)
+	k, err := c.stringToKey(ctx, slot, et, password, in)
 	c.mu.Lock()
 	if err != nil {
-		return ltKey{}, false, fmt.Errorf("string-to-key %s: %w", et.name, err)
+		return ltKey{}, false, err
 	}
-	if len(c.s2k) >= maxS2KCache {
-		// The KDC chooses salts and parameters: bound what it can make us keep.
-		clear(c.s2k)
-	}
-	c.s2k[in] = k
 	return ltKey{etype: etype, key: k}, true, nil
+}
+
+// stringToKey derives a password key. At most one derivation runs per
+// Credentials at a time (one module: a KDC answering with fresh salts
+// cannot multiply the cost), and a caller stops waiting when ctx ends. The
+// derivation itself cannot be interrupted: it finishes in its goroutine,
+// bounded by the iteration cap, and its key is cached for the next login.
+func (c *Credentials) stringToKey(ctx context.Context, slot chan struct{}, et *etypeInfo, password string, in s2kInput) ([]byte, error) {
+	select {
+	case slot <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	c.mu.Lock()
+	k, ok := c.s2k[in] // derived by whoever held the slot before
+	c.mu.Unlock()
+	if ok {
+		<-slot
+		return k, nil
+	}
+	type result struct {
+		key []byte
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		defer func() { <-slot }()
+		k, err := et.gk.StringToKey(password, in.salt, in.s2kparams)
+		if err != nil {
+			done <- result{err: fmt.Errorf("string-to-key %s: %w", et.name, err)}
+			return
+		}
+		c.mu.Lock()
+		if len(c.s2k) >= maxS2KCache {
+			// The KDC chooses salts and parameters: bound what it can make us keep.
+			clear(c.s2k)
+		}
+		c.s2k[in] = k
+		c.mu.Unlock()
+		done <- result{key: k}
+	}()
+	select {
+	case r := <-done:
+		return r.key, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // maxS2KCache bounds the string-to-key results kept per Credentials; a KDC
 // normally announces one salt and parameter set per enctype.
 const maxS2KCache = 8
 
-// maxS2KIterations bounds the PBKDF2 iteration count a KDC may ask for:
-// string-to-key cannot be interrupted, and 2^32 iterations would keep a
-// probe busy for hours.
-const maxS2KIterations = 1 << 24
+// DefaultMaxS2KIterations bounds the PBKDF2 iteration count a KDC may ask
+// for, unless Options.MaxS2KIterations says otherwise: string-to-key cannot
+// be interrupted, and a KDC (or whoever answers in its place) choosing 2^24
+// iterations would cost seconds of CPU per login. MIT's defaults are 4,096
+// (aes*-sha1) and 32,768 (aes*-sha2); 65,536 costs ~0.2 s of one core here.
+const DefaultMaxS2KIterations = 1 << 16
+
+// MaxS2KIterationsLimit is the highest cap Options.MaxS2KIterations may set.
+const MaxS2KIterationsLimit = 1 << 24
 
 // checkS2KParams validates the s2kparams of an ETYPE-INFO2 entry: the four
 // AES enctypes take a 4-byte big-endian iteration count, at least the
 // enctype's default (RFC 3962's 0 even means 2^32) and at most
-// maxS2KIterations.
-func checkS2KParams(etype int32, p []byte) error {
+// maxIterations.
+func checkS2KParams(etype int32, p []byte, maxIterations uint32) error {
 	et := lookupEtype(etype)
 	if et == nil {
 		return fmt.Errorf("s2kparams for unsupported %s", EtypeName(etype))
@@ -361,8 +419,8 @@ func checkS2KParams(etype int32, p []byte) error {
 	if err != nil || len(def) != 4 {
 		return fmt.Errorf("%s: no default s2kparams", et.name)
 	}
-	if min := binary.BigEndian.Uint32(def); n < min || n > maxS2KIterations {
-		return fmt.Errorf("%s s2kparams: %d iterations, want %d to %d", et.name, n, min, maxS2KIterations)
+	if min := binary.BigEndian.Uint32(def); n < min || n > maxIterations {
+		return fmt.Errorf("%s s2kparams: %d iterations, want %d to %d", et.name, n, min, maxIterations)
 	}
 	return nil
 }
