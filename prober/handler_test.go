@@ -146,10 +146,15 @@ probe_success 1
 		t.Error("debug output shows the keytab path")
 	}
 
-	// A module whose keytab is missing: the probe runs and says why.
+	// A module whose keytab is missing: the probe runs and says why, without
+	// naming the keytab (issue 10 item 8).
 	code, body = get(t, probeURL(srv, "target", r.KDCAddr, "module", "nokeytab"), nil)
 	if code != 200 || !strings.Contains(body, "probe_success 0") || !strings.Contains(body, `probe_krb5_result{exchange="as",result="keytab"} 1`) {
 		t.Errorf("missing keytab (%d):\n%s", code, body)
+	}
+	_, body = get(t, probeURL(srv, "target", r.KDCAddr, "module", "nokeytab", "debug", "true"), nil)
+	if !strings.Contains(body, "cannot open keytab: no such file or directory") || strings.Contains(body, "missing.keytab") {
+		t.Errorf("missing keytab, debug output must say why without the path:\n%s", body)
 	}
 
 	// A service the KDC does not know.
