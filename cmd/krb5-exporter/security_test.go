@@ -1,14 +1,17 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 )
@@ -118,4 +121,53 @@ func TestTelemetryPathChecked(t *testing.T) {
 		}
 		oneErrorLine(t, stderr, "--web.telemetry-path")
 	}
+}
+
+// --web.max-probe-requests reaches /probe: with a limit of 1, a probe of a
+// silent KDC holds the only slot and the next request is answered 503
+// (issue 10 item 7).
+func TestProbeLimitFlag(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	kt := filepath.Join(dir, "probe.keytab")
+	testutil.WriteKeytab(t, kt, "probe@EXAMPLE.COM", "pw")
+	silent, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	cfg := filepath.Join(dir, "c.yml")
+	os.WriteFile(cfg, []byte("modules:\n  default:\n    realm: EXAMPLE.COM\n    client: probe\n    keytab: "+kt+
+		"\n    timeout: 1m\n    allowed_kdcs: [127.0.0.1]\n"), 0o600)
+	base, _, _ := daemon(t, "--config.file", cfg, "--web.max-probe-requests", "1")
+	u := base + "/probe?target=" + silent.LocalAddr().String()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	first := make(chan struct{})
+	go func() {
+		defer close(first)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	silent.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, _, err := silent.ReadFrom(make([]byte, 4096)); err != nil {
+		t.Fatalf("the first probe never reached the KDC: %v", err)
+	}
+	resp, err := http.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("second probe with --web.max-probe-requests=1: %d %q, want 503", resp.StatusCode, body)
+	}
+	if m := metric(t, base, `krb5_probe_http_refused_total{reason="too_many_requests"}`); !strings.HasSuffix(m, " 1") {
+		t.Errorf("refusal not counted: %q", m)
+	}
+	cancel()
+	<-first
 }
