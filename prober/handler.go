@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"math"
 	"net/http"
 	"reflect"
 	"strconv"
@@ -188,9 +187,9 @@ func scrapeBudget(r *http.Request) (time.Duration, error) {
 		return 0, nil
 	}
 	s, err := strconv.ParseFloat(v, 64)
-	// !(s >= min) also refuses NaN; beyond the maximum (and Inf) the
-	// duration would overflow or mean nothing.
-	if err != nil || !(s >= minScrapeTimeout.Seconds()) || s > maxScrapeTimeout.Seconds() || math.IsInf(s, 0) {
+	// !(s >= min) also refuses NaN and -Inf; beyond the maximum (+Inf
+	// included) the duration would overflow or mean nothing.
+	if err != nil || !(s >= minScrapeTimeout.Seconds()) || s > maxScrapeTimeout.Seconds() {
 		return 0, fmt.Errorf("invalid X-Prometheus-Scrape-Timeout-Seconds %q: want seconds from %g to %g", v, minScrapeTimeout.Seconds(), maxScrapeTimeout.Seconds())
 	}
 	d := time.Duration(s * float64(time.Second))
