@@ -54,7 +54,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "krb5-exporter: error: %v, try --help\n", err)
 		if len(args) > 0 && args[0] == "probe" {
-			// A monitoring system running the check reads 3 as UNKNOWN.
+			// A monitoring system running the check reads 3 as UNKNOWN,
+			// and shows the first line of stdout.
+			fmt.Fprintf(stdout, "KRB5 UNKNOWN - bad command line: %v\n", err)
 			return nagiosUnknown
 		}
 		return 2

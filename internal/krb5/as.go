@@ -3,6 +3,7 @@ package krb5
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"time"
 
@@ -72,6 +73,8 @@ func (c *Client) Login(ctx context.Context) (ASResult, error) {
 }
 
 func (c *Client) login(ctx context.Context, res *ASResult) error {
+	c.loginCtx = ctx
+	defer func() { c.loginCtx = nil }()
 	gen, err := c.creds.refresh(time.Now())
 	if err != nil {
 		return wrapError(ClassKeytab, PhaseKeys, err)
@@ -287,7 +290,7 @@ func (c *Client) choosePreauth(phase string) (preauthChoice, error) {
 	}
 	if e.hasS2K {
 		// The KDC chooses the string-to-key cost: check it before paying it.
-		if err := checkS2KParams(e.etype, e.s2kparams); err != nil {
+		if err := checkS2KParams(e.etype, e.s2kparams, c.maxS2K); err != nil {
 			return preauthChoice{}, wrapError(ClassMalformedReply, phase, fmt.Errorf("PREAUTH_REQUIRED ETYPE-INFO2: %w", err))
 		}
 		ch.s2kparams = hex.EncodeToString(e.s2kparams)
@@ -334,6 +337,23 @@ func (c *Client) schedule(k ltKey) (*ltSched, error) {
 	return &c.lt[len(c.lt)-1], nil
 }
 
+// s2kCtx bounds a string-to-key: the login's context, or none outside one.
+func (c *Client) s2kCtx() context.Context {
+	if c.loginCtx != nil {
+		return c.loginCtx
+	}
+	return context.Background()
+}
+
+// s2kError classifies a failed key lookup: only string-to-key fails, on the
+// KDC's salt or parameters, or because the login's deadline passed.
+func (c *Client) s2kError(phase string, err error) *Error {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return c.netError(c.s2kCtx(), phase, err)
+	}
+	return wrapError(ClassMalformedReply, phase, err)
+}
+
 // buildASReq encodes an AS-REQ into c.w: the patched body template, and a
 // PA-ENC-TIMESTAMP made with the chosen key or the SPAKE padata when choice
 // is set.
@@ -348,10 +368,9 @@ func (c *Client) buildASReq(choice *preauthChoice, now time.Time) error {
 			return err
 		}
 	} else if choice != nil {
-		k, ok, err := c.creds.keyFor(choice.etype, 0, choice.salt, choice.s2kparams)
+		k, ok, err := c.creds.keyForCtx(c.s2kCtx(), choice.etype, 0, choice.salt, choice.s2kparams)
 		if err != nil {
-			// Only string-to-key fails here, on the KDC's salt or parameters.
-			return wrapError(ClassMalformedReply, PhaseASRep, err)
+			return c.s2kError(PhaseASRep, err)
 		}
 		if !ok {
 			return errorf(ClassKeytab, PhaseASRep, "no %s key", EtypeName(choice.etype))
@@ -442,7 +461,7 @@ func (c *Client) acceptASRep(reply []byte, choice *preauthChoice, phase string, 
 			salt = string(e.salt)
 		}
 		if ok && e.hasS2K {
-			if err := checkS2KParams(e.etype, e.s2kparams); err != nil {
+			if err := checkS2KParams(e.etype, e.s2kparams, c.maxS2K); err != nil {
 				return wrapError(ClassMalformedReply, phase, fmt.Errorf("AS-REP ETYPE-INFO2: %w", err))
 			}
 			params = hex.EncodeToString(e.s2kparams)
@@ -451,10 +470,9 @@ func (c *Client) acceptASRep(reply []byte, choice *preauthChoice, phase string, 
 	if lookupEtype(rep.enc.etype) == nil {
 		return errorf(ClassMalformedReply, phase, "AS-REP encrypted with unsupported %s", EtypeName(rep.enc.etype))
 	}
-	k, ok, err := c.creds.keyFor(rep.enc.etype, rep.enc.kvno, salt, params)
+	k, ok, err := c.creds.keyForCtx(c.s2kCtx(), rep.enc.etype, rep.enc.kvno, salt, params)
 	if err != nil {
-		// Only string-to-key fails here, on the KDC's salt or parameters.
-		return wrapError(ClassMalformedReply, phase, err)
+		return c.s2kError(phase, err)
 	}
 	if !ok {
 		return errorf(ClassKeytab, phase, "AS-REP encrypted with %s, for which the client has no key", EtypeName(rep.enc.etype))
