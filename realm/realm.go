@@ -59,6 +59,22 @@ type Realm struct {
 	KDCPidFile     string `json:"kdc_pid_file"`
 	KadmindPidFile string `json:"kadmind_pid_file"`
 
+	// Replication. Every realm names its update log (iprop_logfile) and
+	// kadmind's dump file (kadmind -F) inside Dir; IProp turns iprop on,
+	// which AttachReplica does on a primary. Replica fields are in
+	// replica.go.
+	IProp     bool   `json:"iprop"`
+	IpropLog  string `json:"iprop_log"`
+	IpropPort int    `json:"iprop_port,omitempty"`
+	DumpFile  string `json:"dump_file"`
+	// KpropPort is the port of the replica's kpropd: on a replica the one
+	// it listens on, on a primary the one kadmind pushes full resyncs to.
+	KpropPort   int      `json:"kprop_port,omitempty"`
+	KpropKeytab string   `json:"kprop_keytab,omitempty"`
+	Replica     *Replica `json:"replica,omitempty"`
+	// replicaPrincipals records that the iprop principals exist.
+	ReplicaPrincipals bool `json:"replica_principals,omitempty"`
+
 	// Created is how long creating the database and keytabs took.
 	Created time.Duration `json:"created_ns"`
 
@@ -115,6 +131,8 @@ func Create(ctx context.Context, opts Options) (*Realm, error) {
 	r.KadmindLog = r.path("kadmind.log")
 	r.KDCPidFile = r.path("krb5kdc.pid")
 	r.KadmindPidFile = r.path("kadmind.pid")
+	r.IpropLog = r.path("principal.ulog")
+	r.DumpFile = r.path("replica_datatrans")
 	if err := r.assignPorts(); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -183,10 +201,14 @@ func (r *Realm) save() error {
 	return os.Rename(tmp, r.path(stateFile))
 }
 
-// Start starts krb5kdc, and kadmind unless NoKadmind.
+// Start starts krb5kdc, and kadmind unless NoKadmind; on a replica
+// kpropd instead of kadmind.
 func (r *Realm) Start(ctx context.Context) error {
 	if err := r.StartKDC(ctx); err != nil {
 		return err
+	}
+	if r.Replica != nil {
+		return r.StartKpropd(ctx)
 	}
 	if r.Opts.NoKadmind {
 		return nil
@@ -198,7 +220,7 @@ func (r *Realm) Start(ctx context.Context) error {
 // (database, stash, keytabs: they hold keys). It reports the first error
 // but always tries every step.
 func (r *Realm) Down() error {
-	errs := []error{r.StopKadmind(), r.StopKDC()}
+	errs := []error{r.StopKpropd(), r.StopKadmind(), r.StopKDC()}
 	if err := os.RemoveAll(r.Dir); err != nil {
 		errs = append(errs, fmt.Errorf("realm: %w", err))
 	}
