@@ -21,12 +21,13 @@ func TestRegisterFlags(t *testing.T) {
 	app = kingpin.New("test", "")
 	cfg = RegisterFlags(app)
 	_, err := app.Parse([]string{"--path.procfs=/host/proc", "--no-collector.network", "--collector.process.krb5kdc-pidfile=/run/krb5kdc.pid",
-		"--collector.kdcconf.path=/a/kdc.conf:/b/kdc.conf", "--collector.kdcconf.krb5-config=/x/krb5.conf"})
+		"--collector.kdcconf.path=/a/kdc.conf:/b/kdc.conf", "--collector.kdcconf.krb5-config=/x/krb5.conf",
+		"--collector.replication.dump-file=/srv/kprop/dump"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Config{ProcFS: "/host/proc", Process: true, KDCConf: true, TCPConnections: true, KDCPidFile: "/run/krb5kdc.pid",
-		KDCConfPath: "/a/kdc.conf:/b/kdc.conf", Krb5ConfPath: "/x/krb5.conf"}
+	want := Config{ProcFS: "/host/proc", Process: true, KDCConf: true, Replication: true, TCPConnections: true, KDCPidFile: "/run/krb5kdc.pid",
+		DumpFile: "/srv/kprop/dump", KDCConfPath: "/a/kdc.conf:/b/kdc.conf", Krb5ConfPath: "/x/krb5.conf"}
 	if *cfg != want {
 		t.Errorf("parsed = %+v, want %+v", *cfg, want)
 	}

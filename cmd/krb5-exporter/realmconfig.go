@@ -47,9 +47,11 @@ logs:
     type: kdc
     start_at: beginning
     probe_principals: [{{.ProbePrincipal}}]
+{{- if .KadmindLog}}
   - path: {{.KadmindLog}}
     type: kadmind
     start_at: beginning
+{{- end}}
 `))
 
 // writeRealmConfig writes the exporter configuration for r to path.
@@ -59,10 +61,14 @@ func writeRealmConfig(r *realm.Realm, path string) error {
 	if r.Opts.Services > 0 {
 		service = r.Service(1)
 	}
+	kadmindLog := r.KadmindLog
+	if r.Replica != nil {
+		kadmindLog = "" // a replica runs no kadmind
+	}
 	err := realmConfigTmpl.Execute(&b, map[string]string{
 		"Realm": r.Realm, "Dir": r.Dir, "Module": strings.ToLower(strings.ReplaceAll(r.Realm, ".", "_")),
 		"ProbePrincipal": r.ProbePrincipal, "ProbeKeytab": r.ProbeKeytab, "Service": service,
-		"KDCAddr": r.KDCAddr, "KDCLog": r.KDCLog, "KadmindLog": r.KadmindLog,
+		"KDCAddr": r.KDCAddr, "KDCLog": r.KDCLog, "KadmindLog": kadmindLog,
 	})
 	if err != nil {
 		return err
