@@ -1,0 +1,142 @@
+package collector
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/go-kit/log"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// lockedBuffer collects log lines from the collector.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) lines() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := strings.TrimSpace(l.b.String())
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, "\n")
+}
+
+// TestReplicationUnusableLog: a missing, short, foreign, unreadable or
+// unstable update log is a metric and one log line per change, never a
+// failed scrape or a crash; a real header reads back as kproplog printed
+// it (testdata/ulog).
+func TestReplicationUnusableLog(t *testing.T) {
+	dir := t.TempDir()
+	ulogPath := filepath.Join(dir, "principal.ulog")
+	conf := "[realms]\n\tPERF.TEST = {\n\t\tiprop_enable = true\n\t\tiprop_logfile = " + ulogPath + "\n\t}\n"
+	if err := os.WriteFile(filepath.Join(dir, "kdc.conf"), []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.ProcFS = filepath.Join(fixtureDir, "proc")
+	cfg.Process, cfg.Network, cfg.KDCConf = false, false, false
+	cfg.KDCConfPath, cfg.Krb5ConfPath = filepath.Join(dir, "kdc.conf"), filepath.Join(dir, "none.conf")
+	cfg.DumpFile = filepath.Join(dir, "replica_datatrans")
+	var logs lockedBuffer
+	c, err := New(log.NewLogfmtLogger(&logs), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	real, err := os.ReadFile("testdata/ulog/primary.ulog-header")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unstable := append([]byte(nil), real...)
+	unstable[36] = 2 // kdb_state = KDB_UNSTABLE
+
+	steps := []struct {
+		name   string
+		setup  func()
+		reason string // "" for a usable log
+		state  string
+	}{
+		{"missing", func() {}, "missing", ""},
+		{"missing again", func() {}, "missing", ""},
+		{"short", func() { write(t, ulogPath, real[:12]) }, "short", ""},
+		{"bad magic", func() { write(t, ulogPath, make([]byte, 4096)) }, "bad_magic", ""},
+		{"real", func() { write(t, ulogPath, real) }, "", "stable"},
+		{"unstable", func() { write(t, ulogPath, unstable) }, "", "unstable"},
+		{"a directory", func() {
+			os.Remove(ulogPath)
+			if err := os.Mkdir(ulogPath, 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}, "unreadable", ""},
+	}
+	wantLines := 0
+	prev := "none"
+	for _, st := range steps {
+		st.setup()
+		s := gather(t, reg)
+		if v := s.value("krb5_exporter_collector_scrape_success", "collector", "replication"); v != 1 {
+			t.Errorf("%s: scrape failed", st.name)
+		}
+		if v := s.value("krb5_iprop_ulog_up", "realm", "PERF.TEST"); v != boolFloat(st.reason == "") {
+			t.Errorf("%s: ulog_up = %v", st.name, v)
+		}
+		for _, r := range ulogErrorReasons {
+			if v := s.value("krb5_iprop_ulog_error", "realm", "PERF.TEST", "reason", r); v != boolFloat(r == st.reason) {
+				t.Errorf("%s: ulog_error{reason=%q} = %v", st.name, r, v)
+			}
+		}
+		if st.reason != prev && (st.reason != "" || prev != "none") {
+			wantLines++
+		}
+		prev = st.reason
+		if got := logs.lines(); len(got) != wantLines {
+			t.Errorf("%s: %d log lines, want %d: %q", st.name, len(got), wantLines, got)
+		}
+		if st.reason != "" {
+			if n := s.count("krb5_iprop_ulog_last_serial"); n != 0 {
+				t.Errorf("%s: serial reported for an unusable log", st.name)
+			}
+			continue
+		}
+		if v := s.value("krb5_iprop_ulog_state", "realm", "PERF.TEST", "state", st.state); v != 1 {
+			t.Errorf("%s: state %s = %v", st.name, st.state, v)
+		}
+		// As kproplog printed for this header (testdata/ulog/primary.kproplog-h.txt).
+		for metric, want := range map[string]float64{
+			"krb5_iprop_ulog_version": 1, "krb5_iprop_ulog_block_size_bytes": 2048, "krb5_iprop_ulog_entries": 5,
+			"krb5_iprop_ulog_first_serial": 1, "krb5_iprop_ulog_last_serial": 5,
+			"krb5_iprop_ulog_first_update_time_seconds": 1796092277.694997,
+			"krb5_iprop_ulog_last_update_time_seconds":  1796092589.110517,
+		} {
+			if got := s.value(metric, "realm", "PERF.TEST"); got != want {
+				t.Errorf("%s: %s = %v, want %v", st.name, metric, got, want)
+			}
+		}
+	}
+	for _, l := range logs.lines() {
+		if !strings.Contains(l, ulogPath) {
+			t.Errorf("log line without the path: %s", l)
+		}
+	}
+}
+
+func write(t *testing.T, path string, b []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
