@@ -30,7 +30,7 @@ func startReplicaPair(t *testing.T) (p, r *realm.Realm) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Down() })
-	r, err = realm.UpReplica(ctx, realm.Options{Dir: t.TempDir() + "/replica"}, p.Dir, 0)
+	r, err = realm.UpReplica(ctx, p, realm.Options{Dir: t.TempDir() + "/replica"}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

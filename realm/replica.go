@@ -57,7 +57,8 @@ func (r *Realm) primaryKDC() string {
 	return fmt.Sprintf("\t\tkdc = %s\n", r.Replica.PrimaryKDCAddr)
 }
 
-// UpReplica creates a replica of the running primary realm in primaryDir:
+// UpReplica creates a replica of the running primary realm p, updating p
+// (and its realm.json) as it goes: callers holding p keep a current view:
 // a realm in opts.Dir with the primary's name and master key (its stash),
 // whose database comes from the primary by a real iprop full resync
 // (kpropd asks, the primary's kadmind dumps and runs kprop), and a krb5kdc
@@ -66,11 +67,7 @@ func (r *Realm) primaryKDC() string {
 // cannot be told a listen address: its full-propagation port is bound on
 // the wildcard address (only kprop as host/<host> of this realm gets in).
 // A primary has one replica at a time: kadmind pushes to one kpropd port.
-func UpReplica(ctx context.Context, opts Options, primaryDir string, poll time.Duration) (*Realm, error) {
-	p, err := Load(primaryDir)
-	if err != nil {
-		return nil, err
-	}
+func UpReplica(ctx context.Context, p *Realm, opts Options, poll time.Duration) (*Realm, error) {
 	if p.Replica != nil {
 		return nil, fmt.Errorf("realm: %s is itself a replica", p.Dir)
 	}

@@ -32,7 +32,7 @@ func TestReplicaFollows(t *testing.T) {
 	}
 	p := smallPrimary(t)
 	ctx := context.Background()
-	r, err := UpReplica(ctx, Options{Dir: t.TempDir() + "/replica"}, p.Dir, 0)
+	r, err := UpReplica(ctx, p, Options{Dir: t.TempDir() + "/replica"}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,7 +65,10 @@ func (c *realmCmd) up(stdout, stderr io.Writer) int {
 	var r *realm.Realm
 	var err error
 	if c.replicaOf != "" {
-		r, err = realm.UpReplica(ctx, c.opts, c.replicaOf, c.ipropPoll)
+		var p *realm.Realm
+		if p, err = realm.Load(c.replicaOf); err == nil {
+			r, err = realm.UpReplica(ctx, p, c.opts, c.ipropPoll)
+		}
 	} else {
 		r, err = realm.Up(ctx, c.opts)
 	}
