@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Installs what building and testing krb5-exporter needs on Debian/Ubuntu:
-# the MIT Kerberos KDC, admin server and client tools (the tests start a
-# real krb5kdc/kadmind in a throwaway realm), and promtool. Idempotent.
+# the MIT Kerberos KDC, admin server, kpropd and client tools (the tests
+# start a real krb5kdc/kadmind in a throwaway realm, and replicas of it),
+# and promtool. Idempotent.
 # Set EXTRA_PACKAGES for more (e.g. mtail prometheus-process-exporter for
 # the side-by-side benchmarks).
 set -euo pipefail
 
-packages=(krb5-kdc krb5-admin-server krb5-user prometheus ${EXTRA_PACKAGES:-})
+packages=(krb5-kdc krb5-admin-server krb5-user krb5-kpropd prometheus ${EXTRA_PACKAGES:-})
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

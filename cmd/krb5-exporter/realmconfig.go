@@ -52,6 +52,11 @@ logs:
     type: kadmind
     start_at: beginning
 {{- end}}
+{{- if .KpropdLog}}
+  - path: {{.KpropdLog}}
+    type: kpropd
+    start_at: beginning
+{{- end}}
 `))
 
 // writeRealmConfig writes the exporter configuration for r to path.
@@ -61,14 +66,14 @@ func writeRealmConfig(r *realm.Realm, path string) error {
 	if r.Opts.Services > 0 {
 		service = r.Service(1)
 	}
-	kadmindLog := r.KadmindLog
+	kadmindLog, kpropdLog := r.KadmindLog, ""
 	if r.Replica != nil {
-		kadmindLog = "" // a replica runs no kadmind
+		kadmindLog, kpropdLog = "", r.Replica.Log // a replica runs kpropd, no kadmind
 	}
 	err := realmConfigTmpl.Execute(&b, map[string]string{
 		"Realm": r.Realm, "Dir": r.Dir, "Module": strings.ToLower(strings.ReplaceAll(r.Realm, ".", "_")),
 		"ProbePrincipal": r.ProbePrincipal, "ProbeKeytab": r.ProbeKeytab, "Service": service,
-		"KDCAddr": r.KDCAddr, "KDCLog": r.KDCLog, "KadmindLog": kadmindLog,
+		"KDCAddr": r.KDCAddr, "KDCLog": r.KDCLog, "KadmindLog": kadmindLog, "KpropdLog": kpropdLog,
 	})
 	if err != nil {
 		return err
