@@ -13,29 +13,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
 func startReplicaPair(t *testing.T) (p, r *realm.Realm) {
 	t.Helper()
-	if err := realm.Available(); err != nil {
-		t.Skip(err)
-	}
-	if err := realm.KpropdAvailable(); err != nil {
-		t.Skip(err)
-	}
-	ctx := context.Background()
-	p, err := realm.Up(ctx, realm.Options{Dir: t.TempDir() + "/primary", Users: 3, Services: 1, Fillers: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Down() })
-	r, err = realm.UpReplica(ctx, p, realm.Options{Dir: t.TempDir() + "/replica"}, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.Down() })
-	return p, r
+	p = testutil.Realm(t, realm.Options{Users: 3, Services: 1})
+	return p, testutil.Replica(t, p)
 }
 
 // hostConfig is the configuration of an exporter next to one realm.

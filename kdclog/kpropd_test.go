@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
@@ -165,23 +166,9 @@ func FuzzParseKpropd(f *testing.F) {
 // TestKpropdLogE2E follows a real replica's kpropd output through a
 // Manager: 20 principals added on the primary are 20 updates counted.
 func TestKpropdLogE2E(t *testing.T) {
-	if err := realm.Available(); err != nil {
-		t.Skip(err)
-	}
-	if err := realm.KpropdAvailable(); err != nil {
-		t.Skip(err)
-	}
 	ctx := context.Background()
-	p, err := realm.Up(ctx, realm.Options{Dir: t.TempDir() + "/primary", Users: 2, Services: 1, Fillers: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Down() })
-	r, err := realm.UpReplica(ctx, p, realm.Options{Dir: t.TempDir() + "/replica"}, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.Down() })
+	p := testutil.Realm(t, realm.Options{Users: 2, Services: 1})
+	r := testutil.Replica(t, p)
 	s := src(r.Replica.Log)
 	s.Type = "kpropd"
 	tm := startManager(t, "", s)
