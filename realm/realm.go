@@ -1,8 +1,10 @@
 // Package realm creates, runs and removes a private MIT Kerberos realm in a
 // directory: its own kdc.conf and krb5.conf (through KRB5_KDC_PROFILE and
 // KRB5_CONFIG, never /etc), a populated principal database, keytabs, and
-// krb5kdc/kadmind on free loopback ports. It is the embedded default of the
-// bench and the demo, and the fixture of every integration test.
+// krb5kdc/kadmind on free loopback ports, and replicas of such a realm
+// (UpReplica: a second KDC fed by kpropd over iprop). It is the embedded
+// default of the bench and the demo, and the fixture of every integration
+// test.
 package realm
 
 import (
@@ -61,8 +63,7 @@ type Realm struct {
 
 	// Replication. Every realm names its update log (iprop_logfile) and
 	// kadmind's dump file (kadmind -F) inside Dir; IProp turns iprop on,
-	// which AttachReplica does on a primary. Replica fields are in
-	// replica.go.
+	// which UpReplica does on a primary. Replica is set on a replica.
 	IProp     bool   `json:"iprop"`
 	IpropLog  string `json:"iprop_log"`
 	IpropPort int    `json:"iprop_port,omitempty"`
@@ -72,7 +73,7 @@ type Realm struct {
 	KpropPort   int      `json:"kprop_port,omitempty"`
 	KpropKeytab string   `json:"kprop_keytab,omitempty"`
 	Replica     *Replica `json:"replica,omitempty"`
-	// replicaPrincipals records that the iprop principals exist.
+	// ReplicaPrincipals records that the iprop principals exist.
 	ReplicaPrincipals bool `json:"replica_principals,omitempty"`
 
 	// Created is how long creating the database and keytabs took.
@@ -82,6 +83,19 @@ type Realm struct {
 }
 
 func (r *Realm) path(name string) string { return filepath.Join(r.Dir, name) }
+
+// setPaths names the files every realm, primary or replica, keeps in Dir.
+func (r *Realm) setPaths() {
+	r.KDCConf = r.path("kdc.conf")
+	r.Krb5Conf = r.path("krb5.conf")
+	r.CCache = r.path("ccache")
+	r.KDCLog = r.path("krb5kdc.log")
+	r.KadmindLog = r.path("kadmind.log")
+	r.KDCPidFile = r.path("krb5kdc.pid")
+	r.KadmindPidFile = r.path("kadmind.pid")
+	r.IpropLog = r.path("principal.ulog")
+	r.DumpFile = r.path("replica_datatrans")
+}
 
 // Up creates the realm in opts.Dir and starts krb5kdc (and kadmind unless
 // NoKadmind), returning once the KDC answers a request. On error nothing is
@@ -118,21 +132,13 @@ func Create(ctx context.Context, opts Options) (*Realm, error) {
 	}
 	r := &Realm{Opts: opts, Realm: opts.Realm, Domain: opts.Domain, Dir: dir, bins: bins}
 	r.Opts.Dir = dir
-	r.KDCConf = r.path("kdc.conf")
-	r.Krb5Conf = r.path("krb5.conf")
-	r.CCache = r.path("ccache")
+	r.setPaths()
 	r.UserKeytab = r.path("users.keytab")
 	r.ServiceKeytab = r.path("services.keytab")
 	r.AdminPrincipal = "admin/admin@" + r.Realm
 	r.AdminKeytab = r.path("admin.keytab")
 	r.ProbePrincipal = ProbeName + "@" + r.Realm
 	r.ProbeKeytab = r.path("probe.keytab")
-	r.KDCLog = r.path("krb5kdc.log")
-	r.KadmindLog = r.path("kadmind.log")
-	r.KDCPidFile = r.path("krb5kdc.pid")
-	r.KadmindPidFile = r.path("kadmind.pid")
-	r.IpropLog = r.path("principal.ulog")
-	r.DumpFile = r.path("replica_datatrans")
 	if err := r.assignPorts(); err != nil {
 		os.RemoveAll(dir)
 		return nil, err

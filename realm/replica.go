@@ -57,16 +57,16 @@ func (r *Realm) primaryKDC() string {
 	return fmt.Sprintf("\t\tkdc = %s\n", r.Replica.PrimaryKDCAddr)
 }
 
-// UpReplica creates a replica of the running primary realm p, updating p
-// (and its realm.json) as it goes: callers holding p keep a current view:
-// a realm in opts.Dir with the primary's name and master key (its stash),
+// UpReplica creates a replica of the running primary realm p in
+// opts.Dir: a realm with the primary's name and master key (its stash),
 // whose database comes from the primary by a real iprop full resync
 // (kpropd asks, the primary's kadmind dumps and runs kprop), and a krb5kdc
 // serving it. On the primary it turns iprop on (iprop_listen on loopback),
-// creates kiprop/<host> and host/<host>, and restarts kadmind. MIT's kpropd
-// cannot be told a listen address: its full-propagation port is bound on
-// the wildcard address (only kprop as host/<host> of this realm gets in).
-// A primary has one replica at a time: kadmind pushes to one kpropd port.
+// creates kiprop/<host> and host/<host>, and restarts kadmind, updating p
+// and its realm.json. MIT's kpropd cannot be told a listen address: its
+// full-propagation port is bound on the wildcard address (only kprop as
+// host/<host> of this realm gets in). A primary has one replica at a time:
+// kadmind pushes full resyncs to one kpropd port.
 func UpReplica(ctx context.Context, p *Realm, opts Options, poll time.Duration) (*Realm, error) {
 	if p.Replica != nil {
 		return nil, fmt.Errorf("realm: %s is itself a replica", p.Dir)
@@ -118,18 +118,10 @@ func (p *Realm) createReplica(ctx context.Context, o Options, poll time.Duration
 	}
 	o.Dir = dir
 	r := &Realm{Opts: o, Realm: p.Realm, Domain: p.Domain, Dir: dir, bins: p.bins}
-	r.KDCConf = r.path("kdc.conf")
-	r.Krb5Conf = r.path("krb5.conf")
-	r.CCache = r.path("ccache")
+	r.setPaths()
 	// The keys are the primary's.
 	r.UserKeytab, r.ServiceKeytab, r.AdminKeytab, r.ProbeKeytab = p.UserKeytab, p.ServiceKeytab, p.AdminKeytab, p.ProbeKeytab
 	r.AdminPrincipal, r.ProbePrincipal = p.AdminPrincipal, p.ProbePrincipal
-	r.KDCLog = r.path("krb5kdc.log")
-	r.KadmindLog = r.path("kadmind.log")
-	r.KDCPidFile = r.path("krb5kdc.pid")
-	r.KadmindPidFile = r.path("kadmind.pid")
-	r.IpropLog = r.path("principal.ulog")
-	r.DumpFile = r.path("replica_datatrans")
 	r.Replica = &Replica{
 		PrimaryDir:     p.Dir,
 		PrimaryKDCAddr: p.KDCAddr,
