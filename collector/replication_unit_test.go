@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/go-kit/log"
@@ -79,6 +80,12 @@ func TestReplicationUnusableLog(t *testing.T) {
 		{"a directory", func() {
 			os.Remove(ulogPath)
 			if err := os.Mkdir(ulogPath, 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}, "unreadable", ""},
+		{"a FIFO (opening it must not hang the scrape)", func() {
+			os.Remove(ulogPath)
+			if err := syscall.Mkfifo(ulogPath, 0o600); err != nil {
 				t.Fatal(err)
 			}
 		}, "unreadable", ""},

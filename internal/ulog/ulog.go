@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"syscall"
 	"time"
 )
 
@@ -65,13 +66,23 @@ var (
 	ErrBadMagic = errors.New("not an update log (bad header magic)")
 )
 
-// ReadFile reads the header of the update log at path.
+// ErrNotRegular is returned for a path that is not a regular file.
+var ErrNotRegular = errors.New("not a regular file")
+
+// ReadFile reads the header of the update log at path. It opens without
+// blocking, so that a FIFO or device put in the log's place cannot hang a
+// scrape.
 func ReadFile(path string) (Header, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return Header{}, err
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return Header{}, err
+	} else if !fi.Mode().IsRegular() {
+		return Header{}, fmt.Errorf("%s: %w", path, ErrNotRegular)
+	}
 	var b [HeaderSize]byte
 	if _, err := io.ReadFull(f, b[:]); err != nil {
 		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
