@@ -3,6 +3,7 @@ package collector
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/ulog"
 )
 
 // lockedBuffer collects log lines from the collector.
@@ -146,4 +149,78 @@ func write(t *testing.T, path string, b []byte) {
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// BenchmarkReplicationScrape: reading a real update log's header, one
+// gather of the replication collector (the header, a dump marker and a
+// last_prop file, plus the shared process scan and profile check) side by
+// side with what it replaces, running kproplog -h on the same log.
+//
+//	go test ./collector -run '^$' -bench Replication -benchtime 200x
+func BenchmarkReplicationScrape(b *testing.B) {
+	dir := b.TempDir()
+	ulogPath := filepath.Join(dir, "principal.ulog")
+	real, err := os.ReadFile("testdata/ulog/primary.ulog-header")
+	if err != nil {
+		b.Fatal(err)
+	}
+	// A full-size log: the header, then 1000 slots of 2048 bytes.
+	write(&testing.T{}, ulogPath, append(real, make([]byte, 1000*2048)...))
+	kdcConf := filepath.Join(dir, "kdc.conf")
+	conf := "[realms]\n\tPERF.TEST = {\n\t\tdatabase_name = " + filepath.Join(dir, "principal") +
+		"\n\t\tiprop_enable = true\n\t\tiprop_logfile = " + ulogPath + "\n\t}\n"
+	if err := os.WriteFile(kdcConf, []byte(conf), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	krb5Conf := filepath.Join(dir, "krb5.conf")
+	if err := os.WriteFile(krb5Conf, []byte("[libdefaults]\n\tdefault_realm = PERF.TEST\n"), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	dump := filepath.Join(dir, "replica_datatrans")
+	for _, f := range []string{dump + ".dump_ok", dump + ".kdc2.last_prop"} {
+		if err := os.WriteFile(f, []byte{0}, 0o600); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("header", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := ulog.ReadFile(ulogPath); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("collector", func(b *testing.B) {
+		cfg := DefaultConfig()
+		cfg.ProcFS = filepath.Join(fixtureDir, "proc")
+		cfg.Process, cfg.Network, cfg.KDCConf = false, false, false
+		cfg.KDCConfPath, cfg.Krb5ConfPath, cfg.DumpFile = kdcConf, krb5Conf, dump
+		c, err := New(nil, cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		reg := prometheus.NewPedanticRegistry()
+		reg.MustRegister(c)
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := reg.Gather(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("kproplog", func(b *testing.B) {
+		bin, err := exec.LookPath("kproplog")
+		if err != nil {
+			if bin, err = exec.LookPath("/usr/sbin/kproplog"); err != nil {
+				b.Skip("kproplog not installed")
+			}
+		}
+		for b.Loop() {
+			cmd := exec.Command(bin, "-h")
+			cmd.Env = []string{"KRB5_KDC_PROFILE=" + kdcConf, "KRB5_CONFIG=" + krb5Conf}
+			if out, err := cmd.CombinedOutput(); err != nil {
+				b.Fatalf("%v: %s", err, out)
+			}
+		}
+	})
 }
