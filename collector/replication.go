@@ -176,7 +176,7 @@ func (c *replicationCollector) updateMarkers(ch chan<- prometheus.Metric) {
 		if !ok {
 			continue
 		}
-		if replica, ok = strings.CutSuffix(replica, ".last_prop"); !ok || replica == "" {
+		if replica, ok = strings.CutSuffix(replica, ".last_prop"); !ok || !hostName(replica) {
 			continue
 		}
 		fi, err := e.Info()
@@ -188,4 +188,20 @@ func (c *replicationCollector) updateMarkers(ch chan<- prometheus.Metric) {
 		}
 		ch <- gauge(c.lastProp, float64(fi.ModTime().UnixNano())/1e9, replica)
 	}
+}
+
+// hostName accepts what kprop can have been given as a replica: a host
+// name or address (letters, digits, '.', '-', '_', ':'), at most 253
+// bytes. Anything else in the dump's directory is not a label value.
+func hostName(s string) bool {
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_' || c == ':') {
+			return false
+		}
+	}
+	return true
 }

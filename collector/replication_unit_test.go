@@ -142,6 +142,27 @@ func TestReplicationUnusableLog(t *testing.T) {
 			t.Errorf("log line without the path: %s", l)
 		}
 	}
+
+	// Markers: one per replica host, strays in the directory ignored (a
+	// name that is no host name is never a label value).
+	for _, name := range []string{"replica_datatrans.kdc2.example.com.last_prop", "replica_datatrans.10.0.0.3.last_prop",
+		"replica_datatrans.\xff\xfe.last_prop", "replica_datatrans.a b.last_prop", "replica_datatrans..last_prop",
+		"other.kdc4.last_prop", "replica_datatrans.dump_ok"} {
+		write(t, filepath.Join(dir, name), []byte{0})
+	}
+	s := gather(t, reg)
+	if n := s.count("krb5_kprop_last_success_time_seconds"); n != 2 {
+		t.Errorf("%d replicas, want kdc2.example.com and 10.0.0.3", n)
+	}
+	for _, r := range []string{"kdc2.example.com", "10.0.0.3"} {
+		fi, _ := os.Stat(filepath.Join(dir, "replica_datatrans."+r+".last_prop"))
+		if v := s.value("krb5_kprop_last_success_time_seconds", "replica", r); v != float64(fi.ModTime().UnixNano())/1e9 {
+			t.Errorf("%s: %v, mtime %v", r, v, fi.ModTime())
+		}
+	}
+	if _, ok := s.find("krb5_kprop_dump_time_seconds"); !ok {
+		t.Error("no dump time")
+	}
 }
 
 func write(t *testing.T, path string, b []byte) {
