@@ -187,6 +187,14 @@ func ParseKpropd(line []byte) (l KpropdLine, reason Reason) {
 // line itself when it has no header (kpropd -d output). A header of
 // another program makes ok false.
 func kpropdMsg(line []byte) (msg []byte, ok bool) {
+	// "<PRI>", as syslog(3) sends it and some relays keep it.
+	if len(line) > 2 && line[0] == '<' {
+		if end := bytes.IndexByte(line[:min(len(line), 5)], '>'); end > 1 {
+			if _, rest, ok := leadingUint(line[1:end]); ok && len(rest) == 0 {
+				line = line[end+1:]
+			}
+		}
+	}
 	// A syslog header ends at the first ": " after "<tag>[pid]" or "<tag>";
 	// kpropd -d lines have no time stamp, so a line starting with one is
 	// a syslog line.

@@ -45,6 +45,9 @@ var kpropdCases = []struct {
 	{"Dec  1 02:41:27 kdc2 kpropd[812]: kpropd: Operation not permitted do_iprop failed.", KpropdError, KpropdErrGaveUp, 0},
 	{"Dec  1 02:41:27 kdc2 kpropd[812]: kpropd: /usr/sbin/kdb5_util returned a bad exit status (1)", KpropdError, KpropdErrLoad, 0},
 	{"Dec  1 02:41:27 kdc2 kpropd[812]: kpropd: Permission denied while opening database file, '/var/lib/krb5kdc/from_master.temp'", KpropdError, KpropdErrOther, 0},
+	{"<14>Dec  1 02:41:27 kdc2 kpropd[812]: Incremental updates: 2 updates / 99 us", KpropdUpdates, 0, 0},
+	{"<3>Dec  1 02:41:27 kdc2 kpropd[812]: get_updates, permission denied.", KpropdError, KpropdErrPermissionDenied, 0},
+	{"<14>Dec  1 02:41:27 kdc2 sshd[9]: Incremental updates: 2 updates / 99 us", 0, 0, ReasonOtherProgram},
 	// kpropd -d output, bare.
 	{"/usr/sbin/kpropd: Communication failure with server while attempting to connect to primary KDC ... retrying", KpropdError, KpropdErrConnect, 0},
 	{"KDC is synchronized with primary.", KpropdInSync, 0, 0},
