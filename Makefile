@@ -11,7 +11,7 @@ LDFLAGS := -X $(PKG).Version=$(VERSION) \
            -X $(PKG).BuildDate=$(shell date -u +%Y%m%d-%H:%M:%S)
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: all build test unit vet lint fmt-check deps demo bench clean
+.PHONY: all build test unit vet lint fmt-check deps demo bench clean dashboards
 
 all: build
 
@@ -45,6 +45,10 @@ demo: deps build
 # Go benchmarks (not part of `make test`).
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# The Grafana dashboards' JSON from their Go source (dashboards/).
+dashboards:
+	$(GO) run ./dashboards/gen -dir dashboards
 
 clean:
 	rm -f $(BIN)

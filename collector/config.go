@@ -74,7 +74,7 @@ func RegisterFlags(app FlagGroup) *Config {
 	app.Flag("collector.replication.dump-file", "Full-propagation dump file (kprop -f, kadmind -F) next to which kdb5_util and kprop leave their .dump_ok and .<replica>.last_prop markers. Default: whichever of "+
 		dumpFileCandidates[0]+" and "+dumpFileCandidates[1]+" has its directory.").
 		PlaceHolder("PATH").StringVar(&cfg.DumpFile)
-	app.Flag("collector.network.tcp-connections", "Count the TCP connections on the KDC's ports by state. The kernel walks its whole connection table for it: 2-10 ms of CPU per scrape, more with many sockets in TIME_WAIT.").
+	app.Flag("collector.network.tcp-connections", "Count the TCP connections on the KDC's ports by state. The kernel walks its whole connection table for it on every scrape: milliseconds of CPU, more with many sockets in TIME_WAIT (see docs/metrics.md).").
 		Default("true").BoolVar(&cfg.TCPConnections)
 	app.Flag("collector.process.krb5kdc-pidfile", "Pid file of krb5kdc (its -P argument); without it krb5kdc is found by process name.").
 		PlaceHolder("PATH").StringVar(&cfg.KDCPidFile)

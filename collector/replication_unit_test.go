@@ -98,14 +98,14 @@ func TestReplicationUnusableLog(t *testing.T) {
 	for _, st := range steps {
 		st.setup()
 		s := gather(t, reg)
-		if v := s.value("krb5_exporter_collector_scrape_success", "collector", "replication"); v != 1 {
+		if v := s.Value("krb5_exporter_collector_scrape_success", "collector", "replication"); v != 1 {
 			t.Errorf("%s: scrape failed", st.name)
 		}
-		if v := s.value("krb5_iprop_ulog_up", "realm", "PERF.TEST"); v != boolFloat(st.reason == "") {
+		if v := s.Value("krb5_iprop_ulog_up", "realm", "PERF.TEST"); v != boolFloat(st.reason == "") {
 			t.Errorf("%s: ulog_up = %v", st.name, v)
 		}
 		for _, r := range ulogErrorReasons {
-			if v := s.value("krb5_iprop_ulog_error", "realm", "PERF.TEST", "reason", r); v != boolFloat(r == st.reason) {
+			if v := s.Value("krb5_iprop_ulog_error", "realm", "PERF.TEST", "reason", r); v != boolFloat(r == st.reason) {
 				t.Errorf("%s: ulog_error{reason=%q} = %v", st.name, r, v)
 			}
 		}
@@ -117,12 +117,12 @@ func TestReplicationUnusableLog(t *testing.T) {
 			t.Errorf("%s: %d log lines, want %d: %q", st.name, len(got), wantLines, got)
 		}
 		if st.reason != "" {
-			if n := s.count("krb5_iprop_ulog_last_serial"); n != 0 {
+			if n := s.Count("krb5_iprop_ulog_last_serial"); n != 0 {
 				t.Errorf("%s: serial reported for an unusable log", st.name)
 			}
 			continue
 		}
-		if v := s.value("krb5_iprop_ulog_state", "realm", "PERF.TEST", "state", st.state); v != 1 {
+		if v := s.Value("krb5_iprop_ulog_state", "realm", "PERF.TEST", "state", st.state); v != 1 {
 			t.Errorf("%s: state %s = %v", st.name, st.state, v)
 		}
 		// As kproplog printed for this header (testdata/ulog/primary.kproplog-h.txt).
@@ -132,7 +132,7 @@ func TestReplicationUnusableLog(t *testing.T) {
 			"krb5_iprop_ulog_first_update_time_seconds": 1796092277.694997,
 			"krb5_iprop_ulog_last_update_time_seconds":  1796092589.110517,
 		} {
-			if got := s.value(metric, "realm", "PERF.TEST"); got != want {
+			if got := s.Value(metric, "realm", "PERF.TEST"); got != want {
 				t.Errorf("%s: %s = %v, want %v", st.name, metric, got, want)
 			}
 		}
@@ -151,16 +151,16 @@ func TestReplicationUnusableLog(t *testing.T) {
 		write(t, filepath.Join(dir, name), []byte{0})
 	}
 	s := gather(t, reg)
-	if n := s.count("krb5_kprop_last_success_time_seconds"); n != 2 {
+	if n := s.Count("krb5_kprop_last_success_time_seconds"); n != 2 {
 		t.Errorf("%d replicas, want kdc2.example.com and 10.0.0.3", n)
 	}
 	for _, r := range []string{"kdc2.example.com", "10.0.0.3"} {
 		fi, _ := os.Stat(filepath.Join(dir, "replica_datatrans."+r+".last_prop"))
-		if v := s.value("krb5_kprop_last_success_time_seconds", "replica", r); v != float64(fi.ModTime().UnixNano())/1e9 {
+		if v := s.Value("krb5_kprop_last_success_time_seconds", "replica", r); v != float64(fi.ModTime().UnixNano())/1e9 {
 			t.Errorf("%s: %v, mtime %v", r, v, fi.ModTime())
 		}
 	}
-	if _, ok := s.find("krb5_kprop_dump_time_seconds"); !ok {
+	if _, ok := s.Find("krb5_kprop_dump_time_seconds"); !ok {
 		t.Error("no dump time")
 	}
 }
