@@ -53,8 +53,10 @@ func addProbeCommand(app *kingpin.Application) *probeCmd {
 	p.cmd = app.Command("probe", "Probe a KDC once: a login (AS exchange, two round trips like kinit -k) and a service ticket (TGS exchange, like kvno); print the phases and exit 0/1/2/3 like a Nagios check (OK, WARNING, CRITICAL, UNKNOWN).")
 	c := p.cmd
 	c.Flag("kdc", "KDC address: host:port, [v6]:port or a host (port 88). Required.").StringVar(&p.kdc)
-	c.Flag("module", "Take the probe settings from this module of --module.config-file; flags below override its fields.").StringVar(&p.moduleName)
-	c.Flag("module.config-file", "Exporter configuration file holding --module.").StringVar(&p.moduleFile)
+	c.Flag("module", "Take the probe settings from this module of --config.file; flags below override its fields.").StringVar(&p.moduleName)
+	c.Flag("config.file", "Exporter configuration file holding --module (the daemon's --config.file).").StringVar(&p.moduleFile)
+	// The flag's first name, kept so that existing checks keep working.
+	c.Flag("module.config-file", "Old name of --config.file.").Hidden().StringVar(&p.moduleFile)
 	m := &p.module
 	p.flag(c, "realm", "Realm of the client and the service.").StringVar(&m.Realm)
 	p.flag(c, "client", "Client principal, name or name@REALM.").StringVar(&m.Client)
@@ -85,12 +87,12 @@ func (p *probeCmd) flag(c *kingpin.CmdClause, name, help string) *kingpin.FlagCl
 func (p *probeCmd) resolveModule() (config.ProbeModule, error) {
 	if p.moduleName == "" {
 		if p.moduleFile != "" {
-			return config.ProbeModule{}, fmt.Errorf("--module.config-file needs --module")
+			return config.ProbeModule{}, fmt.Errorf("--config.file needs --module")
 		}
 		return p.module, nil
 	}
 	if p.moduleFile == "" {
-		return config.ProbeModule{}, fmt.Errorf("--module needs --module.config-file")
+		return config.ProbeModule{}, fmt.Errorf("--module needs --config.file")
 	}
 	cfg, err := config.Load(p.moduleFile)
 	if err != nil {

@@ -62,7 +62,7 @@ func TestProbeCommand(t *testing.T) {
 		{"missing keytab", []string{"--kdc", r.KDCAddr, "--realm", r.Realm, "--client", "p", "--keytab", "/nonexistent.keytab"}, nagiosUnknown, "KRB5 UNKNOWN - keytab: open /nonexistent.keytab"},
 		{"missing kdc", base[2:], nagiosUnknown, "KRB5 UNKNOWN - address is required"},
 		{"bad enctype", append(append([]string{}, base...), "--enctype", "rc4-hmac"), nagiosUnknown, `KRB5 UNKNOWN - enctypes.0: unsupported enctype "rc4-hmac"`},
-		{"module without file", append(append([]string{}, base...), "--module", "x"), nagiosUnknown, "--module needs --module.config-file"},
+		{"module without file", append(append([]string{}, base...), "--module", "x"), nagiosUnknown, "--module needs --config.file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, errOut := runProbe(t, tc.args...)
@@ -89,15 +89,16 @@ func TestProbeCommand(t *testing.T) {
 	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// The old flag name still works (hidden alias).
 	code, out, _ = runProbe(t, "--kdc", r.KDCAddr, "--module", "default", "--module.config-file", cfgFile)
 	if code != nagiosCritical || !strings.Contains(out, "KDC_ERR_S_PRINCIPAL_UNKNOWN") {
 		t.Errorf("module from file: exit %d\n%s", code, out)
 	}
-	code, out, _ = runProbe(t, "--kdc", r.KDCAddr, "--module", "default", "--module.config-file", cfgFile, "--service", r.Service(1), "-v")
+	code, out, _ = runProbe(t, "--kdc", r.KDCAddr, "--module", "default", "--config.file", cfgFile, "--service", r.Service(1), "-v")
 	if code != nagiosOK {
 		t.Errorf("module with --service override: exit %d\n%s", code, out)
 	}
-	code, out, _ = runProbe(t, "--kdc", r.KDCAddr, "--module", "nosuch", "--module.config-file", cfgFile)
+	code, out, _ = runProbe(t, "--kdc", r.KDCAddr, "--module", "nosuch", "--config.file", cfgFile)
 	if code != nagiosUnknown || !strings.Contains(out, `no module "nosuch"`) {
 		t.Errorf("unknown module: exit %d\n%s", code, out)
 	}
