@@ -3,6 +3,7 @@ module github.com/krb5-exporter/krb5-exporter
 go 1.26.8
 
 require (
+	filippo.io/edwards25519 v1.2.0
 	github.com/alecthomas/kingpin/v2 v2.4.0
 	github.com/charmbracelet/bubbletea v1.3.10
 	github.com/fsnotify/fsnotify v1.10.1

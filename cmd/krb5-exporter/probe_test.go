@@ -43,7 +43,7 @@ func TestProbeCommand(t *testing.T) {
 	withSvc := append(append([]string{}, base...), "--service", r.Service(1))
 
 	code, out, _ := runProbe(t, withSvc...)
-	ok := regexp.MustCompile(`^KRB5 OK - login [0-9.]+ms \(preauth_required [0-9.]+ms, as_rep [0-9.]+ms; rep=aes256-cts-hmac-sha384-192 tkt=aes256-cts-hmac-sha384-192 ses=aes256-cts-hmac-sha384-192\), service ticket [0-9.]+ms \(rep=aes256-cts-hmac-sha384-192 .*\) \| as=[0-9.]+s;;;0 preauth_required=[0-9.]+s as_rep=[0-9.]+s tgs=[0-9.]+s;;;0 clock_offset=-?[0-9.]+s;60;240\n$`)
+	ok := regexp.MustCompile(`^KRB5 OK - login [0-9.]+ms \(spake; preauth_required [0-9.]+ms, spake_challenge [0-9.]+ms, as_rep [0-9.]+ms; rep=aes256-cts-hmac-sha384-192 tkt=aes256-cts-hmac-sha384-192 ses=aes256-cts-hmac-sha384-192\), service ticket [0-9.]+ms \(rep=aes256-cts-hmac-sha384-192 .*\) \| as=[0-9.]+s;;;0 preauth_required=[0-9.]+s spake_challenge=[0-9.]+s as_rep=[0-9.]+s tgs=[0-9.]+s;;;0 clock_offset=-?[0-9.]+s;60;240\n$`)
 	if code != nagiosOK || !ok.MatchString(out) {
 		t.Errorf("OK probe: exit %d\n%s", code, out)
 	}
@@ -55,6 +55,7 @@ func TestProbeCommand(t *testing.T) {
 		match string
 	}{
 		{"tcp, login only, up front", append(append([]string{}, base...), "--transport", "tcp", "--preauth-upfront"), nagiosOK, "KRB5 OK - login "},
+		{"encrypted timestamp", append(append([]string{}, base...), "--preauth", "encrypted_timestamp"), nagiosOK, "(encrypted_timestamp; preauth_required "},
 		{"warning", append(append([]string{}, withSvc...), "--warning", "1ns"), nagiosWarning, "KRB5 WARNING - login"},
 		{"critical", append(append([]string{}, withSvc...), "--warning", "1ns", "--critical", "2ns"), nagiosCritical, "KRB5 CRITICAL - login"},
 		{"unknown service", append(append([]string{}, base...), "--service", "HTTP/nosuch."+r.Domain), nagiosCritical, "service ticket failed: KDC_ERR_S_PRINCIPAL_UNKNOWN"},
