@@ -81,6 +81,9 @@ func New(logger log.Logger, cfg Config) (*KDCCollector, error) {
 	if cfg.KDCConf {
 		k.collectors = append(k.collectors, namedCollector{"kdcconf", newKDCConfCollector(scan, conf, logger)})
 	}
+	if cfg.Replication {
+		k.collectors = append(k.collectors, namedCollector{"replication", newReplicationCollector(scan, conf, cfg.dumpFile(), logger)})
+	}
 	return k, nil
 }
 

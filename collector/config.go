@@ -2,6 +2,7 @@ package collector
 
 import (
 	"os"
+	"path/filepath"
 
 	"github.com/alecthomas/kingpin/v2"
 )
@@ -13,13 +14,18 @@ type Config struct {
 	ProcFS string
 
 	// Enabled collectors (--collector.NAME / --no-collector.NAME).
-	Process, Network, KDCConf bool
+	Process, Network, KDCConf, Replication bool
 	// TCPConnections counts the connections on the KDC's TCP ports by
 	// state; it costs the kernel a walk of its whole connection table.
 	TCPConnections bool
 
 	// Pid files of the daemons; empty finds the processes by name.
 	KDCPidFile, KadmindPidFile, KpropdPidFile string
+
+	// DumpFile is the full-propagation dump (kprop -f, kadmind -F) whose
+	// .dump_ok and .<replica>.last_prop markers the replication collector
+	// reads. Empty picks the Debian or RHEL default that exists.
+	DumpFile string
 
 	// KDCConfPath is the KDC profile: one path or a colon-separated list,
 	// like KRB5_KDC_PROFILE. Empty picks whichever of the Debian and RHEL
@@ -36,9 +42,12 @@ var kdcConfCandidates = []string{"/etc/krb5kdc/kdc.conf", "/var/kerberos/krb5kdc
 
 const defaultKrb5Conf = "/etc/krb5.conf"
 
+// MIT's KPROP_DEFAULT_FILE as Debian and RHEL build it.
+var dumpFileCandidates = []string{"/var/lib/krb5kdc/replica_datatrans", "/var/kerberos/krb5kdc/replica_datatrans"}
+
 // DefaultConfig enables every collector and reads /proc.
 func DefaultConfig() Config {
-	return Config{ProcFS: "/proc", Process: true, Network: true, KDCConf: true, TCPConnections: true}
+	return Config{ProcFS: "/proc", Process: true, Network: true, KDCConf: true, Replication: true, TCPConnections: true}
 }
 
 // FlagGroup is what *kingpin.Application and *kingpin.CmdClause share, so
@@ -60,6 +69,11 @@ func RegisterFlags(app FlagGroup) *Config {
 	app.Flag("collector.kdcconf", "Enable the kdcconf collector (settings from kdc.conf, database file size).").
 		Default("true").BoolVar(&cfg.KDCConf)
 
+	app.Flag("collector.replication", "Enable the replication collector (the iprop update log's header per realm, full-propagation markers).").
+		Default("true").BoolVar(&cfg.Replication)
+	app.Flag("collector.replication.dump-file", "Full-propagation dump file (kprop -f, kadmind -F) next to which kdb5_util and kprop leave their .dump_ok and .<replica>.last_prop markers. Default: whichever of "+
+		dumpFileCandidates[0]+" and "+dumpFileCandidates[1]+" has its directory.").
+		PlaceHolder("PATH").StringVar(&cfg.DumpFile)
 	app.Flag("collector.network.tcp-connections", "Count the TCP connections on the KDC's ports by state. The kernel walks its whole connection table for it on every scrape: milliseconds of CPU, more with many sockets in TIME_WAIT (see docs/metrics.md).").
 		Default("true").BoolVar(&cfg.TCPConnections)
 	app.Flag("collector.process.krb5kdc-pidfile", "Pid file of krb5kdc (its -P argument); without it krb5kdc is found by process name.").
@@ -104,4 +118,16 @@ func (c Config) krb5ConfPaths() string {
 		return c.Krb5ConfPath
 	}
 	return defaultKrb5Conf
+}
+
+func (c Config) dumpFile() string {
+	if c.DumpFile != "" {
+		return c.DumpFile
+	}
+	for _, p := range dumpFileCandidates {
+		if _, err := os.Stat(filepath.Dir(p)); err == nil {
+			return p
+		}
+	}
+	return dumpFileCandidates[0]
 }

@@ -18,7 +18,7 @@ func TestRegisterFlags(t *testing.T) {
 	// rather than taken from the code under test: --path.procfs /proc,
 	// every collector and the TCP connection count on, no pid files, the
 	// profile paths left to kdcConfPaths/krb5ConfPaths.
-	documented := Config{ProcFS: "/proc", Process: true, Network: true, KDCConf: true, TCPConnections: true}
+	documented := Config{ProcFS: "/proc", Process: true, Network: true, KDCConf: true, Replication: true, TCPConnections: true}
 	if *cfg != documented {
 		t.Errorf("flag defaults = %+v, want the documented %+v", *cfg, documented)
 	}
@@ -29,12 +29,13 @@ func TestRegisterFlags(t *testing.T) {
 	app = kingpin.New("test", "")
 	cfg = RegisterFlags(app)
 	_, err := app.Parse([]string{"--path.procfs=/host/proc", "--no-collector.network", "--collector.process.krb5kdc-pidfile=/run/krb5kdc.pid",
-		"--collector.kdcconf.path=/a/kdc.conf:/b/kdc.conf", "--collector.kdcconf.krb5-config=/x/krb5.conf"})
+		"--collector.kdcconf.path=/a/kdc.conf:/b/kdc.conf", "--collector.kdcconf.krb5-config=/x/krb5.conf",
+		"--collector.replication.dump-file=/srv/kprop/dump"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Config{ProcFS: "/host/proc", Process: true, KDCConf: true, TCPConnections: true, KDCPidFile: "/run/krb5kdc.pid",
-		KDCConfPath: "/a/kdc.conf:/b/kdc.conf", Krb5ConfPath: "/x/krb5.conf"}
+	want := Config{ProcFS: "/host/proc", Process: true, KDCConf: true, Replication: true, TCPConnections: true, KDCPidFile: "/run/krb5kdc.pid",
+		DumpFile: "/srv/kprop/dump", KDCConfPath: "/a/kdc.conf:/b/kdc.conf", Krb5ConfPath: "/x/krb5.conf"}
 	if *cfg != want {
 		t.Errorf("parsed = %+v, want %+v", *cfg, want)
 	}

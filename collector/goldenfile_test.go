@@ -81,7 +81,7 @@ func goldenExpectations(t *testing.T, proc string) map[string]float64 {
 	want := map[string]float64{}
 	set := func(v float64, name string, labels ...string) { want[seriesKey(name, labels...)] = v }
 
-	for _, c := range []string{"process", "network", "kdcconf"} {
+	for _, c := range []string{"process", "network", "kdcconf", "replication"} {
 		set(1, "krb5_exporter_collector_scrape_success", "collector", c)
 	}
 	set(0, "krb5_exporter_kdcconf_parse_errors_total")
@@ -210,6 +210,12 @@ func goldenExpectations(t *testing.T, proc string) map[string]float64 {
 		set(1, "krb5_kdcconf_supported_enctype", "realm", realm, "enctype", name, "weak", strconv.FormatBool(weak))
 	}
 	set(fixtureDBSize, "krb5_kdc_database_size_bytes", "realm", realm)
+	// replication: the fixture's realm has no iprop_enable (MIT's default
+	// is off), so no update log is read and no marker exists.
+	if strings.Contains(conf, "iprop_enable") {
+		t.Fatal("the fixture's kdc.conf sets iprop_enable; account for its update log here")
+	}
+	set(0, "krb5_iprop_enabled", "realm", realm)
 	set(float64(fixtureDBTime.Unix()), "krb5_kdc_database_modified_time_seconds", "realm", realm)
 	return want
 }

@@ -56,6 +56,7 @@ func fixtureConfig(t testing.TB, procRoot string) Config {
 	cfg.ProcFS = procRoot
 	cfg.KDCConfPath = filepath.Join(dir, "kdc.conf")
 	cfg.Krb5ConfPath = filepath.Join(dir, "krb5.conf")
+	cfg.DumpFile = filepath.Join(dir, "replica_datatrans")
 	return cfg
 }
 

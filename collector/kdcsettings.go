@@ -41,6 +41,8 @@ type realmSettings struct {
 	disableLastSuccess bool
 	disableLockout     bool
 	enctypes           []string // canonical, without duplicates, in order
+	ipropEnable        bool     // iprop_enable
+	ipropLog           string   // the update log (iprop_logfile or its default)
 }
 
 // listenAddr is a kdc_listen entry; an empty host is the wildcard.
@@ -145,6 +147,15 @@ func (p *profile) realm(name, defaultDB string) (realmSettings, error) {
 		}
 		r.dbFile = db
 	}
+	if v, ok := p.get("realms", name, "iprop_enable"); ok {
+		if r.ipropEnable, err = profileBool(v); err != nil {
+			return r, fmt.Errorf("realm %s: iprop_enable: %w", name, err)
+		}
+	}
+	// MIT's default is the realm section's database_name plus .ulog; it
+	// never looks at [dbmodules].
+	r.ipropLog = firstOf(p, firstOf(p, defaultDB, []string{"realms", name, "database_name"})+".ulog",
+		[]string{"realms", name, "iprop_logfile"})
 	enc, ok := p.get("realms", name, "supported_enctypes")
 	if !ok {
 		enc = defaultSupportedEnctypes

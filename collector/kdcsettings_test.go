@@ -18,6 +18,7 @@ const settingsKDCConf = `[kdcdefaults]
 [realms]
 	DB2.TEST = {
 		database_name = /srv/db2/principal
+		iprop_enable = true
 		supported_enctypes = aes256-cts:normal rc4-hmac:normal des3-hmac-sha1:normal aes256-cts-hmac-sha1-96:special
 	}
 	LMDB.TEST = {
@@ -66,12 +67,14 @@ func TestSettings(t *testing.T) {
 	}
 	want := []realmSettings{
 		{name: "DB2.TEST", dbLibrary: "db2", dbFile: "/srv/db2/principal", disableLastSuccess: true,
-			enctypes: []string{"aes256-cts-hmac-sha1-96", "arcfour-hmac", "des3-cbc-sha1"}},
+			enctypes:    []string{"aes256-cts-hmac-sha1-96", "arcfour-hmac", "des3-cbc-sha1"},
+			ipropEnable: true, ipropLog: "/srv/db2/principal.ulog"},
+		// The update log's default ignores [dbmodules] database_name, as MIT does.
 		{name: "LMDB.TEST", dbLibrary: "klmdb", dbFile: "/srv/lmdb/principal.mdb", disableLockout: true,
-			enctypes: []string{"aes256-cts-hmac-sha1-96", "aes128-cts-hmac-sha1-96"}},
+			enctypes: []string{"aes256-cts-hmac-sha1-96", "aes128-cts-hmac-sha1-96"}, ipropLog: debianDatabase + ".ulog"},
 		// [dbdefaults] applies to LDAP only.
 		{name: "LDAP.TEST", dbLibrary: "kldap", disableLastSuccess: true,
-			enctypes: []string{"aes256-cts-hmac-sha1-96", "aes128-cts-hmac-sha1-96"}},
+			enctypes: []string{"aes256-cts-hmac-sha1-96", "aes128-cts-hmac-sha1-96"}, ipropLog: debianDatabase + ".ulog"},
 	}
 	if !reflect.DeepEqual(s.realms, want) {
 		t.Errorf("realms:\n got %+v\nwant %+v", s.realms, want)

@@ -292,7 +292,7 @@ func TestKDCConfBroken(t *testing.T) {
 
 func TestDisabledCollectors(t *testing.T) {
 	cfg := fixtureConfig(t, filepath.Join(fixtureDir, "proc"))
-	cfg.Process, cfg.KDCConf = false, false
+	cfg.Process, cfg.KDCConf, cfg.Replication = false, false, false
 	c, reg := newTestCollector(t, cfg)
 	if got := strings.Join(c.Enabled(), ","); got != "network" {
 		t.Errorf("enabled = %s", got)

@@ -22,7 +22,8 @@ type LogSource struct {
 	Path string `yaml:"path"`
 	// Type selects whose lines are counted: "kdc" (krb5kdc), "kadmind"
 	// (kadmind, plus kadmin.local/kdb5_util lines, which share its target)
-	// or "any" (a syslog file both daemons write to).
+	// or "any" (a syslog file both daemons write to); "kpropd" for the
+	// lines of kpropd (a replica's syslog file, or kpropd -d output).
 	Type string `yaml:"type"`
 	// StartAt is where reading begins when no position is saved for the
 	// file: "end" (the default: count only what happens from now on) or
@@ -58,11 +59,11 @@ func (l *LogSource) Validate() error {
 		return fieldErr("path contains a NUL or newline", "path")
 	}
 	switch l.Type {
-	case "kdc", "kadmind", "any":
+	case "kdc", "kadmind", "any", "kpropd":
 	case "":
-		return fieldErr(`type is required: "kdc", "kadmind" or "any"`, "type")
+		return fieldErr(`type is required: "kdc", "kadmind", "any" or "kpropd"`, "type")
 	default:
-		return fieldErr(fmt.Sprintf(`type %q: must be "kdc", "kadmind" or "any"`, l.Type), "type")
+		return fieldErr(fmt.Sprintf(`type %q: must be "kdc", "kadmind", "any" or "kpropd"`, l.Type), "type")
 	}
 	switch l.StartAt {
 	case "", "end", "beginning":

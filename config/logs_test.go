@@ -40,7 +40,7 @@ func TestLogSourceErrors(t *testing.T) {
 	for _, c := range []struct{ yaml, want string }{
 		{"logs:\n  - type: kdc\n", "test.yml:2: logs.0.path: path is required"},
 		{"logs:\n  - path: /x\n", `type is required`},
-		{"logs:\n  - path: /x\n    type: heimdal\n", `test.yml:3: logs.0.type: type "heimdal": must be "kdc", "kadmind" or "any"`},
+		{"logs:\n  - path: /x\n    type: heimdal\n", `test.yml:3: logs.0.type: type "heimdal": must be "kdc", "kadmind", "any" or "kpropd"`},
 		{"logs:\n  - path: /x\n    type: kdc\n    start_at: middle\n", `start_at "middle"`},
 		{"logs:\n  - path: /x\n    type: kdc\n    probe_principals: [\"a b@R\"]\n", "contains a space"},
 		{"logs:\n  - path: /x\n    type: kdc\n    probe_principals: [\"@R\"]\n", "want name@REALM or name"},

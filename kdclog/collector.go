@@ -93,6 +93,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	} {
 		ch <- d
 	}
+	describeKpropd(ch)
 }
 
 func counter(ch chan<- prometheus.Metric, d *prometheus.Desc, v uint64, labels ...string) {
@@ -113,6 +114,9 @@ func b2f(b bool) float64 {
 func (c collector) Collect(ch chan<- prometheus.Metric) {
 	srcs, kdc, kadmind := c.m.snapshot()
 	k := c.m.counts
+	if k.kpropd.configured.Load() {
+		k.kpropd.collect(ch)
+	}
 	core := map[[2]int]bool{}
 	if kdc {
 		for _, cs := range coreStatuses {

@@ -62,6 +62,7 @@ type counts struct {
 	methods  *boundedLabels
 	ops      *boundedLabels
 	*tally[atomic.Uint64]
+	kpropd kpropdCounts // kpropd.go
 }
 
 func newCounts() *counts {

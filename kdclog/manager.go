@@ -272,8 +272,8 @@ func (m *Manager) snapshot() (srcs []*pathState, kdc, kadmind bool) {
 	defer m.mu.Unlock()
 	for _, ps := range m.paths {
 		srcs = append(srcs, ps)
-		kdc = kdc || ps.cfg.Type != "kadmind"
-		kadmind = kadmind || ps.cfg.Type != "kdc"
+		kdc = kdc || ps.cfg.Type == "kdc" || ps.cfg.Type == "any"
+		kadmind = kadmind || ps.cfg.Type == "kadmind" || ps.cfg.Type == "any"
 	}
 	sort.Slice(srcs, func(i, j int) bool { return srcs[i].path < srcs[j].path })
 	return srcs, kdc, kadmind

@@ -58,6 +58,8 @@ func newSource(cfg config.LogSource, c *counts, st *sourceStats) *source {
 		s.pidMethod[i].pid = -1
 	}
 	switch cfg.Type {
+	case "kpropd":
+		c.kpropd.configured.Store(true)
 	case "kdc":
 		s.accept[ProgramKDC] = true
 	case "kadmind":
@@ -88,6 +90,14 @@ func (s *source) flush() {
 func (s *source) handle(line []byte, truncated bool) {
 	if truncated {
 		s.unparsed[ReasonTooLong]++
+		return
+	}
+	if s.cfg.Type == "kpropd" {
+		if reason, ok := s.c.kpropd.handle(line); !ok {
+			s.unparsed[reason]++
+		} else {
+			s.parsed++
+		}
 		return
 	}
 	var e Event

@@ -11,6 +11,8 @@ import (
 // binaries are the MIT programs the harness runs.
 type binaries struct {
 	KDC, Kadmind, KDB5Util, KadminLocal string
+	// Kpropd is optional (Debian package krb5-kpropd): only replicas need it.
+	Kpropd string
 }
 
 // sbinDirs are searched after PATH: Debian and RHEL keep the servers in
@@ -44,6 +46,7 @@ func findBinaries() (binaries, error) {
 		}
 		*x.dst = p
 	}
+	b.Kpropd, _ = lookPath("kpropd")
 	if len(missing) > 0 {
 		return b, fmt.Errorf("realm: MIT Kerberos server programs missing (%s); on Debian: apt-get install krb5-kdc krb5-admin-server krb5-user",
 			strings.Join(missing, ", "))
@@ -56,4 +59,13 @@ func findBinaries() (binaries, error) {
 func Available() error {
 	_, err := findBinaries()
 	return err
+}
+
+// KpropdAvailable reports whether kpropd, which replicas need, is
+// installed.
+func KpropdAvailable() error {
+	if _, err := lookPath("kpropd"); err != nil {
+		return fmt.Errorf("realm: kpropd missing; on Debian: apt-get install krb5-kpropd")
+	}
+	return nil
 }

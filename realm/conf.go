@@ -32,7 +32,8 @@ func (r *Realm) kdcConf() string {
 		default_principal_flags = +preauth
 		max_life = 10h 0m 0s
 		max_renewable_life = 7d 0h 0m 0s
-	}
+		iprop_logfile = %[13]s
+%[14]s	}
 
 [dbmodules]
 	%[1]s = {
@@ -47,8 +48,21 @@ func (r *Realm) kdcConf() string {
 	default = FILE:%[12]s
 `, r.Realm, r.KDCPort, r.path("stash"), r.path("kadm5.acl"), r.KadmindPort, r.KpasswdPort,
 		strings.Join(keysalts, " "), r.path("principal"), r.Opts.DisableLastSuccess,
-		r.KDCLog, r.KadmindLog, r.path("krb5lib.log"))
+		r.KDCLog, r.KadmindLog, r.path("krb5lib.log"), r.IpropLog, r.ipropConf())
 	return b.String()
+}
+
+// ipropConf is the iprop part of the realm's kdc.conf section: on a
+// primary kadmind serves iprop on loopback only; a replica polls it.
+func (r *Realm) ipropConf() string {
+	switch {
+	case r.Replica != nil:
+		return fmt.Sprintf("\t\tiprop_enable = true\n\t\tiprop_port = %d\n\t\tiprop_replica_poll = %s\n",
+			r.IpropPort, r.Replica.Poll)
+	case r.IProp:
+		return fmt.Sprintf("\t\tiprop_enable = true\n\t\tiprop_port = %[1]d\n\t\tiprop_listen = 127.0.0.1:%[1]d\n", r.IpropPort)
+	}
+	return ""
 }
 
 // krb5Conf renders the client profile; DNS is off so nothing leaves loopback.
@@ -71,7 +85,7 @@ func (r *Realm) krb5Conf() string {
 [realms]
 	%[1]s = {
 		kdc = 127.0.0.1:%[3]d
-		admin_server = 127.0.0.1:%[4]d
+%[9]s		admin_server = 127.0.0.1:%[4]d
 		kpasswd_server = 127.0.0.1:%[5]d
 	}
 
@@ -79,15 +93,24 @@ func (r *Realm) krb5Conf() string {
 	.%[8]s = %[1]s
 	%[8]s = %[1]s
 `, r.Realm, r.path("ccache"), r.KDCPort, r.KadmindPort, r.KpasswdPort,
-		strings.Join(r.Opts.Enctypes, " "), spake, r.Domain)
+		strings.Join(r.Opts.Enctypes, " "), spake, r.Domain, r.primaryKDC())
 }
 
 // writeConfigs (re)writes both profiles and the kadmind ACL.
 func (r *Realm) writeConfigs() error {
+	acl := fmt.Sprintf("%s *\n", r.AdminPrincipal)
+	if r.IProp {
+		// The replica's kpropd asks for updates as kiprop/<host>.
+		acl += fmt.Sprintf("kiprop/%s@%s p\n", r.host(), r.Realm)
+	}
 	files := map[string]string{
 		r.KDCConf:           r.kdcConf(),
 		r.Krb5Conf:          r.krb5Conf(),
-		r.path("kadm5.acl"): fmt.Sprintf("%s *\n", r.AdminPrincipal),
+		r.path("kadm5.acl"): acl,
+	}
+	if r.Replica != nil {
+		// kpropd accepts full propagations from the primary's kprop only.
+		files[r.Replica.ACL] = fmt.Sprintf("host/%s@%s\n", r.host(), r.Realm)
 	}
 	for p, c := range files {
 		if err := os.WriteFile(p, []byte(c), 0o600); err != nil {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -51,7 +52,16 @@ func (r *Realm) StartKadmind(ctx context.Context) error {
 	if pid := r.pid(r.KadmindPidFile, "kadmind"); pid > 0 {
 		return fmt.Errorf("realm: kadmind already running as pid %d", pid)
 	}
-	if err := r.startDaemon(ctx, r.bins.Kadmind, []string{"-r", r.Realm, "-P", r.KadmindPidFile}, r.KadmindLog); err != nil {
+	// -F keeps the dump of a full resync in Dir; -k is the port of the
+	// replica's kpropd that kprop pushes it to, and kprop finds the key of
+	// host/<host> through KRB5_KTNAME.
+	args := []string{"-r", r.Realm, "-P", r.KadmindPidFile, "-F", r.DumpFile}
+	var env []string
+	if r.IProp && r.KpropPort != 0 {
+		args = append(args, "-k", strconv.Itoa(r.KpropPort))
+		env = append(env, "KRB5_KTNAME=FILE:"+r.KpropKeytab)
+	}
+	if err := r.startDaemon(ctx, r.bins.Kadmind, args, r.KadmindLog, env...); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -78,8 +88,10 @@ func (r *Realm) StartKadmind(ctx context.Context) error {
 
 // startDaemon runs a daemon that forks into the background after it has
 // bound its sockets: a bind error therefore shows up as its exit status.
-func (r *Realm) startDaemon(ctx context.Context, bin string, args []string, logFile string) error {
-	out, err := r.command(ctx, bin, args...).CombinedOutput()
+func (r *Realm) startDaemon(ctx context.Context, bin string, args []string, logFile string, env ...string) error {
+	cmd := r.command(ctx, bin, args...)
+	cmd.Env = append(cmd.Env, env...)
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		msg := firstLines(out, 3)
 		if msg == "" {
@@ -154,8 +166,11 @@ func (r *Realm) pid(pidFile, comm string) int {
 // the arguments startDaemon gives it (-r REALM ... -P pidFile).
 func (r *Realm) started(pid int, comm, pidFile string) bool {
 	bin := r.bins.KDC
-	if comm == "kadmind" {
+	switch comm {
+	case "kadmind":
 		bin = r.bins.Kadmind
+	case "kpropd":
+		bin = r.bins.Kpropd
 	}
 	p, err := procfs.NewProc(pid)
 	if err != nil {
@@ -168,6 +183,9 @@ func (r *Realm) started(pid int, comm, pidFile string) bool {
 	args, err := p.CmdLine()
 	if err != nil {
 		return false
+	}
+	if comm == "kpropd" { // -P is its port there; StartKpropd passes --pid-file=
+		return hasArgPair(args, "-r", r.Realm) && slices.Contains(args, "--pid-file="+pidFile)
 	}
 	return hasArgPair(args, "-r", r.Realm) && hasArgPair(args, "-P", pidFile)
 }

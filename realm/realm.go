@@ -1,8 +1,10 @@
 // Package realm creates, runs and removes a private MIT Kerberos realm in a
 // directory: its own kdc.conf and krb5.conf (through KRB5_KDC_PROFILE and
 // KRB5_CONFIG, never /etc), a populated principal database, keytabs, and
-// krb5kdc/kadmind on free loopback ports. It is the embedded default of the
-// bench and the demo, and the fixture of every integration test.
+// krb5kdc/kadmind on free loopback ports, and replicas of such a realm
+// (UpReplica: a second KDC fed by kpropd over iprop). It is the embedded
+// default of the bench and the demo, and the fixture of every integration
+// test.
 package realm
 
 import (
@@ -62,6 +64,21 @@ type Realm struct {
 	KadmindLog     string `json:"kadmind_log"`
 	KDCPidFile     string `json:"kdc_pid_file"`
 	KadmindPidFile string `json:"kadmind_pid_file"`
+
+	// Replication. Every realm names its update log (iprop_logfile) and
+	// kadmind's dump file (kadmind -F) inside Dir; IProp turns iprop on,
+	// which UpReplica does on a primary. Replica is set on a replica.
+	IProp     bool   `json:"iprop"`
+	IpropLog  string `json:"iprop_log"`
+	IpropPort int    `json:"iprop_port,omitempty"`
+	DumpFile  string `json:"dump_file"`
+	// KpropPort is the port of the replica's kpropd: on a replica the one
+	// it listens on, on a primary the one kadmind pushes full resyncs to.
+	KpropPort   int      `json:"kprop_port,omitempty"`
+	KpropKeytab string   `json:"kprop_keytab,omitempty"`
+	Replica     *Replica `json:"replica,omitempty"`
+	// ReplicaPrincipals records that the iprop principals exist.
+	ReplicaPrincipals bool `json:"replica_principals,omitempty"`
 
 	// Created is how long creating the database and keytabs took.
 	Created time.Duration `json:"created_ns"`
@@ -145,6 +162,8 @@ func (r *Realm) setPaths(dir string) {
 	r.KadmindLog = r.path("kadmind.log")
 	r.KDCPidFile = r.path("krb5kdc.pid")
 	r.KadmindPidFile = r.path("kadmind.pid")
+	r.IpropLog = r.path("principal.ulog")
+	r.DumpFile = r.path("replica_datatrans")
 }
 
 // prepareDir makes dir (0700: it will hold keytabs) or accepts it empty,
@@ -257,6 +276,11 @@ func Load(dir string) (*Realm, error) {
 		return nil, fmt.Errorf("realm: %s records the directory %q, not %s; refusing to use it", state, r.Dir, abs)
 	}
 	r.setPaths(abs)
+	if r.Replica != nil {
+		// A replica's own files, like every other path, come from the
+		// directory given, never from the state file.
+		r.Replica.setPaths(r)
+	}
 	bins, err := findBinaries()
 	if err != nil {
 		return nil, err
@@ -276,10 +300,14 @@ func (r *Realm) save() error {
 	return nil
 }
 
-// Start starts krb5kdc, and kadmind unless NoKadmind.
+// Start starts krb5kdc, and kadmind unless NoKadmind; on a replica
+// kpropd instead of kadmind.
 func (r *Realm) Start(ctx context.Context) error {
 	if err := r.StartKDC(ctx); err != nil {
 		return err
+	}
+	if r.Replica != nil {
+		return r.StartKpropd(ctx)
 	}
 	if r.Opts.NoKadmind {
 		return nil
@@ -291,7 +319,7 @@ func (r *Realm) Start(ctx context.Context) error {
 // (database, stash, keytabs: they hold keys). It reports the first error
 // but always tries every step.
 func (r *Realm) Down() error {
-	errs := []error{r.StopKadmind(), r.StopKDC()}
+	errs := []error{r.StopKpropd(), r.StopKadmind(), r.StopKDC()}
 	if err := os.RemoveAll(r.Dir); err != nil {
 		errs = append(errs, fmt.Errorf("realm: %w", err))
 	}

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing krb5-exporter needs on Debian/Ubuntu:
-# the MIT Kerberos KDC, admin server and client tools (the tests start a
-# real krb5kdc/kadmind in a throwaway realm), promtool, systemd-journal-remote
+# the MIT Kerberos KDC, admin server, kpropd and client tools (the tests
+# start a real krb5kdc/kadmind in a throwaway realm, and replicas of it), promtool, systemd-journal-remote
 # (journal source tests), chromium (the bench test opens report.html in it,
 # headless), and what the package tests use: systemd (systemd-analyze), rpm
 # (rpm -qlp), logrotate, acl (setfacl). Idempotent.
@@ -9,7 +9,7 @@
 # the side-by-side benchmarks).
 set -euo pipefail
 
-packages=(krb5-kdc krb5-admin-server krb5-user prometheus systemd-journal-remote systemd rpm logrotate acl chromium ${EXTRA_PACKAGES:-})
+packages=(krb5-kdc krb5-admin-server krb5-user krb5-kpropd prometheus systemd-journal-remote systemd rpm logrotate acl chromium ${EXTRA_PACKAGES:-})
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

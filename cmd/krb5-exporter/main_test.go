@@ -358,3 +358,69 @@ func TestRealmCommands(t *testing.T) {
 		t.Errorf("realm down of nothing: %d %s", code, stderr)
 	}
 }
+
+// TestRealmReplicaCommands: realm up --replica-of starts a replica whose
+// kpropd has the primary's serial, writes a configuration that checks,
+// refuses a replica of a replica or of nothing with one line, and realm
+// down stops its kpropd.
+func TestRealmReplicaCommands(t *testing.T) {
+	t.Parallel()
+	testutil.RequireMIT(t)
+	if err := realm.KpropdAvailable(); err != nil {
+		if testutil.InCI() {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	pdir, rdir := filepath.Join(t.TempDir(), "p"), filepath.Join(t.TempDir(), "r")
+	if _, stderr, code := exporter(t, "realm", "up", "--dir", pdir, "--users=2", "--services=1", "--fillers=-1"); code != 0 {
+		t.Fatalf("realm up: %d %s", code, stderr)
+	}
+	t.Cleanup(func() { exporter(t, "realm", "down", "--dir", pdir) })
+	cfg := filepath.Join(t.TempDir(), "replica.yml")
+	out, stderr, code := exporter(t, "realm", "up", "--dir", rdir, "--replica-of", pdir, "--iprop-poll", "1s", "--exporter-config", cfg)
+	if code != 0 {
+		t.Fatalf("realm up --replica-of: %d %s", code, stderr)
+	}
+	t.Cleanup(func() { exporter(t, "realm", "down", "--dir", rdir) })
+	if !strings.Contains(out, "replica of "+pdir) {
+		t.Errorf("realm up --replica-of printed:\n%s", out)
+	}
+	if out, stderr, code := exporter(t, "--config.file", cfg, "--config.check"); code != 0 {
+		t.Errorf("the replica's exporter configuration does not check: %s %s", out, stderr)
+	}
+	if b, _ := os.ReadFile(cfg); !strings.Contains(string(b), "type: kpropd") || strings.Contains(string(b), "type: kadmind") {
+		t.Errorf("replica configuration:\n%s", b)
+	}
+	p, err := realm.Load(pdir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := realm.Load(rdir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := r.KpropdPid()
+	if pid == 0 {
+		t.Fatal("no kpropd running for the replica")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := r.WaitSerial(ctx, p.IpropLog); err != nil {
+		t.Errorf("replica serial: %v", err)
+	}
+	for _, bad := range []string{rdir, filepath.Join(t.TempDir(), "none")} {
+		_, stderr, code := exporter(t, "realm", "up", "--dir", filepath.Join(t.TempDir(), "x"), "--replica-of", bad)
+		if code != 1 || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.Contains(stderr, bad) {
+			t.Errorf("replica of %s: %d %q", bad, code, stderr)
+		}
+	}
+	if _, stderr, code := exporter(t, "realm", "down", "--dir", rdir); code != 0 {
+		t.Fatalf("realm down: %s", stderr)
+	}
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err == nil && strings.TrimSpace(string(b)) == "kpropd" {
+		if st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); !strings.Contains(string(st), ") Z ") {
+			t.Errorf("kpropd pid %d still running after realm down", pid)
+		}
+	}
+}

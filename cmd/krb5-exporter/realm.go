@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/alecthomas/kingpin/v2"
 
@@ -19,6 +20,8 @@ type realmCmd struct {
 	cmd            *kingpin.CmdClause
 	opts           realm.Options
 	exporterConfig string
+	replicaOf      string
+	ipropPoll      time.Duration
 	run            func(stdout, stderr io.Writer) int
 }
 
@@ -39,6 +42,10 @@ func addRealmCommands(app *kingpin.Application) (up, down, env *realmCmd, pp *pr
 	up.cmd.Flag("kdc-port", "KDC port (UDP and TCP) on 127.0.0.1; 0 picks a free one.").Default("0").IntVar(&o.KDCPort)
 	up.cmd.Flag("kadmind-port", "kadmind port on 127.0.0.1; 0 picks a free one.").Default("0").IntVar(&o.KadmindPort)
 	up.cmd.Flag("no-kadmind", "Do not start kadmind.").BoolVar(&o.NoKadmind)
+	up.cmd.Flag("replica-of", "Make this realm a replica of the running realm in this directory: same realm and master key, its own krb5kdc and database, and a kpropd that pulls the primary's changes from its kadmind by iprop (turning iprop on there and restarting its kadmind). The principal-count flags are ignored.").
+		PlaceHolder("DIR").StringVar(&up.replicaOf)
+	up.cmd.Flag("iprop-poll", "With --replica-of: how often kpropd asks the primary for updates (iprop_replica_poll; MIT's default is 2m).").
+		Default(realm.DefaultPoll.String()).DurationVar(&up.ipropPoll)
 	up.cmd.Flag("exporter-config", "Also write a krb5-exporter configuration file for this realm (probes and logs) to this path.").StringVar(&up.exporterConfig)
 	up.run = up.up
 
@@ -55,7 +62,16 @@ func addRealmCommands(app *kingpin.Application) (up, down, env *realmCmd, pp *pr
 func (c *realmCmd) up(stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	r, err := realm.Up(ctx, c.opts)
+	var r *realm.Realm
+	var err error
+	if c.replicaOf != "" {
+		var p *realm.Realm
+		if p, err = realm.Load(c.replicaOf); err == nil {
+			r, err = realm.UpReplica(ctx, p, c.opts, c.ipropPoll)
+		}
+	} else {
+		r, err = realm.Up(ctx, c.opts)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "krb5-exporter: %v\n", err)
 		return 1
@@ -68,7 +84,13 @@ func (c *realmCmd) up(stdout, stderr io.Writer) int {
 		}
 	}
 	fmt.Fprintf(stdout, "# realm %s is up in %s (database and keytabs created in %.1fs)\n", r.Realm, r.Dir, r.Created.Seconds())
-	fmt.Fprintf(stdout, "# KDC %s (UDP and TCP), kadmind %s\n", r.KDCAddr, r.KadmindAddr)
+	if rep := r.Replica; rep != nil {
+		fmt.Fprintf(stdout, "# replica of %s: KDC %s (UDP and TCP), kpropd (pid file %s, log %s) polls the primary's kadmind %s every %s\n",
+			rep.PrimaryDir, r.KDCAddr, rep.PidFile, rep.Log, r.KadmindAddr, rep.Poll)
+		fmt.Fprintf(stdout, "# update log %s (kproplog -h with KRB5_KDC_PROFILE=%s)\n", r.IpropLog, r.KDCConf)
+	} else {
+		fmt.Fprintf(stdout, "# KDC %s (UDP and TCP), kadmind %s\n", r.KDCAddr, r.KadmindAddr)
+	}
 	printEnv(stdout, r)
 	fmt.Fprintf(stdout, "# try:   kinit -k -t %s %s && kvno %s && klist\n", r.UserKeytab, r.User(1), r.Service(1))
 	fmt.Fprintf(stdout, "# admin: kadmin -k -t %s -p %s\n", r.AdminKeytab, r.AdminPrincipal)

@@ -49,9 +49,16 @@ logs:
     type: kdc
     start_at: beginning
     probe_principals: [{{.ProbePrincipal}}]
+{{- if .KadmindLog}}
   - path: {{.KadmindLog}}
     type: kadmind
     start_at: beginning
+{{- end}}
+{{- if .KpropdLog}}
+  - path: {{.KpropdLog}}
+    type: kpropd
+    start_at: beginning
+{{- end}}
 `))
 
 // writeRealmConfig writes the exporter configuration for r to path.
@@ -61,10 +68,14 @@ func writeRealmConfig(r *realm.Realm, path string) error {
 	if r.Opts.Services > 0 {
 		service = r.Service(1)
 	}
+	kadmindLog, kpropdLog := r.KadmindLog, ""
+	if r.Replica != nil {
+		kadmindLog, kpropdLog = "", r.Replica.Log // a replica runs kpropd, no kadmind
+	}
 	err := realmConfigTmpl.Execute(&b, map[string]string{
 		"Realm": r.Realm, "Dir": r.Dir, "Module": strings.ToLower(strings.ReplaceAll(r.Realm, ".", "_")),
 		"ProbePrincipal": r.ProbePrincipal, "ProbeKeytab": r.ProbeKeytab, "Service": service,
-		"KDCAddr": r.KDCAddr, "KDCLog": r.KDCLog, "KadmindLog": r.KadmindLog,
+		"KDCAddr": r.KDCAddr, "KDCLog": r.KDCLog, "KadmindLog": kadmindLog, "KpropdLog": kpropdLog,
 	})
 	if err != nil {
 		return err

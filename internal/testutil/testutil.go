@@ -315,3 +315,28 @@ func MustRead(t testing.TB, path string) []byte {
 	}
 	return b
 }
+
+// Replica starts a replica of the primary p (realm.UpReplica: its own KDC
+// and database, kpropd polling p's kadmind every second) for one test and
+// removes it when the test ends. Without kpropd it skips, and fails in CI.
+func Replica(t testing.TB, p *realm.Realm) *realm.Realm {
+	t.Helper()
+	if err := realm.KpropdAvailable(); err != nil {
+		if InCI() {
+			t.Fatalf("kpropd missing in CI: %v", err)
+		}
+		t.Skip(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r, err := realm.UpReplica(ctx, p, realm.Options{Dir: t.TempDir()}, 0)
+	if err != nil {
+		t.Fatalf("replica: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := r.Down(); err != nil {
+			t.Errorf("replica down: %v", err)
+		}
+	})
+	return r
+}
