@@ -265,7 +265,7 @@ func (r *run) batchedWorker(ctx context.Context, kind string, c *krb5.Client, sv
 			case s.send:
 				s.send, s.last = false, now
 			case now.Sub(s.first) >= r.set.Timeout:
-				finish(i, now, &krb5.Error{Class: krb5.ClassTimeout, Phase: krb5.PhaseTGSRep, Err: os.ErrDeadlineExceeded})
+				finish(i, now, &krb5.Error{Class: krb5.ClassTimeout, Phase: kindPhase(kind), Err: os.ErrDeadlineExceeded})
 				continue
 			case now.Sub(s.last) >= batchedRetransmit<<s.resends:
 				s.resends++
@@ -368,11 +368,15 @@ func (r *run) batchedWorker(ctx context.Context, kind string, c *krb5.Client, sv
 func refused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
 
 func refusedError(kind string, err error) error {
-	phase := krb5.PhaseTGSRep
+	return &krb5.Error{Class: krb5.ClassConnectionRefused, Phase: kindPhase(kind), Err: err}
+}
+
+// kindPhase is the round trip a request of the load is in.
+func kindPhase(kind string) string {
 	if kind == kindAS {
-		phase = krb5.PhaseASRep
+		return krb5.PhaseASRep
 	}
-	return &krb5.Error{Class: krb5.ClassConnectionRefused, Phase: phase, Err: err}
+	return krb5.PhaseTGSRep
 }
 
 // oldestSlot is the busy slot sent first (of the phase, unless 0), or -1.

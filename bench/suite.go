@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -212,7 +213,7 @@ func (r *run) checkLoad(test string, l *Load) error {
 		return errors.New("no request completed")
 	}
 	if l.Errors == l.Requests {
-		return fmt.Errorf("all %d requests failed: %s", l.Requests, firstText(l))
+		return fmt.Errorf("all %d requests failed: %s", l.Requests, errorSummary(l))
 	}
 	if l.Errors > 0 {
 		cls := make([]string, 0, len(l.ErrorClasses))
@@ -247,7 +248,7 @@ func (r *run) latency(ctx context.Context) error {
 		return errors.New("no login was made")
 	}
 	if ol.Logins.Errors == ol.Logins.Requests {
-		return fmt.Errorf("every login failed: %s", firstText(ol.Logins))
+		return fmt.Errorf("every login failed: %s", errorSummary(ol.Logins))
 	}
 	t := r.set.Targets
 	r.metric("latency", "login_p95_seconds", "Login latency p95", "ms", ol.Logins.Latency.P95MS, "<=", t.LoginP95MaxMS, 1e-3)
@@ -260,11 +261,28 @@ func (r *run) latency(ctx context.Context) error {
 	return nil
 }
 
-func firstText(l *Load) string {
-	for _, t := range l.ErrorTexts {
-		return t
+// errorSummary names every error class with its count, most frequent
+// first, and the first text of the most frequent: a KDC that is down shows
+// as connection_refused even when most requests timed out after it.
+func errorSummary(l *Load) string {
+	if len(l.ErrorClasses) == 0 {
+		return "no error text"
 	}
-	return "no error text"
+	cls := make([]string, 0, len(l.ErrorClasses))
+	for c := range l.ErrorClasses {
+		cls = append(cls, c)
+	}
+	slices.SortFunc(cls, func(a, b string) int {
+		if d := l.ErrorClasses[b] - l.ErrorClasses[a]; d != 0 {
+			return d
+		}
+		return strings.Compare(a, b)
+	})
+	parts := make([]string, len(cls))
+	for i, c := range cls {
+		parts[i] = fmt.Sprintf("%s %d", c, l.ErrorClasses[c])
+	}
+	return strings.Join(parts, ", ") + "; first: " + l.ErrorTexts[cls[0]]
 }
 
 // needLatency is for cpu and memory, which read the latency load.
