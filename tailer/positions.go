@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -22,6 +23,10 @@ type FilePos struct {
 	// file from one truncated and rewritten (copytruncate, a reused inode).
 	Hash    uint64 `json:"hash"`
 	HashLen int    `json:"hash_len"`
+	// HeadHash is FNV-1a of the file's first HeadLen bytes (at most 1 KiB,
+	// at most Offset): the file's identity. Dev and Ino are only a hint.
+	HeadHash uint64 `json:"head_hash"`
+	HeadLen  int    `json:"head_len"`
 }
 
 // Position is the state of one followed path: the file it names and the
@@ -31,21 +36,23 @@ type Position struct {
 	// there later is read from its beginning.
 	Current *FilePos  `json:"current,omitempty"`
 	Rotated []FilePos `json:"rotated,omitempty"`
+	// Done are files read to their end and let go (rotated away, or the
+	// content before a truncation): a rotated sibling with one of these
+	// fingerprints is known, one with none that changed after Saved is a
+	// file the exporter never saw, read from its start.
+	Done []FilePos `json:"done,omitempty"`
+	// Saved is when this position was taken (Unix nanoseconds).
+	Saved int64 `json:"saved,omitempty"`
 }
 
 func (p Position) equal(q Position) bool {
-	if (p.Current == nil) != (q.Current == nil) || len(p.Rotated) != len(q.Rotated) {
+	if (p.Current == nil) != (q.Current == nil) {
 		return false
 	}
 	if p.Current != nil && *p.Current != *q.Current {
 		return false
 	}
-	for i := range p.Rotated {
-		if p.Rotated[i] != q.Rotated[i] {
-			return false
-		}
-	}
-	return true
+	return slices.Equal(p.Rotated, q.Rotated) && slices.Equal(p.Done, q.Done)
 }
 
 type positionsFile struct {

@@ -102,9 +102,12 @@ type Tailer struct {
 	stats  *Stats
 	handle sink
 
-	cur *file   // the file the path names; nil while it does not exist
-	old []*file // renamed or deleted files still being read
-	now func() time.Time
+	cur  *file     // the file the path names; nil while it does not exist
+	old  []*file   // renamed or deleted files still being read
+	done []FilePos // files read to their end (see Position.Done)
+	now  func() time.Time
+
+	lastLook time.Time // when checkPath last looked at the directory
 
 	lastErr string // the error logged last, so a lasting problem is logged once
 
@@ -188,17 +191,26 @@ func (t *Tailer) Run(ctx context.Context) {
 	defer poll.Stop()
 	last := time.Time{}
 	first := true
+	// After a rotation event (a file created, renamed or deleted next to
+	// the log) reads are not batched for a while: a file created and
+	// rotated away within one batch interval would otherwise never be
+	// opened, and a copytruncate's copy could be replaced before the
+	// truncation is seen.
+	var hurryUntil time.Time
+	hurry := max(t.minInterval, 100*time.Millisecond)
 	for {
 		if p := time.Duration(t.pollInterval.Load()); p != curPoll {
 			curPoll = p
 			poll.Reset(p)
 		}
-		if wait := min(t.minInterval, curPoll) - time.Since(last); wait > 0 {
+		if wait := min(t.minInterval, curPoll) - time.Since(last); wait > 0 && !time.Now().Before(hurryUntil) {
 			select {
 			case <-ctx.Done():
 				t.save()
 				return
 			case <-time.After(wait):
+			case <-w.rotations():
+				hurryUntil = time.Now().Add(hurry)
 			}
 		}
 		last = time.Now()
@@ -214,6 +226,8 @@ func (t *Tailer) Run(ctx context.Context) {
 			return
 		case <-poll.C:
 		case <-w.events():
+		case <-w.rotations():
+			hurryUntil = time.Now().Add(hurry)
 		case <-t.retimed:
 		}
 	}
@@ -221,7 +235,7 @@ func (t *Tailer) Run(ctx context.Context) {
 
 // save publishes the current position to the store.
 func (t *Tailer) save() {
-	var p Position
+	p := Position{Done: t.done, Saved: t.now().UnixNano()}
 	if t.cur != nil {
 		fp := t.cur.pos()
 		p.Current = &fp
@@ -256,6 +270,7 @@ func (t *Tailer) cycle(stop func() bool) {
 		}
 		if now.After(o.deadline) && !stop() {
 			o.flushPartial(t.handle, t.stats)
+			t.addDone(o.pos())
 			o.close()
 			continue
 		}
@@ -293,13 +308,22 @@ func (t *Tailer) cycle(stop func() bool) {
 // checkPath notices a rename, deletion or (re)creation of the path and
 // reports whether a new file is now current.
 func (t *Tailer) checkPath() bool {
+	since := t.lastLook
+	t.lastLook = t.now()
+	if since.IsZero() {
+		// The first look: restore has looked for files rotated away
+		// while stopped; with no saved position older files are old.
+		since = t.lastLook
+	}
 	fi, err := os.Stat(t.opts.Path)
 	if err != nil {
 		if !errors.Is(err, os.ErrNotExist) {
 			t.problem("cannot stat the log", err)
 		}
 		// Gone for now: keep reading the open file, the daemon may still
-		// write to it until it reopens its log.
+		// write to it until it reopens its log. A file created and
+		// rotated away meanwhile is read now.
+		t.discover(t.candidates(since.Add(-discoverSlack)), since.Add(-discoverSlack))
 		return false
 	}
 	dev, ino := fileID(fi)
@@ -325,8 +349,14 @@ func (t *Tailer) checkPath() bool {
 		t.old = append(t.old, t.cur)
 	}
 	t.cur = nf // a new file: every line in it is new
+	// Files created and rotated away since the last look were never open.
+	t.discover(t.candidates(since.Add(-discoverSlack)), since.Add(-discoverSlack))
 	return true
 }
+
+// discoverSlack widens the window in which a file never seen counts as
+// new, for file systems with coarse timestamps.
+const discoverSlack = 2 * time.Second
 
 // truncated handles a current file that shrank or was rewritten under us:
 // the lines between our position and the truncation are in the copy
@@ -336,17 +366,21 @@ func (t *Tailer) truncated() {
 	t.stats.Rotations[RotationTruncate].Add(1)
 	fl := t.cur
 	var found string
-	if want := fl.ctail.bytes(); len(want) > 0 {
-		found = t.drainCopy(FilePos{Offset: fl.off, Hash: fnv64a(want), HashLen: len(want)}, fl)
+	before := fl.pos()
+	if before.HashLen > 0 {
+		found = t.drainCopy(before, fl)
 	}
+	t.addDone(before)
 	if found != "" {
 		level.Info(t.logger).Log("msg", "log truncated (copytruncate); read the rest of the copy", "copy", found, "copy_from", fl.off)
 	} else {
 		level.Warn(t.logger).Log("msg", "log truncated; no copy found, lines written between the last read and the truncation are lost", "offset", fl.off)
 	}
-	fl.rtail, fl.ctail = ring{}, ring{}
 	fl.skipping = false
 	fl.seek(0)
+	// Copies made by truncations since the last look, if more than one.
+	since := t.lastLook.Add(-discoverSlack)
+	t.discover(t.candidates(since), since)
 }
 
 // drainCopy looks for a sibling of the path holding cur's content at
@@ -357,7 +391,7 @@ func (t *Tailer) drainCopy(pos FilePos, cur *file) string {
 		if c.size < pos.Offset || (c.dev == cur.dev && c.ino == cur.ino) {
 			continue
 		}
-		if cp := t.openAt(c.path, pos, false); cp != nil {
+		if cp := t.openAt(c.path, pos); cp != nil {
 			cp.readLines(t.handle, t.opts.MaxLineBytes, t.stats, func() bool { return false })
 			cp.flushPartial(t.handle, t.stats)
 			cp.close()
@@ -368,14 +402,14 @@ func (t *Tailer) drainCopy(pos FilePos, cur *file) string {
 	return ""
 }
 
-// openAt opens path and positions it at pos if the bytes before pos.Offset
-// match pos.Hash (and, with sameInode, the inode matches).
-func (t *Tailer) openAt(path string, pos FilePos, sameInode bool) *file {
+// openAt opens path and positions it at pos if its first bytes and the
+// bytes before pos.Offset match pos's fingerprints.
+func (t *Tailer) openAt(path string, pos FilePos) *file {
 	fl, fi, err := openFile(path, t.opts.BufferBytes)
 	if err != nil {
 		return nil
 	}
-	if (sameInode && (fl.dev != pos.Dev || fl.ino != pos.Ino)) || fi.Size() < pos.Offset || !matches(fl, pos) {
+	if fi.Size() < pos.Offset || !matches(fl, pos) {
 		fl.close()
 		return nil
 	}
@@ -386,15 +420,22 @@ func (t *Tailer) openAt(path string, pos FilePos, sameInode bool) *file {
 	return fl
 }
 
-// matches checks the fingerprint of the bytes before pos.Offset.
+// matches checks the fingerprints of the file's first bytes and of the
+// bytes before pos.Offset.
 func matches(fl *file, pos FilePos) bool {
 	if pos.HashLen == 0 {
 		return pos.Offset == 0
 	}
-	if pos.HashLen > tailLen || int64(pos.HashLen) > pos.Offset {
+	if pos.HashLen > tailLen || int64(pos.HashLen) > pos.Offset || pos.HeadLen > headLen || int64(pos.HeadLen) > pos.Offset {
 		return false
 	}
-	var w [tailLen]byte
+	var w [headLen]byte
+	if pos.HeadLen > 0 {
+		n, err := fl.f.ReadAt(w[:pos.HeadLen], 0)
+		if err != nil || n != pos.HeadLen || fnv64a(w[:n]) != pos.HeadHash {
+			return false
+		}
+	}
 	n, err := fl.f.ReadAt(w[:pos.HashLen], pos.Offset-int64(pos.HashLen))
 	return err == nil && n == pos.HashLen && fnv64a(w[:n]) == pos.Hash
 }
@@ -403,6 +444,7 @@ type sibling struct {
 	path     string
 	dev, ino uint64
 	size     int64
+	mtime    time.Time
 }
 
 // siblings lists the files next to path whose name extends its name, the
@@ -433,7 +475,7 @@ func siblings(path string) []sibling {
 			continue
 		}
 		dev, ino := fileID(fi)
-		out = append(out, sibling{path: p, dev: dev, ino: ino, size: fi.Size()})
+		out = append(out, sibling{path: p, dev: dev, ino: ino, size: fi.Size(), mtime: fi.ModTime()})
 	}
 	return out
 }

@@ -16,14 +16,22 @@ import (
 // When inotify is unavailable (no permission on the directory, too many
 // watches, another OS) it is inactive and the tailer polls.
 type watcher struct {
-	w    *fsnotify.Watcher
-	wake chan struct{}
-	done chan struct{}
-	wg   sync.WaitGroup
+	w      *fsnotify.Watcher
+	wake   chan struct{} // the log was written
+	rotate chan struct{} // a file was created, renamed or removed: read now
+	done   chan struct{}
+	wg     sync.WaitGroup
 }
 
+// watchPause is how long the watcher leaves events queued in the kernel
+// between two reads of them. While nobody reads, the kernel merges the
+// identical IN_MODIFY events a busy log raises with every line into one:
+// a KDC writing 20,000 lines a second costs 20 wake-ups, not 20,000. It
+// is also the longest delay before a rotation is acted upon.
+const watchPause = 20 * time.Millisecond
+
 func newWatcher(opts Options, logger log.Logger) *watcher {
-	wt := &watcher{wake: make(chan struct{}, 1), done: make(chan struct{})}
+	wt := &watcher{wake: make(chan struct{}, 1), rotate: make(chan struct{}, 1), done: make(chan struct{})}
 	if opts.NoInotify {
 		return wt
 	}
@@ -43,7 +51,7 @@ func newWatcher(opts Options, logger log.Logger) *watcher {
 	}
 	wt.w = w
 	wt.wg.Add(1)
-	go wt.loop(base, opts.MinInterval)
+	go wt.loop(base, min(opts.MinInterval, watchPause))
 	return wt
 }
 
@@ -62,12 +70,9 @@ func (wt *watcher) loop(base string, pause time.Duration) {
 			if !ok {
 				return
 			}
-			wt.notify() // an overflow: something changed, look
+			wt.notify(wt.rotate) // an overflow: something changed, look now
 		}
-		// Take what is queued, then pause. While nobody reads, fsnotify
-		// blocks and the kernel merges the identical IN_MODIFY events a
-		// busy log raises with every line into one: a KDC writing 20,000
-		// lines a second costs a few wake-ups, not 20,000.
+		// Take what is queued, then pause (see watchPause).
 		for drained := false; !drained; {
 			select {
 			case ev, ok := <-wt.w.Events:
@@ -79,7 +84,7 @@ func (wt *watcher) loop(base string, pause time.Duration) {
 				if !ok {
 					return
 				}
-				wt.notify()
+				wt.notify(wt.rotate)
 			default:
 				drained = true
 			}
@@ -94,28 +99,44 @@ func (wt *watcher) loop(base string, pause time.Duration) {
 
 // event wakes the tailer for events on the log and its rotated siblings;
 // events for other files in a shared directory (/var/log) are not worth
-// a read.
+// a read. A write to the log is routine; anything else (the log created,
+// renamed or removed, a sibling created or written: logrotate at work) is
+// a rotation, to be read at once.
 func (wt *watcher) event(ev fsnotify.Event, base string) {
-	if strings.HasPrefix(filepath.Base(ev.Name), base) {
-		wt.notify()
+	name := filepath.Base(ev.Name)
+	switch {
+	case !strings.HasPrefix(name, base):
+	case name == base && !ev.Has(fsnotify.Create) && !ev.Has(fsnotify.Remove) && !ev.Has(fsnotify.Rename):
+		wt.notify(wt.wake)
+	default:
+		wt.notify(wt.rotate)
 	}
 }
 
-func (wt *watcher) notify() {
+func (wt *watcher) notify(ch chan struct{}) {
 	select {
-	case wt.wake <- struct{}{}:
+	case ch <- struct{}{}:
 	default: // a wake-up is pending already
 	}
 }
 
 func (wt *watcher) active() bool { return wt.w != nil }
 
-// events returns the wake-up channel; nil (never ready) when polling.
+// events returns the wake-up channel for writes; nil (never ready) when
+// polling.
 func (wt *watcher) events() <-chan struct{} {
 	if wt.w == nil {
 		return nil
 	}
 	return wt.wake
+}
+
+// rotations returns the wake-up channel for rotations; nil when polling.
+func (wt *watcher) rotations() <-chan struct{} {
+	if wt.w == nil {
+		return nil
+	}
+	return wt.rotate
 }
 
 func (wt *watcher) close() {
