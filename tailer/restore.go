@@ -51,12 +51,13 @@ func (t *Tailer) candidates(since time.Time) []*candidate {
 	return out
 }
 
-// headMatches reports whether a file starting with head (size bytes long)
-// can be the file p was taken of. A position of a version-1 file (no
-// fingerprint) falls back to the inode.
+// headMatches reports whether c can be the file p was taken of. A
+// position in a file of which nothing was read identifies no file (the
+// file, if it got lines, is found by discover); one saved by an older
+// version (no fingerprint) falls back to the inode.
 func headMatches(c *candidate, p FilePos) bool {
 	if p.HeadLen == 0 {
-		return p.Offset == 0 || (c.dev == p.Dev && c.ino == p.Ino)
+		return p.Offset > 0 && c.dev == p.Dev && c.ino == p.Ino
 	}
 	return len(c.head) >= p.HeadLen && fnv64a(c.head[:p.HeadLen]) == p.HeadHash
 }
@@ -99,7 +100,7 @@ func (t *Tailer) restore() {
 	if len(cands) > 0 && cands[0].path == t.opts.Path {
 		atPath = cands[0]
 	}
-	if pos.Current != nil {
+	if pos.Current != nil && pos.Current.Offset > 0 {
 		t.restoreCurrent(*pos.Current, cands, atPath)
 	}
 	for _, rp := range pos.Rotated {
@@ -119,7 +120,9 @@ func (t *Tailer) restore() {
 			t.problem("cannot open the log", err)
 		}
 	}
-	t.discover(cands, time.Unix(0, pos.Saved))
+	// File times come from a coarse clock: a file written just after
+	// the stop can carry an earlier time than the stop itself.
+	t.discover(cands, time.Unix(0, pos.Saved).Add(-discoverSlack))
 }
 
 // restoreCurrent finds the file the path named at the last stop.

@@ -206,7 +206,7 @@ func (t *Tailer) Run(ctx context.Context) {
 		if wait := min(t.minInterval, curPoll) - time.Since(last); wait > 0 && !time.Now().Before(hurryUntil) {
 			select {
 			case <-ctx.Done():
-				t.save()
+				t.drain()
 				return
 			case <-time.After(wait):
 			case <-w.rotations():
@@ -222,7 +222,7 @@ func (t *Tailer) Run(ctx context.Context) {
 		}
 		select {
 		case <-ctx.Done():
-			t.save()
+			t.drain()
 			return
 		case <-poll.C:
 		case <-w.events():
@@ -231,6 +231,19 @@ func (t *Tailer) Run(ctx context.Context) {
 		case <-t.retimed:
 		}
 	}
+}
+
+// drainTime bounds the last read on the way out.
+const drainTime = 5 * time.Second
+
+// drain reads what the files hold once more before the tailer stops and
+// saves the position: a rotated file the tailer holds open but that has
+// no name any more (replaced by the next rotation) is gone once closed,
+// and so are the lines in it not read yet.
+func (t *Tailer) drain() {
+	deadline := time.Now().Add(drainTime)
+	t.cycle(func() bool { return time.Now().After(deadline) })
+	t.save()
 }
 
 // save publishes the current position to the store.
@@ -279,6 +292,7 @@ func (t *Tailer) cycle(stop func() bool) {
 	}
 	clear(t.old[len(kept):])
 	t.old = kept
+	nOld := len(t.old)
 
 	if t.cur != nil {
 		size, err := t.cur.readLines(t.handle, t.opts.MaxLineBytes, t.stats, stop)
@@ -299,6 +313,13 @@ func (t *Tailer) cycle(stop func() bool) {
 		size, err := t.cur.readLines(t.handle, t.opts.MaxLineBytes, t.stats, stop)
 		if err == nil {
 			behind += size - t.cur.readOff
+		}
+	}
+	// Files just found (a truncation's copy, rotated files never open):
+	// read them now, they may be replaced before the next cycle.
+	for _, o := range t.old[nOld:] {
+		if size, err := o.readLines(t.handle, t.opts.MaxLineBytes, t.stats, stop); err == nil {
+			behind += size - o.readOff
 		}
 	}
 	t.stats.BytesBehind.Store(behind)

@@ -121,7 +121,7 @@ func (h *harness) waitLines(n int) {
 	deadline := time.Now().Add(15 * time.Second)
 	for h.recorder.count() < n {
 		if time.Now().After(deadline) {
-			h.t.Fatalf("got %d lines, want %d", h.recorder.count(), n)
+			h.t.Fatalf("got %d lines, want %d (missing %s)", h.recorder.count(), n, h.missing(n))
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
