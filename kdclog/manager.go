@@ -251,6 +251,9 @@ func (m *Manager) Stop() {
 	}
 }
 
+// Close releases the position file's lock; call it after Run returned.
+func (m *Manager) Close() error { return m.store.Close() }
+
 // flush writes the position file; a lasting failure is logged once (and
 // its recovery), every failure is counted.
 func (m *Manager) flush() {

@@ -105,6 +105,7 @@ func (tm *testManager) stop() {
 	tm.m.Stop()
 	tm.cancel()
 	<-tm.done
+	tm.m.Close()
 }
 
 func src(path string) config.LogSource {

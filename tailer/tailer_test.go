@@ -114,6 +114,7 @@ func (h *harness) stop() {
 	if err := h.cur.store.Flush(); err != nil {
 		h.t.Fatal(err)
 	}
+	h.cur.store.Close()
 }
 
 func (h *harness) waitLines(n int) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
+	"github.com/coreos/go-systemd/v22/activation"
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
 	"github.com/prometheus/client_golang/prometheus"
@@ -76,6 +78,20 @@ func (s *serveCmd) run(stdout, stderr io.Writer) int {
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 
+	// Bind first: an instance that cannot serve must exit before it reads
+	// (and saves positions past) a single log line that then counts
+	// nowhere.
+	listeners, err := s.listen()
+	if err != nil {
+		level.Error(logger).Log("msg", "cannot listen; not reading any log", "err", err)
+		return 1
+	}
+	defer func() {
+		for _, l := range listeners {
+			l.Close()
+		}
+	}()
+
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
 		versioncollector.NewCollector("krb5_exporter"),
@@ -96,6 +112,7 @@ func (s *serveCmd) run(stdout, stderr io.Writer) int {
 		level.Error(logger).Log("msg", "cannot set up the log collector", "err", err)
 		return 1
 	}
+	defer logs.Close()
 	reloader := config.NewReloader(s.configFile, logger, reg)
 	reloader.OnReload(probes.ApplyConfig)
 	reloader.OnReload(func(c *config.Config) error { return logs.ApplyConfig(c.Logs) })
@@ -131,7 +148,7 @@ func (s *serveCmd) run(stdout, stderr io.Writer) int {
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
-	go func() { errc <- web.ListenAndServe(srv, s.web, slogger) }()
+	go func() { errc <- web.ServeMultiple(listeners, srv, s.web, slogger) }()
 	level.Info(logger).Log("msg", "starting krb5-exporter", "version", version.Info(), "build_context", version.BuildContext())
 
 	select {
@@ -147,6 +164,35 @@ func (s *serveCmd) run(stdout, stderr io.Writer) int {
 		level.Warn(logger).Log("msg", "unclean HTTP shutdown", "err", err)
 	}
 	return 0
+}
+
+// listen binds the --web.listen-address sockets, or takes systemd's.
+func (s *serveCmd) listen() ([]net.Listener, error) {
+	if *s.web.WebSystemdSocket {
+		ls, err := activation.Listeners()
+		if err != nil {
+			return nil, err
+		}
+		if len(ls) == 0 {
+			return nil, errors.New("--web.systemd-socket: no socket activation file descriptors found")
+		}
+		return ls, nil
+	}
+	var ls []net.Listener
+	for _, addr := range *s.web.WebListenAddresses {
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			for _, l := range ls {
+				l.Close()
+			}
+			return nil, err
+		}
+		ls = append(ls, l)
+	}
+	if len(ls) == 0 {
+		return nil, errors.New("no --web.listen-address")
+	}
+	return ls, nil
 }
 
 // check validates the configuration file for --config.check.
