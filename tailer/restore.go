@@ -149,10 +149,12 @@ func (t *Tailer) restoreCurrent(cp FilePos, cands []*candidate, atPath *candidat
 		t.keepReading(fl)
 	case inPlace:
 		t.stats.Mismatches[kind].Add(1)
+		t.stats.Unread.Add(1)
 		level.Warn(t.logger).Log("msg", "log was truncated or rewritten while stopped and no copy holds its end; its lines after the saved position are lost; reading it from the start", "offset", cp.Offset)
 	default:
 		t.stats.Mismatches[MismatchRotatedLost].Add(1)
-		level.Warn(t.logger).Log("msg", "log was replaced while stopped and the old file is gone (or compressed); its lines after the saved position are lost", "offset", cp.Offset)
+		t.stats.Unread.Add(1)
+		level.Warn(t.logger).Log("msg", "log was replaced while stopped and the old file is gone (compressed, moved to another directory, or replaced by a second rotation); its lines after the saved position, if any, are not counted", "offset", cp.Offset)
 	}
 }
 

@@ -395,7 +395,8 @@ func (t *Tailer) truncated() {
 	if found != "" {
 		level.Info(t.logger).Log("msg", "log truncated (copytruncate); read the rest of the copy", "copy", found, "copy_from", fl.off)
 	} else {
-		level.Warn(t.logger).Log("msg", "log truncated; no copy found, lines written between the last read and the truncation are lost", "offset", fl.off)
+		t.stats.Unread.Add(1)
+		level.Warn(t.logger).Log("msg", "log truncated and no copy of it found next to it; lines written between the last read and the truncation, if any, are not counted", "offset", fl.off)
 	}
 	fl.skipping = false
 	fl.seek(0)
