@@ -110,11 +110,11 @@ func BenchmarkTailParseCount(b *testing.B) {
 	b.ResetTimer()
 	m0, c0 := mallocs(), cpuSeconds()
 	for range b.N {
-		m, err := NewManager(log.NewNopLogger(), nil, "")
+		m, err := NewManager(log.NewNopLogger(), nil, Config{})
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := m.ApplyConfig([]config.LogSource{src}); err != nil {
+		if err := m.ApplyConfig(&config.Config{Logs: []config.LogSource{src}}); err != nil {
 			b.Fatal(err)
 		}
 		go m.Run(context.Background())
@@ -220,11 +220,11 @@ func TestHelperFollow(t *testing.T) {
 	if path == "" {
 		t.Skip("helper process for BenchmarkFollowAt20k")
 	}
-	m, err := NewManagerWithOptions(log.NewNopLogger(), nil, "", Options{NoInotify: os.Getenv("KDCLOG_HELPER_NO_INOTIFY") != ""})
+	m, err := NewManager(log.NewNopLogger(), nil, Config{NoInotify: os.Getenv("KDCLOG_HELPER_NO_INOTIFY") != ""})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := m.ApplyConfig([]config.LogSource{{Path: path, Type: "kdc", StartAt: "beginning"}}); err != nil {
+	if err := m.ApplyConfig(&config.Config{Logs: []config.LogSource{{Path: path, Type: "kdc", StartAt: "beginning"}}}); err != nil {
 		t.Fatal(err)
 	}
 	if p := os.Getenv("KDCLOG_HELPER_CPUPROFILE"); p != "" {

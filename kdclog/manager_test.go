@@ -82,11 +82,11 @@ type testManager struct {
 func startManager(t *testing.T, posFile string, srcs ...config.LogSource) *testManager {
 	t.Helper()
 	reg := prometheus.NewPedanticRegistry()
-	m, err := NewManagerWithOptions(log.NewNopLogger(), reg, posFile, Options{SyncInterval: 20 * time.Millisecond})
+	m, err := NewManager(log.NewNopLogger(), reg, Config{PositionFile: posFile, SyncInterval: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := m.ApplyConfig(srcs); err != nil {
+	if err := m.ApplyConfig(&config.Config{Logs: srcs}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -266,7 +266,7 @@ krb5_kdc_log_lines_unparsed_total{path="PATH",reason="unknown_message"} 1
 }
 
 func TestManagerRejectsBadConfig(t *testing.T) {
-	m, err := NewManager(log.NewNopLogger(), prometheus.NewRegistry(), "")
+	m, err := NewManager(log.NewNopLogger(), prometheus.NewRegistry(), Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,7 +277,7 @@ func TestManagerRejectsBadConfig(t *testing.T) {
 		{{Path: "/x", Type: "kdc", ProbePrincipals: []string{"a b"}}},
 		{{Path: "/x", Type: "kdc", StartAt: "middle"}},
 	} {
-		if err := m.ApplyConfig(bad); err == nil {
+		if err := m.ApplyConfig(&config.Config{Logs: bad}); err == nil {
 			t.Errorf("ApplyConfig(%+v) accepted", bad)
 		}
 	}
@@ -325,12 +325,12 @@ func TestManagerReloadAndRestart(t *testing.T) {
 		tm := startManager(t, posFile, s)
 		time.Sleep(50 * time.Millisecond)
 		s.ProbePrincipals = append(s.ProbePrincipals, fmt.Sprintf("nobody%d", round)) // swapped in place
-		if err := tm.m.ApplyConfig([]config.LogSource{s}); err != nil {
+		if err := tm.m.ApplyConfig(&config.Config{Logs: []config.LogSource{s}}); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(50 * time.Millisecond)
 		s.PollInterval += 5 * time.Millisecond // set in place
-		if err := tm.m.ApplyConfig([]config.LogSource{s}); err != nil {
+		if err := tm.m.ApplyConfig(&config.Config{Logs: []config.LogSource{s}}); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -356,7 +356,7 @@ func TestManagerRemoveSource(t *testing.T) {
 	writeLines(t, b, tgsIssue("u@R"), tgsIssue("v@R"))
 	tm := startManager(t, "", src(a), src(b))
 	waitValue(t, tm.reg, 3, "krb5_kdc_requests_total", "request", "tgs", "status", "ISSUE")
-	if err := tm.m.ApplyConfig([]config.LogSource{src(a)}); err != nil {
+	if err := tm.m.ApplyConfig(&config.Config{Logs: []config.LogSource{src(a)}}); err != nil {
 		t.Fatal(err)
 	}
 	if v := value(t, tm.reg, "krb5_kdc_log_lines_read_total", "path", b); v != -1 {
@@ -377,8 +377,17 @@ func TestPositionFileWriteErrors(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "krb5kdc.log")
 	writeLines(t, path, tgsIssue("u@R"))
-	tm := startManager(t, filepath.Join(dir, "no-such-dir", "positions.json"), src(path))
+	state := filepath.Join(dir, "state")
+	os.Mkdir(state, 0o700)
+	tm := startManager(t, filepath.Join(state, "positions.json"), src(path))
 	waitValue(t, tm.reg, 1, "krb5_kdc_requests_total", "request", "tgs", "status", "ISSUE")
+	// The directory goes away under the running exporter (the lock it
+	// holds stays): every write fails from now on.
+	if err := os.RemoveAll(state); err != nil {
+		t.Fatal(err)
+	}
+	writeLines(t, path, tgsIssue("w@R"))
+	waitValue(t, tm.reg, 2, "krb5_kdc_requests_total", "request", "tgs", "status", "ISSUE")
 	deadline := time.Now().Add(10 * time.Second)
 	for value(t, tm.reg, "krb5_kdc_log_position_file_write_errors_total") < 1 {
 		if time.Now().After(deadline) {
@@ -387,7 +396,7 @@ func TestPositionFileWriteErrors(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	writeLines(t, path, tgsIssue("v@R"))
-	waitValue(t, tm.reg, 2, "krb5_kdc_requests_total", "request", "tgs", "status", "ISSUE")
+	waitValue(t, tm.reg, 3, "krb5_kdc_requests_total", "request", "tgs", "status", "ISSUE")
 }
 
 // TestReloadTimingsKeepsDeletedLog: a reload that changes poll_interval
@@ -428,7 +437,7 @@ func TestReloadTimingsKeepsDeletedLog(t *testing.T) {
 
 	s.PollInterval += 15 * time.Millisecond
 	s.RotateWait += time.Second
-	if err := tm.m.ApplyConfig([]config.LogSource{s}); err != nil {
+	if err := tm.m.ApplyConfig(&config.Config{Logs: []config.LogSource{s}}); err != nil {
 		t.Fatal(err)
 	}
 	write(3) // still to the deleted file
@@ -466,7 +475,7 @@ func TestReloadUnchangedKeepsSource(t *testing.T) {
 		return tm.m.paths[path].src.Load()
 	}
 	before := current()
-	if err := tm.m.ApplyConfig([]config.LogSource{src(path)}); err != nil {
+	if err := tm.m.ApplyConfig(&config.Config{Logs: []config.LogSource{src(path)}}); err != nil {
 		t.Fatal(err)
 	}
 	if current() != before {
@@ -476,5 +485,44 @@ func TestReloadUnchangedKeepsSource(t *testing.T) {
 	waitValue(t, tm.reg, 1, "krb5_kdc_requests_total", "request", "as", "status", "ISSUE")
 	if v := value(t, tm.reg, "krb5_kdc_preauth_failures_recovered_total", "method", "encrypted_timestamp"); v != 1 {
 		t.Errorf("recovered = %v, want 1", v)
+	}
+}
+
+// TestProbePrincipalsFromModules: a log without probe_principals counts
+// the logins of the modules' clients as probe traffic, not as users'.
+func TestProbePrincipalsFromModules(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "krb5kdc.log")
+	writeLines(t, path,
+		asIssue("krb5-exporter-probe@PERF.TEST"),
+		asIssue("other-probe@ELSEWHERE.ORG"),
+		asIssue("user0001@PERF.TEST"),
+		asIssue("krb5-exporter-probe@ELSEWHERE.ORG"), // same name, not a module's realm: a user
+	)
+	reg := prometheus.NewPedanticRegistry()
+	m, err := NewManager(log.NewNopLogger(), reg, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	cfg := &config.Config{
+		Modules: map[string]config.ProbeModule{
+			"a": {Realm: "PERF.TEST", Client: "krb5-exporter-probe"},
+			"b": {Realm: "PERF.TEST", Client: "other-probe@ELSEWHERE.ORG"},
+		},
+		Logs: []config.LogSource{src(path)},
+	}
+	if err := m.ApplyConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); m.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	waitValue(t, reg, 4, "krb5_kdc_log_lines_read_total", "path", path)
+	if v := value(t, reg, "krb5_kdc_log_probe_requests_total", "request", "as", "status", "ISSUE"); v != 2 {
+		t.Errorf("probe logins: %v, want 2", v)
+	}
+	if v := value(t, reg, "krb5_kdc_requests_total", "request", "as", "status", "ISSUE"); v != 2 {
+		t.Errorf("user logins: %v, want 2", v)
 	}
 }

@@ -9,9 +9,9 @@ import (
 	"io"
 	"log/slog"
 
-	"github.com/alecthomas/kingpin/v2"
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
+	"github.com/krb5-exporter/krb5-exporter/internal/cli"
 	sloggokit "github.com/tjhop/slog-gokit"
 )
 
@@ -21,13 +21,8 @@ type Config struct {
 	Format string
 }
 
-// flagGroup is satisfied by *kingpin.Application and *kingpin.CmdClause.
-type flagGroup interface {
-	Flag(name, help string) *kingpin.FlagClause
-}
-
 // AddFlags registers --log.level and --log.format on app (no global state).
-func AddFlags(app flagGroup) *Config {
+func AddFlags(app cli.FlagGroup) *Config {
 	c := &Config{}
 	app.Flag("log.level", "Only log messages with the given severity or above. One of: [debug, info, warn, error]").
 		Default("info").EnumVar(&c.Level, "debug", "info", "warn", "error")

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -39,7 +40,7 @@ type serveCmd struct {
 	log         *logging.Config
 	web         *web.FlagConfig
 	collectors  *collector.Config
-	logs        *kdclog.Flags
+	logs        *kdclog.Config
 	configFile  string
 	configCheck bool
 	metricsPath string
@@ -107,7 +108,7 @@ func (s *serveCmd) run(stdout, stderr io.Writer) int {
 	level.Info(logger).Log("msg", "KDC host collectors", "enabled", strings.Join(host.Enabled(), ","))
 	probes := prober.NewManager(logger, reg)
 	defer probes.Stop()
-	logs, err := s.logs.NewManager(logger, reg)
+	logs, err := kdclog.NewManager(logger, reg, *s.logs)
 	if err != nil {
 		level.Error(logger).Log("msg", "cannot set up the log collector", "err", err)
 		return 1
@@ -115,7 +116,7 @@ func (s *serveCmd) run(stdout, stderr io.Writer) int {
 	defer logs.Close()
 	reloader := config.NewReloader(s.configFile, logger, reg)
 	reloader.OnReload(probes.ApplyConfig)
-	reloader.OnReload(func(c *config.Config) error { return logs.ApplyConfig(c.Logs) })
+	reloader.OnReload(logs.ApplyConfig)
 	if err := reloader.Reload(); err != nil {
 		// Reload has logged the one line that says what is wrong.
 		return 1
@@ -123,13 +124,17 @@ func (s *serveCmd) run(stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	logsDone := make(chan struct{})
-	go func() {
-		defer close(logsDone)
-		logs.Run(ctx)
-	}()
-	// On the way out the log positions are written last, after HTTP stops.
-	defer func() { stop(); <-logsDone }()
+	// Both managers of the configuration run until ctx ends; on the way
+	// out the log positions are written last, after HTTP stops.
+	var running sync.WaitGroup
+	for _, m := range []interface{ Run(context.Context) error }{probes, logs} {
+		running.Add(1)
+		go func() {
+			defer running.Done()
+			m.Run(ctx)
+		}()
+	}
+	defer func() { stop(); running.Wait() }()
 	go func() {
 		for {
 			select {
