@@ -21,6 +21,7 @@ build:
 # Every test, including the integration tests against a real MIT KDC.
 test: deps vet fmt-check
 	$(GO) test -race -count=1 -timeout 15m ./...
+	./scripts/test-allocs.sh
 
 # Tests without the default-size realm (quick feedback while editing).
 unit:

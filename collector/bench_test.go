@@ -3,6 +3,7 @@ package collector
 import (
 	"bytes"
 	"context"
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -70,9 +71,7 @@ func BenchmarkScrape64Workers(b *testing.B) {
 // kadmind through the real /proc; by name, every process of the machine is
 // looked at (other tests' KDCs running meanwhile are counted too).
 func BenchmarkScrapeRealKDC(b *testing.B) {
-	if err := realm.Available(); err != nil {
-		b.Skip(err)
-	}
+	testutil.RequireMIT(b)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	r, err := realm.Up(ctx, realm.Options{Dir: b.TempDir(), Users: 5, Services: 2, Fillers: -1, Workers: 2})

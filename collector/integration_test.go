@@ -2,6 +2,7 @@ package collector
 
 import (
 	"context"
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"math"
 	"net"
 	"path/filepath"
@@ -19,9 +20,7 @@ import (
 
 func upRealm(t *testing.T, workers int, kadmind bool) *realm.Realm {
 	t.Helper()
-	if err := realm.Available(); err != nil {
-		t.Skip(err)
-	}
+	testutil.RequireMIT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	r, err := realm.Up(ctx, realm.Options{Dir: t.TempDir(), Users: 5, Services: 2, Fillers: -1,

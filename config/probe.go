@@ -2,13 +2,11 @@ package config
 
 import (
 	"fmt"
-	"net"
-	"net/netip"
 	"os"
 	"strings"
 	"time"
 
-	"github.com/jcmturner/gokrb5/v8/iana/etypeID"
+	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
 )
 
 // ProbeModule says how to probe a KDC: realm, who logs in with what, and
@@ -62,25 +60,6 @@ const (
 	MinProbeInterval      = time.Second
 )
 
-// supportedEnctypes are the enctypes the prober implements.
-var supportedEnctypes = map[int32]bool{
-	etypeID.AES256_CTS_HMAC_SHA384_192: true,
-	etypeID.AES128_CTS_HMAC_SHA256_128: true,
-	etypeID.AES256_CTS_HMAC_SHA1_96:    true,
-	etypeID.AES128_CTS_HMAC_SHA1_96:    true,
-}
-
-// EnctypeID resolves an enctype name as krb5.conf spells it (including MIT's
-// short aliases such as aes256-sha2) to its number; only the AES types are
-// accepted.
-func EnctypeID(name string) (int32, error) {
-	id := etypeID.ETypesByName[strings.ToLower(strings.TrimSpace(name))]
-	if !supportedEnctypes[id] {
-		return 0, fmt.Errorf("unsupported enctype %q (want aes256-cts-hmac-sha384-192, aes128-cts-hmac-sha256-128, aes256-cts-hmac-sha1-96 or aes128-cts-hmac-sha1-96)", name)
-	}
-	return id, nil
-}
-
 // Validate checks a module on its own.
 func (m *ProbeModule) Validate() error {
 	if strings.TrimSpace(m.Realm) == "" {
@@ -130,7 +109,7 @@ func (m *ProbeModule) Validate() error {
 	}
 	seen := map[int32]bool{}
 	for i, e := range m.Enctypes {
-		id, err := EnctypeID(e)
+		id, err := krb5.ParseEtype(e)
 		if err != nil {
 			return fieldErr(err.Error(), "enctypes", fmt.Sprint(i))
 		}
@@ -220,7 +199,7 @@ func (t *ProbeTarget) Validate() error {
 	if len(t.Name) > 128 || strings.ContainsAny(t.Name, "\n\x00") {
 		return fieldErr(fmt.Sprintf("name %q: at most 128 characters on one line", t.Name), "name")
 	}
-	if err := CheckKDCAddress(t.Address); err != nil {
+	if err := krb5.CheckKDCAddress(t.Address); err != nil {
 		return fieldErr(err.Error(), "address")
 	}
 	if t.Module == "" {
@@ -238,41 +217,4 @@ func (t *ProbeTarget) EffectiveInterval() time.Duration {
 		return t.Interval
 	}
 	return DefaultProbeInterval
-}
-
-// CheckKDCAddress accepts host:port, [v6]:port, a bare host name or an IP
-// literal (port 88 is then implied).
-func CheckKDCAddress(a string) error {
-	if strings.TrimSpace(a) == "" {
-		return fmt.Errorf("address is required")
-	}
-	host := a
-	if h, port, err := net.SplitHostPort(a); err == nil {
-		if _, err := net.LookupPort("udp", port); err != nil || port == "" {
-			return fmt.Errorf("address %q: bad port %q", a, port)
-		}
-		host = h
-	}
-	if _, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
-		return nil
-	}
-	if !validHostName(host) {
-		return fmt.Errorf("address %q: want host:port, [v6]:port, a host name or an IP address", a)
-	}
-	return nil
-}
-
-// validHostName accepts DNS names (letters, digits, '-', '_', '.').
-func validHostName(h string) bool {
-	if h == "" || len(h) > 253 || strings.HasPrefix(h, ".") || strings.Contains(h, "..") {
-		return false
-	}
-	for _, c := range h {
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_', c == '.':
-		default:
-			return false
-		}
-	}
-	return true
 }

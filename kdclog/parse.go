@@ -38,6 +38,21 @@ func parseLine(p *Parser, line []byte, e *Event) bool {
 		e.Reason = ReasonNoHeader
 		return false
 	}
+	return parseMessage(p, prog, pid, msg, e)
+}
+
+// ParseMessage reads one message whose program and pid come apart from it,
+// as the systemd journal keeps them (SYSLOG_IDENTIFIER, _PID, MESSAGE):
+// the same parser as Parse, without a header to split.
+func (p *Parser) ParseMessage(program []byte, pid int, msg []byte, e *Event) bool {
+	e.reset()
+	if n := len(msg); n > 0 && msg[n-1] == '\r' {
+		msg = msg[:n-1]
+	}
+	return parseMessage(p, programOf(program), pid, msg, e)
+}
+
+func parseMessage(p *Parser, prog Program, pid int, msg []byte, e *Event) bool {
 	e.Program, e.PID = prog, pid
 	switch prog {
 	case ProgramKDC:

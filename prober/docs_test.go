@@ -1,6 +1,7 @@
 package prober
 
 import (
+	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,8 +15,8 @@ func TestProbeMetricsDocumented(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	pm := newProbeMetrics(reg)
 	pm.initTarget("t", true)
-	o := Outcome{AS: ASResult{HasClockOffset: true, PreauthRequired: 1, ASRep: 1}, TGSRan: true}
-	pm.record("t", UDP, &o)
+	o := Outcome{AS: krb5.ASResult{HasClockOffset: true, PreauthRequired: 1, ASRep: 1}, TGSRan: true}
+	pm.record("t", krb5.UDP, &o)
 	pm.worldReadable.WithLabelValues("t").Set(0)
 	one := newOneShotMetrics(reg)
 	one.record(&o)

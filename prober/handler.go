@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
 	"net/http"
 	"reflect"
 	"strconv"
@@ -47,7 +48,7 @@ func (h *probeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "target parameter is missing (want /probe?target=host:port&module=NAME)", http.StatusBadRequest)
 		return
 	}
-	addr, err := KDCAddress(target)
+	addr, err := krb5.KDCAddress(target)
 	if err != nil {
 		http.Error(w, fmt.Sprintf("invalid target: %v", err), http.StatusBadRequest)
 		return
@@ -85,9 +86,9 @@ func (h *probeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	o, err := h.probe(ctx, addr, &mod, name, logger)
 	if err != nil {
-		level.Error(logger).Log("msg", "probe not run", "result", Classify(err), "err", err)
+		level.Error(logger).Log("msg", "probe not run", "result", krb5.Classify(err), "err", err)
 		pm.duration.Set(time.Since(start).Seconds())
-		pm.exchange(ExchangeAS, err, 0, Etypes{})
+		pm.exchange(ExchangeAS, err, 0, krb5.Etypes{})
 	} else {
 		pm.record(&o)
 		logOutcome(logger, &o)
@@ -109,7 +110,7 @@ func (h *probeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (h *probeHandler) probe(ctx context.Context, addr string, mod *config.ProbeModule, name string, logger log.Logger) (Outcome, error) {
 	creds, err := h.creds.get(name, mod)
 	if err != nil {
-		return Outcome{}, wrapError(ClassKeytab, phaseKeys, err)
+		return Outcome{}, &krb5.Error{Class: krb5.ClassKeytab, Phase: krb5.PhaseKeys, Err: err}
 	}
 	if creds.WorldReadable() {
 		level.Warn(logger).Log("msg", "keytab or password file is readable by every local user")
@@ -125,7 +126,7 @@ func (h *probeHandler) probe(ctx context.Context, addr string, mod *config.Probe
 
 func logOutcome(logger log.Logger, o *Outcome) {
 	if o.ASErr != nil {
-		level.Error(logger).Log("msg", "login failed", "result", Classify(o.ASErr), "err", o.ASErr)
+		level.Error(logger).Log("msg", "login failed", "result", krb5.Classify(o.ASErr), "err", o.ASErr)
 	} else {
 		level.Info(logger).Log("msg", "login succeeded", "duration", o.AS.Duration, "round_trips", o.AS.RoundTrips)
 	}
@@ -133,7 +134,7 @@ func logOutcome(logger log.Logger, o *Outcome) {
 		return
 	}
 	if o.TGSErr != nil {
-		level.Error(logger).Log("msg", "service ticket failed", "result", Classify(o.TGSErr), "err", o.TGSErr)
+		level.Error(logger).Log("msg", "service ticket failed", "result", krb5.Classify(o.TGSErr), "err", o.TGSErr)
 	} else {
 		level.Info(logger).Log("msg", "service ticket issued", "duration", o.TGS.Duration)
 	}
@@ -187,12 +188,12 @@ type credCache struct {
 
 type cachedCreds struct {
 	module config.ProbeModule
-	creds  *Credentials
+	creds  *krb5.Credentials
 }
 
 func newCredCache() *credCache { return &credCache{m: map[string]cachedCreds{}} }
 
-func (c *credCache) get(name string, mod *config.ProbeModule) (*Credentials, error) {
+func (c *credCache) get(name string, mod *config.ProbeModule) (*krb5.Credentials, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.m[name]; ok && reflect.DeepEqual(e.module, *mod) {
@@ -254,10 +255,10 @@ func (m *oneShotMetrics) record(o *Outcome) {
 	}
 	m.exchange(ExchangeAS, o.ASErr, o.AS.Duration, o.AS.Etypes)
 	if o.AS.PreauthRequired > 0 {
-		m.phase.WithLabelValues(PhasePreauthRequired).Set(o.AS.PreauthRequired.Seconds())
+		m.phase.WithLabelValues(krb5.PhasePreauthRequired).Set(o.AS.PreauthRequired.Seconds())
 	}
 	if o.AS.ASRep > 0 {
-		m.phase.WithLabelValues(PhaseASRep).Set(o.AS.ASRep.Seconds())
+		m.phase.WithLabelValues(krb5.PhaseASRep).Set(o.AS.ASRep.Seconds())
 	}
 	if o.AS.HasClockOffset {
 		// Only a reply from the KDC tells its time: no series otherwise.
@@ -279,8 +280,8 @@ func (m *oneShotMetrics) record(o *Outcome) {
 	m.tcpFallback.Set(float64(fallbacks))
 }
 
-func (m *oneShotMetrics) exchange(ex string, err error, d time.Duration, e Etypes) {
-	m.result.WithLabelValues(ex, Classify(err)).Set(1)
+func (m *oneShotMetrics) exchange(ex string, err error, d time.Duration, e krb5.Etypes) {
+	m.result.WithLabelValues(ex, krb5.Classify(err)).Set(1)
 	m.exDuration.WithLabelValues(ex).Set(d.Seconds())
 	if err != nil {
 		m.exSuccess.WithLabelValues(ex).Set(0)

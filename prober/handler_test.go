@@ -10,15 +10,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/krb5-exporter/krb5-exporter/config"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
 func probeServer(t *testing.T, cfg *config.Config) *httptest.Server {
-	m := NewManager(testLogger(t), prometheus.NewRegistry())
+	m := NewManager(testutil.Logger(t), prometheus.NewRegistry())
 	t.Cleanup(m.Stop)
 	srv := httptest.NewServer(m.Handler(func() *config.Config { return cfg }))
 	t.Cleanup(srv.Close)
@@ -82,7 +83,7 @@ probe_krb5_udp_retransmits 0
 # TYPE probe_success gauge
 probe_success 1
 `
-		if err := testutil.ScrapeAndCompare(u, strings.NewReader(want), "probe_success", "probe_krb5_exchange_success",
+		if err := promtest.ScrapeAndCompare(u, strings.NewReader(want), "probe_success", "probe_krb5_exchange_success",
 			"probe_krb5_result", "probe_krb5_etype", "probe_krb5_udp_retransmits"); err != nil {
 			t.Errorf("module %q: %v", module, err)
 		}
@@ -148,14 +149,14 @@ func TestProbeHandlerBadRequests(t *testing.T) {
 // The scrape timeout bounds the probe even when the module allows more.
 func TestProbeHandlerScrapeTimeout(t *testing.T) {
 	kt := filepath.Join(t.TempDir(), "k.keytab")
-	writeTestKeytab(t, kt, "probe@PERF.TEST")
+	testutil.WriteKeytab(t, kt, "probe@PERF.TEST", "correct-horse-battery-staple")
 	cfg := &config.Config{Modules: map[string]config.ProbeModule{
 		"default": {Realm: "PERF.TEST", Client: "probe", Keytab: kt, Timeout: time.Hour, Service: "HTTP/x"}}}
 	srv := probeServer(t, cfg)
 	h := http.Header{}
 	h.Set("X-Prometheus-Scrape-Timeout-Seconds", "1.5")
 	start := time.Now()
-	code, body := get(t, probeURL(srv, "target", blackHole(t)), h)
+	code, body := get(t, probeURL(srv, "target", testutil.BlackHole(t)), h)
 	if code != 200 || !strings.Contains(body, "probe_success 0") || !strings.Contains(body, `probe_krb5_result{exchange="as",result="timeout"} 1`) {
 		t.Errorf("%d:\n%s", code, body)
 	}

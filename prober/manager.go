@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
 	"reflect"
 	"sync"
 	"time"
@@ -42,7 +43,7 @@ func NewManager(logger log.Logger, reg prometheus.Registerer) *Manager {
 type loop struct {
 	cfg    config.ProbeTarget
 	module config.ProbeModule
-	creds  *Credentials
+	creds  *krb5.Credentials
 	target *Target
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -101,7 +102,7 @@ func (m *Manager) ApplyConfig(cfg *config.Config) error {
 func (m *Manager) newLoop(t config.ProbeTarget, mod config.ProbeModule) (*loop, error) {
 	creds, err := ModuleCredentials(&mod)
 	if err != nil {
-		p, perr := ParsePrincipal(mod.Client, mod.Realm)
+		p, perr := krb5.ParsePrincipal(mod.Client, mod.Realm)
 		if perr != nil {
 			return nil, perr
 		}
@@ -109,7 +110,7 @@ func (m *Manager) newLoop(t config.ProbeTarget, mod config.ProbeModule) (*loop, 
 		// recorded as result="keytab" until it loads, rather than the
 		// target vanishing from the metrics.
 		level.Warn(m.logger).Log("msg", "probe keys not loaded; retrying on every probe", "probe", t.Name, "err", err)
-		creds = pendingCredentials(mod.Keytab, mod.PasswordFile, p)
+		creds = krb5.PendingCredentials(mod.Keytab, mod.PasswordFile, p)
 	}
 	target, err := NewTarget(t.Address, &mod, creds, nil)
 	if err != nil {
@@ -189,7 +190,7 @@ func (m *Manager) run(ctx context.Context, l *loop) {
 // logChange logs a failure when an exchange starts failing or fails
 // differently, and its recovery: a dead KDC says so once, not every interval.
 func logChange(logger log.Logger, last map[string]string, ex string, err error) {
-	class := Classify(err)
+	class := krb5.Classify(err)
 	prev, seen := last[ex]
 	last[ex] = class
 	switch {

@@ -2,6 +2,7 @@ package prober
 
 import (
 	"context"
+	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -9,22 +10,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-kit/log"
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/krb5-exporter/krb5-exporter/config"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
-
-// testLogger sends the package's log lines to the test log.
-func testLogger(t testing.TB) log.Logger {
-	return log.LoggerFunc(func(kv ...any) error {
-		t.Log(kv...)
-		return nil
-	})
-}
 
 // probeConfig is a configuration probing the realm's KDC with its probe
 // principal over UDP and TCP, every second.
@@ -44,23 +37,12 @@ func probeConfig(r *realm.Realm) *config.Config {
 	}
 }
 
-// eventually polls cond until it holds, for at most 20s.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("timed out waiting for %s", what)
-}
-
 func gauge(v *prometheus.GaugeVec, labels ...string) float64 {
-	return testutil.ToFloat64(v.WithLabelValues(labels...))
+	return promtest.ToFloat64(v.WithLabelValues(labels...))
 }
 
 func counter(v *prometheus.CounterVec, labels ...string) float64 {
-	return testutil.ToFloat64(v.WithLabelValues(labels...))
+	return promtest.ToFloat64(v.WithLabelValues(labels...))
 }
 
 func histogramCount(t *testing.T, v *prometheus.HistogramVec, labels ...string) uint64 {
@@ -75,7 +57,7 @@ func histogramCount(t *testing.T, v *prometheus.HistogramVec, labels ...string) 
 func TestManagerProbesAndRecovers(t *testing.T) {
 	r := upRealm(t, realm.Options{})
 	reg := prometheus.NewPedanticRegistry()
-	m := NewManager(testLogger(t), reg)
+	m := NewManager(testutil.Logger(t), reg)
 	t.Cleanup(m.Stop)
 	cfg := probeConfig(r)
 	if err := m.ApplyConfig(cfg); err != nil {
@@ -87,7 +69,7 @@ func TestManagerProbesAndRecovers(t *testing.T) {
 			return gauge(pm.success, target, ExchangeAS) == 1 && gauge(pm.success, target, ExchangeTGS) == 1
 		}
 	}
-	eventually(t, "the first probes to succeed", func() bool { return up("kdc-udp")() && up("kdc-tcp")() })
+	testutil.Eventually(t, 20*time.Second, "the first probes to succeed", func() bool { return up("kdc-udp")() && up("kdc-tcp")() })
 
 	for _, tr := range []string{"udp", "tcp"} {
 		target := "kdc-" + tr
@@ -97,10 +79,10 @@ func TestManagerProbesAndRecovers(t *testing.T) {
 		if n := histogramCount(t, pm.duration, target, ExchangeTGS, tr); n == 0 {
 			t.Errorf("%s: no TGS duration observed", target)
 		}
-		if histogramCount(t, pm.phase, target, PhasePreauthRequired) == 0 || histogramCount(t, pm.phase, target, PhaseASRep) == 0 {
+		if histogramCount(t, pm.phase, target, krb5.PhasePreauthRequired) == 0 || histogramCount(t, pm.phase, target, krb5.PhaseASRep) == 0 {
 			t.Errorf("%s: AS phases not observed", target)
 		}
-		if counter(pm.total, target, ExchangeAS, ClassSuccess) < 1 || gauge(pm.lastSuccess, target, ExchangeTGS) < float64(time.Now().Add(-time.Minute).Unix()) {
+		if counter(pm.total, target, ExchangeAS, krb5.ClassSuccess) < 1 || gauge(pm.lastSuccess, target, ExchangeTGS) < float64(time.Now().Add(-time.Minute).Unix()) {
 			t.Errorf("%s: success not counted", target)
 		}
 		if off := gauge(pm.clockOffset, target); off < -2 || off > 2 { // see TestLoginAndServiceTicket
@@ -127,48 +109,48 @@ krb5_probe_etype{exchange="tgs",part="ticket",target="kdc-udp"} 20
 krb5_probe_keytab_world_readable{target="kdc-tcp"} 0
 krb5_probe_keytab_world_readable{target="kdc-udp"} 0
 `
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(expected), "krb5_probe_etype", "krb5_probe_keytab_world_readable"); err != nil {
+	if err := promtest.GatherAndCompare(reg, strings.NewReader(expected), "krb5_probe_etype", "krb5_probe_keytab_world_readable"); err != nil {
 		t.Error(err)
 	}
-	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
+	if problems, err := promtest.GatherAndLint(reg); err != nil || len(problems) > 0 {
 		t.Errorf("metric lint: %v %v", problems, err)
 	}
 
 	// The KDC stops: the next probes fail as connection_refused (ICMP port
 	// unreachable over UDP, a reset over TCP) and the exporter keeps probing.
-	refused0 := counter(pm.total, "kdc-udp", ExchangeAS, ClassConnectionRefused)
+	refused0 := counter(pm.total, "kdc-udp", ExchangeAS, krb5.ClassConnectionRefused)
 	if err := r.StopKDC(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "probes to notice the KDC is down", func() bool {
+	testutil.Eventually(t, 20*time.Second, "probes to notice the KDC is down", func() bool {
 		return gauge(pm.success, "kdc-udp", ExchangeAS) == 0 && gauge(pm.success, "kdc-tcp", ExchangeAS) == 0 &&
-			counter(pm.total, "kdc-udp", ExchangeAS, ClassConnectionRefused) > refused0 &&
-			counter(pm.total, "kdc-tcp", ExchangeAS, ClassConnectionRefused) > 0 &&
+			counter(pm.total, "kdc-udp", ExchangeAS, krb5.ClassConnectionRefused) > refused0 &&
+			counter(pm.total, "kdc-tcp", ExchangeAS, krb5.ClassConnectionRefused) > 0 &&
 			gauge(pm.success, "kdc-udp", ExchangeTGS) == 0
 	})
 	// The TGT from before is still valid, so TGS was tried and refused too.
-	if counter(pm.total, "kdc-udp", ExchangeTGS, ClassConnectionRefused) == 0 {
+	if counter(pm.total, "kdc-udp", ExchangeTGS, krb5.ClassConnectionRefused) == 0 {
 		t.Error("TGS not counted as connection_refused while the KDC was down")
 	}
 
-	if err := r.StartKDC(testCtx(t, 30*time.Second)); err != nil {
+	if err := r.StartKDC(testutil.Context(t, 30*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "probes to recover after the KDC restarted", func() bool { return up("kdc-udp")() && up("kdc-tcp")() })
+	testutil.Eventually(t, 20*time.Second, "probes to recover after the KDC restarted", func() bool { return up("kdc-udp")() && up("kdc-tcp")() })
 }
 
 func TestManagerReload(t *testing.T) {
 	r := upRealm(t, realm.Options{})
 	reg := prometheus.NewRegistry()
-	m := NewManager(testLogger(t), reg)
+	m := NewManager(testutil.Logger(t), reg)
 	defer m.Stop()
 	cfg := probeConfig(r)
 	if err := m.ApplyConfig(cfg); err != nil {
 		t.Fatal(err)
 	}
 	pm := m.metrics
-	eventually(t, "first probes", func() bool {
-		return counter(pm.total, "kdc-udp", ExchangeAS, ClassSuccess) >= 1 && counter(pm.total, "kdc-tcp", ExchangeAS, ClassSuccess) >= 1
+	testutil.Eventually(t, 20*time.Second, "first probes", func() bool {
+		return counter(pm.total, "kdc-udp", ExchangeAS, krb5.ClassSuccess) >= 1 && counter(pm.total, "kdc-tcp", ExchangeAS, krb5.ClassSuccess) >= 1
 	})
 	udpLoop := m.loops["kdc-udp"]
 
@@ -194,13 +176,13 @@ func TestManagerReload(t *testing.T) {
 	if _, ok := m.loops["late"]; !ok {
 		t.Fatal("the target with a missing keytab does not run")
 	}
-	eventually(t, `result="keytab" for the missing keytab`, func() bool {
-		return counter(pm.total, "late", ExchangeAS, ClassKeytab) >= 1
+	testutil.Eventually(t, 20*time.Second, `result="keytab" for the missing keytab`, func() bool {
+		return counter(pm.total, "late", ExchangeAS, krb5.ClassKeytab) >= 1
 	})
 	if gauge(pm.success, "late", ExchangeAS) != 0 {
 		t.Error("probe_success not 0 without keys")
 	}
-	if n := testutil.CollectAndCount(pm.total); n == 0 {
+	if n := promtest.CollectAndCount(pm.total); n == 0 {
 		t.Fatal("no series left")
 	}
 	mfs, _ := reg.Gather()
@@ -213,17 +195,17 @@ func TestManagerReload(t *testing.T) {
 			}
 		}
 	}
-	if err := os.WriteFile(late, mustRead(t, r.ProbeKeytab), 0o600); err != nil {
+	if err := os.WriteFile(late, testutil.MustRead(t, r.ProbeKeytab), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the late keytab to be loaded", func() bool {
-		return counter(pm.total, "late", ExchangeAS, ClassSuccess) >= 1 && gauge(pm.success, "late", ExchangeAS) == 1
+	testutil.Eventually(t, 20*time.Second, "the late keytab to be loaded", func() bool {
+		return counter(pm.total, "late", ExchangeAS, krb5.ClassSuccess) >= 1 && gauge(pm.success, "late", ExchangeAS) == 1
 	})
 
 	// A changed module restarts the target with the new settings; its
 	// keytab here is readable by everyone, which is said once and shown.
 	open := filepath.Join(t.TempDir(), "open.keytab")
-	if err := os.WriteFile(open, mustRead(t, r.ProbeKeytab), 0o644); err != nil {
+	if err := os.WriteFile(open, testutil.MustRead(t, r.ProbeKeytab), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cfg3 := probeConfig(r)
@@ -238,8 +220,8 @@ func TestManagerReload(t *testing.T) {
 	if m.loops["kdc-udp"] == udpLoop {
 		t.Error("a changed target was not restarted")
 	}
-	eventually(t, "a probe with pre-authentication up front", func() bool {
-		return counter(pm.total, "kdc-udp", ExchangeAS, ClassSuccess) >= 1
+	testutil.Eventually(t, 20*time.Second, "a probe with pre-authentication up front", func() bool {
+		return counter(pm.total, "kdc-udp", ExchangeAS, krb5.ClassSuccess) >= 1
 	})
 	if gauge(pm.worldReadable, "kdc-udp") != 1 {
 		t.Error("world-readable keytab not flagged")
@@ -261,14 +243,14 @@ func TestManagerReload(t *testing.T) {
 // A dead KDC probed by the manager: the loop keeps running, each probe is
 // bounded by the module's timeout, and Stop does not wait for a timeout.
 func TestManagerStopIsPrompt(t *testing.T) {
-	hole := blackHole(t)
+	hole := testutil.BlackHole(t)
 	kt := filepath.Join(t.TempDir(), "x.keytab")
-	writeTestKeytab(t, kt, "probe@PERF.TEST")
+	testutil.WriteKeytab(t, kt, "probe@PERF.TEST", "correct-horse-battery-staple")
 	cfg := &config.Config{
 		Modules: map[string]config.ProbeModule{"default": {Realm: "PERF.TEST", Client: "probe", Keytab: kt, Timeout: time.Hour}},
 		Probes:  []config.ProbeTarget{{Name: "hole", Address: hole, Module: "default", Interval: time.Second}},
 	}
-	m := NewManager(testLogger(t), prometheus.NewRegistry())
+	m := NewManager(testutil.Logger(t), prometheus.NewRegistry())
 	if err := m.ApplyConfig(cfg); err != nil {
 		t.Fatal(err)
 	}

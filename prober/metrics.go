@@ -1,6 +1,7 @@
 package prober
 
 import (
+	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -93,8 +94,8 @@ func newProbeMetrics(reg prometheus.Registerer) *probeMetrics {
 
 // nonKDCClasses are pre-created for every target so that rate() and
 // increase() see the first failure of each kind.
-var nonKDCClasses = []string{ClassSuccess, ClassTimeout, ClassConnectionRefused, ClassNetwork,
-	ClassDecrypt, ClassMalformedReply, ClassKeytab}
+var nonKDCClasses = []string{krb5.ClassSuccess, krb5.ClassTimeout, krb5.ClassConnectionRefused, krb5.ClassNetwork,
+	krb5.ClassDecrypt, krb5.ClassMalformedReply, krb5.ClassKeytab}
 
 // initTarget creates a target's series before its first probe.
 func (m *probeMetrics) initTarget(target string, tgs bool) {
@@ -130,7 +131,7 @@ func (m *probeMetrics) deleteTarget(target string) {
 }
 
 // record turns one probe outcome into metrics.
-func (m *probeMetrics) record(target string, tr Transport, o *Outcome) {
+func (m *probeMetrics) record(target string, tr krb5.Transport, o *Outcome) {
 	retrans, fallbacks := o.AS.Retransmits, 0
 	if o.AS.TCPFallback {
 		fallbacks++
@@ -142,9 +143,9 @@ func (m *probeMetrics) record(target string, tr Transport, o *Outcome) {
 	if o.ASErr == nil {
 		m.duration.WithLabelValues(target, ExchangeAS, o.ASTransport(tr)).Observe(o.AS.Duration.Seconds())
 		if o.AS.PreauthRequired > 0 {
-			m.phase.WithLabelValues(target, PhasePreauthRequired).Observe(o.AS.PreauthRequired.Seconds())
+			m.phase.WithLabelValues(target, krb5.PhasePreauthRequired).Observe(o.AS.PreauthRequired.Seconds())
 		}
-		m.phase.WithLabelValues(target, PhaseASRep).Observe(o.AS.ASRep.Seconds())
+		m.phase.WithLabelValues(target, krb5.PhaseASRep).Observe(o.AS.ASRep.Seconds())
 		m.etypes(target, ExchangeAS, o.AS.Etypes)
 	}
 	if o.TGSRan {
@@ -163,7 +164,7 @@ func (m *probeMetrics) record(target string, tr Transport, o *Outcome) {
 }
 
 func (m *probeMetrics) exchange(target, ex string, err error, end time.Time) {
-	m.total.WithLabelValues(target, ex, Classify(err)).Inc()
+	m.total.WithLabelValues(target, ex, krb5.Classify(err)).Inc()
 	if err != nil {
 		m.success.WithLabelValues(target, ex).Set(0)
 		return
@@ -172,7 +173,7 @@ func (m *probeMetrics) exchange(target, ex string, err error, end time.Time) {
 	m.lastSuccess.WithLabelValues(target, ex).Set(float64(end.UnixNano()) / 1e9)
 }
 
-func (m *probeMetrics) etypes(target, ex string, e Etypes) {
+func (m *probeMetrics) etypes(target, ex string, e krb5.Etypes) {
 	m.etype.WithLabelValues(target, ex, "reply").Set(float64(e.Reply))
 	m.etype.WithLabelValues(target, ex, "ticket").Set(float64(e.Ticket))
 	m.etype.WithLabelValues(target, ex, "session").Set(float64(e.Session))

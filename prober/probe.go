@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
 	"time"
 
 	"github.com/go-kit/log"
@@ -13,41 +14,41 @@ import (
 
 // ModuleCredentials loads the keys a module names: its keytab (checked to hold
 // a key of the client) or its password file.
-func ModuleCredentials(m *config.ProbeModule) (*Credentials, error) {
-	p, err := ParsePrincipal(m.Client, m.Realm)
+func ModuleCredentials(m *config.ProbeModule) (*krb5.Credentials, error) {
+	p, err := krb5.ParsePrincipal(m.Client, m.Realm)
 	if err != nil {
 		return nil, err
 	}
 	if m.Keytab != "" {
-		return NewKeytabCredentials(m.Keytab, p)
+		return krb5.NewKeytabCredentials(m.Keytab, p)
 	}
-	return NewPasswordFileCredentials(m.PasswordFile, p)
+	return krb5.NewPasswordFileCredentials(m.PasswordFile, p)
 }
 
 // Target is one KDC probed with one module: a Client, the prepared service
 // and the time limit of each exchange. Not safe for concurrent use.
 type Target struct {
-	client  *Client
-	service *Service
+	client  *krb5.Client
+	service *krb5.Service
 	timeout time.Duration
 }
 
 // NewTarget builds the client for a module against the KDC at addr. creds
 // come from ModuleCredentials and may be shared between targets.
-func NewTarget(addr string, m *config.ProbeModule, creds *Credentials, logger log.Logger) (*Target, error) {
-	tr, err := ParseTransport(m.Transport)
+func NewTarget(addr string, m *config.ProbeModule, creds *krb5.Credentials, logger log.Logger) (*Target, error) {
+	tr, err := krb5.ParseTransport(m.Transport)
 	if err != nil {
 		return nil, err
 	}
 	var etypes []int32
 	for _, name := range m.Enctypes {
-		id, err := ParseEtype(name)
+		id, err := krb5.ParseEtype(name)
 		if err != nil {
 			return nil, err
 		}
 		etypes = append(etypes, id)
 	}
-	c, err := NewClient(Options{
+	c, err := krb5.NewClient(krb5.Options{
 		KDC:            addr,
 		Transport:      tr,
 		Client:         creds.Principal(),
@@ -63,7 +64,7 @@ func NewTarget(addr string, m *config.ProbeModule, creds *Credentials, logger lo
 	}
 	t := &Target{client: c, timeout: m.EffectiveTimeout()}
 	if m.Service != "" {
-		sp, err := ParsePrincipal(m.Service, m.Realm)
+		sp, err := krb5.ParsePrincipal(m.Service, m.Realm)
 		if err != nil {
 			return nil, fmt.Errorf("service: %w", err)
 		}
@@ -76,7 +77,7 @@ func NewTarget(addr string, m *config.ProbeModule, creds *Credentials, logger lo
 func (t *Target) Close() { t.client.Close() }
 
 // Transport returns the configured transport.
-func (t *Target) Transport() Transport { return t.client.Transport() }
+func (t *Target) Transport() krb5.Transport { return t.client.Transport() }
 
 // HasService reports whether the target runs a TGS exchange.
 func (t *Target) HasService() bool { return t.service != nil }
@@ -89,10 +90,10 @@ const ClassNoTGT = "no_tgt"
 type Outcome struct {
 	Start    time.Time
 	Duration time.Duration // both exchanges
-	AS       ASResult
+	AS       krb5.ASResult
 	ASErr    error
 	TGSRan   bool // the module names a service
-	TGS      TGSResult
+	TGS      krb5.TGSResult
 	TGSErr   error
 	// Canceled is set when ctx was cancelled (shutdown, reload): the outcome
 	// says nothing about the KDC and is not recorded.
@@ -120,7 +121,7 @@ func (t *Target) Run(ctx context.Context) (o Outcome) {
 	if !t.client.HasTGT() {
 		// The login failed and no earlier TGT is still good: trying again
 		// inside ServiceTicket would only double the load on a failing KDC.
-		o.TGSErr = &Error{Class: ClassNoTGT, Phase: PhaseTGSRep, Err: errors.New("no valid TGT: the login failed")}
+		o.TGSErr = &krb5.Error{Class: ClassNoTGT, Phase: krb5.PhaseTGSRep, Err: errors.New("no valid TGT: the login failed")}
 		return o
 	}
 	tctx, cancel := context.WithTimeout(ctx, t.timeout)
@@ -134,21 +135,21 @@ func (t *Target) Run(ctx context.Context) (o Outcome) {
 
 // canceled tells a caller that gave up (not a deadline: that is a timeout).
 func canceled(ctx context.Context, err error) bool {
-	return err != nil && (errors.Is(ctx.Err(), context.Canceled) || Classify(err) == ClassCanceled)
+	return err != nil && (errors.Is(ctx.Err(), context.Canceled) || krb5.Classify(err) == krb5.ClassCanceled)
 }
 
 // ASTransport is the transport the AS exchange finished on.
-func (o *Outcome) ASTransport(configured Transport) string {
+func (o *Outcome) ASTransport(configured krb5.Transport) string {
 	if o.AS.TCPFallback {
-		return TCP.String()
+		return krb5.TCP.String()
 	}
 	return configured.String()
 }
 
 // TGSTransport is the transport the TGS exchange finished on.
-func (o *Outcome) TGSTransport(configured Transport) string {
+func (o *Outcome) TGSTransport(configured krb5.Transport) string {
 	if o.TGS.TCPFallback {
-		return TCP.String()
+		return krb5.TCP.String()
 	}
 	return configured.String()
 }

@@ -3,16 +3,19 @@ package realm
 import (
 	"fmt"
 	"regexp"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/enctype"
 )
 
 // RHEL9Enctypes are the encryption types a RHEL 9 KDC gives every
 // principal by default, strongest first.
-var RHEL9Enctypes = []string{
-	"aes256-cts-hmac-sha384-192",
-	"aes128-cts-hmac-sha256-128",
-	"aes256-cts-hmac-sha1-96",
-	"aes128-cts-hmac-sha1-96",
-}
+var RHEL9Enctypes = func() []string {
+	var names []string
+	for _, id := range enctype.RHEL9 {
+		names = append(names, enctype.Name(id))
+	}
+	return names
+}()
 
 // Options describe the realm to create. The zero value of every field but
 // Dir gives the seed's test realm: PERF.TEST, 1,000 users, 100 services,

@@ -6,7 +6,7 @@
 # the side-by-side benchmarks).
 set -euo pipefail
 
-packages=(krb5-kdc krb5-admin-server krb5-user prometheus ${EXTRA_PACKAGES:-})
+packages=(krb5-kdc krb5-admin-server krb5-user prometheus systemd-journal-remote ${EXTRA_PACKAGES:-})
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,7 +1,7 @@
 package main
 
 import (
-	"context"
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,14 +18,7 @@ import (
 // a login made by a real MIT client.
 func TestDaemonAgainstRealm(t *testing.T) {
 	t.Parallel()
-	if err := realm.Available(); err != nil {
-		t.Skip(err)
-	}
-	r, err := realm.Up(context.Background(), realm.Options{Dir: filepath.Join(t.TempDir(), "r"), Users: 2, Services: 1, Fillers: -1, NoKadmind: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.Down() })
+	r := testutil.Realm(t, realm.Options{Dir: filepath.Join(t.TempDir(), "r"), Users: 2, Services: 1, NoKadmind: true})
 	cfg := filepath.Join(t.TempDir(), "exporter.yml")
 	if err := writeRealmConfig(r, cfg); err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"io"
 	"net"
 	"net/http"
@@ -275,9 +276,7 @@ func TestDaemonReload(t *testing.T) {
 
 func TestRealmCommands(t *testing.T) {
 	t.Parallel()
-	if err := realm.Available(); err != nil {
-		t.Skip(err)
-	}
+	testutil.RequireMIT(t)
 	dir := filepath.Join(t.TempDir(), "realm")
 	cfg := filepath.Join(t.TempDir(), "exporter.yml")
 	out, stderr, code := exporter(t, "realm", "up", "--dir", dir, "--users=2", "--services=1", "--fillers=-1", "--exporter-config", cfg)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
 	"io"
 	"os"
 	"os/signal"
@@ -126,7 +127,7 @@ func (p *probeCmd) run(stdout, stderr io.Writer) int {
 	if err == nil {
 		// Checked here rather than by kingpin so that a missing address
 		// exits UNKNOWN (3), as a monitoring check must.
-		err = config.CheckKDCAddress(p.kdc)
+		err = krb5.CheckKDCAddress(p.kdc)
 	}
 	if err != nil {
 		fmt.Fprintf(stdout, "KRB5 UNKNOWN - %v\n", err)
@@ -184,7 +185,7 @@ func (p *probeCmd) verdict(o *prober.Outcome) (int, string) {
 	var parts []string
 	if o.ASErr != nil {
 		raise(nagiosCritical)
-		parts = append(parts, fmt.Sprintf("login failed: %s (%v)", prober.Classify(o.ASErr), o.ASErr))
+		parts = append(parts, fmt.Sprintf("login failed: %s (%v)", krb5.Classify(o.ASErr), o.ASErr))
 	} else {
 		rate(o.AS.Duration)
 		phases := fmt.Sprintf("as_rep %s", ms(o.AS.ASRep))
@@ -196,7 +197,7 @@ func (p *probeCmd) verdict(o *prober.Outcome) (int, string) {
 	if o.TGSRan {
 		if o.TGSErr != nil {
 			raise(nagiosCritical)
-			parts = append(parts, fmt.Sprintf("service ticket failed: %s (%v)", prober.Classify(o.TGSErr), o.TGSErr))
+			parts = append(parts, fmt.Sprintf("service ticket failed: %s (%v)", krb5.Classify(o.TGSErr), o.TGSErr))
 		} else {
 			rate(o.TGS.Duration)
 			parts = append(parts, fmt.Sprintf("service ticket %s (%s)", ms(o.TGS.Duration), etypes(o.TGS.Etypes)))
@@ -256,6 +257,6 @@ func (p *probeCmd) perfdata(o *prober.Outcome) string {
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.3fms", float64(d)/float64(time.Millisecond)) }
 
-func etypes(e prober.Etypes) string {
-	return fmt.Sprintf("rep=%s tkt=%s ses=%s", prober.EtypeName(e.Reply), prober.EtypeName(e.Ticket), prober.EtypeName(e.Session))
+func etypes(e krb5.Etypes) string {
+	return fmt.Sprintf("rep=%s tkt=%s ses=%s", krb5.EtypeName(e.Reply), krb5.EtypeName(e.Ticket), krb5.EtypeName(e.Session))
 }

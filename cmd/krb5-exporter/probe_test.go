@@ -2,14 +2,13 @@ package main
 
 import (
 	"bytes"
-	"context"
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"net"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/alecthomas/kingpin/v2"
 
@@ -35,17 +34,7 @@ func runProbe(t *testing.T, args ...string) (int, string, string) {
 
 func probeRealm(t *testing.T) *realm.Realm {
 	t.Helper()
-	if err := realm.Available(); err != nil {
-		t.Skipf("MIT krb5 binaries not installed: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	r, err := realm.Up(ctx, realm.Options{Dir: t.TempDir(), Users: 1, Services: 1, Fillers: -1, NoKadmind: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.Down() })
-	return r
+	return testutil.Realm(t, realm.Options{Users: 1, Services: 1, NoKadmind: true})
 }
 
 func TestProbeCommand(t *testing.T) {

@@ -1,0 +1,225 @@
+package krb5
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"time"
+
+	cryptorand "crypto/rand"
+
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+)
+
+// Options configure a Client.
+type Options struct {
+	// KDC is the one KDC to talk to: host:port, [v6]:port, or a bare host (port 88).
+	KDC       string
+	Transport Transport
+	// Client is the principal that logs in; its realm is the realm of every request.
+	Client      Principal
+	Credentials *Credentials
+	// Etypes are offered in this order (default DefaultEtypes).
+	Etypes []int32
+	// PreauthUpfront sends PA-ENC-TIMESTAMP in the first AS-REQ, as a client
+	// that remembers the KDC wants it; otherwise a login is two round trips
+	// like a fresh `kinit -k`.
+	PreauthUpfront bool
+	// UDPRetransmit, when positive, resends an unanswered UDP request after
+	// this long and then after twice as long each time, as libkrb5 does (1s).
+	UDPRetransmit time.Duration
+	// TicketLifetime is the lifetime requested for tickets (default 10h).
+	TicketLifetime time.Duration
+	// Logger receives debug lines of every step; nil keeps the hot path free
+	// of logging work.
+	Logger log.Logger
+	// Now is the wall clock used in requests (tests shift it); default time.Now.
+	Now func() time.Time
+}
+
+// Client is one Kerberos client talking to one KDC. It holds its TGT and all
+// precomputed request parts and buffers, so a Client is not safe for
+// concurrent use: give each goroutine its own (they may share Credentials).
+type Client struct {
+	kdc        string
+	kdcAddr    netip.AddrPort // set when the KDC is an IP literal
+	dialer     net.Dialer
+	udp        *udpSocket // idle connected UDP socket, kept between clean exchanges
+	udpUsed    time.Time  // when udp last completed an exchange
+	transport  Transport
+	retransmit time.Duration
+	realm      string
+	principal  Principal
+	creds      *Credentials
+	etypes     []int32
+	upfront    bool
+	lifetime   time.Duration
+	log        log.Logger
+	now        func() time.Time
+	rng        *rand.ChaCha8
+
+	w   derWriter // the request being built
+	aux derWriter // inner structures (PA-ENC-TS-ENC, Authenticator)
+	ct  []byte    // ciphertext scratch
+	pt  []byte    // plaintext scratch
+
+	rbuf     []byte // receive buffer
+	kerr     krbError
+	salt     string    // the last salt the KDC announced
+	asNonce  int64     // nonce of the AS-REQ in flight
+	sentWall time.Time // wall clock when it was sent
+
+	asBody tmpl // the constant AS-REQ body, nonce and till patched per request
+
+	ltGen uint64    // Credentials generation the schedules below belong to
+	lt    []ltSched // long-term key schedules, per key
+
+	tgt tgtState
+}
+
+// tmpl is a pre-encoded KDC-REQ-BODY with the offsets of the nonce and till
+// contents, which are the only parts that change between requests.
+type tmpl struct {
+	body     []byte
+	nonceOff int // 4 octets
+	tillOff  int // 15 octets
+}
+
+// ltSched holds the schedules of one long-term key.
+type ltSched struct {
+	key   *byte // identity of the key bytes in Credentials
+	etype int32
+	ts    *usageKey // usage 1: PA-ENC-TIMESTAMP
+	rep   *usageKey // usage 3: AS-REP encrypted part
+}
+
+// NewClient validates the options and precomputes the request parts.
+func NewClient(o Options) (*Client, error) {
+	if o.Credentials == nil {
+		return nil, errors.New("no credentials")
+	}
+	if len(o.Client.Components) == 0 || o.Client.Realm == "" {
+		return nil, errors.New("no client principal")
+	}
+	kdc, err := KDCAddress(o.KDC)
+	if err != nil {
+		return nil, err
+	}
+	etypes := o.Etypes
+	if len(etypes) == 0 {
+		etypes = DefaultEtypes
+	}
+	for _, e := range etypes {
+		if lookupEtype(e) == nil {
+			return nil, fmt.Errorf("unsupported enctype %d", e)
+		}
+	}
+	var seed [32]byte
+	if _, err := cryptorand.Read(seed[:]); err != nil {
+		return nil, err
+	}
+	c := &Client{
+		kdc:        kdc,
+		transport:  o.Transport,
+		retransmit: o.UDPRetransmit,
+		realm:      o.Client.Realm,
+		principal:  o.Client,
+		creds:      o.Credentials,
+		etypes:     append([]int32(nil), etypes...),
+		upfront:    o.PreauthUpfront,
+		lifetime:   o.TicketLifetime,
+		log:        o.Logger,
+		now:        o.Now,
+		rng:        rand.NewChaCha8(seed),
+		rbuf:       make([]byte, udpBufSize),
+		w:          derWriter{buf: make([]byte, 2048)},
+		aux:        derWriter{buf: make([]byte, 512)},
+		ct:         make([]byte, 0, 512),
+		pt:         make([]byte, 0, 2048),
+	}
+	if c.lifetime <= 0 {
+		c.lifetime = 10 * time.Hour
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	if ap, err := netip.ParseAddrPort(kdc); err == nil {
+		c.kdcAddr = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	}
+	c.asBody = c.encodeBody(o.Client, krbtgt(c.realm))
+	return c, nil
+}
+
+// Transport returns the configured transport.
+func (c *Client) Transport() Transport { return c.transport }
+
+// encodeBody pre-encodes a KDC-REQ-BODY for sname; cname is included only for
+// AS requests. Field order: kdc-options [0], cname [1], realm [2], sname [3],
+// till [5], nonce [7], etype [8].
+func (c *Client) encodeBody(cname Principal, sname Principal) tmpl {
+	var w derWriter
+	w.reset()
+	m := w.len()
+
+	etm := w.len()
+	for i := len(c.etypes) - 1; i >= 0; i-- {
+		w.integer(int64(c.etypes[i]))
+	}
+	w.close(tagSequence, etm)
+	w.close(ctx(8), etm)
+
+	nm := w.len()
+	w.integer(0x7fffffff) // placeholder, always four content octets
+	nonceFromEnd := w.len() - 2
+	w.close(ctx(7), nm)
+
+	var till [15]byte
+	formatKrbTime(&till, time.Unix(0, 0))
+	w.explicitTime(5, &till)
+	tillFromEnd := w.len() - 2 - 2
+
+	sm := w.len()
+	w.principalName(sname)
+	w.close(ctx(3), sm)
+	w.explicitString(2, sname.Realm)
+	if cname.Realm != "" {
+		cm := w.len()
+		w.principalName(cname)
+		w.close(ctx(1), cm)
+	}
+	km := w.len()
+	w.primitive(tagBitString, []byte{0, 0, 0, 0, 0}) // no KDC options
+	w.close(ctx(0), km)
+	w.close(tagSequence, m)
+
+	b := append([]byte(nil), w.bytes()...)
+	return tmpl{body: b, nonceOff: len(b) - nonceFromEnd, tillOff: len(b) - tillFromEnd}
+}
+
+// patch writes a fresh nonce and till into the template and returns the nonce.
+func (c *Client) patch(t *tmpl, now time.Time) int64 {
+	// 0x01000000..0x7fffffff: always four DER content octets, never negative.
+	n := uint32(c.rng.Uint64())&0x7fffffff | 0x01000000
+	b := t.body[t.nonceOff : t.nonceOff+4]
+	b[0], b[1], b[2], b[3] = byte(n>>24), byte(n>>16), byte(n>>8), byte(n)
+	var till [15]byte
+	formatKrbTime(&till, now.Add(c.lifetime))
+	copy(t.body[t.tillOff:], till[:])
+	return int64(n)
+}
+
+func (c *Client) debug(kv ...any) {
+	if c.log != nil {
+		_ = level.Debug(c.log).Log(kv...)
+	}
+}
+
+// ensurePT makes the plaintext scratch large enough for n bytes.
+func (c *Client) ensurePT(n int) {
+	if cap(c.pt) < n {
+		c.pt = make([]byte, 0, 2*n)
+	}
+}

@@ -1,0 +1,5 @@
+//go:build race
+
+package krb5
+
+const raceEnabled = true

@@ -1,0 +1,230 @@
+package krb5
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jcmturner/gokrb5/v8/iana/keyusage"
+	"github.com/jcmturner/gokrb5/v8/iana/msgtype"
+	"github.com/jcmturner/gokrb5/v8/iana/patype"
+)
+
+// tgtState is the Client's TGT with the schedules of its session key.
+type tgtState struct {
+	ok      bool
+	ticket  []byte
+	keyType int32
+	key     []byte
+	renewAt time.Time // local (monotonic) time after which Login runs again
+	expires time.Time
+
+	auth  *usageKey // usage 7: the TGS-REQ authenticator
+	cksum *usageKey // usage 6: its checksum over the request body
+	rep   *usageKey // usage 8: the TGS-REP encrypted part
+}
+
+// renewFraction of a TGT's lifetime is left when ServiceTicket renews it.
+const renewFraction = 4
+
+func (t *tgtState) set(rep *kdcRep, ep *encRepPart, received time.Time) {
+	t.ticket = append(t.ticket[:0], rep.ticket...)
+	t.key = append(t.key[:0], ep.key...)
+	t.keyType = ep.keyType
+	start := ep.authtime
+	if !ep.starttime.IsZero() {
+		start = ep.starttime
+	}
+	life := ep.endtime.Sub(start)
+	t.expires = received.Add(life)
+	t.renewAt = received.Add(life - life/renewFraction)
+	t.auth, t.cksum, t.rep = nil, nil, nil
+	// A session key the client cannot use must not look like a TGT.
+	et := lookupEtype(ep.keyType)
+	t.ok = et != nil && len(ep.key) == et.keyLen && life > 0
+}
+
+// schedules derives the session key's schedules once per TGT.
+func (t *tgtState) schedules() error {
+	if t.auth != nil {
+		return nil
+	}
+	et := lookupEtype(t.keyType)
+	var err error
+	if t.auth, err = newUsageKey(et, t.key, keyusage.TGS_REQ_PA_TGS_REQ_AP_REQ_AUTHENTICATOR, false); err != nil {
+		return err
+	}
+	if t.cksum, err = newUsageKey(et, t.key, keyusage.TGS_REQ_PA_TGS_REQ_AP_REQ_AUTHENTICATOR_CHKSUM, true); err != nil {
+		return err
+	}
+	t.rep, err = newUsageKey(et, t.key, keyusage.TGS_REP_ENCPART_SESSION_KEY, false)
+	return err
+}
+
+// HasTGT reports whether the Client holds a TGT that ServiceTicket will use
+// without logging in again.
+func (c *Client) HasTGT() bool { return c.tgt.ok && time.Now().Before(c.tgt.renewAt) }
+
+// Service is a service principal prepared for repeated TGS requests.
+type Service struct {
+	name Principal
+	body tmpl
+}
+
+// PrepareService pre-encodes the TGS-REQ body for a service principal of the
+// client's realm.
+func (c *Client) PrepareService(p Principal) *Service {
+	if p.Realm == "" {
+		p.Realm = c.realm
+	}
+	return &Service{name: p, body: c.encodeBody(Principal{}, p)}
+}
+
+// TGSResult describes one TGS exchange.
+type TGSResult struct {
+	Duration    time.Duration // the TGS round trip plus the client's own work, without any login
+	Etypes      Etypes
+	Retransmits int
+	TCPFallback bool
+	// Renewed is set when the TGT was missing or near expiry and a login ran
+	// first; Login describes it.
+	Renewed bool
+	Login   ASResult
+}
+
+// ServiceTicket performs one TGS exchange for s, never answered from a cache.
+// The TGT from the last Login is used until a quarter of its lifetime is
+// left, then renewed with a new Login.
+func (c *Client) ServiceTicket(ctx context.Context, s *Service) (TGSResult, error) {
+	var res TGSResult
+	if !c.HasTGT() {
+		res.Renewed = true
+		var err error
+		if res.Login, err = c.Login(ctx); err != nil {
+			return res, err
+		}
+		if !c.tgt.ok {
+			return res, errorf(ClassMalformedReply, PhaseASRep, "the TGT's session key (%s, %d bytes) is not usable", EtypeName(c.tgt.keyType), len(c.tgt.key))
+		}
+	}
+	start := time.Now()
+	err := c.serviceTicket(ctx, s, &res)
+	res.Duration = time.Since(start)
+	return res, err
+}
+
+func (c *Client) serviceTicket(ctx context.Context, s *Service, res *TGSResult) error {
+	t := &c.tgt
+	if err := t.schedules(); err != nil {
+		// The session key came from the KDC's reply.
+		return wrapError(ClassMalformedReply, PhaseTGSRep, err)
+	}
+	now := c.now()
+	nonce := c.patch(&s.body, now)
+	if err := c.buildTGSReq(s, now); err != nil {
+		return err
+	}
+	var st exchangeStats
+	reply, err := c.roundTrip(ctx, PhaseTGSRep, &st)
+	res.Retransmits, res.TCPFallback = st.retransmits, st.tcpFallback
+	if err != nil {
+		return err
+	}
+	return c.acceptTGSRep(reply, nonce, s, res)
+}
+
+// acceptTGSRep checks a reply to the TGS-REQ with the given nonce.
+func (c *Client) acceptTGSRep(reply []byte, nonce int64, s *Service, res *TGSResult) error {
+	t := &c.tgt
+	switch {
+	case len(reply) == 0:
+		return errorf(ClassMalformedReply, PhaseTGSRep, "empty reply")
+	case reply[0] == app(appKRBError):
+		if err := parseKRBError(reply, &c.kerr); err != nil {
+			return wrapError(ClassMalformedReply, PhaseTGSRep, err)
+		}
+		return kdcError(PhaseTGSRep, c.kerr.code, string(c.kerr.text))
+	case reply[0] != app(appTGSRep):
+		return errorf(ClassMalformedReply, PhaseTGSRep, "unexpected message 0x%02x", reply[0])
+	}
+	var rep kdcRep
+	if err := parseKDCRep(reply, appTGSRep, &rep); err != nil {
+		return wrapError(ClassMalformedReply, PhaseTGSRep, err)
+	}
+	if rep.enc.etype != t.keyType {
+		return errorf(ClassMalformedReply, PhaseTGSRep, "TGS-REP encrypted with %s, the session key is %s", EtypeName(rep.enc.etype), EtypeName(t.keyType))
+	}
+	pt, err := c.openReply(t.rep, rep.enc.cipher, PhaseTGSRep, "TGS-REP")
+	if err != nil {
+		return err
+	}
+	var ep encRepPart
+	if err := parseEncRepPart(pt, &ep); err != nil {
+		return wrapError(ClassMalformedReply, PhaseTGSRep, fmt.Errorf("EncTGSRepPart: %w", err))
+	}
+	if ep.nonce != nonce {
+		return errorf(ClassMalformedReply, PhaseTGSRep, "TGS-REP nonce %d does not match the request's %d", ep.nonce, nonce)
+	}
+	res.Etypes = Etypes{Reply: rep.enc.etype, Ticket: rep.ticketEtype, Session: ep.keyType}
+	if c.log != nil {
+		c.debug("msg", "service ticket issued", "service", s.name.String(), "rep_etype", EtypeName(res.Etypes.Reply),
+			"tkt_etype", EtypeName(res.Etypes.Ticket), "ses_etype", EtypeName(res.Etypes.Session))
+	}
+	return nil
+}
+
+// buildTGSReq encodes a TGS-REQ into c.w: the patched body, and a PA-TGS-REQ
+// AP-REQ carrying the TGT and an authenticator with the body's checksum.
+func (c *Client) buildTGSReq(s *Service, now time.Time) error {
+	t := &c.tgt
+	body := s.body.body
+
+	// Authenticator ::= [APPLICATION 2] SEQUENCE { authenticator-vno [0],
+	//   crealm [1], cname [2], cksum [3], cusec [4], ctime [5] }
+	a := &c.aux
+	a.reset()
+	var ts [15]byte
+	formatKrbTime(&ts, now)
+	a.explicitTime(5, &ts)
+	a.explicitInt(4, int64(now.Nanosecond()/1000))
+	cm := a.len()
+	c.ct = t.cksum.checksum(c.ct[:0], body)
+	a.explicitOctets(1, c.ct)
+	a.explicitInt(0, int64(t.cksum.et.cksum))
+	a.close(tagSequence, cm)
+	a.close(ctx(3), cm)
+	nm := a.len()
+	a.principalName(c.principal)
+	a.close(ctx(2), nm)
+	a.explicitString(1, c.realm)
+	a.explicitInt(0, 5)
+	a.close(tagSequence, 0)
+	a.close(app(appAuthenticator), 0)
+	c.ct = t.auth.seal(c.ct[:0], a.bytes(), c.rng)
+
+	w := &c.w
+	w.reset()
+	m := w.len()
+	w.raw(body)
+	w.close(ctx(4), m)
+
+	pm := w.len()
+	// AP-REQ ::= [APPLICATION 14] SEQUENCE { pvno [0], msg-type [1],
+	//   ap-options [2], ticket [3], authenticator [4] }
+	am := w.len()
+	w.encryptedData(t.keyType, 0, c.ct)
+	w.close(ctx(4), am)
+	tm := w.len()
+	w.raw(t.ticket)
+	w.close(ctx(3), tm)
+	om := w.len()
+	w.primitive(tagBitString, []byte{0, 0, 0, 0, 0})
+	w.close(ctx(2), om)
+	w.explicitInt(1, msgtype.KRB_AP_REQ)
+	w.explicitInt(0, 5)
+	w.close(tagSequence, pm)
+	w.close(app(appAPReq), pm)
+	w.padata(pm, patype.PA_TGS_REQ)
+	w.kdcReq(m, msgtype.KRB_TGS_REQ, appTGSReq)
+	return nil
+}

@@ -1,0 +1,396 @@
+// Package journal follows KDC log entries in the systemd journal, where a
+// stock Debian 12 KDC logs (no [logging] section in its kdc.conf, no
+// syslog daemon): a supervised `journalctl --follow --output=json` child,
+// as established log shippers do without cgo, restarted with back-off when
+// it exits, its stderr in our log, killed with us. Entries are handed on
+// with their identifier (SYSLOG_IDENTIFIER), pid and message; the journal
+// cursor of the last entry handed on is kept in a CursorStore, so that a
+// restart resumes right after it: nothing counted twice, nothing skipped.
+// A cursor the journal no longer holds (rotated or vacuumed away) is noticed
+// at start, counted and logged once, and reading resumes at the oldest entry
+// still there.
+package journal
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+)
+
+// Options say which entries to follow.
+type Options struct {
+	// Identifiers match SYSLOG_IDENTIFIER (krb5kdc, kadmind); Units match
+	// _SYSTEMD_UNIT (krb5-kdc.service); an entry matching either is read.
+	// At least one of the two is required.
+	Identifiers []string
+	Units       []string
+	// Directory or Files read a journal other than the system's (journalctl
+	// --directory/--file): containers, copies, tests.
+	Directory string
+	Files     []string
+	// FromBeginning reads the whole journal when no cursor is saved;
+	// otherwise reading starts at its end.
+	FromBeginning bool
+	// Journalctl is the program (default "journalctl" from PATH).
+	Journalctl string
+	// MaxBackoff bounds the wait before journalctl is started again after
+	// it exited (default 30s; it starts at 100ms and doubles).
+	MaxBackoff time.Duration
+	// Flush, if set, runs after every batch of entries handed on, before
+	// the cursor is stored and Stats.Entries counts them.
+	Flush func()
+}
+
+// Entry is one journal entry. Its byte slices are valid only during the
+// Handler call.
+type Entry struct {
+	Identifier []byte // SYSLOG_IDENTIFIER
+	PID        int    // _PID, else SYSLOG_PID; 0 if neither
+	Message    []byte
+	Cursor     []byte
+}
+
+// Handler receives each entry in journal order.
+type Handler func(e *Entry)
+
+// CursorStore keeps the cursor of the last entry handed on, per key.
+type CursorStore interface {
+	Cursor(key string) string
+	SetCursor(key, cursor string)
+}
+
+// Stats are the follower's counters, read by the caller's metrics.
+type Stats struct {
+	Entries    atomic.Uint64 // entries handed on
+	Malformed  atomic.Uint64 // output lines of journalctl that were not an entry
+	Starts     atomic.Uint64 // journalctl processes started
+	Exits      atomic.Uint64 // journalctl processes that ended while we ran
+	CursorLost atomic.Uint64 // saved cursors the journal no longer held
+	// LostEntries is how many journal entries (of every program, an upper
+	// bound for ours) lay between a lost cursor and the oldest entry left,
+	// where the journal's sequence numbers tell.
+	LostEntries atomic.Uint64
+	Running     atomic.Bool // a journalctl is running now
+}
+
+// Follower follows one journal source.
+type Follower struct {
+	opts   Options
+	key    string
+	logger log.Logger
+	store  CursorStore
+	stats  *Stats
+	h      Handler
+
+	mu     sync.Mutex
+	cursor string
+	// startAt, when set, is where reading resumes (inclusive) after the
+	// saved cursor was found lost: journalctl --after-cursor would skip
+	// the entry next to a cursor it cannot find.
+	startAt string
+	fromEnd bool // the journal holds nothing at or after a lost cursor
+}
+
+// New returns a Follower; Run starts it. key names the source in store.
+func New(opts Options, key string, logger log.Logger, store CursorStore, stats *Stats, h Handler) (*Follower, error) {
+	if len(opts.Identifiers) == 0 && len(opts.Units) == 0 {
+		return nil, errors.New("journal: no identifier or unit to match")
+	}
+	for _, s := range append(append([]string{}, opts.Identifiers...), opts.Units...) {
+		if s == "" || strings.ContainsAny(s, "= \t\n+") {
+			return nil, fmt.Errorf("journal: bad identifier or unit %q", s)
+		}
+	}
+	if opts.Directory != "" && len(opts.Files) > 0 {
+		return nil, errors.New("journal: directory and files are exclusive")
+	}
+	if opts.Journalctl == "" {
+		opts.Journalctl = "journalctl"
+	}
+	if opts.MaxBackoff <= 0 {
+		opts.MaxBackoff = 30 * time.Second
+	}
+	f := &Follower{opts: opts, key: key, logger: logger, store: store, stats: stats, h: h}
+	if store != nil {
+		f.cursor = store.Cursor(key)
+	}
+	return f, nil
+}
+
+// Cursor returns the cursor of the last entry handed on ("" before any).
+func (f *Follower) Cursor() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.cursor
+}
+
+// source are the arguments that select the journal files.
+func (f *Follower) source() []string {
+	var a []string
+	if f.opts.Directory != "" {
+		a = append(a, "--directory="+f.opts.Directory)
+	}
+	for _, file := range f.opts.Files {
+		a = append(a, "--file="+file)
+	}
+	return a
+}
+
+// matches are journalctl's match arguments: one field's values are ORed,
+// "+" ORs the identifier group with the unit group.
+func (f *Follower) matches() []string {
+	var a []string
+	for _, id := range f.opts.Identifiers {
+		a = append(a, "SYSLOG_IDENTIFIER="+id)
+	}
+	if len(f.opts.Identifiers) > 0 && len(f.opts.Units) > 0 {
+		a = append(a, "+")
+	}
+	for _, u := range f.opts.Units {
+		a = append(a, "_SYSTEMD_UNIT="+u)
+	}
+	return a
+}
+
+// followArgs is the command line of the follow process for the current
+// cursor.
+func (f *Follower) followArgs() []string {
+	a := append(f.source(), "--follow", "--output=json", "--all", "--no-pager", "--quiet",
+		"--output-fields=MESSAGE,_PID,SYSLOG_PID,SYSLOG_IDENTIFIER")
+	f.mu.Lock()
+	startAt, fromEnd := f.startAt, f.fromEnd
+	f.mu.Unlock()
+	switch cur := f.Cursor(); {
+	case startAt != "":
+		a = append(a, "--cursor="+startAt, "--no-tail")
+	case fromEnd:
+		a = append(a, "--lines=0")
+	case cur != "":
+		a = append(a, "--after-cursor="+cur, "--no-tail")
+	case f.opts.FromBeginning:
+		a = append(a, "--no-tail")
+	default:
+		a = append(a, "--lines=0")
+	}
+	return append(a, f.matches()...)
+}
+
+// Run follows the journal until ctx ends, starting journalctl again with
+// back-off whenever it exits. It returns nil when ctx ends.
+func (f *Follower) Run(ctx context.Context) error {
+	if cur := f.Cursor(); cur != "" {
+		f.checkCursor(ctx, cur)
+	}
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		start := time.Now()
+		err := f.runOnce(ctx)
+		if ctx.Err() != nil {
+			break
+		}
+		f.stats.Exits.Add(1)
+		if time.Since(start) > time.Minute {
+			backoff = 100 * time.Millisecond
+		}
+		level.Warn(f.logger).Log("msg", "journalctl exited; starting it again", "source", f.key, "err", err, "backoff", backoff)
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, f.opts.MaxBackoff)
+	}
+	return nil
+}
+
+// command prepares journalctl with args: killed when ctx ends or when this
+// process dies (Pdeathsig), its stderr lines logged.
+func (f *Follower) command(ctx context.Context, args []string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, f.opts.Journalctl, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.Env = append(os.Environ(), "SYSTEMD_PAGER=", "SYSTEMD_COLORS=0", "LC_ALL=C")
+	cmd.WaitDelay = 2 * time.Second
+	return cmd
+}
+
+func (f *Follower) runOnce(ctx context.Context) error {
+	cmd := f.command(ctx, f.followArgs())
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	f.stats.Starts.Add(1)
+	f.stats.Running.Store(true)
+	defer f.stats.Running.Store(false)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			level.Warn(f.logger).Log("msg", "journalctl says", "source", f.key, "line", sc.Text())
+		}
+	}()
+	rerr := f.read(stdout)
+	<-done
+	werr := cmd.Wait()
+	if rerr != nil {
+		return rerr
+	}
+	return werr
+}
+
+// read hands on the entries journalctl writes, in batches: what one read
+// of the pipe brings is handed on, then flushed and its cursor stored.
+func (f *Follower) read(r io.Reader) error {
+	buf := make([]byte, 0, 256<<10)
+	chunk := make([]byte, 128<<10)
+	var e Entry
+	var j jsonEntry
+	for {
+		n, err := r.Read(chunk)
+		buf = append(buf, chunk[:n]...)
+		last := ""
+		handed := uint64(0)
+		for {
+			nl := bytes.IndexByte(buf, '\n')
+			if nl < 0 {
+				break
+			}
+			line := buf[:nl]
+			if len(line) > 0 {
+				if j.parse(line) && j.cursor != nil {
+					e = Entry{Identifier: j.ident, PID: j.pid, Message: j.message, Cursor: j.cursor}
+					f.h(&e)
+					last = string(j.cursor)
+					handed++
+				} else {
+					f.stats.Malformed.Add(1)
+				}
+			}
+			buf = buf[nl+1:]
+		}
+		if handed > 0 {
+			if f.opts.Flush != nil {
+				f.opts.Flush()
+			}
+			f.mu.Lock()
+			f.cursor, f.startAt, f.fromEnd = last, "", false
+			f.mu.Unlock()
+			if f.store != nil {
+				f.store.SetCursor(f.key, last)
+			}
+			f.stats.Entries.Add(handed)
+		}
+		// Keep the partial line at the start of the buffer.
+		buf = append(buf[:0:0], buf...)
+		if len(buf) > 16<<20 {
+			return errors.New("journalctl wrote a line over 16 MiB")
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, os.ErrClosed) {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// checkCursor asks the journal whether the saved cursor's entry is still
+// there; if not, the entries between it and the oldest one left were never
+// read: counted and said in one log line.
+func (f *Follower) checkCursor(ctx context.Context, cur string) {
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	args := append(f.source(), "--cursor="+cur, "--output=json", "--no-pager", "--quiet",
+		"--output-fields=__CURSOR", "--lines=all")
+	cmd := f.command(cctx, args)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return
+	}
+	if err := cmd.Start(); err != nil {
+		level.Warn(f.logger).Log("msg", "cannot check the saved journal cursor", "source", f.key, "err", err)
+		return
+	}
+	line, _ := bufio.NewReader(out).ReadBytes('\n')
+	cancel() // the first entry is all we need
+	cmd.Wait()
+	var j jsonEntry
+	first := ""
+	if j.parse(bytes.TrimSpace(line)) {
+		first = string(j.cursor)
+	}
+	if first == cur {
+		return
+	}
+	f.stats.CursorLost.Add(1)
+	f.mu.Lock()
+	if first != "" {
+		f.startAt = first
+	} else {
+		f.fromEnd = true
+	}
+	f.mu.Unlock()
+	lost, known := cursorGap(cur, first)
+	if known {
+		f.stats.LostEntries.Add(lost)
+	}
+	level.Error(f.logger).Log("msg", "the journal no longer holds the last entry read (rotated or vacuumed while the exporter was stopped); entries written after it and before the oldest one left were not counted",
+		"source", f.key, "journal_entries_lost", lostText(lost, known))
+}
+
+func lostText(n uint64, known bool) string {
+	if !known {
+		return "unknown"
+	}
+	return strconv.FormatUint(n, 10)
+}
+
+// cursorGap tells how many entries lay strictly between two cursors of the
+// same journal (same seqnum id "s="), from their sequence numbers "i=".
+func cursorGap(from, to string) (uint64, bool) {
+	s1, i1, ok1 := cursorSeq(from)
+	s2, i2, ok2 := cursorSeq(to)
+	if !ok1 || !ok2 || s1 != s2 || i2 <= i1 {
+		return 0, false
+	}
+	return i2 - i1 - 1, true
+}
+
+func cursorSeq(c string) (seqID string, seq uint64, ok bool) {
+	var haveS, haveI bool
+	for _, part := range strings.Split(c, ";") {
+		k, v, _ := strings.Cut(part, "=")
+		switch k {
+		case "s":
+			seqID, haveS = v, true
+		case "i":
+			n, err := strconv.ParseUint(v, 16, 64)
+			if err != nil {
+				return "", 0, false
+			}
+			seq, haveI = n, true
+		}
+	}
+	return seqID, seq, haveS && haveI
+}

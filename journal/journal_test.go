@@ -1,0 +1,312 @@
+package journal
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
+)
+
+// Real journal files, not mocks: entries are written with
+// systemd-journal-remote (it turns the journal export format into journal
+// files) and read back by a real journalctl.
+
+const journalRemote = "/lib/systemd/systemd-journal-remote"
+
+func needJournal(t *testing.T) {
+	t.Helper()
+	for _, p := range []string{journalRemote, "journalctl"} {
+		if _, err := exec.LookPath(p); err != nil {
+			if testutil.InCI() {
+				t.Fatalf("%s missing in CI: %v", p, err)
+			}
+			t.Skipf("%s not installed: %v", p, err)
+		}
+	}
+}
+
+type record struct {
+	ident string
+	pid   int
+	msg   string
+}
+
+// writer appends entries to one journal file, with strictly increasing
+// timestamps across calls.
+type writer struct {
+	t    *testing.T
+	path string
+	ts   int64
+}
+
+func newWriter(t *testing.T, dir string) *writer {
+	return &writer{t: t, path: filepath.Join(dir, "remote.journal"), ts: 1764556800000000}
+}
+
+func (w *writer) write(recs ...record) {
+	w.t.Helper()
+	var b bytes.Buffer
+	for _, r := range recs {
+		w.ts++
+		fmt.Fprintf(&b, "__REALTIME_TIMESTAMP=%d\n_BOOT_ID=0123456789abcdef0123456789abcdef\nSYSLOG_IDENTIFIER=%s\n_PID=%d\nPRIORITY=6\nMESSAGE=%s\n\n",
+			w.ts, r.ident, r.pid, r.msg)
+	}
+	cmd := exec.Command(journalRemote, "-o", w.path, "-")
+	cmd.Stdin = &b
+	if out, err := cmd.CombinedOutput(); err != nil {
+		w.t.Fatalf("systemd-journal-remote: %v\n%s", err, out)
+	}
+}
+
+// batch makes n entries; every third belongs to another program, which the
+// follower must not hand on.
+func batch(from, n int) (all, ours []record) {
+	for i := from; i < from+n; i++ {
+		r := record{ident: "krb5kdc", pid: 4000 + i%3, msg: fmt.Sprintf("AS_REQ line %d with \"quotes\" and \\ back", i)}
+		switch i % 3 {
+		case 1:
+			r.ident = "kadmind"
+		case 2:
+			r.ident, r.msg = "sshd", fmt.Sprintf("Accepted publickey %d", i)
+		}
+		all = append(all, r)
+		if r.ident != "sshd" {
+			ours = append(ours, r)
+		}
+	}
+	return all, ours
+}
+
+type memStore struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+func (s *memStore) Cursor(k string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m[k]
+}
+
+func (s *memStore) SetCursor(k, c string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.m[k] = c
+}
+
+type collect struct {
+	mu  sync.Mutex
+	got []record
+}
+
+func (c *collect) handle(e *Entry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.got = append(c.got, record{string(e.Identifier), e.PID, string(e.Message)})
+}
+
+func (c *collect) n() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.got)
+}
+
+type running struct {
+	f      *Follower
+	stats  *Stats
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func start(t *testing.T, opts Options, store CursorStore, c *collect) *running {
+	t.Helper()
+	stats := &Stats{}
+	f, err := New(opts, "journal:test", testutil.Logger(t), store, stats, c.handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{f: f, stats: stats, cancel: cancel, done: make(chan struct{})}
+	go func() { defer close(r.done); f.Run(ctx) }()
+	t.Cleanup(r.stop)
+	return r
+}
+
+func (r *running) stop() {
+	r.cancel()
+	<-r.done
+}
+
+// Every entry of ours is handed on exactly once, in order, across appends
+// while running and while stopped, and restarts that resume at the cursor.
+func TestFollowExactlyOnceAcrossRestarts(t *testing.T) {
+	needJournal(t)
+	dir := t.TempDir()
+	w := newWriter(t, dir)
+	store := &memStore{m: map[string]string{}}
+	c := &collect{}
+	opts := Options{Identifiers: []string{"krb5kdc", "kadmind"}, Directory: dir, FromBeginning: true}
+	var want []record
+	add := func(from, n int) {
+		all, ours := batch(from, n)
+		w.write(all...)
+		want = append(want, ours...)
+	}
+	add(0, 30) // before the first start: read from the beginning
+	r := start(t, opts, store, c)
+	testutil.Eventually(t, 30*time.Second, "the first entries", func() bool { return c.n() == len(want) })
+	for round := 0; round < 3; round++ {
+		add(1000*(round+1), 25) // while running
+		testutil.Eventually(t, 30*time.Second, "entries appended while running", func() bool { return c.n() == len(want) })
+		r.stop()
+		add(1000*(round+1)+500, 25) // while stopped
+		r = start(t, opts, store, c)
+		testutil.Eventually(t, 30*time.Second, "entries appended while stopped", func() bool { return c.n() == len(want) })
+	}
+	if got := r.stats.CursorLost.Load(); got != 0 {
+		t.Errorf("cursor lost %d times", got)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.got) != len(want) {
+		t.Fatalf("got %d entries, want %d", len(c.got), len(want))
+	}
+	for i := range want {
+		if c.got[i] != want[i] {
+			t.Fatalf("entry %d: got %+v, want %+v", i, c.got[i], want[i])
+		}
+	}
+}
+
+// Without a saved cursor and without FromBeginning, only new entries count.
+func TestFollowFromEnd(t *testing.T) {
+	needJournal(t)
+	dir := t.TempDir()
+	w := newWriter(t, dir)
+	all, _ := batch(0, 9)
+	w.write(all...)
+	c := &collect{}
+	r := start(t, Options{Identifiers: []string{"krb5kdc"}, Directory: dir}, &memStore{m: map[string]string{}}, c)
+	testutil.Eventually(t, 30*time.Second, "journalctl to run", func() bool { return r.stats.Running.Load() })
+	// journalctl --lines=0 may still be seeking to the end: wait until a
+	// marker entry written now is seen, then nothing older than it may be.
+	testutil.Eventually(t, 30*time.Second, "a new entry", func() bool {
+		if c.n() > 0 {
+			return true
+		}
+		w.write(record{"krb5kdc", 1, "marker"})
+		time.Sleep(100 * time.Millisecond)
+		return c.n() > 0
+	})
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, g := range c.got {
+		if g.msg != "marker" {
+			t.Fatalf("an old entry was read: %+v", g)
+		}
+	}
+}
+
+// A cursor the journal no longer holds (the file rotated away while we
+// were stopped) is counted and logged, and reading resumes at the oldest
+// entry left.
+func TestCursorLost(t *testing.T) {
+	needJournal(t)
+	dir := t.TempDir()
+	w := newWriter(t, dir)
+	store := &memStore{m: map[string]string{}}
+	c := &collect{}
+	opts := Options{Identifiers: []string{"krb5kdc", "kadmind"}, Directory: dir, FromBeginning: true}
+	all, ours := batch(0, 12)
+	w.write(all...)
+	r := start(t, opts, store, c)
+	testutil.Eventually(t, 30*time.Second, "the entries", func() bool { return c.n() == len(ours) })
+	r.stop()
+	// The journal is vacuumed: the file goes, a new one starts.
+	if err := os.Remove(w.path); err != nil {
+		t.Fatal(err)
+	}
+	// Its entries are newer than the lost cursor's, as after a vacuum.
+	w2 := *w
+	w2.path = filepath.Join(dir, "remote2.journal")
+	all2, ours2 := batch(100, 6)
+	w2.write(all2...)
+	r = start(t, opts, store, c)
+	testutil.Eventually(t, 30*time.Second, "the entries of the new file", func() bool { return c.n() == len(ours)+len(ours2) })
+	if r.stats.CursorLost.Load() != 1 {
+		t.Errorf("cursor lost counted %d times, want 1", r.stats.CursorLost.Load())
+	}
+}
+
+// A journalctl that exits at once, or a journal directory that does not
+// exist: no crash, the exits are counted, and shutdown is prompt.
+func TestJournalctlFailures(t *testing.T) {
+	needJournal(t)
+	script := filepath.Join(t.TempDir(), "journalctl")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho 'broken on purpose' >&2\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, opts := range map[string]Options{
+		"exits":       {Identifiers: []string{"krb5kdc"}, Journalctl: script, MaxBackoff: 50 * time.Millisecond},
+		"no such dir": {Identifiers: []string{"krb5kdc"}, Directory: filepath.Join(t.TempDir(), "nonexistent"), MaxBackoff: 50 * time.Millisecond},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := &collect{}
+			r := start(t, opts, nil, c)
+			testutil.Eventually(t, 30*time.Second, "journalctl to be started again", func() bool { return r.stats.Exits.Load() >= 2 })
+			done := make(chan struct{})
+			go func() { r.stop(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("Run did not return after cancel")
+			}
+			if c.n() != 0 {
+				t.Errorf("%d entries from a broken source", c.n())
+			}
+		})
+	}
+}
+
+func TestNewRejectsBadMatches(t *testing.T) {
+	for _, o := range []Options{
+		{},
+		{Identifiers: []string{"krb5kdc=1"}},
+		{Units: []string{"a b"}},
+		{Identifiers: []string{"+"}},
+		{Identifiers: []string{"krb5kdc"}, Directory: "/d", Files: []string{"/f"}},
+	} {
+		if _, err := New(o, "k", nil, nil, &Stats{}, func(*Entry) {}); err == nil {
+			t.Errorf("%+v accepted", o)
+		}
+	}
+}
+
+func TestCursorGap(t *testing.T) {
+	for _, c := range []struct {
+		from, to string
+		n        uint64
+		ok       bool
+	}{
+		{"s=abc;i=a;b=x", "s=abc;i=14;b=x", 9, true},
+		{"s=abc;i=a", "s=def;i=14", 0, false},
+		{"s=abc;i=a", "", 0, false},
+		{"garbage", "s=abc;i=1", 0, false},
+	} {
+		n, ok := cursorGap(c.from, c.to)
+		if n != c.n || ok != c.ok {
+			t.Errorf("cursorGap(%q, %q) = %d, %v", c.from, c.to, n, ok)
+		}
+	}
+	if !strings.Contains(lostText(3, true), "3") || lostText(0, false) != "unknown" {
+		t.Error("lostText")
+	}
+}

@@ -1,0 +1,312 @@
+package journal
+
+import (
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// jsonEntry reads the fields this package needs out of one line of
+// `journalctl --output=json`: a flat object whose values are strings, null
+// (a field too large or absent) or arrays of byte values (a field that is
+// not valid UTF-8). A hand-written scanner rather than encoding/json: it
+// runs once per KDC request and allocates nothing once its buffers have
+// grown. Field slices are valid until the next parse.
+type jsonEntry struct {
+	message, ident, cursor []byte
+	pid                    int
+
+	// one scratch buffer per field kept: unescaped strings land here
+	bufs [4][]byte
+}
+
+const (
+	fMessage = iota
+	fIdent
+	fCursor
+	fPID
+	fSyslogPID
+	fOther
+)
+
+func fieldOf(key []byte) int {
+	switch string(key) { // no allocation: the conversion is only compared
+	case "MESSAGE":
+		return fMessage
+	case "SYSLOG_IDENTIFIER":
+		return fIdent
+	case "__CURSOR":
+		return fCursor
+	case "_PID":
+		return fPID
+	case "SYSLOG_PID":
+		return fSyslogPID
+	}
+	return fOther
+}
+
+// parse reports whether line is a well-formed JSON object of string,
+// null and byte-array values.
+func (j *jsonEntry) parse(line []byte) bool {
+	j.message, j.ident, j.cursor, j.pid = nil, nil, nil, 0
+	syslogPID := 0
+	s := scanner{b: line}
+	if !s.skip('{') {
+		return false
+	}
+	if s.peek() == '}' {
+		s.i++
+		return s.end()
+	}
+	for {
+		key, ok := s.str(&j.bufs[3])
+		if !ok || !s.skip(':') {
+			return false
+		}
+		f := fieldOf(key)
+		slot := 3
+		switch f {
+		case fMessage:
+			slot = 0
+		case fIdent:
+			slot = 1
+		case fCursor:
+			slot = 2
+		}
+		var val []byte
+		switch s.peek() {
+		case '"':
+			val, ok = s.str(&j.bufs[slot])
+		case '[':
+			val, ok = s.bytesArray(&j.bufs[slot])
+		case 'n':
+			ok = s.literal("null")
+		default:
+			return false
+		}
+		if !ok {
+			return false
+		}
+		switch f {
+		case fMessage:
+			j.message = val
+		case fIdent:
+			j.ident = val
+		case fCursor:
+			j.cursor = val
+		case fPID:
+			j.pid = atoiPID(val)
+		case fSyslogPID:
+			syslogPID = atoiPID(val)
+		}
+		switch s.next() {
+		case ',':
+			continue
+		case '}':
+			if j.pid == 0 {
+				j.pid = syslogPID
+			}
+			return s.end()
+		default:
+			return false
+		}
+	}
+}
+
+func atoiPID(b []byte) int {
+	n, err := strconv.Atoi(string(b)) // compiler avoids the allocation
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}
+
+type scanner struct {
+	b []byte
+	i int
+}
+
+func (s *scanner) ws() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\r', '\n':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+func (s *scanner) peek() byte {
+	s.ws()
+	if s.i < len(s.b) {
+		return s.b[s.i]
+	}
+	return 0
+}
+
+func (s *scanner) next() byte {
+	c := s.peek()
+	if c != 0 {
+		s.i++
+	}
+	return c
+}
+
+func (s *scanner) skip(c byte) bool { return s.next() == c }
+
+func (s *scanner) end() bool {
+	s.ws()
+	return s.i == len(s.b)
+}
+
+func (s *scanner) literal(lit string) bool {
+	s.ws()
+	if len(s.b)-s.i < len(lit) || string(s.b[s.i:s.i+len(lit)]) != lit {
+		return false
+	}
+	s.i += len(lit)
+	return true
+}
+
+// str reads a string; without escapes it returns a slice of the line,
+// otherwise the unescaped bytes in *buf.
+func (s *scanner) str(buf *[]byte) ([]byte, bool) {
+	if !s.skip('"') {
+		return nil, false
+	}
+	start := s.i
+	for s.i < len(s.b) {
+		c := s.b[s.i]
+		switch {
+		case c == '"':
+			s.i++
+			return s.b[start : s.i-1], true
+		case c == '\\':
+			return s.strEscaped(start, buf)
+		case c < 0x20:
+			return nil, false
+		}
+		s.i++
+	}
+	return nil, false
+}
+
+func (s *scanner) strEscaped(start int, buf *[]byte) ([]byte, bool) {
+	out := append((*buf)[:0], s.b[start:s.i]...)
+	for s.i < len(s.b) {
+		c := s.b[s.i]
+		switch {
+		case c == '"':
+			s.i++
+			*buf = out
+			return out, true
+		case c < 0x20:
+			return nil, false
+		case c != '\\':
+			out = append(out, c)
+			s.i++
+			continue
+		}
+		if s.i+1 >= len(s.b) {
+			return nil, false
+		}
+		e := s.b[s.i+1]
+		s.i += 2
+		switch e {
+		case '"', '\\', '/':
+			out = append(out, e)
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			r, ok := s.hex4()
+			if !ok {
+				return nil, false
+			}
+			if utf16.IsSurrogate(r) {
+				// A pair makes one rune; a lone half is U+FFFD and the
+				// escape after it is read on its own, as encoding/json does.
+				d := utf8.RuneError
+				if s.i+1 < len(s.b) && s.b[s.i] == '\\' && s.b[s.i+1] == 'u' {
+					save := s.i
+					s.i += 2
+					if r2, ok := s.hex4(); ok {
+						d = utf16.DecodeRune(r, r2)
+					}
+					if d == utf8.RuneError {
+						s.i = save
+					}
+				}
+				r = d
+			}
+			out = utf8.AppendRune(out, r)
+		default:
+			return nil, false
+		}
+	}
+	return nil, false
+}
+
+func (s *scanner) hex4() (rune, bool) {
+	if s.i+4 > len(s.b) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range s.b[s.i : s.i+4] {
+		r <<= 4
+		switch {
+		case c >= '0' && c <= '9':
+			r |= rune(c - '0')
+		case c >= 'a' && c <= 'f':
+			r |= rune(c-'a') + 10
+		case c >= 'A' && c <= 'F':
+			r |= rune(c-'A') + 10
+		default:
+			return 0, false
+		}
+	}
+	s.i += 4
+	return r, true
+}
+
+// bytesArray reads [n, n, ...] of byte values into *buf.
+func (s *scanner) bytesArray(buf *[]byte) ([]byte, bool) {
+	if !s.skip('[') {
+		return nil, false
+	}
+	out := (*buf)[:0]
+	if s.peek() == ']' {
+		s.i++
+		*buf = out
+		return out, true
+	}
+	for {
+		s.ws()
+		n, digits := 0, 0
+		for s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' && digits < 4 {
+			n = n*10 + int(s.b[s.i]-'0')
+			s.i++
+			digits++
+		}
+		if digits == 0 || n > 255 {
+			return nil, false
+		}
+		out = append(out, byte(n))
+		switch s.next() {
+		case ',':
+		case ']':
+			*buf = out
+			return out, true
+		default:
+			return nil, false
+		}
+	}
+}

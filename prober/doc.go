@@ -1,0 +1,9 @@
+// Package prober runs synthetic Kerberos probes with the internal/krb5
+// engine: continuously, for each target of the configuration file (Manager:
+// latency histograms, results by error class, clock offset, in
+// krb5_probe_* metrics), and on demand at /probe in the manner of
+// blackbox_exporter (a fresh registry per request, probe_* metrics, the
+// module and target from the URL, the scrape timeout from Prometheus's
+// header). A probe is one login (AS exchange) and, when the module names a
+// service, one fresh service ticket (TGS exchange).
+package prober

@@ -1,5 +1,0 @@
-//go:build race
-
-package prober
-
-const raceEnabled = true

@@ -1,0 +1,115 @@
+package top
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// Header is the column line of the table.
+const Header = "WORKER       PID    AS ok/s   AS err/s  preauth/s  TGS ok/s  TGS err/s    ERR%    CPU%       RSS"
+
+// View says how a snapshot is shown.
+type View struct {
+	Sort   string // one of SortOrders
+	Filter string // show rows whose name contains it (empty: all)
+}
+
+// Write prints snap as plain text, as `top -b` does: a summary, the column
+// line, one line per process and the total.
+func Write(w io.Writer, snap Snapshot, v View) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "krb5-exporter top - %s  interval %s  workers %d\n", snap.At.Format("15:04:05"),
+		interval(snap), workers(snap.Rows))
+	fmt.Fprintf(&b, "requests %s/s (AS %s, TGS %s)  errors %s  KDC CPU %s  kadmind %s ops/s (%s failed)  UDP drops %s/s  TCP overflows %s/s\n",
+		num(snap.Total.Requests()), num(snap.Total.ASOK+snap.Total.ASErr+snap.Total.ASStep),
+		num(snap.Total.TGSOK+snap.Total.TGSErr+snap.Total.TGSStep), pct(snap.Total.ErrorRatio()),
+		pct(snap.Total.CPU), num(snap.KadminOps), num(snap.KadminErr), num(snap.UDPDrops), num(snap.TCPOverflows))
+	if len(snap.Probes) > 0 {
+		b.WriteString("probes")
+		for _, p := range snap.Probes {
+			state := "OK"
+			if !p.OK {
+				state = "FAIL"
+			}
+			fmt.Fprintf(&b, "  %s/%s %s", p.Target, p.Exchange, state)
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\n" + Header + "\n")
+	rows := VisibleRows(snap, v)
+	for i := range rows {
+		b.WriteString(Line(&rows[i]) + "\n")
+	}
+	b.WriteString(Line(&snap.Total) + "\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// VisibleRows are the rows v shows, in v's order.
+func VisibleRows(snap Snapshot, v View) []Row {
+	var rows []Row
+	for _, r := range snap.Rows {
+		if v.Filter == "" || strings.Contains(r.Name, v.Filter) || strings.Contains(strconv.Itoa(r.PID), v.Filter) {
+			rows = append(rows, r)
+		}
+	}
+	SortRows(rows, v.Sort)
+	return rows
+}
+
+// Line formats one row under Header.
+func Line(r *Row) string {
+	name := r.Name
+	if r.Gone {
+		name += " (gone)"
+	}
+	pid := "-"
+	if r.PID > 0 {
+		pid = strconv.Itoa(r.PID)
+	}
+	return fmt.Sprintf("%-12s %6s %10s %10s %10s %9s %10s %7s %7s %9s", name, pid,
+		num(r.ASOK), num(r.ASErr), num(r.ASStep+r.TGSStep), num(r.TGSOK), num(r.TGSErr),
+		pct(r.ErrorRatio()), pct(r.CPU), byteSize(r.RSS))
+}
+
+func interval(s Snapshot) string {
+	if s.Interval == 0 {
+		return "-"
+	}
+	return strconv.FormatFloat(s.Interval.Seconds(), 'f', 1, 64) + "s"
+}
+
+func workers(rows []Row) int {
+	n := 0
+	for _, r := range rows {
+		if _, err := strconv.Atoi(r.Name); err == nil && !r.Gone {
+			n++
+		}
+	}
+	return n
+}
+
+func num(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
+
+func pct(v float64) string {
+	if math.IsNaN(v) {
+		return "-"
+	}
+	return strconv.FormatFloat(100*v, 'f', 1, 64)
+}
+
+func byteSize(v float64) string {
+	if math.IsNaN(v) || v <= 0 {
+		return "-"
+	}
+	for _, u := range []string{"", "K", "M", "G"} {
+		if v < 1024 || u == "G" {
+			return strconv.FormatFloat(v, 'f', 1, 64) + u
+		}
+		v /= 1024
+	}
+	return ""
+}

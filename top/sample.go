@@ -1,0 +1,314 @@
+// Package top is `krb5-exporter top`: a live per-process view of a stock
+// MIT KDC, the kstat of a KDC that was never patched for it. It reads the
+// same sources as the daemon, in process: the host collectors (CPU and
+// memory of the supervisor and of each `-w N` worker by its stable index,
+// socket drops and overflows) and the KDC and kadmind logs followed from
+// their end (each request line names the worker that answered it), and
+// turns two gathers a second apart into rates: AS and TGS requests per
+// second by outcome, error share, CPU as a share of one core, RSS.
+package top
+
+import (
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// Row is one KDC process (or the sum of them).
+type Row struct {
+	// Name is "main" (a single-process KDC, or requests whose worker was
+	// not known), "supervisor", or the worker index.
+	Name string
+	PID  int // 0 when not known
+	// Requests per second answered by this process: AS and TGS issued
+	// (OK), refused or failed (Err), pre-authentication steps (Step:
+	// NEEDED_PREAUTH, MORE_PREAUTH_DATA_REQUIRED, which a login passes
+	// through and which are not errors).
+	ASOK, ASErr, ASStep    float64
+	TGSOK, TGSErr, TGSStep float64
+	CPU                    float64 // share of one core, 1 = 100 %
+	RSS                    float64 // bytes, NaN when not known
+	Gone                   bool    // had series before, none now
+}
+
+// Requests is every request per second of the row.
+func (r *Row) Requests() float64 {
+	return r.ASOK + r.ASErr + r.ASStep + r.TGSOK + r.TGSErr + r.TGSStep
+}
+
+// ErrorRatio is the share of final answers that were errors (steps of a
+// login excluded), NaN when there were none.
+func (r *Row) ErrorRatio() float64 {
+	final := r.ASOK + r.ASErr + r.TGSOK + r.TGSErr
+	if final == 0 {
+		return math.NaN()
+	}
+	return (r.ASErr + r.TGSErr) / final
+}
+
+// Probe is the latest result of one configured probe.
+type Probe struct {
+	Target, Exchange string
+	OK               bool
+}
+
+// Snapshot is one refresh of the view.
+type Snapshot struct {
+	At       time.Time
+	Interval time.Duration // since the previous gather; 0 for the first
+	Rows     []Row
+	Total    Row
+	// KadminOps and KadminErr are kadmind operations per second.
+	KadminOps, KadminErr   float64
+	UDPDrops, TCPOverflows float64 // per second
+	Probes                 []Probe
+}
+
+// The series the view is made of (see docs/metrics.md).
+const (
+	mWorkerRequests = "krb5_kdc_worker_requests_total"
+	mWorkerCPU      = "krb5_kdc_worker_cpu_seconds_total"
+	mWorkerRSS      = "krb5_kdc_worker_resident_memory_bytes"
+	mWorkerPID      = "krb5_kdc_worker_pid" // only on top's own registry
+	mProcessCPU     = "krb5_process_cpu_seconds_total"
+	mProcessRSS     = "krb5_process_resident_memory_bytes"
+	mKadmind        = "krb5_kadmind_requests_total"
+	mUDPDrops       = "krb5_kdc_udp_drops_total"
+	mTCPOverflows   = "krb5_host_tcp_listen_overflows_total"
+	mProbeSuccess   = "krb5_probe_success"
+)
+
+// Sampler turns gathers of g into Snapshots.
+type Sampler struct {
+	g      prometheus.Gatherer
+	prev   map[string]float64
+	prevAt time.Time
+	seen   map[string]bool // row names seen so far, to show the gone
+}
+
+// NewSampler samples g.
+func NewSampler(g prometheus.Gatherer) *Sampler {
+	return &Sampler{g: g, seen: map[string]bool{}}
+}
+
+// Sample gathers once; rates are over the time since the previous Sample
+// (all zero on the first).
+func (s *Sampler) Sample(now time.Time) (Snapshot, error) {
+	mfs, err := s.g.Gather()
+	if err != nil && len(mfs) == 0 {
+		return Snapshot{}, err
+	}
+	cur := map[string]float64{}
+	snap := Snapshot{At: now}
+	var dt float64
+	if s.prev != nil {
+		snap.Interval = now.Sub(s.prevAt)
+		dt = snap.Interval.Seconds()
+	}
+	rate := func(key string, v float64) float64 {
+		cur[key] = v
+		if dt <= 0 {
+			return 0
+		}
+		old, ok := s.prev[key]
+		if !ok {
+			old = 0 // a series that appeared counts from zero
+		}
+		if v < old { // a reset (the exporter restarted its counter)
+			return v / dt
+		}
+		return (v - old) / dt
+	}
+	rows := map[string]*Row{}
+	row := func(name string) *Row {
+		r := rows[name]
+		if r == nil {
+			r = &Row{Name: name, RSS: math.NaN()}
+			rows[name] = r
+		}
+		return r
+	}
+	single := true // no per-worker CPU series: a single-process KDC
+	for _, mf := range mfs {
+		if mf.GetName() == mWorkerCPU && len(mf.GetMetric()) > 0 {
+			single = false
+		}
+	}
+	for _, mf := range mfs {
+		name := mf.GetName()
+		for _, m := range mf.GetMetric() {
+			l := labels(m)
+			v := m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			key := name + "{" + l.String() + "}"
+			switch name {
+			case mWorkerRequests:
+				r := row(l["worker"])
+				x := rate(key, v)
+				ok, step := outcome(l["status"])
+				switch {
+				case l["request"] == "as" && ok:
+					r.ASOK += x
+				case l["request"] == "as" && step:
+					r.ASStep += x
+				case l["request"] == "as":
+					r.ASErr += x
+				case ok:
+					r.TGSOK += x
+				case step:
+					r.TGSStep += x
+				default:
+					r.TGSErr += x
+				}
+			case mWorkerCPU:
+				row(l["worker"]).CPU += rate(key, v)
+			case mWorkerRSS:
+				row(l["worker"]).RSS = v
+			case mWorkerPID:
+				row(l["worker"]).PID = int(v)
+			case mProcessCPU:
+				if l["program"] == "krb5kdc" {
+					x := rate(key, v)
+					snap.Total.CPU += x
+					if single {
+						row("main").CPU += x
+					}
+				}
+			case mProcessRSS:
+				if l["program"] == "krb5kdc" {
+					snap.Total.RSS = v
+					if single {
+						row("main").RSS = v
+					}
+				}
+			case mKadmind:
+				x := rate(key, v)
+				snap.KadminOps += x
+				if l["result"] != "success" {
+					snap.KadminErr += x
+				}
+			case mUDPDrops:
+				snap.UDPDrops += rate(key, v)
+			case mTCPOverflows:
+				snap.TCPOverflows += rate(key, v)
+			case mProbeSuccess:
+				snap.Probes = append(snap.Probes, Probe{Target: l["target"], Exchange: l["exchange"], OK: v == 1})
+			}
+		}
+	}
+	for name := range s.seen {
+		if rows[name] == nil {
+			rows[name] = &Row{Name: name, RSS: math.NaN(), Gone: true}
+		}
+	}
+	for name, r := range rows {
+		s.seen[name] = true
+		snap.Rows = append(snap.Rows, *r)
+		snap.Total.ASOK += r.ASOK
+		snap.Total.ASErr += r.ASErr
+		snap.Total.ASStep += r.ASStep
+		snap.Total.TGSOK += r.TGSOK
+		snap.Total.TGSErr += r.TGSErr
+		snap.Total.TGSStep += r.TGSStep
+	}
+	snap.Total.Name = "total"
+	if snap.Total.RSS == 0 {
+		snap.Total.RSS = math.NaN()
+	}
+	SortRows(snap.Rows, ByName)
+	slices.SortFunc(snap.Probes, func(a, b Probe) int {
+		return strings.Compare(a.Target+"/"+a.Exchange, b.Target+"/"+b.Exchange)
+	})
+	s.prev, s.prevAt = cur, now
+	return snap, nil
+}
+
+// outcome sorts a logged status: ISSUE is success; NEEDED_PREAUTH and
+// MORE_PREAUTH_DATA_REQUIRED are steps of a login; anything else an error.
+func outcome(status string) (ok, step bool) {
+	switch status {
+	case "ISSUE":
+		return true, false
+	case "NEEDED_PREAUTH", "MORE_PREAUTH_DATA_REQUIRED":
+		return false, true
+	}
+	return false, false
+}
+
+type labelSet map[string]string
+
+func labels(m *dto.Metric) labelSet {
+	l := labelSet{}
+	for _, p := range m.GetLabel() {
+		l[p.GetName()] = p.GetValue()
+	}
+	return l
+}
+
+func (l labelSet) String() string {
+	keys := make([]string, 0, len(l))
+	for k := range l {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		b.WriteString(k + "=" + strconv.Quote(l[k]) + ",")
+	}
+	return b.String()
+}
+
+// Sort orders of the rows.
+const (
+	ByName     = "name"
+	ByRequests = "requests"
+	ByCPU      = "cpu"
+	ByErrors   = "errors"
+)
+
+// SortOrders lists the orders in the order the `s` key cycles through.
+var SortOrders = []string{ByName, ByRequests, ByCPU, ByErrors}
+
+// SortRows orders rows: by name numerically (main and supervisor first),
+// or by a value, highest first.
+func SortRows(rows []Row, by string) {
+	slices.SortStableFunc(rows, func(a, b Row) int {
+		switch by {
+		case ByRequests:
+			return cmpDesc(a.Requests(), b.Requests())
+		case ByCPU:
+			return cmpDesc(a.CPU, b.CPU)
+		case ByErrors:
+			return cmpDesc(a.ASErr+a.TGSErr, b.ASErr+b.TGSErr)
+		}
+		return cmpName(a.Name, b.Name)
+	})
+}
+
+func cmpDesc(a, b float64) int {
+	switch {
+	case a > b:
+		return -1
+	case a < b:
+		return 1
+	}
+	return 0
+}
+
+func cmpName(a, b string) int {
+	ai, aerr := strconv.Atoi(a)
+	bi, berr := strconv.Atoi(b)
+	switch {
+	case aerr == nil && berr == nil:
+		return ai - bi
+	case aerr == nil:
+		return 1
+	case berr == nil:
+		return -1
+	}
+	return strings.Compare(a, b)
+}
