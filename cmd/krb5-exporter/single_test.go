@@ -109,3 +109,66 @@ func TestTakenPortReadsNoLog(t *testing.T) {
 		"--no-collector.process", "--no-collector.network", "--no-collector.kdcconf")
 	waitIssued(t, base, 7)
 }
+
+// counterValue reads one unlabelled counter (or -1).
+func counterValue(t *testing.T, base, name string) int {
+	t.Helper()
+	for _, l := range metricLines(t, base, name) {
+		if v, ok := strings.CutPrefix(l, name+" "); ok {
+			n, _ := strconv.Atoi(v)
+			return n
+		}
+	}
+	return -1
+}
+
+// TestCrashRecountsOnlySinceLastSync kills the exporter (SIGKILL: no
+// position saved on the way out) and checks the README's claim: after a
+// crash only what was read since the last write of the position file is
+// counted again, and nothing is lost.
+func TestCrashRecountsOnlySinceLastSync(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, "krb5kdc.log")
+	pos := filepath.Join(dir, "positions.json")
+	cfg := logConfig(t, dir, logPath)
+	args := []string{"--config.file", cfg, "--kdclog.position-file", pos, "--kdclog.position-sync-interval", "100ms",
+		"--no-collector.process", "--no-collector.network", "--no-collector.kdcconf"}
+	kdcLines(t, logPath, 200)
+	base, first, _ := daemon(t, args...)
+	waitIssued(t, base, 200)
+	// A write of the position file after the 200 lines were counted.
+	w := counterValue(t, base, "krb5_kdc_log_position_file_writes_total")
+	deadline := time.Now().Add(30 * time.Second)
+	for counterValue(t, base, "krb5_kdc_log_position_file_writes_total") <= w {
+		if time.Now().After(deadline) {
+			t.Fatal("the position file is not written")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	kdcLines(t, logPath, 30)
+	waitIssued(t, base, 230)
+	first.Process.Kill()
+	first.Wait()
+
+	kdcLines(t, logPath, 5)
+	base2, _, _ := daemon(t, args...)
+	// Counted again: the 30 lines if no write of the position file came
+	// between them and the kill, none if one did; never the 200 before.
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		got := -1
+		for _, l := range metricLines(t, base2, "krb5_kdc_requests_total") {
+			if v, ok := strings.CutPrefix(l, `krb5_kdc_requests_total{request="as",status="ISSUE"} `); ok {
+				got, _ = strconv.Atoi(v)
+			}
+		}
+		if got == 5 || got == 35 {
+			break
+		}
+		if got > 35 || time.Now().After(deadline) {
+			t.Fatalf("after the crash the next exporter counted %d lines, want 5 (+30 read since the last sync)", got)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
