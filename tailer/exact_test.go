@@ -177,20 +177,53 @@ func TestExactAcrossRotationsAndRestarts(t *testing.T) {
 			w.lines(10)
 			h.waitLines(w.n)
 			h.stop() // nothing more can arrive
-
-			seen := make([]int, w.n)
-			for _, l := range h.recorder.snapshot() {
-				n, err := strconv.Atoi(strings.TrimPrefix(l[:12], "seq="))
-				if err != nil || n < 0 || n >= w.n {
-					t.Fatalf("malformed line %q", l[:min(len(l), 40)])
-				}
-				seen[n]++
-			}
-			for n, c := range seen {
-				if c != 1 {
-					t.Errorf("line %d handed on %d times", n, c)
-				}
-			}
+			h.exactlyOnce(w.n)
 		})
+	}
+}
+
+// TestTwoRotationsWhileStopped: the file between two rotations while the
+// tailer was stopped was never open; it is found and read from its start
+// (krb5_kdc_log_files_discovered_total), not lost.
+func TestTwoRotationsWhileStopped(t *testing.T) {
+	h := newHarness(t)
+	h.opts.FromBeginning = true
+	w := newLogWriter(t, h.path)
+	w.lines(10)
+	h.start()
+	h.waitLines(w.n)
+	h.stop()
+	for range 2 {
+		if err := os.Rename(h.path, h.path+".1"); err != nil {
+			t.Fatal(err)
+		}
+		w.reopen()
+		w.lines(10)
+	}
+	h.start()
+	h.waitLines(w.n)
+	if d := h.cur.stats.Discovered.Load(); d != 1 {
+		t.Errorf("discovered %d files, want 1", d)
+	}
+	h.stop()
+	h.exactlyOnce(w.n)
+}
+
+// exactlyOnce checks that lines 0..n-1 of a logWriter were each handed on
+// once, and nothing else.
+func (h *harness) exactlyOnce(n int) {
+	h.t.Helper()
+	seen := make([]int, n)
+	for _, l := range h.recorder.snapshot() {
+		k, err := strconv.Atoi(strings.TrimPrefix(l[:12], "seq="))
+		if err != nil || k < 0 || k >= n {
+			h.t.Fatalf("malformed line %q", l[:min(len(l), 40)])
+		}
+		seen[k]++
+	}
+	for k, c := range seen {
+		if c != 1 {
+			h.t.Errorf("line %d handed on %d times", k, c)
+		}
 	}
 }
