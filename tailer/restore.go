@@ -103,13 +103,19 @@ func (t *Tailer) restore() {
 	if pos.Current != nil && pos.Current.Offset > 0 {
 		t.restoreCurrent(*pos.Current, cands, atPath)
 	}
+	gone := 0
 	for _, rp := range pos.Rotated {
 		if fl, _ := t.locate(rp, cands); fl != nil {
 			t.keepReading(fl)
 			continue
 		}
-		t.stats.Mismatches[MismatchRotatedLost].Add(1)
-		level.Warn(t.logger).Log("msg", "a rotated log file still being read at the last stop is gone; lines written to it after the stop, if any, were not counted", "offset", rp.Offset)
+		gone++
+	}
+	if gone > 0 {
+		// Read to their end at the stop; usually replaced by a later
+		// rotation since, which is no loss.
+		t.stats.Mismatches[MismatchRotatedLost].Add(uint64(gone))
+		level.Info(t.logger).Log("msg", "rotated log files still being read at the last stop are gone; lines written to them after the stop, if any, were not counted", "files", gone)
 	}
 	if t.cur == nil && atPath != nil && !atPath.used {
 		// A file the exporter has not seen: every line in it is new.
@@ -174,6 +180,7 @@ func (t *Tailer) known(c *candidate) bool {
 		if fl.dev == c.dev && fl.ino == c.ino { // open: its inode is its own
 			return true
 		}
+		// A copy of it: the same first bytes as those read of it.
 		n := min(len(fl.head), len(c.head))
 		return n > 0 && bytes.Equal(fl.head[:n], c.head[:n])
 	}

@@ -107,7 +107,12 @@ type Tailer struct {
 	done []FilePos // files read to their end (see Position.Done)
 	now  func() time.Time
 
-	lastLook time.Time // when checkPath last looked at the directory
+	lastLook time.Time       // when checkPath last looked at the directory
+	created  <-chan *os.File // log files the watcher opened on creation
+	// afterTrunc: the current file was truncated and nothing of it has
+	// been read since, so a second truncation would go unseen; its copy
+	// is looked for after each read until something was read.
+	afterTrunc bool
 
 	lastErr string // the error logged last, so a lasting problem is logged once
 
@@ -184,6 +189,7 @@ func (t *Tailer) Run(ctx context.Context) {
 	t.restore()
 	w := newWatcher(t.opts, t.logger)
 	defer w.close()
+	t.created = w.created
 	t.stats.Inotify.Store(w.active())
 
 	curPoll := time.Duration(t.pollInterval.Load())
@@ -299,6 +305,9 @@ func (t *Tailer) cycle(stop func() bool) {
 		switch {
 		case errors.Is(err, errRewritten):
 			t.truncated()
+			if size, err := t.cur.readLines(t.handle, t.opts.MaxLineBytes, t.stats, stop); err == nil {
+				behind += size - t.cur.readOff
+			}
 		case err != nil:
 			t.problem("reading the log failed", err)
 		default:
@@ -307,6 +316,15 @@ func (t *Tailer) cycle(stop func() bool) {
 	}
 	if stop() {
 		return
+	}
+	t.adoptCreated()
+	if t.afterTrunc && t.cur != nil {
+		// What was read of the file since its truncation (its first
+		// bytes) tells a copy of it from the copy of a second truncation
+		// made before anything was read.
+		since := t.lastLook.Add(-discoverSlack)
+		t.discover(t.candidates(since), since)
+		t.afterTrunc = t.cur.readOff == 0
 	}
 	if t.checkPath() {
 		// A file that just appeared: read it in this cycle.
@@ -375,6 +393,38 @@ func (t *Tailer) checkPath() bool {
 	return true
 }
 
+// adoptCreated takes the files the watcher opened when they were created.
+// One the path still names is left to checkPath; one already deleted or
+// renamed away (a rotation faster than the reads) is read from its start.
+func (t *Tailer) adoptCreated() {
+	for {
+		var f *os.File
+		select {
+		case f = <-t.created:
+		default:
+			return
+		}
+		fi, err := f.Stat()
+		if err != nil || !fi.Mode().IsRegular() {
+			f.Close()
+			continue
+		}
+		dev, ino := fileID(fi)
+		held := t.cur != nil && t.cur.dev == dev && t.cur.ino == ino
+		for _, o := range t.old {
+			held = held || (o.dev == dev && o.ino == ino)
+		}
+		if pfi, err := os.Stat(t.opts.Path); held || (err == nil && os.SameFile(fi, pfi)) {
+			f.Close()
+			continue
+		}
+		fl := &file{f: f, buf: make([]byte, t.opts.BufferBytes), dev: dev, ino: ino}
+		t.stats.Discovered.Add(1)
+		level.Info(t.logger).Log("msg", "a log file was created and rotated away before it was read; reading it from its start")
+		t.keepReading(fl)
+	}
+}
+
 // discoverSlack widens the window in which a file never seen counts as
 // new, for file systems with coarse timestamps.
 const discoverSlack = 2 * time.Second
@@ -400,9 +450,7 @@ func (t *Tailer) truncated() {
 	}
 	fl.skipping = false
 	fl.seek(0)
-	// Copies made by truncations since the last look, if more than one.
-	since := t.lastLook.Add(-discoverSlack)
-	t.discover(t.candidates(since), since)
+	t.afterTrunc = true // copies of later truncations: see cycle
 }
 
 // drainCopy looks for a sibling of the path holding cur's content at

@@ -1,14 +1,17 @@
 package tailer
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/fsnotify/fsnotify"
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
+	"golang.org/x/sys/unix"
 )
 
 // watcher turns inotify events on the log's directory into wake-ups. It
@@ -19,8 +22,14 @@ type watcher struct {
 	w      *fsnotify.Watcher
 	wake   chan struct{} // the log was written
 	rotate chan struct{} // a file was created, renamed or removed: read now
-	done   chan struct{}
-	wg     sync.WaitGroup
+	// created holds the log files the watcher opened the moment they were
+	// created: a file deleted again before the tailer gets to it can
+	// still be read through its descriptor.
+	created chan *os.File
+	path    string
+	rot     *os.File // inotify for creations, deletions and renames only
+	done    chan struct{}
+	wg      sync.WaitGroup
 }
 
 // watchPause is how long the watcher leaves events queued in the kernel
@@ -31,7 +40,7 @@ type watcher struct {
 const watchPause = 20 * time.Millisecond
 
 func newWatcher(opts Options, logger log.Logger) *watcher {
-	wt := &watcher{wake: make(chan struct{}, 1), rotate: make(chan struct{}, 1), done: make(chan struct{})}
+	wt := &watcher{wake: make(chan struct{}, 1), rotate: make(chan struct{}, 1), created: make(chan *os.File, 16), path: opts.Path, done: make(chan struct{})}
 	if opts.NoInotify {
 		return wt
 	}
@@ -50,9 +59,61 @@ func newWatcher(opts Options, logger log.Logger) *watcher {
 		return wt
 	}
 	wt.w = w
+	if err := wt.watchRotations(dir, base); err != nil {
+		level.Warn(logger).Log("msg", "cannot watch the log's directory for rotations; they are seen with the writes", "dir", dir, "err", err)
+	}
 	wt.wg.Add(1)
 	go wt.loop(base, min(opts.MinInterval, watchPause))
 	return wt
+}
+
+// watchRotations reads the directory's creations on their own inotify
+// descriptor, with no pause: a log file created and deleted again within
+// milliseconds (a daemon catching up after a pause, logrotate run twice)
+// is opened the moment it appears (hold), and the tailer reads it through
+// that descriptor. Waking the tailer stays with the paused watcher, which
+// sees a rotation's steps together.
+func (wt *watcher) watchRotations(dir, base string) error {
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		return err
+	}
+	if _, err := unix.InotifyAddWatch(fd, dir, unix.IN_CREATE|unix.IN_MOVED_TO); err != nil {
+		unix.Close(fd)
+		return err
+	}
+	wt.rot = os.NewFile(uintptr(fd), "inotify") // non-blocking: Close ends a Read
+	wt.wg.Add(1)
+	go func() {
+		defer wt.wg.Done()
+		var buf [16 << 10]byte
+		for {
+			n, err := wt.rot.Read(buf[:])
+			if err != nil {
+				return
+			}
+			for off := 0; off+unix.SizeofInotifyEvent <= n; {
+				ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
+				name := buf[off+unix.SizeofInotifyEvent : off+unix.SizeofInotifyEvent+int(ev.Len)]
+				name = name[:max(0, bytesIndexNUL(name))]
+				off += unix.SizeofInotifyEvent + int(ev.Len)
+				if string(name) == base {
+					wt.hold() // created, or renamed into place
+				}
+			}
+		}
+	}()
+	return nil
+}
+
+// bytesIndexNUL is the length of the NUL-padded name.
+func bytesIndexNUL(b []byte) int {
+	for i, c := range b {
+		if c == 0 {
+			return i
+		}
+	}
+	return len(b)
 }
 
 func (wt *watcher) loop(base string, pause time.Duration) {
@@ -109,7 +170,23 @@ func (wt *watcher) event(ev fsnotify.Event, base string) {
 	case name == base && !ev.Has(fsnotify.Create) && !ev.Has(fsnotify.Remove) && !ev.Has(fsnotify.Rename):
 		wt.notify(wt.wake)
 	default:
+		if name == base && ev.Has(fsnotify.Create) && wt.rot == nil {
+			wt.hold()
+		}
 		wt.notify(wt.rotate)
+	}
+}
+
+// hold opens the log just created and hands the descriptor to the tailer.
+func (wt *watcher) hold() {
+	f, err := os.OpenFile(wt.path, os.O_RDONLY|oNoBlock, 0)
+	if err != nil {
+		return // gone already, or not ours to read: the tailer finds out
+	}
+	select {
+	case wt.created <- f:
+	default: // the tailer is far behind; it finds the file by polling
+		f.Close()
 	}
 }
 
@@ -145,5 +222,16 @@ func (wt *watcher) close() {
 	}
 	close(wt.done)
 	wt.w.Close()
+	if wt.rot != nil {
+		wt.rot.Close()
+	}
 	wt.wg.Wait()
+	for {
+		select {
+		case f := <-wt.created:
+			f.Close()
+		default:
+			return
+		}
+	}
 }
