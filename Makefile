@@ -11,17 +11,20 @@ LDFLAGS := -X $(PKG).Version=$(VERSION) \
            -X $(PKG).BuildDate=$(shell date -u +%Y%m%d-%H:%M:%S)
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: all build test unit vet lint fmt-check deps demo bench clean
+.PHONY: all build test unit vet lint fmt-check deps demo bench clean dashboards package
 
 all: build
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/krb5-exporter
 
-# Every test, including the integration tests against a real MIT KDC.
+# Every test, including the integration tests against a real MIT KDC, and
+# the packages' (a module of its own: packaging/): built, installed with
+# dpkg -i, run as the service user, purged.
 test: deps vet fmt-check
 	$(GO) test -race -count=1 -timeout 15m ./...
 	./scripts/test-allocs.sh
+	cd packaging && $(GO) test -race -count=1 -timeout 10m ./...
 
 # Tests without the default-size realm (quick feedback while editing).
 unit:
@@ -29,6 +32,7 @@ unit:
 
 vet:
 	$(GO) vet ./...
+	cd packaging && $(GO) vet ./...
 
 lint: vet fmt-check
 
@@ -46,6 +50,18 @@ demo: deps build
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
+# .deb and .rpm in dist/ (nfpm, as a Go library: packaging/main.go). The
+# binary is static (no cgo), so one build serves Debian 12 and RHEL 9. The
+# version comes from git; outside a git tree: make package PKG_VERSION=1.2.3.
+package:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o dist/krb5-exporter ./cmd/krb5-exporter
+	cd packaging && $(GO) run . -binary ../dist/krb5-exporter -out ../dist -repo .. $(if $(PKG_VERSION),-version $(PKG_VERSION))
+
+# The Grafana dashboards' JSON from their Go source (dashboards/).
+dashboards:
+	$(GO) run ./dashboards/gen -dir dashboards
+
 clean:
 	rm -f $(BIN)
+	rm -rf dist
 	rm -rf .demo

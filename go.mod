@@ -3,10 +3,12 @@ module github.com/krb5-exporter/krb5-exporter
 go 1.26.8
 
 require (
+	filippo.io/edwards25519 v1.2.0
 	github.com/alecthomas/kingpin/v2 v2.4.0
 	github.com/charmbracelet/bubbletea v1.3.10
 	github.com/fsnotify/fsnotify v1.10.1
 	github.com/go-kit/log v0.2.1
+	github.com/grafana/grafana-foundation-sdk/go v0.0.22
 	github.com/jcmturner/gofork v1.7.6
 	github.com/jcmturner/gokrb5/v8 v8.4.4
 	github.com/prometheus/client_golang v1.25.0

@@ -62,7 +62,7 @@ func New(logger log.Logger, cfg Config) (*KDCCollector, error) {
 		return nil, fmt.Errorf("collector: --path.procfs: %w", err)
 	}
 	kdcPaths := cfg.kdcConfPaths()
-	scan := &procScanner{fs: pfs, procPath: cfg.ProcFS, warn: newOnceLogger(logger), pidFiles: cfg.pidFiles()}
+	scan := &procScanner{fs: pfs, procPath: cfg.ProcFS, files: newFileCache(), dirBuf: make([]byte, 8192), onProcfs: isProcfs(cfg.ProcFS), warn: newOnceLogger(logger), pidFiles: cfg.pidFiles()}
 	conf := newConfSource(logger, kdcPaths, cfg.krb5ConfPaths())
 	k := &KDCCollector{
 		logger: logger,
@@ -123,6 +123,7 @@ func (k *KDCCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(k.duration, prometheus.GaugeValue, d, c.name)
 		ch <- prometheus.MustNewConstMetric(k.success, prometheus.GaugeValue, ok, c.name)
 	}
+	k.scan.files.sweep()
 }
 
 func desc(subsystem, name, help string, labels ...string) *prometheus.Desc {

@@ -54,7 +54,7 @@ func RegisterFlags(app cli.FlagGroup) *Config {
 	app.Flag("collector.kdcconf", "Enable the kdcconf collector (settings from kdc.conf, database file size).").
 		Default("true").BoolVar(&cfg.KDCConf)
 
-	app.Flag("collector.network.tcp-connections", "Count the TCP connections on the KDC's ports by state. The kernel walks its whole connection table for it: 2-10 ms of CPU per scrape, more with many sockets in TIME_WAIT.").
+	app.Flag("collector.network.tcp-connections", "Count the TCP connections on the KDC's ports by state. The kernel walks its whole connection table for it on every scrape: milliseconds of CPU, more with many sockets in TIME_WAIT (see docs/metrics.md).").
 		Default("true").BoolVar(&cfg.TCPConnections)
 	app.Flag("collector.process.krb5kdc-pidfile", "Pid file of krb5kdc (its -P argument); without it krb5kdc is found by process name.").
 		PlaceHolder("PATH").StringVar(&cfg.KDCPidFile)

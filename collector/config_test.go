@@ -14,8 +14,16 @@ func TestRegisterFlags(t *testing.T) {
 	if _, err := app.Parse(nil); err != nil {
 		t.Fatal(err)
 	}
-	if *cfg != DefaultConfig() {
-		t.Errorf("defaults = %+v, want %+v", *cfg, DefaultConfig())
+	// The defaults the README's flag table documents, written out here
+	// rather than taken from the code under test: --path.procfs /proc,
+	// every collector and the TCP connection count on, no pid files, the
+	// profile paths left to kdcConfPaths/krb5ConfPaths.
+	documented := Config{ProcFS: "/proc", Process: true, Network: true, KDCConf: true, TCPConnections: true}
+	if *cfg != documented {
+		t.Errorf("flag defaults = %+v, want the documented %+v", *cfg, documented)
+	}
+	if DefaultConfig() != documented {
+		t.Errorf("DefaultConfig() = %+v, want the documented %+v", DefaultConfig(), documented)
 	}
 
 	app = kingpin.New("test", "")

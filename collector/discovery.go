@@ -1,11 +1,11 @@
 package collector
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -34,11 +34,15 @@ type procID struct {
 }
 
 type kdcProc struct {
-	proc procfs.Proc
-	stat procfs.ProcStat
+	pid  int
+	dir  string // /proc/PID
+	stat procStat
 }
 
-func (p *kdcProc) id() procID { return procID{p.proc.PID, p.stat.Starttime} }
+func (p *kdcProc) id() procID { return procID{p.pid, p.stat.Starttime} }
+
+// file is the path of one of the process's /proc files.
+func (p *kdcProc) file(name string) string { return p.dir + "/" + name }
 
 // programProcs are the live processes of one program.
 type programProcs struct {
@@ -93,6 +97,9 @@ func (s *snapshot) netProc() *kdcProc {
 type procScanner struct {
 	fs       procfs.FS
 	procPath string
+	files    *fileCache
+	dirBuf   []byte // getdents buffer
+	onProcfs bool   // procPath is a live procfs, not a copied tree
 	warn     *onceLogger
 	pidFiles map[string]string // program -> pid file; absent: find by name
 
@@ -153,7 +160,7 @@ func (s *procScanner) scan() (*snapshot, error) {
 	}
 	if kdc := snap.program(progKDC); kdc.running() {
 		if kdc.main.id() != s.argsFor {
-			args, err := kdc.main.proc.CmdLine()
+			args, err := readCmdline(kdc.main.file("cmdline"))
 			if err != nil && !gone(err) {
 				return nil, fmt.Errorf("reading krb5kdc command line: %w", err)
 			}
@@ -173,11 +180,13 @@ func (s *procScanner) allCandidates() (map[string][]*kdcProc, error) {
 	}
 	cands := map[string][]*kdcProc{}
 	for _, p := range all {
-		comm, err := p.Comm()
+		// Not kept open (there may be thousands): one open, read, close.
+		b, err := s.files.readOnce(s.procPath + "/" + strconv.Itoa(p.PID) + "/comm")
+		comm := string(bytes.TrimSuffix(b, []byte("\n")))
 		if err != nil || !watched(comm) {
 			continue // gone meanwhile, or not ours
 		}
-		if kp := live(p, comm); kp != nil {
+		if kp := s.live(p.PID, comm); kp != nil {
 			cands[comm] = append(cands[comm], kp)
 		}
 	}
@@ -190,30 +199,27 @@ func (s *procScanner) allCandidates() (map[string][]*kdcProc, error) {
 func (s *procScanner) fromPidFiles(roots map[string]int) map[string][]*kdcProc {
 	cands := map[string][]*kdcProc{}
 	for _, name := range programNames {
-		p, err := s.fs.Proc(roots[name])
-		if roots[name] == 0 || err != nil {
-			continue // no or stale pid file
+		if roots[name] == 0 {
+			continue // no pid file
 		}
-		root := live(p, name)
+		root := s.live(roots[name], name)
 		if root == nil {
-			continue
+			continue // stale pid file
 		}
 		queue := []*kdcProc{root}
 		for len(queue) > 0 && len(cands[name]) < maxProcsPerProgram {
 			kp := queue[0]
 			queue = queue[1:]
 			cands[name] = append(cands[name], kp)
-			kids, err := s.children(kp.proc.PID)
+			kids, err := s.children(kp)
 			if errors.Is(err, fs.ErrNotExist) && kp == root {
-				if _, serr := os.Stat(filepath.Join(s.procPath, strconv.Itoa(root.proc.PID))); serr == nil {
+				if _, serr := os.Stat(root.dir); serr == nil {
 					return nil // the process exists, its children file does not
 				}
 			}
 			for _, kid := range kids {
-				if c, err := s.fs.Proc(kid); err == nil {
-					if kp := live(c, name); kp != nil {
-						queue = append(queue, kp)
-					}
+				if kp := s.live(kid, name); kp != nil {
+					queue = append(queue, kp)
 				}
 			}
 		}
@@ -224,24 +230,32 @@ func (s *procScanner) fromPidFiles(roots map[string]int) map[string][]*kdcProc {
 // maxProcsPerProgram bounds the descendants followed from one pid file.
 const maxProcsPerProgram = 4096
 
-// children lists the children of all threads of pid.
-func (s *procScanner) children(pid int) ([]int, error) {
-	dir := filepath.Join(s.procPath, strconv.Itoa(pid), "task")
-	tids, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, err
+// children lists the children of all threads of p. A single-threaded
+// process (every MIT daemon) has one task, its own: no need to list them.
+func (s *procScanner) children(p *kdcProc) ([]int, error) {
+	var tids []string
+	if p.stat.NumThreads == 1 {
+		tids = []string{strconv.Itoa(p.pid)}
+	} else {
+		entries, err := os.ReadDir(p.file("task"))
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range entries {
+			tids = append(tids, e.Name())
+		}
 	}
 	var out []int
 	for _, t := range tids {
-		b, err := os.ReadFile(filepath.Join(dir, t.Name(), "children"))
+		b, err := s.files.readAll(p.file("task/" + t + "/children"))
 		if err != nil {
 			if len(tids) == 1 {
 				return nil, err
 			}
 			continue // thread exited
 		}
-		for _, f := range strings.Fields(string(b)) {
-			if n, err := strconv.Atoi(f); err == nil {
+		for _, f := range bytes.Fields(b) {
+			if n, err := atoi(f); err == nil {
 				out = append(out, n)
 			}
 		}
@@ -251,12 +265,29 @@ func (s *procScanner) children(pid int) ([]int, error) {
 
 // live returns the process when it runs as the named program: not a
 // zombie (an unreaped dead process) and not another program.
-func live(p procfs.Proc, name string) *kdcProc {
-	st, err := p.Stat()
+func (s *procScanner) live(pid int, name string) *kdcProc {
+	dir := s.procPath + "/" + strconv.Itoa(pid)
+	b, err := s.files.readSingle(dir + "/stat")
+	if err != nil {
+		return nil
+	}
+	st, err := parseStat(b)
 	if err != nil || st.State == "Z" || st.State == "X" || st.Comm != name {
 		return nil
 	}
-	return &kdcProc{proc: p, stat: st}
+	return &kdcProc{pid: pid, dir: dir, stat: st}
+}
+
+// readCmdline returns the NUL-separated words of /proc/PID/cmdline.
+func readCmdline(path string) ([]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) == 0 {
+		return []string{}, nil // a kernel thread, or a zombie
+	}
+	return strings.Split(strings.TrimRight(string(b), "\x00"), "\x00"), nil
 }
 
 func watched(comm string) bool {
@@ -276,7 +307,7 @@ func group(name string, cands []*kdcProc, byFile bool, root int) programProcs {
 	if byFile {
 		byPID := map[int]*kdcProc{}
 		for _, c := range cands {
-			byPID[c.proc.PID] = c
+			byPID[c.pid] = c
 		}
 		if byPID[root] == nil {
 			return pp // stale or missing pid file: not running
@@ -285,18 +316,18 @@ func group(name string, cands []*kdcProc, byFile bool, root int) programProcs {
 		for grew := true; grew; { // add children until none is new
 			grew = false
 			for _, c := range cands {
-				if member[c.proc.PID] == nil && member[c.stat.PPID] != nil {
-					member[c.proc.PID], grew = c, true
+				if member[c.pid] == nil && member[c.stat.PPID] != nil {
+					member[c.pid], grew = c, true
 				}
 			}
 		}
 	} else {
 		for _, c := range cands {
-			member[c.proc.PID] = c
+			member[c.pid] = c
 		}
 	}
 	for _, c := range member {
-		if member[c.stat.PPID] != nil && c.proc.PID != root {
+		if member[c.stat.PPID] != nil && c.pid != root {
 			pp.workers = append(pp.workers, c)
 		} else if pp.main == nil || older(c, pp.main) {
 			pp.main = c
@@ -313,7 +344,7 @@ func group(name string, cands []*kdcProc, byFile bool, root int) programProcs {
 		}
 	}
 	rest := pp.procs[1:]
-	sort.Slice(rest, func(i, j int) bool { return rest[i].proc.PID < rest[j].proc.PID })
+	sort.Slice(rest, func(i, j int) bool { return rest[i].pid < rest[j].pid })
 	return pp
 }
 
@@ -321,7 +352,7 @@ func older(a, b *kdcProc) bool {
 	if a.stat.Starttime != b.stat.Starttime {
 		return a.stat.Starttime < b.stat.Starttime
 	}
-	return a.proc.PID < b.proc.PID
+	return a.pid < b.pid
 }
 
 // readPidFile returns the pid in the file.

@@ -5,13 +5,16 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/prometheus/common/expfmt"
 )
 
@@ -100,93 +103,12 @@ func exposition(t testing.TB, g prometheus.Gatherer) string {
 	return b.String()
 }
 
-// scrape is one gather, indexed for lookups.
-type scrape struct {
-	t   testing.TB
-	mfs map[string]*dto.MetricFamily
-}
+// scrape and gather are the shared test helpers' (internal/testutil).
+type scrape = testutil.Scrape
 
-func gather(t testing.TB, reg prometheus.Gatherer) *scrape {
+func gather(t testing.TB, g prometheus.Gatherer) *scrape {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &scrape{t: t, mfs: map[string]*dto.MetricFamily{}}
-	for _, mf := range mfs {
-		s.mfs[mf.GetName()] = mf
-	}
-	return s
-}
-
-// find returns the value of the series with the given name and labels
-// (name=value pairs; the series may have more labels).
-func (s *scrape) find(name string, labels ...string) (float64, bool) {
-	mf := s.mfs[name]
-	if mf == nil {
-		return 0, false
-	}
-	for _, m := range mf.GetMetric() {
-		if !hasLabels(m, labels) {
-			continue
-		}
-		switch {
-		case m.Gauge != nil:
-			return m.GetGauge().GetValue(), true
-		case m.Counter != nil:
-			return m.GetCounter().GetValue(), true
-		}
-	}
-	return 0, false
-}
-
-// value is find that fails the test when the series is missing.
-func (s *scrape) value(name string, labels ...string) float64 {
-	s.t.Helper()
-	v, ok := s.find(name, labels...)
-	if !ok {
-		s.t.Fatalf("no series %s%v", name, labels)
-	}
-	return v
-}
-
-// count is the number of series of a metric matching the labels.
-func (s *scrape) count(name string, labels ...string) int {
-	n := 0
-	if mf := s.mfs[name]; mf != nil {
-		for _, m := range mf.GetMetric() {
-			if hasLabels(m, labels) {
-				n++
-			}
-		}
-	}
-	return n
-}
-
-// names lists the metric names with the prefix.
-func (s *scrape) names(prefix string) []string {
-	var out []string
-	for n := range s.mfs {
-		if strings.HasPrefix(n, prefix) {
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
-func hasLabels(m *dto.Metric, labels []string) bool {
-	for i := 0; i+1 < len(labels); i += 2 {
-		found := false
-		for _, lp := range m.GetLabel() {
-			if lp.GetName() == labels[i] && lp.GetValue() == labels[i+1] {
-				found = true
-			}
-		}
-		if !found {
-			return false
-		}
-	}
-	return true
+	return testutil.Gather(t, g)
 }
 
 // copyTree copies a fixture tree, symlinks as symlinks.
@@ -217,4 +139,15 @@ func copyTree(t testing.TB, src, dst string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// processCPU is the CPU time of this process (user and system, all
+// threads) in nanoseconds: on a shared machine wall time also counts the
+// waits for a CPU.
+func processCPU() int64 {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
 }

@@ -1,11 +1,12 @@
 package collector
 
 import (
+	"bytes"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
 	"net"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,7 +14,6 @@ import (
 	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/procfs"
-	"golang.org/x/sys/unix"
 )
 
 // networkCollector reports the KDC's listening sockets and the kernel
@@ -31,6 +31,7 @@ type networkCollector struct {
 	procPath       string
 	tcpConnections bool // count connections by state (the costly part)
 	warn           *onceLogger
+	diagBuf        []byte // sock_diag replies, kept between scrapes
 
 	udpQueue, udpDrops, tcpQueue, tcpLimit, tcpConns,
 	udpRcvbuf, udpInErrors, listenOverflows, listenDrops *prometheus.Desc
@@ -44,6 +45,9 @@ const (
 	// of 1<<state, TCP_ESTABLISHED=1 ... TCP_NEW_SYN_RECV=12).
 	tcpStatesAll = 1<<13 - 1
 )
+
+// sockDiagRecvBufBytes is the buffer for sock_diag replies.
+const sockDiagRecvBufBytes = 32 << 10
 
 // tcpConnStates are the states counted for connections to the KDC port;
 // all are always reported so that series do not come and go.
@@ -63,6 +67,7 @@ func newNetworkCollector(scan *procScanner, conf *confSource, pfs procfs.FS, pro
 		procPath:       procPath,
 		tcpConnections: tcpConnections,
 		warn:           newOnceLogger(logger),
+		diagBuf:        make([]byte, sockDiagRecvBufBytes),
 		udpQueue:       desc("kdc", "udp_receive_queue_bytes", "Memory charged to the receive queue of a KDC UDP socket: datagrams not yet read by the KDC, kernel overhead included; the kernel drops datagrams once it reaches the socket receive buffer size.", "address"),
 		udpDrops:       desc("kdc", "udp_drops_total", "Datagrams the kernel dropped on a KDC UDP socket, mostly because its receive buffer was full.", "address"),
 		tcpQueue:       desc("kdc", "tcp_listen_queue_length", "Connections completed and waiting in the accept queue of a KDC TCP listening socket.", "address"),
@@ -119,7 +124,7 @@ func (c *networkCollector) Update(ch chan<- prometheus.Metric) error {
 	// settings only add the accept queue limit and the port fallback.
 	settings, confErr := c.conf.settings(snap.kdcArgs.realms)
 	sel := &selector{}
-	sel.inodes, err = socketInodes(np.proc)
+	sel.inodes, err = socketInodes(c.fs, np.pid)
 	switch {
 	case err == nil:
 	case gone(err):
@@ -132,41 +137,46 @@ func (c *networkCollector) Update(ch chan<- prometheus.Metric) error {
 	default:
 		return fmt.Errorf("reading krb5kdc's file descriptors: %w", err)
 	}
-	nsfs, err := procfs.NewFS(filepath.Join(c.procPath, strconv.Itoa(np.proc.PID)))
-	if err != nil {
+	if err := c.updateUDP(ch, np, sel); err != nil {
 		if gone(err) {
 			return nil
 		}
 		return err
 	}
-	if err := c.updateUDP(ch, nsfs, sel); err != nil {
+	if err := c.updateTCP(ch, np, sel, settings); err != nil {
+		if gone(err) {
+			return nil
+		}
 		return err
 	}
-	if err := c.updateTCP(ch, np.proc.PID, nsfs, sel, settings); err != nil {
-		return err
-	}
-	return c.hostCounters(ch, np.proc)
+	return c.hostCounters(ch, np)
 }
 
 // updateUDP reports each KDC UDP address; sockets sharing one are summed.
-func (c *networkCollector) updateUDP(ch chan<- prometheus.Metric, nsfs procfs.FS, sel *selector) error {
-	udp, err := readSockets(nsfs.NetUDP, nsfs.NetUDP6)
-	if err != nil {
-		return err
-	}
+func (c *networkCollector) updateUDP(ch chan<- prometheus.Metric, np *kdcProc, sel *selector) error {
 	type udpStat struct{ queue, drops float64 }
 	by := map[string]*udpStat{}
-	for _, l := range udp {
-		if l.St != udpUnconnected || !sel.match(l.Inode, l.LocalAddr, l.LocalPort, sel.udp) {
-			continue
+	add := func(l udpLine) {
+		if l.st != udpUnconnected || !sel.match(l.inode, l.ip, l.port, sel.udp) {
+			return
 		}
-		a := hostPort(l.LocalAddr, l.LocalPort)
+		a := hostPort(l.ip, l.port)
 		if by[a] == nil {
 			by[a] = &udpStat{}
 		}
-		by[a].queue += float64(l.RxQueue)
-		if l.Drops != nil {
-			by[a].drops += float64(*l.Drops)
+		by[a].queue += float64(l.rxQueue)
+		by[a].drops += float64(l.drops)
+	}
+	for _, name := range []string{"net/udp", "net/udp6"} {
+		b, err := c.scan.files.readAll(np.file(name))
+		if err == nil {
+			err = parseUDPLines(b, add)
+		}
+		switch {
+		case err == nil:
+		case name == "net/udp6" && errors.Is(err, fs.ErrNotExist): // IPv6 disabled
+		default:
+			return fmt.Errorf("reading socket table %s: %w", name, err)
 		}
 	}
 	for a, s := range by {
@@ -176,10 +186,89 @@ func (c *networkCollector) updateUDP(ch chan<- prometheus.Metric, nsfs procfs.FS
 	return nil
 }
 
+// udpLine is what the collector uses of a line of /proc/net/udp{,6}.
+type udpLine struct {
+	ip                       net.IP
+	port, st, rxQueue, inode uint64
+	drops                    uint64
+}
+
+// parseUDPLines parses /proc/net/udp or udp6 (after the header line:
+// "sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt
+// uid timeout inode ref pointer drops"), addresses in hex as the kernel
+// prints them: each 32-bit word in host (here little-endian) order, as
+// procfs reads them.
+func parseUDPLines(b []byte, each func(udpLine)) error {
+	first := true
+	for len(b) > 0 {
+		line := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
+		if first {
+			first = false
+			continue
+		}
+		var f [13][]byte
+		n := 0
+		for rest := line; n < len(f); n++ {
+			if f[n], rest = nextField(rest); f[n] == nil {
+				break
+			}
+		}
+		if n == 0 {
+			continue // an empty line
+		}
+		if n < 13 {
+			return fmt.Errorf("socket line with %d fields: %q", n, truncate(line))
+		}
+		var l udpLine
+		hexIP, hexPort, ok := bytes.Cut(f[1], []byte(":"))
+		var err error
+		if ok {
+			l.ip, err = parseHexIP(hexIP)
+		}
+		if !ok || err != nil {
+			return fmt.Errorf("local address %q", f[1])
+		}
+		tx, rx, ok := bytes.Cut(f[4], []byte(":"))
+		var errs [5]error
+		l.port, errs[0] = strconv.ParseUint(string(hexPort), 16, 64)
+		l.st, errs[1] = strconv.ParseUint(string(f[3]), 16, 64)
+		_, errs[2] = strconv.ParseUint(string(tx), 16, 64)
+		l.rxQueue, errs[3] = strconv.ParseUint(string(rx), 16, 64)
+		l.inode, errs[4] = strconv.ParseUint(string(f[9]), 0, 64)
+		if err := errors.Join(errs[:]...); err != nil || !ok {
+			return fmt.Errorf("socket line %q: %v", truncate(line), err)
+		}
+		if l.drops, err = strconv.ParseUint(string(f[12]), 0, 64); err != nil {
+			return fmt.Errorf("drops in %q: %w", truncate(line), err)
+		}
+		each(l)
+	}
+	return nil
+}
+
+// parseHexIP decodes an address of /proc/net/{tcp,udp}{,6}.
+func parseHexIP(h []byte) (net.IP, error) {
+	var raw [16]byte
+	n, err := hex.Decode(raw[:], h)
+	if err != nil || (n != 4 && n != 16) {
+		return nil, fmt.Errorf("address %q", h)
+	}
+	ip := make(net.IP, n)
+	for w := 0; w < n; w += 4 {
+		ip[w], ip[w+1], ip[w+2], ip[w+3] = raw[w+3], raw[w+2], raw[w+1], raw[w]
+	}
+	return ip, nil
+}
+
 // updateTCP reports the KDC's listening sockets (for them rqueue is the
 // accept queue) and the connections to their addresses by state.
-func (c *networkCollector) updateTCP(ch chan<- prometheus.Metric, pid int, nsfs procfs.FS, sel *selector, settings *kdcSettings) error {
-	listeners, conns, fromKernel, err := c.tcpSockets(pid, nsfs, sel)
+func (c *networkCollector) updateTCP(ch chan<- prometheus.Metric, np *kdcProc, sel *selector, settings *kdcSettings) error {
+	listeners, conns, fromKernel, err := c.tcpSockets(np, sel)
 	if err != nil {
 		return err
 	}
@@ -246,9 +335,9 @@ const (
 // tcpSockets returns the KDC's listening sockets and the other sockets on
 // their ports: from sock_diag when it sees the KDC's namespace, else from
 // /proc/PID/net/tcp{,6}. fromKernel means the listeners' backlog is known.
-func (c *networkCollector) tcpSockets(pid int, nsfs procfs.FS, sel *selector) (listeners, conns []tcpSocket, fromKernel bool, err error) {
-	if rel := kdcNetns(c.procPath, pid); rel != otherNetns {
-		listeners, conns, err = diagKDCSockets(sel, c.tcpConnections)
+func (c *networkCollector) tcpSockets(np *kdcProc, sel *selector) (listeners, conns []tcpSocket, fromKernel bool, err error) {
+	if rel := kdcNetns(c.procPath, np.pid); rel != otherNetns {
+		listeners, conns, err = diagKDCSockets(sel, c.tcpConnections, c.diagBuf)
 		switch {
 		case err != nil:
 			c.warn.log("sock_diag", "msg", "sock_diag failed; reading /proc/PID/net/tcp instead", "err", err)
@@ -256,6 +345,10 @@ func (c *networkCollector) tcpSockets(pid int, nsfs procfs.FS, sel *selector) (l
 			return listeners, conns, true, nil
 		}
 		// Namespaces unknown and no KDC listener seen: not ours, probably.
+	}
+	nsfs, err := procfs.NewFS(np.dir)
+	if err != nil {
+		return nil, nil, false, err
 	}
 	lines, err := readSockets(nsfs.NetTCP, nsfs.NetTCP6)
 	if err != nil {
@@ -275,51 +368,32 @@ func (c *networkCollector) tcpSockets(pid int, nsfs procfs.FS, sel *selector) (l
 }
 
 // diagKDCSockets asks sock_diag for the listening sockets, keeps the KDC's,
-// then asks for the sockets on each of their ports. A kernel without IPv6
-// answers the AF_INET6 listener request with an error, taken as none.
-func diagKDCSockets(sel *selector, withConns bool) (listeners, conns []tcpSocket, err error) {
-	for _, fam := range []uint8{unix.AF_INET, unix.AF_INET6} {
-		ls, err := sockDiagTCP(fam, 1<<tcpListen, 0)
-		if err != nil {
-			if fam == unix.AF_INET6 {
-				continue
-			}
-			return nil, nil, err
-		}
-		for _, s := range ls {
-			if sel.match(s.inode, s.ip, uint64(s.port), sel.tcp) {
-				listeners = append(listeners, s)
+// then asks for the other sockets on their ports: two requests, each one
+// walk of the kernel's table for both address families (a v6 wildcard
+// listener's IPv4 clients show up as v4-mapped AF_INET6 sockets). The
+// second walks the whole established hash: measured here (262,144
+// buckets) 2-5 ms of CPU with few sockets, see BenchmarkSockDiagTimeWait
+// for many; a listener dump takes 0.1-0.3 ms.
+func diagKDCSockets(sel *selector, withConns bool, buf []byte) (listeners, conns []tcpSocket, err error) {
+	ls, err := sockDiagTCPBuf(1<<tcpListen, nil, buf)
+	if err != nil {
+		return nil, nil, err
+	}
+	var ports []uint16
+	for _, s := range ls {
+		if sel.match(s.inode, s.ip, uint64(s.port), sel.tcp) {
+			listeners = append(listeners, s)
+			if !slices.Contains(ports, s.port) {
+				ports = append(ports, s.port)
 			}
 		}
 	}
-	if !withConns {
+	if !withConns || len(ports) == 0 {
 		return listeners, nil, nil
 	}
-	// Each of these dumps walks the whole established hash: measured here
-	// (262,144 buckets) 2 ms with few sockets, 9 ms with 14,000 in
-	// TIME_WAIT; a listener dump takes 0.1 ms. One per port and family
-	// that has a KDC listener; a v6 wildcard listener's IPv4 clients show
-	// up as v4-mapped AF_INET6 sockets.
-	type portFam struct {
-		port uint16
-		fam  uint8
-	}
-	var todo []portFam
-	for _, l := range listeners {
-		pf := portFam{l.port, unix.AF_INET6}
-		if l.ip.To4() != nil {
-			pf.fam = unix.AF_INET
-		}
-		if !slices.Contains(todo, pf) {
-			todo = append(todo, pf)
-		}
-	}
-	for _, pf := range todo {
-		cs, err := sockDiagTCP(pf.fam, tcpStatesAll&^(1<<tcpListen), pf.port)
-		if err != nil {
-			return nil, nil, err
-		}
-		conns = append(conns, cs...)
+	conns, err = sockDiagTCPBuf(tcpStatesAll&^(1<<tcpListen), ports, buf)
+	if err != nil {
+		return nil, nil, err
 	}
 	return listeners, conns, nil
 }
@@ -337,46 +411,137 @@ func (c *networkCollector) acceptQueueLimit(s *kdcSettings) float64 {
 	return float64(limit)
 }
 
-func (c *networkCollector) hostCounters(ch chan<- prometheus.Metric, p procfs.Proc) error {
-	snmp, err := p.Snmp()
+func (c *networkCollector) hostCounters(ch chan<- prometheus.Metric, p *kdcProc) error {
+	files := c.scan.files
+	b, err := files.readSingle(p.file("net/snmp"))
 	if err != nil {
 		if gone(err) {
 			return nil
 		}
 		return fmt.Errorf("reading net/snmp: %w", err)
 	}
-	optCounter(ch, c.udpRcvbuf, snmp.Udp.RcvbufErrors, "udp")
-	optCounter(ch, c.udpInErrors, snmp.Udp.InErrors, "udp")
-	snmp6, err := p.Snmp6()
+	udp := tableRow(b, "Udp:")
+	optCounter(ch, c.udpRcvbuf, udp, "RcvbufErrors", "udp")
+	optCounter(ch, c.udpInErrors, udp, "InErrors", "udp")
+	b, err = files.readSingle(p.file("net/snmp6"))
 	switch {
 	case err == nil:
-		optCounter(ch, c.udpRcvbuf, snmp6.Udp6.RcvbufErrors, "udp6")
-		optCounter(ch, c.udpInErrors, snmp6.Udp6.InErrors, "udp6")
+		udp6 := keyColumn(b)
+		optCounter(ch, c.udpRcvbuf, udp6, "Udp6RcvbufErrors", "udp6")
+		optCounter(ch, c.udpInErrors, udp6, "Udp6InErrors", "udp6")
 	case gone(err): // IPv6 disabled: no snmp6
 	default:
 		return fmt.Errorf("reading net/snmp6: %w", err)
 	}
-	ns, err := p.Netstat()
+	b, err = files.readSingle(p.file("net/netstat"))
 	if err != nil {
 		if gone(err) {
 			return nil
 		}
 		return fmt.Errorf("reading net/netstat: %w", err)
 	}
-	optCounter(ch, c.listenOverflows, ns.TcpExt.ListenOverflows)
-	optCounter(ch, c.listenDrops, ns.TcpExt.ListenDrops)
+	tcpExt := tableRow(b, "TcpExt:")
+	optCounter(ch, c.listenOverflows, tcpExt, "ListenOverflows")
+	optCounter(ch, c.listenDrops, tcpExt, "ListenDrops")
 	return nil
 }
 
 // optCounter sends a counter the kernel may not have.
-func optCounter(ch chan<- prometheus.Metric, d *prometheus.Desc, v *float64, labels ...string) {
-	if v != nil {
-		ch <- counter(d, *v, labels...)
+func optCounter(ch chan<- prometheus.Metric, d *prometheus.Desc, lookup func(string) (float64, bool), name string, labels ...string) {
+	if v, ok := lookup(name); ok {
+		ch <- counter(d, v, labels...)
 	}
 }
 
-// socketInodes returns the inodes of the sockets open in p.
-func socketInodes(p procfs.Proc) (map[uint64]bool, error) {
+// tableRow returns a lookup in the table of /proc/net/snmp or netstat
+// whose two lines start with prefix ("Udp:"): a line of names, then a line
+// of values. A name missing, or a value that is not a number, is absent.
+// The lookup walks both lines side by side; the file is read again for
+// the next scrape, so it copies nothing.
+func tableRow(b []byte, prefix string) func(name string) (float64, bool) {
+	var names, values []byte
+	for len(b) > 0 && values == nil {
+		line := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
+		if rest, ok := bytes.CutPrefix(line, []byte(prefix)); ok {
+			if names == nil {
+				names = rest
+			} else {
+				values = rest
+			}
+		}
+	}
+	return func(name string) (float64, bool) {
+		n, v := names, values
+		for {
+			var key, val []byte
+			key, n = nextField(n)
+			val, v = nextField(v)
+			if key == nil || val == nil {
+				return 0, false
+			}
+			if string(key) == name {
+				f, err := strconv.ParseFloat(string(val), 64)
+				return f, err == nil
+			}
+		}
+	}
+}
+
+// nextField returns the first space-separated field of b and the rest;
+// nil when there is none.
+func nextField(b []byte) (field, rest []byte) {
+	i := 0
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t') {
+		i++
+	}
+	j := i
+	for j < len(b) && b[j] != ' ' && b[j] != '\t' {
+		j++
+	}
+	if i == j {
+		return nil, nil
+	}
+	return b[i:j], b[j:]
+}
+
+// keyColumn returns a lookup in /proc/net/snmp6, lines of "name value".
+// The file is read again for the next scrape, so the lookup copies nothing.
+func keyColumn(b []byte) func(name string) (float64, bool) {
+	return func(name string) (float64, bool) {
+		rest := b
+		for len(rest) > 0 {
+			line := rest
+			if i := bytes.IndexByte(rest, '\n'); i >= 0 {
+				line, rest = rest[:i], rest[i+1:]
+			} else {
+				rest = nil
+			}
+			key, tail := nextField(line)
+			if string(key) != name {
+				continue
+			}
+			val, tail := nextField(tail)
+			if extra, _ := nextField(tail); val == nil || extra != nil {
+				continue
+			}
+			v, err := strconv.ParseFloat(string(val), 64)
+			return v, err == nil
+		}
+		return 0, false
+	}
+}
+
+// socketInodes returns the inodes of the sockets open in process pid.
+func socketInodes(pfs procfs.FS, pid int) (map[uint64]bool, error) {
+	p, err := pfs.Proc(pid)
+	if err != nil {
+		return nil, err
+	}
 	targets, err := p.FileDescriptorTargets()
 	if err != nil {
 		return nil, err

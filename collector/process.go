@@ -122,30 +122,30 @@ func (c *processCollector) updateProgram(ch chan<- prometheus.Metric, snap *snap
 	oldest = p.main.stat.Starttime
 	for _, pr := range p.procs {
 		st := pr.stat
-		utime += uint64(st.UTime)
-		stime += uint64(st.STime)
-		rss += uint64(st.RSS)
-		vms += uint64(st.VSize)
+		utime += st.UTime
+		stime += st.STime
+		rss += uint64(max(st.RSS, 0))
+		vms += st.VSize
 		threads += uint64(st.NumThreads)
 		oldest = min(oldest, st.Starttime)
 		if fds.ok {
-			n, err := pr.proc.FileDescriptorsLen()
+			n, err := countFDs(pr.file("fd"), c.scan.dirBuf, c.scan.onProcfs)
 			if !c.failed(&fds, err, p.name, "file descriptors") {
 				nfds += float64(n)
 			}
 		}
 		if cs.ok {
-			status, err := pr.proc.NewStatus()
+			vol1, nonvol1, err := readParsed2(c.scan.files, pr.file("status"), statusCtxt)
 			if !c.failed(&cs, err, p.name, "status") {
-				vol += float64(status.VoluntaryCtxtSwitches)
-				nonvol += float64(status.NonVoluntaryCtxtSwitches)
+				vol += float64(vol1)
+				nonvol += float64(nonvol1)
 			}
 		}
 		if io.ok {
-			pio, err := pr.proc.IO()
+			rd1, wr1, err := readParsed2(c.scan.files, pr.file("io"), ioBytes)
 			if !c.failed(&io, err, p.name, "io") {
-				rd += float64(pio.ReadBytes)
-				wr += float64(pio.WriteBytes)
+				rd += float64(rd1)
+				wr += float64(wr1)
 			}
 		}
 	}
@@ -164,8 +164,13 @@ func (c *processCollector) updateProgram(ch chan<- prometheus.Metric, snap *snap
 		ch <- gauge(c.openFDs, nfds, p.name)
 	}
 	lim := family{ok: true}
-	if limits, err := p.main.proc.Limits(); !c.failed(&lim, err, p.name, "limits") {
-		ch <- gauge(c.maxFDs, float64(limits.OpenFiles), p.name)
+	b, err := c.scan.files.readSingle(p.main.file("limits"))
+	var maxFDs uint64
+	if err == nil {
+		maxFDs, err = limitsOpenFiles(b)
+	}
+	if !c.failed(&lim, err, p.name, "limits") {
+		ch <- gauge(c.maxFDs, float64(maxFDs), p.name)
 	}
 	if cs.ok {
 		ch <- counter(c.ctxSwitches, vol, p.name, "voluntary")

@@ -50,8 +50,8 @@ func TestProcessCPUMonotonic(t *testing.T) {
 	addReapedCPU(t, root, fxSupervisor, fxWorker0) // the worker with system time
 	after := gather(t, reg)
 	for _, mode := range []string{"user", "system"} {
-		b := before.value("krb5_process_cpu_seconds_total", "program", "krb5kdc", "mode", mode)
-		a := after.value("krb5_process_cpu_seconds_total", "program", "krb5kdc", "mode", mode)
+		b := before.Value("krb5_process_cpu_seconds_total", "program", "krb5kdc", "mode", mode)
+		a := after.Value("krb5_process_cpu_seconds_total", "program", "krb5kdc", "mode", mode)
 		if a < b {
 			t.Errorf("cpu %s went from %v to %v when a worker exited", mode, b, a)
 		}

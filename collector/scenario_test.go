@@ -71,28 +71,28 @@ func writePidFile(t testing.TB, pid int) string {
 // that belonged to its processes.
 func kdcDown(t *testing.T, s *scrape) {
 	t.Helper()
-	if v := s.value("krb5_process_up", "program", "krb5kdc"); v != 0 {
+	if v := s.Value("krb5_process_up", "program", "krb5kdc"); v != 0 {
 		t.Errorf("krb5kdc up = %v, want 0", v)
 	}
-	if v := s.value("krb5_process_processes", "program", "krb5kdc"); v != 0 {
+	if v := s.Value("krb5_process_processes", "program", "krb5kdc"); v != 0 {
 		t.Errorf("krb5kdc processes = %v, want 0", v)
 	}
 	for _, name := range []string{"krb5_process_cpu_seconds_total", "krb5_process_resident_memory_bytes",
 		"krb5_process_open_fds", "krb5_process_start_time_seconds", "krb5_process_io_read_bytes_total"} {
-		if n := s.count(name, "program", "krb5kdc"); n != 0 {
+		if n := s.Count(name, "program", "krb5kdc"); n != 0 {
 			t.Errorf("%d stale %s series for krb5kdc", n, name)
 		}
 	}
-	for _, name := range s.names("krb5_kdc_") {
+	for _, name := range s.Names("krb5_kdc_") {
 		if !strings.HasPrefix(name, "krb5_kdc_database_") {
 			t.Errorf("stale series %s while the KDC is down", name)
 		}
 	}
-	if n := len(s.names("krb5_host_")); n != 0 {
+	if n := len(s.Names("krb5_host_")); n != 0 {
 		t.Errorf("%d host counter families while no KDC namespace exists", n)
 	}
 	for _, name := range []string{"process", "network", "kdcconf"} {
-		if v, ok := s.find("krb5_exporter_collector_scrape_success", "collector", name); ok && v != 1 {
+		if v, ok := s.Find("krb5_exporter_collector_scrape_success", "collector", name); ok && v != 1 {
 			t.Errorf("collector %s failed while the KDC is down", name)
 		}
 	}
@@ -105,10 +105,10 @@ func TestPidFiles(t *testing.T) {
 		cfg.KDCPidFile = writePidFile(t, fxSupervisor)
 		_, reg := newTestCollector(t, cfg)
 		s := gather(t, reg)
-		if v := s.value("krb5_process_processes", "program", "krb5kdc"); v != 3 {
+		if v := s.Value("krb5_process_processes", "program", "krb5kdc"); v != 3 {
 			t.Errorf("processes = %v, want the supervisor and its 2 workers", v)
 		}
-		if v := s.value("krb5_kdc_workers"); v != 2 {
+		if v := s.Value("krb5_kdc_workers"); v != 2 {
 			t.Errorf("workers = %v", v)
 		}
 	})
@@ -138,7 +138,7 @@ func TestPidFiles(t *testing.T) {
 		_, reg := newTestCollector(t, cfg)
 		s := gather(t, reg)
 		for prog, want := range map[string]float64{"krb5kdc": 3, "kadmind": 1, "kpropd": 0} {
-			if v := s.value("krb5_process_processes", "program", prog); v != want {
+			if v := s.Value("krb5_process_processes", "program", prog); v != want {
 				t.Errorf("%s processes = %v, want %v", prog, v, want)
 			}
 		}
@@ -149,7 +149,7 @@ func TestPidFiles(t *testing.T) {
 		cfg.KDCPidFile = writePidFile(t, fxWorker1)
 		_, reg := newTestCollector(t, cfg)
 		s := gather(t, reg)
-		if v := s.value("krb5_process_processes", "program", "krb5kdc"); v != 1 {
+		if v := s.Value("krb5_process_processes", "program", "krb5kdc"); v != 1 {
 			t.Errorf("processes = %v, want 1", v)
 		}
 	})
@@ -161,20 +161,20 @@ func TestRestarts(t *testing.T) {
 	root := editableFixture(t)
 	_, reg := newTestCollector(t, fixtureConfig(t, root))
 	s := gather(t, reg)
-	start1 := s.value("krb5_kdc_worker_start_time_seconds", "worker", "1")
+	start1 := s.Value("krb5_kdc_worker_start_time_seconds", "worker", "1")
 
 	// Worker 1 is replaced by a newer process: it takes the free index 1,
 	// worker 0 keeps its index, the KDC did not restart.
 	cloneProc(t, root, fxWorker1, 30001, fxSupervisor, 500)
 	removeProc(t, root, fxWorker1)
 	s = gather(t, reg)
-	if n := s.count("krb5_kdc_worker_start_time_seconds"); n != 2 {
+	if n := s.Count("krb5_kdc_worker_start_time_seconds"); n != 2 {
 		t.Fatalf("%d worker series after a replacement, want 2", n)
 	}
-	if v := s.value("krb5_kdc_worker_start_time_seconds", "worker", "1"); v != start1+5 {
+	if v := s.Value("krb5_kdc_worker_start_time_seconds", "worker", "1"); v != start1+5 {
 		t.Errorf("worker 1 start = %v, want %v (the replacement)", v, start1+5)
 	}
-	if v := s.value("krb5_process_restarts_total", "program", "krb5kdc"); v != 0 {
+	if v := s.Value("krb5_process_restarts_total", "program", "krb5kdc"); v != 0 {
 		t.Errorf("restarts = %v after a worker replacement, want 0", v)
 	}
 
@@ -186,14 +186,14 @@ func TestRestarts(t *testing.T) {
 		removeProc(t, root, pid)
 	}
 	s = gather(t, reg)
-	if v := s.value("krb5_process_restarts_total", "program", "krb5kdc"); v != 1 {
+	if v := s.Value("krb5_process_restarts_total", "program", "krb5kdc"); v != 1 {
 		t.Errorf("restarts = %v after a KDC restart, want 1", v)
 	}
-	if n := s.count("krb5_kdc_worker_cpu_seconds_total", "mode", "user"); n != 2 {
+	if n := s.Count("krb5_kdc_worker_cpu_seconds_total", "mode", "user"); n != 2 {
 		t.Errorf("%d worker series, want 2 (indexes reused, none stale)", n)
 	}
 	for _, w := range []string{"0", "1"} {
-		if _, ok := s.find("krb5_kdc_worker_cpu_seconds_total", "worker", w); !ok {
+		if _, ok := s.Find("krb5_kdc_worker_cpu_seconds_total", "worker", w); !ok {
 			t.Errorf("no series for worker %s", w)
 		}
 	}
@@ -205,13 +205,13 @@ func TestRestarts(t *testing.T) {
 	}
 	s = gather(t, reg)
 	kdcDown(t, s)
-	if v := s.value("krb5_process_restarts_total", "program", "krb5kdc"); v != 1 {
+	if v := s.Value("krb5_process_restarts_total", "program", "krb5kdc"); v != 1 {
 		t.Errorf("restarts = %v while down, want 1", v)
 	}
-	if _, ok := s.find("krb5_kdc_workers_configured"); ok {
+	if _, ok := s.Find("krb5_kdc_workers_configured"); ok {
 		t.Error("workers_configured reported without a running KDC")
 	}
-	if _, ok := s.find("krb5_kdcconf_info"); !ok {
+	if _, ok := s.Find("krb5_kdcconf_info"); !ok {
 		t.Error("kdc.conf settings should not depend on the KDC running")
 	}
 }
@@ -219,7 +219,7 @@ func TestRestarts(t *testing.T) {
 func TestWorkerSlots(t *testing.T) {
 	p := func(pid int, start uint64) *kdcProc {
 		k := &kdcProc{}
-		k.proc.PID, k.stat.Starttime = pid, start
+		k.pid, k.stat.Starttime = pid, start
 		return k
 	}
 	var w workerSlots
@@ -269,22 +269,22 @@ func TestKDCConfBroken(t *testing.T) {
 	_, reg := newTestCollector(t, cfg)
 	for i := 0; i < 3; i++ {
 		s := gather(t, reg)
-		if v := s.value("krb5_exporter_collector_scrape_success", "collector", "kdcconf"); v != 0 {
+		if v := s.Value("krb5_exporter_collector_scrape_success", "collector", "kdcconf"); v != 0 {
 			t.Error("kdcconf succeeded on a broken file")
 		}
-		if v := s.value("krb5_exporter_kdcconf_parse_errors_total"); v != 1 {
+		if v := s.Value("krb5_exporter_kdcconf_parse_errors_total"); v != 1 {
 			t.Errorf("parse errors = %v on scrape %d, want 1", v, i+1)
 		}
-		if _, ok := s.find("krb5_kdcconf_info"); ok {
+		if _, ok := s.Find("krb5_kdcconf_info"); ok {
 			t.Error("settings reported from a broken file")
 		}
 		for _, name := range []string{"process", "network"} {
-			if v := s.value("krb5_exporter_collector_scrape_success", "collector", name); v != 1 {
+			if v := s.Value("krb5_exporter_collector_scrape_success", "collector", name); v != 1 {
 				t.Errorf("%s failed because of kdc.conf", name)
 			}
 		}
 		// Still reported: it comes from the command line.
-		if v := s.value("krb5_kdc_workers_configured"); v != 2 {
+		if v := s.Value("krb5_kdc_workers_configured"); v != 2 {
 			t.Errorf("workers_configured = %v", v)
 		}
 	}
@@ -298,20 +298,20 @@ func TestDisabledCollectors(t *testing.T) {
 		t.Errorf("enabled = %s", got)
 	}
 	s := gather(t, reg)
-	if len(s.names("krb5_process_")) != 0 || len(s.names("krb5_kdcconf_")) != 0 {
+	if len(s.Names("krb5_process_")) != 0 || len(s.Names("krb5_kdcconf_")) != 0 {
 		t.Error("disabled collectors reported metrics")
 	}
-	if v := s.value("krb5_kdc_udp_drops_total"); v != 0 {
+	if v := s.Value("krb5_kdc_udp_drops_total"); v != 0 {
 		t.Errorf("udp drops = %v", v)
 	}
 
 	cfg.TCPConnections = false
 	_, reg = newTestCollector(t, cfg)
 	s = gather(t, reg)
-	if n := s.count("krb5_kdc_tcp_connections"); n != 0 {
+	if n := s.Count("krb5_kdc_tcp_connections"); n != 0 {
 		t.Errorf("%d connection series with --no-collector.network.tcp-connections", n)
 	}
-	if _, ok := s.find("krb5_kdc_tcp_listen_queue_length"); !ok {
+	if _, ok := s.Find("krb5_kdc_tcp_listen_queue_length"); !ok {
 		t.Error("the accept queue needs no connection count")
 	}
 }
@@ -340,7 +340,7 @@ func TestPidFileWarnsOnce(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(c)
 	for i := 0; i < 3; i++ {
-		if v := gather(t, reg).value("krb5_process_up", "program", "krb5kdc"); v != 0 {
+		if v := gather(t, reg).Value("krb5_process_up", "program", "krb5kdc"); v != 0 {
 			t.Errorf("up = %v with an unusable pid file", v)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 )
@@ -83,9 +84,9 @@ func TestIntegrationUnprivileged(t *testing.T) {
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), childEnv+"="+string(spec), childEnv+"_OUT="+out)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	fds0 := countFDs(t, r.KDCPids())
+	fds0 := listFDs(t, r.KDCPids())
 	childLog, err := cmd.CombinedOutput()
-	fds1 := countFDs(t, r.KDCPids())
+	fds1 := listFDs(t, r.KDCPids())
 	if err != nil {
 		t.Fatalf("child: %v\n%s", err, childLog)
 	}
@@ -103,29 +104,35 @@ func TestIntegrationUnprivileged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &scrape{t: t, mfs: mfs}
+	s := gather(t, prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		var out []*dto.MetricFamily
+		for _, mf := range mfs {
+			out = append(out, mf)
+		}
+		return out, nil
+	}))
 
 	for _, name := range []string{"process", "network", "kdcconf"} {
-		if v := s.value("krb5_exporter_collector_scrape_success", "collector", name); v != 1 {
+		if v := s.Value("krb5_exporter_collector_scrape_success", "collector", name); v != 1 {
 			t.Errorf("collector %s failed as nobody", name)
 		}
 	}
-	if v := s.value("krb5_process_processes", "program", "krb5kdc"); v != 3 {
+	if v := s.Value("krb5_process_processes", "program", "krb5kdc"); v != 3 {
 		t.Errorf("processes = %v", v)
 	}
 	// Readable by anyone: stat, status, limits.
 	for _, name := range []string{"krb5_process_cpu_seconds_total", "krb5_process_context_switches_total", "krb5_process_max_fds"} {
-		if _, ok := s.find(name, "program", "krb5kdc"); !ok {
+		if _, ok := s.Find(name, "program", "krb5kdc"); !ok {
 			t.Errorf("no %s as nobody", name)
 		}
 	}
 	// Owner only: omitted, not zero.
-	if _, ok := s.find("krb5_process_io_read_bytes_total", "program", "krb5kdc"); ok {
+	if _, ok := s.Find("krb5_process_io_read_bytes_total", "program", "krb5kdc"); ok {
 		t.Error("io reported although nobody cannot read /proc/PID/io")
 	}
 	// fd/ cannot be listed, but since Linux 6.2 its size (stat) is the
 	// number of open descriptors, for anyone; before, it is omitted.
-	if v, ok := s.find("krb5_process_open_fds", "program", "krb5kdc"); ok {
+	if v, ok := s.Find("krb5_process_open_fds", "program", "krb5kdc"); ok {
 		// The harness's readiness connection may close meanwhile.
 		lo, hi := min(fds0, fds1), max(fds0, fds1)
 		if v < lo || v > hi {
@@ -135,7 +142,7 @@ func TestIntegrationUnprivileged(t *testing.T) {
 	// Sockets found by the ports of kdc.conf.
 	checkNetwork(t, s, r)
 	// The database lives in the root-only realm directory.
-	if _, ok := s.find("krb5_kdc_database_size_bytes"); ok {
+	if _, ok := s.Find("krb5_kdc_database_size_bytes"); ok {
 		t.Error("database size reported although nobody cannot stat it")
 	}
 }
@@ -162,7 +169,7 @@ func copyFileMode(t *testing.T, src, dst string, mode os.FileMode) {
 	}
 }
 
-func countFDs(t *testing.T, pids []int) float64 {
+func listFDs(t *testing.T, pids []int) float64 {
 	t.Helper()
 	n := 0
 	for _, pid := range pids {

@@ -22,6 +22,7 @@ import (
 //	    transport: udp                        # or tcp
 //	    timeout: 5s                           # per exchange
 //	    udp_retransmit: 1s                    # as libkrb5; 0 = never resend
+//	    preauth: auto                         # or spake, encrypted_timestamp
 type ProbeModule struct {
 	Realm string `yaml:"realm"`
 	// Client is the principal that logs in ("name" or "name@REALM").
@@ -38,8 +39,15 @@ type ProbeModule struct {
 	Transport string `yaml:"transport"`
 	// Timeout bounds each exchange (AS, TGS); default 5s.
 	Timeout time.Duration `yaml:"timeout"`
-	// PreauthUpfront sends PA-ENC-TIMESTAMP in the first AS-REQ, as a client
-	// that remembers the KDC wants it: one round trip instead of two.
+	// Preauth is the pre-authentication method: auto (default: SPAKE when
+	// the KDC offers it, else encrypted timestamp, as kinit), spake (only;
+	// a KDC without it fails the probe with preauth_unsupported) or
+	// encrypted_timestamp.
+	Preauth string `yaml:"preauth"`
+	// PreauthUpfront pre-authenticates in the first AS-REQ, as a client that
+	// remembers the KDC wants it: encrypted timestamp in one round trip
+	// instead of two (with preauth: spake, the SPAKE support message: two
+	// round trips instead of three).
 	PreauthUpfront bool `yaml:"preauth_upfront"`
 	// Enctypes are offered in this order; default the four RHEL 9 AES types
 	// (aes256-cts-hmac-sha384-192, aes128-cts-hmac-sha256-128,
@@ -94,6 +102,11 @@ func (m *ProbeModule) Validate() error {
 	case "", "udp", "tcp":
 	default:
 		return fieldErr(fmt.Sprintf("transport %q: want udp or tcp", m.Transport), "transport")
+	}
+	switch m.Preauth {
+	case "", "auto", "spake", "encrypted_timestamp":
+	default:
+		return fieldErr(fmt.Sprintf("preauth %q: want auto, spake or encrypted_timestamp", m.Preauth), "preauth")
 	}
 	if m.Timeout < 0 {
 		return fieldErr("timeout must not be negative", "timeout")

@@ -37,6 +37,7 @@ const probeYAML = `modules:
     client: probe@OTHER.COM
     password_file: PW
     transport: tcp
+    preauth: spake
     preauth_upfront: true
 probes:
   - name: kdc1
@@ -64,7 +65,7 @@ func TestProbeConfig(t *testing.T) {
 		t.Errorf("effective timeout/lifetime %v %v", m.EffectiveTimeout(), m.EffectiveTicketLifetime())
 	}
 	pw := cfg.Modules["pw"]
-	if pw.EffectiveTimeout() != DefaultProbeTimeout || !pw.PreauthUpfront || pw.PasswordFile == "" {
+	if pw.EffectiveTimeout() != DefaultProbeTimeout || !pw.PreauthUpfront || pw.Preauth != "spake" || pw.PasswordFile == "" || m.Preauth != "" {
 		t.Errorf("pw module %+v", pw)
 	}
 	if cfg.Probes[0].EffectiveInterval() != 30*time.Second || cfg.Probes[1].EffectiveInterval() != DefaultProbeInterval {
@@ -83,6 +84,7 @@ func TestProbeConfigErrors(t *testing.T) {
 		{"no keys", "modules:\n  m:\n    realm: R\n    client: c\n", "one of keytab or password_file is required"},
 		{"both keys", mod + "    password_file: PW\n", "keytab and password_file are exclusive"},
 		{"bad transport", mod + "    transport: sctp\n", `p.yml:6: modules.m.transport: transport "sctp": want udp or tcp`},
+		{"bad preauth", mod + "    preauth: pkinit\n", `p.yml:6: modules.m.preauth: preauth "pkinit": want auto, spake or encrypted_timestamp`},
 		{"bad timeout", mod + "    timeout: soon\n", "p.yml:6: cannot unmarshal"},
 		{"negative timeout", mod + "    timeout: -1s\n", "timeout must not be negative"},
 		{"rc4", mod + "    enctypes: [aes256-sha2, arcfour-hmac]\n", `p.yml:6: modules.m.enctypes.1: unsupported enctype "arcfour-hmac"`},

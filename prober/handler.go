@@ -219,6 +219,7 @@ type oneShotMetrics struct {
 	retransmits prometheus.Gauge
 	tcpFallback prometheus.Gauge
 	etype       *prometheus.GaugeVec
+	method      *prometheus.GaugeVec
 	reg         prometheus.Registerer
 }
 
@@ -240,9 +241,10 @@ func newOneShotMetrics(reg prometheus.Registerer) *oneShotMetrics {
 		retransmits: g("probe_krb5_udp_retransmits", "UDP requests sent again during the probe."),
 		tcpFallback: g("probe_krb5_tcp_fallbacks", "Exchanges retried over TCP after KRB_ERR_RESPONSE_TOO_BIG."),
 		etype:       gv("probe_krb5_etype", "Encryption type number per exchange and part (reply, ticket, session).", "exchange", "part"),
+		method:      gv("probe_krb5_preauth_method", "Always 1; method is the login's pre-authentication: spake, encrypted_timestamp or none.", "method"),
 	}
 	reg.MustRegister(m.success, m.duration, m.exSuccess, m.exDuration, m.phase, m.result,
-		m.retransmits, m.tcpFallback, m.etype)
+		m.retransmits, m.tcpFallback, m.etype, m.method)
 	m.reg = reg
 	return m
 }
@@ -257,8 +259,14 @@ func (m *oneShotMetrics) record(o *Outcome) {
 	if o.AS.PreauthRequired > 0 {
 		m.phase.WithLabelValues(krb5.PhasePreauthRequired).Set(o.AS.PreauthRequired.Seconds())
 	}
+	if o.AS.SPAKEChallenge > 0 {
+		m.phase.WithLabelValues(krb5.PhaseSPAKEChallenge).Set(o.AS.SPAKEChallenge.Seconds())
+	}
 	if o.AS.ASRep > 0 {
 		m.phase.WithLabelValues(krb5.PhaseASRep).Set(o.AS.ASRep.Seconds())
+	}
+	if o.AS.Method != "" {
+		m.method.WithLabelValues(o.AS.Method).Set(1)
 	}
 	if o.AS.HasClockOffset {
 		// Only a reply from the KDC tells its time: no series otherwise.

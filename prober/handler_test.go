@@ -89,7 +89,8 @@ probe_success 1
 		}
 		_, body := get(t, u, nil)
 		for _, m := range []string{"probe_duration_seconds ", `probe_krb5_exchange_duration_seconds{exchange="as"}`,
-			`probe_krb5_as_phase_duration_seconds{phase="preauth_required"}`, `probe_krb5_as_phase_duration_seconds{phase="as_rep"}`,
+			`probe_krb5_as_phase_duration_seconds{phase="preauth_required"}`, `probe_krb5_as_phase_duration_seconds{phase="spake_challenge"}`,
+			`probe_krb5_as_phase_duration_seconds{phase="as_rep"}`, `probe_krb5_preauth_method{method="spake"} 1`,
 			"probe_krb5_clock_offset_seconds "} {
 			if !strings.Contains(body, m) {
 				t.Errorf("module %q: no %s in\n%s", module, m, body)

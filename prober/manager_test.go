@@ -79,8 +79,14 @@ func TestManagerProbesAndRecovers(t *testing.T) {
 		if n := histogramCount(t, pm.duration, target, ExchangeTGS, tr); n == 0 {
 			t.Errorf("%s: no TGS duration observed", target)
 		}
-		if histogramCount(t, pm.phase, target, krb5.PhasePreauthRequired) == 0 || histogramCount(t, pm.phase, target, krb5.PhaseASRep) == 0 {
+		if histogramCount(t, pm.phase, target, krb5.PhasePreauthRequired) == 0 || histogramCount(t, pm.phase, target, krb5.PhaseSPAKEChallenge) == 0 ||
+			histogramCount(t, pm.phase, target, krb5.PhaseASRep) == 0 {
 			t.Errorf("%s: AS phases not observed", target)
+		}
+		// The harness KDC offers SPAKE: the probes take it, as kinit.
+		if gauge(pm.method, target, krb5.MethodSPAKE) != 1 || gauge(pm.method, target, krb5.MethodEncTimestamp) != 0 {
+			t.Errorf("%s: preauth method spake %v, encrypted_timestamp %v", target,
+				gauge(pm.method, target, krb5.MethodSPAKE), gauge(pm.method, target, krb5.MethodEncTimestamp))
 		}
 		if counter(pm.total, target, ExchangeAS, krb5.ClassSuccess) < 1 || gauge(pm.lastSuccess, target, ExchangeTGS) < float64(time.Now().Add(-time.Minute).Unix()) {
 			t.Errorf("%s: success not counted", target)

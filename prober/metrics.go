@@ -41,6 +41,7 @@ type probeMetrics struct {
 	retransmits   *prometheus.CounterVec
 	tcpFallbacks  *prometheus.CounterVec
 	etype         *prometheus.GaugeVec
+	method        *prometheus.GaugeVec
 	worldReadable *prometheus.GaugeVec
 }
 
@@ -52,7 +53,7 @@ func newProbeMetrics(reg prometheus.Registerer) *probeMetrics {
 			[]string{"target", "exchange", "transport"}),
 		phase: prometheus.NewHistogramVec(latencyOpts(
 			"krb5_probe_as_phase_duration_seconds",
-			"Duration of each round trip of successful logins: preauth_required (AS-REQ without pre-authentication answered by PREAUTH_REQUIRED) and as_rep (AS-REQ with PA-ENC-TIMESTAMP answered by the AS-REP)."),
+			"Duration of each round trip of successful logins: preauth_required (AS-REQ without pre-authentication answered by PREAUTH_REQUIRED), spake_challenge (SPAKE support message answered by the KDC's challenge) and as_rep (AS-REQ with PA-ENC-TIMESTAMP or the SPAKE response answered by the AS-REP)."),
 			[]string{"target", "phase"}),
 		success: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "krb5_probe_success",
@@ -82,20 +83,27 @@ func newProbeMetrics(reg prometheus.Registerer) *probeMetrics {
 			Name: "krb5_probe_etype",
 			Help: "Encryption type number of the last successful exchange, per part as the KDC logs them: reply (encrypted part of the reply), ticket (the ticket), session (the new session key). 20 = aes256-cts-hmac-sha384-192, 19 = aes128-cts-hmac-sha256-128, 18 = aes256-cts-hmac-sha1-96, 17 = aes128-cts-hmac-sha1-96.",
 		}, []string{"target", "exchange", "part"}),
+		method: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "krb5_probe_preauth_method",
+			Help: "1 for the pre-authentication method of the last login (spake, encrypted_timestamp, or none when the principal needs none), 0 for the others.",
+		}, []string{"target", "method"}),
 		worldReadable: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "krb5_probe_keytab_world_readable",
 			Help: "1 when the target's keytab or password file is readable by every local user (chmod o-r it).",
 		}, []string{"target"}),
 	}
 	reg.MustRegister(m.duration, m.phase, m.success, m.total, m.lastSuccess, m.clockOffset,
-		m.retransmits, m.tcpFallbacks, m.etype, m.worldReadable)
+		m.retransmits, m.tcpFallbacks, m.etype, m.method, m.worldReadable)
 	return m
 }
 
 // nonKDCClasses are pre-created for every target so that rate() and
 // increase() see the first failure of each kind.
 var nonKDCClasses = []string{krb5.ClassSuccess, krb5.ClassTimeout, krb5.ClassConnectionRefused, krb5.ClassNetwork,
-	krb5.ClassDecrypt, krb5.ClassMalformedReply, krb5.ClassKeytab}
+	krb5.ClassDecrypt, krb5.ClassMalformedReply, krb5.ClassKeytab, krb5.ClassPreauthUnsupported}
+
+// preauthMethods are the values of the method label.
+var preauthMethods = []string{krb5.MethodSPAKE, krb5.MethodEncTimestamp, krb5.MethodNone}
 
 // initTarget creates a target's series before its first probe.
 func (m *probeMetrics) initTarget(target string, tgs bool) {
@@ -113,6 +121,9 @@ func (m *probeMetrics) initTarget(target string, tgs bool) {
 	}
 	m.retransmits.WithLabelValues(target)
 	m.tcpFallbacks.WithLabelValues(target)
+	for _, pm := range preauthMethods {
+		m.method.WithLabelValues(target, pm)
+	}
 }
 
 // deleteTarget removes every series of a target that left the configuration.
@@ -127,6 +138,7 @@ func (m *probeMetrics) deleteTarget(target string) {
 	m.retransmits.DeletePartialMatch(l)
 	m.tcpFallbacks.DeletePartialMatch(l)
 	m.etype.DeletePartialMatch(l)
+	m.method.DeletePartialMatch(l)
 	m.worldReadable.DeletePartialMatch(l)
 }
 
@@ -140,10 +152,22 @@ func (m *probeMetrics) record(target string, tr krb5.Transport, o *Outcome) {
 		m.clockOffset.WithLabelValues(target).Set(o.AS.ClockOffset.Seconds())
 	}
 	m.exchange(target, ExchangeAS, o.ASErr, o.Start.Add(o.AS.Duration))
+	if o.AS.Method != "" {
+		for _, pm := range preauthMethods {
+			v := 0.0
+			if pm == o.AS.Method {
+				v = 1
+			}
+			m.method.WithLabelValues(target, pm).Set(v)
+		}
+	}
 	if o.ASErr == nil {
 		m.duration.WithLabelValues(target, ExchangeAS, o.ASTransport(tr)).Observe(o.AS.Duration.Seconds())
 		if o.AS.PreauthRequired > 0 {
 			m.phase.WithLabelValues(target, krb5.PhasePreauthRequired).Observe(o.AS.PreauthRequired.Seconds())
+		}
+		if o.AS.SPAKEChallenge > 0 {
+			m.phase.WithLabelValues(target, krb5.PhaseSPAKEChallenge).Observe(o.AS.SPAKEChallenge.Seconds())
 		}
 		m.phase.WithLabelValues(target, krb5.PhaseASRep).Observe(o.AS.ASRep.Seconds())
 		m.etypes(target, ExchangeAS, o.AS.Etypes)

@@ -54,6 +54,7 @@ func NewTarget(addr string, m *config.ProbeModule, creds *krb5.Credentials, logg
 		Client:         creds.Principal(),
 		Credentials:    creds,
 		Etypes:         etypes,
+		Preauth:        krb5.PreauthMode(m.Preauth),
 		PreauthUpfront: m.PreauthUpfront,
 		UDPRetransmit:  m.UDPRetransmit,
 		TicketLifetime: m.EffectiveTicketLifetime(),

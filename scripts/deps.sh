@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Installs what building and testing krb5-exporter needs on Debian/Ubuntu:
 # the MIT Kerberos KDC, admin server and client tools (the tests start a
-# real krb5kdc/kadmind in a throwaway realm), and promtool. Idempotent.
+# real krb5kdc/kadmind in a throwaway realm), promtool, and what the
+# package tests use: systemd (systemd-analyze), rpm (rpm -qlp), logrotate,
+# acl (setfacl). Idempotent.
 # Set EXTRA_PACKAGES for more (e.g. mtail prometheus-process-exporter for
 # the side-by-side benchmarks).
 set -euo pipefail
 
-packages=(krb5-kdc krb5-admin-server krb5-user prometheus systemd-journal-remote ${EXTRA_PACKAGES:-})
+packages=(krb5-kdc krb5-admin-server krb5-user prometheus systemd-journal-remote systemd rpm logrotate acl ${EXTRA_PACKAGES:-})
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -18,7 +20,7 @@ if ((${#missing[@]})); then
 	$sudo apt-get update -qq
 	# Debian's krb5 packages ask no questions in this mode and start no
 	# realm of their own; /etc/krb5.conf is left as the package ships it.
-	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq -o DPkg::Lock::Timeout=300 --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
 export PATH="$PATH:/usr/local/go/bin"
@@ -27,4 +29,5 @@ if ! command -v go >/dev/null; then
 	exit 1
 fi
 go mod download
+(cd packaging && go mod download)
 echo "deps: ok ($(go version | cut -d' ' -f3), krb5 $(dpkg-query -W -f='${Version}' krb5-kdc))"

@@ -20,20 +20,35 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// run builds a fresh command line (no global flag state), parses args and
-// runs the chosen command, returning the process exit code.
-func run(args []string, stdout, stderr io.Writer) int {
+// commands are the parsed command line's destinations.
+type commands struct {
+	serve                   *serveCmd
+	realmUp, realmDown, env *realmCmd
+	probePrincipal          *probePrincipalCmd
+	probe                   *probeCmd
+	bench, man              *kingpin.CmdClause
+}
+
+// newApp builds the command line model: main parses it, the man page and
+// the README test read it (kingpin's Model).
+func newApp(stdout, stderr io.Writer) (*kingpin.Application, *commands) {
 	app := kingpin.New("krb5-exporter", "Prometheus exporter and benchmark for MIT Kerberos KDCs (krb5kdc, kadmind).")
 	app.Version(version.Print("krb5-exporter"))
 	app.HelpFlag.Short('h')
 	app.UsageWriter(stdout)
 	app.ErrorWriter(stderr)
+	c := &commands{serve: addServeCommand(app)}
+	c.realmUp, c.realmDown, c.env, c.probePrincipal = addRealmCommands(app)
+	c.probe = addProbeCommand(app)
+	c.bench = app.Command("bench", "Run the KDC performance tests of the seed document (not built yet).")
+	c.man = app.Command("man", "Print the manual page (roff) generated from this command line.").Hidden()
+	return app, c
+}
 
-	serve := addServeCommand(app)
-	realmUp, realmDown, realmEnv := addRealmCommands(app)
-	probe := addProbeCommand(app)
-	bench := app.Command("bench", "Run the KDC performance tests of the seed document (not built yet).")
-
+// run builds a fresh command line (no global flag state), parses args and
+// runs the chosen command, returning the process exit code.
+func run(args []string, stdout, stderr io.Writer) int {
+	app, c := newApp(stdout, stderr)
 	cmd, err := app.Parse(args)
 	if err != nil {
 		fmt.Fprintf(stderr, "krb5-exporter: error: %v, try --help\n", err)
@@ -44,17 +59,25 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	switch cmd {
-	case serve.cmd.FullCommand():
-		return serve.run(stdout, stderr)
-	case realmUp.cmd.FullCommand():
-		return realmUp.run(stdout, stderr)
-	case realmDown.cmd.FullCommand():
-		return realmDown.run(stdout, stderr)
-	case realmEnv.cmd.FullCommand():
-		return realmEnv.run(stdout, stderr)
-	case probe.cmd.FullCommand():
-		return probe.run(stdout, stderr)
-	case bench.FullCommand():
+	case c.serve.cmd.FullCommand():
+		return c.serve.run(stdout, stderr)
+	case c.realmUp.cmd.FullCommand():
+		return c.realmUp.run(stdout, stderr)
+	case c.realmDown.cmd.FullCommand():
+		return c.realmDown.run(stdout, stderr)
+	case c.env.cmd.FullCommand():
+		return c.env.run(stdout, stderr)
+	case c.probePrincipal.cmd.FullCommand():
+		return c.probePrincipal.run(stdout, stderr)
+	case c.probe.cmd.FullCommand():
+		return c.probe.run(stdout, stderr)
+	case c.man.FullCommand():
+		if err := writeMan(stdout, app.Model(), version.Version); err != nil {
+			fmt.Fprintf(stderr, "krb5-exporter: %v\n", err)
+			return 1
+		}
+		return 0
+	case c.bench.FullCommand():
 		fmt.Fprintf(stderr, "krb5-exporter %s: not built yet; nothing was run\n", cmd)
 		return 2
 	}

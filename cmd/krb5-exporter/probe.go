@@ -50,11 +50,13 @@ type probeCmd struct {
 // p.run(stdout, stderr) when p.cmd.FullCommand() was chosen.
 func addProbeCommand(app *kingpin.Application) *probeCmd {
 	p := &probeCmd{set: map[string]*bool{}}
-	p.cmd = app.Command("probe", "Probe a KDC once: a login (AS exchange, two round trips like kinit -k) and a service ticket (TGS exchange, like kvno); print the phases and exit 0/1/2/3 like a Nagios check (OK, WARNING, CRITICAL, UNKNOWN).")
+	p.cmd = app.Command("probe", "Probe a KDC once: a login (AS exchange like kinit -k: SPAKE in three round trips when the KDC offers it, else encrypted timestamp in two) and a service ticket (TGS exchange, like kvno); print the phases and exit 0/1/2/3 like a Nagios check (OK, WARNING, CRITICAL, UNKNOWN).")
 	c := p.cmd
 	c.Flag("kdc", "KDC address: host:port, [v6]:port or a host (port 88). Required.").StringVar(&p.kdc)
-	c.Flag("module", "Take the probe settings from this module of --module.config-file; flags below override its fields.").StringVar(&p.moduleName)
-	c.Flag("module.config-file", "Exporter configuration file holding --module.").StringVar(&p.moduleFile)
+	c.Flag("module", "Take the probe settings from this module of --config.file; flags below override its fields.").StringVar(&p.moduleName)
+	c.Flag("config.file", "Exporter configuration file holding --module (the daemon's --config.file).").StringVar(&p.moduleFile)
+	// The flag's first name, kept so that existing checks keep working.
+	c.Flag("module.config-file", "Old name of --config.file.").Hidden().StringVar(&p.moduleFile)
 	m := &p.module
 	p.flag(c, "realm", "Realm of the client and the service.").StringVar(&m.Realm)
 	p.flag(c, "client", "Client principal, name or name@REALM.").StringVar(&m.Client)
@@ -63,6 +65,7 @@ func addProbeCommand(app *kingpin.Application) *probeCmd {
 	p.flag(c, "service", "Service principal for the TGS exchange; empty: login only.").StringVar(&m.Service)
 	p.flag(c, "transport", "udp or tcp.").Default("udp").EnumVar(&m.Transport, "udp", "tcp")
 	p.flag(c, "timeout", "Time limit of each exchange.").Default(config.DefaultProbeTimeout.String()).DurationVar(&m.Timeout)
+	p.flag(c, "preauth", "Pre-authentication: auto (SPAKE when the KDC offers it, as kinit), spake or encrypted_timestamp.").Default("auto").EnumVar(&m.Preauth, "auto", "spake", "encrypted_timestamp")
 	p.flag(c, "preauth-upfront", "Send pre-authentication in the first AS-REQ (one round trip, as a client that remembers).").BoolVar(&m.PreauthUpfront)
 	p.flag(c, "enctype", "Enctype to offer, repeatable, in order (default: the four RHEL 9 AES types).").StringsVar(&m.Enctypes)
 	p.flag(c, "udp-retransmit", "Resend an unanswered UDP request after this long, doubling (libkrb5: 1s); 0 never.").Default("0s").DurationVar(&m.UDPRetransmit)
@@ -85,12 +88,12 @@ func (p *probeCmd) flag(c *kingpin.CmdClause, name, help string) *kingpin.FlagCl
 func (p *probeCmd) resolveModule() (config.ProbeModule, error) {
 	if p.moduleName == "" {
 		if p.moduleFile != "" {
-			return config.ProbeModule{}, fmt.Errorf("--module.config-file needs --module")
+			return config.ProbeModule{}, fmt.Errorf("--config.file needs --module")
 		}
 		return p.module, nil
 	}
 	if p.moduleFile == "" {
-		return config.ProbeModule{}, fmt.Errorf("--module needs --module.config-file")
+		return config.ProbeModule{}, fmt.Errorf("--module needs --config.file")
 	}
 	cfg, err := config.Load(p.moduleFile)
 	if err != nil {
@@ -113,6 +116,7 @@ func (p *probeCmd) resolveModule() (config.ProbeModule, error) {
 	over("service", func() { mod.Service = f.Service })
 	over("transport", func() { mod.Transport = f.Transport })
 	over("timeout", func() { mod.Timeout = f.Timeout })
+	over("preauth", func() { mod.Preauth = f.Preauth })
 	over("preauth-upfront", func() { mod.PreauthUpfront = f.PreauthUpfront })
 	over("enctype", func() { mod.Enctypes = f.Enctypes })
 	over("udp-retransmit", func() { mod.UDPRetransmit = f.UDPRetransmit })
@@ -189,10 +193,13 @@ func (p *probeCmd) verdict(o *prober.Outcome) (int, string) {
 	} else {
 		rate(o.AS.Duration)
 		phases := fmt.Sprintf("as_rep %s", ms(o.AS.ASRep))
+		if o.AS.SPAKEChallenge > 0 {
+			phases = fmt.Sprintf("spake_challenge %s, %s", ms(o.AS.SPAKEChallenge), phases)
+		}
 		if o.AS.PreauthRequired > 0 {
 			phases = fmt.Sprintf("preauth_required %s, %s", ms(o.AS.PreauthRequired), phases)
 		}
-		parts = append(parts, fmt.Sprintf("login %s (%s; %s)", ms(o.AS.Duration), phases, etypes(o.AS.Etypes)))
+		parts = append(parts, fmt.Sprintf("login %s (%s; %s; %s)", ms(o.AS.Duration), o.AS.Method, phases, etypes(o.AS.Etypes)))
 	}
 	if o.TGSRan {
 		if o.TGSErr != nil {
@@ -243,6 +250,9 @@ func (p *probeCmd) perfdata(o *prober.Outcome) string {
 		add("as", o.AS.Duration, true)
 		if o.AS.PreauthRequired > 0 {
 			add("preauth_required", o.AS.PreauthRequired, false)
+		}
+		if o.AS.SPAKEChallenge > 0 {
+			add("spake_challenge", o.AS.SPAKEChallenge, false)
 		}
 		add("as_rep", o.AS.ASRep, false)
 	}

@@ -43,7 +43,7 @@ func TestProbeCommand(t *testing.T) {
 	withSvc := append(append([]string{}, base...), "--service", r.Service(1))
 
 	code, out, _ := runProbe(t, withSvc...)
-	ok := regexp.MustCompile(`^KRB5 OK - login [0-9.]+ms \(preauth_required [0-9.]+ms, as_rep [0-9.]+ms; rep=aes256-cts-hmac-sha384-192 tkt=aes256-cts-hmac-sha384-192 ses=aes256-cts-hmac-sha384-192\), service ticket [0-9.]+ms \(rep=aes256-cts-hmac-sha384-192 .*\) \| as=[0-9.]+s;;;0 preauth_required=[0-9.]+s as_rep=[0-9.]+s tgs=[0-9.]+s;;;0 clock_offset=-?[0-9.]+s;60;240\n$`)
+	ok := regexp.MustCompile(`^KRB5 OK - login [0-9.]+ms \(spake; preauth_required [0-9.]+ms, spake_challenge [0-9.]+ms, as_rep [0-9.]+ms; rep=aes256-cts-hmac-sha384-192 tkt=aes256-cts-hmac-sha384-192 ses=aes256-cts-hmac-sha384-192\), service ticket [0-9.]+ms \(rep=aes256-cts-hmac-sha384-192 .*\) \| as=[0-9.]+s;;;0 preauth_required=[0-9.]+s spake_challenge=[0-9.]+s as_rep=[0-9.]+s tgs=[0-9.]+s;;;0 clock_offset=-?[0-9.]+s;60;240\n$`)
 	if code != nagiosOK || !ok.MatchString(out) {
 		t.Errorf("OK probe: exit %d\n%s", code, out)
 	}
@@ -55,6 +55,7 @@ func TestProbeCommand(t *testing.T) {
 		match string
 	}{
 		{"tcp, login only, up front", append(append([]string{}, base...), "--transport", "tcp", "--preauth-upfront"), nagiosOK, "KRB5 OK - login "},
+		{"encrypted timestamp", append(append([]string{}, base...), "--preauth", "encrypted_timestamp"), nagiosOK, "(encrypted_timestamp; preauth_required "},
 		{"warning", append(append([]string{}, withSvc...), "--warning", "1ns"), nagiosWarning, "KRB5 WARNING - login"},
 		{"critical", append(append([]string{}, withSvc...), "--warning", "1ns", "--critical", "2ns"), nagiosCritical, "KRB5 CRITICAL - login"},
 		{"unknown service", append(append([]string{}, base...), "--service", "HTTP/nosuch."+r.Domain), nagiosCritical, "service ticket failed: KDC_ERR_S_PRINCIPAL_UNKNOWN"},
@@ -62,7 +63,7 @@ func TestProbeCommand(t *testing.T) {
 		{"missing keytab", []string{"--kdc", r.KDCAddr, "--realm", r.Realm, "--client", "p", "--keytab", "/nonexistent.keytab"}, nagiosUnknown, "KRB5 UNKNOWN - keytab: open /nonexistent.keytab"},
 		{"missing kdc", base[2:], nagiosUnknown, "KRB5 UNKNOWN - address is required"},
 		{"bad enctype", append(append([]string{}, base...), "--enctype", "rc4-hmac"), nagiosUnknown, `KRB5 UNKNOWN - enctypes.0: unsupported enctype "rc4-hmac"`},
-		{"module without file", append(append([]string{}, base...), "--module", "x"), nagiosUnknown, "--module needs --module.config-file"},
+		{"module without file", append(append([]string{}, base...), "--module", "x"), nagiosUnknown, "--module needs --config.file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, errOut := runProbe(t, tc.args...)
@@ -89,15 +90,16 @@ func TestProbeCommand(t *testing.T) {
 	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// The old flag name still works (hidden alias).
 	code, out, _ = runProbe(t, "--kdc", r.KDCAddr, "--module", "default", "--module.config-file", cfgFile)
 	if code != nagiosCritical || !strings.Contains(out, "KDC_ERR_S_PRINCIPAL_UNKNOWN") {
 		t.Errorf("module from file: exit %d\n%s", code, out)
 	}
-	code, out, _ = runProbe(t, "--kdc", r.KDCAddr, "--module", "default", "--module.config-file", cfgFile, "--service", r.Service(1), "-v")
+	code, out, _ = runProbe(t, "--kdc", r.KDCAddr, "--module", "default", "--config.file", cfgFile, "--service", r.Service(1), "-v")
 	if code != nagiosOK {
 		t.Errorf("module with --service override: exit %d\n%s", code, out)
 	}
-	code, out, _ = runProbe(t, "--kdc", r.KDCAddr, "--module", "nosuch", "--module.config-file", cfgFile)
+	code, out, _ = runProbe(t, "--kdc", r.KDCAddr, "--module", "nosuch", "--config.file", cfgFile)
 	if code != nagiosUnknown || !strings.Contains(out, `no module "nosuch"`) {
 		t.Errorf("unknown module: exit %d\n%s", code, out)
 	}

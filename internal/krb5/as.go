@@ -15,7 +15,7 @@ import (
 // Phases (round trips) of the exchanges, as reported in errors and metrics.
 const (
 	PhasePreauthRequired = "preauth_required" // AS-REQ without pre-authentication → KDC_ERR_PREAUTH_REQUIRED
-	PhaseASRep           = "as_rep"           // AS-REQ (with PA-ENC-TIMESTAMP) → AS-REP
+	PhaseASRep           = "as_rep"           // AS-REQ (with PA-ENC-TIMESTAMP or the SPAKE response) → AS-REP
 	PhaseTGSRep          = "tgs_rep"          // TGS-REQ → TGS-REP
 	PhaseKeys            = "keys"             // local key lookup before any traffic
 )
@@ -39,15 +39,22 @@ type ASResult struct {
 	// authtime (seconds). Valid when HasClockOffset is set.
 	ClockOffset    time.Duration
 	HasClockOffset bool
-	Retransmits    int  // UDP requests sent again
-	TCPFallback    bool // a reply was RESPONSE_TOO_BIG and the exchange moved to TCP
+	// SPAKEChallenge is the round trip that sent the SPAKE support message
+	// (zero when the KDC's optimistic challenge made it unnecessary).
+	SPAKEChallenge time.Duration
+	// Method is the pre-authentication used: MethodSPAKE,
+	// MethodEncTimestamp or MethodNone.
+	Method      string
+	Retransmits int  // UDP requests sent again
+	TCPFallback bool // a reply was RESPONSE_TOO_BIG and the exchange moved to TCP
 }
 
-// preauthChoice is the key the PA-ENC-TIMESTAMP is made with.
+// preauthChoice is the key the pre-authentication is made with, and how.
 type preauthChoice struct {
 	etype     int32
 	salt      string
 	s2kparams string
+	spake     spakeStage // spakeOff: PA-ENC-TIMESTAMP
 }
 
 // Login performs an AS exchange for a TGT, which the Client keeps for
@@ -81,6 +88,10 @@ func (c *Client) login(ctx context.Context, res *ASResult) error {
 		if choice, ok = c.firstOwnEtype(); !ok {
 			return errorf(ClassKeytab, PhaseKeys, "no key for any of the enctypes %v", c.etypes)
 		}
+		if c.preauth == PreauthSPAKE {
+			// SPAKE up front: the support message in the first request.
+			choice.spake, c.sp.hasCookie = spakeSupport, false
+		}
 	} else {
 		reply, rt, err := c.asRoundTrip(ctx, nil, PhasePreauthRequired, res, &st)
 		res.PreauthRequired = rt
@@ -89,27 +100,73 @@ func (c *Client) login(ctx context.Context, res *ASResult) error {
 		}
 		if reply[0] == app(appASRep) {
 			// The principal does not require pre-authentication: one round trip.
-			res.PreauthRequired, res.ASRep = 0, rt
+			res.PreauthRequired, res.ASRep, res.Method = 0, rt, MethodNone
 			return c.acceptASRep(reply, nil, PhaseASRep, res)
 		}
 		if choice, err = c.choosePreauth(PhasePreauthRequired); err != nil {
 			return err
 		}
+		if err := c.pickMethod(&choice, PhasePreauthRequired); err != nil {
+			return err
+		}
+	}
+	res.Method = choice.method()
+	if c.log != nil {
+		c.debug("msg", "pre-authentication", "method", res.Method, "etype", EtypeName(choice.etype),
+			"spake_challenge_given", choice.spake == spakeResponse)
 	}
 	for attempt := 0; ; attempt++ {
-		reply, rt, err := c.asRoundTrip(ctx, &choice, PhaseASRep, res, &st)
-		res.ASRep = rt
+		phase := PhaseASRep
+		if choice.spake == spakeSupport {
+			phase = PhaseSPAKEChallenge
+		}
+		reply, rt, err := c.asRoundTrip(ctx, &choice, phase, res, &st)
+		if phase == PhaseSPAKEChallenge {
+			res.SPAKEChallenge = rt
+		} else {
+			res.ASRep = rt
+		}
 		if err != nil {
+			// PREAUTH_FAILED to a support message: the KDC shares no SPAKE
+			// group with us. kinit then falls back to encrypted timestamp.
+			if pe, ok := err.(*Error); ok && phase == PhaseSPAKEChallenge && pe.Code == errorcode.KDC_ERR_PREAUTH_FAILED {
+				if c.preauth == PreauthSPAKE {
+					return wrapError(ClassPreauthUnsupported, phase, fmt.Errorf("the KDC supports none of the client's SPAKE groups (edwards25519, P-256): %w", err))
+				}
+				choice.spake = spakeOff
+				res.Method = choice.method()
+				continue
+			}
 			// With pre-authentication up front the KDC may still ask for a
 			// different key; follow its ETYPE-INFO2 once, as libkrb5 does.
 			if pe, ok := err.(*Error); ok && c.upfront && attempt == 0 && pe.Code == errorcode.KDC_ERR_PREAUTH_REQUIRED {
-				res.PreauthRequired, res.ASRep = rt, 0
+				res.PreauthRequired, res.ASRep, res.SPAKEChallenge = rt, 0, 0
 				if choice, err = c.choosePreauth(PhasePreauthRequired); err != nil {
 					return err
 				}
+				if err := c.pickMethod(&choice, PhasePreauthRequired); err != nil {
+					return err
+				}
+				res.Method = choice.method()
 				continue
 			}
 			return err
+		}
+		if phase == PhaseSPAKEChallenge {
+			if reply[0] == app(appASRep) {
+				// SPAKE up front for a principal that needs no
+				// pre-authentication: the KDC ignored it.
+				res.Method = MethodNone
+				return c.acceptASRep(reply, nil, phase, res)
+			}
+			// MORE_PREAUTH_DATA_REQUIRED with the KDC's challenge.
+			if attempt >= 2 {
+				return errorf(ClassMalformedReply, phase, "the KDC keeps asking for more pre-authentication data")
+			}
+			if err := c.takeMoreData(&choice, phase); err != nil {
+				return err
+			}
+			continue
 		}
 		if reply[0] != app(appASRep) {
 			return errorf(ClassMalformedReply, PhaseASRep, "unexpected message 0x%02x", reply[0])
@@ -118,7 +175,7 @@ func (c *Client) login(ctx context.Context, res *ASResult) error {
 	}
 }
 
-// asRoundTrip sends one AS-REQ (with PA-ENC-TIMESTAMP when choice is set) and
+// asRoundTrip sends one AS-REQ (pre-authenticated as choice says, if set) and
 // returns an AS-REP, or the KRB-ERROR as *Error. It times the round trip and
 // takes the clock offset from any KRB-ERROR.
 func (c *Client) asRoundTrip(ctx context.Context, choice *preauthChoice, phase string, res *ASResult, st *exchangeStats) ([]byte, time.Duration, error) {
@@ -138,17 +195,26 @@ func (c *Client) asRoundTrip(ctx context.Context, choice *preauthChoice, phase s
 	if c.log != nil {
 		c.debug("msg", "round trip", "phase", phase, "duration", rt, "bytes", len(reply))
 	}
-	if err := c.checkASReply(reply, choice != nil, phase, res, now, rt); err != nil {
+	// The KRB-ERROR that is a step of the exchange rather than its failure.
+	var next int32 = errorcode.KDC_ERR_PREAUTH_REQUIRED
+	if choice != nil {
+		next = 0
+		if choice.spake == spakeSupport {
+			next = kdcErrMorePreauthDataRequired
+		}
+	}
+	if err := c.checkASReply(reply, next, phase, res, now, rt); err != nil {
 		return nil, rt, err
 	}
 	return reply, rt, nil
 }
 
-// checkASReply accepts an AS-REP, or a PREAUTH_REQUIRED error in answer to a
-// request without pre-authentication (the caller reads its ETYPE-INFO2 from
-// c.kerr); any other reply is the exchange's error. Every KRB-ERROR gives
-// the clock offset.
-func (c *Client) checkASReply(reply []byte, preauthSent bool, phase string, res *ASResult, sent time.Time, rt time.Duration) error {
+// checkASReply accepts an AS-REP, or the KRB-ERROR with code next that
+// continues the exchange (PREAUTH_REQUIRED in answer to a request without
+// pre-authentication, MORE_PREAUTH_DATA_REQUIRED to a SPAKE support message;
+// the caller reads its e-data from c.kerr); any other reply is the exchange's
+// error. Every KRB-ERROR gives the clock offset.
+func (c *Client) checkASReply(reply []byte, next int32, phase string, res *ASResult, sent time.Time, rt time.Duration) error {
 	switch {
 	case len(reply) == 0:
 		return errorf(ClassMalformedReply, phase, "empty reply")
@@ -159,7 +225,7 @@ func (c *Client) checkASReply(reply []byte, preauthSent bool, phase string, res 
 			return wrapError(ClassMalformedReply, phase, err)
 		}
 		res.ClockOffset, res.HasClockOffset = offsetAt(c.kerr.stime, sent, rt), true
-		if c.kerr.code == errorcode.KDC_ERR_PREAUTH_REQUIRED && !preauthSent {
+		if next != 0 && c.kerr.code == next {
 			return nil
 		}
 		return kdcError(phase, c.kerr.code, string(c.kerr.text))
@@ -269,14 +335,19 @@ func (c *Client) schedule(k ltKey) (*ltSched, error) {
 }
 
 // buildASReq encodes an AS-REQ into c.w: the patched body template, and a
-// PA-ENC-TIMESTAMP made with the chosen key when choice is set.
+// PA-ENC-TIMESTAMP made with the chosen key or the SPAKE padata when choice
+// is set.
 func (c *Client) buildASReq(choice *preauthChoice, now time.Time) error {
 	w := &c.w
 	w.reset()
 	m := w.len()
 	w.raw(c.asBody.body)
 	w.close(ctx(4), m)
-	if choice != nil {
+	if choice != nil && choice.spake != spakeOff {
+		if err := c.appendSPAKEPadata(choice, c.asBody.body); err != nil {
+			return err
+		}
+	} else if choice != nil {
 		k, ok, err := c.creds.keyFor(choice.etype, 0, choice.salt, choice.s2kparams)
 		if err != nil {
 			// Only string-to-key fails here, on the KDC's salt or parameters.
@@ -392,7 +463,15 @@ func (c *Client) acceptASRep(reply []byte, choice *preauthChoice, phase string, 
 	if err != nil {
 		return wrapError(ClassKeytab, phase, err)
 	}
-	pt, err := c.openReply(s.rep, rep.enc.cipher, phase, "AS-REP (wrong or stale key?)")
+	replyKey := s.rep
+	if choice != nil && choice.spake == spakeResponse {
+		// SPAKE replaced the reply key with K'[0].
+		if rep.enc.etype != choice.etype {
+			return errorf(ClassMalformedReply, phase, "SPAKE AS-REP encrypted with %s, the challenge was for %s", EtypeName(rep.enc.etype), EtypeName(choice.etype))
+		}
+		replyKey = &c.sp.k0.u
+	}
+	pt, err := c.openReply(replyKey, rep.enc.cipher, phase, "AS-REP (wrong or stale key?)")
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,8 @@ import (
 
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/krb5/spake"
 )
 
 // Options configure a Client.
@@ -28,6 +30,9 @@ type Options struct {
 	// that remembers the KDC wants it; otherwise a login is two round trips
 	// like a fresh `kinit -k`.
 	PreauthUpfront bool
+	// Preauth selects the pre-authentication method (default PreauthAuto:
+	// SPAKE when the KDC offers it, as kinit).
+	Preauth PreauthMode
 	// UDPRetransmit, when positive, resends an unanswered UDP request after
 	// this long and then after twice as long each time, as libkrb5 does (1s).
 	UDPRetransmit time.Duration
@@ -56,6 +61,8 @@ type Client struct {
 	creds      *Credentials
 	etypes     []int32
 	upfront    bool
+	preauth    PreauthMode
+	sp         spakeState
 	lifetime   time.Duration
 	log        log.Logger
 	now        func() time.Time
@@ -92,8 +99,9 @@ type tmpl struct {
 type ltSched struct {
 	key   *byte // identity of the key bytes in Credentials
 	etype int32
-	ts    *usageKey // usage 1: PA-ENC-TIMESTAMP
-	rep   *usageKey // usage 3: AS-REP encrypted part
+	ts    *usageKey     // usage 1: PA-ENC-TIMESTAMP
+	rep   *usageKey     // usage 3: AS-REP encrypted part
+	spake [2]*spake.Key // the key prepared for SPAKE per group (spake.Groups), on first use
 }
 
 // NewClient validates the options and precomputes the request parts.
@@ -117,6 +125,10 @@ func NewClient(o Options) (*Client, error) {
 			return nil, fmt.Errorf("unsupported enctype %d", e)
 		}
 	}
+	mode, err := ParsePreauthMode(string(o.Preauth))
+	if err != nil {
+		return nil, err
+	}
 	var seed [32]byte
 	if _, err := cryptorand.Read(seed[:]); err != nil {
 		return nil, err
@@ -130,6 +142,8 @@ func NewClient(o Options) (*Client, error) {
 		creds:      o.Credentials,
 		etypes:     append([]int32(nil), etypes...),
 		upfront:    o.PreauthUpfront,
+		preauth:    mode,
+		sp:         newSPAKEState(),
 		lifetime:   o.TicketLifetime,
 		log:        o.Logger,
 		now:        o.Now,

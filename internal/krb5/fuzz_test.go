@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jcmturner/gokrb5/v8/iana/errorcode"
 	"github.com/jcmturner/gokrb5/v8/messages"
 )
 
@@ -121,7 +122,7 @@ func fuzzClient(t testing.TB) *Client {
 func asReply(c *Client, nonce int64, reply []byte) error {
 	var res ASResult
 	c.asNonce = nonce
-	if err := c.checkASReply(reply, false, PhaseASRep, &res, c.now(), 0); err != nil {
+	if err := c.checkASReply(reply, errorcode.KDC_ERR_PREAUTH_REQUIRED, PhaseASRep, &res, c.now(), 0); err != nil {
 		return err
 	}
 	if reply[0] == app(appASRep) {

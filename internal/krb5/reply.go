@@ -237,6 +237,25 @@ func parseEncryptionKey(b []byte, p *encRepPart) error {
 	})
 }
 
+// nextPAData splits the first PA-DATA { padata-type [1], padata-value [2] }
+// off a SEQUENCE OF PA-DATA body.
+func nextPAData(b []byte) (typ int32, val, rest []byte, err error) {
+	if _, _, rest, err = readTLV(b); err != nil {
+		return 0, nil, nil, err
+	}
+	err = sequence(b[:len(b)-len(rest)], "PA-DATA", 0b110, func(n int, in []byte) error {
+		var err error
+		switch n {
+		case 1:
+			typ, err = parseInt32(in)
+		case 2:
+			val, err = parseOctets(in)
+		}
+		return err
+	})
+	return typ, val, rest, err
+}
+
 // etypeInfo2Entry is one ETYPE-INFO2-ENTRY.
 type etypeInfo2Entry struct {
 	etype     int32
@@ -258,27 +277,11 @@ func findEtypeInfo2(b []byte, padataBody bool, use func(etype int32) bool) (etyp
 		}
 	}
 	for len(b) > 0 {
-		_, _, rest, err := readTLV(b)
+		typ, val, rest, err := nextPAData(b)
 		if err != nil {
 			return found, false, err
 		}
-		pa := b[:len(b)-len(rest)]
 		b = rest
-		var typ int32
-		var val []byte
-		err = sequence(pa, "PA-DATA", 0b110, func(n int, in []byte) error {
-			var err error
-			switch n {
-			case 1:
-				typ, err = parseInt32(in)
-			case 2:
-				val, err = parseOctets(in)
-			}
-			return err
-		})
-		if err != nil {
-			return found, false, err
-		}
 		if typ != patype.PA_ETYPE_INFO2 {
 			continue
 		}

@@ -27,6 +27,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -51,8 +52,9 @@ func main() {
 	scrapes := flag.Int("scrapes", 200, "scrapes of each exporter")
 	workers := flag.Int("workers", 2, "krb5kdc -w N")
 	pe := flag.String("process-exporter", "/usr/bin/prometheus-process-exporter", "prometheus-process-exporter binary")
+	baseline := flag.String("baseline", "", "a scrapecost binary built from another commit, run as one more exporter (before/after in one run)")
 	flag.Parse()
-	if err := run(*scrapes, *workers, *pe); err != nil {
+	if err := run(*scrapes, *workers, *pe, *baseline); err != nil {
 		fmt.Fprintln(os.Stderr, "scrapecost:", err)
 		os.Exit(1)
 	}
@@ -68,13 +70,19 @@ func serve(args []string) error {
 	fs.StringVar(&cfg.KpropdPidFile, "kpropd-pidfile", "", "")
 	fs.StringVar(&cfg.KDCConfPath, "kdcconf", "", "")
 	fs.StringVar(&cfg.Krb5ConfPath, "krb5conf", "", "")
+	noConns := fs.Bool("no-tcp-connections", false, "")
+	floor := fs.Bool("floor", false, "only the Go and process collectors")
 	fs.Parse(args)
+	cfg.TCPConnections = !*noConns
 	c, err := collector.New(log.NewLogfmtLogger(os.Stderr), cfg)
 	if err != nil {
 		return err
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(c, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if !*floor {
+		reg.MustRegister(c)
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
@@ -93,7 +101,7 @@ type exporter struct {
 	samples int
 }
 
-func run(scrapes, workers int, peBin string) error {
+func run(scrapes, workers int, peBin, baseline string) error {
 	if _, err := os.Stat(peBin); err != nil {
 		return err
 	}
@@ -109,26 +117,56 @@ func run(scrapes, workers int, peBin string) error {
 		return err
 	}
 	defer r.Down()
-	fmt.Printf("realm: krb5kdc %v, kadmind %d\n", r.KDCPids(), r.KadmindPid())
+	// Up returns once the KDC answers: wait (30 s at most) for all its
+	// workers and kadmind, so that every exporter sees all of them.
+	for deadline := time.Now().Add(30 * time.Second); len(r.KDCPids()) < workers+1 || r.KadmindPid() == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("after 30 s: krb5kdc pids %v, kadmind %d", r.KDCPids(), r.KadmindPid())
+		}
+	}
+	fmt.Printf("realm: krb5kdc -w %d (%d processes), kadmind %d\n", workers, len(r.KDCPids()), r.KadmindPid())
 
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	ours := exec.Command(self, "serve", "-kdc-pidfile", r.KDCPidFile, "-kadmind-pidfile", r.KadmindPidFile,
-		"-kpropd-pidfile", filepath.Join(r.Dir, "kpropd.pid"), "-kdcconf", r.KDCConf, "-krb5conf", r.Krb5Conf)
-	ours.Stderr = os.Stderr
-	stdin, _ := ours.StdinPipe()
-	stdout, _ := ours.StdoutPipe()
-	if err := ours.Start(); err != nil {
-		return err
+	args := []string{"serve", "-kdc-pidfile", r.KDCPidFile, "-kadmind-pidfile", r.KadmindPidFile,
+		"-kpropd-pidfile", filepath.Join(r.Dir, "kpropd.pid"), "-kdcconf", r.KDCConf, "-krb5conf", r.Krb5Conf}
+	var exps []*exporter
+	ourSide := []struct {
+		name, bin string
+		args      []string
+	}{
+		{"krb5-exporter collectors", self, args},
+		{"krb5-exporter, --no-collector.network.tcp-connections", self, append(args[:len(args):len(args)], "-no-tcp-connections")},
+		{"floor: Go and process collectors only, promhttp", self, append(args[:len(args):len(args)], "-floor")},
+		// The default configuration: daemons found by name among all the
+		// machine's processes, as process-exporter finds them (other KDCs
+		// running on this machine are counted too).
+		{"krb5-exporter collectors, by name (no pid files)", self, []string{"serve", "-kdcconf", r.KDCConf, "-krb5conf", r.Krb5Conf}},
 	}
-	defer func() { stdin.Close(); ours.Wait() }()
-	addr, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		return fmt.Errorf("our exporter: %w", err)
+	if baseline != "" {
+		// An older build may not know -no-tcp-connections: defaults only.
+		ourSide = append(ourSide, struct {
+			name, bin string
+			args      []string
+		}{"baseline " + filepath.Base(baseline), baseline, args})
 	}
-	exps := []*exporter{{name: "krb5-exporter collectors", url: "http://" + strings.TrimSpace(addr) + "/metrics", pid: ours.Process.Pid}}
+	for _, o := range ourSide {
+		cmd := exec.Command(o.bin, o.args...)
+		cmd.Stderr = os.Stderr
+		stdin, _ := cmd.StdinPipe()
+		stdout, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		defer func() { stdin.Close(); cmd.Wait() }()
+		addr, err := bufio.NewReader(stdout).ReadString('\n')
+		if err != nil {
+			return fmt.Errorf("%s: %w", o.name, err)
+		}
+		exps = append(exps, &exporter{name: o.name, url: "http://" + strings.TrimSpace(addr) + "/metrics", pid: cmd.Process.Pid})
+	}
 
 	// process-exporter, matching the realm's daemons only.
 	peConf := filepath.Join(tmp, "process-exporter.yml")
@@ -143,17 +181,20 @@ func run(scrapes, workers int, peBin string) error {
 		{"process-exporter (defaults)", nil},
 		{"process-exporter -gather-smaps=false -threads=false", []string{"-gather-smaps=false", "-threads=false"}},
 	} {
-		port, err := freePort()
-		if err != nil {
-			return err
-		}
-		args := append([]string{"-config.path", peConf, "-web.listen-address", port}, v.args...)
+		// Port 0: the kernel picks a port nobody holds, and it is read
+		// back from the process's own listening socket (a port probed
+		// and released here could be taken meanwhile).
+		args := append([]string{"-config.path", peConf, "-web.listen-address", "127.0.0.1:0"}, v.args...)
 		cmd := exec.Command(peBin, args...)
 		if err := cmd.Start(); err != nil {
 			return err
 		}
 		defer func() { cmd.Process.Kill(); cmd.Wait() }()
-		exps = append(exps, &exporter{name: v.name, url: "http://" + port + "/metrics", pid: cmd.Process.Pid})
+		addr, err := listenAddr(cmd.Process.Pid)
+		if err != nil {
+			return fmt.Errorf("%s: %w", v.name, err)
+		}
+		exps = append(exps, &exporter{name: v.name, url: "http://" + addr + "/metrics", pid: cmd.Process.Pid})
 	}
 	for _, e := range exps {
 		if err := waitUp(e.url); err != nil {
@@ -187,21 +228,57 @@ func run(scrapes, workers int, peBin string) error {
 		}
 	}
 	fmt.Printf("%d scrapes each, CPU time per scrape of the exporter process (all threads, schedstat):\n", scrapes)
-	fmt.Printf("%-55s %10s %10s %10s %8s %8s\n", "exporter", "median", "p90", "mean", "series", "bytes")
+	fmt.Printf("%-55s %10s %10s %10s %8s %8s %8s\n", "exporter", "median", "p90", "mean", "series", "bytes", "ratio")
+	var peMedian float64
+	for _, e := range exps {
+		if strings.HasPrefix(e.name, "process-exporter (defaults)") {
+			peMedian, _, _ = stats(e.cpu)
+		}
+	}
 	for _, e := range exps {
 		med, p90, mean := stats(e.cpu)
-		fmt.Printf("%-55s %8.2fms %8.2fms %8.2fms %8d %8d\n", e.name, med/1e6, p90/1e6, mean/1e6, e.samples, e.bytes)
+		fmt.Printf("%-55s %8.2fms %8.2fms %8.2fms %8d %8d %7.2fx\n", e.name, med/1e6, p90/1e6, mean/1e6, e.samples, e.bytes, med/peMedian)
 	}
+	fmt.Println("ratio: median over the median of process-exporter (defaults) in this run")
 	return nil
 }
 
-func freePort() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+// listenAddr waits (15 s at most) for process pid to listen on TCP and
+// returns the address: its socket inodes from /proc/PID/fd, matched in
+// /proc/PID/net/tcp.
+func listenAddr(pid int) (string, error) {
+	p, err := procfs.NewProc(pid)
 	if err != nil {
 		return "", err
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	nfs, err := procfs.NewFS(fmt.Sprintf("/proc/%d", pid))
+	if err != nil {
+		return "", err
+	}
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		targets, err := p.FileDescriptorTargets()
+		if err != nil {
+			return "", err
+		}
+		inodes := map[string]bool{}
+		for _, t := range targets {
+			if s, ok := strings.CutPrefix(t, "socket:["); ok {
+				inodes[strings.TrimSuffix(s, "]")] = true
+			}
+		}
+		lines, err := nfs.NetTCP()
+		if err != nil {
+			return "", err
+		}
+		for _, l := range lines {
+			if l.St == 0x0A && inodes[strconv.FormatUint(l.Inode, 10)] {
+				return net.JoinHostPort(l.LocalAddr.String(), strconv.FormatUint(l.LocalPort, 10)), nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("pid %d not listening on TCP after 15 s", pid)
+		}
+	}
 }
 
 func waitUp(url string) error {

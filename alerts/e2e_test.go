@@ -1,0 +1,545 @@
+package alerts
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
+	"github.com/krb5-exporter/krb5-exporter/realm"
+)
+
+// shortened are the alerts whose for: the end-to-end test sets to 5s, so
+// that they fire within the test.
+var shortened = []string{"KDCProbeFailing", "KDCRealmUnavailable", "KDCDown", "KDCErrorBudgetBurnFast"}
+
+// TestEndToEnd runs the rules and the dashboards' queries in a real
+// Prometheus that scrapes a real krb5-exporter following and probing a
+// harness realm (krb5kdc -w 2) under a small load of real MIT clients. It
+// checks that every dashboard query (template variables substituted) and
+// every recording rule returns data, that no rule fails to evaluate, that
+// the README's /probe relabelling works, that the load's requests for an
+// unknown service fire KDCErrorBudgetBurnFast, and that stopping the KDC
+// makes KDCProbeFailing go pending, then firing, with KDCRealmUnavailable
+// and KDCDown. The rules are the committed files with one change: the for:
+// of the alerts in shortened is 5s.
+func TestEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test: real KDC, exporter and Prometheus")
+	}
+	testutil.RequireMIT(t)
+	promBin, err := exec.LookPath("prometheus")
+	if err != nil {
+		t.Fatal("prometheus not found: install the Debian package prometheus (make deps)")
+	}
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	tmp := t.TempDir()
+
+	// The exporter, built as users build it.
+	bin := filepath.Join(tmp, "krb5-exporter")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "../cmd/krb5-exporter").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+
+	r := testutil.Realm(t, realm.Options{Users: 5, Services: 2, Fillers: 20, Workers: 2, NoKadmind: true})
+
+	cfg := filepath.Join(tmp, "exporter.yml")
+	writeFile(t, cfg, fmt.Sprintf(`modules:
+  udp:
+    realm: %[1]s
+    client: %[2]s
+    keytab: %[3]s
+    service: %[4]s
+    transport: udp
+    timeout: 2s
+  tcp:
+    realm: %[1]s
+    client: %[2]s
+    keytab: %[3]s
+    service: %[4]s
+    transport: tcp
+    timeout: 2s
+probes:
+  - {name: kdc-udp, address: "%[5]s", module: udp, interval: 1s}
+  - {name: kdc-tcp, address: "%[5]s", module: tcp, interval: 1s}
+logs:
+  - path: %[6]s
+    type: kdc
+    start_at: beginning
+    probe_principals: [%[2]s]
+`, r.Realm, r.ProbePrincipal, r.ProbeKeytab, r.Service(1), r.KDCAddr, r.KDCLog))
+
+	exporterAddr := freeAddr(t)
+	exporterLog := &syncBuffer{}
+	start(t, exporterLog, bin, "--web.listen-address", exporterAddr, "--config.file", cfg,
+		"--collector.process.krb5kdc-pidfile", r.KDCPidFile,
+		"--collector.kdcconf.path", r.KDCConf, "--collector.kdcconf.krb5-config", r.Krb5Conf,
+		"--kdclog.position-file", filepath.Join(tmp, "positions.json"))
+	waitHTTP(t, ctx, "http://"+exporterAddr+"/-/ready", exporterLog)
+
+	// Prometheus, with the rule files as committed except for one for:.
+	rulesDir := filepath.Join(tmp, "rules")
+	if err := os.Mkdir(rulesDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var copies []string
+	for _, f := range ruleFiles(t) {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := string(b)
+		for _, alert := range shortened {
+			text = shortenFor(t, text, alert, "5s")
+		}
+		writeFile(t, filepath.Join(rulesDir, f), text)
+		copies = append(copies, filepath.Join(rulesDir, f))
+	}
+	promAddr := freeAddr(t)
+	promCfg := filepath.Join(tmp, "prometheus.yml")
+	writeFile(t, promCfg, fmt.Sprintf(`global:
+  scrape_interval: 1s
+  scrape_timeout: 1s
+  evaluation_interval: 1s
+rule_files: [%s]
+scrape_configs:
+  - job_name: krb5
+    static_configs: [{targets: ["%s"]}]
+  - job_name: krb5-probe
+    scrape_interval: 2s
+    scrape_timeout: 2s
+    metrics_path: /probe
+    params: {module: [udp]}
+    static_configs: [{targets: ["%s"]}]
+    relabel_configs:
+      - {source_labels: [__address__], target_label: __param_target}
+      - {source_labels: [__param_target], target_label: instance}
+      - {target_label: __address__, replacement: "%s"}
+`, strings.Join(copies, ", "), exporterAddr, r.KDCAddr, exporterAddr))
+	promLog := &syncBuffer{}
+	start(t, promLog, promBin, "--config.file", promCfg, "--storage.tsdb.path", filepath.Join(tmp, "tsdb"),
+		"--web.listen-address", promAddr)
+	prom := "http://" + promAddr
+	waitHTTP(t, ctx, prom+"/-/ready", promLog)
+
+	// A small steady load of real MIT clients: logins and service
+	// tickets, one in ten for a service that does not exist.
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	var loadDone sync.WaitGroup
+	loadDone.Add(1)
+	go func() {
+		defer loadDone.Done()
+		load(loadCtx, r, filepath.Join(tmp, "ccache"))
+	}()
+	defer func() { stopLoad(); loadDone.Wait() }()
+
+	// Every dashboard query and every recording rule, until all return
+	// data or the deadline passes.
+	queries := map[string]string{} // query -> where it comes from
+	for where, expr := range dashboardQueries(t, exporterAddr) {
+		queries[expr] = where
+	}
+	for _, rl := range allRules(t) {
+		if rl.Record != "" {
+			queries[rl.Record] = "recording rule"
+		}
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var missing []string
+		for expr, where := range queries {
+			n, err := instantQuery(ctx, prom, expr)
+			if err != nil {
+				t.Fatalf("%s: %q: %v", where, expr, err)
+			}
+			if n == 0 {
+				missing = append(missing, where+": "+expr)
+			}
+		}
+		if len(missing) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 60s, %d of %d queries return no data:\n%s\nexporter log:\n%s", len(missing), len(queries), strings.Join(missing, "\n"), exporterLog.String())
+		}
+		sleep(ctx, time.Second)
+	}
+	t.Logf("%d dashboard and recording rule queries return data", len(queries))
+	checkRuleHealth(t, ctx, prom)
+	checkVariables(t, ctx, prom, exporterAddr)
+
+	// The README's /probe scrape configuration logs in through the KDC.
+	// (One success in the last minute: on a loaded machine a probe may
+	// overrun the scrape's timeout now and then.)
+	if n, err := instantQuery(ctx, prom, `max_over_time(probe_success{job="krb5-probe"}[1m]) == 1`); err != nil || n != 1 {
+		t.Errorf(`max_over_time(probe_success{job="krb5-probe"}[1m]) == 1: %d series, %v`, n, err)
+	}
+	waitFiring(t, ctx, prom, "KDCErrorBudgetBurnFast")
+	active := activeAlerts(t, ctx, prom)
+	t.Logf("active alerts before the KDC stops: %v", active)
+	// (Pending is possible: on a loaded machine one probe may time out.)
+	for _, a := range []string{"KDCProbeFailing", "KDCRealmUnavailable", "KDCDown"} {
+		if active[a] == "firing" {
+			t.Fatalf("%s is firing while the KDC runs", a)
+		}
+	}
+
+	stopLoad()
+	loadDone.Wait()
+	if err := r.StopKDC(); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	alertDeadline := stopped.Add(45 * time.Second)
+	seen := map[string]bool{}
+	for !seen["firing"] {
+		state := alertState(t, ctx, prom, "KDCProbeFailing")
+		if state == "firing" && !seen["pending"] {
+			t.Fatal("KDCProbeFailing fired without being pending first")
+		}
+		if !seen[state] {
+			t.Logf("KDCProbeFailing %q %.1fs after the KDC stopped", state, time.Since(stopped).Seconds())
+		}
+		seen[state] = true
+		if time.Now().After(alertDeadline) {
+			t.Fatalf("KDCProbeFailing did not fire within 45s after the KDC stopped (seen: %v)\nprometheus log:\n%s", seen, promLog.String())
+		}
+		sleep(ctx, 200*time.Millisecond)
+	}
+	waitFiring(t, ctx, prom, "KDCRealmUnavailable")
+	waitFiring(t, ctx, prom, "KDCDown")
+}
+
+// waitFiring waits up to 45 s for an alert to fire.
+func waitFiring(t *testing.T, ctx context.Context, prom, alert string) {
+	t.Helper()
+	deadline := time.Now().Add(45 * time.Second)
+	for alertState(t, ctx, prom, alert) != "firing" {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not fire within 45s; active: %v", alert, activeAlerts(t, ctx, prom))
+		}
+		sleep(ctx, 200*time.Millisecond)
+	}
+	t.Logf("%s firing", alert)
+}
+
+// shortenFor sets the for: of one alert in a rule file's text.
+func shortenFor(t *testing.T, text, alert, d string) string {
+	t.Helper()
+	re := regexp.MustCompile(`(?s)(- alert: ` + alert + `\n.*?\n\s+for: )\S+`)
+	if !re.MatchString(text) {
+		return text
+	}
+	return re.ReplaceAllString(text, "${1}"+d)
+}
+
+// dashboardQueries returns every panel query of the committed dashboards
+// with the template variables substituted as Grafana would for the job
+// krb5, the exporter's instance and all targets.
+func dashboardQueries(t *testing.T, instance string) map[string]string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("..", "dashboards", "*.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no dashboards in ../dashboards: %v", err)
+	}
+	sub := strings.NewReplacer(`$job`, "krb5", `$instance`, instance, `$target`, ".+", `$__rate_interval`, "10s", `$__interval`, "2s")
+	out := map[string]string{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d struct {
+			Panels []struct {
+				Title   string `json:"title"`
+				Targets []struct {
+					Expr string `json:"expr"`
+				} `json:"targets"`
+			} `json:"panels"`
+		}
+		if err := json.Unmarshal(b, &d); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for _, p := range d.Panels {
+			for i, q := range p.Targets {
+				out[fmt.Sprintf("%s %q query %d", filepath.Base(f), p.Title, i+1)] = sub.Replace(q.Expr)
+			}
+		}
+	}
+	return out
+}
+
+// instantQuery returns how many series expr returns now.
+func instantQuery(ctx context.Context, prom, expr string) (int, error) {
+	var resp struct {
+		Status string `json:"status"`
+		Error  string `json:"error"`
+		Data   struct {
+			Result []json.RawMessage `json:"result"`
+		} `json:"data"`
+	}
+	if err := getJSON(ctx, prom+"/api/v1/query?query="+url.QueryEscape(expr), &resp); err != nil {
+		return 0, err
+	}
+	if resp.Status != "success" {
+		return 0, fmt.Errorf("%s: %s", resp.Status, resp.Error)
+	}
+	return len(resp.Data.Result), nil
+}
+
+// checkRuleHealth fails the test for a rule Prometheus could not evaluate.
+func checkRuleHealth(t *testing.T, ctx context.Context, prom string) {
+	t.Helper()
+	var resp struct {
+		Data struct {
+			Groups []struct {
+				Name           string  `json:"name"`
+				EvaluationTime float64 `json:"evaluationTime"`
+				Rules          []struct {
+					Name      string `json:"name"`
+					Health    string `json:"health"`
+					LastError string `json:"lastError"`
+				} `json:"rules"`
+			} `json:"groups"`
+		} `json:"data"`
+	}
+	if err := getJSON(ctx, prom+"/api/v1/rules", &resp); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, g := range resp.Data.Groups {
+		t.Logf("rule group %s: %d rules evaluated in %.2f ms", g.Name, len(g.Rules), g.EvaluationTime*1000)
+		for _, rl := range g.Rules {
+			n++
+			if rl.Health != "ok" {
+				t.Errorf("rule %s: health %q: %s", rl.Name, rl.Health, rl.LastError)
+			}
+		}
+	}
+	if want := len(allRules(t)); n != want {
+		t.Errorf("Prometheus loaded %d rules, the files have %d", n, want)
+	}
+}
+
+// labelValues matches a Grafana query variable on Prometheus.
+var labelValues = regexp.MustCompile(`^label_values\((.+), (\w+)\)$`)
+
+// checkVariables runs the dashboards' query variables as Grafana does
+// (label values of the series a selector matches) and checks that each
+// offers the value this test's setup has: job krb5, the exporter's
+// instance, the probe targets.
+func checkVariables(t *testing.T, ctx context.Context, prom, instance string) {
+	t.Helper()
+	want := map[string]string{"job": "krb5", "instance": instance, "target": "kdc-udp"}
+	files, _ := filepath.Glob(filepath.Join("..", "dashboards", "*.json"))
+	sub := strings.NewReplacer(`$job`, "krb5", `$instance`, instance)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d struct {
+			Templating struct {
+				List []struct {
+					Type  string `json:"type"`
+					Name  string `json:"name"`
+					Query any    `json:"query"`
+				} `json:"list"`
+			} `json:"templating"`
+		}
+		if err := json.Unmarshal(b, &d); err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range d.Templating.List {
+			if v.Type != "query" {
+				continue
+			}
+			q, _ := v.Query.(string)
+			m := labelValues.FindStringSubmatch(q)
+			if m == nil {
+				t.Errorf("%s: variable %s: query %q is not label_values(selector, label)", f, v.Name, q)
+				continue
+			}
+			var resp struct {
+				Status string   `json:"status"`
+				Data   []string `json:"data"`
+			}
+			u := prom + "/api/v1/label/" + m[2] + "/values?match[]=" + url.QueryEscape(sub.Replace(m[1]))
+			if err := getJSON(ctx, u, &resp); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Contains(resp.Data, want[v.Name]) {
+				t.Errorf("%s: variable %s offers %v, want %q among them", filepath.Base(f), v.Name, resp.Data, want[v.Name])
+			}
+		}
+	}
+}
+
+// activeAlerts returns the pending and firing alerts by name.
+func activeAlerts(t *testing.T, ctx context.Context, prom string) map[string]string {
+	t.Helper()
+	var resp struct {
+		Data struct {
+			Alerts []struct {
+				Labels map[string]string `json:"labels"`
+				State  string            `json:"state"`
+			} `json:"alerts"`
+		} `json:"data"`
+	}
+	if err := getJSON(ctx, prom+"/api/v1/alerts", &resp); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, a := range resp.Data.Alerts {
+		if out[a.Labels["alertname"]] != "firing" {
+			out[a.Labels["alertname"]] = a.State
+		}
+	}
+	return out
+}
+
+// alertState is the state of an alert in Prometheus: "", pending or firing.
+func alertState(t *testing.T, ctx context.Context, prom, name string) string {
+	t.Helper()
+	return activeAlerts(t, ctx, prom)[name]
+}
+
+func getJSON(ctx context.Context, u string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%s: HTTP %d: %v: %.200s", u, resp.StatusCode, err, b)
+	}
+	return nil
+}
+
+// load logs users in and asks for service tickets with MIT's kinit and
+// kvno, about 10 times a second, at most 600 times, until ctx ends; every
+// tenth service ticket is for a service that does not exist (the KDC logs
+// LOOKING_UP_SERVER: a failed request).
+func load(ctx context.Context, r *realm.Realm, ccache string) {
+	env := append(os.Environ(), r.Env()...)
+	env = append(env, "KRB5CCNAME=FILE:"+ccache)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for i := 0; i < 600; i++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		kinit := exec.CommandContext(ctx, "kinit", "-k", "-t", r.UserKeytab, r.User(i%5+1))
+		kinit.Env = env
+		if kinit.Run() != nil {
+			continue
+		}
+		service := r.Service(i%2 + 1)
+		if i%10 == 9 {
+			service = "HTTP/nowhere." + r.Domain + "@" + r.Realm
+		}
+		kvno := exec.CommandContext(ctx, "kvno", service)
+		kvno.Env = env
+		kvno.Run()
+	}
+}
+
+// freeAddr returns a loopback address with a port the kernel just chose.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// start runs a daemon for the rest of the test, its output in log.
+func start(t *testing.T, log *syncBuffer, bin string, args ...string) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+}
+
+func waitHTTP(t *testing.T, ctx context.Context, u string, log *syncBuffer) {
+	t.Helper()
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%s never answered 200:\n%s", u, log.String())
+		}
+		sleep(ctx, 50*time.Millisecond)
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+func writeFile(t *testing.T, path, text string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// syncBuffer collects a daemon's output while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

@@ -1,0 +1,292 @@
+package alerts
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+)
+
+// ruleFile is the part of a Prometheus rule file the tests read.
+type ruleFile struct {
+	Groups []struct {
+		Name  string `yaml:"name"`
+		Rules []rule `yaml:"rules"`
+	} `yaml:"groups"`
+}
+
+type rule struct {
+	Record      string            `yaml:"record"`
+	Alert       string            `yaml:"alert"`
+	Expr        string            `yaml:"expr"`
+	For         string            `yaml:"for"`
+	Labels      map[string]string `yaml:"labels"`
+	Annotations map[string]string `yaml:"annotations"`
+}
+
+// unitFile is the part of a promtool test file the tests read.
+type unitFile struct {
+	RuleFiles []string `yaml:"rule_files"`
+	Tests     []struct {
+		AlertRuleTest []struct {
+			Alertname string `yaml:"alertname"`
+			ExpAlerts []any  `yaml:"exp_alerts"`
+		} `yaml:"alert_rule_test"`
+		PromqlExprTest []struct {
+			Expr string `yaml:"expr"`
+		} `yaml:"promql_expr_test"`
+	} `yaml:"tests"`
+}
+
+func ruleFiles(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob("*.rules.yml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no *.rules.yml in alerts/: %v", err)
+	}
+	return files
+}
+
+func unitFiles(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("tests", "*_test.yml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no tests/*_test.yml in alerts/: %v", err)
+	}
+	return files
+}
+
+func readYAML(t *testing.T, path string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+}
+
+// allRules returns every rule of every rule file.
+func allRules(t *testing.T) []rule {
+	t.Helper()
+	var rules []rule
+	for _, f := range ruleFiles(t) {
+		var rf ruleFile
+		readYAML(t, f, &rf)
+		for _, g := range rf.Groups {
+			rules = append(rules, g.Rules...)
+		}
+	}
+	return rules
+}
+
+func promtool(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Fatal("promtool not found: install the Debian package prometheus (make deps)")
+	}
+	return p
+}
+
+func TestPromtoolCheckRules(t *testing.T) {
+	t.Parallel()
+	out, err := exec.Command(promtool(t), append([]string{"check", "rules"}, ruleFiles(t)...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("promtool check rules: %v\n%s", err, out)
+	}
+}
+
+// TestPromtoolTestRules runs the unit tests of every rule file, one
+// promtool per file so that the two cores of a CI machine share them.
+func TestPromtoolTestRules(t *testing.T) {
+	t.Parallel()
+	pt := promtool(t)
+	for _, f := range unitFiles(t) {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			t.Parallel()
+			out, err := exec.Command(pt, "test", "rules", f).CombinedOutput()
+			if err != nil {
+				t.Fatalf("promtool test rules %s: %v\n%s", f, err, out)
+			}
+		})
+	}
+}
+
+// TestEveryRuleIsTested checks that each rule file has its test file, that
+// every alert has a promtool case where it fires and one where it must
+// not, and that every recording rule is evaluated by an expression test.
+func TestEveryRuleIsTested(t *testing.T) {
+	fires, silent := map[string]bool{}, map[string]bool{}
+	var exprs []string
+	tested := map[string]bool{}
+	for _, f := range unitFiles(t) {
+		var u unitFile
+		readYAML(t, f, &u)
+		for _, rf := range u.RuleFiles {
+			tested[filepath.Base(rf)] = true
+		}
+		for _, tc := range u.Tests {
+			for _, a := range tc.AlertRuleTest {
+				if len(a.ExpAlerts) > 0 {
+					fires[a.Alertname] = true
+				} else {
+					silent[a.Alertname] = true
+				}
+			}
+			for _, e := range tc.PromqlExprTest {
+				exprs = append(exprs, e.Expr)
+			}
+		}
+	}
+	for _, f := range ruleFiles(t) {
+		if !tested[f] {
+			t.Errorf("%s: no promtool test file loads it (tests/%s_test.yml)", f, strings.TrimSuffix(f, ".rules.yml"))
+		}
+	}
+	for _, r := range allRules(t) {
+		switch {
+		case r.Alert != "":
+			if !fires[r.Alert] {
+				t.Errorf("alert %s: no promtool case where it fires", r.Alert)
+			}
+			if !silent[r.Alert] {
+				t.Errorf("alert %s: no promtool case where it must not fire", r.Alert)
+			}
+		case r.Record != "":
+			found := false
+			word := regexp.MustCompile(`(^|[^a-zA-Z0-9_:])` + regexp.QuoteMeta(r.Record) + `($|[^a-zA-Z0-9_:])`)
+			for _, e := range exprs {
+				if word.MatchString(e) {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("recording rule %s: no promql_expr_test evaluates it", r.Record)
+			}
+		}
+	}
+}
+
+// TestAlertConventions checks what Alertmanager routes and people read on:
+// a severity, a summary, a description and a runbook link to the alert's
+// own section.
+func TestAlertConventions(t *testing.T) {
+	for _, r := range allRules(t) {
+		if r.Alert == "" {
+			continue
+		}
+		if s := r.Labels["severity"]; !slices.Contains([]string{"critical", "warning", "info"}, s) {
+			t.Errorf("%s: severity %q, want critical, warning or info", r.Alert, s)
+		}
+		for _, a := range []string{"summary", "description"} {
+			if r.Annotations[a] == "" {
+				t.Errorf("%s: no %s annotation", r.Alert, a)
+			}
+		}
+		want := "https://github.com/krb5-exporter/krb5-exporter/blob/main/alerts/runbook.md#" + strings.ToLower(r.Alert)
+		if got := r.Annotations["runbook_url"]; got != want {
+			t.Errorf("%s: runbook_url %q, want %q", r.Alert, got, want)
+		}
+	}
+}
+
+// TestRunbook checks that every alert has a "## Name" section in
+// runbook.md and every section names an alert.
+func TestRunbook(t *testing.T) {
+	b, err := os.ReadFile("runbook.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sections := map[string]bool{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if name, ok := strings.CutPrefix(line, "## "); ok {
+			name = strings.TrimSpace(name)
+			if sections[name] {
+				t.Errorf("runbook.md: two sections %q", name)
+			}
+			sections[name] = true
+		}
+	}
+	alerts := map[string]bool{}
+	for _, r := range allRules(t) {
+		if r.Alert == "" {
+			continue
+		}
+		if alerts[r.Alert] {
+			t.Errorf("alert %s is defined twice", r.Alert)
+		}
+		alerts[r.Alert] = true
+		if !sections[r.Alert] {
+			t.Errorf("alert %s has no section \"## %s\" in runbook.md", r.Alert, r.Alert)
+		}
+	}
+	for s := range sections {
+		if !alerts[s] {
+			t.Errorf("runbook.md section %q names no alert", s)
+		}
+	}
+}
+
+// identifier matches PromQL identifiers: metric and recorded names.
+var identifier = regexp.MustCompile(`[a-zA-Z_:][a-zA-Z0-9_:]*`)
+
+// documentedMetrics returns the metric names of docs/metrics.md.
+func documentedMetrics(t *testing.T) map[string]bool {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "docs", "metrics.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, m := range regexp.MustCompile("\\| `([a-z0-9_]+)` \\|").FindAllStringSubmatch(string(b), -1) {
+		names[m[1]] = true
+	}
+	return names
+}
+
+// undocumented returns the krb5_* and probe_* names in expr that are neither in
+// docs/metrics.md (histograms by their _bucket, _count and _sum series)
+// nor recorded by a rule.
+func undocumented(expr string, docs, recorded map[string]bool) []string {
+	var bad []string
+	for _, name := range identifier.FindAllString(expr, -1) {
+		if !strings.HasPrefix(name, "krb5_") && !strings.HasPrefix(name, "probe_") {
+			continue
+		}
+		base := name
+		for _, suffix := range []string{"_bucket", "_count", "_sum"} {
+			if b, ok := strings.CutSuffix(name, suffix); ok && docs[b] {
+				base = b
+			}
+		}
+		if !docs[base] && !recorded[name] {
+			bad = append(bad, name)
+		}
+	}
+	return bad
+}
+
+// TestRulesUseDocumentedMetrics checks that the rules read only metrics
+// the exporter has (docs/metrics.md is kept complete by internal/metricsdoc).
+func TestRulesUseDocumentedMetrics(t *testing.T) {
+	docs := documentedMetrics(t)
+	recorded := map[string]bool{}
+	rules := allRules(t)
+	for _, r := range rules {
+		if r.Record != "" {
+			recorded[r.Record] = true
+		}
+	}
+	for _, r := range rules {
+		if bad := undocumented(r.Expr, docs, recorded); len(bad) > 0 {
+			t.Errorf("%s%s: metrics not in docs/metrics.md: %v", r.Alert, r.Record, bad)
+		}
+	}
+}

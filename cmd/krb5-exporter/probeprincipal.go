@@ -1,0 +1,292 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/template"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/jcmturner/gokrb5/v8/keytab"
+
+	"github.com/krb5-exporter/krb5-exporter/config"
+)
+
+// probePrincipalCmd is `krb5-exporter realm probe-principal`: on a KDC host
+// (kadmin.local) or anywhere with an admin keytab (kadmin), it creates the
+// exporter's own client principal with a random key, exports the key to a
+// keytab readable by the service user alone, and prints the configuration
+// that probes with it. The key is never printed.
+type probePrincipalCmd struct {
+	cmd          *kingpin.CmdClause
+	principal    string
+	realm        string
+	keytab       string
+	owner        string
+	rotate       bool
+	adminPrinc   string
+	adminKeytab  string
+	adminServer  string
+	kdc          string
+	kdcLog       string
+	kadmin       string // program paths, found at run time
+	kadminLocal  string
+	commandLimit time.Duration
+}
+
+func addProbePrincipalCommand(parent *kingpin.CmdClause) *probePrincipalCmd {
+	p := &probePrincipalCmd{commandLimit: time.Minute}
+	c := parent.Command("probe-principal", "Create the exporter's probe principal with a random key (kadmin.local on the KDC host, or kadmin with --admin-keytab), export its keytab (mode 0600, owned by --owner) and print the configuration that uses it.")
+	p.cmd = c
+	c.Flag("principal", "Probe principal: name or name@REALM.").Default("krb5-exporter-probe").StringVar(&p.principal)
+	c.Flag("realm", "Realm; empty: the principal's, else the default realm of krb5.conf.").StringVar(&p.realm)
+	c.Flag("keytab", "Keytab to write (replaced atomically).").Default("/etc/krb5-exporter/probe.keytab").StringVar(&p.keytab)
+	c.Flag("owner", "User that owns the keytab (the service user); empty: the user running this command.").Default("krb5-exporter").StringVar(&p.owner)
+	c.Flag("rotate", "If the principal exists, give it a new random key (keytabs holding the old key stop working).").BoolVar(&p.rotate)
+	c.Flag("admin-principal", "With --admin-keytab: the admin principal for kadmin.").Default("").StringVar(&p.adminPrinc)
+	c.Flag("admin-keytab", "Use kadmin (over the network) with this admin keytab instead of kadmin.local.").StringVar(&p.adminKeytab)
+	c.Flag("admin-server", "With --admin-keytab: kadmind host[:port]; empty: admin_server of krb5.conf.").StringVar(&p.adminServer)
+	c.Flag("kdc", "KDC address written into the printed configuration.").Default("127.0.0.1:88").StringVar(&p.kdc)
+	c.Flag("kdc-log", "KDC log file written into the printed configuration.").Default("/var/log/krb5kdc.log").StringVar(&p.kdcLog)
+	return p
+}
+
+func (p *probePrincipalCmd) run(stdout, stderr io.Writer) int {
+	if err := p.create(stdout); err != nil {
+		fmt.Fprintf(stderr, "krb5-exporter: realm probe-principal: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func (p *probePrincipalCmd) create(stdout io.Writer) error {
+	name, realm, _ := strings.Cut(p.principal, "@")
+	if p.realm != "" {
+		realm = p.realm
+	}
+	if name == "" || strings.ContainsAny(name, " \t\n\"'") || strings.ContainsAny(realm, " \t\n\"'") {
+		return fmt.Errorf("invalid principal %q", p.principal)
+	}
+	if (p.adminKeytab == "") != (p.adminPrinc == "") {
+		return errors.New("--admin-keytab and --admin-principal go together")
+	}
+	uid, gid, err := lookupOwner(p.owner)
+	if err != nil {
+		return err
+	}
+	dest, err := filepath.Abs(p.keytab)
+	if err != nil {
+		return err
+	}
+	princ := name
+	if realm != "" {
+		princ += "@" + realm
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), p.commandLimit)
+	defer cancel()
+	out, err := p.kadminRun(ctx, realm, "addprinc -randkey +requires_preauth "+princ)
+	if err != nil {
+		if !strings.Contains(err.Error(), "already exists") {
+			return err
+		}
+		if !p.rotate {
+			return fmt.Errorf("principal %s already exists; --rotate gives it a new key (its current keytabs stop working)", princ)
+		}
+	} else if !strings.Contains(out, "created") {
+		return fmt.Errorf("kadmin did not confirm creating %s: %s", princ, strings.TrimSpace(out))
+	}
+
+	// kadmin writes the new keys into a private directory next to the
+	// destination; the file is then owned, fsynced and renamed into place.
+	tmpDir, err := os.MkdirTemp(filepath.Dir(dest), ".probe-principal-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmpDir)
+	tmp := filepath.Join(tmpDir, "probe.keytab")
+	// ktadd gives the principal a fresh random key as it exports it.
+	if _, err := p.kadminRun(ctx, realm, "ktadd -k "+tmp+" "+princ); err != nil {
+		return err
+	}
+	kt, err := readKeytab(tmp)
+	if err != nil {
+		return err
+	}
+	if len(kt.Entries) == 0 {
+		return fmt.Errorf("kadmin wrote an empty keytab for %s", princ)
+	}
+	e := kt.Entries[0]
+	if realm == "" {
+		realm = e.Principal.Realm
+		princ += "@" + realm
+	}
+	if err := installKeytab(tmp, dest, uid, gid); err != nil {
+		return err
+	}
+	return printProbeConfig(stdout, map[string]string{
+		"Principal": princ, "Realm": realm, "Keytab": dest, "KDC": p.kdc, "KDCLog": p.kdcLog,
+		"Owner": p.owner, "Kvno": strconv.Itoa(int(e.KVNO)), "Keys": strconv.Itoa(len(kt.Entries)),
+	})
+}
+
+// kadminRun runs one kadmin command: kadmin.local, or kadmin with the admin
+// keytab. Both exit 0 when the command itself fails and say so on stderr,
+// so stderr decides, less the warning every addprinc prints on a realm
+// without a default policy.
+func (p *probePrincipalCmd) kadminRun(ctx context.Context, realm, command string) (string, error) {
+	var args []string
+	prog := "kadmin.local"
+	if p.adminKeytab != "" {
+		prog = "kadmin"
+		args = append(args, "-p", p.adminPrinc, "-k", "-t", p.adminKeytab)
+		if p.adminServer != "" {
+			args = append(args, "-s", p.adminServer)
+		}
+	}
+	if realm != "" {
+		args = append(args, "-r", realm)
+	}
+	path, err := findProgram(prog)
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.CommandContext(ctx, path, append(args, "-q", command)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	runErr := cmd.Run()
+	var problems []string
+	for _, l := range strings.Split(stderr.String(), "\n") {
+		l = strings.TrimSpace(l)
+		if l == "" || strings.HasPrefix(l, "No policy specified for") || strings.HasPrefix(l, "Authenticating as principal") {
+			continue
+		}
+		problems = append(problems, l)
+	}
+	verb, _, _ := strings.Cut(command, " ")
+	switch {
+	case len(problems) > 0:
+		return stdout.String(), fmt.Errorf("%s %s: %s", prog, verb, strings.Join(problems, " | "))
+	case runErr != nil:
+		return stdout.String(), fmt.Errorf("%s %s: %v", prog, verb, runErr)
+	}
+	return stdout.String(), nil
+}
+
+// findProgram looks in PATH, then in the sbin directories a non-root PATH
+// often lacks (kadmin.local lives in /usr/sbin).
+func findProgram(name string) (string, error) {
+	if p, err := exec.LookPath(name); err == nil {
+		return p, nil
+	}
+	for _, d := range []string{"/usr/sbin", "/sbin", "/usr/local/sbin", "/usr/bin"} {
+		p := filepath.Join(d, name)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s not found (Debian: krb5-admin-server for kadmin.local, krb5-user for kadmin)", name)
+}
+
+// lookupOwner resolves the keytab's owner; empty means the current user.
+func lookupOwner(name string) (uid, gid int, err error) {
+	if name == "" {
+		return os.Getuid(), os.Getgid(), nil
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		return 0, 0, fmt.Errorf("keytab owner: %w (create the service user first, or pass --owner)", err)
+	}
+	uid, _ = strconv.Atoi(u.Uid)
+	gid, _ = strconv.Atoi(u.Gid)
+	return uid, gid, nil
+}
+
+func readKeytab(path string) (*keytab.Keytab, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	kt := keytab.New()
+	if err := kt.Unmarshal(b); err != nil {
+		return nil, fmt.Errorf("keytab written by kadmin: %w", err)
+	}
+	return kt, nil
+}
+
+// installKeytab makes tmp mode 0600 owned by uid:gid, flushes it and
+// renames it over dest, so that dest is never partly written or readable
+// by anyone else.
+func installKeytab(tmp, dest string, uid, gid int) error {
+	f, err := os.Open(tmp)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := f.Chmod(0o600); err != nil {
+		return err
+	}
+	if uid != os.Getuid() || gid != os.Getgid() {
+		if err := f.Chown(uid, gid); err != nil {
+			return fmt.Errorf("keytab owner: %w", err)
+		}
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, dest); err != nil {
+		return err
+	}
+	d, err := os.Open(filepath.Dir(dest))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+var probeConfigTmpl = template.Must(template.New("").Parse(`# Probe principal {{.Principal}}: {{.Keys}} keys (kvno {{.Kvno}}) in {{.Keytab}}
+# (mode 0600{{if .Owner}}, owner {{.Owner}}{{end}}). Merge into /etc/krb5-exporter/config.yml, then
+# systemctl reload krb5-exporter (or: krb5-exporter probe --kdc {{.KDC}} --config.file FILE --module default).
+modules:
+  default:
+    realm: {{.Realm}}
+    client: {{.Principal}}
+    keytab: {{.Keytab}}
+    transport: udp
+    timeout: 5s
+
+probes:
+  - name: local-kdc
+    address: {{.KDC}}
+    module: default
+    interval: 15s
+
+logs:
+  - path: {{.KDCLog}}
+    type: kdc
+    probe_principals: [{{.Principal}}]
+`))
+
+// printProbeConfig prints the snippet after checking that the exporter
+// accepts it (the keytab it names exists by now).
+func printProbeConfig(w io.Writer, v map[string]string) error {
+	var b strings.Builder
+	if err := probeConfigTmpl.Execute(&b, v); err != nil {
+		return err
+	}
+	if _, err := config.Parse([]byte(b.String()), "probe-principal snippet"); err != nil {
+		return fmt.Errorf("the configuration for the new principal does not load: %w", err)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}

@@ -1,0 +1,12 @@
+//go:build !linux
+
+package collector
+
+import "os"
+
+func isProcfs(string) bool { return false }
+
+func countFDs(dir string, _ []byte, _ bool) (int, error) {
+	entries, err := os.ReadDir(dir)
+	return len(entries), err
+}

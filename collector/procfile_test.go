@@ -1,0 +1,183 @@
+package collector
+
+import (
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"testing"
+
+	"github.com/prometheus/procfs"
+)
+
+// TestFileCacheExitedProcess: a /proc file kept open reads the process it
+// was opened for; once that process has exited and been reaped, the read
+// fails as "gone" (never stale content), and the file is closed.
+func TestFileCacheExitedProcess(t *testing.T) {
+	// A raw fork and exec: os/exec would hold a pidfd, which changes the
+	// number of open files counted below.
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := syscall.ForkExec(sleep, []string{"sleep", "60"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reaped := false
+	reap := func() {
+		syscall.Kill(pid, syscall.SIGKILL)
+		var ws syscall.WaitStatus
+		syscall.Wait4(pid, &ws, 0, nil)
+		reaped = true
+	}
+	defer func() {
+		if !reaped {
+			reap()
+		}
+	}()
+	path := "/proc/" + strconv.Itoa(pid) + "/stat"
+	c := newFileCache()
+	openFDs := func() int {
+		entries, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(entries)
+	}
+	fds0 := openFDs()
+	for i := 0; i < 3; i++ { // the second and third reads use the open file
+		b, err := c.readSingle(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := parseStat(b)
+		if err != nil || st.Comm != "sleep" {
+			t.Fatalf("read %d: %+v, %v", i, st, err)
+		}
+		c.sweep()
+	}
+	if n := openFDs(); n != fds0+1 || len(c.files) != 1 {
+		t.Errorf("%d files cached, %d more fds open; want the one file kept open", len(c.files), n-fds0)
+	}
+	reap()
+	b, err := c.readSingle(path)
+	if !gone(err) {
+		t.Fatalf("exited process: read %q, %v; want a not-exist or ESRCH error", b, err)
+	}
+	if len(c.files) != 0 || openFDs() != fds0 {
+		t.Errorf("after the exit: %d files cached, %d fds open (%d before)", len(c.files), openFDs(), fds0)
+	}
+}
+
+// TestFileCacheSweep: a file not read in a scrape is closed at its end.
+func TestFileCacheSweep(t *testing.T) {
+	dir := t.TempDir()
+	a, b := dir+"/a", dir+"/b"
+	for _, p := range []string{a, b} {
+		if err := os.WriteFile(p, []byte(p), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := newFileCache()
+	c.readSingle(a)
+	c.readSingle(b)
+	c.sweep()
+	c.readSingle(a)
+	c.sweep()
+	if _, ok := c.files[b]; ok || len(c.files) != 1 {
+		t.Errorf("cached after a scrape without b: %v", c.files)
+	}
+	// Content larger than the buffer grows it and comes back whole.
+	big := make([]byte, 10000)
+	for i := range big {
+		big[i] = byte('a' + i%26)
+	}
+	if err := os.WriteFile(a, big, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.readSingle(a)
+	if err != nil || string(got) != string(big) {
+		t.Errorf("read %d bytes (%v), want the %d written", len(got), err, len(big))
+	}
+}
+
+func TestParseStat(t *testing.T) {
+	// comm with a space and a parenthesis; fields 3..24 (proc(5)).
+	line := "4242 (kdc (x) y) S 17 4242 4242 0 -1 4194560 100 0 0 0 31 12 5 -3 20 0 1 0 987654 31944704 2553 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n"
+	st, err := parseStat([]byte(line))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := procStat{Comm: "kdc (x) y", State: "S", PPID: 17, UTime: 31, STime: 12, CUTime: 5, CSTime: -3,
+		NumThreads: 1, Starttime: 987654, VSize: 31944704, RSS: 2553}
+	if st != want {
+		t.Errorf("parsed %+v\nwant   %+v", st, want)
+	}
+	for _, bad := range []string{"", "4242 kdc S 1", "4242 (kdc) S 17 4242", "4242 (kdc) S x 4242 4242 0 -1 4194560 100 0 0 0 31 12 5 -3 20 0 1 0 987654 31944704 2553"} {
+		if _, err := parseStat([]byte(bad)); err == nil {
+			t.Errorf("%q parsed without error", bad)
+		}
+	}
+}
+
+// TestParseUDPLinesLikeProcfs: the socket tables parsed here give what
+// procfs gives for the same files: this machine's own (with a bound IPv4
+// and IPv6 socket of this test in them) and the fixture's.
+func TestParseUDPLinesLikeProcfs(t *testing.T) {
+	for _, addr := range []string{"127.0.0.1:0", "[::1]:0"} {
+		c, err := net.ListenPacket("udp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+	}
+	for _, dir := range []string{"/proc/self", fixtureDir + "/proc/" + strconv.Itoa(fxWorker0)} {
+		// Both parse one copy: other processes open and close sockets.
+		snap := t.TempDir()
+		if err := os.Mkdir(snap+"/net", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"udp", "udp6"} {
+			b, err := os.ReadFile(dir + "/net/" + name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(snap+"/net/"+name, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		pfs, err := procfs.NewFS(snap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, read := range map[string]func() (procfs.NetUDP, error){"udp": pfs.NetUDP, "udp6": pfs.NetUDP6} {
+			want, err := read()
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := os.ReadFile(snap + "/net/" + name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []udpLine
+			if err := parseUDPLines(b, func(l udpLine) { got = append(got, l) }); err != nil {
+				t.Fatalf("%s/net/%s: %v", dir, name, err)
+			}
+			if len(got) != len(want) {
+				t.Fatalf("%s/net/%s: %d lines, procfs %d", dir, name, len(got), len(want))
+			}
+			for i, w := range want {
+				g := got[i]
+				if !g.ip.Equal(w.LocalAddr) || g.ip.String() != w.LocalAddr.String() || g.port != w.LocalPort ||
+					g.st != w.St || g.rxQueue != w.RxQueue || g.inode != w.Inode || w.Drops == nil || g.drops != *w.Drops {
+					t.Errorf("%s/net/%s line %d: %+v, procfs %+v", dir, name, i, g, *w)
+				}
+			}
+			if dir == "/proc/self" && len(got) == 0 {
+				t.Errorf("no socket in /proc/self/net/%s although this test holds one", name)
+			}
+		}
+	}
+}

@@ -1,0 +1,80 @@
+package dashboards
+
+import (
+	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
+)
+
+// Overview is the KDC overview: one row per KDC (the exporter next to it),
+// with the seed's targets drawn on the panels that have one.
+func Overview() *dashboard.DashboardBuilder {
+	b := newDashboard("Kerberos KDC overview", "krb5-kdc-overview",
+		"MIT Kerberos KDCs watched by krb5-exporter: availability, request rates and outcomes from the KDC log, probe latency against the targets, CPU, memory and socket pressure. One row per KDC.")
+	variables(b, true)
+
+	b.WithRow(dashboard.NewRowBuilder("KDC $instance").Repeat("instance"))
+	b.WithPanel(upDown("krb5kdc", "Whether a krb5kdc process runs on the host (krb5_process_up).", 3, 4,
+		[]query{q(`krb5_process_up{`+sel+`, program="krb5kdc"}`, "krb5kdc")}))
+	b.WithPanel(upDown("Probe login", "Whether the exporter's last synthetic login through each target succeeded (krb5_probe_success).", 3, 4,
+		[]query{q(`min by (target) (krb5_probe_success{`+sel+`, exchange="as"})`, "{{target}}")}))
+	b.WithPanel(single("Workers", "Worker processes of krb5kdc -w N (0: a single process), against the number it was started with.", "none", 3, 4,
+		[]query{q(`krb5_kdc_workers{`+sel+`}`, "running"), q(`krb5_kdc_workers_configured{`+sel+`}`, "configured")}))
+	b.WithPanel(single("Uptime", "Time since the oldest krb5kdc process started.", "s", 3, 4,
+		[]query{q(`time() - krb5_process_start_time_seconds{`+sel+`, program="krb5kdc"}`, "krb5kdc")}))
+	b.WithPanel(info("Settings", "Performance-relevant settings of each realm from kdc.conf: database module, last-success and lockout writes, SPAKE groups.", 12, 4,
+		`krb5_kdcconf_info{`+sel+`}`))
+
+	b.WithPanel(graph("Logins by outcome", "AS requests the KDC answered, by status, from its log (probe principals excluded). ISSUE is a login; NEEDED_PREAUTH and MORE_PREAUTH_DATA_REQUIRED are protocol steps of every login.", "reqps", 12, 8,
+		[]query{q(`sum by (status) (rate(krb5_kdc_requests_total{`+sel+`, request="as"}[$__rate_interval]))`, "{{status}}")}))
+	b.WithPanel(graph("Service tickets by outcome", "TGS requests the KDC answered, by status, from its log (probe principals excluded).", "reqps", 12, 8,
+		[]query{q(`sum by (status) (rate(krb5_kdc_requests_total{`+sel+`, request="tgs"}[$__rate_interval]))`, "{{status}}")}))
+
+	b.WithPanel(graph("Login latency (probe)", "Duration of the exporter's synthetic logins (both round trips) through this KDC. Targets: p95 20 ms, p99 50 ms (dashed).", "s", 12, 8,
+		latencyQueries("as"), limit{0.020, "orange"}, limit{0.050, "red"}))
+	b.WithPanel(graph("Service ticket latency (probe)", "Duration of the exporter's synthetic service ticket requests through this KDC. Targets: p95 10 ms, p99 25 ms (dashed).", "s", 12, 8,
+		latencyQueries("tgs"), limit{0.010, "orange"}, limit{0.025, "red"}))
+
+	b.WithPanel(graph("Error ratio", "Share of logins and service tickets that failed (final status other than ISSUE; protocol steps and recovered preauth failures left out), over 5 minutes and 1 hour. Target: 0.1 % (dashed).", "percentunit", 12, 8,
+		[]query{
+			q(`instance_request:krb5_kdc_requests_failed:ratio_rate5m{`+sel+`}`, "{{request}} 5m"),
+			q(`instance_request:krb5_kdc_requests_failed:ratio_rate1h{`+sel+`}`, "{{request}} 1h"),
+		}, limit{0.001, "red"}))
+	b.WithPanel(graph("CPU (share of one core)", "CPU of all krb5kdc processes and of each worker, as a share of one core. A single process can never use more than one; the headroom target is 50 % (dashed).", "percentunit", 12, 8,
+		[]query{
+			q(`instance:krb5_kdc_cpu_cores:rate5m{`+sel+`}`, "krb5kdc"),
+			q(`instance_worker:krb5_kdc_worker_cpu_cores:rate5m{`+sel+`}`, "worker {{worker}}"),
+		}, limit{0.5, "red"}))
+
+	b.WithPanel(graph("Memory", "Resident memory of all krb5kdc processes. A healthy KDC holds 8-20 MiB plus about 6 MiB per worker; the limit is 256 MiB (dashed).", "bytes", 8, 8,
+		[]query{q(`krb5_process_resident_memory_bytes{`+sel+`, program="krb5kdc"}`, "krb5kdc")}, limit{256 * 1024 * 1024, "red"}))
+	b.WithPanel(graph("UDP drops and TCP overflows", "Datagrams the kernel dropped on the KDC's UDP sockets (clients resend after 1 s) and the host's TCP accept-queue overflows (clients stall 1-3 s).", "pps", 8, 8,
+		[]query{
+			q(`sum by (address) (rate(krb5_kdc_udp_drops_total{`+sel+`}[$__rate_interval]))`, "UDP drops {{address}}"),
+			q(`rate(krb5_host_tcp_listen_overflows_total{`+sel+`}[$__rate_interval])`, "TCP listen overflows"),
+		}))
+	b.WithPanel(graph("Queues", "Bytes waiting in the KDC's UDP receive queues and connections waiting in its TCP accept queue, against the queue's limit.", "short", 8, 8,
+		[]query{
+			q(`krb5_kdc_udp_receive_queue_bytes{`+sel+`}`, "UDP bytes {{address}}"),
+			q(`krb5_kdc_tcp_listen_queue_length{`+sel+`}`, "TCP queue {{address}}"),
+			q(`krb5_kdc_tcp_listen_queue_limit{`+sel+`}`, "TCP limit {{address}}"),
+		}))
+	b.WithPanel(graph("Client retransmits", "Requests clients sent again while the KDC still had the first copy: resent (answered from the lookaside cache) or dropped (still in progress). Clients retry when answers come late.", "reqps", 8, 8,
+		[]query{q(`sum by (action) (rate(krb5_kdc_retransmits_total{`+sel+`}[$__rate_interval]))`, "{{action}}")}))
+	b.WithPanel(graph("Failed pre-authentication", "Logins refused for a wrong password or key (PREAUTH_FAILED), the part no later success of the same client recovered from, and lockouts.", "reqps", 8, 8,
+		[]query{
+			q(`sum by (status) (rate(krb5_kdc_requests_total{`+sel+`, request="as", status=~"PREAUTH_FAILED|LOCKED_OUT|CLIENT LOCKED OUT"}[$__rate_interval]))`, "{{status}}"),
+			q(`instance:krb5_kdc_preauth_failures_unrecovered:rate5m{`+sel+`}`, "unrecovered"),
+		}))
+	b.WithPanel(graph("Weak encryption types", "Requests offering only weak types (DES, 3DES, RC4), offering them among others, or answered with one (issued).", "reqps", 8, 8,
+		[]query{q(`sum by (request, kind) (rate(krb5_kdc_weak_etype_requests_total{`+sel+`}[$__rate_interval]))`, "{{request}} {{kind}}")}))
+	return b
+}
+
+// latencyQueries are p50, p95 and p99 of one exchange's probes, per target.
+func latencyQueries(exchange string) []query {
+	var qs []query
+	for _, p := range []string{"0.50", "0.95", "0.99"} {
+		qs = append(qs, q(`histogram_quantile(`+p+`, sum by (target, le) (rate(krb5_probe_duration_seconds_bucket{`+sel+`, exchange="`+exchange+`"}[$__rate_interval])))`,
+			"{{target}} p"+p[2:]))
+	}
+	return qs
+}

@@ -1,0 +1,182 @@
+package dashboards
+
+import (
+	"github.com/grafana/grafana-foundation-sdk/go/cog"
+	"github.com/grafana/grafana-foundation-sdk/go/cog/variants"
+	"github.com/grafana/grafana-foundation-sdk/go/common"
+	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
+	"github.com/grafana/grafana-foundation-sdk/go/heatmap"
+	"github.com/grafana/grafana-foundation-sdk/go/prometheus"
+	"github.com/grafana/grafana-foundation-sdk/go/stat"
+	"github.com/grafana/grafana-foundation-sdk/go/table"
+	"github.com/grafana/grafana-foundation-sdk/go/timeseries"
+)
+
+// datasource is the Prometheus chosen in the dashboard's datasource variable.
+var datasource = common.DataSourceRef{Type: cog.ToPtr("prometheus"), Uid: cog.ToPtr("${datasource}")}
+
+// sel is the selector every query of the dashboards starts from.
+const sel = `job=~"$job", instance=~"$instance"`
+
+// query is one Prometheus query of a panel and its legend.
+type query struct {
+	expr, legend string
+}
+
+func q(expr, legend string) query { return query{expr, legend} }
+
+func targets(qs []query) []cog.Builder[variants.Dataquery] {
+	var out []cog.Builder[variants.Dataquery]
+	for i, x := range qs {
+		out = append(out, prometheus.NewDataqueryBuilder().
+			Expr(x.expr).
+			LegendFormat(x.legend).
+			RefId(string(rune('A'+i))))
+	}
+	return out
+}
+
+// limit is a threshold line drawn on a time series: the target it shows.
+type limit struct {
+	value float64
+	color string
+}
+
+func thresholds(limits ...limit) *dashboard.ThresholdsConfigBuilder {
+	steps := []dashboard.Threshold{{Color: "green"}}
+	for _, l := range limits {
+		steps = append(steps, dashboard.Threshold{Value: cog.ToPtr(l.value), Color: l.color})
+	}
+	return dashboard.NewThresholdsConfigBuilder().Mode(dashboard.ThresholdsModeAbsolute).Steps(steps)
+}
+
+// graph is a time series panel; limits are drawn as dashed lines.
+func graph(title, description, unit string, w, h uint32, qs []query, limits ...limit) *timeseries.PanelBuilder {
+	p := timeseries.NewPanelBuilder().
+		Title(title).
+		Description(description).
+		Datasource(datasource).
+		Unit(unit).
+		Span(w).Height(h).
+		Min(0).
+		FillOpacity(10).
+		LineWidth(1).
+		ShowPoints(common.VisibilityModeNever).
+		Targets(targets(qs)).
+		Thresholds(thresholds(limits...))
+	if len(limits) > 0 {
+		p.ThresholdsStyle(common.NewGraphThresholdsStyleConfigBuilder().Mode(common.GraphThresholdsStyleModeDashed))
+	}
+	return p
+}
+
+// signedGraph is a graph whose values can be negative (a clock offset).
+func signedGraph(title, description, unit string, w, h uint32, qs []query, limits ...limit) *timeseries.PanelBuilder {
+	p := graph(title, description, unit, w, h, qs, limits...)
+	p.Min(-120).Max(120)
+	return p
+}
+
+// single is a stat panel of the last value.
+func single(title, description, unit string, w, h uint32, qs []query, limits ...limit) *stat.PanelBuilder {
+	return stat.NewPanelBuilder().
+		Title(title).
+		Description(description).
+		Datasource(datasource).
+		Unit(unit).
+		Span(w).Height(h).
+		Targets(targets(qs)).
+		ColorMode(common.BigValueColorModeBackground).
+		GraphMode(common.BigValueGraphModeNone).
+		ReduceOptions(common.NewReduceDataOptionsBuilder().Calcs([]string{"lastNotNull"})).
+		Thresholds(thresholds(limits...))
+}
+
+// upDown is a stat panel of a 0/1 gauge, red at 0.
+func upDown(title, description string, w, h uint32, qs []query) *stat.PanelBuilder {
+	p := single(title, description, "none", w, h, qs)
+	p.Thresholds(dashboard.NewThresholdsConfigBuilder().Mode(dashboard.ThresholdsModeAbsolute).Steps([]dashboard.Threshold{
+		{Color: "red"}, {Value: cog.ToPtr(1.0), Color: "green"},
+	}))
+	p.Mappings([]dashboard.ValueMapping{{ValueMap: &dashboard.ValueMap{
+		Type: dashboard.MappingTypeValueToText,
+		Options: map[string]dashboard.ValueMappingResult{
+			"0": {Text: cog.ToPtr("down"), Color: cog.ToPtr("red")},
+			"1": {Text: cog.ToPtr("up"), Color: cog.ToPtr("green")},
+		},
+	}}})
+	return p
+}
+
+// heat is a heatmap of a classic histogram's buckets.
+func heat(title, description string, w, h uint32, expr string) *heatmap.PanelBuilder {
+	return heatmap.NewPanelBuilder().
+		Title(title).
+		Description(description).
+		Datasource(datasource).
+		Unit("s").
+		Span(w).Height(h).
+		Calculate(false).
+		YAxis(heatmap.NewYAxisConfigBuilder().Unit("s")).
+		CellValues(heatmap.NewCellValuesBuilder().Unit("short")).
+		WithTarget(prometheus.NewDataqueryBuilder().
+			Expr(expr).
+			LegendFormat("{{le}}").
+			Format(prometheus.PromQueryFormatHeatmap).
+			RefId("A"))
+}
+
+// info is a table of an info metric's labels, one row per series.
+func info(title, description string, w, h uint32, expr string) *table.PanelBuilder {
+	return table.NewPanelBuilder().
+		Title(title).
+		Description(description).
+		Datasource(datasource).
+		Unit("none").
+		Span(w).Height(h).
+		WithTarget(prometheus.NewDataqueryBuilder().
+			Expr(expr).
+			Instant().
+			Format(prometheus.PromQueryFormatTable).
+			RefId("A"))
+}
+
+// newDashboard starts a dashboard with the settings both share.
+func newDashboard(title, uid, description string) *dashboard.DashboardBuilder {
+	return dashboard.NewDashboardBuilder(title).
+		Uid(uid).
+		Description(description).
+		Tags([]string{"kerberos", "krb5-exporter"}).
+		Refresh("1m").
+		Time("now-6h", "now").
+		Timezone(common.TimeZoneBrowser).
+		Tooltip(dashboard.DashboardCursorSyncCrosshair)
+}
+
+// variables are the datasource, job and instance template variables every
+// dashboard has.
+func variables(b *dashboard.DashboardBuilder, instanceMulti bool) {
+	b.WithVariable(dashboard.NewDatasourceVariableBuilder("datasource").
+		Label("Data source").
+		Type("prometheus"))
+	b.WithVariable(dashboard.NewQueryVariableBuilder("job").
+		Label("Job").
+		Description("Prometheus job of the krb5-exporter scrapes.").
+		Datasource(datasource).
+		Query(dashboard.StringOrMap{String: cog.ToPtr(`label_values(krb5_exporter_build_info, job)`)}).
+		Refresh(dashboard.VariableRefreshOnTimeRangeChanged).
+		Sort(dashboard.VariableSortAlphabeticalAsc).
+		Multi(true).
+		IncludeAll(true).
+		AllValue(".+"))
+	b.WithVariable(dashboard.NewQueryVariableBuilder("instance").
+		Label("KDC").
+		Description("The krb5-exporter next to each KDC.").
+		Datasource(datasource).
+		Query(dashboard.StringOrMap{String: cog.ToPtr(`label_values(krb5_exporter_build_info{job=~"$job"}, instance)`)}).
+		Refresh(dashboard.VariableRefreshOnTimeRangeChanged).
+		Sort(dashboard.VariableSortAlphabeticalAsc).
+		Multi(instanceMulti).
+		IncludeAll(instanceMulti).
+		AllValue(".+"))
+}

@@ -1,0 +1,76 @@
+package dashboards
+
+import (
+	"github.com/grafana/grafana-foundation-sdk/go/cog"
+	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
+)
+
+// psel selects the probes of the chosen targets.
+const psel = sel + `, target=~"$target"`
+
+// Probes is the synthetic probes dashboard: per target and transport,
+// latency distributions, the login's round trips, failures by class and
+// the KDC's clock.
+func Probes() *dashboard.DashboardBuilder {
+	b := newDashboard("Kerberos KDC probes", "krb5-probes",
+		"krb5-exporter's synthetic logins (AS) and service tickets (TGS) against each KDC: latency against the targets, the login's round trips, failures by class, the KDC's clock.")
+	variables(b, true)
+	b.WithVariable(dashboard.NewQueryVariableBuilder("target").
+		Label("Target").
+		Description("The probe's name from the exporter's configuration.").
+		Datasource(datasource).
+		Query(dashboard.StringOrMap{String: cog.ToPtr(`label_values(krb5_probe_success{job=~"$job", instance=~"$instance"}, target)`)}).
+		Refresh(dashboard.VariableRefreshOnTimeRangeChanged).
+		Sort(dashboard.VariableSortAlphabeticalAsc).
+		Multi(true).
+		IncludeAll(true).
+		AllValue(".+"))
+
+	b.WithRow(dashboard.NewRowBuilder("Now"))
+	b.WithPanel(upDown("Probe success", "Whether the last exchange of each target succeeded (krb5_probe_success).", 12, 5,
+		[]query{q(`krb5_probe_success{`+psel+`}`, "{{target}} {{exchange}}")}))
+	b.WithPanel(single("p95 over 30 minutes", "The recorded p95 of each target and exchange over 30 minutes. Targets: logins 20 ms, service tickets 10 ms.", "s", 12, 5,
+		[]query{q(`target_exchange:krb5_probe_duration_seconds:p95_30m{`+psel+`}`, "{{target}} {{exchange}}")},
+		limit{0.010, "orange"}, limit{0.020, "red"}))
+
+	b.WithRow(dashboard.NewRowBuilder("Latency"))
+	b.WithPanel(heat("Login latency distribution", "Successful probe logins per latency bucket, all selected targets.", 12, 8,
+		`sum by (le) (rate(krb5_probe_duration_seconds_bucket{`+psel+`, exchange="as"}[$__rate_interval]))`))
+	b.WithPanel(heat("Service ticket latency distribution", "Successful probe service tickets per latency bucket, all selected targets.", 12, 8,
+		`sum by (le) (rate(krb5_probe_duration_seconds_bucket{`+psel+`, exchange="tgs"}[$__rate_interval]))`))
+	b.WithPanel(graph("Login p95 and p99 by transport", "Per target and the transport the exchange finished on (tcp for a UDP probe: the KDC answered RESPONSE_TOO_BIG). Targets: p95 20 ms, p99 50 ms (dashed).", "s", 12, 8,
+		transportQueries("as"), limit{0.020, "orange"}, limit{0.050, "red"}))
+	b.WithPanel(graph("Service ticket p95 and p99 by transport", "Per target and transport. Targets: p95 10 ms, p99 25 ms (dashed).", "s", 12, 8,
+		transportQueries("tgs"), limit{0.010, "orange"}, limit{0.025, "red"}))
+	b.WithPanel(graph("Login round trips (p95)", "Each round trip of a login: preauth_required (the KDC asks for pre-authentication) and as_rep (it checks it, issues the TGT and writes the login time). A slow as_rep alone points at the database write.", "s", 12, 8,
+		[]query{q(`histogram_quantile(0.95, sum by (target, phase, le) (rate(krb5_probe_as_phase_duration_seconds_bucket{`+psel+`}[$__rate_interval])))`, "{{target}} {{phase}}")}))
+	b.WithPanel(graph("Latency p95 (recorded, 30 minutes)", "The recording rules the latency alerts read, against the targets.", "s", 12, 8,
+		[]query{
+			q(`target_exchange:krb5_probe_duration_seconds:p95_30m{`+psel+`}`, "{{target}} {{exchange}} p95"),
+			q(`target_exchange:krb5_probe_duration_seconds:p99_30m{`+psel+`}`, "{{target}} {{exchange}} p99"),
+		}, limit{0.010, "orange"}, limit{0.050, "red"}))
+
+	b.WithRow(dashboard.NewRowBuilder("Failures and clock"))
+	b.WithPanel(graph("Failures by class", "Failed exchanges per second by result: a KDC error by its RFC 4120 name, or timeout, connection_refused, network, decrypt, malformed_reply, keytab, no_tgt.", "ops", 12, 8,
+		[]query{q(`sum by (target, exchange, result) (rate(krb5_probe_total{`+psel+`, result!="success"}[$__rate_interval]))`, "{{target}} {{exchange}} {{result}}")}))
+	b.WithPanel(graph("Failure ratio (30 minutes)", "Share of failed probe exchanges over 30 minutes.", "percentunit", 12, 8,
+		[]query{q(`target_exchange:krb5_probe_failures:ratio_rate30m{`+psel+`}`, "{{target}} {{exchange}}")}, limit{0.001, "red"}))
+	b.WithPanel(signedGraph("KDC clock offset", "The KDC's clock minus the exporter's (±0.5 s). Logins fail beyond 300 s; the alert is at 60 s (dashed).", "s", 12, 8,
+		[]query{q(`krb5_probe_clock_offset_seconds{`+psel+`}`, "{{target}}")}, limit{60, "red"}))
+	b.WithPanel(graph("UDP resends and TCP fallbacks", "Probe requests sent again over UDP for lack of a reply, and exchanges retried over TCP after RESPONSE_TOO_BIG.", "ops", 12, 8,
+		[]query{
+			q(`rate(krb5_probe_udp_retransmits_total{`+psel+`}[$__rate_interval])`, "{{target}} UDP resends"),
+			q(`rate(krb5_probe_tcp_fallbacks_total{`+psel+`}[$__rate_interval])`, "{{target}} TCP fallbacks"),
+		}))
+	return b
+}
+
+// transportQueries are p95 and p99 of one exchange per target and transport.
+func transportQueries(exchange string) []query {
+	var qs []query
+	for _, p := range []string{"0.95", "0.99"} {
+		qs = append(qs, q(`histogram_quantile(`+p+`, sum by (target, transport, le) (rate(krb5_probe_duration_seconds_bucket{`+psel+`, exchange="`+exchange+`"}[$__rate_interval])))`,
+			"{{target}} {{transport}} p"+p[2:]))
+	}
+	return qs
+}

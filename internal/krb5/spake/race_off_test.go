@@ -1,0 +1,5 @@
+//go:build !race
+
+package spake
+
+const raceEnabled = false
