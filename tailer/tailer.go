@@ -299,6 +299,9 @@ func (t *Tailer) cycle(stop func() bool) {
 	clear(t.old[len(kept):])
 	t.old = kept
 	nOld := len(t.old)
+	// Nothing read of the current file yet: a truncation now would go
+	// unseen (see afterTrunc).
+	fresh := t.cur != nil && t.cur.readOff == 0
 
 	if t.cur != nil {
 		size, err := t.cur.readLines(t.handle, t.opts.MaxLineBytes, t.stats, stop)
@@ -318,7 +321,7 @@ func (t *Tailer) cycle(stop func() bool) {
 		return
 	}
 	t.adoptCreated()
-	if t.afterTrunc && t.cur != nil {
+	if (t.afterTrunc || fresh) && t.cur != nil {
 		// What was read of the file since its truncation (its first
 		// bytes) tells a copy of it from the copy of a second truncation
 		// made before anything was read.
