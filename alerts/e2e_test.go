@@ -68,6 +68,7 @@ func TestEndToEnd(t *testing.T) {
     service: %[4]s
     transport: udp
     timeout: 2s
+    allowed_kdcs: ["%[5]s"]
   tcp:
     realm: %[1]s
     client: %[2]s
@@ -75,6 +76,7 @@ func TestEndToEnd(t *testing.T) {
     service: %[4]s
     transport: tcp
     timeout: 2s
+    allowed_kdcs: ["%[5]s"]
 probes:
   - {name: kdc-udp, address: "%[5]s", module: udp, interval: 1s}
   - {name: kdc-tcp, address: "%[5]s", module: tcp, interval: 1s}

@@ -100,6 +100,13 @@ func Parse(data []byte, name string) (*Config, error) {
 	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
 		return nil, yamlError(name, err)
 	}
+	// A second document (after ---) would be silently ignored.
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err == nil {
+		return nil, fmt.Errorf("%s:%d: a second YAML document; the configuration is one document", name, extra.Line)
+	} else if !errors.Is(err, io.EOF) {
+		return nil, yamlError(name, err)
+	}
 	if err := cfg.Validate(); err != nil {
 		var fe *FieldError
 		if errors.As(err, &fe) {

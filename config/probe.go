@@ -1,9 +1,12 @@
 package config
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
@@ -23,6 +26,7 @@ import (
 //	    timeout: 5s                           # per exchange
 //	    udp_retransmit: 1s                    # as libkrb5; 0 = never resend
 //	    preauth: auto                         # or spake, encrypted_timestamp
+//	    allowed_kdcs: [kdc1.example.com, 10.1.0.0/16]   # for /probe
 type ProbeModule struct {
 	Realm string `yaml:"realm"`
 	// Client is the principal that logs in ("name" or "name@REALM").
@@ -58,6 +62,20 @@ type ProbeModule struct {
 	UDPRetransmit time.Duration `yaml:"udp_retransmit"`
 	// TicketLifetime is the lifetime requested for tickets; default 10h.
 	TicketLifetime time.Duration `yaml:"ticket_lifetime"`
+	// AllowedKDCs are the KDCs /probe may use this module against: host
+	// names (matched by name), IP addresses and CIDRs (matched against IP
+	// targets), each optionally with :port. Empty: /probe refuses the
+	// module (its requests carry key-derived data). The continuous probes
+	// of `probes` are not affected.
+	AllowedKDCs []string `yaml:"allowed_kdcs"`
+	// MaxS2KIterations caps the PBKDF2 iterations a KDC may ask a
+	// password_file module for (default 65536; MIT's defaults are 4096 and
+	// 32768): beyond it the login fails as malformed_reply instead of
+	// spending the exporter's CPU.
+	MaxS2KIterations uint32 `yaml:"max_s2k_iterations"`
+	// AllowReadableKeys accepts a keytab or password file that users other
+	// than its owner may read (by default such a module does not load).
+	AllowReadableKeys bool `yaml:"allow_readable_keys"`
 }
 
 // Defaults of a probe's optional fields.
@@ -66,6 +84,13 @@ const (
 	DefaultProbeInterval  = 15 * time.Second
 	DefaultTicketLifetime = 10 * time.Hour
 	MinProbeInterval      = time.Second
+	// minS2KIterations is the lowest PBKDF2 iteration count of any enctype
+	// (aes*-sha1's default): a smaller cap would refuse every KDC.
+	minS2KIterations = 4096
+	// Upper bounds: beyond them a value is a typo, not a setting.
+	MaxProbeTimeout   = time.Minute
+	MaxProbeInterval  = 24 * time.Hour
+	MaxTicketLifetime = 365 * 24 * time.Hour
 )
 
 // Validate checks a module on its own.
@@ -85,12 +110,13 @@ func (m *ProbeModule) Validate() error {
 	case m.Keytab != "" && m.PasswordFile != "":
 		return fieldErr("keytab and password_file are exclusive", "password_file")
 	}
-	// A missing or unreadable file must fail --config.check and startup with
-	// a file:LINE, not later in the daemon. Opened only: never read here.
-	if err := checkReadable(m.Keytab); err != nil {
+	// A missing, unreadable or too widely readable file must fail
+	// --config.check and startup with a file:LINE, not later in the daemon.
+	// Opened only: never read here.
+	if err := checkKeyFile("keytab", m.Keytab, m.AllowReadableKeys); err != nil {
 		return fieldErr(err.Error(), "keytab")
 	}
-	if err := checkReadable(m.PasswordFile); err != nil {
+	if err := checkKeyFile("password file", m.PasswordFile, m.AllowReadableKeys); err != nil {
 		return fieldErr(err.Error(), "password_file")
 	}
 	if m.Service != "" {
@@ -111,14 +137,31 @@ func (m *ProbeModule) Validate() error {
 	if m.Timeout < 0 {
 		return fieldErr("timeout must not be negative", "timeout")
 	}
+	if m.Timeout > MaxProbeTimeout {
+		return fieldErr(fmt.Sprintf("timeout %s is above the maximum %s", m.Timeout, MaxProbeTimeout), "timeout")
+	}
 	if m.UDPRetransmit < 0 {
 		return fieldErr("udp_retransmit must not be negative", "udp_retransmit")
+	}
+	if m.UDPRetransmit > MaxProbeTimeout {
+		return fieldErr(fmt.Sprintf("udp_retransmit %s is above the maximum %s", m.UDPRetransmit, MaxProbeTimeout), "udp_retransmit")
 	}
 	if m.UDPRetransmit > 0 && m.Transport == "tcp" {
 		return fieldErr("udp_retransmit applies to transport udp only", "udp_retransmit")
 	}
 	if m.TicketLifetime < 0 {
 		return fieldErr("ticket_lifetime must not be negative", "ticket_lifetime")
+	}
+	if m.TicketLifetime > MaxTicketLifetime {
+		return fieldErr(fmt.Sprintf("ticket_lifetime %s is above the maximum %s", m.TicketLifetime, MaxTicketLifetime), "ticket_lifetime")
+	}
+	if n := m.MaxS2KIterations; n != 0 && (n < minS2KIterations || n > krb5.MaxS2KIterationsLimit) {
+		return fieldErr(fmt.Sprintf("max_s2k_iterations %d: want %d to %d", n, minS2KIterations, krb5.MaxS2KIterationsLimit), "max_s2k_iterations")
+	}
+	for i, a := range m.AllowedKDCs {
+		if _, err := parseKDCPattern(a); err != nil {
+			return fieldErr(err.Error(), "allowed_kdcs", fmt.Sprint(i))
+		}
 	}
 	seen := map[int32]bool{}
 	for i, e := range m.Enctypes {
@@ -134,16 +177,34 @@ func (m *ProbeModule) Validate() error {
 	return nil
 }
 
-// checkReadable opens and closes path (empty: nothing to check).
-func checkReadable(path string) error {
+// checkKeyFile opens and closes a key file (empty path: nothing to check):
+// it must be a regular file and, unless allowReadable, readable by its owner
+// only. Errors never name the path: it is at the line they point to.
+func checkKeyFile(what, path string, allowReadable bool) error {
 	if path == "" {
 		return nil
 	}
-	f, err := os.Open(path)
+	// O_NONBLOCK: a FIFO planted in the file's place must not hang the check.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			return fmt.Errorf("cannot %s %s: %w", pe.Op, what, pe.Err)
+		}
 		return err
 	}
-	return f.Close()
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s is not a regular file (%s)", what, fi.Mode().Type())
+	}
+	if perm := fi.Mode().Perm(); perm&0o044 != 0 && !allowReadable {
+		return fmt.Errorf("%s is readable by users other than its owner (mode %04o): chmod 0600 it, or set allow_readable_keys: true", what, perm)
+	}
+	return nil
 }
 
 // EffectiveTimeout is Timeout or its default.
@@ -220,6 +281,9 @@ func (t *ProbeTarget) Validate() error {
 	}
 	if t.Interval != 0 && t.Interval < MinProbeInterval {
 		return fieldErr(fmt.Sprintf("interval %s is below the minimum %s", t.Interval, MinProbeInterval), "interval")
+	}
+	if t.Interval > MaxProbeInterval {
+		return fieldErr(fmt.Sprintf("interval %s is above the maximum %s", t.Interval, MaxProbeInterval), "interval")
 	}
 	return nil
 }

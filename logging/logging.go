@@ -1,7 +1,9 @@
 // Package logging builds the project's go-kit logger from the
 // --log.level and --log.format flags, and bridges it to log/slog for
 // libraries (exporter-toolkit) that take a *slog.Logger, so there is one
-// logging setup and one output format.
+// logging setup and one stream: every line, ours or a library's, has the
+// keys level, ts, caller and msg in that order (logfmt) and the same key
+// names (json).
 package logging
 
 import (
@@ -11,8 +13,8 @@ import (
 
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
+
 	"github.com/krb5-exporter/krb5-exporter/internal/cli"
-	sloggokit "github.com/tjhop/slog-gokit"
 )
 
 // Config holds the values of the logging flags.
@@ -33,8 +35,7 @@ func AddFlags(app cli.FlagGroup) *Config {
 
 // New returns a go-kit logger writing to w with a timestamp and caller on
 // every line, filtered by level, and a slog logger for libraries that
-// take one, writing to the same filtered output (slog adds its own time
-// and source).
+// take one, writing to the same filtered output with the same keys.
 func New(c *Config, w io.Writer) (log.Logger, *slog.Logger, error) {
 	var l log.Logger
 	switch c.Format {
@@ -50,8 +51,28 @@ func New(c *Config, w io.Writer) (log.Logger, *slog.Logger, error) {
 		return nil, nil, err
 	}
 	l = level.NewFilter(l, lvl)
-	sl := slog.New(sloggokit.NewGoKitHandler(l, slog.LevelDebug))
-	return log.With(l, "ts", log.DefaultTimestampUTC, "caller", log.DefaultCaller), sl, nil
+	sl := slog.New(&slogHandler{logger: l, min: slogLevel(c.Level)})
+	return log.With(l, tsKey, log.DefaultTimestampUTC, callerKey, log.DefaultCaller), sl, nil
+}
+
+// The keys every line starts with, after level.Key().
+const (
+	tsKey     = "ts"
+	callerKey = "caller"
+	msgKey    = "msg"
+)
+
+// slogLevel is the least slog level --log.level lets through.
+func slogLevel(s string) slog.Level {
+	switch s {
+	case "debug":
+		return slog.LevelDebug
+	case "warn":
+		return slog.LevelWarn
+	case "error":
+		return slog.LevelError
+	}
+	return slog.LevelInfo
 }
 
 func parseLevel(s string) (level.Option, error) {

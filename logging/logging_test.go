@@ -3,10 +3,14 @@ package logging
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-kit/log/level"
+	"github.com/go-logfmt/logfmt"
 )
 
 func TestLevelFilterAndFormat(t *testing.T) {
@@ -38,4 +42,83 @@ func TestBadValues(t *testing.T) {
 	if _, _, err := New(&Config{Format: "xml"}, &bytes.Buffer{}); err == nil {
 		t.Error("unknown format accepted")
 	}
+}
+
+// One stream: a line of ours and a line of a slog library have the same
+// keys, level ts caller msg first and in that order in logfmt, the same
+// names in json, and caller names the code that logged (issue 8 item 5:
+// exporter-toolkit's lines had time= after caller=).
+func TestOneStream(t *testing.T) {
+	for _, format := range []string{"logfmt", "json"} {
+		var buf bytes.Buffer
+		l, sl, err := New(&Config{Level: "debug", Format: format}, &buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		level.Info(l).Log("msg", "ours", "k", "v")
+		_, _, line, _ := runtime.Caller(0)
+		sl.Info("theirs", "k", "v")
+		sl.WithGroup("g").With("a", 1).Debug("grouped", "b", 2)
+		lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+		if len(lines) != 3 {
+			t.Fatalf("%s: want 3 lines, got %q", format, buf.String())
+		}
+		wantCaller := []string{fmt.Sprintf("logging_test.go:%d", line-1), fmt.Sprintf("logging_test.go:%d", line+1), fmt.Sprintf("logging_test.go:%d", line+2)}
+		for i, text := range lines {
+			keys, vals := parseLine(t, format, text)
+			if len(keys) < 4 || (format == "logfmt" && strings.Join(keys[:4], " ") != "level ts caller msg") {
+				t.Errorf("%s line %d keys %v, want level ts caller msg first: %s", format, i, keys, text)
+				continue
+			}
+			for _, k := range []string{"level", "ts", "caller", "msg"} {
+				if _, ok := vals[k]; !ok {
+					t.Errorf("%s line %d has no %s: %s", format, i, k, text)
+				}
+			}
+			for _, k := range []string{"time", "source", "t"} {
+				if _, ok := vals[k]; ok {
+					t.Errorf("%s line %d has a second time or caller key %q: %s", format, i, k, text)
+				}
+			}
+			if _, err := time.Parse(time.RFC3339Nano, vals["ts"]); err != nil || !strings.HasSuffix(vals["ts"], "Z") {
+				t.Errorf("%s line %d: ts %q is not UTC RFC 3339: %v", format, i, vals["ts"], err)
+			}
+			if vals["caller"] != wantCaller[i] {
+				t.Errorf("%s line %d: caller %q, want %q", format, i, vals["caller"], wantCaller[i])
+			}
+		}
+		if _, v := parseLine(t, format, lines[2]); v["level"] != "debug" || v["g.a"] != "1" || v["g.b"] != "2" {
+			t.Errorf("%s: grouped slog line %q", format, lines[2])
+		}
+	}
+}
+
+// parseLine returns a line's keys in order (logfmt; sorted for json) and
+// its values as text.
+func parseLine(t *testing.T, format, line string) ([]string, map[string]string) {
+	t.Helper()
+	vals := map[string]string{}
+	var keys []string
+	if format == "json" {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("not JSON: %q", line)
+		}
+		for k, v := range m {
+			keys = append(keys, k)
+			vals[k] = fmt.Sprint(v)
+		}
+		return keys, vals
+	}
+	d := logfmt.NewDecoder(strings.NewReader(line))
+	for d.ScanRecord() {
+		for d.ScanKeyval() {
+			keys = append(keys, string(d.Key()))
+			vals[string(d.Key())] = string(d.Value())
+		}
+	}
+	if d.Err() != nil {
+		t.Fatalf("not logfmt: %q: %v", line, d.Err())
+	}
+	return keys, vals
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
 	"net/http"
 	"reflect"
 	"strconv"
@@ -18,6 +17,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/krb5-exporter/krb5-exporter/config"
+	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
 )
 
 // DefaultModule is the module /probe uses when the request names none.
@@ -27,21 +27,53 @@ const DefaultModule = "default"
 // is written before Prometheus gives up.
 const scrapeTimeoutOffset = 500 * time.Millisecond
 
+// The scrape timeouts accepted from X-Prometheus-Scrape-Timeout-Seconds.
+const (
+	minScrapeTimeout = time.Millisecond
+	maxScrapeTimeout = time.Hour
+)
+
 // Handler serves /probe?target=host:port&module=NAME in the manner of
 // blackbox_exporter: one probe per request with the module's settings from
 // the current configuration (secrets stay in the configuration file), its
 // result in a fresh registry, and &debug=true for the probe's log.
-func (m *Manager) Handler(getConfig func() *config.Config) http.Handler {
-	return &probeHandler{logger: m.logger, creds: m.creds, getConfig: getConfig}
+//
+// A probe sends key-derived data (PA-ENC-TIMESTAMP) to the target, so the
+// target must be one of the module's allowed_kdcs (403 otherwise), and at
+// most maxInFlight probes run at once (503 beyond; 0: no limit).
+func (m *Manager) Handler(getConfig func() *config.Config, maxInFlight int) http.Handler {
+	h := &probeHandler{logger: m.logger, creds: m.creds, getConfig: getConfig, refused: m.metrics.refused}
+	if maxInFlight > 0 {
+		h.inFlight = make(chan struct{}, maxInFlight)
+	}
+	return h
 }
 
 type probeHandler struct {
 	logger    log.Logger
 	creds     *credCache
 	getConfig func() *config.Config
+	inFlight  chan struct{} // nil: no limit
+	refused   *prometheus.CounterVec
 }
 
+// Reasons of krb5_probe_http_refused_total.
+const (
+	RefusedNotAllowed = "target_not_allowed"
+	RefusedBusy       = "too_many_requests"
+)
+
 func (h *probeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.inFlight != nil {
+		select {
+		case h.inFlight <- struct{}{}:
+			defer func() { <-h.inFlight }()
+		default:
+			h.refused.WithLabelValues(RefusedBusy).Inc()
+			http.Error(w, fmt.Sprintf("%d probes are running, the limit (--web.max-probe-requests); try again later", cap(h.inFlight)), http.StatusServiceUnavailable)
+			return
+		}
+	}
 	q := r.URL.Query()
 	target := q.Get("target")
 	if target == "" {
@@ -69,6 +101,12 @@ func (h *probeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	budget, err := scrapeBudget(r)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if !mod.AllowsKDC(addr) {
+		h.refused.WithLabelValues(RefusedNotAllowed).Inc()
+		level.Debug(h.logger).Log("msg", "probe refused: target not in the module's allowed_kdcs", "target", addr, "module", name)
+		http.Error(w, fmt.Sprintf("module %q may not be used against %s: list the KDC in the module's allowed_kdcs", name, addr), http.StatusForbidden)
 		return
 	}
 	ctx := r.Context()
@@ -149,8 +187,10 @@ func scrapeBudget(r *http.Request) (time.Duration, error) {
 		return 0, nil
 	}
 	s, err := strconv.ParseFloat(v, 64)
-	if err != nil || s <= 0 {
-		return 0, fmt.Errorf("invalid X-Prometheus-Scrape-Timeout-Seconds %q", v)
+	// !(s >= min) also refuses NaN and -Inf; beyond the maximum (+Inf
+	// included) the duration would overflow or mean nothing.
+	if err != nil || !(s >= minScrapeTimeout.Seconds()) || s > maxScrapeTimeout.Seconds() {
+		return 0, fmt.Errorf("invalid X-Prometheus-Scrape-Timeout-Seconds %q: want seconds from %g to %g", v, minScrapeTimeout.Seconds(), maxScrapeTimeout.Seconds())
 	}
 	d := time.Duration(s * float64(time.Second))
 	if d > 2*scrapeTimeoutOffset {

@@ -162,6 +162,7 @@ func (m *Manager) run(ctx context.Context, l *loop) {
 	tick := time.NewTicker(l.cfg.EffectiveInterval())
 	defer tick.Stop()
 	last := map[string]string{}
+	readable := l.creds.WorldReadable() // start has said so
 	for {
 		o := l.target.Run(ctx)
 		if o.Canceled {
@@ -170,8 +171,15 @@ func (m *Manager) run(ctx context.Context, l *loop) {
 		// The gauge first: whoever sees this probe's result sees the state
 		// of the file it used.
 		v := 0.0
-		if l.creds.WorldReadable() {
+		if now := l.creds.WorldReadable(); now {
 			v = 1
+			if !readable {
+				level.Warn(logger).Log("msg", "keytab or password file became readable by every local user")
+			}
+			readable = true
+		} else if readable {
+			level.Info(logger).Log("msg", "keytab or password file is no longer readable by every local user")
+			readable = false
 		}
 		m.metrics.worldReadable.WithLabelValues(name).Set(v)
 		m.metrics.record(name, l.target.Transport(), &o)

@@ -24,7 +24,7 @@ import (
 func probeConfig(r *realm.Realm) *config.Config {
 	mod := config.ProbeModule{
 		Realm: r.Realm, Client: r.ProbePrincipal, Keytab: r.ProbeKeytab,
-		Service: r.Service(1), Timeout: 2 * time.Second,
+		Service: r.Service(1), Timeout: 2 * time.Second, AllowedKDCs: []string{r.KDCAddr},
 	}
 	tcp := mod
 	tcp.Transport = "tcp"

@@ -43,6 +43,7 @@ type probeMetrics struct {
 	etype         *prometheus.GaugeVec
 	method        *prometheus.GaugeVec
 	worldReadable *prometheus.GaugeVec
+	refused       *prometheus.CounterVec // /probe requests answered 403 or 503
 }
 
 func newProbeMetrics(reg prometheus.Registerer) *probeMetrics {
@@ -91,9 +92,15 @@ func newProbeMetrics(reg prometheus.Registerer) *probeMetrics {
 			Name: "krb5_probe_keytab_world_readable",
 			Help: "1 when the target's keytab or password file is readable by every local user (chmod o-r it).",
 		}, []string{"target"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "krb5_probe_http_refused_total",
+			Help: "/probe requests refused: target_not_allowed (403: the target is not in the module's allowed_kdcs) or too_many_requests (503: --web.max-probe-requests probes were running).",
+		}, []string{"reason"}),
 	}
+	m.refused.WithLabelValues(RefusedNotAllowed)
+	m.refused.WithLabelValues(RefusedBusy)
 	reg.MustRegister(m.duration, m.phase, m.success, m.total, m.lastSuccess, m.clockOffset,
-		m.retransmits, m.tcpFallbacks, m.etype, m.method, m.worldReadable)
+		m.retransmits, m.tcpFallbacks, m.etype, m.method, m.worldReadable, m.refused)
 	return m
 }
 

@@ -49,16 +49,17 @@ func NewTarget(addr string, m *config.ProbeModule, creds *krb5.Credentials, logg
 		etypes = append(etypes, id)
 	}
 	c, err := krb5.NewClient(krb5.Options{
-		KDC:            addr,
-		Transport:      tr,
-		Client:         creds.Principal(),
-		Credentials:    creds,
-		Etypes:         etypes,
-		Preauth:        krb5.PreauthMode(m.Preauth),
-		PreauthUpfront: m.PreauthUpfront,
-		UDPRetransmit:  m.UDPRetransmit,
-		TicketLifetime: m.EffectiveTicketLifetime(),
-		Logger:         logger,
+		KDC:              addr,
+		Transport:        tr,
+		Client:           creds.Principal(),
+		Credentials:      creds,
+		Etypes:           etypes,
+		Preauth:          krb5.PreauthMode(m.Preauth),
+		PreauthUpfront:   m.PreauthUpfront,
+		UDPRetransmit:    m.UDPRetransmit,
+		TicketLifetime:   m.EffectiveTicketLifetime(),
+		MaxS2KIterations: m.MaxS2KIterations,
+		Logger:           logger,
 	})
 	if err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -134,17 +135,57 @@ func (r *Realm) stop(pidFile, comm string) error {
 }
 
 // pid reads a pid file and returns the pid only if that process is still
-// the named program: a stale file must never make us signal a stranger.
+// this realm's daemon: the named program, started from the binary the
+// harness runs, with this realm and this pid file on its command line. A
+// stale or forged file must never make us signal a stranger.
 func (r *Realm) pid(pidFile, comm string) int {
 	b, err := os.ReadFile(pidFile)
 	if err != nil {
 		return 0
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || pid <= 0 || !alive(pid, comm) {
+	if err != nil || pid <= 0 || !alive(pid, comm) || !r.started(pid, comm, pidFile) {
 		return 0
 	}
 	return pid
+}
+
+// started reports whether process pid runs the realm's binary for comm with
+// the arguments startDaemon gives it (-r REALM ... -P pidFile).
+func (r *Realm) started(pid int, comm, pidFile string) bool {
+	bin := r.bins.KDC
+	if comm == "kadmind" {
+		bin = r.bins.Kadmind
+	}
+	p, err := procfs.NewProc(pid)
+	if err != nil {
+		return false
+	}
+	exe, err := p.Executable()
+	if err != nil || !sameFile(strings.TrimSuffix(exe, " (deleted)"), bin) {
+		return false
+	}
+	args, err := p.CmdLine()
+	if err != nil {
+		return false
+	}
+	return hasArgPair(args, "-r", r.Realm) && hasArgPair(args, "-P", pidFile)
+}
+
+// sameFile compares two paths after resolving links.
+func sameFile(a, b string) bool {
+	ra, errA := filepath.EvalSymlinks(a)
+	rb, errB := filepath.EvalSymlinks(b)
+	return errA == nil && errB == nil && ra == rb
+}
+
+func hasArgPair(args []string, flag, value string) bool {
+	for i := 0; i+1 < len(args); i++ {
+		if args[i] == flag && args[i+1] == value {
+			return true
+		}
+	}
+	return false
 }
 
 // alive is true for a running (not zombie) process named comm.

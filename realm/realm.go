@@ -10,9 +10,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/safefile"
 )
 
 // stateFile records a realm in its directory, so that another process
@@ -100,21 +104,8 @@ func Create(ctx context.Context, opts Options) (*Realm, error) {
 	if err := prepareDir(dir); err != nil {
 		return nil, err
 	}
-	r := &Realm{Opts: opts, Realm: opts.Realm, Domain: opts.Domain, Dir: dir, bins: bins}
-	r.Opts.Dir = dir
-	r.KDCConf = r.path("kdc.conf")
-	r.Krb5Conf = r.path("krb5.conf")
-	r.CCache = r.path("ccache")
-	r.UserKeytab = r.path("users.keytab")
-	r.ServiceKeytab = r.path("services.keytab")
-	r.AdminPrincipal = "admin/admin@" + r.Realm
-	r.AdminKeytab = r.path("admin.keytab")
-	r.ProbePrincipal = ProbeName + "@" + r.Realm
-	r.ProbeKeytab = r.path("probe.keytab")
-	r.KDCLog = r.path("krb5kdc.log")
-	r.KadmindLog = r.path("kadmind.log")
-	r.KDCPidFile = r.path("krb5kdc.pid")
-	r.KadmindPidFile = r.path("kadmind.pid")
+	r := &Realm{Opts: opts, Realm: opts.Realm, Domain: opts.Domain, bins: bins}
+	r.setPaths(dir)
 	if err := r.assignPorts(); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -136,33 +127,136 @@ func Create(ctx context.Context, opts Options) (*Realm, error) {
 	return r, nil
 }
 
-// prepareDir makes dir (0700: it will hold keytabs) or accepts it empty.
+// setPaths derives every file of the realm from its directory: a realm.json
+// that names other paths is never believed.
+func (r *Realm) setPaths(dir string) {
+	r.Dir = dir
+	r.Opts.Dir = dir
+	r.KDCConf = r.path("kdc.conf")
+	r.Krb5Conf = r.path("krb5.conf")
+	r.CCache = r.path("ccache")
+	r.UserKeytab = r.path("users.keytab")
+	r.ServiceKeytab = r.path("services.keytab")
+	r.AdminPrincipal = "admin/admin@" + r.Realm
+	r.AdminKeytab = r.path("admin.keytab")
+	r.ProbePrincipal = ProbeName + "@" + r.Realm
+	r.ProbeKeytab = r.path("probe.keytab")
+	r.KDCLog = r.path("krb5kdc.log")
+	r.KadmindLog = r.path("kadmind.log")
+	r.KDCPidFile = r.path("krb5kdc.pid")
+	r.KadmindPidFile = r.path("kadmind.pid")
+}
+
+// prepareDir makes dir (0700: it will hold keytabs) or accepts it empty,
+// a real directory (not a link) owned by the effective user: whoever owns
+// the directory controls the keys written into it.
 func prepareDir(dir string) error {
-	entries, err := os.ReadDir(dir)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		if err := os.MkdirAll(dir, 0o700); err != nil {
+	fi, err := os.Lstat(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
 			return fmt.Errorf("realm: %w", err)
 		}
-		return nil
-	case err != nil:
+		// Mkdir, not MkdirAll: it fails if someone created dir meanwhile.
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			return fmt.Errorf("realm: %w", err)
+		}
+		return os.Chmod(dir, 0o700)
+	}
+	if err != nil {
 		return fmt.Errorf("realm: %w", err)
-	case len(entries) > 0:
+	}
+	if err := ownDir(dir, fi); err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("realm: %w", err)
+	}
+	if len(entries) > 0 {
 		return fmt.Errorf("realm: directory %s is not empty; refusing to write a realm into it", dir)
 	}
 	return os.Chmod(dir, 0o700)
 }
 
-// Load reads the realm recorded in dir by Create.
+// ownDir checks that fi (from Lstat of dir) is a directory, not a link,
+// owned by the effective user and writable by no one else.
+func ownDir(dir string, fi os.FileInfo) error {
+	switch {
+	case fi.Mode()&os.ModeSymlink != 0:
+		return fmt.Errorf("realm: %s is a symbolic link; refusing to use it", dir)
+	case !fi.IsDir():
+		return fmt.Errorf("realm: %s is not a directory", dir)
+	}
+	if err := ownedByMe(fi); err != nil {
+		return fmt.Errorf("realm: directory %s: %w", dir, err)
+	}
+	return nil
+}
+
+// ownedByMe checks that a file belongs to the effective user and that no
+// one else may write it.
+func ownedByMe(fi os.FileInfo) error {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return errors.New("no owner information")
+	}
+	if uid := os.Geteuid(); int(st.Uid) != uid {
+		return fmt.Errorf("owned by uid %d, not by the effective user (uid %d); refusing to use it", st.Uid, uid)
+	}
+	if perm := fi.Mode().Perm(); perm&0o022 != 0 {
+		return fmt.Errorf("writable by others (mode %04o); refusing to use it", perm)
+	}
+	return nil
+}
+
+// maxStateFile bounds realm.json (a few kB when written by Create).
+const maxStateFile = 1 << 20
+
+// Load reads the realm recorded in dir by Create. dir decides where the
+// realm is: the directory and its realm.json must belong to the effective
+// user and be writable by no one else, the recorded directory must be dir,
+// and every path is derived from dir, never taken from the file, so that
+// whoever could edit realm.json cannot make Down remove or signal anything
+// outside it.
 func Load(dir string) (*Realm, error) {
-	data, err := os.ReadFile(filepath.Join(dir, stateFile))
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("realm: %w", err)
+	}
+	fi, err := os.Lstat(abs)
 	if err != nil {
 		return nil, fmt.Errorf("realm: no realm in %s: %w", dir, err)
 	}
+	if err := ownDir(abs, fi); err != nil {
+		return nil, err
+	}
+	state := filepath.Join(abs, stateFile)
+	f, err := os.OpenFile(state, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, fmt.Errorf("realm: no realm in %s: %w", dir, err)
+	}
+	defer f.Close()
+	if fi, err = f.Stat(); err != nil {
+		return nil, fmt.Errorf("realm: %s: %w", state, err)
+	}
+	if !fi.Mode().IsRegular() || fi.Size() > maxStateFile {
+		return nil, fmt.Errorf("realm: %s is not a realm state file", state)
+	}
+	if err := ownedByMe(fi); err != nil {
+		return nil, fmt.Errorf("realm: %s: %w", state, err)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxStateFile))
+	if err != nil {
+		return nil, fmt.Errorf("realm: %s: %w", state, err)
+	}
 	r := &Realm{}
 	if err := json.Unmarshal(data, r); err != nil {
-		return nil, fmt.Errorf("realm: %s: %w", filepath.Join(dir, stateFile), err)
+		return nil, fmt.Errorf("realm: %s: %w", state, err)
 	}
+	if r.Dir != abs {
+		return nil, fmt.Errorf("realm: %s records the directory %q, not %s; refusing to use it", state, r.Dir, abs)
+	}
+	r.setPaths(abs)
 	bins, err := findBinaries()
 	if err != nil {
 		return nil, err
@@ -176,11 +270,10 @@ func (r *Realm) save() error {
 	if err != nil {
 		return fmt.Errorf("realm: %w", err)
 	}
-	tmp := r.path(stateFile + ".tmp")
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+	if err := safefile.Write(r.path(stateFile), data, 0o600); err != nil {
 		return fmt.Errorf("realm: %w", err)
 	}
-	return os.Rename(tmp, r.path(stateFile))
+	return nil
 }
 
 // Start starts krb5kdc, and kadmind unless NoKadmind.

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Installs what building and testing krb5-exporter needs on Debian/Ubuntu:
 # the MIT Kerberos KDC, admin server and client tools (the tests start a
-# real krb5kdc/kadmind in a throwaway realm), promtool, and what the
-# package tests use: systemd (systemd-analyze), rpm (rpm -qlp), logrotate,
-# acl (setfacl). Idempotent.
+# real krb5kdc/kadmind in a throwaway realm), promtool, systemd-journal-remote
+# (journal source tests), chromium (the bench test opens report.html in it,
+# headless), and what the package tests use: systemd (systemd-analyze), rpm
+# (rpm -qlp), logrotate, acl (setfacl). Idempotent.
 # Set EXTRA_PACKAGES for more (e.g. mtail prometheus-process-exporter for
 # the side-by-side benchmarks).
 set -euo pipefail
 
-packages=(krb5-kdc krb5-admin-server krb5-user prometheus systemd-journal-remote systemd rpm logrotate acl ${EXTRA_PACKAGES:-})
+packages=(krb5-kdc krb5-admin-server krb5-user prometheus systemd-journal-remote systemd rpm logrotate acl chromium ${EXTRA_PACKAGES:-})
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,7 +1,8 @@
 package main
 
 import (
-	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
@@ -66,5 +68,19 @@ func TestDaemonAgainstRealm(t *testing.T) {
 			t.Fatalf("after 60s: %v\nexporter log:\n%s", missing, logs.String())
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+
+	// /probe works against the realm's KDC, which realm up listed in the
+	// module's allowed_kdcs, and refuses any other target.
+	for target, want := range map[string]int{r.KDCAddr: http.StatusOK, "127.0.0.1:88": http.StatusForbidden} {
+		resp, err := http.Get(base + "/probe?module=perf_test&target=" + target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want || (want == http.StatusOK && !strings.Contains(string(body), "probe_success 1")) {
+			t.Errorf("/probe of %s: %d, want %d:\n%s", target, resp.StatusCode, want, body)
+		}
 	}
 }

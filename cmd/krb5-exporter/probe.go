@@ -68,6 +68,7 @@ func addProbeCommand(app *kingpin.Application) *probeCmd {
 	p.flag(c, "preauth", "Pre-authentication: auto (SPAKE when the KDC offers it, as kinit), spake or encrypted_timestamp.").Default("auto").EnumVar(&m.Preauth, "auto", "spake", "encrypted_timestamp")
 	p.flag(c, "preauth-upfront", "Send pre-authentication in the first AS-REQ (one round trip, as a client that remembers).").BoolVar(&m.PreauthUpfront)
 	p.flag(c, "enctype", "Enctype to offer, repeatable, in order (default: the four RHEL 9 AES types).").StringsVar(&m.Enctypes)
+	p.flag(c, "allow-readable-keys", "Accept a keytab or password file that users other than its owner may read.").BoolVar(&m.AllowReadableKeys)
 	p.flag(c, "udp-retransmit", "Resend an unanswered UDP request after this long, doubling (libkrb5: 1s); 0 never.").Default("0s").DurationVar(&m.UDPRetransmit)
 	c.Flag("warning", "WARNING when an exchange takes at least this long; 0 disables.").Default("0s").DurationVar(&p.warning)
 	c.Flag("critical", "CRITICAL when an exchange takes at least this long; 0 disables.").Default("0s").DurationVar(&p.critical)
@@ -120,6 +121,7 @@ func (p *probeCmd) resolveModule() (config.ProbeModule, error) {
 	over("preauth-upfront", func() { mod.PreauthUpfront = f.PreauthUpfront })
 	over("enctype", func() { mod.Enctypes = f.Enctypes })
 	over("udp-retransmit", func() { mod.UDPRetransmit = f.UDPRetransmit })
+	over("allow-readable-keys", func() { mod.AllowReadableKeys = f.AllowReadableKeys })
 	return mod, nil
 }
 

@@ -2,16 +2,19 @@ package main
 
 import (
 	"bytes"
-	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"net"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/alecthomas/kingpin/v2"
 
+	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
+	"github.com/krb5-exporter/krb5-exporter/prober"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
@@ -60,7 +63,10 @@ func TestProbeCommand(t *testing.T) {
 		{"critical", append(append([]string{}, withSvc...), "--warning", "1ns", "--critical", "2ns"), nagiosCritical, "KRB5 CRITICAL - login"},
 		{"unknown service", append(append([]string{}, base...), "--service", "HTTP/nosuch."+r.Domain), nagiosCritical, "service ticket failed: KDC_ERR_S_PRINCIPAL_UNKNOWN"},
 		{"unknown client", []string{"--kdc", r.KDCAddr, "--realm", r.Realm, "--client", "nosuch", "--password-file", pwFile(t, "x")}, nagiosCritical, "login failed: KDC_ERR_C_PRINCIPAL_UNKNOWN"},
-		{"missing keytab", []string{"--kdc", r.KDCAddr, "--realm", r.Realm, "--client", "p", "--keytab", "/nonexistent.keytab"}, nagiosUnknown, "KRB5 UNKNOWN - keytab: open /nonexistent.keytab"},
+		{"missing keytab", []string{"--kdc", r.KDCAddr, "--realm", r.Realm, "--client", "p", "--keytab", "/nonexistent.keytab"}, nagiosUnknown, "KRB5 UNKNOWN - keytab: cannot open keytab: no such file or directory"},
+		{"readable keytab", []string{"--kdc", r.KDCAddr, "--realm", r.Realm, "--client", "p", "--keytab", readableKeytab(t)}, nagiosUnknown, "KRB5 UNKNOWN - keytab: keytab is readable by users other than its owner"},
+		{"clock skew warning", append(append([]string{}, withSvc...), "--clock-skew-warning", "1ns"), nagiosWarning, "KRB5 WARNING - login"},
+		{"clock skew critical", append(append([]string{}, withSvc...), "--clock-skew-warning", "1ns", "--clock-skew-critical", "2ns"), nagiosCritical, "KDC clock off by"},
 		{"missing kdc", base[2:], nagiosUnknown, "KRB5 UNKNOWN - address is required"},
 		{"bad enctype", append(append([]string{}, base...), "--enctype", "rc4-hmac"), nagiosUnknown, `KRB5 UNKNOWN - enctypes.0: unsupported enctype "rc4-hmac"`},
 		{"module without file", append(append([]string{}, base...), "--module", "x"), nagiosUnknown, "--module needs --config.file"},
@@ -111,4 +117,77 @@ func pwFile(t *testing.T, pw string) string {
 		t.Fatal(err)
 	}
 	return f
+}
+
+// readableKeytab is a copy-free stand-in: a file others may read, refused
+// before it is ever parsed.
+func readableKeytab(t *testing.T) string {
+	f := filepath.Join(t.TempDir(), "readable.keytab")
+	if err := os.WriteFile(f, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(f, 0o644)
+	return f
+}
+
+// The clock-skew thresholds rate the KDC's clock offset as the README
+// says: at or beyond --clock-skew-critical CRITICAL, else at or beyond
+// --clock-skew-warning WARNING, either sign, 0 disables, and the worse of
+// latency and skew wins.
+func TestProbeVerdictClockSkew(t *testing.T) {
+	for _, tc := range []struct {
+		name               string
+		offset             time.Duration
+		has                bool
+		warn, crit, slower time.Duration
+		want               int
+		text               string
+	}{
+		{"in sync", 2 * time.Second, true, time.Minute, 4 * time.Minute, 0, nagiosOK, ""},
+		{"no offset known", time.Hour, false, time.Minute, 4 * time.Minute, 0, nagiosOK, ""},
+		{"at warning", time.Minute, true, time.Minute, 4 * time.Minute, 0, nagiosWarning, "KDC clock off by 1m0s"},
+		{"behind, warning", -90 * time.Second, true, time.Minute, 4 * time.Minute, 0, nagiosWarning, "KDC clock off by -1m30s"},
+		{"at critical", 4 * time.Minute, true, time.Minute, 4 * time.Minute, 0, nagiosCritical, "KDC clock off by 4m0s"},
+		{"behind, critical", -5 * time.Minute, true, time.Minute, 4 * time.Minute, 0, nagiosCritical, "KDC clock off by -5m0s"},
+		{"warning disabled", 3 * time.Minute, true, 0, 4 * time.Minute, 0, nagiosOK, ""},
+		{"both disabled", time.Hour, true, 0, 0, 0, nagiosOK, ""},
+		{"critical skew beats a latency warning", 5 * time.Minute, true, time.Minute, 4 * time.Minute, time.Nanosecond, nagiosCritical, "KDC clock off by 5m0s"},
+		{"latency warning with a skew in bounds", time.Second, true, time.Minute, 4 * time.Minute, time.Nanosecond, nagiosWarning, "login"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &probeCmd{skewWarning: tc.warn, skewCritical: tc.crit, warning: tc.slower}
+			o := prober.Outcome{AS: krb5.ASResult{Duration: time.Millisecond, ClockOffset: tc.offset, HasClockOffset: tc.has}}
+			code, text := p.verdict(&o)
+			if code != tc.want || !strings.Contains(text, tc.text) {
+				t.Errorf("exit %d %q, want %d with %q", code, text, tc.want, tc.text)
+			}
+			if tc.want == nagiosOK && strings.Contains(text, "clock") {
+				t.Errorf("OK verdict mentions the clock: %q", text)
+			}
+			perf := p.perfdata(&o)
+			if tc.has && !strings.Contains(perf, "clock_offset=") {
+				t.Errorf("perfdata lacks clock_offset: %q", perf)
+			}
+		})
+	}
+}
+
+// A bad command line is UNKNOWN (3) with one line on stdout, as a
+// monitoring system expects of a check; the daemon's bad flags exit 2.
+func TestProbeBadCommandLine(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"probe", "--no-such-flag"},
+		{"probe", "--kdc", "k", "--timeout", "soon"},
+		{"probe", "--kdc", "k", "--transport", "sctp"},
+		{"probe", "--kdc"},
+	} {
+		out, stderr, code := exporter(t, args...)
+		if code != nagiosUnknown || !strings.HasPrefix(out, "KRB5 UNKNOWN - bad command line: ") || strings.Count(out, "\n") != 1 {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want 3 and one UNKNOWN line", args, code, out, stderr)
+		}
+	}
+	if _, _, code := exporter(t, "--no-such-flag"); code != 2 {
+		t.Errorf("the daemon's bad flag: exit %d, want 2", code)
+	}
 }

@@ -264,6 +264,7 @@ modules:
     keytab: {{.Keytab}}
     transport: udp
     timeout: 5s
+    allowed_kdcs: ["{{.KDC}}"]   # the KDCs /probe may use this module against
 
 probes:
   - name: local-kdc

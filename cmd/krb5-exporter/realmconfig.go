@@ -2,11 +2,11 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"text/template"
 
 	"github.com/krb5-exporter/krb5-exporter/config"
+	"github.com/krb5-exporter/krb5-exporter/internal/safefile"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
@@ -24,6 +24,7 @@ modules:
     service: {{.Service}}
     transport: udp
     timeout: 5s
+    allowed_kdcs: ["{{.KDCAddr}}"]   # what /probe may use this module against
   {{.Module}}_tcp:
     realm: {{.Realm}}
     client: {{.ProbePrincipal}}
@@ -31,6 +32,7 @@ modules:
     service: {{.Service}}
     transport: tcp
     timeout: 5s
+    allowed_kdcs: ["{{.KDCAddr}}"]
 
 probes:
   - name: {{.Module}}-udp
@@ -74,10 +76,7 @@ func writeRealmConfig(r *realm.Realm, path string) error {
 	if _, err := config.Parse([]byte(text), path); err != nil {
 		return fmt.Errorf("generated configuration is invalid (a bug): %w", err)
 	}
-	// It names the probe keytab: readable by its owner only, also when
-	// the file existed before.
-	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
-		return err
-	}
-	return os.Chmod(path, 0o600)
+	// It names the probe keytab: readable by its owner only, and written
+	// without following a link planted at path.
+	return safefile.Write(path, []byte(text), 0o600)
 }

@@ -45,6 +45,7 @@ type serveCmd struct {
 	configCheck bool
 	metricsPath string
 	maxRequests int
+	maxProbes   int
 }
 
 func addServeCommand(app *kingpin.Application) *serveCmd {
@@ -59,6 +60,8 @@ func addServeCommand(app *kingpin.Application) *serveCmd {
 		Default("/metrics").StringVar(&s.metricsPath)
 	s.cmd.Flag("web.max-requests", "Maximum number of parallel scrape requests. 0 disables the limit.").
 		Default("40").IntVar(&s.maxRequests)
+	s.cmd.Flag("web.max-probe-requests", "Maximum number of parallel /probe requests; more are answered 503. 0 disables the limit.").
+		Default("20").IntVar(&s.maxProbes)
 	s.collectors = collector.RegisterFlags(s.cmd)
 	s.logs = kdclog.RegisterFlags(s.cmd)
 	return s
@@ -72,6 +75,10 @@ func (s *serveCmd) run(stdout, stderr io.Writer) int {
 	}
 	if s.configCheck {
 		return s.check(stdout, logger)
+	}
+	if err := s.checkFlags(); err != nil {
+		level.Error(logger).Log("msg", "invalid command line", "err", err)
+		return 1
 	}
 	// SIGHUP's default action kills the process: catch it from the start,
 	// before a slow first load, and act on it once serving.
@@ -200,6 +207,30 @@ func (s *serveCmd) listen() ([]net.Listener, error) {
 	return ls, nil
 }
 
+// reservedPaths are the daemon's own endpoints: --web.telemetry-path must
+// not shadow them.
+var reservedPaths = []string{"/probe", "/-/healthy", "/-/ready", "/-/reload"}
+
+// checkFlags validates flag values kingpin cannot.
+func (s *serveCmd) checkFlags() error {
+	p := s.metricsPath
+	if !strings.HasPrefix(p, "/") {
+		return fmt.Errorf("--web.telemetry-path %q: want a path starting with /", p)
+	}
+	for _, r := range reservedPaths {
+		if p == r {
+			return fmt.Errorf("--web.telemetry-path %q is the daemon's own endpoint", p)
+		}
+	}
+	if strings.ContainsAny(p, " \t\n{}") {
+		return fmt.Errorf("--web.telemetry-path %q: no spaces or braces", p)
+	}
+	if s.maxRequests < 0 || s.maxProbes < 0 {
+		return fmt.Errorf("--web.max-requests and --web.max-probe-requests must not be negative")
+	}
+	return nil
+}
+
 // check validates the configuration file for --config.check.
 func (s *serveCmd) check(stdout io.Writer, logger log.Logger) int {
 	if s.configFile == "" {
@@ -223,7 +254,7 @@ func (s *serveCmd) routes(logger log.Logger, reg *prometheus.Registry, reloader 
 		MaxRequestsInFlight: s.maxRequests,
 		Registry:            reg,
 	}))
-	mux.Handle("/probe", probes.Handler(reloader.Current))
+	mux.Handle("/probe", probes.Handler(reloader.Current, s.maxProbes))
 	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "Healthy")
 	})

@@ -3,6 +3,7 @@ package krb5
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"time"
 
@@ -72,6 +73,8 @@ func (c *Client) Login(ctx context.Context) (ASResult, error) {
 }
 
 func (c *Client) login(ctx context.Context, res *ASResult) error {
+	c.loginCtx = ctx
+	defer func() { c.loginCtx = nil }()
 	gen, err := c.creds.refresh(time.Now())
 	if err != nil {
 		return wrapError(ClassKeytab, PhaseKeys, err)
@@ -287,7 +290,7 @@ func (c *Client) choosePreauth(phase string) (preauthChoice, error) {
 	}
 	if e.hasS2K {
 		// The KDC chooses the string-to-key cost: check it before paying it.
-		if err := checkS2KParams(e.etype, e.s2kparams); err != nil {
+		if err := checkS2KParams(e.etype, e.s2kparams, c.maxS2K); err != nil {
 			return preauthChoice{}, wrapError(ClassMalformedReply, phase, fmt.Errorf("PREAUTH_REQUIRED ETYPE-INFO2: %w", err))
 		}
 		ch.s2kparams = hex.EncodeToString(e.s2kparams)
@@ -334,6 +337,23 @@ func (c *Client) schedule(k ltKey) (*ltSched, error) {
 	return &c.lt[len(c.lt)-1], nil
 }
 
+// s2kCtx bounds a string-to-key: the login's context, or none outside one.
+func (c *Client) s2kCtx() context.Context {
+	if c.loginCtx != nil {
+		return c.loginCtx
+	}
+	return context.Background()
+}
+
+// s2kError classifies a failed key lookup: only string-to-key fails, on the
+// KDC's salt or parameters, or because the login's deadline passed.
+func (c *Client) s2kError(phase string, err error) *Error {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return c.netError(c.s2kCtx(), phase, err)
+	}
+	return wrapError(ClassMalformedReply, phase, err)
+}
+
 // buildASReq encodes an AS-REQ into c.w: the patched body template, and a
 // PA-ENC-TIMESTAMP made with the chosen key or the SPAKE padata when choice
 // is set.
@@ -348,10 +368,9 @@ func (c *Client) buildASReq(choice *preauthChoice, now time.Time) error {
 			return err
 		}
 	} else if choice != nil {
-		k, ok, err := c.creds.keyFor(choice.etype, 0, choice.salt, choice.s2kparams)
+		k, ok, err := c.creds.keyForCtx(c.s2kCtx(), choice.etype, 0, choice.salt, choice.s2kparams)
 		if err != nil {
-			// Only string-to-key fails here, on the KDC's salt or parameters.
-			return wrapError(ClassMalformedReply, PhaseASRep, err)
+			return c.s2kError(PhaseASRep, err)
 		}
 		if !ok {
 			return errorf(ClassKeytab, PhaseASRep, "no %s key", EtypeName(choice.etype))
@@ -442,7 +461,7 @@ func (c *Client) acceptASRep(reply []byte, choice *preauthChoice, phase string, 
 			salt = string(e.salt)
 		}
 		if ok && e.hasS2K {
-			if err := checkS2KParams(e.etype, e.s2kparams); err != nil {
+			if err := checkS2KParams(e.etype, e.s2kparams, c.maxS2K); err != nil {
 				return wrapError(ClassMalformedReply, phase, fmt.Errorf("AS-REP ETYPE-INFO2: %w", err))
 			}
 			params = hex.EncodeToString(e.s2kparams)
@@ -451,10 +470,9 @@ func (c *Client) acceptASRep(reply []byte, choice *preauthChoice, phase string, 
 	if lookupEtype(rep.enc.etype) == nil {
 		return errorf(ClassMalformedReply, phase, "AS-REP encrypted with unsupported %s", EtypeName(rep.enc.etype))
 	}
-	k, ok, err := c.creds.keyFor(rep.enc.etype, rep.enc.kvno, salt, params)
+	k, ok, err := c.creds.keyForCtx(c.s2kCtx(), rep.enc.etype, rep.enc.kvno, salt, params)
 	if err != nil {
-		// Only string-to-key fails here, on the KDC's salt or parameters.
-		return wrapError(ClassMalformedReply, phase, err)
+		return c.s2kError(phase, err)
 	}
 	if !ok {
 		return errorf(ClassKeytab, phase, "AS-REP encrypted with %s, for which the client has no key", EtypeName(rep.enc.etype))
@@ -479,9 +497,10 @@ func (c *Client) acceptASRep(reply []byte, choice *preauthChoice, phase string, 
 	if err := parseEncRepPart(pt, &ep); err != nil {
 		return wrapError(ClassMalformedReply, phase, fmt.Errorf("EncASRepPart: %w", err))
 	}
-	if ep.nonce != c.asNonce {
+	if !c.anyNonce && ep.nonce != c.asNonce {
 		return errorf(ClassMalformedReply, phase, "AS-REP nonce %d does not match the request's %d", ep.nonce, c.asNonce)
 	}
+	c.lastNonce = ep.nonce
 	res.Etypes = Etypes{Reply: rep.enc.etype, Ticket: rep.ticketEtype, Session: ep.keyType}
 	if !res.HasClockOffset {
 		res.ClockOffset, res.HasClockOffset = authtimeOffset(ep.authtime, c.sentWall, res.ASRep), true
@@ -493,4 +512,70 @@ func (c *Client) acceptASRep(reply []byte, choice *preauthChoice, phase string, 
 			"lifetime", ep.endtime.Sub(ep.authtime), "clock_offset", res.ClockOffset)
 	}
 	return nil
+}
+
+// EncodeLogin appends an AS-REQ for the Client's principal to dst without
+// sending it: without pre-authentication (a login's first round trip), or
+// with PA-ENC-TIMESTAMP made with the key the last PREAUTH_REQUIRED seen by
+// OpenLoginReply asked for. A load generator that keeps many logins in
+// flight on one socket sends them itself.
+func (c *Client) EncodeLogin(dst []byte, preauth bool) ([]byte, int64, error) {
+	gen, err := c.creds.refresh(time.Now())
+	if err != nil {
+		return dst, 0, wrapError(ClassKeytab, PhaseKeys, err)
+	}
+	if gen != c.ltGen {
+		c.lt, c.ltGen = c.lt[:0], gen
+	}
+	var choice *preauthChoice
+	if preauth {
+		if !c.hasChoice {
+			return dst, 0, errorf(ClassKeytab, PhaseKeys, "no PREAUTH_REQUIRED seen yet: no key chosen")
+		}
+		choice = &c.choice
+	}
+	now := c.now()
+	nonce := c.patch(&c.asBody, now)
+	c.sentWall = now
+	if err := c.buildASReq(choice, now); err != nil {
+		return dst, 0, err
+	}
+	return append(dst, c.w.bytes()...), nonce, nil
+}
+
+// OpenLoginReply reads a reply to a request of EncodeLogin. A
+// PREAUTH_REQUIRED error (the first round trip's answer; it carries no
+// nonce) returns preauthRequired and remembers the key it asks for; an
+// AS-REP is decrypted with the Client's key, its TGT kept, and its nonce
+// returned, which says which request it answers. Any other KRB-ERROR is an
+// *Error.
+func (c *Client) OpenLoginReply(reply []byte) (nonce int64, preauthRequired bool, err error) {
+	switch {
+	case len(reply) == 0:
+		return 0, false, errorf(ClassMalformedReply, PhaseASRep, "empty reply")
+	case reply[0] == app(appKRBError):
+		if err := parseKRBError(reply, &c.kerr); err != nil {
+			return 0, false, wrapError(ClassMalformedReply, PhaseASRep, err)
+		}
+		if c.kerr.code != errorcode.KDC_ERR_PREAUTH_REQUIRED {
+			return 0, false, kdcError(PhaseASRep, c.kerr.code, string(c.kerr.text))
+		}
+		ch, err := c.choosePreauth(PhasePreauthRequired)
+		if err != nil {
+			return 0, true, err
+		}
+		c.choice, c.hasChoice = ch, true
+		return 0, true, nil
+	case reply[0] != app(appASRep):
+		return 0, false, errorf(ClassMalformedReply, PhaseASRep, "unexpected message 0x%02x", reply[0])
+	}
+	var choice *preauthChoice
+	if c.hasChoice {
+		choice = &c.choice
+	}
+	var res ASResult
+	c.anyNonce = true
+	err = c.acceptASRep(reply, choice, PhaseASRep, &res)
+	c.anyNonce = false
+	return c.lastNonce, false, err
 }

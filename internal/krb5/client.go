@@ -1,6 +1,7 @@
 package krb5
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -38,6 +39,9 @@ type Options struct {
 	UDPRetransmit time.Duration
 	// TicketLifetime is the lifetime requested for tickets (default 10h).
 	TicketLifetime time.Duration
+	// MaxS2KIterations caps the PBKDF2 iterations a KDC may ask a password
+	// client for (0: DefaultMaxS2KIterations; at most MaxS2KIterationsLimit).
+	MaxS2KIterations uint32
 	// Logger receives debug lines of every step; nil keeps the hot path free
 	// of logging work.
 	Logger log.Logger
@@ -61,6 +65,7 @@ type Client struct {
 	creds      *Credentials
 	etypes     []int32
 	upfront    bool
+	maxS2K     uint32 // the PBKDF2 iteration cap
 	preauth    PreauthMode
 	sp         spakeState
 	lifetime   time.Duration
@@ -80,6 +85,18 @@ type Client struct {
 	sentWall time.Time // wall clock when it was sent
 
 	asBody tmpl // the constant AS-REQ body, nonce and till patched per request
+
+	// EncodeLogin/OpenLoginReply: the key the last PREAUTH_REQUIRED asked
+	// for; anyNonce lets acceptASRep take any nonce (many logins in
+	// flight) and lastNonce is the one it read.
+	choice    preauthChoice
+	hasChoice bool
+	anyNonce  bool
+	lastNonce int64
+
+	// loginCtx is the context of the login in progress: a string-to-key
+	// deep inside it stops waiting when the login's deadline passes.
+	loginCtx context.Context
 
 	ltGen uint64    // Credentials generation the schedules below belong to
 	lt    []ltSched // long-term key schedules, per key
@@ -125,6 +142,12 @@ func NewClient(o Options) (*Client, error) {
 			return nil, fmt.Errorf("unsupported enctype %d", e)
 		}
 	}
+	if o.MaxS2KIterations == 0 {
+		o.MaxS2KIterations = DefaultMaxS2KIterations
+	}
+	if o.MaxS2KIterations > MaxS2KIterationsLimit {
+		return nil, fmt.Errorf("MaxS2KIterations %d is above %d", o.MaxS2KIterations, MaxS2KIterationsLimit)
+	}
 	mode, err := ParsePreauthMode(string(o.Preauth))
 	if err != nil {
 		return nil, err
@@ -142,6 +165,7 @@ func NewClient(o Options) (*Client, error) {
 		creds:      o.Credentials,
 		etypes:     append([]int32(nil), etypes...),
 		upfront:    o.PreauthUpfront,
+		maxS2K:     o.MaxS2KIterations,
 		preauth:    mode,
 		sp:         newSPAKEState(),
 		lifetime:   o.TicketLifetime,

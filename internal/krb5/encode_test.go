@@ -247,7 +247,7 @@ func TestCheckKDCAddress(t *testing.T) {
 			t.Errorf("%q: %v", ok, err)
 		}
 	}
-	for _, bad := range []string{"", ":88", "k:", "a b", "k:0x", "kdc/88", "..", "k:88:88"} {
+	for _, bad := range []string{"", ":88", "k:", "a b", "k:0x", "k:0", "[::1]:0", "kdc/88", "..", "k:88:88"} {
 		if err := CheckKDCAddress(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}

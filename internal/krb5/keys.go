@@ -1,10 +1,13 @@
 package krb5
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"slices"
 	"strings"
@@ -34,6 +37,7 @@ type Credentials struct {
 	pwPath   string // the password file, when the password comes from one
 	password string
 	s2k      map[s2kInput][]byte
+	s2kSlot  chan struct{} // held while a string-to-key runs: one at a time
 }
 
 type ltKey struct {
@@ -89,22 +93,22 @@ func PendingCredentials(keytabPath, passwordPath string, p Principal) *Credentia
 func (c *Credentials) loadPasswordLocked() error {
 	f, err := os.Open(c.pwPath)
 	if err != nil {
-		return fmt.Errorf("password file: %w", err)
+		return fileError("password file", err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return fmt.Errorf("password file: %w", err)
+		return fileError("password file", err)
 	}
 	const maxPasswordFile = 64 << 10
 	b, err := io.ReadAll(io.LimitReader(f, maxPasswordFile))
 	if err != nil {
-		return fmt.Errorf("password file: %w", err)
+		return fileError("password file", err)
 	}
 	line, _, _ := strings.Cut(string(b), "\n")
 	line = strings.TrimSuffix(line, "\r")
 	if line == "" {
-		return fmt.Errorf("password file %s: the first line is empty", c.pwPath)
+		return errors.New("password file: the first line is empty")
 	}
 	c.password = line
 	c.worldReadable = fi.Mode().Perm()&0o004 != 0
@@ -145,8 +149,11 @@ func (c *Credentials) refresh(now time.Time) (uint64, error) {
 	c.checked = now
 	fi, err := os.Stat(c.path)
 	if err != nil {
-		return c.generation, fmt.Errorf("keytab: %w", err)
+		return c.generation, fileError("keytab", err)
 	}
+	// chmod changes neither modification time nor size: take the mode
+	// from every check.
+	c.worldReadable = fi.Mode().Perm()&0o004 != 0
 	if fi.ModTime().Equal(c.modTime) && fi.Size() == c.size {
 		return c.generation, nil
 	}
@@ -163,24 +170,24 @@ func (c *Credentials) load(now time.Time) error {
 func (c *Credentials) loadLocked(now time.Time) error {
 	f, err := os.Open(c.path)
 	if err != nil {
-		return fmt.Errorf("keytab: %w", err)
+		return fileError("keytab", err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return fmt.Errorf("keytab: %w", err)
+		return fileError("keytab", err)
 	}
 	const maxKeytab = 64 << 20
 	if fi.Size() > maxKeytab {
-		return fmt.Errorf("keytab %s: %d bytes is not a keytab", c.path, fi.Size())
+		return fmt.Errorf("keytab: %d bytes is not a keytab", fi.Size())
 	}
 	b := make([]byte, fi.Size())
 	if _, err := f.ReadAt(b, 0); err != nil {
-		return fmt.Errorf("keytab: %w", err)
+		return fileError("keytab", err)
 	}
 	keys, err := keytabKeys(b, c.principal)
 	if err != nil {
-		return fmt.Errorf("keytab %s: %w", c.path, err)
+		return fmt.Errorf("keytab: %w", err)
 	}
 	c.keys = keys
 	c.modTime, c.size, c.checked = fi.ModTime(), fi.Size(), now
@@ -190,18 +197,34 @@ func (c *Credentials) loadLocked(now time.Time) error {
 }
 
 // keytabKeys extracts p's keys of supported enctypes, newest kvno first.
-func keytabKeys(b []byte, p Principal) (keys []ltKey, err error) {
+func keytabKeys(b []byte, p Principal) ([]ltKey, error) {
+	kt, err := parseKeytab(b)
+	if err != nil {
+		return nil, err
+	}
+	return principalKeys(kt, p)
+}
+
+// parseKeytab parses a keytab file's bytes.
+func parseKeytab(b []byte) (kt *keytab.Keytab, err error) {
 	// gokrb5's keytab parser indexes without bounds checks on some malformed
 	// inputs; a bad file must be an error, not a crash of the daemon.
 	defer func() {
 		if r := recover(); r != nil {
-			keys, err = nil, fmt.Errorf("malformed keytab")
+			kt, err = nil, malformedKeytab(b)
 		}
 	}()
-	kt := keytab.New()
-	if err := kt.Unmarshal(b); err != nil {
-		return nil, fmt.Errorf("malformed keytab: %w", err)
+	kt = keytab.New()
+	if kt.Unmarshal(b) != nil {
+		// gokrb5's error quotes the file's bytes (keys included): never
+		// pass its text on.
+		return nil, malformedKeytab(b)
 	}
+	return kt, nil
+}
+
+// principalKeys are p's keys in kt of supported enctypes, newest kvno first.
+func principalKeys(kt *keytab.Keytab, p Principal) (keys []ltKey, err error) {
 	for _, e := range kt.Entries {
 		if e.Principal.Realm != p.Realm || !slices.Equal(e.Principal.Components, p.Components) {
 			continue
@@ -222,10 +245,100 @@ func keytabKeys(b []byte, p Principal) (keys []ltKey, err error) {
 	return keys, nil
 }
 
+// NewKeytabCredentialsFor loads the keys of each of ps from one read of the
+// keytab at path: a load generator with a thousand users parses the file
+// once, not a thousand times. Each result refreshes on its own afterwards,
+// as NewKeytabCredentials's does.
+func NewKeytabCredentialsFor(path string, ps []Principal) ([]*Credentials, error) {
+	// Stat before reading: a change in between then looks like a change
+	// after, and the next refresh reads the file again.
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fileError("keytab", err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fileError("keytab", err)
+	}
+	kt, err := parseKeytab(b)
+	if err != nil {
+		return nil, fmt.Errorf("keytab: %w", err)
+	}
+	now := time.Now()
+	out := make([]*Credentials, len(ps))
+	for i, p := range ps {
+		keys, err := principalKeys(kt, p)
+		if err != nil {
+			return nil, fmt.Errorf("keytab: %w", err)
+		}
+		out[i] = &Credentials{principal: p, path: path, keys: keys, modTime: fi.ModTime(), size: fi.Size(),
+			checked: now, worldReadable: fi.Mode().Perm()&0o004 != 0, generation: 1}
+	}
+	return out, nil
+}
+
+// fileError is err without the file's path (a *fs.PathError's Path): paths
+// of key files stay in the configuration file, out of logs and replies.
+func fileError(what string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("cannot %s %s: %w", pe.Op, what, pe.Err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// malformedKeytab says where a keytab that gokrb5 rejects goes wrong, in
+// words and numbers only: the header, or the first entry (1-based) whose
+// length runs past the end of the file or that does not parse on its own.
+func malformedKeytab(b []byte) error {
+	if len(b) < 2 || b[0] != 5 || (b[1] != 1 && b[1] != 2) {
+		return errors.New("malformed keytab: not a keytab (bad header)")
+	}
+	order := binary.ByteOrder(binary.BigEndian)
+	if b[1] == 1 {
+		order = binary.NativeEndian
+	}
+	for n, off := 1, 2; off < len(b); n++ {
+		if len(b)-off < 4 {
+			return fmt.Errorf("malformed keytab: entry %d is truncated", n)
+		}
+		l := int64(int32(order.Uint32(b[off:])))
+		off += 4
+		deleted := l < 0
+		if deleted {
+			l = -l // a deleted entry: a hole of that size
+		}
+		if l > int64(len(b)-off) {
+			return fmt.Errorf("malformed keytab: entry %d is truncated", n)
+		}
+		if !deleted && !entryParses(b[:2], b[off-4:off+int(l)]) {
+			return fmt.Errorf("malformed keytab: entry %d does not parse", n)
+		}
+		off += int(l)
+	}
+	return errors.New("malformed keytab")
+}
+
+// entryParses reports whether gokrb5 accepts one entry behind the header.
+func entryParses(header, entry []byte) (ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	return keytab.New().Unmarshal(append(append([]byte{}, header...), entry...)) == nil
+}
+
 // keyFor returns the key of the given enctype. kvno 0 means the newest. For
 // password credentials salt and s2kparams select the string-to-key input
 // (empty: the defaults).
 func (c *Credentials) keyFor(etype int32, kvno uint32, salt, s2kparams string) (ltKey, bool, error) {
+	return c.keyForCtx(context.Background(), etype, kvno, salt, s2kparams)
+}
+
+// keyForCtx is keyFor with a string-to-key that gives up waiting when ctx
+// ends (see stringToKey).
+func (c *Credentials) keyForCtx(ctx context.Context, etype int32, kvno uint32, salt, s2kparams string) (ltKey, bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.path != "" {
@@ -261,35 +374,85 @@ func (c *Credentials) keyFor(etype int32, kvno uint32, salt, s2kparams string) (
 	}
 	// String-to-key is slow by design; other Clients sharing these
 	// credentials (and WorldReadable) must not wait for it.
-	password := c.password
+	if c.s2kSlot == nil {
+		c.s2kSlot = make(chan struct{}, 1)
+	}
+	slot, password := c.s2kSlot, c.password
 	c.mu.Unlock()
-	k, err := et.gk.StringToKey(password, salt, s2kparams)
+	k, err := c.stringToKey(ctx, slot, et, password, in)
 	c.mu.Lock()
 	if err != nil {
-		return ltKey{}, false, fmt.Errorf("string-to-key %s: %w", et.name, err)
+		return ltKey{}, false, err
 	}
-	if len(c.s2k) >= maxS2KCache {
-		// The KDC chooses salts and parameters: bound what it can make us keep.
-		clear(c.s2k)
-	}
-	c.s2k[in] = k
 	return ltKey{etype: etype, key: k}, true, nil
+}
+
+// stringToKey derives a password key. At most one derivation runs per
+// Credentials at a time (one module: a KDC answering with fresh salts
+// cannot multiply the cost), and a caller stops waiting when ctx ends. The
+// derivation itself cannot be interrupted: it finishes in its goroutine,
+// bounded by the iteration cap, and its key is cached for the next login.
+func (c *Credentials) stringToKey(ctx context.Context, slot chan struct{}, et *etypeInfo, password string, in s2kInput) ([]byte, error) {
+	select {
+	case slot <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	c.mu.Lock()
+	k, ok := c.s2k[in] // derived by whoever held the slot before
+	c.mu.Unlock()
+	if ok {
+		<-slot
+		return k, nil
+	}
+	type result struct {
+		key []byte
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		defer func() { <-slot }()
+		k, err := et.gk.StringToKey(password, in.salt, in.s2kparams)
+		if err != nil {
+			done <- result{err: fmt.Errorf("string-to-key %s: %w", et.name, err)}
+			return
+		}
+		c.mu.Lock()
+		if len(c.s2k) >= maxS2KCache {
+			// The KDC chooses salts and parameters: bound what it can make us keep.
+			clear(c.s2k)
+		}
+		c.s2k[in] = k
+		c.mu.Unlock()
+		done <- result{key: k}
+	}()
+	select {
+	case r := <-done:
+		return r.key, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // maxS2KCache bounds the string-to-key results kept per Credentials; a KDC
 // normally announces one salt and parameter set per enctype.
 const maxS2KCache = 8
 
-// maxS2KIterations bounds the PBKDF2 iteration count a KDC may ask for:
-// string-to-key cannot be interrupted, and 2^32 iterations would keep a
-// probe busy for hours.
-const maxS2KIterations = 1 << 24
+// DefaultMaxS2KIterations bounds the PBKDF2 iteration count a KDC may ask
+// for, unless Options.MaxS2KIterations says otherwise: string-to-key cannot
+// be interrupted, and a KDC (or whoever answers in its place) choosing 2^24
+// iterations would cost seconds of CPU per login. MIT's defaults are 4,096
+// (aes*-sha1) and 32,768 (aes*-sha2); 65,536 costs ~0.2 s of one core here.
+const DefaultMaxS2KIterations = 1 << 16
+
+// MaxS2KIterationsLimit is the highest cap Options.MaxS2KIterations may set.
+const MaxS2KIterationsLimit = 1 << 24
 
 // checkS2KParams validates the s2kparams of an ETYPE-INFO2 entry: the four
 // AES enctypes take a 4-byte big-endian iteration count, at least the
 // enctype's default (RFC 3962's 0 even means 2^32) and at most
-// maxS2KIterations.
-func checkS2KParams(etype int32, p []byte) error {
+// maxIterations.
+func checkS2KParams(etype int32, p []byte, maxIterations uint32) error {
 	et := lookupEtype(etype)
 	if et == nil {
 		return fmt.Errorf("s2kparams for unsupported %s", EtypeName(etype))
@@ -302,8 +465,8 @@ func checkS2KParams(etype int32, p []byte) error {
 	if err != nil || len(def) != 4 {
 		return fmt.Errorf("%s: no default s2kparams", et.name)
 	}
-	if min := binary.BigEndian.Uint32(def); n < min || n > maxS2KIterations {
-		return fmt.Errorf("%s s2kparams: %d iterations, want %d to %d", et.name, n, min, maxS2KIterations)
+	if min := binary.BigEndian.Uint32(def); n < min || n > maxIterations {
+		return fmt.Errorf("%s s2kparams: %d iterations, want %d to %d", et.name, n, min, maxIterations)
 	}
 	return nil
 }

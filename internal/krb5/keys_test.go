@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jcmturner/gokrb5/v8/keytab"
+
+	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
 // writeTestKeytab writes a keytab with AES keys of principal (name@REALM)
@@ -224,5 +226,40 @@ func TestRefreshReturnsNewGeneration(t *testing.T) {
 	gen, err := c.refresh(time.Now().Add(2 * keytabRecheck))
 	if err != nil || gen != before+1 || gen != c.generation {
 		t.Errorf("refresh after a change: generation %d, %v; want %d", gen, err, before+1)
+	}
+}
+
+// NewKeytabCredentialsFor reads one keytab for many principals and gives
+// each the keys NewKeytabCredentials gives it alone; a principal without
+// keys is an error.
+func TestKeytabCredentialsFor(t *testing.T) {
+	r := testutil.Realm(t, realm.Options{NoKadmind: true})
+	var ps []Principal
+	for i := 1; i <= r.Opts.Users; i++ {
+		ps = append(ps, mustPrincipal(t, r.User(i)))
+	}
+	cs, err := NewKeytabCredentialsFor(r.UserKeytab, ps)
+	if err != nil || len(cs) != len(ps) {
+		t.Fatalf("%d credentials, %v", len(cs), err)
+	}
+	for i, p := range ps {
+		one, err := NewKeytabCredentials(r.UserKeytab, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cs[i].Principal().String() != p.String() || len(cs[i].keys) != 4 || len(one.keys) != 4 {
+			t.Fatalf("%s: %d keys for %s, alone %d", p, len(cs[i].keys), cs[i].Principal(), len(one.keys))
+		}
+		for k := range one.keys {
+			if string(cs[i].keys[k].key) != string(one.keys[k].key) || cs[i].keys[k].etype != one.keys[k].etype {
+				t.Errorf("%s: key %d differs", p, k)
+			}
+		}
+		if gen, err := cs[i].refresh(time.Now().Add(2 * keytabRecheck)); err != nil || gen != 1 {
+			t.Errorf("%s: refresh of an unchanged keytab: generation %d, %v", p, gen, err)
+		}
+	}
+	if _, err := NewKeytabCredentialsFor(r.UserKeytab, append(ps, mustPrincipal(t, "nosuch@"+r.Realm))); err == nil || !strings.Contains(err.Error(), "no AES key for nosuch@") {
+		t.Errorf("missing principal: %v", err)
 	}
 }

@@ -220,9 +220,9 @@ func (c *Client) takeMoreData(choice *preauthChoice, phase string) error {
 // spakeKey returns the SPAKE form of the long-term key of the choice in
 // group, prepared once per key and group (w, w·M, w·N).
 func (c *Client) spakeKey(choice *preauthChoice, group int32, phase string) (*spake.Key, error) {
-	k, ok, err := c.creds.keyFor(choice.etype, 0, choice.salt, choice.s2kparams)
+	k, ok, err := c.creds.keyForCtx(c.s2kCtx(), choice.etype, 0, choice.salt, choice.s2kparams)
 	if err != nil {
-		return nil, wrapError(ClassMalformedReply, phase, err)
+		return nil, c.s2kError(phase, err)
 	}
 	if !ok {
 		return nil, errorf(ClassKeytab, phase, "no %s key", EtypeName(choice.etype))

@@ -1,6 +1,7 @@
 package krb5
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"testing"
@@ -13,6 +14,8 @@ import (
 	"github.com/jcmturner/gokrb5/v8/iana/patype"
 	"github.com/jcmturner/gokrb5/v8/messages"
 	"github.com/jcmturner/gokrb5/v8/types"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 )
 
 // preauthRequiredKDC answers every UDP request on loopback with
@@ -58,7 +61,9 @@ func preauthRequiredKDC(t *testing.T, realm string, entry types.ETypeInfo2Entry)
 func TestHostileS2KParams(t *testing.T) {
 	p := mustPrincipal(t, "pwuser@PERF.TEST")
 	creds := NewPasswordCredentials("secret", p)
-	for _, params := range [][]byte{{0xff, 0xff, 0xff, 0xff}, {0, 0, 0, 0}, {1, 0, 0, 0, 0}, {}} {
+	// {1, 0, 0, 0}: 2^24, above the default cap (issue 10 item 2: a fake
+	// KDC asking for it cost seconds of CPU per /probe).
+	for _, params := range [][]byte{{0xff, 0xff, 0xff, 0xff}, {0, 0, 0, 0}, {1, 0, 0, 0, 0}, {}, {1, 0, 0, 0}, {0, 1, 0, 1}} {
 		t.Run(fmt.Sprintf("%x", params), func(t *testing.T) {
 			addr := preauthRequiredKDC(t, p.Realm, types.ETypeInfo2Entry{EType: etypeID.AES256_CTS_HMAC_SHA1_96, Salt: "PERF.TESTpwuser", S2KParams: params})
 			c, err := NewClient(Options{KDC: addr, Client: p, Credentials: creds, Etypes: []int32{etypeID.AES256_CTS_HMAC_SHA1_96}})
@@ -105,9 +110,80 @@ func TestCheckS2KParams(t *testing.T) {
 		{etypeID.AES256_CTS_HMAC_SHA1_96, nil, false},                      // empty
 		{23, []byte{0, 0, 0x10, 0}, false},                                 // rc4
 	} {
-		if err := checkS2KParams(tc.etype, tc.params); (err == nil) != tc.ok {
+		if err := checkS2KParams(tc.etype, tc.params, MaxS2KIterationsLimit); (err == nil) != tc.ok {
 			t.Errorf("%s %x: %v, want ok=%v", EtypeName(tc.etype), tc.params, err, tc.ok)
 		}
+	}
+	// The default cap: 65536.
+	for params, ok := range map[[4]byte]bool{{0, 1, 0, 0}: true, {0, 1, 0, 1}: false, {1, 0, 0, 0}: false} {
+		if err := checkS2KParams(etypeID.AES256_CTS_HMAC_SHA1_96, params[:], DefaultMaxS2KIterations); (err == nil) != ok {
+			t.Errorf("default cap, %x: %v, want ok=%v", params, err, ok)
+		}
+	}
+}
+
+// A string-to-key the KDC makes expensive (within the cap) runs under the
+// login's deadline: the login ends as a timeout when its context does,
+// while the derivation finishes on its own and is kept for the next login.
+func TestS2KUnderDeadline(t *testing.T) {
+	p := mustPrincipal(t, "pwuser@PERF.TEST")
+	creds := NewPasswordCredentials("secret", p)
+	const iterations = 1 << 18
+	addr := preauthRequiredKDC(t, p.Realm, types.ETypeInfo2Entry{EType: etypeID.AES256_CTS_HMAC_SHA1_96, Salt: "PERF.TESTpwuser", S2KParams: []byte{0, 4, 0, 0}})
+	c, err := NewClient(Options{KDC: addr, Client: p, Credentials: creds, Etypes: []int32{etypeID.AES256_CTS_HMAC_SHA1_96}, MaxS2KIterations: iterations})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Login(ctx)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		wantClass(t, err, ClassTimeout)
+	case <-time.After(time.Minute):
+		t.Fatal("login still waiting for string-to-key a minute after its 50ms deadline")
+	}
+	testutil.Eventually(t, time.Minute, "the derivation to finish and be cached", func() bool {
+		creds.mu.Lock()
+		defer creds.mu.Unlock()
+		return len(creds.s2k) == 1
+	})
+
+	// One derivation at a time per Credentials: while one holds the slot, a
+	// login needing another key waits for it only until its deadline.
+	other := preauthRequiredKDC(t, p.Realm, types.ETypeInfo2Entry{EType: etypeID.AES256_CTS_HMAC_SHA1_96, Salt: "another salt"})
+	c2, err := NewClient(Options{KDC: other, Client: p, Credentials: creds, Etypes: []int32{etypeID.AES256_CTS_HMAC_SHA1_96}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	creds.s2kSlot <- struct{}{} // a derivation in progress
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel2()
+	go func() {
+		_, err := c2.Login(ctx2)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		wantClass(t, err, ClassTimeout)
+	case <-time.After(time.Minute):
+		t.Fatal("login still waiting for the string-to-key slot a minute after its 50ms deadline")
+	}
+	<-creds.s2kSlot
+	creds.mu.Lock()
+	if n := len(creds.s2k); n != 1 {
+		t.Errorf("%d keys cached, want 1: the waiting login derived one anyway", n)
+	}
+	creds.mu.Unlock()
+
+	if _, err := NewClient(Options{KDC: addr, Client: p, Credentials: creds, MaxS2KIterations: MaxS2KIterationsLimit + 1}); err == nil {
+		t.Error("a cap above MaxS2KIterationsLimit accepted")
 	}
 }
 

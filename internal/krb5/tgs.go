@@ -135,6 +135,25 @@ func (c *Client) serviceTicket(ctx context.Context, s *Service, res *TGSResult) 
 
 // acceptTGSRep checks a reply to the TGS-REQ with the given nonce.
 func (c *Client) acceptTGSRep(reply []byte, nonce int64, s *Service, res *TGSResult) error {
+	var rep kdcRep
+	var ep encRepPart
+	if err := c.openTGSRep(reply, &rep, &ep); err != nil {
+		return err
+	}
+	if ep.nonce != nonce {
+		return errorf(ClassMalformedReply, PhaseTGSRep, "TGS-REP nonce %d does not match the request's %d", ep.nonce, nonce)
+	}
+	res.Etypes = Etypes{Reply: rep.enc.etype, Ticket: rep.ticketEtype, Session: ep.keyType}
+	if c.log != nil {
+		c.debug("msg", "service ticket issued", "service", s.name.String(), "rep_etype", EtypeName(res.Etypes.Reply),
+			"tkt_etype", EtypeName(res.Etypes.Ticket), "ses_etype", EtypeName(res.Etypes.Session))
+	}
+	return nil
+}
+
+// openTGSRep parses a reply to a TGS-REQ and decrypts its encrypted part
+// with the TGT's session key; a KRB-ERROR is returned as an *Error.
+func (c *Client) openTGSRep(reply []byte, rep *kdcRep, ep *encRepPart) error {
 	t := &c.tgt
 	switch {
 	case len(reply) == 0:
@@ -147,8 +166,7 @@ func (c *Client) acceptTGSRep(reply []byte, nonce int64, s *Service, res *TGSRes
 	case reply[0] != app(appTGSRep):
 		return errorf(ClassMalformedReply, PhaseTGSRep, "unexpected message 0x%02x", reply[0])
 	}
-	var rep kdcRep
-	if err := parseKDCRep(reply, appTGSRep, &rep); err != nil {
+	if err := parseKDCRep(reply, appTGSRep, rep); err != nil {
 		return wrapError(ClassMalformedReply, PhaseTGSRep, err)
 	}
 	if rep.enc.etype != t.keyType {
@@ -158,17 +176,8 @@ func (c *Client) acceptTGSRep(reply []byte, nonce int64, s *Service, res *TGSRes
 	if err != nil {
 		return err
 	}
-	var ep encRepPart
-	if err := parseEncRepPart(pt, &ep); err != nil {
+	if err := parseEncRepPart(pt, ep); err != nil {
 		return wrapError(ClassMalformedReply, PhaseTGSRep, fmt.Errorf("EncTGSRepPart: %w", err))
-	}
-	if ep.nonce != nonce {
-		return errorf(ClassMalformedReply, PhaseTGSRep, "TGS-REP nonce %d does not match the request's %d", ep.nonce, nonce)
-	}
-	res.Etypes = Etypes{Reply: rep.enc.etype, Ticket: rep.ticketEtype, Session: ep.keyType}
-	if c.log != nil {
-		c.debug("msg", "service ticket issued", "service", s.name.String(), "rep_etype", EtypeName(res.Etypes.Reply),
-			"tkt_etype", EtypeName(res.Etypes.Ticket), "ses_etype", EtypeName(res.Etypes.Session))
 	}
 	return nil
 }
@@ -227,4 +236,38 @@ func (c *Client) buildTGSReq(s *Service, now time.Time) error {
 	w.padata(pm, patype.PA_TGS_REQ)
 	w.kdcReq(m, msgtype.KRB_TGS_REQ, appTGSReq)
 	return nil
+}
+
+// EncodeServiceTicket appends a TGS-REQ for s, made with the Client's TGT
+// and a fresh nonce, to dst without sending it: a load generator that
+// keeps many requests in flight on one socket sends them itself and hands
+// the replies to OpenServiceTicketReply. The Client must hold a TGT
+// (Login first).
+func (c *Client) EncodeServiceTicket(dst []byte, s *Service) ([]byte, int64, error) {
+	t := &c.tgt
+	if !t.ok {
+		return dst, 0, errorf(ClassMalformedReply, PhaseTGSRep, "no TGT: log in first")
+	}
+	if err := t.schedules(); err != nil {
+		return dst, 0, wrapError(ClassMalformedReply, PhaseTGSRep, err)
+	}
+	now := c.now()
+	nonce := c.patch(&s.body, now)
+	if err := c.buildTGSReq(s, now); err != nil {
+		return dst, 0, err
+	}
+	return append(dst, c.w.bytes()...), nonce, nil
+}
+
+// OpenServiceTicketReply decrypts a reply to a request of
+// EncodeServiceTicket with the TGT's session key and returns its nonce,
+// which says which request it answers. A KRB-ERROR (which carries no
+// nonce) is returned as an *Error.
+func (c *Client) OpenServiceTicketReply(reply []byte) (int64, error) {
+	var rep kdcRep
+	var ep encRepPart
+	if err := c.openTGSRep(reply, &rep, &ep); err != nil {
+		return 0, err
+	}
+	return ep.nonce, nil
 }

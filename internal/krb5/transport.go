@@ -243,7 +243,7 @@ func CheckKDCAddress(a string) error {
 	}
 	host := a
 	if h, port, err := net.SplitHostPort(a); err == nil {
-		if _, err := net.LookupPort("udp", port); err != nil || port == "" {
+		if n, err := net.LookupPort("udp", port); err != nil || port == "" || n == 0 {
 			return fmt.Errorf("address %q: bad port %q", a, port)
 		}
 		host = h

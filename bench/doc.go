@@ -1,0 +1,14 @@
+// Package bench is the KDC test suite of the seed document
+// (000_kdc-performance-metrics.md) in Go: startup, as, tgs, latency,
+// concurrency, tcp, kadmin, dump, cpu, memory and degradation, each with a
+// target and a PASS/FAIL verdict, against a System (an ephemeral harness
+// realm or an existing one), written out as report.md, report.json, raw
+// CSVs and a node_exporter textfile.
+//
+// The load comes from the project's own Kerberos client engine (package
+// internal/krb5): for as and tgs a few goroutines with many requests in
+// flight per socket and batched system calls, elsewhere one goroutine per
+// simulated client. The report puts the generator's CPU per request next
+// to the KDC's so a reader can see when the generator, not the KDC, was
+// the limit.
+package bench

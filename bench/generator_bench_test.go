@@ -1,0 +1,94 @@
+package bench
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
+	"github.com/krb5-exporter/krb5-exporter/realm"
+)
+
+// BenchmarkGenerator runs the as and tgs loads against a real KDC
+// (disable_last_success, so the KDC is CPU-bound) and reports the
+// generator's CPU per request next to the KDC's. Pin them apart for
+// meaningful numbers: BENCH_KDC_CPU=0 moves the KDC to CPU 0, and
+//
+//	go test -c -o /tmp/bench.test ./bench && cd bench && \
+//	BENCH_KDC_CPU=0 taskset -c 1 /tmp/bench.test -test.run '^$' -test.bench Generator -test.benchtime 20000x -test.cpu 1
+func BenchmarkGenerator(b *testing.B) {
+	r := upRealmB(b)
+	for _, tc := range []struct {
+		name string
+		load func(ru *run, n int) (*Load, error)
+	}{
+		{"tgs/batched", func(ru *run, n int) (*Load, error) {
+			return ru.batchedTGS(context.Background(), 64, time.Hour, int64(n))
+		}},
+		{"tgs/blocking", func(ru *run, n int) (*Load, error) {
+			return ru.closedLoopN(kindTGS, krb5.UDP, 8, n)
+		}},
+		{"as/batched", func(ru *run, n int) (*Load, error) {
+			return ru.batchedAS(context.Background(), 64, time.Hour, int64(n))
+		}},
+		{"as/blocking", func(ru *run, n int) (*Load, error) {
+			return ru.closedLoopN(kindAS, krb5.UDP, 8, n)
+		}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			set := Defaults()
+			sys := RealmSystem(r)
+			if err := sys.validate(); err != nil {
+				b.Fatal(err)
+			}
+			ru := &run{sys: sys, set: set, prog: &progress{}, fleet: &fleet{sys: sys}, sampler: newSampler(r.KDCPids), rep: &Report{}}
+			var ru0, ru1 syscall.Rusage
+			b.ResetTimer()
+			syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+			l, err := tc.load(ru, b.N)
+			syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+			b.StopTimer()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if l.Errors > 0 {
+				b.Fatalf("%d errors: %v", l.Errors, l.ErrorTexts)
+			}
+			b.ReportMetric(l.CPU.GeneratorPerRequestUS, "gen-cpu-us/op")
+			b.ReportMetric(l.CPU.KDCPerRequestUS, "kdc-cpu-us/op")
+			b.ReportMetric(l.CPU.Ratio, "gen/kdc")
+			b.ReportMetric(l.CPU.KDCBusyPct, "kdc-busy-%")
+			b.ReportMetric(l.Rate, "req/s")
+			if l.Requests > 0 {
+				b.ReportMetric(float64(ru1.Utime.Nano()-ru0.Utime.Nano())/1e3/float64(l.Requests), "gen-user-us/op")
+				b.ReportMetric(float64(ru1.Stime.Nano()-ru0.Stime.Nano())/1e3/float64(l.Requests), "gen-sys-us/op")
+			}
+		})
+	}
+}
+
+func upRealmB(b *testing.B) *realm.Realm {
+	if err := realm.Available(); err != nil {
+		b.Skip(err)
+	}
+	r, err := realm.Up(context.Background(), realm.Options{Dir: b.TempDir(), Users: 16, Services: 8, Fillers: -1, NoKadmind: true, DisableLastSuccess: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { r.Down() })
+	if cpu := os.Getenv("BENCH_KDC_CPU"); cpu != "" {
+		n, err := strconv.Atoi(cpu)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, p := range r.KDCPids() {
+			if out, err := execTaskset(p, n); err != nil {
+				b.Fatalf("taskset: %v %s", err, out)
+			}
+		}
+	}
+	return r
+}

@@ -1,0 +1,42 @@
+package bench
+
+import (
+	"bytes"
+	"html/template"
+)
+
+var pageTmpl = template.Must(template.New("report").Funcs(template.FuncMap{"num": fmtNum}).Parse(`<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>KDC performance report: {{.Verdict}}</title>
+<style>body{font-family:sans-serif;margin:2em;max-width:70em}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.2em .6em;text-align:right}td:first-child,th:first-child{text-align:left}.PASS{color:#070}.FAIL{color:#b00;font-weight:bold}.chart{margin:1em 0}</style>
+</head><body>
+<h1>KDC performance report: <span class="{{.Verdict}}">{{.Verdict}}</span></h1>
+<p>{{.Started.UTC.Format "2006-01-02 15:04:05"}} UTC, {{.Machine.Cores}} cores ({{.Machine.Model}}), MIT krb5 {{.Machine.KRB5Version}}, realm {{.System.Realm}}.</p>
+<table><tr><th>Test</th><th>Metric</th><th>Value</th><th>Target</th><th>Result</th></tr>
+{{range .Metrics}}<tr><td>{{.Test}}</td><td>{{.Label}}</td><td>{{num .Value}} {{.Unit}}</td><td>{{.Op}} {{num .Target}} {{.Unit}}</td><td class="{{.Verdict}}">{{.Verdict}}</td></tr>
+{{end}}{{range .Tests}}{{if or (eq .Status "error") (eq .Status "skipped")}}<tr><td>{{.Name}}</td><td colspan="3">{{.Error}}</td><td>{{.Status}}</td></tr>{{end}}
+{{end}}</table>
+{{if .Warnings}}<h2>Warnings</h2><ul>{{range .Warnings}}<li>{{.}}</li>{{end}}</ul>{{end}}
+{{range $.Charts}}<div class="chart" data-chart="{{.ID}}"><h2>{{.Title}}</h2>{{.SVG}}</div>
+{{end}}</body></html>
+`))
+
+// chart is one inline SVG of report.html.
+type chart struct {
+	ID, Title string
+	SVG       template.HTML
+}
+
+// HTML renders report.html: self-contained (no script, no network), the
+// summary table and the charts as inline SVG.
+func HTML(rep *Report) ([]byte, error) {
+	charts, err := charts(rep)
+	if err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	err = pageTmpl.Execute(&b, struct {
+		*Report
+		Charts []chart
+	}{rep, charts})
+	return b.Bytes(), err
+}

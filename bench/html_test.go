@@ -1,0 +1,123 @@
+package bench
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	"github.com/krb5-exporter/krb5-exporter/realm"
+)
+
+// report.html opens in a real headless browser without the network:
+// every chart is there, drawn (non-empty SVG with paths), and the page
+// logs no error.
+func TestReportHTMLInBrowser(t *testing.T) {
+	browser := ""
+	for _, b := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(b); err == nil {
+			browser = p
+			break
+		}
+	}
+	if browser == "" {
+		t.Skip("no chromium installed (scripts/deps.sh installs it)")
+	}
+	r := upRealm(t, realm.Options{NoKadmind: true})
+	s := small("latency", "concurrency", "degradation")
+	rep := runSuite(t, RealmSystem(r), s)
+	dir := t.TempDir()
+	if err := WriteAll(rep, dir, ""); err != nil {
+		t.Fatal(err)
+	}
+	page := filepath.Join(dir, "report.html")
+	want := []string{"concurrency-rate", "concurrency-latency", "latency-distribution", "cpu-over-time", "rss-over-time", "degradation-rounds"}
+
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(browser),
+		chromedp.Flag("headless", true),
+		chromedp.Flag("no-sandbox", true),
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("no-first-run", true),
+		chromedp.UserDataDir(t.TempDir()),
+	}
+	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancel()
+	var mu sync.Mutex
+	var problems []string
+	listen := chromedp.WithListener(func(ev any) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch e := ev.(type) {
+		case *runtime.EventConsoleAPICalled:
+			if e.Type == runtime.ConsoleAPICalledTypeError || e.Type == runtime.ConsoleAPICalledTypeWarning {
+				problems = append(problems, "console "+string(e.Type))
+			}
+		case *runtime.EventExceptionThrown:
+			problems = append(problems, "exception: "+e.ExceptionDetails.Text)
+		case *log.EventEntryAdded:
+			if e.Entry.Level == log.EntryLevelError || e.Entry.Level == log.EntryLevelWarning {
+				problems = append(problems, "log: "+e.Entry.Text)
+			}
+		}
+	})
+	ctx, cancel := chromedp.NewContext(actx, listen)
+	defer cancel()
+	ctx, cancel = context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+
+	if err := chromedp.Do(ctx, chromedp.Navigate("file://"+page), chromedp.WaitReady("body")); err != nil {
+		t.Fatal(err)
+	}
+	type box struct {
+		ID            string
+		Width, Height float64
+		Paths         int
+	}
+	charts, err := chromedp.Run(ctx, chromedp.Evaluate[[]box](`Array.from(document.querySelectorAll("[data-chart]")).map(d => {
+		const svg = d.querySelector("svg");
+		const b = svg ? svg.getBoundingClientRect() : {width: 0, height: 0};
+		return {ID: d.dataset.chart, Width: b.width, Height: b.height,
+			Paths: svg ? svg.querySelectorAll("path").length : 0};
+	})`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]box{}
+	for _, c := range charts {
+		got[c.ID] = c
+	}
+	for _, id := range want {
+		c, ok := got[id]
+		if !ok {
+			t.Errorf("chart %s missing", id)
+			continue
+		}
+		if c.Width < 100 || c.Height < 50 || c.Paths < 3 {
+			t.Errorf("chart %s is empty: %+v", id, c)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(problems) > 0 {
+		t.Errorf("the page logged: %v", problems)
+	}
+	b, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ref := range []string{"src=", "href=", "url(", "@import", "<script", "<link"} {
+		if strings.Contains(string(b), ref) {
+			t.Errorf("report.html is not self-contained: it has %q", ref)
+		}
+	}
+}

@@ -1,0 +1,323 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// WriteAll writes report.md, report.json, raw/*.csv and, when textfile is
+// set, the Prometheus textfile, into dir (created 0755; files 0644, each
+// written to a temporary name and renamed so a reader never sees half).
+func WriteAll(rep *Report, dir, textfile string) error {
+	if err := os.MkdirAll(filepath.Join(dir, "raw"), 0o755); err != nil {
+		return err
+	}
+	var md bytes.Buffer
+	WriteMarkdown(&md, rep)
+	js, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	files := map[string][]byte{
+		"report.md":   md.Bytes(),
+		"report.json": append(js, '\n'),
+	}
+	for name, data := range rawCSVs(rep) {
+		files[filepath.Join("raw", name)] = data
+	}
+	if h, err := HTML(rep); err == nil {
+		files["report.html"] = h
+	} else {
+		return fmt.Errorf("report.html: %w", err)
+	}
+	for name, data := range files {
+		if err := writeFile(filepath.Join(dir, name), data); err != nil {
+			return err
+		}
+	}
+	if textfile != "" {
+		var b bytes.Buffer
+		if err := WriteTextfile(&b, rep); err != nil {
+			return err
+		}
+		if err := writeFile(textfile, b.Bytes()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeFile replaces path atomically.
+func writeFile(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Chmod(0o644); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}
+
+// fmtNum prints a value with precision that suits its size.
+func fmtNum(v float64) string {
+	switch {
+	case v == 0:
+		return "0"
+	case v >= 100 || v <= -100:
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	case v >= 10 || v <= -10:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	case v >= 1 || v <= -1:
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	}
+	return strconv.FormatFloat(v, 'f', 3, 64)
+}
+
+// WriteSummary prints the summary table (stdout of `bench --once`).
+func WriteSummary(w io.Writer, rep *Report) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TEST\tMETRIC\tVALUE\tTARGET\tRESULT")
+	for _, m := range rep.Metrics {
+		fmt.Fprintf(tw, "%s\t%s\t%s %s\t%s %s\t%s\n", m.Test, m.Label, fmtNum(m.Value), m.Unit, m.Op, fmtNum(m.Target), m.Verdict)
+	}
+	for _, t := range rep.Tests {
+		if t.Status == "error" || t.Status == "skipped" {
+			fmt.Fprintf(tw, "%s\t%s\t\t\t%s\n", t.Name, oneLine(t.Error), strings.ToUpper(t.Status))
+		}
+	}
+	tw.Flush()
+	for _, wn := range rep.Warnings {
+		fmt.Fprintf(w, "WARNING: %s\n", wn)
+	}
+	fmt.Fprintf(w, "verdict: %s (%d metrics, %s)\n", rep.Verdict, len(rep.Metrics), rep.Finished.Sub(rep.Started).Round(100*time.Millisecond))
+}
+
+func oneLine(s string) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if len(s) > 160 {
+		s = s[:157] + "..."
+	}
+	return s
+}
+
+// WriteMarkdown writes report.md in the seed's layout: one table with
+// value, target and PASS/FAIL per metric, then a section per test.
+func WriteMarkdown(w io.Writer, rep *Report) {
+	fmt.Fprintf(w, "# KDC performance report: %s\n\n", rep.Verdict)
+	fmt.Fprintf(w, "Run %s – %s on %d cores (%s), kernel %s, MIT krb5 %s.\n\n",
+		rep.Started.UTC().Format(time.RFC3339), rep.Finished.UTC().Format(time.RFC3339),
+		rep.Machine.Cores, rep.Machine.Model, rep.Machine.Kernel, rep.Machine.KRB5Version)
+	fmt.Fprintln(w, "| # | Test | Metric | Value | Target | Result |")
+	fmt.Fprintln(w, "|---|---|---|---:|---:|---|")
+	for i, m := range rep.Metrics {
+		fmt.Fprintf(w, "| %d | `%s` | %s | %s %s | %s %s %s | **%s** |\n", i+1, m.Test, m.Label, fmtNum(m.Value), m.Unit, m.Op, fmtNum(m.Target), m.Unit, m.Verdict)
+	}
+	for _, t := range rep.Tests {
+		if t.Status == "error" || t.Status == "skipped" {
+			fmt.Fprintf(w, "| – | `%s` | %s | | | **%s** |\n", t.Name, mdEscape(oneLine(t.Error)), strings.ToUpper(t.Status))
+		}
+	}
+	if len(rep.Warnings) > 0 {
+		fmt.Fprintln(w, "\n## Warnings")
+		for _, wn := range rep.Warnings {
+			fmt.Fprintf(w, "- %s\n", wn)
+		}
+	}
+	fmt.Fprintln(w, "\n## Settings")
+	fmt.Fprintf(w, "- realm `%s`, KDC `%s`, %d load-test users, %d services; the generator used %s\n", rep.System.Realm, rep.System.KDC, rep.System.Users, rep.System.Services, rep.System.Preauth)
+	keys := make([]string, 0, len(rep.System.Settings))
+	for k := range rep.System.Settings {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		fmt.Fprintf(w, "- %s: `%s`\n", k, rep.System.Settings[k])
+	}
+	s := rep.Settings
+	fmt.Fprintf(w, "- CLIENTS %d, DURATION %s, LOGIN_RATE %g, TGS_PER_LOGIN %d, CLIENT_LEVELS %v (%s each), STARTUP_ROUNDS %d, KADMIN_OPERATIONS %d, DUMP_ROUNDS %d, DEGRADATION_ROUNDS %d × %d logins\n",
+		s.Clients, s.Duration, s.LoginRate, s.TGSPerLogin, s.ClientLevels, s.LevelDuration, s.StartupRounds, s.KadminOperations, s.DumpRounds, s.DegradationRounds, s.DegradationLogins)
+	shard := s.Shard
+	if shard == "" {
+		shard = "1/1"
+	}
+	fmt.Fprintf(w, "- as and tgs generator %s (%d in flight when batched), request timeout %s, shard %s\n", s.Generator, s.BatchInflight, s.Timeout, shard)
+
+	if st := rep.Startup; st != nil {
+		fmt.Fprintln(w, "\n## startup")
+		fmt.Fprintln(w, "| Round | Time to first ticket | Logins tried |\n|---:|---:|---:|")
+		for i, v := range st.RoundsMS {
+			fmt.Fprintf(w, "| %d | %s ms | %d |\n", i+1, fmtNum(v), st.Tries[i])
+		}
+		fmt.Fprintf(w, "\nAverage %s ms, slowest %s ms.\n", fmtNum(st.AvgMS), fmtNum(st.MaxMS))
+	}
+	loadSection := func(title string, l *Load, unit string) {
+		fmt.Fprintf(w, "\n## %s\n", title)
+		fmt.Fprintf(w, "| Clients | Transport | %s | Requests | Failed %% | avg ms | p50 | p95 | p99 | max | KDC CPU/req µs | Generator CPU/req µs | Generator/KDC |\n", unit)
+		fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+		loadRow(w, l)
+		errorsOf(w, l)
+	}
+	if rep.AS != nil {
+		loadSection("as", rep.AS, "Logins/s")
+	}
+	if rep.TGS != nil {
+		loadSection("tgs", rep.TGS, "Tickets/s")
+	}
+	if ol := rep.Latency; ol != nil {
+		fmt.Fprintln(w, "\n## latency")
+		fmt.Fprintf(w, "Open loop: %g logins/s, each followed by %d service tickets, %d sessions; latency counted from the scheduled time. Sessions started more than 1 ms late: %d (worst %s ms).\n\n",
+			ol.LoginRate, ol.TGSPerLogin, ol.Sessions, ol.Behind, fmtNum(ol.MaxBehindMS))
+		fmt.Fprintln(w, "| Request | Count | Errors | avg | p50 | p90 | p95 | p99 | p99.9 | max (ms) |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+		for _, x := range []struct {
+			n string
+			l *Load
+		}{{"logins", ol.Logins}, {"service tickets", ol.Tickets}} {
+			L := x.l.Latency
+			fmt.Fprintf(w, "| %s | %d | %d | %s | %s | %s | %s | %s | %s | %s |\n", x.n, x.l.Requests, x.l.Errors,
+				fmtNum(L.AvgMS), fmtNum(L.P50MS), fmtNum(L.P90MS), fmtNum(L.P95MS), fmtNum(L.P99MS), fmtNum(L.P999MS), fmtNum(L.MaxMS))
+		}
+		fmt.Fprintf(w, "\nErrors: %s %% of all requests.\n", fmtNum(ol.ErrorPct))
+		errorsOf(w, ol.Logins)
+		errorsOf(w, ol.Tickets)
+		fmt.Fprintln(w, "\n## cpu")
+		u := ol.CPU
+		fmt.Fprintf(w, "KDC busy %s %% of one core (per KDC process); %s ms CPU per 1,000 requests; generator %s µs CPU per request (%.2fx the KDC's).\n",
+			fmtNum(u.KDCBusyPct), fmtNum(u.KDCPerRequestUS), fmtNum(u.GeneratorPerRequestUS), u.Ratio)
+	}
+	if m := rep.Memory; m != nil {
+		fmt.Fprintln(w, "\n## memory")
+		fmt.Fprintf(w, "KDC RSS (all krb5kdc processes): idle %s MB, peak during the latency load %s MB.\n", fmtNum(float64(m.IdleBytes)/(1<<20)), fmtNum(float64(m.PeakBytes)/(1<<20)))
+	}
+	if c := rep.Concurrency; c != nil {
+		fmt.Fprintln(w, "\n## concurrency")
+		fmt.Fprintln(w, "| Clients | Transport | Logins/s | Requests | Failed % | avg ms | p50 | p95 | p99 | max | KDC CPU/req µs | Generator CPU/req µs | Generator/KDC |")
+		fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+		for _, l := range c.Levels {
+			loadRow(w, l)
+		}
+		fmt.Fprintf(w, "\nPeak %s logins/s; the top level reached %s %% of it.\n", fmtNum(c.PeakRate), fmtNum(c.TopPct))
+	}
+	if t := rep.TCP; t != nil {
+		loadSection("tcp", t.Load, "Logins/s")
+		if t.UDPRateRef > 0 {
+			fmt.Fprintf(w, "\n%s %% of the UDP rate (%s logins/s).\n", fmtNum(t.PctOfUDP), fmtNum(t.UDPRateRef))
+		}
+	}
+	if k := rep.Kadmin; k != nil {
+		fmt.Fprintln(w, "\n## kadmin")
+		fmt.Fprintln(w, "| Kind | Command | Completed | Seconds | Operations/s | First error |\n|---|---|---:|---:|---:|---|")
+		for _, b := range k.Kinds {
+			fmt.Fprintf(w, "| %s | `%s` | %d / %d | %s | %s | %s |\n", b.Kind, b.Command, b.Completed, k.Operations, fmtNum(b.Seconds), fmtNum(b.Rate), mdEscape(b.FirstErr))
+		}
+		fmt.Fprintf(w, "\nTest principals removed afterwards: %d.\n", k.Removed)
+	}
+	if d := rep.Dump; d != nil {
+		fmt.Fprintln(w, "\n## dump")
+		fmt.Fprintf(w, "Rounds: %v s; average %s s; %d bytes per dump (deleted after each round: it holds keys).\n", roundAll(d.RoundsS), fmtNum(d.AvgS), d.Bytes)
+	}
+	if d := rep.Degradation; d != nil {
+		fmt.Fprintln(w, "\n## degradation")
+		fmt.Fprintf(w, "%d logins, each followed by a service ticket, per round.\n\n| Round | Seconds |\n|---:|---:|\n", d.LoginsPerRound)
+		for i, v := range d.RoundsS {
+			fmt.Fprintf(w, "| %d | %s |\n", i+1, fmtNum(v))
+		}
+		fmt.Fprintf(w, "\nSlope %s %% of the first round per round; last round %s %% slower than the first; %d errors.\n", fmtNum(d.SlopePctRound), fmtNum(d.LastVsFirstPct), d.Errors)
+	}
+}
+
+func roundAll(vs []float64) []string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = fmtNum(v)
+	}
+	return out
+}
+
+func mdEscape(s string) string { return strings.ReplaceAll(s, "|", "\\|") }
+
+func loadRow(w io.Writer, l *Load) {
+	L := l.Latency
+	fmt.Fprintf(w, "| %d | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %.2fx |\n", l.Clients, l.Transport, fmtNum(l.Rate), l.Requests, fmtNum(l.FailedPct),
+		fmtNum(L.AvgMS), fmtNum(L.P50MS), fmtNum(L.P95MS), fmtNum(L.P99MS), fmtNum(L.MaxMS), fmtNum(l.CPU.KDCPerRequestUS), fmtNum(l.CPU.GeneratorPerRequestUS), l.CPU.Ratio)
+}
+
+func errorsOf(w io.Writer, l *Load) {
+	if l == nil || len(l.ErrorClasses) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\n| Error | Count | Text |\n|---|---:|---|")
+	cls := make([]string, 0, len(l.ErrorClasses))
+	for c := range l.ErrorClasses {
+		cls = append(cls, c)
+	}
+	slices.Sort(cls)
+	for _, c := range cls {
+		fmt.Fprintf(w, "| %s | %d | %s |\n", c, l.ErrorClasses[c], mdEscape(l.ErrorTexts[c]))
+	}
+}
+
+// rawCSVs: every request of every load, and the resource samples.
+func rawCSVs(rep *Report) map[string][]byte {
+	out := map[string][]byte{}
+	reqs := func(name string, loads ...*Load) {
+		var b bytes.Buffer
+		cw := csv.NewWriter(&b)
+		cw.Write([]string{"load", "clients", "transport", "kind", "start_s", "latency_ms", "result"})
+		n := 0
+		for i, l := range loads {
+			if l == nil {
+				continue
+			}
+			for _, rc := range l.recs {
+				cw.Write([]string{strconv.Itoa(i + 1), strconv.Itoa(l.Clients), l.Transport, rc.Kind,
+					strconv.FormatFloat(rc.Start.Seconds(), 'f', 6, 64), strconv.FormatFloat(ms(rc.Latency), 'f', 3, 64), rc.Class})
+				n++
+			}
+		}
+		cw.Flush()
+		if n > 0 {
+			out[name] = b.Bytes()
+		}
+	}
+	reqs("as-requests.csv", rep.AS)
+	reqs("tgs-requests.csv", rep.TGS)
+	if rep.Latency != nil {
+		reqs("latency-requests.csv", rep.Latency.Logins)
+	}
+	if rep.Concurrency != nil {
+		reqs("concurrency-requests.csv", rep.Concurrency.Levels...)
+	}
+	if rep.TCP != nil {
+		reqs("tcp-requests.csv", rep.TCP.Load)
+	}
+	var b bytes.Buffer
+	cw := csv.NewWriter(&b)
+	cw.Write([]string{"at_s", "test", "kdc_cpu_s", "kdc_rss_bytes", "kdc_processes", "generator_cpu_s"})
+	for _, s := range rep.Samples {
+		cw.Write([]string{strconv.FormatFloat(s.At.Seconds(), 'f', 3, 64), s.Test, strconv.FormatFloat(s.KDCCPU.Seconds(), 'f', 6, 64),
+			strconv.FormatInt(s.KDCRSS, 10), strconv.Itoa(s.KDCProcesses), strconv.FormatFloat(s.GenCPU.Seconds(), 'f', 6, 64)})
+	}
+	cw.Flush()
+	out["resource-samples.csv"] = b.Bytes()
+	return out
+}

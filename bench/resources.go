@@ -1,0 +1,209 @@
+package bench
+
+import (
+	"bytes"
+	"os"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Sample is one reading of the KDC's processes and of the generator.
+type Sample struct {
+	At           time.Duration `json:"at_ns"` // since the sampler started
+	Test         string        `json:"test"`
+	KDCCPU       time.Duration `json:"kdc_cpu_ns"` // cumulative, all krb5kdc processes
+	KDCRSS       int64         `json:"kdc_rss_bytes"`
+	KDCProcesses int           `json:"kdc_processes"`
+	GenCPU       time.Duration `json:"generator_cpu_ns"` // cumulative, this process
+}
+
+// cpuOf returns a process's CPU time. /proc/PID/schedstat has it in
+// nanoseconds (one line per thread would be needed for threaded programs;
+// krb5kdc is single-threaded); /proc/PID/stat in clock ticks is the
+// fallback.
+func cpuOf(pid int) (time.Duration, bool) {
+	if b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/schedstat"); err == nil {
+		if f := bytes.Fields(b); len(f) > 0 {
+			if ns, err := strconv.ParseInt(string(f[0]), 10, 64); err == nil {
+				return time.Duration(ns), true
+			}
+		}
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := bytes.Fields(b[i+1:])
+	if len(f) < 13 {
+		return 0, false
+	}
+	u, _ := strconv.ParseInt(string(f[11]), 10, 64)
+	s, _ := strconv.ParseInt(string(f[12]), 10, 64)
+	return time.Duration(u+s) * (time.Second / 100), true // USER_HZ is 100 on Linux
+}
+
+// rssOf returns VmRSS in bytes.
+func rssOf(pid int) int64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0
+	}
+	i := bytes.Index(b, []byte("VmRSS:"))
+	if i < 0 {
+		return 0
+	}
+	f := bytes.Fields(b[i+6:])
+	if len(f) == 0 {
+		return 0
+	}
+	kb, _ := strconv.ParseInt(string(f[0]), 10, 64)
+	return kb * 1024
+}
+
+// selfCPU is the CPU time of this whole process (the generator).
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// sampler reads the KDC processes and the generator once a second (and
+// on demand) into a series kept for the report and raw/resource-samples.csv.
+type sampler struct {
+	pids  func() []int
+	start time.Time
+	// cached is the last pid list: finding the KDC's workers walks all of
+	// /proc, too dear to do every second inside the measured loads; it is
+	// found again when a cached process is gone (a restart).
+	cached []int
+
+	mu      sync.Mutex
+	test    string
+	samples []Sample
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+func newSampler(pids func() []int) *sampler {
+	return &sampler{pids: pids, start: time.Now()}
+}
+
+// read takes one sample now (and records it).
+func (s *sampler) read() Sample {
+	var smp Sample
+	if s.pids != nil {
+		s.mu.Lock()
+		pids := s.cached
+		s.mu.Unlock()
+		for attempt := 0; attempt < 2; attempt++ {
+			smp = Sample{}
+			gone := len(pids) == 0
+			for _, p := range pids {
+				if c, ok := cpuOf(p); ok {
+					smp.KDCCPU += c
+					smp.KDCRSS += rssOf(p)
+					smp.KDCProcesses++
+				} else {
+					gone = true
+				}
+			}
+			if !gone {
+				break
+			}
+			pids = s.pids()
+			s.mu.Lock()
+			s.cached = pids
+			s.mu.Unlock()
+		}
+	}
+	smp.GenCPU = selfCPU()
+	s.mu.Lock()
+	smp.At = time.Since(s.start)
+	smp.Test = s.test
+	s.samples = append(s.samples, smp)
+	s.mu.Unlock()
+	return smp
+}
+
+// run samples every second while test runs, until end is called.
+func (s *sampler) begin(test string) Sample {
+	s.mu.Lock()
+	s.test = test
+	s.stop, s.done = make(chan struct{}), make(chan struct{})
+	stop, done := s.stop, s.done
+	s.mu.Unlock()
+	first := s.read()
+	go func() {
+		defer close(done)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				s.read()
+			}
+		}
+	}()
+	return first
+}
+
+func (s *sampler) end() Sample {
+	s.mu.Lock()
+	stop, done := s.stop, s.done
+	s.mu.Unlock()
+	if stop != nil {
+		close(stop)
+		<-done
+	}
+	last := s.read()
+	s.mu.Lock()
+	s.test, s.stop, s.done = "", nil, nil
+	s.mu.Unlock()
+	return last
+}
+
+func (s *sampler) all() []Sample {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Sample(nil), s.samples...)
+}
+
+// CPUUse compares the KDC's and the generator's CPU over one load.
+type CPUUse struct {
+	KDCPerRequestUS       float64 `json:"kdc_cpu_per_request_us"`
+	GeneratorPerRequestUS float64 `json:"generator_cpu_per_request_us"`
+	// Ratio is generator CPU / KDC CPU per request; above the warn factor
+	// the generator may have been the limit.
+	Ratio      float64 `json:"generator_to_kdc_ratio"`
+	KDCBusyPct float64 `json:"kdc_busy_pct"` // % of one core per KDC process, averaged
+	GenBusyPct float64 `json:"generator_busy_pct"`
+}
+
+func cpuUse(a, b Sample, requests int) CPUUse {
+	wall := b.At - a.At
+	kdc, gen := b.KDCCPU-a.KDCCPU, b.GenCPU-a.GenCPU
+	var u CPUUse
+	if requests > 0 {
+		u.KDCPerRequestUS = float64(kdc) / 1e3 / float64(requests)
+		u.GeneratorPerRequestUS = float64(gen) / 1e3 / float64(requests)
+	}
+	if kdc > 0 {
+		u.Ratio = float64(gen) / float64(kdc)
+	}
+	if wall > 0 {
+		procs := max(1, b.KDCProcesses)
+		u.KDCBusyPct = 100 * float64(kdc) / float64(wall) / float64(procs)
+		u.GenBusyPct = 100 * float64(gen) / float64(wall)
+	}
+	return u
+}

@@ -1,0 +1,338 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
+)
+
+// errSkipped marks a test that cannot run against this system.
+var errSkipped = errors.New("skipped")
+
+type skip string
+
+func (s skip) Error() string   { return string(s) }
+func (s skip) Is(t error) bool { return t == errSkipped }
+
+// run is one execution of the suite.
+type run struct {
+	sys     *System
+	set     Settings
+	rep     *Report
+	fleet   *fleet
+	sampler *sampler
+	prog    *progress
+
+	errMu    sync.Mutex
+	errTexts map[string]string
+}
+
+// Observer hears about the run as it goes (the live progress line).
+type Observer interface {
+	TestStarted(name string)
+	TestDone(name string, res TestResult)
+}
+
+// Suite runs the tests; Progress can be polled by a progress printer.
+type Suite struct {
+	Sys      *System
+	Settings Settings
+	Observer Observer
+
+	prog progress
+}
+
+// Progress returns the running test, its start, and the successful and
+// failed requests so far.
+func (s *Suite) Progress() (test string, started time.Time, ok, failed int64) {
+	if p := s.prog.test.Load(); p != nil {
+		test = *p
+	}
+	return test, time.Unix(0, s.prog.started.Load()), s.prog.ok.Load(), s.prog.failed.Load()
+}
+
+// Run runs the chosen tests in order and returns the report. The error
+// is only for a run that could not start (bad settings or system); test
+// failures are in the report.
+func (s *Suite) Run(ctx context.Context) (*Report, error) {
+	if err := s.Settings.Validate(); err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	if err := s.Sys.validate(); err != nil {
+		return nil, err
+	}
+	shard, shards, _ := ParseShard(s.Settings.Shard)
+	r := &run{
+		sys: s.Sys, set: s.Settings, prog: &s.prog,
+		fleet:   &fleet{sys: s.Sys, shard: shard, shards: shards},
+		sampler: newSampler(s.Sys.KDCPids),
+		rep: &Report{
+			Schema: SchemaVersion, Started: time.Now(), Machine: machine(), Settings: s.Settings,
+			System: SystemInfo{Realm: s.Sys.Realm, KDC: s.Sys.KDC, Users: s.Sys.Users, Services: s.Sys.Services,
+				Settings: s.Sys.Settings, Preauth: "encrypted timestamp (PA-ENC-TIMESTAMP), two round trips per login"},
+			Warnings: []string{},
+		},
+	}
+	tests := map[string]func(context.Context) error{
+		"startup": r.startup, "as": r.as, "tgs": r.tgs, "latency": r.latency, "cpu": r.cpu, "memory": r.memory,
+		"concurrency": r.concurrency, "tcp": r.tcp, "kadmin": r.kadmin, "dump": r.dump, "degradation": r.degradation,
+	}
+	for _, name := range TestNames {
+		if !s.Settings.has(name) {
+			continue
+		}
+		if ctx.Err() != nil {
+			r.rep.Tests = append(r.rep.Tests, TestResult{Name: name, Status: "error", Error: "not run: interrupted"})
+			continue
+		}
+		if s.Observer != nil {
+			s.Observer.TestStarted(name)
+		}
+		r.prog.reset(name)
+		start := time.Now()
+		r.sampler.begin(name)
+		nMetrics := len(r.rep.Metrics)
+		var err error
+		if shard > 1 && (name == "startup" || name == "kadmin" || name == "dump") {
+			err = skip(fmt.Sprintf("runs in shard 1 of %d only", shards))
+		} else {
+			err = tests[name](ctx)
+		}
+		r.sampler.end()
+		res := TestResult{Name: name, Status: "pass", Duration: time.Since(start).Seconds()}
+		switch {
+		case errors.Is(err, errSkipped):
+			res.Status, res.Error = "skipped", err.Error()
+		case err != nil:
+			res.Status, res.Error = "error", err.Error()
+		default:
+			for _, m := range r.rep.Metrics[nMetrics:] {
+				if m.Verdict == Fail {
+					res.Status = "fail"
+				}
+			}
+		}
+		r.rep.Tests = append(r.rep.Tests, res)
+		if s.Observer != nil {
+			s.Observer.TestDone(name, res)
+		}
+	}
+	r.prog.reset("")
+	r.rep.Samples = r.sampler.all()
+	r.rep.Finished = time.Now()
+	r.rep.Verdict = Pass
+	for _, t := range r.rep.Tests {
+		if t.Status == "fail" || t.Status == "error" {
+			r.rep.Verdict = Fail
+		}
+	}
+	return r.rep, nil
+}
+
+// metric records one verdict. value and target are in display units;
+// scale converts display units to base units.
+func (r *run) metric(test, name, label, unit string, value float64, op string, target, scale float64) {
+	m := Metric{Test: test, Name: name, Label: label, Unit: unit, Value: value, Op: op, Target: target, Base: value * scale}
+	ok := value >= target
+	if op == "<=" {
+		ok = value <= target
+	}
+	m.Verdict = Pass
+	if !ok {
+		m.Verdict = Fail
+	}
+	r.rep.Metrics = append(r.rep.Metrics, m)
+}
+
+func (r *run) warn(format string, args ...any) {
+	r.rep.Warnings = append(r.rep.Warnings, fmt.Sprintf(format, args...))
+}
+
+// checkGenerator warns when the generator spent more than the warn factor
+// of the KDC's CPU per request: on a shared machine it then took CPU from
+// the KDC and may have been the limit.
+func (r *run) checkGenerator(test string, u CPUUse) {
+	if r.sys.KDCPids == nil || u.Ratio == 0 {
+		return
+	}
+	if f := r.set.Targets.GeneratorWarnFactor; f > 0 && u.Ratio > f {
+		r.warn("%s: the generator used %.2fx the KDC's CPU per request (%.0f µs vs %.0f µs; warning above %.2fx): on one machine it takes CPU from the KDC and may have been the limit",
+			test, u.Ratio, u.GeneratorPerRequestUS, u.KDCPerRequestUS, f)
+	}
+}
+
+func (r *run) as(ctx context.Context) error {
+	var l *Load
+	var err error
+	if r.set.Generator == GeneratorBatched {
+		l, err = r.batchedAS(ctx, r.set.BatchInflight, r.set.Duration, 0)
+	} else {
+		l, err = r.closedLoop(ctx, kindAS, krb5.UDP, r.set.Clients, r.set.Duration)
+	}
+	if err != nil {
+		return err
+	}
+	r.rep.AS = r.finish(l)
+	if err := r.checkLoad("as", l); err != nil {
+		return err
+	}
+	r.metric("as", "as_logins_per_second", "Logins per second", "logins/s", l.Rate, ">=", r.set.Targets.ASMinRate, 1)
+	return nil
+}
+
+func (r *run) tgs(ctx context.Context) error {
+	var l *Load
+	var err error
+	if r.set.Generator == GeneratorBatched {
+		l, err = r.batchedTGS(ctx, r.set.BatchInflight, r.set.Duration, 0)
+	} else {
+		l, err = r.closedLoop(ctx, kindTGS, krb5.UDP, r.set.Clients, r.set.Duration)
+	}
+	if err != nil {
+		return err
+	}
+	r.rep.TGS = r.finish(l)
+	if err := r.checkLoad("tgs", l); err != nil {
+		return err
+	}
+	r.metric("tgs", "tgs_tickets_per_second", "Service tickets per second", "tickets/s", l.Rate, ">=", r.set.Targets.TGSMinRate, 1)
+	return nil
+}
+
+// checkLoad warns about failed requests and a busy generator, and fails a
+// load in which nothing succeeded (a KDC that is down).
+func (r *run) checkLoad(test string, l *Load) error {
+	r.checkGenerator(test, l.CPU)
+	if l.Requests == 0 {
+		return errors.New("no request completed")
+	}
+	if l.Errors == l.Requests {
+		return fmt.Errorf("all %d requests failed: %s", l.Requests, firstText(l))
+	}
+	if l.Errors > 0 {
+		cls := make([]string, 0, len(l.ErrorClasses))
+		for c := range l.ErrorClasses {
+			cls = append(cls, c)
+		}
+		slices.Sort(cls)
+		r.warn("%s: %d of %d requests failed (%v); first error: %s", test, l.Errors, l.Requests, cls, l.ErrorTexts[cls[0]])
+	}
+	return nil
+}
+
+func (r *run) latency(ctx context.Context) error {
+	idle := r.sampler.read()
+	// Each of n shards makes 1/n of the rate; together they make it.
+	ol, err := r.openLoop(ctx, r.set.LoginRate/float64(max(1, r.fleet.shards)), r.set.TGSPerLogin, r.set.Duration)
+	if err != nil {
+		return err
+	}
+	r.rep.Latency = ol
+	r.rep.Memory = &Memory{IdleBytes: idle.KDCRSS}
+	for _, smp := range r.sampler.all() {
+		if smp.Test == "latency" {
+			r.rep.Memory.PeakBytes = max(r.rep.Memory.PeakBytes, smp.KDCRSS)
+		}
+	}
+	r.checkGenerator("latency", ol.CPU)
+	if ol.Behind > 0 {
+		r.warn("latency: the generator started %d of %d sessions more than 1 ms late (worst %.1f ms); latencies count from the scheduled time", ol.Behind, ol.Sessions, ol.MaxBehindMS)
+	}
+	if ol.Logins.Requests == 0 {
+		return errors.New("no login was made")
+	}
+	if ol.Logins.Errors == ol.Logins.Requests {
+		return fmt.Errorf("every login failed: %s", firstText(ol.Logins))
+	}
+	t := r.set.Targets
+	r.metric("latency", "login_p95_seconds", "Login latency p95", "ms", ol.Logins.Latency.P95MS, "<=", t.LoginP95MaxMS, 1e-3)
+	r.metric("latency", "login_p99_seconds", "Login latency p99", "ms", ol.Logins.Latency.P99MS, "<=", t.LoginP99MaxMS, 1e-3)
+	if r.set.TGSPerLogin > 0 {
+		r.metric("latency", "ticket_p95_seconds", "Service ticket latency p95", "ms", ol.Tickets.Latency.P95MS, "<=", t.TicketP95MaxMS, 1e-3)
+		r.metric("latency", "ticket_p99_seconds", "Service ticket latency p99", "ms", ol.Tickets.Latency.P99MS, "<=", t.TicketP99MaxMS, 1e-3)
+	}
+	r.metric("latency", "error_ratio", "Errors at the steady load", "%", ol.ErrorPct, "<=", t.ErrorMaxPct, 1e-2)
+	return nil
+}
+
+func firstText(l *Load) string {
+	for _, t := range l.ErrorTexts {
+		return t
+	}
+	return "no error text"
+}
+
+// needLatency is for cpu and memory, which read the latency load.
+func (r *run) needLatency() error {
+	if r.rep.Latency == nil {
+		return skip("needs the latency test's load (add latency to --tests)")
+	}
+	if r.sys.KDCPids == nil {
+		return skip("the KDC's processes are not on this machine")
+	}
+	return nil
+}
+
+func (r *run) cpu(context.Context) error {
+	if err := r.needLatency(); err != nil {
+		return err
+	}
+	u := r.rep.Latency.CPU
+	r.metric("cpu", "kdc_cpu_ratio", "KDC CPU at the steady load", "% of one core", u.KDCBusyPct, "<=", r.set.Targets.CPUMaxPct, 1e-2)
+	return nil
+}
+
+func (r *run) memory(context.Context) error {
+	if err := r.needLatency(); err != nil {
+		return err
+	}
+	m := r.rep.Memory
+	if m.PeakBytes == 0 {
+		return errors.New("no KDC process was found during the latency load")
+	}
+	r.metric("memory", "kdc_rss_peak_bytes", "KDC memory (RSS) at peak", "MB", float64(m.PeakBytes)/(1<<20), "<=", r.set.Targets.MemoryMaxMB, 1<<20)
+	return nil
+}
+
+func (r *run) concurrency(ctx context.Context) error {
+	c := &Concurrency{}
+	for _, n := range r.set.ClientLevels {
+		r.prog.reset(fmt.Sprintf("concurrency %d clients", n))
+		l, err := r.closedLoop(ctx, kindAS, krb5.UDP, n, r.set.LevelDuration)
+		if err != nil {
+			return err
+		}
+		c.Levels = append(c.Levels, r.finish(l))
+		c.PeakRate = max(c.PeakRate, l.Rate)
+		r.checkGenerator(fmt.Sprintf("concurrency (%d clients)", n), l.CPU)
+	}
+	r.rep.Concurrency = c
+	if c.PeakRate > 0 {
+		c.TopPct = 100 * c.Levels[len(c.Levels)-1].Rate / c.PeakRate
+	}
+	r.metric("concurrency", "top_level_peak_ratio", fmt.Sprintf("Rate at %d clients, of the peak", r.set.ClientLevels[len(r.set.ClientLevels)-1]), "%", c.TopPct, ">=", r.set.Targets.ConcurrencyMinPct, 1e-2)
+	return nil
+}
+
+func (r *run) tcp(ctx context.Context) error {
+	l, err := r.closedLoop(ctx, kindAS, krb5.TCP, r.set.Clients, r.set.Duration)
+	if err != nil {
+		return err
+	}
+	t := &TCP{Load: r.finish(l)}
+	if r.rep.AS != nil && r.rep.AS.Rate > 0 {
+		t.UDPRateRef = r.rep.AS.Rate
+		t.PctOfUDP = 100 * l.Rate / r.rep.AS.Rate
+	}
+	r.rep.TCP = t
+	if err := r.checkLoad("tcp", l); err != nil {
+		return err
+	}
+	r.metric("tcp", "tcp_logins_per_second", "Logins per second over TCP", "logins/s", l.Rate, ">=", r.set.Targets.TCPMinRate, 1)
+	return nil
+}
