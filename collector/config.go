@@ -4,7 +4,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/alecthomas/kingpin/v2"
+	"github.com/krb5-exporter/krb5-exporter/internal/cli"
 )
 
 // Config selects and configures the collectors. RegisterFlags fills one
@@ -50,15 +50,9 @@ func DefaultConfig() Config {
 	return Config{ProcFS: "/proc", Process: true, Network: true, KDCConf: true, Replication: true, TCPConnections: true}
 }
 
-// FlagGroup is what *kingpin.Application and *kingpin.CmdClause share, so
-// that the flags can go on the application or on its serve command.
-type FlagGroup interface {
-	Flag(name, help string) *kingpin.FlagClause
-}
-
 // RegisterFlags adds the collector flags to app. The returned Config is
 // filled in when the command line is parsed.
-func RegisterFlags(app FlagGroup) *Config {
+func RegisterFlags(app cli.FlagGroup) *Config {
 	cfg := &Config{}
 	app.Flag("path.procfs", "procfs mount point.").Default("/proc").StringVar(&cfg.ProcFS)
 

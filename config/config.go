@@ -66,17 +66,12 @@ func (c *Config) Validate() error {
 			return fieldErr(fmt.Sprintf("unknown module %q", p.Module), "probes", strconv.Itoa(i), "module")
 		}
 	}
-	paths := map[string]bool{}
 	for i, l := range c.Logs {
 		if err := l.Validate(); err != nil {
 			return prefix(err, "logs", strconv.Itoa(i))
 		}
-		if paths[l.Path] {
-			return fieldErr(fmt.Sprintf("log file %q listed twice", l.Path), "logs", strconv.Itoa(i), "path")
-		}
-		paths[l.Path] = true
 	}
-	return nil
+	return checkLogFiles(c.Logs)
 }
 
 // prefix puts path in front of a section's own error path.

@@ -2,8 +2,12 @@ package config
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -33,6 +37,7 @@ type LogSource struct {
 	// exporter's own probes). Their lines are counted only in
 	// krb5_kdc_log_probe_requests_total, so they inflate no user rate and
 	// trigger no error alert. "name@REALM", or "name" for any realm.
+	// Absent: the clients of the configured modules (ProbePrincipalsOf).
 	ProbePrincipals []string `yaml:"probe_principals"`
 	// PollInterval is how often the file is checked for new lines when no
 	// change notification arrives (default 1s; inotify wakes it sooner).
@@ -125,4 +130,70 @@ func (l *LogSource) RotationWait() time.Duration {
 		return DefaultLogRotateWait
 	}
 	return l.RotateWait
+}
+
+// checkLogFiles refuses one file listed twice, under any spelling
+// (/var/log/kdc.log, /var/log/../log/kdc.log, a symbolic link, a hard
+// link): its lines would be counted twice. Files that do not exist yet
+// are compared by their cleaned absolute paths.
+func checkLogFiles(logs []LogSource) error {
+	type fileID struct{ dev, ino uint64 }
+	names := map[string]int{}
+	ids := map[fileID]int{}
+	for i, l := range logs {
+		name, err := filepath.Abs(l.Path)
+		if err != nil {
+			name = filepath.Clean(l.Path)
+		}
+		if r, err := filepath.EvalSymlinks(name); err == nil {
+			name = r
+		}
+		j, dup := names[name]
+		if fi, err := os.Stat(name); err == nil && !dup {
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+				id := fileID{uint64(st.Dev), st.Ino}
+				j, dup = ids[id]
+				ids[id] = i
+			}
+		}
+		if dup {
+			return fieldErr(fmt.Sprintf("log file %q listed twice (logs[%d] is %q): its lines would be counted twice", l.Path, j, logs[j].Path), "logs", strconv.Itoa(i), "path")
+		}
+		names[name] = i
+	}
+	return nil
+}
+
+// ProbeClients returns the client of every module as name@REALM, sorted.
+func (c *Config) ProbeClients() []string {
+	var out []string
+	for _, m := range c.Modules {
+		p := m.Client
+		if !strings.Contains(p, "@") {
+			p += "@" + m.Realm
+		}
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// ProbePrincipalsOf returns the probe principals of l: its own list, or
+// without one the clients of the modules, so that the exporter's own
+// logins never count as user traffic. missing lists the modules' clients
+// an explicit list leaves out (their logins count as user traffic).
+func (c *Config) ProbePrincipalsOf(l *LogSource) (principals, missing []string) {
+	clients := c.ProbeClients()
+	if l.ProbePrincipals == nil {
+		return clients, nil
+	}
+	for _, cl := range clients {
+		name, _, _ := strings.Cut(cl, "@")
+		if !slices.Contains(l.ProbePrincipals, cl) && !slices.Contains(l.ProbePrincipals, name) {
+			missing = append(missing, cl)
+		}
+	}
+	return l.ProbePrincipals, missing
 }

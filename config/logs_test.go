@@ -1,6 +1,9 @@
 package config
 
 import (
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -55,5 +58,68 @@ func TestLogSourceErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: error %v, want it to contain %q", c.yaml, err, c.want)
 		}
+	}
+}
+
+// TestOneLogFileTwoSpellings: one file under two names would be counted
+// twice; the second is refused with its line.
+func TestOneLogFileTwoSpellings(t *testing.T) {
+	dir := t.TempDir()
+	real := filepath.Join(dir, "krb5kdc.log")
+	if err := os.WriteFile(real, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Mkdir(filepath.Join(dir, "sub"), 0o755)
+	os.Symlink(real, filepath.Join(dir, "link.log"))
+	os.Link(real, filepath.Join(dir, "hard.log"))
+	for _, second := range []string{
+		dir + "/sub/../krb5kdc.log",
+		dir + "//krb5kdc.log",
+		filepath.Join(dir, "link.log"),
+		filepath.Join(dir, "hard.log"),
+		dir + "/sub/../absent.log/../krb5kdc.log",
+	} {
+		_, err := Parse([]byte("logs:\n  - path: "+real+"\n    type: kdc\n  - path: "+second+"\n    type: kdc\n"), "c.yml")
+		if err == nil || !strings.Contains(err.Error(), "c.yml:4:") || !strings.Contains(err.Error(), "counted twice") {
+			t.Errorf("%s: %v", second, err)
+		}
+	}
+	// Two files that do not exist yet, spelled alike.
+	_, err := Parse([]byte("logs:\n  - path: /nonexistent/a.log\n    type: kdc\n  - path: /nonexistent/x/../a.log\n    type: kdc\n"), "c.yml")
+	if err == nil {
+		t.Error("two spellings of one absent file accepted")
+	}
+	// Two files, two names: fine.
+	other := filepath.Join(dir, "kadmind.log")
+	os.WriteFile(other, nil, 0o644)
+	if _, err := Parse([]byte("logs:\n  - path: "+real+"\n    type: kdc\n  - path: "+other+"\n    type: kadmind\n"), "c.yml"); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestProbePrincipalsDefault(t *testing.T) {
+	kt := filepath.Join(t.TempDir(), "k")
+	os.WriteFile(kt, nil, 0o600)
+	cfg, err := Parse([]byte(`
+modules:
+  a: {realm: EXAMPLE.COM, client: probe-a, keytab: `+kt+`}
+  b: {realm: EXAMPLE.COM, client: probe-b@OTHER.ORG, keytab: `+kt+`}
+logs:
+  - {path: /var/log/krb5kdc.log, type: kdc}
+  - {path: /var/log/k2.log, type: kdc, probe_principals: [probe-a]}
+  - {path: /var/log/k3.log, type: kdc, probe_principals: []}
+`), "c.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"probe-a@EXAMPLE.COM", "probe-b@OTHER.ORG"}
+	if got, missing := cfg.ProbePrincipalsOf(&cfg.Logs[0]); !slices.Equal(got, want) || missing != nil {
+		t.Errorf("default: %v, missing %v", got, missing)
+	}
+	if got, missing := cfg.ProbePrincipalsOf(&cfg.Logs[1]); !slices.Equal(got, []string{"probe-a"}) || !slices.Equal(missing, []string{"probe-b@OTHER.ORG"}) {
+		t.Errorf("explicit: %v, missing %v", got, missing)
+	}
+	if got, missing := cfg.ProbePrincipalsOf(&cfg.Logs[2]); len(got) != 0 || len(missing) != 2 {
+		t.Errorf("explicitly none: %v, missing %v", got, missing)
 	}
 }

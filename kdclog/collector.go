@@ -66,6 +66,12 @@ var (
 	descMismatch = prometheus.NewDesc("krb5_kdc_log_position_mismatches_total",
 		"Saved positions that did not match the file at start: rotated_recovered (old file found and read on), rotated_lost, truncated, rewritten.",
 		[]string{"path", "reason"}, nil)
+	descDiscovered = prometheus.NewDesc("krb5_kdc_log_files_discovered_total",
+		"Rotated files found that had never been open (created and rotated away between two reads, or while the exporter was stopped), read from their start.",
+		[]string{"path"}, nil)
+	descUnread = prometheus.NewDesc("krb5_kdc_log_files_unread_total",
+		"Files whose end had to be read but that were gone: lines written to them after the last read may be uncounted (each case is logged).",
+		[]string{"path"}, nil)
 	descReadErrors = prometheus.NewDesc("krb5_kdc_log_read_errors_total",
 		"Errors opening, checking or reading the log file (other than its absence).", []string{"path"}, nil)
 	descBehind = prometheus.NewDesc("krb5_kdc_log_bytes_behind",
@@ -89,7 +95,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 		descRequests, descProbe, descIssued, descWeak, descPreauth, descRecovered, descRetrans,
 		descTooMany, descS4U, descKDCLife, descKadmin, descKadmAuth, descKadmLife,
 		descLines, descParsed, descUnparsed, descBytes, descRotations, descCopies, descMismatch,
-		descReadErrors, descBehind, descOpen, descInotify, descPosWrites, descPosErrors,
+		descDiscovered, descUnread, descReadErrors, descBehind, descOpen, descInotify, descPosWrites, descPosErrors,
 	} {
 		ch <- d
 	}
@@ -199,6 +205,8 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		for r := range tailer.NumMismatchKinds {
 			counter(ch, descMismatch, t.Mismatches[r].Load(), p, tailer.MismatchNames[r])
 		}
+		counter(ch, descDiscovered, t.Discovered.Load(), p)
+		counter(ch, descUnread, t.Unread.Load(), p)
 		counter(ch, descReadErrors, t.ReadErrors.Load(), p)
 		gauge(ch, descBehind, float64(t.BytesBehind.Load()), p)
 		gauge(ch, descOpen, b2f(t.Open.Load()), p)

@@ -1,6 +1,8 @@
 package kdclog
 
 import (
+	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -104,5 +106,58 @@ func TestForgedLinesMakeNoLabel(t *testing.T) {
 				t.Errorf("counted as status %q, want %q", got, tc.status)
 			}
 		})
+	}
+}
+
+// TestDocumentedLabelCaps floods a log with label values the parser does
+// not know and checks the caps docs/metrics.md promises, by their
+// documented numbers: 16 more statuses, 8 more preauth methods and 8 more
+// kadmind operations, then "other".
+func TestDocumentedLabelCaps(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mixed.log")
+	var lines []string
+	const kadm = "Nov 30 07:05:41 kdc1 kadmind[5493](Notice): Request: "
+	for i := range 40 {
+		lines = append(lines,
+			asLine(fmt.Sprintf("NEW_STATUS_%c%c", 'A'+i/26, 'A'+i%26), "u@PERF.TEST", ", x"),
+			fmt.Sprintf("%spreauth (method_%02d) verify failure: Preauthentication failed", hdr, i),
+			fmt.Sprintf("%skadm5_new_op_%02d, x@PERF.TEST, success, client=admin/admin@PERF.TEST, service=kadmin/admin@PERF.TEST, addr=127.0.0.1", kadm, i),
+		)
+	}
+	writeLines(t, path, lines...)
+	tm := startManager(t, "", src(path))
+	waitValue(t, tm.reg, float64(len(lines)), "krb5_kdc_log_lines_read_total", "path", path)
+	for _, c := range []struct {
+		metric, label, prefix string
+		cap                   int
+	}{
+		{"krb5_kdc_requests_total", "status", "NEW_STATUS_", 16},
+		{"krb5_kdc_preauth_verify_failures_total", "method", "method_", 8},
+		{"krb5_kadmind_requests_total", "operation", "kadm5_new_op_", 8},
+	} {
+		mfs, err := tm.reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		newValues, other := map[string]bool{}, 0.0
+		for _, mf := range mfs {
+			if mf.GetName() != c.metric {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				for _, lp := range m.GetLabel() {
+					switch {
+					case lp.GetName() != c.label:
+					case strings.HasPrefix(lp.GetValue(), c.prefix):
+						newValues[lp.GetValue()] = true
+					case lp.GetValue() == "other":
+						other += m.GetCounter().GetValue()
+					}
+				}
+			}
+		}
+		if len(newValues) != c.cap || other != float64(40-c.cap) {
+			t.Errorf("%s: %d new %s values (want %d), %v lines as other (want %d)", c.metric, len(newValues), c.label, c.cap, other, 40-c.cap)
+		}
 	}
 }

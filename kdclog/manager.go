@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,7 +40,7 @@ type Manager struct {
 	logger log.Logger
 	store  *tailer.Positions
 	counts *counts
-	opts   Options
+	opts   Config
 
 	mu      sync.Mutex
 	paths   map[string]*pathState
@@ -50,31 +51,17 @@ type Manager struct {
 	flushFailing bool // owned by Run's goroutine
 }
 
-// Options tune a Manager; the zero value is the default.
-type Options struct {
-	// SyncInterval is how often the position file is written (default 1s).
-	// A crash replays at most this much; a clean stop replays nothing.
-	SyncInterval time.Duration
-	// NoInotify makes every tailer poll (for file systems where inotify
-	// misses changes, such as some network file systems).
-	NoInotify bool
-}
-
-// NewManager loads the position file (empty path: positions are kept in
-// memory only) and registers the collector with reg.
-func NewManager(logger log.Logger, reg prometheus.Registerer, positionFile string) (*Manager, error) {
-	return NewManagerWithOptions(logger, reg, positionFile, Options{})
-}
-
-// NewManagerWithOptions is NewManager with Options.
-func NewManagerWithOptions(logger log.Logger, reg prometheus.Registerer, positionFile string, opts Options) (*Manager, error) {
+// NewManager locks and loads the position file (none: positions are kept
+// in memory only) and registers the collector with reg. Nothing is read
+// before Run; Close releases the position file.
+func NewManager(logger log.Logger, reg prometheus.Registerer, opts Config) (*Manager, error) {
 	if logger == nil {
 		logger = log.NewNopLogger()
 	}
 	if opts.SyncInterval <= 0 {
 		opts.SyncInterval = time.Second
 	}
-	store, err := tailer.OpenPositions(positionFile, logger)
+	store, err := tailer.OpenPositions(opts.PositionFile, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -87,24 +74,34 @@ func NewManagerWithOptions(logger log.Logger, reg prometheus.Registerer, positio
 	}
 	if reg != nil {
 		if err := reg.Register(collector{m}); err != nil {
+			store.Close()
 			return nil, fmt.Errorf("kdclog: registering metrics: %w", err)
 		}
 	}
 	return m, nil
 }
 
-// ApplyConfig makes the running set of log files match srcs. Invalid
-// input changes nothing. Before Run it only records srcs.
-func (m *Manager) ApplyConfig(srcs []config.LogSource) error {
+// ApplyConfig makes the running set of log files match cfg.Logs. Invalid
+// input changes nothing. Before Run it only records them. A log without
+// probe_principals treats the modules' clients as probes; a log with a
+// list that leaves one out is warned about (its logins count as users').
+func (m *Manager) ApplyConfig(cfg *config.Config) error {
 	seen := map[string]bool{}
-	for i := range srcs {
-		if err := srcs[i].Validate(); err != nil {
+	srcs := make([]config.LogSource, len(cfg.Logs))
+	for i := range cfg.Logs {
+		if err := cfg.Logs[i].Validate(); err != nil {
 			return fmt.Errorf("logs[%d]: %w", i, err)
 		}
-		if seen[srcs[i].Path] {
-			return fmt.Errorf("logs[%d]: log file %q listed twice", i, srcs[i].Path)
+		if seen[cfg.Logs[i].Path] {
+			return fmt.Errorf("logs[%d]: log file %q listed twice", i, cfg.Logs[i].Path)
 		}
-		seen[srcs[i].Path] = true
+		seen[cfg.Logs[i].Path] = true
+		srcs[i] = cfg.Logs[i]
+		var missing []string
+		srcs[i].ProbePrincipals, missing = cfg.ProbePrincipalsOf(&cfg.Logs[i])
+		if len(missing) > 0 {
+			level.Warn(m.logger).Log("msg", "probe_principals of a log leaves out the client of a probe module: its logins count as user traffic", "path", srcs[i].Path, "missing", strings.Join(missing, ","))
+		}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -250,6 +247,9 @@ func (m *Manager) Stop() {
 		<-done
 	}
 }
+
+// Close releases the position file's lock; call it after Run returned.
+func (m *Manager) Close() error { return m.store.Close() }
 
 // flush writes the position file; a lasting failure is logged once (and
 // its recovery), every failure is counted.

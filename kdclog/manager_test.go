@@ -18,7 +18,9 @@ import (
 	"github.com/krb5-exporter/krb5-exporter/config"
 )
 
-// value returns the value of the series name{labels}, or -1 if absent.
+// value returns the value of the series name{labels}, or -1 if absent. A
+// label name the metric does not have is a mistake of the test (the
+// lookup could never match), so it fails the test.
 func value(t *testing.T, g prometheus.Gatherer, name string, labels ...string) float64 {
 	t.Helper()
 	mfs, err := g.Gather()
@@ -28,6 +30,15 @@ func value(t *testing.T, g prometheus.Gatherer, name string, labels ...string) f
 	for _, mf := range mfs {
 		if mf.GetName() != name {
 			continue
+		}
+		for i := 0; i+1 < len(labels) && len(mf.GetMetric()) > 0; i += 2 {
+			has := false
+			for _, lp := range mf.GetMetric()[0].GetLabel() {
+				has = has || lp.GetName() == labels[i]
+			}
+			if !has {
+				t.Fatalf("%s has no label %q", name, labels[i])
+			}
 		}
 		for _, m := range mf.GetMetric() {
 			if hasLabels(m, labels) {
@@ -82,11 +93,11 @@ type testManager struct {
 func startManager(t *testing.T, posFile string, srcs ...config.LogSource) *testManager {
 	t.Helper()
 	reg := prometheus.NewPedanticRegistry()
-	m, err := NewManagerWithOptions(log.NewNopLogger(), reg, posFile, Options{SyncInterval: 20 * time.Millisecond})
+	m, err := NewManager(log.NewNopLogger(), reg, Config{PositionFile: posFile, SyncInterval: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := m.ApplyConfig(srcs); err != nil {
+	if err := m.ApplyConfig(&config.Config{Logs: srcs}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -105,6 +116,7 @@ func (tm *testManager) stop() {
 	tm.m.Stop()
 	tm.cancel()
 	<-tm.done
+	tm.m.Close()
 }
 
 func src(path string) config.LogSource {
@@ -265,7 +277,7 @@ krb5_kdc_log_lines_unparsed_total{path="PATH",reason="unknown_message"} 1
 }
 
 func TestManagerRejectsBadConfig(t *testing.T) {
-	m, err := NewManager(log.NewNopLogger(), prometheus.NewRegistry(), "")
+	m, err := NewManager(log.NewNopLogger(), prometheus.NewRegistry(), Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +288,7 @@ func TestManagerRejectsBadConfig(t *testing.T) {
 		{{Path: "/x", Type: "kdc", ProbePrincipals: []string{"a b"}}},
 		{{Path: "/x", Type: "kdc", StartAt: "middle"}},
 	} {
-		if err := m.ApplyConfig(bad); err == nil {
+		if err := m.ApplyConfig(&config.Config{Logs: bad}); err == nil {
 			t.Errorf("ApplyConfig(%+v) accepted", bad)
 		}
 	}
@@ -324,12 +336,12 @@ func TestManagerReloadAndRestart(t *testing.T) {
 		tm := startManager(t, posFile, s)
 		time.Sleep(50 * time.Millisecond)
 		s.ProbePrincipals = append(s.ProbePrincipals, fmt.Sprintf("nobody%d", round)) // swapped in place
-		if err := tm.m.ApplyConfig([]config.LogSource{s}); err != nil {
+		if err := tm.m.ApplyConfig(&config.Config{Logs: []config.LogSource{s}}); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(50 * time.Millisecond)
 		s.PollInterval += 5 * time.Millisecond // set in place
-		if err := tm.m.ApplyConfig([]config.LogSource{s}); err != nil {
+		if err := tm.m.ApplyConfig(&config.Config{Logs: []config.LogSource{s}}); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -355,7 +367,7 @@ func TestManagerRemoveSource(t *testing.T) {
 	writeLines(t, b, tgsIssue("u@R"), tgsIssue("v@R"))
 	tm := startManager(t, "", src(a), src(b))
 	waitValue(t, tm.reg, 3, "krb5_kdc_requests_total", "request", "tgs", "status", "ISSUE")
-	if err := tm.m.ApplyConfig([]config.LogSource{src(a)}); err != nil {
+	if err := tm.m.ApplyConfig(&config.Config{Logs: []config.LogSource{src(a)}}); err != nil {
 		t.Fatal(err)
 	}
 	if v := value(t, tm.reg, "krb5_kdc_log_lines_read_total", "path", b); v != -1 {
@@ -376,8 +388,17 @@ func TestPositionFileWriteErrors(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "krb5kdc.log")
 	writeLines(t, path, tgsIssue("u@R"))
-	tm := startManager(t, filepath.Join(dir, "no-such-dir", "positions.json"), src(path))
+	state := filepath.Join(dir, "state")
+	os.Mkdir(state, 0o700)
+	tm := startManager(t, filepath.Join(state, "positions.json"), src(path))
 	waitValue(t, tm.reg, 1, "krb5_kdc_requests_total", "request", "tgs", "status", "ISSUE")
+	// The directory goes away under the running exporter (the lock it
+	// holds stays): every write fails from now on.
+	if err := os.RemoveAll(state); err != nil {
+		t.Fatal(err)
+	}
+	writeLines(t, path, tgsIssue("w@R"))
+	waitValue(t, tm.reg, 2, "krb5_kdc_requests_total", "request", "tgs", "status", "ISSUE")
 	deadline := time.Now().Add(10 * time.Second)
 	for value(t, tm.reg, "krb5_kdc_log_position_file_write_errors_total") < 1 {
 		if time.Now().After(deadline) {
@@ -386,7 +407,7 @@ func TestPositionFileWriteErrors(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	writeLines(t, path, tgsIssue("v@R"))
-	waitValue(t, tm.reg, 2, "krb5_kdc_requests_total", "request", "tgs", "status", "ISSUE")
+	waitValue(t, tm.reg, 3, "krb5_kdc_requests_total", "request", "tgs", "status", "ISSUE")
 }
 
 // TestReloadTimingsKeepsDeletedLog: a reload that changes poll_interval
@@ -427,7 +448,7 @@ func TestReloadTimingsKeepsDeletedLog(t *testing.T) {
 
 	s.PollInterval += 15 * time.Millisecond
 	s.RotateWait += time.Second
-	if err := tm.m.ApplyConfig([]config.LogSource{s}); err != nil {
+	if err := tm.m.ApplyConfig(&config.Config{Logs: []config.LogSource{s}}); err != nil {
 		t.Fatal(err)
 	}
 	write(3) // still to the deleted file
@@ -443,8 +464,10 @@ func TestReloadTimingsKeepsDeletedLog(t *testing.T) {
 	if v := value(t, tm.reg, metric, issue...); v != 10 {
 		t.Fatalf("counted %v lines, wrote 10", v)
 	}
-	if v := value(t, tm.reg, "krb5_kdc_log_position_mismatches_total", "path", path, "kind", "rotated_lost"); v > 0 {
-		t.Errorf("rotated_lost = %v", v)
+	// The deleted file was followed on as one rotation, not reopened by a
+	// restarted tailer.
+	if v := value(t, tm.reg, "krb5_kdc_log_rotations_total", "path", path, "kind", "delete"); v != 1 {
+		t.Errorf("delete rotations = %v, want 1", v)
 	}
 }
 
@@ -465,7 +488,7 @@ func TestReloadUnchangedKeepsSource(t *testing.T) {
 		return tm.m.paths[path].src.Load()
 	}
 	before := current()
-	if err := tm.m.ApplyConfig([]config.LogSource{src(path)}); err != nil {
+	if err := tm.m.ApplyConfig(&config.Config{Logs: []config.LogSource{src(path)}}); err != nil {
 		t.Fatal(err)
 	}
 	if current() != before {
@@ -475,5 +498,44 @@ func TestReloadUnchangedKeepsSource(t *testing.T) {
 	waitValue(t, tm.reg, 1, "krb5_kdc_requests_total", "request", "as", "status", "ISSUE")
 	if v := value(t, tm.reg, "krb5_kdc_preauth_failures_recovered_total", "method", "encrypted_timestamp"); v != 1 {
 		t.Errorf("recovered = %v, want 1", v)
+	}
+}
+
+// TestProbePrincipalsFromModules: a log without probe_principals counts
+// the logins of the modules' clients as probe traffic, not as users'.
+func TestProbePrincipalsFromModules(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "krb5kdc.log")
+	writeLines(t, path,
+		asIssue("krb5-exporter-probe@PERF.TEST"),
+		asIssue("other-probe@ELSEWHERE.ORG"),
+		asIssue("user0001@PERF.TEST"),
+		asIssue("krb5-exporter-probe@ELSEWHERE.ORG"), // same name, not a module's realm: a user
+	)
+	reg := prometheus.NewPedanticRegistry()
+	m, err := NewManager(log.NewNopLogger(), reg, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	cfg := &config.Config{
+		Modules: map[string]config.ProbeModule{
+			"a": {Realm: "PERF.TEST", Client: "krb5-exporter-probe"},
+			"b": {Realm: "PERF.TEST", Client: "other-probe@ELSEWHERE.ORG"},
+		},
+		Logs: []config.LogSource{src(path)},
+	}
+	if err := m.ApplyConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); m.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	waitValue(t, reg, 4, "krb5_kdc_log_lines_read_total", "path", path)
+	if v := value(t, reg, "krb5_kdc_log_probe_requests_total", "request", "as", "status", "ISSUE"); v != 2 {
+		t.Errorf("probe logins: %v, want 2", v)
+	}
+	if v := value(t, reg, "krb5_kdc_requests_total", "request", "as", "status", "ISSUE"); v != 2 {
+		t.Errorf("user logins: %v, want 2", v)
 	}
 }

@@ -11,9 +11,10 @@ import (
 	"io"
 	"log/slog"
 
-	"github.com/alecthomas/kingpin/v2"
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/cli"
 )
 
 // Config holds the values of the logging flags.
@@ -22,13 +23,8 @@ type Config struct {
 	Format string
 }
 
-// flagGroup is satisfied by *kingpin.Application and *kingpin.CmdClause.
-type flagGroup interface {
-	Flag(name, help string) *kingpin.FlagClause
-}
-
 // AddFlags registers --log.level and --log.format on app (no global state).
-func AddFlags(app flagGroup) *Config {
+func AddFlags(app cli.FlagGroup) *Config {
 	c := &Config{}
 	app.Flag("log.level", "Only log messages with the given severity or above. One of: [debug, info, warn, error]").
 		Default("info").EnumVar(&c.Level, "debug", "info", "warn", "error")

@@ -134,6 +134,15 @@ func (l *loop) stop() {
 	<-l.done
 }
 
+// Run returns when ctx ends, after stopping every probe loop: the life
+// cycle kdclog.Manager has too (NewManager, ApplyConfig, Run). Probes
+// start on ApplyConfig, also before Run.
+func (m *Manager) Run(ctx context.Context) error {
+	<-ctx.Done()
+	m.Stop()
+	return nil
+}
+
 // Stop ends every probe loop and waits for them. ApplyConfig fails after.
 func (m *Manager) Stop() {
 	m.mu.Lock()

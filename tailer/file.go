@@ -14,6 +14,12 @@ import (
 // the file again: longer than a KDC line, so it spans a timestamp.
 const tailLen = 512
 
+// headLen is how many of a file's first bytes identify it (its content
+// fingerprint): several KDC lines, so two files share it only if they
+// start with the same lines, timestamps included. Inode numbers identify
+// nothing across a restart: a deleted file's number is reused at once.
+const headLen = 1024
+
 // ring keeps the last tailLen bytes appended to it.
 type ring struct {
 	b [tailLen]byte
@@ -56,8 +62,9 @@ type file struct {
 	start   int // buf[start:end] holds bytes not yet handed on
 	end     int
 
-	rtail ring // the last bytes read: still there unless the file was rewritten
-	ctail ring // the last bytes up to off: the fingerprint of a saved position
+	rtail ring   // the last bytes read: still there unless the file was rewritten
+	ctail ring   // the last bytes up to off: the fingerprint of a saved position
+	head  []byte // the file's first bytes, up to headLen: its identity
 
 	// While skipping the rest of an over-long line, the saved position
 	// stays at the line's start.
@@ -66,6 +73,10 @@ type file struct {
 
 	deadline time.Time // rotated files: stop reading after this
 }
+
+// oNoBlock keeps an open of a FIFO planted at a log's path from hanging
+// the reader; regular files ignore it.
+const oNoBlock = syscall.O_NONBLOCK
 
 func fileID(fi os.FileInfo) (dev, ino uint64) {
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
@@ -84,7 +95,7 @@ func nlink(fi os.FileInfo) uint64 {
 // openFile opens path for reading from off; it checks that the file is
 // the one fi describes (the path may have been replaced in between).
 func openFile(path string, bufSize int) (*file, os.FileInfo, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|oNoBlock, 0)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -106,6 +117,14 @@ func openFile(path string, bufSize int) (*file, os.FileInfo, error) {
 // before it so that later checks can tell whether the file was rewritten.
 func (fl *file) seek(off int64) error {
 	fl.off, fl.readOff, fl.start, fl.end = off, off, 0, 0
+	fl.rtail, fl.ctail, fl.head = ring{}, ring{}, fl.head[:0]
+	if h := min(off, headLen); h > 0 {
+		fl.head = append(fl.head, make([]byte, h)...)
+		if _, err := fl.f.ReadAt(fl.head, 0); err != nil {
+			fl.head = fl.head[:0]
+			return err
+		}
+	}
 	n := int64(min(off, tailLen))
 	if n == 0 {
 		return nil
@@ -119,12 +138,20 @@ func (fl *file) seek(off int64) error {
 	return nil
 }
 
+// fingerprint is the identity of what has been read of the file: the hash
+// of its first bytes up to the position, at most headLen of them.
+func (fl *file) fingerprint() (hash uint64, n int) {
+	n = int(min(int64(len(fl.head)), fl.off))
+	return fnv64a(fl.head[:n]), n
+}
+
 // pos is the position to save: the end of the last complete line.
 func (fl *file) pos() FilePos {
 	if fl.skipping {
 		return fl.skipPos
 	}
-	return FilePos{Dev: fl.dev, Ino: fl.ino, Offset: fl.off, Hash: fnv64a(fl.ctail.bytes()), HashLen: fl.ctail.n}
+	hh, hn := fl.fingerprint()
+	return FilePos{Dev: fl.dev, Ino: fl.ino, Offset: fl.off, Hash: fnv64a(fl.ctail.bytes()), HashLen: fl.ctail.n, HeadHash: hh, HeadLen: hn}
 }
 
 // stillSame reports whether the bytes before readOff are those read
@@ -188,6 +215,9 @@ func (fl *file) readLines(h sink, maxLine int, st *Stats, stop func() bool) (int
 			return size, errRewritten
 		}
 		fl.rtail.add(fl.buf[fl.end : fl.end+n])
+		if fl.readOff < headLen && int64(len(fl.head)) == fl.readOff {
+			fl.head = append(fl.head, fl.buf[fl.end:fl.end+min(n, headLen-int(fl.readOff))]...)
+		}
 		fl.readOff += int64(n)
 		fl.end += n
 		st.Bytes.Add(uint64(n))

@@ -4,10 +4,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
@@ -22,6 +27,10 @@ type FilePos struct {
 	// file from one truncated and rewritten (copytruncate, a reused inode).
 	Hash    uint64 `json:"hash"`
 	HashLen int    `json:"hash_len"`
+	// HeadHash is FNV-1a of the file's first HeadLen bytes (at most 1 KiB,
+	// at most Offset): the file's identity. Dev and Ino are only a hint.
+	HeadHash uint64 `json:"head_hash"`
+	HeadLen  int    `json:"head_len"`
 }
 
 // Position is the state of one followed path: the file it names and the
@@ -31,21 +40,23 @@ type Position struct {
 	// there later is read from its beginning.
 	Current *FilePos  `json:"current,omitempty"`
 	Rotated []FilePos `json:"rotated,omitempty"`
+	// Done are files read to their end and let go (rotated away, or the
+	// content before a truncation): a rotated sibling with one of these
+	// fingerprints is known, one with none that changed after Saved is a
+	// file the exporter never saw, read from its start.
+	Done []FilePos `json:"done,omitempty"`
+	// Saved is when this position was taken (Unix nanoseconds).
+	Saved int64 `json:"saved,omitempty"`
 }
 
 func (p Position) equal(q Position) bool {
-	if (p.Current == nil) != (q.Current == nil) || len(p.Rotated) != len(q.Rotated) {
+	if (p.Current == nil) != (q.Current == nil) {
 		return false
 	}
 	if p.Current != nil && *p.Current != *q.Current {
 		return false
 	}
-	for i := range p.Rotated {
-		if p.Rotated[i] != q.Rotated[i] {
-			return false
-		}
-	}
-	return true
+	return slices.Equal(p.Rotated, q.Rotated) && slices.Equal(p.Done, q.Done)
 }
 
 type positionsFile struct {
@@ -69,21 +80,35 @@ type Positions struct {
 	WriteErrors atomic.Uint64
 	// Writes counts successful writes.
 	Writes atomic.Uint64
+
+	lock *os.File // holds the flock on path+".lock" until Close
 }
 
-// OpenPositions loads path if it exists. A file that cannot be parsed is
+// maxPositionFile caps what is read of a position file: a few hundred
+// bytes per log. A larger file is not one this program wrote.
+const maxPositionFile = 4 << 20
+
+// OpenPositions takes the lock on path (a second process using the same
+// file would count the same lines again, or save positions over the
+// other's) and loads path if it exists. A file that cannot be parsed is
 // renamed to path+".corrupt" and reported; tailing then starts afresh
-// rather than not at all.
+// rather than not at all. Close releases the lock.
 func OpenPositions(path string, logger log.Logger) (*Positions, error) {
 	p := &Positions{path: path, logger: logger, files: map[string]Position{}}
 	if path == "" {
 		return p, nil
 	}
-	data, err := os.ReadFile(path)
+	lock, err := lockFile(path + ".lock")
+	if err != nil {
+		return nil, err
+	}
+	p.lock = lock
+	data, err := readPositionFile(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		return p, nil
 	case err != nil:
+		p.Close()
 		return nil, fmt.Errorf("position file: %w", err)
 	}
 	var pf positionsFile
@@ -93,6 +118,7 @@ func OpenPositions(path string, logger log.Logger) (*Positions, error) {
 		}
 		level.Error(logger).Log("msg", "position file is unreadable; moving it aside and starting every log at its start_at", "file", path, "err", err)
 		if rerr := os.Rename(path, path+".corrupt"); rerr != nil {
+			p.Close()
 			return nil, fmt.Errorf("position file %s is corrupt (%v) and cannot be moved aside: %w", path, err, rerr)
 		}
 		return p, nil
@@ -101,6 +127,76 @@ func OpenPositions(path string, logger log.Logger) (*Positions, error) {
 		p.files[k] = v
 	}
 	return p, nil
+}
+
+// Close releases the lock on the position file.
+func (p *Positions) Close() error {
+	if p.lock == nil {
+		return nil
+	}
+	err := p.lock.Close() // closing the descriptor releases the flock
+	p.lock = nil
+	return err
+}
+
+// lockFile takes an exclusive flock on path (created 0600, never through
+// a symbolic link) and writes the process id into it, so the refusal of a
+// second process can name the first.
+func lockFile(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("position file lock: %w", err)
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("position file lock %s: not a regular file", path)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		var b [32]byte
+		n, _ := f.ReadAt(b[:], 0)
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			other := "another process"
+			if pid, perr := strconv.Atoi(strings.TrimSpace(string(b[:n]))); perr == nil && pid > 0 {
+				other = fmt.Sprintf("another process (pid %d)", pid)
+			}
+			return nil, fmt.Errorf("position file %s is in use by %s: two exporters must not follow the same logs with one position file", strings.TrimSuffix(path, ".lock"), other)
+		}
+		return nil, fmt.Errorf("position file lock: %w", err)
+	}
+	if err := f.Truncate(0); err == nil {
+		f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	return f, nil
+}
+
+// readPositionFile reads path as a position file: never through a
+// symbolic link, never from a FIFO or device (an open of a FIFO would
+// hang the start, /dev/zero would never end), at most maxPositionFile.
+func readPositionFile(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, syscall.ELOOP) {
+			return nil, fmt.Errorf("%s is a symbolic link; not following it", path)
+		}
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file (%s)", path, fi.Mode().Type())
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxPositionFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxPositionFile {
+		return nil, fmt.Errorf("%s is larger than %d bytes: not a position file", path, maxPositionFile)
+	}
+	return data, nil
 }
 
 // Path is the position file's path ("" when positions live in memory only).

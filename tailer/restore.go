@@ -1,73 +1,244 @@
 package tailer
 
 import (
+	"bytes"
 	"errors"
 	"os"
+	"path/filepath"
+	"time"
 
 	"github.com/go-kit/log/level"
 )
 
-// restore opens the files the saved position names, or starts afresh.
+// candidate is a file that may hold a saved position: the path itself or
+// a sibling with a rotated name.
+type candidate struct {
+	path     string
+	dev, ino uint64
+	size     int64
+	mtime    time.Time
+	head     []byte // the first bytes, up to headLen
+	used     bool   // matched to a saved position or a file already open
+}
+
+// candidates lists the path (first, if it exists) and its siblings
+// changed after since, each with its first bytes.
+func (t *Tailer) candidates(since time.Time) []*candidate {
+	var out []*candidate
+	add := func(path string) {
+		f, err := os.OpenFile(path, os.O_RDONLY|oNoBlock, 0)
+		if err != nil {
+			return
+		}
+		defer f.Close()
+		fi, err := f.Stat()
+		if err != nil || !fi.Mode().IsRegular() {
+			return
+		}
+		c := &candidate{path: path, size: fi.Size(), mtime: fi.ModTime()}
+		c.dev, c.ino = fileID(fi)
+		c.head = make([]byte, min(fi.Size(), headLen))
+		n, _ := f.ReadAt(c.head, 0)
+		c.head = c.head[:n]
+		out = append(out, c)
+	}
+	add(t.opts.Path)
+	for _, s := range siblings(t.opts.Path) {
+		if s.mtime.After(since) {
+			add(s.path)
+		}
+	}
+	return out
+}
+
+// headMatches reports whether c can be the file p was taken of. A
+// position in a file of which nothing was read identifies no file (the
+// file, if it got lines, is found by discover); one saved by an older
+// version (no fingerprint) falls back to the inode.
+func headMatches(c *candidate, p FilePos) bool {
+	if p.HeadLen == 0 {
+		return p.Offset > 0 && c.dev == p.Dev && c.ino == p.Ino
+	}
+	return len(c.head) >= p.HeadLen && fnv64a(c.head[:p.HeadLen]) == p.HeadHash
+}
+
+// locate finds the file p was taken of among cands, by its content (the
+// fingerprint of its first bytes and of the bytes before the position;
+// the inode only breaks ties), opens it at p and marks it used.
+func (t *Tailer) locate(p FilePos, cands []*candidate) (*file, *candidate) {
+	for pass := range 2 {
+		for _, c := range cands {
+			sameIno := c.dev == p.Dev && c.ino == p.Ino
+			if c.used || (pass == 0) != sameIno || c.size < p.Offset || !headMatches(c, p) {
+				continue
+			}
+			if fl := t.openAt(c.path, p); fl != nil {
+				if fl.dev != c.dev || fl.ino != c.ino { // replaced since listed
+					fl.close()
+					continue
+				}
+				c.used = true
+				return fl, c
+			}
+		}
+	}
+	return nil, nil
+}
+
+// restore opens the files the saved position names, wherever rotation
+// moved them while the exporter was stopped, and the files that appeared
+// meanwhile; without a saved position it starts afresh.
 func (t *Tailer) restore() {
 	pos, ok := t.store.Get(t.opts.Path)
 	if !ok {
 		t.startFresh()
 		return
 	}
+	t.done = append(t.done[:0], pos.Done...)
+	cands := t.candidates(time.Time{})
+	var atPath *candidate
+	if len(cands) > 0 && cands[0].path == t.opts.Path {
+		atPath = cands[0]
+	}
+	if pos.Current != nil && pos.Current.Offset > 0 {
+		t.restoreCurrent(*pos.Current, cands, atPath)
+	}
+	gone := 0
 	for _, rp := range pos.Rotated {
-		if fl := t.findByInode(rp); fl != nil {
-			fl.deadline = t.now().Add(t.rotateWaitNow())
-			t.old = append(t.old, fl)
-		} else {
-			t.stats.Mismatches[MismatchRotatedLost].Add(1)
-			level.Warn(t.logger).Log("msg", "a rotated log file still being read at the last stop is gone; lines written to it after the stop are lost", "inode", rp.Ino, "offset", rp.Offset)
+		if fl, _ := t.locate(rp, cands); fl != nil {
+			t.keepReading(fl)
+			continue
+		}
+		gone++
+	}
+	if gone > 0 {
+		// Read to their end at the stop; usually replaced by a later
+		// rotation since, which is no loss.
+		t.stats.Mismatches[MismatchRotatedLost].Add(uint64(gone))
+		level.Info(t.logger).Log("msg", "rotated log files still being read at the last stop are gone; lines written to them after the stop, if any, were not counted", "files", gone)
+	}
+	if t.cur == nil && atPath != nil && !atPath.used {
+		// A file the exporter has not seen: every line in it is new.
+		if fl, _, err := openFile(atPath.path, t.opts.BufferBytes); err == nil {
+			atPath.used = true
+			t.cur = fl
+		} else if !errors.Is(err, os.ErrNotExist) {
+			t.problem("cannot open the log", err)
 		}
 	}
-	if pos.Current == nil {
-		return // the path did not exist: a file there now is all new, checkPath opens it
+	// File times come from a coarse clock: a file written just after
+	// the stop can carry an earlier time than the stop itself.
+	t.discover(cands, time.Unix(0, pos.Saved).Add(-discoverSlack))
+}
+
+// restoreCurrent finds the file the path named at the last stop.
+func (t *Tailer) restoreCurrent(cp FilePos, cands []*candidate, atPath *candidate) {
+	fl, c := t.locate(cp, cands)
+	// The inode is a hint here: the same number at the path most likely
+	// means the file was truncated in place (copytruncate).
+	inPlace := atPath != nil && atPath.dev == cp.Dev && atPath.ino == cp.Ino
+	kind := MismatchRewritten
+	if inPlace && atPath.size < cp.Offset {
+		kind = MismatchTruncated
 	}
-	cp := *pos.Current
-	fl, fi, err := openFile(t.opts.Path, t.opts.BufferBytes)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		t.problem("cannot open the log", err)
-	}
-	if err == nil && fl.dev == cp.Dev && fl.ino == cp.Ino {
-		switch {
-		case fi.Size() < cp.Offset:
-			t.stats.Mismatches[MismatchTruncated].Add(1)
-			level.Warn(t.logger).Log("msg", "log is shorter than the saved position: truncated while stopped; reading it from the start", "size", fi.Size(), "offset", cp.Offset)
-			t.drainSavedCopy(cp, fl)
-			fl.seek(0)
-		case !matches(fl, cp):
-			t.stats.Mismatches[MismatchRewritten].Add(1)
-			level.Warn(t.logger).Log("msg", "log content at the saved position differs: rewritten while stopped; reading it from the start", "offset", cp.Offset)
-			t.drainSavedCopy(cp, fl)
-			fl.seek(0)
-		default:
-			if err := fl.seek(cp.Offset); err != nil {
-				t.problem("cannot read the log at the saved position; reading it from the start", err)
-				fl.seek(0)
-			}
-		}
-		t.cur = fl
-		return
-	}
-	// The path names another file, or none: the file we read was rotated
-	// while we were stopped. Read it on if it is still around.
-	if old := t.findByInode(cp); old != nil {
+	switch {
+	case fl != nil && c == atPath:
+		t.cur = fl // the same file: read on
+	case fl != nil && inPlace:
+		t.stats.Mismatches[kind].Add(1)
+		t.stats.CopyFound.Add(1)
+		level.Info(t.logger).Log("msg", "log was truncated while stopped; reading its copy on from the saved position, then the log from its start", "copy", c.path, "offset", cp.Offset)
+		t.keepReading(fl)
+	case fl != nil:
 		t.stats.Mismatches[MismatchRotatedRecovered].Add(1)
-		level.Info(t.logger).Log("msg", "log was rotated while stopped; reading the rotated file on from the saved position", "offset", cp.Offset)
-		old.deadline = t.now().Add(t.rotateWaitNow())
-		t.old = append(t.old, old)
-	} else {
+		level.Info(t.logger).Log("msg", "log was rotated while stopped; reading the rotated file on from the saved position", "file", c.path, "offset", cp.Offset)
+		t.keepReading(fl)
+	case inPlace:
+		t.stats.Mismatches[kind].Add(1)
+		t.stats.Unread.Add(1)
+		level.Warn(t.logger).Log("msg", "log was truncated or rewritten while stopped and no copy holds its end; its lines after the saved position are lost; reading it from the start", "offset", cp.Offset)
+	default:
 		t.stats.Mismatches[MismatchRotatedLost].Add(1)
-		level.Warn(t.logger).Log("msg", "log was replaced while stopped and the old file is gone; its lines after the saved position are lost", "offset", cp.Offset)
-	}
-	if err == nil {
-		fl.seek(0)
-		t.cur = fl
+		t.stats.Unread.Add(1)
+		level.Warn(t.logger).Log("msg", "log was replaced while stopped and the old file is gone (compressed, moved to another directory, or replaced by a second rotation); its lines after the saved position, if any, are not counted", "offset", cp.Offset)
 	}
 }
+
+// keepReading reads a rotated file on for RotateWait.
+func (t *Tailer) keepReading(fl *file) {
+	fl.deadline = t.now().Add(t.rotateWaitNow())
+	t.old = append(t.old, fl)
+}
+
+// known reports whether c is a file being read, one read to its end
+// before, or a copy of one of them.
+func (t *Tailer) known(c *candidate) bool {
+	held := func(fl *file) bool {
+		if fl == nil {
+			return false
+		}
+		if fl.dev == c.dev && fl.ino == c.ino { // open: its inode is its own
+			return true
+		}
+		// A copy of it: the same first bytes as those read of it.
+		n := min(len(fl.head), len(c.head))
+		return n > 0 && bytes.Equal(fl.head[:n], c.head[:n])
+	}
+	if held(t.cur) {
+		return true
+	}
+	for _, o := range t.old {
+		if held(o) {
+			return true
+		}
+	}
+	for _, d := range t.done {
+		if d.HeadLen > 0 && headMatches(c, d) {
+			return true
+		}
+	}
+	return false
+}
+
+// discover reads, from their start, the rotated files that changed after
+// since and hold content the exporter has never seen: files created and
+// rotated away between two looks (rotation faster than the reads, or
+// more than one rotation while the exporter was stopped).
+func (t *Tailer) discover(cands []*candidate, since time.Time) {
+	for _, c := range cands {
+		if c.used || c.path == t.opts.Path || c.size == 0 || !c.mtime.After(since) || t.known(c) {
+			continue
+		}
+		fl, _, err := openFile(c.path, t.opts.BufferBytes)
+		if err != nil {
+			continue
+		}
+		if fl.dev != c.dev || fl.ino != c.ino {
+			fl.close()
+			continue
+		}
+		c.used = true
+		t.stats.Discovered.Add(1)
+		level.Info(t.logger).Log("msg", "found a rotated log file never read; reading it from its start", "file", filepath.Base(c.path))
+		t.keepReading(fl)
+	}
+}
+
+// addDone remembers a file read to its end, so that a sibling with its
+// content is not taken for a new one; the last maxDone are kept.
+func (t *Tailer) addDone(p FilePos) {
+	if p.HeadLen == 0 {
+		return
+	}
+	t.done = append(t.done, p)
+	if len(t.done) > maxDone {
+		t.done = append(t.done[:0], t.done[len(t.done)-maxDone:]...)
+	}
+}
+
+// maxDone bounds the finished files remembered per path: more than
+// logrotate keeps uncompressed (the log, .1 and, with delaycompress, .2).
+const maxDone = 16
 
 // startFresh opens the path with no saved position: at its end, or at its
 // start with FromBeginning. A path that does not exist yet is opened by
@@ -94,24 +265,4 @@ func (t *Tailer) startFresh() {
 		fl.skipping = true
 	}
 	t.cur = fl
-}
-
-// findByInode finds the file pos names among the path's siblings (a
-// rename keeps the inode) and opens it at pos.
-func (t *Tailer) findByInode(pos FilePos) *file {
-	for _, c := range siblings(t.opts.Path) {
-		if c.dev == pos.Dev && c.ino == pos.Ino {
-			if fl := t.openAt(c.path, pos, true); fl != nil {
-				return fl
-			}
-		}
-	}
-	return nil
-}
-
-// drainSavedCopy reads on the copy of a log truncated while we were stopped.
-func (t *Tailer) drainSavedCopy(pos FilePos, cur *file) {
-	if p := t.drainCopy(pos, cur); p != "" {
-		level.Info(t.logger).Log("msg", "found the copy of the truncated log and read it on from the saved position", "copy", p)
-	}
 }

@@ -32,6 +32,8 @@ type Stats struct {
 	Rotations   [NumRotationKinds]atomic.Uint64
 	Mismatches  [NumMismatchKinds]atomic.Uint64
 	CopyFound   atomic.Uint64 // truncations whose copy was found and read to its end
+	Discovered  atomic.Uint64 // rotated files found that were never open, read from their start
+	Unread      atomic.Uint64 // files whose end had to be read but were gone (lines may be lost)
 	ReadErrors  atomic.Uint64 // open, stat and read errors other than "does not exist"
 	BytesBehind atomic.Int64  // file sizes minus read positions at the last check
 	Open        atomic.Bool   // the path names an open file

@@ -102,9 +102,17 @@ type Tailer struct {
 	stats  *Stats
 	handle sink
 
-	cur *file   // the file the path names; nil while it does not exist
-	old []*file // renamed or deleted files still being read
-	now func() time.Time
+	cur  *file     // the file the path names; nil while it does not exist
+	old  []*file   // renamed or deleted files still being read
+	done []FilePos // files read to their end (see Position.Done)
+	now  func() time.Time
+
+	lastLook time.Time       // when checkPath last looked at the directory
+	created  <-chan *os.File // log files the watcher opened on creation
+	// afterTrunc: the current file was truncated and nothing of it has
+	// been read since, so a second truncation would go unseen; its copy
+	// is looked for after each read until something was read.
+	afterTrunc bool
 
 	lastErr string // the error logged last, so a lasting problem is logged once
 
@@ -181,6 +189,7 @@ func (t *Tailer) Run(ctx context.Context) {
 	t.restore()
 	w := newWatcher(t.opts, t.logger)
 	defer w.close()
+	t.created = w.created
 	t.stats.Inotify.Store(w.active())
 
 	curPoll := time.Duration(t.pollInterval.Load())
@@ -188,17 +197,26 @@ func (t *Tailer) Run(ctx context.Context) {
 	defer poll.Stop()
 	last := time.Time{}
 	first := true
+	// After a rotation event (a file created, renamed or deleted next to
+	// the log) reads are not batched for a while: a file created and
+	// rotated away within one batch interval would otherwise never be
+	// opened, and a copytruncate's copy could be replaced before the
+	// truncation is seen.
+	var hurryUntil time.Time
+	hurry := max(t.minInterval, 100*time.Millisecond)
 	for {
 		if p := time.Duration(t.pollInterval.Load()); p != curPoll {
 			curPoll = p
 			poll.Reset(p)
 		}
-		if wait := min(t.minInterval, curPoll) - time.Since(last); wait > 0 {
+		if wait := min(t.minInterval, curPoll) - time.Since(last); wait > 0 && !time.Now().Before(hurryUntil) {
 			select {
 			case <-ctx.Done():
-				t.save()
+				t.drain()
 				return
 			case <-time.After(wait):
+			case <-w.rotations():
+				hurryUntil = time.Now().Add(hurry)
 			}
 		}
 		last = time.Now()
@@ -210,18 +228,33 @@ func (t *Tailer) Run(ctx context.Context) {
 		}
 		select {
 		case <-ctx.Done():
-			t.save()
+			t.drain()
 			return
 		case <-poll.C:
 		case <-w.events():
+		case <-w.rotations():
+			hurryUntil = time.Now().Add(hurry)
 		case <-t.retimed:
 		}
 	}
 }
 
+// drainTime bounds the last read on the way out.
+const drainTime = 5 * time.Second
+
+// drain reads what the files hold once more before the tailer stops and
+// saves the position: a rotated file the tailer holds open but that has
+// no name any more (replaced by the next rotation) is gone once closed,
+// and so are the lines in it not read yet.
+func (t *Tailer) drain() {
+	deadline := time.Now().Add(drainTime)
+	t.cycle(func() bool { return time.Now().After(deadline) })
+	t.save()
+}
+
 // save publishes the current position to the store.
 func (t *Tailer) save() {
-	var p Position
+	p := Position{Done: t.done, Saved: t.now().UnixNano()}
 	if t.cur != nil {
 		fp := t.cur.pos()
 		p.Current = &fp
@@ -256,6 +289,7 @@ func (t *Tailer) cycle(stop func() bool) {
 		}
 		if now.After(o.deadline) && !stop() {
 			o.flushPartial(t.handle, t.stats)
+			t.addDone(o.pos())
 			o.close()
 			continue
 		}
@@ -264,12 +298,19 @@ func (t *Tailer) cycle(stop func() bool) {
 	}
 	clear(t.old[len(kept):])
 	t.old = kept
+	nOld := len(t.old)
+	// Nothing read of the current file yet: a truncation now would go
+	// unseen (see afterTrunc).
+	fresh := t.cur != nil && t.cur.readOff == 0
 
 	if t.cur != nil {
 		size, err := t.cur.readLines(t.handle, t.opts.MaxLineBytes, t.stats, stop)
 		switch {
 		case errors.Is(err, errRewritten):
 			t.truncated()
+			if size, err := t.cur.readLines(t.handle, t.opts.MaxLineBytes, t.stats, stop); err == nil {
+				behind += size - t.cur.readOff
+			}
 		case err != nil:
 			t.problem("reading the log failed", err)
 		default:
@@ -279,11 +320,27 @@ func (t *Tailer) cycle(stop func() bool) {
 	if stop() {
 		return
 	}
+	t.adoptCreated()
+	if (t.afterTrunc || fresh) && t.cur != nil {
+		// What was read of the file since its truncation (its first
+		// bytes) tells a copy of it from the copy of a second truncation
+		// made before anything was read.
+		since := t.lastLook.Add(-discoverSlack)
+		t.discover(t.candidates(since), since)
+		t.afterTrunc = t.cur.readOff == 0
+	}
 	if t.checkPath() {
 		// A file that just appeared: read it in this cycle.
 		size, err := t.cur.readLines(t.handle, t.opts.MaxLineBytes, t.stats, stop)
 		if err == nil {
 			behind += size - t.cur.readOff
+		}
+	}
+	// Files just found (a truncation's copy, rotated files never open):
+	// read them now, they may be replaced before the next cycle.
+	for _, o := range t.old[nOld:] {
+		if size, err := o.readLines(t.handle, t.opts.MaxLineBytes, t.stats, stop); err == nil {
+			behind += size - o.readOff
 		}
 	}
 	t.stats.BytesBehind.Store(behind)
@@ -293,13 +350,22 @@ func (t *Tailer) cycle(stop func() bool) {
 // checkPath notices a rename, deletion or (re)creation of the path and
 // reports whether a new file is now current.
 func (t *Tailer) checkPath() bool {
+	since := t.lastLook
+	t.lastLook = t.now()
+	if since.IsZero() {
+		// The first look: restore has looked for files rotated away
+		// while stopped; with no saved position older files are old.
+		since = t.lastLook
+	}
 	fi, err := os.Stat(t.opts.Path)
 	if err != nil {
 		if !errors.Is(err, os.ErrNotExist) {
 			t.problem("cannot stat the log", err)
 		}
 		// Gone for now: keep reading the open file, the daemon may still
-		// write to it until it reopens its log.
+		// write to it until it reopens its log. A file created and
+		// rotated away meanwhile is read now.
+		t.discover(t.candidates(since.Add(-discoverSlack)), since.Add(-discoverSlack))
 		return false
 	}
 	dev, ino := fileID(fi)
@@ -325,8 +391,46 @@ func (t *Tailer) checkPath() bool {
 		t.old = append(t.old, t.cur)
 	}
 	t.cur = nf // a new file: every line in it is new
+	// Files created and rotated away since the last look were never open.
+	t.discover(t.candidates(since.Add(-discoverSlack)), since.Add(-discoverSlack))
 	return true
 }
+
+// adoptCreated takes the files the watcher opened when they were created.
+// One the path still names is left to checkPath; one already deleted or
+// renamed away (a rotation faster than the reads) is read from its start.
+func (t *Tailer) adoptCreated() {
+	for {
+		var f *os.File
+		select {
+		case f = <-t.created:
+		default:
+			return
+		}
+		fi, err := f.Stat()
+		if err != nil || !fi.Mode().IsRegular() {
+			f.Close()
+			continue
+		}
+		dev, ino := fileID(fi)
+		held := t.cur != nil && t.cur.dev == dev && t.cur.ino == ino
+		for _, o := range t.old {
+			held = held || (o.dev == dev && o.ino == ino)
+		}
+		if pfi, err := os.Stat(t.opts.Path); held || (err == nil && os.SameFile(fi, pfi)) {
+			f.Close()
+			continue
+		}
+		fl := &file{f: f, buf: make([]byte, t.opts.BufferBytes), dev: dev, ino: ino}
+		t.stats.Discovered.Add(1)
+		level.Info(t.logger).Log("msg", "a log file was created and rotated away before it was read; reading it from its start")
+		t.keepReading(fl)
+	}
+}
+
+// discoverSlack widens the window in which a file never seen counts as
+// new, for file systems with coarse timestamps.
+const discoverSlack = 2 * time.Second
 
 // truncated handles a current file that shrank or was rewritten under us:
 // the lines between our position and the truncation are in the copy
@@ -336,17 +440,20 @@ func (t *Tailer) truncated() {
 	t.stats.Rotations[RotationTruncate].Add(1)
 	fl := t.cur
 	var found string
-	if want := fl.ctail.bytes(); len(want) > 0 {
-		found = t.drainCopy(FilePos{Offset: fl.off, Hash: fnv64a(want), HashLen: len(want)}, fl)
+	before := fl.pos()
+	if before.HashLen > 0 {
+		found = t.drainCopy(before, fl)
 	}
+	t.addDone(before)
 	if found != "" {
 		level.Info(t.logger).Log("msg", "log truncated (copytruncate); read the rest of the copy", "copy", found, "copy_from", fl.off)
 	} else {
-		level.Warn(t.logger).Log("msg", "log truncated; no copy found, lines written between the last read and the truncation are lost", "offset", fl.off)
+		t.stats.Unread.Add(1)
+		level.Warn(t.logger).Log("msg", "log truncated and no copy of it found next to it; lines written between the last read and the truncation, if any, are not counted", "offset", fl.off)
 	}
-	fl.rtail, fl.ctail = ring{}, ring{}
 	fl.skipping = false
 	fl.seek(0)
+	t.afterTrunc = true // copies of later truncations: see cycle
 }
 
 // drainCopy looks for a sibling of the path holding cur's content at
@@ -357,7 +464,7 @@ func (t *Tailer) drainCopy(pos FilePos, cur *file) string {
 		if c.size < pos.Offset || (c.dev == cur.dev && c.ino == cur.ino) {
 			continue
 		}
-		if cp := t.openAt(c.path, pos, false); cp != nil {
+		if cp := t.openAt(c.path, pos); cp != nil {
 			cp.readLines(t.handle, t.opts.MaxLineBytes, t.stats, func() bool { return false })
 			cp.flushPartial(t.handle, t.stats)
 			cp.close()
@@ -368,14 +475,14 @@ func (t *Tailer) drainCopy(pos FilePos, cur *file) string {
 	return ""
 }
 
-// openAt opens path and positions it at pos if the bytes before pos.Offset
-// match pos.Hash (and, with sameInode, the inode matches).
-func (t *Tailer) openAt(path string, pos FilePos, sameInode bool) *file {
+// openAt opens path and positions it at pos if its first bytes and the
+// bytes before pos.Offset match pos's fingerprints.
+func (t *Tailer) openAt(path string, pos FilePos) *file {
 	fl, fi, err := openFile(path, t.opts.BufferBytes)
 	if err != nil {
 		return nil
 	}
-	if (sameInode && (fl.dev != pos.Dev || fl.ino != pos.Ino)) || fi.Size() < pos.Offset || !matches(fl, pos) {
+	if fi.Size() < pos.Offset || !matches(fl, pos) {
 		fl.close()
 		return nil
 	}
@@ -386,15 +493,22 @@ func (t *Tailer) openAt(path string, pos FilePos, sameInode bool) *file {
 	return fl
 }
 
-// matches checks the fingerprint of the bytes before pos.Offset.
+// matches checks the fingerprints of the file's first bytes and of the
+// bytes before pos.Offset.
 func matches(fl *file, pos FilePos) bool {
 	if pos.HashLen == 0 {
 		return pos.Offset == 0
 	}
-	if pos.HashLen > tailLen || int64(pos.HashLen) > pos.Offset {
+	if pos.HashLen > tailLen || int64(pos.HashLen) > pos.Offset || pos.HeadLen > headLen || int64(pos.HeadLen) > pos.Offset {
 		return false
 	}
-	var w [tailLen]byte
+	var w [headLen]byte
+	if pos.HeadLen > 0 {
+		n, err := fl.f.ReadAt(w[:pos.HeadLen], 0)
+		if err != nil || n != pos.HeadLen || fnv64a(w[:n]) != pos.HeadHash {
+			return false
+		}
+	}
 	n, err := fl.f.ReadAt(w[:pos.HashLen], pos.Offset-int64(pos.HashLen))
 	return err == nil && n == pos.HashLen && fnv64a(w[:n]) == pos.Hash
 }
@@ -403,6 +517,7 @@ type sibling struct {
 	path     string
 	dev, ino uint64
 	size     int64
+	mtime    time.Time
 }
 
 // siblings lists the files next to path whose name extends its name, the
@@ -433,7 +548,7 @@ func siblings(path string) []sibling {
 			continue
 		}
 		dev, ino := fileID(fi)
-		out = append(out, sibling{path: p, dev: dev, ino: ino, size: fi.Size()})
+		out = append(out, sibling{path: p, dev: dev, ino: ino, size: fi.Size(), mtime: fi.ModTime()})
 	}
 	return out
 }

@@ -1,14 +1,17 @@
 package tailer
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/fsnotify/fsnotify"
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
+	"golang.org/x/sys/unix"
 )
 
 // watcher turns inotify events on the log's directory into wake-ups. It
@@ -16,14 +19,28 @@ import (
 // When inotify is unavailable (no permission on the directory, too many
 // watches, another OS) it is inactive and the tailer polls.
 type watcher struct {
-	w    *fsnotify.Watcher
-	wake chan struct{}
-	done chan struct{}
-	wg   sync.WaitGroup
+	w      *fsnotify.Watcher
+	wake   chan struct{} // the log was written
+	rotate chan struct{} // a file was created, renamed or removed: read now
+	// created holds the log files the watcher opened the moment they were
+	// created: a file deleted again before the tailer gets to it can
+	// still be read through its descriptor.
+	created chan *os.File
+	path    string
+	rot     *os.File // inotify for creations, deletions and renames only
+	done    chan struct{}
+	wg      sync.WaitGroup
 }
 
+// watchPause is how long the watcher leaves events queued in the kernel
+// between two reads of them. While nobody reads, the kernel merges the
+// identical IN_MODIFY events a busy log raises with every line into one:
+// a KDC writing 20,000 lines a second costs 20 wake-ups, not 20,000. It
+// is also the longest delay before a rotation is acted upon.
+const watchPause = 20 * time.Millisecond
+
 func newWatcher(opts Options, logger log.Logger) *watcher {
-	wt := &watcher{wake: make(chan struct{}, 1), done: make(chan struct{})}
+	wt := &watcher{wake: make(chan struct{}, 1), rotate: make(chan struct{}, 1), created: make(chan *os.File, 16), path: opts.Path, done: make(chan struct{})}
 	if opts.NoInotify {
 		return wt
 	}
@@ -42,9 +59,61 @@ func newWatcher(opts Options, logger log.Logger) *watcher {
 		return wt
 	}
 	wt.w = w
+	if err := wt.watchRotations(dir, base); err != nil {
+		level.Warn(logger).Log("msg", "cannot watch the log's directory for rotations; they are seen with the writes", "dir", dir, "err", err)
+	}
 	wt.wg.Add(1)
-	go wt.loop(base, opts.MinInterval)
+	go wt.loop(base, min(opts.MinInterval, watchPause))
 	return wt
+}
+
+// watchRotations reads the directory's creations on their own inotify
+// descriptor, with no pause: a log file created and deleted again within
+// milliseconds (a daemon catching up after a pause, logrotate run twice)
+// is opened the moment it appears (hold), and the tailer reads it through
+// that descriptor. Waking the tailer stays with the paused watcher, which
+// sees a rotation's steps together.
+func (wt *watcher) watchRotations(dir, base string) error {
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		return err
+	}
+	if _, err := unix.InotifyAddWatch(fd, dir, unix.IN_CREATE|unix.IN_MOVED_TO); err != nil {
+		unix.Close(fd)
+		return err
+	}
+	wt.rot = os.NewFile(uintptr(fd), "inotify") // non-blocking: Close ends a Read
+	wt.wg.Add(1)
+	go func() {
+		defer wt.wg.Done()
+		var buf [16 << 10]byte
+		for {
+			n, err := wt.rot.Read(buf[:])
+			if err != nil {
+				return
+			}
+			for off := 0; off+unix.SizeofInotifyEvent <= n; {
+				ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
+				name := buf[off+unix.SizeofInotifyEvent : off+unix.SizeofInotifyEvent+int(ev.Len)]
+				name = name[:max(0, bytesIndexNUL(name))]
+				off += unix.SizeofInotifyEvent + int(ev.Len)
+				if string(name) == base {
+					wt.hold() // created, or renamed into place
+				}
+			}
+		}
+	}()
+	return nil
+}
+
+// bytesIndexNUL is the length of the NUL-padded name.
+func bytesIndexNUL(b []byte) int {
+	for i, c := range b {
+		if c == 0 {
+			return i
+		}
+	}
+	return len(b)
 }
 
 func (wt *watcher) loop(base string, pause time.Duration) {
@@ -62,12 +131,9 @@ func (wt *watcher) loop(base string, pause time.Duration) {
 			if !ok {
 				return
 			}
-			wt.notify() // an overflow: something changed, look
+			wt.notify(wt.rotate) // an overflow: something changed, look now
 		}
-		// Take what is queued, then pause. While nobody reads, fsnotify
-		// blocks and the kernel merges the identical IN_MODIFY events a
-		// busy log raises with every line into one: a KDC writing 20,000
-		// lines a second costs a few wake-ups, not 20,000.
+		// Take what is queued, then pause (see watchPause).
 		for drained := false; !drained; {
 			select {
 			case ev, ok := <-wt.w.Events:
@@ -79,7 +145,7 @@ func (wt *watcher) loop(base string, pause time.Duration) {
 				if !ok {
 					return
 				}
-				wt.notify()
+				wt.notify(wt.rotate)
 			default:
 				drained = true
 			}
@@ -94,28 +160,60 @@ func (wt *watcher) loop(base string, pause time.Duration) {
 
 // event wakes the tailer for events on the log and its rotated siblings;
 // events for other files in a shared directory (/var/log) are not worth
-// a read.
+// a read. A write to the log is routine; anything else (the log created,
+// renamed or removed, a sibling created or written: logrotate at work) is
+// a rotation, to be read at once.
 func (wt *watcher) event(ev fsnotify.Event, base string) {
-	if strings.HasPrefix(filepath.Base(ev.Name), base) {
-		wt.notify()
+	name := filepath.Base(ev.Name)
+	switch {
+	case !strings.HasPrefix(name, base):
+	case name == base && !ev.Has(fsnotify.Create) && !ev.Has(fsnotify.Remove) && !ev.Has(fsnotify.Rename):
+		wt.notify(wt.wake)
+	default:
+		if name == base && ev.Has(fsnotify.Create) && wt.rot == nil {
+			wt.hold()
+		}
+		wt.notify(wt.rotate)
 	}
 }
 
-func (wt *watcher) notify() {
+// hold opens the log just created and hands the descriptor to the tailer.
+func (wt *watcher) hold() {
+	f, err := os.OpenFile(wt.path, os.O_RDONLY|oNoBlock, 0)
+	if err != nil {
+		return // gone already, or not ours to read: the tailer finds out
+	}
 	select {
-	case wt.wake <- struct{}{}:
+	case wt.created <- f:
+	default: // the tailer is far behind; it finds the file by polling
+		f.Close()
+	}
+}
+
+func (wt *watcher) notify(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
 	default: // a wake-up is pending already
 	}
 }
 
 func (wt *watcher) active() bool { return wt.w != nil }
 
-// events returns the wake-up channel; nil (never ready) when polling.
+// events returns the wake-up channel for writes; nil (never ready) when
+// polling.
 func (wt *watcher) events() <-chan struct{} {
 	if wt.w == nil {
 		return nil
 	}
 	return wt.wake
+}
+
+// rotations returns the wake-up channel for rotations; nil when polling.
+func (wt *watcher) rotations() <-chan struct{} {
+	if wt.w == nil {
+		return nil
+	}
+	return wt.rotate
 }
 
 func (wt *watcher) close() {
@@ -124,5 +222,16 @@ func (wt *watcher) close() {
 	}
 	close(wt.done)
 	wt.w.Close()
+	if wt.rot != nil {
+		wt.rot.Close()
+	}
 	wt.wg.Wait()
+	for {
+		select {
+		case f := <-wt.created:
+			f.Close()
+		default:
+			return
+		}
+	}
 }

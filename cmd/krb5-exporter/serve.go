@@ -5,14 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
+	"github.com/coreos/go-systemd/v22/activation"
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
 	"github.com/prometheus/client_golang/prometheus"
@@ -37,7 +40,7 @@ type serveCmd struct {
 	log         *logging.Config
 	web         *web.FlagConfig
 	collectors  *collector.Config
-	logs        *kdclog.Flags
+	logs        *kdclog.Config
 	configFile  string
 	configCheck bool
 	metricsPath string
@@ -83,6 +86,20 @@ func (s *serveCmd) run(stdout, stderr io.Writer) int {
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 
+	// Bind first: an instance that cannot serve must exit before it reads
+	// (and saves positions past) a single log line that then counts
+	// nowhere.
+	listeners, err := s.listen()
+	if err != nil {
+		level.Error(logger).Log("msg", "cannot listen; not reading any log", "err", err)
+		return 1
+	}
+	defer func() {
+		for _, l := range listeners {
+			l.Close()
+		}
+	}()
+
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
 		versioncollector.NewCollector("krb5_exporter"),
@@ -98,14 +115,15 @@ func (s *serveCmd) run(stdout, stderr io.Writer) int {
 	level.Info(logger).Log("msg", "KDC host collectors", "enabled", strings.Join(host.Enabled(), ","))
 	probes := prober.NewManager(logger, reg)
 	defer probes.Stop()
-	logs, err := s.logs.NewManager(logger, reg)
+	logs, err := kdclog.NewManager(logger, reg, *s.logs)
 	if err != nil {
 		level.Error(logger).Log("msg", "cannot set up the log collector", "err", err)
 		return 1
 	}
+	defer logs.Close()
 	reloader := config.NewReloader(s.configFile, logger, reg)
 	reloader.OnReload(probes.ApplyConfig)
-	reloader.OnReload(func(c *config.Config) error { return logs.ApplyConfig(c.Logs) })
+	reloader.OnReload(logs.ApplyConfig)
 	if err := reloader.Reload(); err != nil {
 		// Reload has logged the one line that says what is wrong.
 		return 1
@@ -113,13 +131,17 @@ func (s *serveCmd) run(stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	logsDone := make(chan struct{})
-	go func() {
-		defer close(logsDone)
-		logs.Run(ctx)
-	}()
-	// On the way out the log positions are written last, after HTTP stops.
-	defer func() { stop(); <-logsDone }()
+	// Both managers of the configuration run until ctx ends; on the way
+	// out the log positions are written last, after HTTP stops.
+	var running sync.WaitGroup
+	for _, m := range []interface{ Run(context.Context) error }{probes, logs} {
+		running.Add(1)
+		go func() {
+			defer running.Done()
+			m.Run(ctx)
+		}()
+	}
+	defer func() { stop(); running.Wait() }()
 	go func() {
 		for {
 			select {
@@ -138,7 +160,7 @@ func (s *serveCmd) run(stdout, stderr io.Writer) int {
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
-	go func() { errc <- web.ListenAndServe(srv, s.web, slogger) }()
+	go func() { errc <- web.ServeMultiple(listeners, srv, s.web, slogger) }()
 	level.Info(logger).Log("msg", "starting krb5-exporter", "version", version.Info(), "build_context", version.BuildContext())
 
 	select {
@@ -154,6 +176,35 @@ func (s *serveCmd) run(stdout, stderr io.Writer) int {
 		level.Warn(logger).Log("msg", "unclean HTTP shutdown", "err", err)
 	}
 	return 0
+}
+
+// listen binds the --web.listen-address sockets, or takes systemd's.
+func (s *serveCmd) listen() ([]net.Listener, error) {
+	if *s.web.WebSystemdSocket {
+		ls, err := activation.Listeners()
+		if err != nil {
+			return nil, err
+		}
+		if len(ls) == 0 {
+			return nil, errors.New("--web.systemd-socket: no socket activation file descriptors found")
+		}
+		return ls, nil
+	}
+	var ls []net.Listener
+	for _, addr := range *s.web.WebListenAddresses {
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			for _, l := range ls {
+				l.Close()
+			}
+			return nil, err
+		}
+		ls = append(ls, l)
+	}
+	if len(ls) == 0 {
+		return nil, errors.New("no --web.listen-address")
+	}
+	return ls, nil
 }
 
 // reservedPaths are the daemon's own endpoints: --web.telemetry-path must
