@@ -46,6 +46,66 @@ type LogSource struct {
 	// read after its replacement appeared, for the lines the daemon writes
 	// before it reopens its log (default 30s).
 	RotateWait time.Duration `yaml:"rotate_wait"`
+	// Journal reads the systemd journal instead of a file (no path): where
+	// a KDC logs through syslog and no syslog daemon writes a file, as on a
+	// stock Debian 12 KDC. start_at applies as for files.
+	Journal *JournalSource `yaml:"journal"`
+}
+
+// JournalSource selects KDC entries of the systemd journal.
+//
+//	logs:
+//	  - type: kdc
+//	    journal: {}                        # SYSLOG_IDENTIFIER=krb5kdc, the system journal
+//	  - type: kadmind
+//	    journal: {units: [krb5-admin-server.service]}
+type JournalSource struct {
+	// Identifiers match SYSLOG_IDENTIFIER; Units match _SYSTEMD_UNIT. With
+	// neither, the identifiers of the type: krb5kdc, kadmind, both for
+	// "any", kpropd.
+	Identifiers []string `yaml:"identifiers"`
+	Units       []string `yaml:"units"`
+	// Directory or Files read a journal other than the system's
+	// (journalctl --directory/--file): containers, copies, tests.
+	Directory string   `yaml:"directory"`
+	Files     []string `yaml:"files"`
+}
+
+// JournalIdentifiers are the SYSLOG_IDENTIFIERs a journal source matches.
+func (l *LogSource) JournalIdentifiers() []string {
+	switch {
+	case l.Journal == nil:
+		return nil
+	case len(l.Journal.Identifiers) > 0 || len(l.Journal.Units) > 0:
+		return l.Journal.Identifiers
+	}
+	switch l.Type {
+	case "kdc":
+		return []string{"krb5kdc"}
+	case "kadmind":
+		return []string{"kadmind"}
+	case "kpropd":
+		return []string{"kpropd"}
+	}
+	return []string{"krb5kdc", "kadmind"}
+}
+
+// Key names the source in metrics (the path label) and in the position
+// file: its path, or for the journal "journal:" and what it matches.
+func (l *LogSource) Key() string {
+	if l.Journal == nil {
+		return l.Path
+	}
+	j := l.Journal
+	where := "system"
+	switch {
+	case j.Directory != "":
+		where = j.Directory
+	case len(j.Files) > 0:
+		where = strings.Join(j.Files, ",")
+	}
+	what := append(append([]string{}, l.JournalIdentifiers()...), j.Units...)
+	return "journal:" + where + ":" + strings.Join(what, ",")
 }
 
 // Defaults of a LogSource's optional fields.
@@ -57,8 +117,15 @@ const (
 // Validate checks a log source on its own; Config.Validate checks that no
 // path is listed twice.
 func (l *LogSource) Validate() error {
-	if strings.TrimSpace(l.Path) == "" {
-		return fieldErr("path is required", "path")
+	if l.Journal != nil {
+		if l.Path != "" {
+			return fieldErr("path and journal are exclusive", "journal")
+		}
+		if err := l.Journal.validate(); err != nil {
+			return err
+		}
+	} else if strings.TrimSpace(l.Path) == "" {
+		return fieldErr("path (or journal) is required", "path")
 	}
 	if strings.ContainsAny(l.Path, "\x00\n") {
 		return fieldErr("path contains a NUL or newline", "path")
@@ -90,6 +157,22 @@ func (l *LogSource) Validate() error {
 	}
 	if l.RotateWait < 0 || l.RotateWait > time.Hour {
 		return fieldErr(fmt.Sprintf("rotate_wait %s: must be between 0 and 1h", l.RotateWait), "rotate_wait")
+	}
+	return nil
+}
+
+func (j *JournalSource) validate() error {
+	for i, v := range append(append([]string{}, j.Identifiers...), j.Units...) {
+		if v == "" || strings.ContainsAny(v, "= \t\n+") {
+			field := "identifiers"
+			if i >= len(j.Identifiers) {
+				field, i = "units", i-len(j.Identifiers)
+			}
+			return fieldErr(fmt.Sprintf("%q is not an identifier or unit name", v), "journal", field, strconv.Itoa(i))
+		}
+	}
+	if j.Directory != "" && len(j.Files) > 0 {
+		return fieldErr("directory and files are exclusive", "journal", "files")
 	}
 	return nil
 }
@@ -140,7 +223,15 @@ func checkLogFiles(logs []LogSource) error {
 	type fileID struct{ dev, ino uint64 }
 	names := map[string]int{}
 	ids := map[fileID]int{}
+	keys := map[string]int{}
 	for i, l := range logs {
+		if l.Journal != nil {
+			if j, dup := keys[l.Key()]; dup {
+				return fieldErr(fmt.Sprintf("journal source listed twice (logs[%d]): its entries would be counted twice", j), "logs", strconv.Itoa(i), "journal")
+			}
+			keys[l.Key()] = i
+			continue
+		}
 		name, err := filepath.Abs(l.Path)
 		if err != nil {
 			name = filepath.Clean(l.Path)

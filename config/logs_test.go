@@ -41,7 +41,12 @@ logs:
 
 func TestLogSourceErrors(t *testing.T) {
 	for _, c := range []struct{ yaml, want string }{
-		{"logs:\n  - type: kdc\n", "test.yml:2: logs.0.path: path is required"},
+		{"logs:\n  - type: kdc\n", "test.yml:2: logs.0.path: path (or journal) is required"},
+		{"logs:\n  - path: /x\n    type: kdc\n    journal: {}\n", "path and journal are exclusive"},
+		{"logs:\n  - type: kdc\n    journal: {identifiers: [\"a=b\"]}\n", "not an identifier or unit name"},
+		{"logs:\n  - type: kdc\n    journal: {units: [\"\"]}\n", "not an identifier or unit name"},
+		{"logs:\n  - type: kdc\n    journal: {directory: /d, files: [/f]}\n", "directory and files are exclusive"},
+		{"logs:\n  - type: kdc\n    journal: {}\n  - type: kdc\n    journal: {}\n", "journal source listed twice"},
 		{"logs:\n  - path: /x\n", `type is required`},
 		{"logs:\n  - path: /x\n    type: heimdal\n", `test.yml:3: logs.0.type: type "heimdal": must be "kdc", "kadmind", "any" or "kpropd"`},
 		{"logs:\n  - path: /x\n    type: kdc\n    start_at: middle\n", `start_at "middle"`},
@@ -57,6 +62,22 @@ func TestLogSourceErrors(t *testing.T) {
 		_, err := Parse([]byte(c.yaml), "test.yml")
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: error %v, want it to contain %q", c.yaml, err, c.want)
+		}
+	}
+}
+
+func TestJournalSourceKey(t *testing.T) {
+	for _, c := range []struct {
+		src  LogSource
+		want string
+	}{
+		{LogSource{Type: "kdc", Journal: &JournalSource{}}, "journal:system:krb5kdc"},
+		{LogSource{Type: "any", Journal: &JournalSource{Directory: "/j"}}, "journal:/j:krb5kdc,kadmind"},
+		{LogSource{Type: "kadmind", Journal: &JournalSource{Units: []string{"krb5-admin-server.service"}}}, "journal:system:krb5-admin-server.service"},
+		{LogSource{Type: "kdc", Path: "/var/log/krb5kdc.log"}, "/var/log/krb5kdc.log"},
+	} {
+		if got := c.src.Key(); got != c.want {
+			t.Errorf("%+v: key %q, want %q", c.src, got, c.want)
 		}
 	}
 }

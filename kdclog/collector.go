@@ -81,6 +81,19 @@ var (
 		"1 when the configured path names a file being followed, 0 while it does not exist.", []string{"path"}, nil)
 	descInotify = prometheus.NewDesc("krb5_kdc_log_inotify",
 		"1 when change notification works for the log's directory, 0 when the file is only polled.", []string{"path"}, nil)
+	descJCursorLost = prometheus.NewDesc("krb5_kdc_log_journal_cursor_lost_total",
+		"Starts at which the journal no longer held the last entry counted (rotated or vacuumed while the exporter was stopped); each is logged.",
+		[]string{"path"}, nil)
+	descJEntriesLost = prometheus.NewDesc("krb5_kdc_log_journal_entries_lost_total",
+		"Journal entries (of every program: an upper bound for the KDC's) between a lost cursor and the oldest entry left, where the journal's sequence numbers tell.",
+		[]string{"path"}, nil)
+	descJExits = prometheus.NewDesc("krb5_kdc_log_journalctl_exits_total",
+		"Times the journalctl that follows the journal exited and was started again (with back-off); its error output is logged.",
+		[]string{"path"}, nil)
+	descJMalformed = prometheus.NewDesc("krb5_kdc_log_journal_malformed_total",
+		"Output lines of journalctl that were not a journal entry.", []string{"path"}, nil)
+	descJRunning = prometheus.NewDesc("krb5_kdc_log_journalctl_running",
+		"1 while a journalctl follows the journal source, 0 while it is being started again.", []string{"path"}, nil)
 	descPosWrites = prometheus.NewDesc("krb5_kdc_log_position_file_writes_total",
 		"Successful writes of the position file.", nil, nil)
 	descPosErrors = prometheus.NewDesc("krb5_kdc_log_position_file_write_errors_total",
@@ -96,6 +109,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 		descTooMany, descS4U, descKDCLife, descKadmin, descKadmAuth, descKadmLife,
 		descLines, descParsed, descUnparsed, descBytes, descRotations, descCopies, descMismatch,
 		descDiscovered, descUnread, descReadErrors, descBehind, descOpen, descInotify, descPosWrites, descPosErrors,
+		descJCursorLost, descJEntriesLost, descJExits, descJMalformed, descJRunning,
 	} {
 		ch <- d
 	}
@@ -192,10 +206,22 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 
 	for _, s := range srcs {
 		p, t, ps := s.path, &s.tail, &s.parse
-		counter(ch, descLines, t.Lines.Load(), p)
+		lines := t.Lines.Load()
+		if s.isJournal {
+			lines = s.jour.Entries.Load()
+		}
+		counter(ch, descLines, lines, p)
 		counter(ch, descParsed, ps.parsed.Load(), p)
 		for r := ReasonNoHeader; r < numReasons; r++ {
 			counter(ch, descUnparsed, ps.unparsed[r].Load(), p, reasonNames[r])
+		}
+		if j := &s.jour; s.isJournal {
+			counter(ch, descJCursorLost, j.CursorLost.Load(), p)
+			counter(ch, descJEntriesLost, j.LostEntries.Load(), p)
+			counter(ch, descJExits, j.Exits.Load(), p)
+			counter(ch, descJMalformed, j.Malformed.Load(), p)
+			gauge(ch, descJRunning, b2f(j.Running.Load()), p)
+			continue // the rest describes files
 		}
 		counter(ch, descBytes, t.Bytes.Load(), p)
 		for r := range tailer.NumRotationKinds {

@@ -14,7 +14,7 @@ func TestMetricsDocumented(t *testing.T) {
 	ch := make(chan *prometheus.Desc, 100)
 	collector{}.Describe(ch)
 	close(ch)
-	if n := metricsdoc.CheckDescs(t, "KDC log collector", ch); n != 32 {
-		t.Errorf("%d descriptors described, want 32", n)
+	if n := metricsdoc.CheckDescs(t, "KDC log collector", ch); n != 37 {
+		t.Errorf("%d descriptors described, want 37", n)
 	}
 }

@@ -113,6 +113,22 @@ func (s *source) handle(line []byte, truncated bool) {
 	s.count(&e)
 }
 
+// handleEntry counts one journal entry, whose program and pid come apart
+// from its message.
+func (s *source) handleEntry(ident []byte, pid int, msg []byte) {
+	var e Event
+	if !s.parser.ParseMessage(ident, pid, msg, &e) {
+		s.unparsed[e.Reason]++
+		return
+	}
+	if !s.accept[e.Program] {
+		s.unparsed[ReasonOtherProgram]++
+		return
+	}
+	s.parsed++
+	s.count(&e)
+}
+
 func (s *source) count(e *Event) {
 	c, l := s.c, s.local
 	switch e.Kind {

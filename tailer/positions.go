@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
@@ -47,6 +48,9 @@ type Position struct {
 	Done []FilePos `json:"done,omitempty"`
 	// Saved is when this position was taken (Unix nanoseconds).
 	Saved int64 `json:"saved,omitempty"`
+	// Cursor is a journal source's position: the journal cursor of the
+	// last entry counted (package journal).
+	Cursor string `json:"cursor,omitempty"`
 }
 
 func (p Position) equal(q Position) bool {
@@ -56,7 +60,7 @@ func (p Position) equal(q Position) bool {
 	if p.Current != nil && *p.Current != *q.Current {
 		return false
 	}
-	return slices.Equal(p.Rotated, q.Rotated) && slices.Equal(p.Done, q.Done)
+	return p.Cursor == q.Cursor && slices.Equal(p.Rotated, q.Rotated) && slices.Equal(p.Done, q.Done)
 }
 
 type positionsFile struct {
@@ -219,6 +223,17 @@ func (p *Positions) Set(path string, pos Position) {
 	}
 	p.files[path] = pos
 	p.dirty = true
+}
+
+// Cursor returns the journal cursor saved under key ("" when none).
+func (p *Positions) Cursor(key string) string {
+	pos, _ := p.Get(key)
+	return pos.Cursor
+}
+
+// SetCursor records the journal cursor of key.
+func (p *Positions) SetCursor(key, cursor string) {
+	p.Set(key, Position{Cursor: cursor, Saved: time.Now().UnixNano()})
 }
 
 // Delete forgets path (a log source removed from the configuration).
