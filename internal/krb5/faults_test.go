@@ -254,23 +254,9 @@ func TestIPv6KDC(t *testing.T) {
 // sender does: the engine must call that a network fault, not a malformed
 // reply from a KDC (it is not from a KDC at all).
 func TestEchoedRequestIsNetworkFault(t *testing.T) {
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pc.Close() })
-	go func() {
-		buf := make([]byte, 65536)
-		for {
-			n, a, err := pc.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			pc.WriteTo(buf[:n], a)
-		}
-	}()
+	echo := testutil.UDPServer(t, func(req []byte) []byte { return req })
 	p := mustPrincipal(t, "user0001@PERF.TEST")
-	c, err := NewClient(Options{KDC: pc.LocalAddr().String(), Client: p, Credentials: NewPasswordCredentials("x", p)})
+	c, err := NewClient(Options{KDC: echo, Client: p, Credentials: NewPasswordCredentials("x", p)})
 	if err != nil {
 		t.Fatal(err)
 	}

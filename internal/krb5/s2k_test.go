@@ -3,7 +3,6 @@ package krb5
 import (
 	"context"
 	"fmt"
-	"net"
 	"testing"
 	"time"
 
@@ -31,29 +30,16 @@ func preauthRequiredKDC(t *testing.T, realm string, entry types.ETypeInfo2Entry)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pc.Close() })
-	go func() {
-		buf := make([]byte, 65536)
-		for {
-			_, from, err := pc.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			ke := messages.NewKRBError(types.NewPrincipalName(nametype.KRB_NT_SRV_INST, "krbtgt/"+realm), realm,
-				errorcode.KDC_ERR_PREAUTH_REQUIRED, "")
-			ke.EData = edata
-			b, err := ke.Marshal()
-			if err != nil {
-				return
-			}
-			pc.WriteTo(b, from)
+	return testutil.UDPServer(t, func([]byte) []byte {
+		ke := messages.NewKRBError(types.NewPrincipalName(nametype.KRB_NT_SRV_INST, "krbtgt/"+realm), realm,
+			errorcode.KDC_ERR_PREAUTH_REQUIRED, "")
+		ke.EData = edata
+		b, err := ke.Marshal()
+		if err != nil {
+			return nil
 		}
-	}()
-	return pc.LocalAddr().String()
+		return b
+	})
 }
 
 // A KDC asking for 2^32-1 PBKDF2 iterations must not keep a password probe

@@ -340,3 +340,27 @@ func Replica(t testing.TB, p *realm.Realm) *realm.Realm {
 	})
 	return r
 }
+
+// UDPServer answers each datagram sent to a loopback port with reply(req)
+// (nothing when reply returns nil), for the test's lifetime: a fake KDC.
+func UDPServer(t testing.TB, reply func(req []byte) []byte) string {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pc.Close() })
+	go func() {
+		buf := make([]byte, 65536)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			if b := reply(buf[:n]); b != nil {
+				pc.WriteTo(b, from)
+			}
+		}
+	}()
+	return pc.LocalAddr().String()
+}
