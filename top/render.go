@@ -23,10 +23,16 @@ func Write(w io.Writer, snap Snapshot, v View) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "krb5-exporter top - %s  interval %s  workers %d\n", snap.At.Format("15:04:05"),
 		interval(snap), workers(snap.Rows))
-	fmt.Fprintf(&b, "requests %s/s (AS %s, TGS %s)  errors %s  KDC CPU %s  kadmind %s ops/s (%s failed)  UDP drops %s/s  TCP overflows %s/s\n",
+	fmt.Fprintf(&b, "requests %s/s (AS %s, TGS %s)  errors %s%%  KDC CPU %s%%",
 		num(snap.Total.Requests()), num(snap.Total.ASOK+snap.Total.ASErr+snap.Total.ASStep),
-		num(snap.Total.TGSOK+snap.Total.TGSErr+snap.Total.TGSStep), pct(snap.Total.ErrorRatio()),
-		pct(snap.Total.CPU), num(snap.KadminOps), num(snap.KadminErr), num(snap.UDPDrops), num(snap.TCPOverflows))
+		num(snap.Total.TGSOK+snap.Total.TGSErr+snap.Total.TGSStep), pct(snap.Total.ErrorRatio()), pct(snap.Total.CPU))
+	if snap.HasKadmin {
+		fmt.Fprintf(&b, "  kadmind %s ops/s (%s failed)", num(snap.KadminOps), num(snap.KadminErr))
+	}
+	if snap.HasNetwork {
+		fmt.Fprintf(&b, "  UDP drops %s/s  TCP overflows %s/s", num(snap.UDPDrops), num(snap.TCPOverflows))
+	}
+	b.WriteString("\n")
 	if len(snap.Probes) > 0 {
 		b.WriteString("probes")
 		for _, p := range snap.Probes {

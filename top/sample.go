@@ -67,6 +67,9 @@ type Snapshot struct {
 	KadminOps, KadminErr   float64
 	UDPDrops, TCPOverflows float64 // per second
 	Probes                 []Probe
+	// HasKadmin and HasNetwork say whether those series were gathered at
+	// all (top's own sources have neither), so no 0 is shown for unknown.
+	HasKadmin, HasNetwork bool
 }
 
 // The series the view is made of (see docs/metrics.md).
@@ -186,14 +189,17 @@ func (s *Sampler) Sample(now time.Time) (Snapshot, error) {
 					}
 				}
 			case mKadmind:
+				snap.HasKadmin = true
 				x := rate(key, v)
 				snap.KadminOps += x
 				if l["result"] != "success" {
 					snap.KadminErr += x
 				}
 			case mUDPDrops:
+				snap.HasNetwork = true
 				snap.UDPDrops += rate(key, v)
 			case mTCPOverflows:
+				snap.HasNetwork = true
 				snap.TCPOverflows += rate(key, v)
 			case mProbeSuccess:
 				snap.Probes = append(snap.Probes, Probe{Target: l["target"], Exchange: l["exchange"], OK: v == 1})
@@ -216,6 +222,14 @@ func (s *Sampler) Sample(now time.Time) (Snapshot, error) {
 		snap.Total.TGSStep += r.TGSStep
 	}
 	snap.Total.Name = "total"
+	if snap.Total.CPU == 0 && snap.Total.RSS == 0 { // no whole-program series: add up the rows
+		for _, r := range snap.Rows {
+			snap.Total.CPU += r.CPU
+			if !math.IsNaN(r.RSS) {
+				snap.Total.RSS += r.RSS
+			}
+		}
+	}
 	if snap.Total.RSS == 0 {
 		snap.Total.RSS = math.NaN()
 	}

@@ -28,6 +28,7 @@ type commands struct {
 	probe                   *probeCmd
 	man                     *kingpin.CmdClause
 	bench                   *benchCmd
+	top                     *topCmd
 }
 
 // newApp builds the command line model: main parses it, the man page and
@@ -42,6 +43,7 @@ func newApp(stdout, stderr io.Writer) (*kingpin.Application, *commands) {
 	c.realmUp, c.realmDown, c.env, c.probePrincipal = addRealmCommands(app)
 	c.probe = addProbeCommand(app)
 	c.bench = addBenchCommand(app)
+	c.top = addTopCommand(app)
 	c.man = app.Command("man", "Print the manual page (roff) generated from this command line.").Hidden()
 	return app, c
 }
@@ -82,6 +84,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	case c.bench.cmd.FullCommand():
 		return c.bench.run(stdout, stderr)
+	case c.top.cmd.FullCommand():
+		return c.top.run(stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "krb5-exporter: unknown command %q\n", cmd)
 	return 2
