@@ -1,12 +1,11 @@
 package collector
 
 import (
-	"bytes"
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 
@@ -17,21 +16,10 @@ import (
 )
 
 // lockedBuffer collects log lines from the collector.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
+type lockedBuffer struct{ testutil.LockedBuffer }
 
 func (l *lockedBuffer) lines() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	s := strings.TrimSpace(l.b.String())
+	s := strings.TrimSpace(l.String())
 	if s == "" {
 		return nil
 	}

@@ -209,7 +209,7 @@ func TestBenchDaemonServesResults(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	logs := &syncWriter{w: &bytes.Buffer{}}
+	logs := &testutil.LockedBuffer{}
 	args := append(smallBench(t.TempDir(), "--tests", "dump"), "--web.listen-address", addr, "--interval", "1h")
 	args = slices.DeleteFunc(args, func(a string) bool { return a == "--once" })
 	cmd := exec.Command(binary, args...)

@@ -6,14 +6,12 @@ import (
 	"context"
 	"fmt"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
-	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -164,7 +162,7 @@ func TestPortInUse(t *testing.T) {
 }
 
 // daemon starts the exporter on a free port and returns its base URL.
-func daemon(t *testing.T, args ...string) (string, *exec.Cmd, *syncWriter) {
+func daemon(t *testing.T, args ...string) (string, *exec.Cmd, *testutil.LockedBuffer) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -172,7 +170,7 @@ func daemon(t *testing.T, args ...string) (string, *exec.Cmd, *syncWriter) {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	logs := &syncWriter{w: &bytes.Buffer{}}
+	logs := &testutil.LockedBuffer{}
 	cmd := exec.Command(binary, append([]string{"--web.listen-address", addr}, args...)...)
 	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
@@ -192,24 +190,6 @@ func daemon(t *testing.T, args ...string) (string, *exec.Cmd, *syncWriter) {
 	}
 	t.Fatalf("exporter did not come up: %s", logs.String())
 	return "", nil, nil
-}
-
-// syncWriter lets the test read the daemon's log while exec writes it.
-type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (s *syncWriter) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.(*bytes.Buffer).String()
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
 }
 
 // metric returns the first sample line of a metric from /metrics.

@@ -26,7 +26,7 @@ func TestDaemonLogStream(t *testing.T) {
 	t.Parallel()
 	_, _, logs := daemon(t)
 	// The daemon's stderr reaches the test through a pipe: await the lines.
-	started := func(l *syncWriter) func() bool {
+	started := func(l *testutil.LockedBuffer) func() bool {
 		return func() bool {
 			text := l.String()
 			return strings.Contains(text, "Listening on") && strings.Contains(text, "starting krb5-exporter")

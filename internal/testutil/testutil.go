@@ -4,12 +4,14 @@
 package testutil
 
 import (
+	"bytes"
 	"context"
 	"math/rand/v2"
 	"net"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -363,4 +365,24 @@ func UDPServer(t testing.TB, reply func(req []byte) []byte) string {
 		}
 	}()
 	return pc.LocalAddr().String()
+}
+
+// LockedBuffer collects what a logger or a child process writes while the
+// test reads it.
+type LockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *LockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// String returns everything written so far.
+func (l *LockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
