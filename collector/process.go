@@ -8,6 +8,8 @@ import (
 
 	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/kdcproc"
 )
 
 // processCollector reports krb5kdc, kadmind and kpropd from /proc: per
@@ -23,13 +25,14 @@ type processCollector struct {
 
 	lastMain map[string]procID // main process seen by the previous scrape
 	restartN map[string]float64
-	slots    workerSlots
+	slots    *kdcproc.Workers // shared with the log's per-worker counter
 }
 
-func newProcessCollector(scan *procScanner, logger log.Logger) *processCollector {
+func newProcessCollector(scan *procScanner, slots *kdcproc.Workers, logger log.Logger) *processCollector {
 	prog := []string{"program"}
 	return &processCollector{
 		scan:        scan,
+		slots:       slots,
 		warn:        newOnceLogger(logger),
 		pageSz:      float64(os.Getpagesize()),
 		up:          desc("process", "up", "1 if a process of the program is running (zombies do not count), else 0.", prog...),
@@ -184,7 +187,15 @@ func (c *processCollector) updateProgram(ch chan<- prometheus.Metric, snap *snap
 }
 
 func (c *processCollector) updateWorkers(ch chan<- prometheus.Metric, snap *snapshot, p *programProcs) {
-	idx := c.slots.assign(p.workers) // also frees the slots of gone workers
+	// A single-process KDC answers requests itself: it holds index 0.
+	answering := make([]kdcproc.ID, 0, len(p.workers)+1)
+	for _, w := range p.workers {
+		answering = append(answering, kdcproc.ID{PID: w.pid, Start: w.stat.Starttime})
+	}
+	if len(answering) == 0 && p.running() {
+		answering = append(answering, kdcproc.ID{PID: p.main.pid, Start: p.main.stat.Starttime})
+	}
+	idx := c.slots.Assign(answering) // also frees the indexes of gone workers
 	if !p.running() {
 		return
 	}
