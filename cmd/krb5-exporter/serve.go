@@ -28,6 +28,7 @@ import (
 
 	"github.com/krb5-exporter/krb5-exporter/collector"
 	"github.com/krb5-exporter/krb5-exporter/config"
+	"github.com/krb5-exporter/krb5-exporter/internal/kdcproc"
 	"github.com/krb5-exporter/krb5-exporter/kdclog"
 	"github.com/krb5-exporter/krb5-exporter/logging"
 	"github.com/krb5-exporter/krb5-exporter/prober"
@@ -106,7 +107,17 @@ func (s *serveCmd) run(stdout, stderr io.Writer) int {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
-	host, err := collector.New(logger, *s.collectors)
+	// One pid -> worker index for the process collector's per-worker CPU
+	// and the log's per-worker requests, so that worker="1" is the same
+	// process in both.
+	workers, err := kdcproc.NewWorkers(s.collectors.ProcFS)
+	if err != nil {
+		level.Error(logger).Log("msg", "cannot set up the host collectors", "err", err)
+		return 1
+	}
+	hostCfg := *s.collectors
+	hostCfg.Workers = workers
+	host, err := collector.New(logger, hostCfg)
 	if err != nil {
 		level.Error(logger).Log("msg", "cannot set up the host collectors", "err", err)
 		return 1
@@ -121,6 +132,7 @@ func (s *serveCmd) run(stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer logs.Close()
+	logs.SetWorkerIndex(workers)
 	reloader := config.NewReloader(s.configFile, logger, reg)
 	reloader.OnReload(probes.ApplyConfig)
 	reloader.OnReload(logs.ApplyConfig)
