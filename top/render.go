@@ -48,7 +48,7 @@ func Write(w io.Writer, snap Snapshot, v View) error {
 				state = "FAIL"
 			}
 			fmt.Fprintf(&b, "  %s/%s %s", p.Target, p.Exchange, state)
-			if p.Latency > 0 {
+			if p.OK && p.Latency > 0 {
 				fmt.Fprintf(&b, " %s", latency(p.Latency))
 			}
 		}

@@ -1,11 +1,12 @@
 // Package top is `krb5-exporter top`: a live per-process view of a stock
-// MIT KDC, the kstat of a KDC that was never patched for it. It reads the
-// same sources as the daemon, in process: the host collectors (CPU and
-// memory of the supervisor and of each `-w N` worker by its stable index,
-// socket drops and overflows) and the KDC and kadmind logs followed from
-// their end (each request line names the worker that answered it), and
-// turns two gathers a second apart into rates: AS and TGS requests per
-// second by outcome, error share, CPU as a share of one core, RSS.
+// MIT KDC, the kstat of a KDC that was never patched for it. It gathers the
+// daemon's own collectors run in process (the log collector, read from the
+// logs' end: requests by worker and kadmind operations; the network
+// collector: UDP drops, TCP listen overflows), its own Source (CPU, RSS and
+// pid of each krb5kdc process under the worker index of internal/kdcproc)
+// and the probe series of a running daemon (Daemon), and turns two gathers
+// an interval apart into rates: AS and TGS requests per second by outcome,
+// error share, CPU as a share of one core, RSS.
 package top
 
 import (
