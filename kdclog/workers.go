@@ -94,7 +94,7 @@ func (w *workerCounts) collect(ch chan<- prometheus.Metric, statuses *boundedLab
 // a small cache of pid -> row, valid for one generation of the index.
 type sourceWorkers struct {
 	shared *workerCounts
-	local  map[int]*[numRequests][]uint64 // row -> counts
+	local  []*[numRequests][]uint64 // by row, allocated on first use
 	gen    uint64
 	cache  [16]struct{ pid, row int }
 }
@@ -111,7 +111,7 @@ func (s *sourceWorkers) count(pid int, req Request, status, nStatus int) {
 			s.cache[i].pid = -1
 		}
 		if s.local == nil {
-			s.local = map[int]*[numRequests][]uint64{}
+			s.local = make([]*[numRequests][]uint64, numWorkerRows)
 		}
 	}
 	slot := &s.cache[uint(pid)%uint(len(s.cache))]
@@ -143,6 +143,9 @@ func (s *sourceWorkers) count(pid int, req Request, status, nStatus int) {
 
 func (s *sourceWorkers) flush() {
 	for row, l := range s.local {
+		if l == nil {
+			continue
+		}
 		var shared *workerRow
 		for q := range l {
 			for st, v := range l[q] {

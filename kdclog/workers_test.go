@@ -186,3 +186,49 @@ func checkWorkers(t *testing.T, got, before map[string]float64, byPID map[int]fl
 		t.Errorf("per-worker counts %v (%v), the log's per-pid counts %v", deltas, got, want)
 	}
 }
+
+// BenchmarkParseCountWorkers is BenchmarkParseCount with the per-worker
+// counter on (a real kdcproc index: the benchmark log's pids are not
+// running, so every line takes the cached "unknown" path a live worker's
+// takes too). Compare the two side by side for the counter's cost.
+func BenchmarkParseCountWorkers(b *testing.B) {
+	_, data := benchLog(b)
+	lines := splitLines(data)
+	w, err := kdcproc.NewWorkers("/proc")
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := newCounts()
+	var idx WorkerIndex = w
+	c.workers.index.Store(&idx)
+	src := newSource(config.LogSource{Path: "bench", Type: "kdc", ProbePrincipals: []string{"krb5-exporter-probe@PERF.TEST"}},
+		c, &sourceStats{})
+	b.ResetTimer()
+	m0, c0 := mallocs(), cpuSeconds()
+	for range b.N {
+		for _, l := range lines {
+			src.handle(l, false)
+		}
+	}
+	src.flush()
+	reportPerLine(b, len(lines), cpuSeconds()-c0, mallocs()-m0)
+	var n uint64
+	for i := range c.workers.rows {
+		if r := c.workers.rows[i].Load(); r != nil {
+			for q := range r {
+				for s := range r[q] {
+					n += r[q][s].Load()
+				}
+			}
+		}
+	}
+	var total uint64
+	for q := range c.requests {
+		for s := range c.requests[q] {
+			total += c.requests[q][s].Load()
+		}
+	}
+	if n != total || n == 0 {
+		b.Fatalf("per-worker %d, requests %d", n, total)
+	}
+}
