@@ -22,8 +22,9 @@ import (
 
 // Row is one KDC process (or the sum of them).
 type Row struct {
-	// Name is "main" (a single-process KDC, or requests whose worker was
-	// not known), "supervisor", or the worker index.
+	// Name is the worker index of internal/kdcproc (a single-process KDC
+	// is worker 0), "supervisor", or for requests only "unknown" (a pid
+	// that was no running KDC process) and "other" (see docs/metrics.md).
 	Name string
 	PID  int // 0 when not known
 	// Requests per second answered by this process: AS and TGS issued
@@ -155,7 +156,7 @@ func (s *Sampler) Sample(now time.Time) (Snapshot, error) {
 		}
 		return r
 	}
-	single := true // no per-worker CPU series: a single-process KDC
+	single := true // no per-worker CPU series: a single-process KDC, worker 0
 	for _, mf := range mfs {
 		if mf.GetName() == mWorkerCPU && len(mf.GetMetric()) > 0 {
 			single = false
@@ -212,14 +213,14 @@ func (s *Sampler) Sample(now time.Time) (Snapshot, error) {
 					x := rate(key, v)
 					snap.Total.CPU += x
 					if single {
-						row("main").CPU += x
+						row("0").CPU += x
 					}
 				}
 			case mProcessRSS:
 				if l["program"] == "krb5kdc" {
 					snap.Total.RSS = v
 					if single {
-						row("main").RSS = v
+						row("0").RSS = v
 					}
 				}
 			case mKadmindAuth:
