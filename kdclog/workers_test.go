@@ -65,6 +65,39 @@ func TestWorkerRequests(t *testing.T) {
 	waitValue(t, tm.reg, sent, "krb5_kdc_requests_total", "request", "as", "status", "NEEDED_PREAUTH")
 	waitValue(t, tm.reg, completeLines(t, r.KDCLog), "krb5_kdc_log_lines_read_total", "path", r.KDCLog)
 	checkWorkers(t, perWorker(t, tm), first, linesByPID(t, r.KDCLog, old), sent)
+
+	// A line whose pid is no KDC process (forged with logger, or read long
+	// after its worker exited): counted once, under worker="unknown".
+	data := string(testutil.MustRead(t, r.KDCLog))
+	m := requestLine.FindAllStringSubmatchIndex(data, -1)
+	last := m[len(m)-1]
+	line := data[last[0]:last[1]]
+	line = line[:last[2]-last[0]] + "1" + line[last[3]-last[0]:] // pid 1: init
+	end := strings.Index(data[last[1]:], "\n")
+	f, err := os.OpenFile(r.KDCLog, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The whole line: its head (date, host) as the KDC wrote it, pid 1.
+	lineStart := strings.LastIndex(data[:last[0]], "\n") + 1
+	forged := data[lineStart:last[0]] + line + data[last[1]:last[1]+end] + "\n"
+	if _, err := f.WriteString(forged); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	sent++
+	waitValue(t, tm.reg, sent, "krb5_kdc_requests_total", "request", "as", "status", "NEEDED_PREAUTH")
+	got := perWorker(t, tm)
+	if got["unknown"] != 1 {
+		t.Errorf("forged line of pid 1: worker=\"unknown\" is %v, want 1 (%v)", got["unknown"], got)
+	}
+	var total float64
+	for _, v := range got {
+		total += v
+	}
+	if total != sent {
+		t.Errorf("per-worker series add up to %v after the forged line, want %v", total, sent)
+	}
 }
 
 // sendLoad sends clients × n AS-REQs without pre-authentication for the
