@@ -95,7 +95,7 @@ func interval(s Snapshot) string {
 	if s.Interval == 0 {
 		return "-"
 	}
-	return strconv.FormatFloat(s.Interval.Seconds(), 'f', 1, 64) + "s"
+	return strconv.FormatFloat(s.Interval.Seconds(), 'f', 2, 64) + "s"
 }
 
 func workers(rows []Row) int {

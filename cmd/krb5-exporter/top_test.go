@@ -207,7 +207,7 @@ func TestTopBatchAgainstWorkers(t *testing.T) {
 				t.Errorf("row %q: want workers 0-3, supervisor, total:\n%s", name, s.text)
 			}
 		}
-		if d := math.Abs(workers - s.preauth["total"]); d > 0.25 {
+		if d := math.Abs(workers - s.preauth["total"]); d > 0.3 { // 5 values rounded to 0.1
 			t.Errorf("worker rows add up to %.1f/s, the total row says %.1f/s:\n%s", workers, s.preauth["total"], s.text)
 		}
 		total += s.preauth["total"] * s.interval
