@@ -101,6 +101,7 @@ type procScanner struct {
 	dirBuf   []byte // getdents buffer
 	onProcfs bool   // procPath is a live procfs, not a copied tree
 	warn     *onceLogger
+	access   *accessTracker
 	pidFiles map[string]string // program -> pid file; absent: find by name
 
 	bootTime float64 // cached: it does not change
