@@ -125,7 +125,7 @@ func (c *processCollector) updateProgram(ch chan<- prometheus.Metric, snap *snap
 		threads += uint64(st.NumThreads)
 		oldest = min(oldest, st.Starttime)
 		if fds.ok {
-			n, err := countFDs(pr.file("fd"), c.scan.dirBuf, c.scan.onProcfs)
+			n, err := countFDs(c.scan.files, pr.file("fd"), c.scan.dirBuf, c.scan.onProcfs)
 			if !c.failed(&fds, err, pr, p.name, "fd") {
 				nfds += float64(n)
 			}

@@ -93,6 +93,36 @@ func (c *fileCache) read(path string, pread func(fd int, path string) ([]byte, e
 	return b, nil
 }
 
+// fstat stats path through a descriptor opened with O_PATH and kept
+// between scrapes: for a procfs file whose attributes the kernel computes
+// at each stat (the size of /proc/PID/fd), without a path lookup. A
+// failure on the kept descriptor (the process exited) is retried once on
+// a fresh open, as in read.
+func (c *fileCache) fstat(path string, st *unix.Stat_t) error {
+	if cf := c.files[path]; cf != nil {
+		if err := unix.Fstat(cf.fd, st); err == nil {
+			cf.gen = c.gen
+			return nil
+		}
+		unix.Close(cf.fd)
+		delete(c.files, path)
+	}
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	if err := unix.Fstat(fd, st); err != nil {
+		unix.Close(fd)
+		return &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if len(c.files) >= maxCachedFiles {
+		unix.Close(fd)
+		return nil
+	}
+	c.files[path] = &cachedFile{fd: fd, gen: c.gen}
+	return nil
+}
+
 func (c *fileCache) preadAll(fd int, path string) ([]byte, error) {
 	n := 0
 	for {
