@@ -55,17 +55,6 @@ func (c *fileCache) readSingle(path string) ([]byte, error) { return c.read(path
 // part: it reads on until the end. The slice is valid until the next read.
 func (c *fileCache) readAll(path string) ([]byte, error) { return c.read(path, c.preadAll) }
 
-// readOnce is readSingle without keeping the file open: for the small
-// files of every process on the machine (comm), read once a scrape.
-func (c *fileCache) readOnce(path string) ([]byte, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: path, Err: err}
-	}
-	defer unix.Close(fd)
-	return c.pread(fd, path)
-}
-
 func (c *fileCache) read(path string, pread func(fd int, path string) ([]byte, error)) ([]byte, error) {
 	cf := c.files[path]
 	if cf != nil {
