@@ -20,8 +20,19 @@ import (
 // fails with ESRCH and is dropped, as in fileCache.
 
 // maxCommFiles bounds the comm files kept open; beyond it, the others are
-// opened for each read.
+// opened for each read. It is lowered to a quarter of the open-file limit
+// (keptFileLimit), so that the exporter's own sockets always have room.
 const maxCommFiles = 2048
+
+// keptFileLimit is limit, or a quarter of the soft limit on open files if
+// that is less: the two caches of kept files then hold at most half of it.
+func keptFileLimit(limit int) int {
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err == nil && rl.Cur/4 < uint64(limit) {
+		return int(rl.Cur / 4)
+	}
+	return limit
+}
 
 // pidLister lists the processes of a procfs tree. Not safe for concurrent
 // use: the KDCCollector serialises scrapes.
@@ -32,11 +43,12 @@ type pidLister struct {
 	pids     []int
 	comms    map[int]*cachedFile
 	gen      uint64
+	maxKept  int
 	commBuf  [64]byte // comm is at most 15 bytes and a newline
 }
 
 func newPidLister(procPath string) *pidLister {
-	return &pidLister{procPath: procPath, dirFD: -1, buf: make([]byte, 16<<10), comms: map[int]*cachedFile{}}
+	return &pidLister{procPath: procPath, dirFD: -1, buf: make([]byte, 16<<10), comms: map[int]*cachedFile{}, maxKept: keptFileLimit(maxCommFiles)}
 }
 
 // list returns the pids of the processes in procPath (entries whose name
@@ -113,7 +125,7 @@ func (l *pidLister) comm(pid int) ([]byte, error) {
 		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
 	n, err := unix.Pread(fd, l.commBuf[:], 0)
-	if err != nil || len(l.comms) >= maxCommFiles {
+	if err != nil || len(l.comms) >= l.maxKept {
 		unix.Close(fd)
 		if err != nil {
 			return nil, &os.PathError{Op: "read", Path: path, Err: err}

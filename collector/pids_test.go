@@ -117,3 +117,29 @@ func TestPidListerLive(t *testing.T) {
 		t.Error("reaped child's comm still open")
 	}
 }
+
+// TestPidListerBound: beyond its bound the lister still reads every comm,
+// opening the extra files for each read, and keeps no more than the bound.
+func TestPidListerBound(t *testing.T) {
+	l := newPidLister(fixtureDir + "/proc")
+	l.maxKept = 2
+	pids, err := l.list()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range slices.Clone(pids) {
+		want, err := os.ReadFile(fixtureDir + "/proc/" + strconv.Itoa(pid) + "/comm")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := l.comm(pid); err != nil || string(got)+"\n" != string(want) {
+			t.Errorf("comm of %d = %q, %v; the file says %q", pid, got, err, want)
+		}
+	}
+	if len(pids) <= 2 || len(l.comms) != 2 {
+		t.Errorf("%d comm files kept of %d processes, want 2", len(l.comms), len(pids))
+	}
+	if n := keptFileLimit(1 << 40); n <= 0 || n >= 1<<40 {
+		t.Errorf("keptFileLimit ignores the open-file limit: %d", n)
+	}
+}

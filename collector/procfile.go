@@ -22,16 +22,17 @@ import (
 // the process has exited, reads fail with ESRCH even if the pid is reused,
 // so a stale file is dropped and the path opened again.
 
-// maxCachedFiles bounds the files kept open; beyond it, files are opened
-// for each read.
+// maxCachedFiles bounds the files kept open (less with a low open-file
+// limit: keptFileLimit); beyond it, files are opened for each read.
 const maxCachedFiles = 1024
 
 // fileCache keeps files open between scrapes. Not safe for concurrent
 // use: the KDCCollector serialises scrapes.
 type fileCache struct {
-	files map[string]*cachedFile
-	gen   uint64 // scrape number; files not read in a scrape are closed
-	buf   []byte
+	files   map[string]*cachedFile
+	gen     uint64 // scrape number; files not read in a scrape are closed
+	buf     []byte
+	maxKept int // files kept open at most
 }
 
 type cachedFile struct {
@@ -40,7 +41,7 @@ type cachedFile struct {
 }
 
 func newFileCache() *fileCache {
-	return &fileCache{files: map[string]*cachedFile{}, buf: make([]byte, 4096)}
+	return &fileCache{files: map[string]*cachedFile{}, buf: make([]byte, 4096), maxKept: keptFileLimit(maxCachedFiles)}
 }
 
 // readSingle returns the whole content of path, a file that procfs
@@ -74,7 +75,7 @@ func (c *fileCache) read(path string, pread func(fd int, path string) ([]byte, e
 		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
 	b, err := pread(fd, path)
-	if err != nil || len(c.files) >= maxCachedFiles {
+	if err != nil || len(c.files) >= c.maxKept {
 		unix.Close(fd)
 		return b, err
 	}
@@ -104,7 +105,7 @@ func (c *fileCache) fstat(path string, st *unix.Stat_t) error {
 		unix.Close(fd)
 		return &os.PathError{Op: "stat", Path: path, Err: err}
 	}
-	if len(c.files) >= maxCachedFiles {
+	if len(c.files) >= c.maxKept {
 		unix.Close(fd)
 		return nil
 	}
