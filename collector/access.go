@@ -35,12 +35,13 @@ func newAccessTracker(logger log.Logger) *accessTracker {
 	}
 }
 
-// note records one read of file for program; err is the read's error.
+// note records one read of file for program, the file rel of process p;
+// err is the read's error.
 // Only a permission error counts as unreadable: a process that exited
 // meanwhile says nothing about access. consequence says in the log line
 // what the exporter does without the file. It returns whether err was a
 // permission error.
-func (a *accessTracker) note(program, file string, pid int, path string, err error, consequence string) bool {
+func (a *accessTracker) note(program, file string, p *kdcProc, rel string, err error, consequence string) bool {
 	k := accessKey{program, file}
 	denied := err != nil && errors.Is(err, fs.ErrPermission)
 	if err != nil && !denied {
@@ -52,7 +53,7 @@ func (a *accessTracker) note(program, file string, pid int, path string, err err
 	if denied && !a.denied[k] {
 		a.denied[k] = true
 		level.Warn(a.logger).Log("msg", "cannot read "+file+" of "+program+"; "+consequence+" (run the exporter as the daemon's user, or see docs/security.md)",
-			"program", program, "pid", pid, "path", path, "err", err)
+			"program", program, "pid", p.pid, "path", p.file(rel), "err", err)
 	}
 	return denied
 }

@@ -24,7 +24,7 @@ func TestAccessTrackerLogsChanges(t *testing.T) {
 	scrape := func(errs ...error) float64 {
 		t.Helper()
 		for _, err := range errs {
-			a.note("krb5kdc", "io", 1, "/proc/1/io", err, "its metrics are omitted")
+			a.note("krb5kdc", "io", &kdcProc{pid: 1, dir: "/proc/1"}, "io", err, "its metrics are omitted")
 		}
 		ch := make(chan prometheus.Metric, 10)
 		a.collect(ch)

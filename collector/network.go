@@ -125,7 +125,7 @@ func (c *networkCollector) Update(ch chan<- prometheus.Metric) error {
 	settings, confErr := c.conf.settings(snap.kdcArgs.realms)
 	sel := &selector{}
 	sel.inodes, err = socketInodes(c.fs, np.pid)
-	denied := c.scan.access.note(progKDC, "fd_links", np.pid, np.file("fd"), err, "finding its sockets by the ports in kdc.conf")
+	denied := c.scan.access.note(progKDC, "fd_links", np, "fd", err, "finding its sockets by the ports in kdc.conf")
 	switch {
 	case err == nil:
 	case gone(err):

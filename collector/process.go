@@ -99,7 +99,7 @@ type family struct {
 // drops it and fails the scrape.
 func (c *processCollector) failed(f *family, err error, pr *kdcProc, prog, file string) bool {
 	switch {
-	case c.scan.access.note(prog, file, pr.pid, pr.file(file), err, "its metrics are omitted"):
+	case c.scan.access.note(prog, file, pr, file, err, "its metrics are omitted"):
 	case err == nil:
 		return false
 	case gone(err):
