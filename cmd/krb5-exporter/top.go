@@ -123,7 +123,7 @@ func (t *topCmd) run(stdout, stderr io.Writer) int {
 	defer logs.Close()
 	logs.SetWorkerIndex(workers)
 	if err := logs.ApplyConfig(cfg); err != nil {
-		return fail(fmt.Errorf("%s: %w", t.configFile, err))
+		return fail(fmt.Errorf("the logs to follow: %w", err))
 	}
 	host, err := collector.New(log.NewNopLogger(), collector.Config{ProcFS: t.procfs, Network: true, KDCPidFile: t.pidFile})
 	if err != nil {
