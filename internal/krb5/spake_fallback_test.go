@@ -28,8 +28,9 @@ import (
 
 // Corruptions of the challenge in a KDC reply.
 const (
-	corruptDER   = "der"   // the public key's OCTET STRING tag: the PA-SPAKE no longer decodes
-	corruptPoint = "point" // the public key replaced by 32 bytes that are no curve point
+	corruptDER    = "der"    // the public key's OCTET STRING tag: the PA-SPAKE no longer decodes
+	corruptPoint  = "point"  // the public key replaced by 32 bytes that are no curve point
+	corruptFactor = "factor" // the SF-NONE factor offered renumbered 2, a factor keytab logins cannot answer
 )
 
 // corruptChallenge returns reply with its PA-SPAKE challenge corrupted as
@@ -62,6 +63,15 @@ func corruptChallenge(t testing.TB, reply []byte, mode string) []byte {
 		out[off-2] = 0x05 // NULL where the OCTET STRING was
 	case corruptPoint:
 		copy(out[off:], notAPoint(t))
+	case corruptFactor:
+		// After the key: factors [2] SEQUENCE OF SEQUENCE { type [0] INTEGER 1 }.
+		sf := []byte{0xa0, 0x03, 0x02, 0x01, byte(spake.FactorNone)}
+		i := bytes.Index(out[off+32:], sf)
+		if i < 0 {
+			t.Errorf("proxy: SF-NONE not found after the public key")
+			return reply
+		}
+		out[off+32+i+len(sf)-1] = 2
 	}
 	return out
 }
@@ -127,12 +137,13 @@ func kinitVia(t *testing.T, r *realm.Realm, addr, user string) (string, error) {
 	return string(out), err
 }
 
-// TestSPAKEUnusableChallenge: for a challenge that does not decode and one
-// whose public key is no curve point, in the KDC's optimistic
+// TestSPAKEUnusableChallenge: for a challenge that does not decode, one
+// whose public key is no curve point and one without SF-NONE, in the KDC's optimistic
 // PREAUTH_REQUIRED and in MORE_PREAUTH_DATA_REQUIRED after the support
 // message, kinit 1.20 logs in with encrypted timestamp (checked here, by the
 // KDC's log), auto does the same in the same round trips with the same KDC
-// log, and spake fails as malformed_reply.
+// log, and spake fails as malformed_reply (preauth_unsupported without
+// SF-NONE).
 func TestSPAKEUnusableChallenge(t *testing.T) {
 	r := upRealm(t, realm.Options{})
 	user := r.User(2)
@@ -149,7 +160,7 @@ func TestSPAKEUnusableChallenge(t *testing.T) {
 			want = []string{want[0], want[3]}
 			roundTrips, phase = 2, PhasePreauthRequired
 		}
-		for _, mode := range []string{corruptDER, corruptPoint} {
+		for _, mode := range []string{corruptDER, corruptPoint, corruptFactor} {
 			t.Run(fmt.Sprintf("optimistic=%v/%s", optimistic, mode), func(t *testing.T) {
 				addr := challengeProxy(t, r, mode)
 				off := logSize(t, r)
@@ -178,8 +189,12 @@ func TestSPAKEUnusableChallenge(t *testing.T) {
 				c = userClient(t, r, 2, Options{KDC: addr, Preauth: PreauthSPAKE})
 				defer c.Close()
 				as, err = c.Login(ctx)
-				if pe := wantClass(t, err, ClassMalformedReply); pe.Phase != phase || as.Method != MethodSPAKE {
-					t.Errorf("spake: %+v %v, want malformed_reply in phase %s", as, err, phase)
+				class := ClassMalformedReply
+				if mode == corruptFactor {
+					class = ClassPreauthUnsupported
+				}
+				if pe := wantClass(t, err, class); pe.Phase != phase || as.Method != MethodSPAKE {
+					t.Errorf("spake: %+v %v, want %s in phase %s", as, err, class, phase)
 				}
 			})
 		}
