@@ -80,10 +80,15 @@ type Realm struct {
 	// ReplicaPrincipals records that the iprop principals exist.
 	ReplicaPrincipals bool `json:"replica_principals,omitempty"`
 
+	// JournalDir holds the journal written from the daemons' syslog
+	// messages (Opts.LogToSyslog).
+	JournalDir string `json:"journal_dir,omitempty"`
+
 	// Created is how long creating the database and keytabs took.
 	Created time.Duration `json:"created_ns"`
 
-	bins binaries
+	bins  binaries
+	relay *SyslogRelay // serving the syslog socket in this process
 }
 
 func (r *Realm) path(name string) string { return filepath.Join(r.Dir, name) }
@@ -164,6 +169,9 @@ func (r *Realm) setPaths(dir string) {
 	r.KadmindPidFile = r.path("kadmind.pid")
 	r.IpropLog = r.path("principal.ulog")
 	r.DumpFile = r.path("replica_datatrans")
+	if r.Opts.LogToSyslog {
+		r.JournalDir = r.path("journal")
+	}
 }
 
 // prepareDir makes dir (0700: it will hold keytabs) or accepts it empty,
@@ -319,7 +327,7 @@ func (r *Realm) Start(ctx context.Context) error {
 // (database, stash, keytabs: they hold keys). It reports the first error
 // but always tries every step.
 func (r *Realm) Down() error {
-	errs := []error{r.StopKpropd(), r.StopKadmind(), r.StopKDC()}
+	errs := []error{r.StopKpropd(), r.StopKadmind(), r.StopKDC(), r.stopSyslog()}
 	if err := os.RemoveAll(r.Dir); err != nil {
 		errs = append(errs, fmt.Errorf("realm: %w", err))
 	}
