@@ -184,6 +184,22 @@ func (r *Realm) relayPid() int {
 	return pid
 }
 
+// ServeSyslog serves the realm's syslog socket until ctx ends: the body
+// of the relay process that SyslogRelay names.
+func (r *Realm) ServeSyslog(ctx context.Context) error {
+	if !r.Opts.LogToSyslog {
+		return fmt.Errorf("realm: %s does not log to syslog", r.Dir)
+	}
+	sock, _ := r.syslogPaths()
+	relay, err := ListenSyslog(sock, r.JournalDir)
+	if err != nil {
+		return err
+	}
+	go relay.Serve()
+	<-ctx.Done()
+	return relay.Close()
+}
+
 // stopSyslog stops the relay after the daemons: its journal-remote writes
 // what it has and exits.
 func (r *Realm) stopSyslog() error {
