@@ -22,13 +22,13 @@ func main() {
 
 // commands are the parsed command line's destinations.
 type commands struct {
-	serve                   *serveCmd
+	serve                          *serveCmd
 	realmUp, realmDown, env, relay *realmCmd
-	probePrincipal          *probePrincipalCmd
-	probe                   *probeCmd
-	man                     *kingpin.CmdClause
-	bench                   *benchCmd
-	top                     *topCmd
+	probePrincipal                 *probePrincipalCmd
+	probe                          *probeCmd
+	man                            *kingpin.CmdClause
+	bench                          *benchCmd
+	top                            *topCmd
 }
 
 // newApp builds the command line model: main parses it, the man page and
