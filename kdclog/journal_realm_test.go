@@ -2,6 +2,7 @@ package kdclog
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/krb5-exporter/krb5-exporter/config"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
+	"github.com/krb5-exporter/krb5-exporter/internal/ulog"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
@@ -181,5 +183,81 @@ func TestJournalSourceRealKDC(t *testing.T) {
 	// The harness's readiness request is counted apart, once.
 	if v := gather(t, m1.reg)[key("krb5_kdc_log_probe_requests_total", "request", "as", "status", "CLIENT_NOT_FOUND")]; v != 1 {
 		t.Errorf("readiness request counted %v times in the first run", v)
+	}
+}
+
+// kpropd through the journal: a replica of a syslog realm (its kpropd
+// logs through syslog too) followed by a kpropd journal source counts
+// the initial full resync once and every update the replica's own update
+// log shows applied, exactly once across an exporter restart with updates
+// while it was stopped.
+func TestKpropdJournalE2E(t *testing.T) {
+	if err := realm.KpropdAvailable(); err != nil {
+		if testutil.InCI() {
+			t.Fatalf("kpropd missing in CI: %v", err)
+		}
+		t.Skip(err)
+	}
+	ctx := context.Background()
+	p := syslogRealm(t, realm.Options{Users: 2, Services: 1, Fillers: -1})
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	r, err := realm.UpReplica(wctx, p, realm.Options{Dir: filepath.Join(t.TempDir(), "replica")}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Down() })
+	if !r.Opts.LogToSyslog || r.JournalDir == "" {
+		t.Fatalf("the replica of a syslog realm does not log to syslog: %+v", r.Opts)
+	}
+	serial := func() uint32 {
+		t.Helper()
+		if err := r.WaitSerial(wctx, p.IpropLog); err != nil {
+			t.Fatal(err)
+		}
+		h, err := ulog.ReadFile(r.IpropLog)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h.LastSerial
+	}
+	s0 := serial()
+	add := func(from, n int) {
+		t.Helper()
+		var cmds []string
+		for i := from; i < from+n; i++ {
+			cmds = append(cmds, fmt.Sprintf("addprinc -randkey -clearpolicy jkp%03d", i))
+		}
+		if out, err := p.KadminLocal(ctx, cmds...); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+	}
+	src := config.LogSource{Type: "kpropd", StartAt: "beginning", Journal: &config.JournalSource{Directory: r.JournalDir}}
+	pos := filepath.Join(t.TempDir(), "positions.json")
+	m1 := startManager(t, pos, src)
+	add(0, 10)
+	waitValue(t, m1.reg, 10, "krb5_kpropd_updates_total")
+	for _, ev := range []string{"full_resync_needed", "full_resync_granted", "full_propagation_connection"} {
+		if v := value(t, m1.reg, "krb5_kpropd_events_total", "event", ev); v != 1 {
+			t.Errorf("%s counted %v times, want the one initial full resync", ev, v)
+		}
+	}
+	m1.stop()
+	add(10, 7) // while stopped
+	serial()
+	m2 := startManager(t, pos, src)
+	add(17, 5)
+	waitValue(t, m2.reg, 12, "krb5_kpropd_updates_total")
+	s1 := serial()
+	if got := value(t, m1.reg, "krb5_kpropd_updates_total") + value(t, m2.reg, "krb5_kpropd_updates_total"); got != float64(s1-s0) || got != 22 {
+		t.Errorf("counted %v updates; the replica's update log went from serial %d to %d", got, s0, s1)
+	}
+	if v := value(t, m2.reg, "krb5_kpropd_events_total", "event", "full_resync_needed"); v != 0 {
+		t.Errorf("the initial full resync counted again after the restart: %v", v)
+	}
+	for _, reason := range []string{"unknown_message", "malformed", "other_program"} {
+		if v := value(t, m2.reg, "krb5_kdc_log_lines_unparsed_total", "path", src.Key(), "reason", reason); v != 0 {
+			t.Errorf("%v kpropd journal entries not understood (%s)", v, reason)
+		}
 	}
 }
