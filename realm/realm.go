@@ -119,6 +119,11 @@ func Create(ctx context.Context, opts Options) (*Realm, error) {
 	if err != nil {
 		return nil, err
 	}
+	if opts.LogToSyslog { // refused before anything is written
+		if err := checkSyslog(ctx); err != nil {
+			return nil, err
+		}
+	}
 	dir, err := filepath.Abs(opts.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("realm: %w", err)

@@ -72,6 +72,15 @@ func checkNamespaces(ctx context.Context) error {
 	return nil
 }
 
+// checkSyslog checks what LogToSyslog needs: journal-remote and mount
+// namespaces.
+func checkSyslog(ctx context.Context) error {
+	if _, err := os.Stat(JournalRemote); err != nil {
+		return fmt.Errorf("realm: --log-to-syslog needs %s (Debian package systemd-journal-remote): %v", JournalRemote, err)
+	}
+	return checkNamespaces(ctx)
+}
+
 // syslogPaths are the socket, the directory the host's /dev is bound to
 // inside the namespace, and the journal directory.
 func (r *Realm) syslogPaths() (sock, hostDev string) {
@@ -93,10 +102,7 @@ func (r *Realm) startSyslog(ctx context.Context) error {
 	if !r.Opts.LogToSyslog {
 		return nil
 	}
-	if _, err := os.Stat(JournalRemote); err != nil {
-		return fmt.Errorf("realm: --log-to-syslog needs %s (Debian package systemd-journal-remote): %v", JournalRemote, err)
-	}
-	if err := checkNamespaces(ctx); err != nil {
+	if err := checkSyslog(ctx); err != nil {
 		return err
 	}
 	sock, hostDev := r.syslogPaths()

@@ -122,3 +122,25 @@ func TestParseSyslog(t *testing.T) {
 		t.Errorf("%v", f)
 	}
 }
+
+// Where mount namespaces are not permitted, --log-to-syslog is refused
+// with one clear error and nothing is left behind. An unshare(1) that
+// fails as the kernel's refusal does stands in for such a system.
+func TestLogToSyslogRefusedWithoutNamespaces(t *testing.T) {
+	needSyslog(t)
+	bin := t.TempDir()
+	script := "#!/bin/sh\necho 'unshare: unshare failed: Operation not permitted' >&2\nexit 1\n"
+	if err := os.WriteFile(filepath.Join(bin, "unshare"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
+	dir := filepath.Join(t.TempDir(), "r")
+	_, err := Up(context.Background(), Options{Dir: dir, Users: 1, Services: -1, Fillers: -1, LogToSyslog: true})
+	if err == nil || !strings.Contains(err.Error(), "mount namespace") || !strings.Contains(err.Error(), "Operation not permitted") {
+		t.Fatalf("want a clear refusal, got %v", err)
+	}
+	if _, serr := os.Stat(dir); !os.IsNotExist(serr) {
+		t.Errorf("%s left behind: %v", dir, serr)
+	}
+	t.Log(err)
+}
