@@ -24,6 +24,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -240,6 +241,11 @@ type SyslogRelay struct {
 	bootID string
 	host   string
 	done   chan error
+
+	mu   sync.Mutex // w, werr, comms: the reader's and the flusher's
+	werr error
+	// comms caches /proc/PID/comm of the senders (_COMM).
+	comms map[int]string
 }
 
 // ListenSyslog creates the socket and starts journal-remote writing
@@ -275,7 +281,7 @@ func ListenSyslog(sock, dir string) (*SyslogRelay, error) {
 	}
 	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	host, _ := os.Hostname()
-	s := &SyslogRelay{conn: conn, sock: sock, remote: cmd, in: in, w: bufio.NewWriter(in),
+	s := &SyslogRelay{conn: conn, sock: sock, remote: cmd, in: in, w: bufio.NewWriterSize(in, 256<<10), comms: map[int]string{},
 		bootID: strings.ReplaceAll(strings.TrimSpace(string(boot)), "-", ""), host: host, done: make(chan error, 1)}
 	// As journald's first entry: the journal file exists before any
 	// daemon logs, so a follower can start at once.
@@ -291,6 +297,28 @@ func ListenSyslog(sock, dir string) (*SyslogRelay, error) {
 // Serve relays datagrams until Close; an entry reaches the journal file as
 // soon as it is received.
 func (s *SyslogRelay) Serve() {
+	// Written entries reach journal-remote within flushEvery: one write
+	// per burst, not per message, so that a busy KDC is not slowed by
+	// its logging (syslog(3) blocks when the socket's queue is full).
+	stop := make(chan struct{})
+	flushed := make(chan struct{})
+	go func() {
+		defer close(flushed)
+		t := time.NewTicker(flushEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				s.mu.Lock()
+				if s.w.Buffered() > 0 {
+					s.werr = s.w.Flush()
+				}
+				s.mu.Unlock()
+			}
+		}
+	}()
 	buf := make([]byte, 64<<10)
 	oob := make([]byte, unix.CmsgSpace(unix.SizeofUcred))
 	var err error
@@ -308,16 +336,25 @@ func (s *SyslogRelay) Serve() {
 				}
 			}
 		}
+		s.mu.Lock()
 		s.write(parseSyslog(buf[:n]), pid, uid, gid)
-		if err = s.w.Flush(); err != nil {
+		err = s.werr
+		s.mu.Unlock()
+		if err != nil {
 			break
 		}
 	}
-	if errors.Is(err, net.ErrClosed) {
-		err = nil
+	close(stop)
+	<-flushed
+	if ferr := s.w.Flush(); err == nil || errors.Is(err, net.ErrClosed) {
+		err = ferr
 	}
 	s.done <- err
 }
+
+// flushEvery bounds how long a received message waits before it is
+// handed to journal-remote.
+const flushEvery = 10 * time.Millisecond
 
 // Close stops serving and lets journal-remote finish the file.
 func (s *SyslogRelay) Close() error {
@@ -339,8 +376,17 @@ func (s *SyslogRelay) write(f map[string]string, pid, uid, gid int) {
 		time.Now().UnixMicro(), ts.Nano()/1000, s.bootID, s.host)
 	if pid > 0 {
 		fmt.Fprintf(s.w, "_PID=%d\n_UID=%d\n_GID=%d\n", pid, uid, gid)
-		if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err == nil {
-			fmt.Fprintf(s.w, "_COMM=%s\n", bytes.TrimSpace(comm))
+		comm, ok := s.comms[pid]
+		if !ok {
+			if len(s.comms) > 4096 {
+				clear(s.comms)
+			}
+			b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+			comm = string(bytes.TrimSpace(b))
+			s.comms[pid] = comm
+		}
+		if comm != "" {
+			fmt.Fprintf(s.w, "_COMM=%s\n", comm)
 		}
 	}
 	keys := make([]string, 0, len(f))

@@ -109,6 +109,9 @@ func (c *realmCmd) up(stdout, stderr io.Writer) int {
 	} else {
 		fmt.Fprintf(stdout, "# KDC %s (UDP and TCP), kadmind %s\n", r.KDCAddr, r.KadmindAddr)
 	}
+	if r.JournalDir != "" {
+		fmt.Fprintf(stdout, "# the daemons log through syslog (no [logging] in kdc.conf) into the journal in %s: journalctl --directory %s -f\n", r.JournalDir, r.JournalDir)
+	}
 	printEnv(stdout, r)
 	fmt.Fprintf(stdout, "# try:   kinit -k -t %s %s && kvno %s && klist\n", r.UserKeytab, r.User(1), r.Service(1))
 	fmt.Fprintf(stdout, "# admin: kadmin -k -t %s -p %s\n", r.AdminKeytab, r.AdminPrincipal)
