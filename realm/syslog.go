@@ -25,6 +25,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -242,8 +243,9 @@ type SyslogRelay struct {
 	host   string
 	done   chan error
 
-	mu   sync.Mutex // w, werr, comms: the reader's and the flusher's
-	werr error
+	closing atomic.Bool
+	mu      sync.Mutex // w, werr, comms: the reader's and the flusher's
+	werr    error
 	// comms caches /proc/PID/comm of the senders (_COMM).
 	comms map[int]string
 }
@@ -326,7 +328,13 @@ func (s *SyslogRelay) Serve() {
 		var n, oobn int
 		n, oobn, _, _, err = s.conn.ReadMsgUnix(buf, oob)
 		if err != nil {
+			if s.closing.Load() && errors.Is(err, os.ErrDeadlineExceeded) {
+				err = nil // drained
+			}
 			break
+		}
+		if s.closing.Load() {
+			s.conn.SetReadDeadline(time.Now().Add(drainQuiet))
 		}
 		var pid, uid, gid int
 		if msgs, perr := unix.ParseSocketControlMessage(oob[:oobn]); perr == nil {
@@ -356,11 +364,18 @@ func (s *SyslogRelay) Serve() {
 // handed to journal-remote.
 const flushEvery = 10 * time.Millisecond
 
+// drainQuiet is how long the socket must stay empty for Close to end.
+const drainQuiet = 100 * time.Millisecond
+
 // Close stops serving and lets journal-remote finish the file.
 func (s *SyslogRelay) Close() error {
-	s.conn.Close()
+	// No new senders; what is queued is read until the socket has been
+	// quiet for drainQuiet (the daemons have stopped by now).
 	os.Remove(s.sock)
+	s.closing.Store(true)
+	s.conn.SetReadDeadline(time.Now().Add(drainQuiet))
 	err := <-s.done
+	s.conn.Close()
 	s.in.Close()
 	if werr := s.remote.Wait(); err == nil {
 		err = werr

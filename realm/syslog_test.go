@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -143,4 +145,46 @@ func TestLogToSyslogRefusedWithoutNamespaces(t *testing.T) {
 		t.Errorf("%s left behind: %v", dir, serr)
 	}
 	t.Log(err)
+}
+
+// The relay on its own: a datagram as syslog(3) sends it becomes an entry
+// with the kernel's pid of the sender, and a message with a newline in it
+// (the export format's binary field) arrives whole.
+func TestSyslogRelayFields(t *testing.T) {
+	needSyslog(t)
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "log.sock")
+	relay, err := ListenSyslog(sock, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go relay.Serve()
+	c, err := net.Dial("unixgram", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := []string{"AS_REQ one line", "two\nlines", "trailing newline dropped\n"}
+	for _, m := range msgs {
+		if _, err := fmt.Fprintf(c, "<38>Dec  1 05:03:29 krb5kdc[77]: %s", m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Close()
+	if err := relay.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var got []entry
+	for _, e := range journalEntries(t, dir) {
+		if e.Ident == "krb5kdc" {
+			got = append(got, e)
+		}
+	}
+	if len(got) != len(msgs) {
+		t.Fatalf("got %d entries, want %d: %+v (all: %+v)", len(got), len(msgs), got, journalEntries(t, dir))
+	}
+	for i, e := range got {
+		if want := strings.TrimSuffix(msgs[i], "\n"); e.Message != want || e.SysPID != "77" || e.PID != strconv.Itoa(os.Getpid()) || e.Prio != "6" {
+			t.Errorf("entry %d: %+v, want message %q, SYSLOG_PID 77, _PID %d, PRIORITY 6", i, e, want, os.Getpid())
+		}
+	}
 }
