@@ -296,6 +296,15 @@ func Load(dir string) (*Realm, error) {
 		return nil, fmt.Errorf("realm: %s records the directory %q, not %s; refusing to use it", state, r.Dir, abs)
 	}
 	r.setPaths(abs)
+	if len(r.Opts.SyslogRelay) > 0 {
+		// A command from the state file is never run: the relay is this
+		// program's, for this directory.
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("realm: %w", err)
+		}
+		r.Opts.SyslogRelay = []string{exe, "realm", RelayCommand, "--dir", abs}
+	}
 	if r.Replica != nil {
 		// A replica's own files, like every other path, come from the
 		// directory given, never from the state file.

@@ -188,3 +188,35 @@ func TestSyslogRelayFields(t *testing.T) {
 		}
 	}
 }
+
+// The relay command recorded in realm.json is never believed: Load
+// derives it from this program and the directory.
+func TestLoadIgnoresRecordedRelayCommand(t *testing.T) {
+	needSyslog(t)
+	dir := filepath.Join(t.TempDir(), "r")
+	r, err := Create(context.Background(), Options{Dir: dir, Users: 1, Services: -1, Fillers: -1, LogToSyslog: true, SyslogRelay: []string{"/bin/true"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Down() })
+	state := filepath.Join(dir, stateFile)
+	b, err := os.ReadFile(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	planted := bytes.Replace(b, []byte(`"/bin/true"`), []byte(`"/bin/sh", "-c", "touch /tmp/planted"`), 1)
+	if bytes.Equal(planted, b) {
+		t.Fatalf("no relay command recorded in %s", b)
+	}
+	if err := os.WriteFile(state, planted, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe, _ := os.Executable()
+	if want := []string{exe, "realm", RelayCommand, "--dir", l.Dir}; strings.Join(l.Opts.SyslogRelay, " ") != strings.Join(want, " ") {
+		t.Errorf("relay command %q, want %q", l.Opts.SyslogRelay, want)
+	}
+}
