@@ -2,17 +2,13 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"os"
 	"runtime"
 	"sync"
-	"syscall"
 	"time"
 	"unsafe"
 
-	"golang.org/x/net/ipv4"
 	"golang.org/x/sys/unix"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
@@ -64,14 +60,10 @@ func (r *run) batchedAS(ctx context.Context, inflight int, dur time.Duration, li
 
 func (r *run) batched(ctx context.Context, kind string, inflight int, dur time.Duration, limit int64) (*Load, error) {
 	g := max(1, min(inflight, runtime.GOMAXPROCS(0)))
-	raddr, err := net.ResolveUDPAddr("udp", r.sys.KDC)
-	if err != nil {
-		return nil, err
-	}
 	type worker struct {
 		c     *krb5.Client
 		svcs  []*krb5.Service
-		conn  *net.UDPConn
+		conn  *rawUDP
 		depth int
 	}
 	ws := make([]*worker, g)
@@ -80,7 +72,7 @@ func (r *run) batched(ctx context.Context, kind string, inflight int, dur time.D
 			if w != nil {
 				w.c.Close()
 				if w.conn != nil {
-					w.conn.Close()
+					w.conn.close()
 				}
 			}
 		}
@@ -106,11 +98,9 @@ func (r *run) batched(ctx context.Context, kind string, inflight int, dur time.D
 		for s := 1; kind == kindTGS && s <= max(1, r.sys.Services); s++ {
 			w.svcs = append(w.svcs, r.fleet.service(c, (i+s-1)%max(1, r.sys.Services)+1))
 		}
-		if w.conn, err = net.DialUDP("udp", nil, raddr); err != nil {
+		if w.conn, err = dialRawUDP(r.sys.KDC, w.depth); err != nil {
 			return nil, err
 		}
-		// Room for every reply in flight, so the kernel drops none.
-		w.conn.SetReadBuffer(1 << 20)
 	}
 	r.resetErrors()
 	recs := make([][]record, g)
@@ -168,22 +158,6 @@ const (
 	maxBatchWait = 20 * time.Millisecond
 )
 
-// enableRxTimestamps asks the kernel to stamp every datagram with its
-// arrival time (SO_TIMESTAMPNS).
-func enableRxTimestamps(conn *net.UDPConn) error {
-	rc, err := conn.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var serr error
-	if err := rc.Control(func(fd uintptr) {
-		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1)
-	}); err != nil {
-		return err
-	}
-	return serr
-}
-
 // rxTimestamp is the arrival time in a datagram's control messages, or
 // def when there is none.
 func rxTimestamp(oob []byte, def time.Time) time.Time {
@@ -204,21 +178,14 @@ func rxTimestamp(oob []byte, def time.Time) time.Time {
 // after twice as long each time), as libkrb5 does.
 const batchedRetransmit = time.Second
 
-func (r *run) batchedWorker(ctx context.Context, kind string, c *krb5.Client, svcs []*krb5.Service, conn *net.UDPConn, depth int,
+func (r *run) batchedWorker(ctx context.Context, kind string, c *krb5.Client, svcs []*krb5.Service, u *rawUDP, depth int,
 	start, end time.Time, out *[]record, stop <-chan struct{}, succeeded func(int)) error {
-	pc := ipv4.NewPacketConn(conn)
+	// The raw system calls below block this thread, not the scheduler.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	slots := make([]slot, depth)
 	bySlot := make(map[int64]int, depth)
-	wmsgs := make([]ipv4.Message, 0, depth)
-	rmsgs := make([]ipv4.Message, depth)
-	for i := range rmsgs {
-		rmsgs[i].Buffers = [][]byte{make([]byte, 8192)}
-		rmsgs[i].OOB = make([]byte, 64)
-	}
-	// The kernel stamps each datagram when it arrives, so a reply read
-	// after a batching wait still gets its true latency.
-	stamped := enableRxTimestamps(conn) == nil
-	next, lastRead, answered := 0, 0, 0
+	next, answered := 0, 0
 	finish := func(i int, now time.Time, err error) {
 		s := &slots[i]
 		delete(bySlot, s.nonce)
@@ -233,15 +200,17 @@ func (r *run) batchedWorker(ctx context.Context, kind string, c *krb5.Client, sv
 			return ctx.Err() != nil
 		}
 	}
+	// A batch is a quarter of the slots: each cycle sends that many new
+	// requests in one sendmmsg, sleeps while about as many replies come
+	// in, and takes them with one recvmmsg; the other three quarters keep
+	// the KDC's queue full meanwhile.
+	batch := max(1, depth/4)
 	for {
 		now := time.Now()
 		if !now.Before(end) || stopped() {
 			return nil // requests still in flight are cut off, as in the closed loop
 		}
-		wmsgs = wmsgs[:0]
-		// Refill only when half the slots are free, so that one sendmmsg
-		// carries several requests; the other half keeps the KDC busy.
-		refill := depth-len(bySlot) >= max(1, depth/2)
+		refill := depth-len(bySlot) >= batch
 		for i := range slots {
 			s := &slots[i]
 			switch {
@@ -273,42 +242,35 @@ func (r *run) batchedWorker(ctx context.Context, kind string, c *krb5.Client, sv
 			default:
 				continue
 			}
-			wmsgs = append(wmsgs, ipv4.Message{Buffers: [][]byte{s.buf}})
+			u.queue(s.buf)
 		}
-		for sent := 0; sent < len(wmsgs); {
-			n, err := pc.WriteBatch(wmsgs[sent:], 0)
-			if refused(err) {
-				// The kernel reports an ICMP port unreachable on the next
-				// call; it names no request: it ends the oldest.
-				// The rest of this batch waits for its resend.
-				if i := oldestSlot(slots, 0); i >= 0 {
-					finish(i, time.Now(), refusedError(kind, err))
-				}
-				break
+		if err := u.send(); isRefused(err) {
+			// The kernel reports an ICMP port unreachable on the next
+			// call; it names no request: it ends the oldest.
+			if i := oldestSlot(slots, 0); i >= 0 {
+				finish(i, time.Now(), refusedError(kind, err))
 			}
-			if err != nil {
-				return fmt.Errorf("send: %w", err)
-			}
-			sent += n
+		} else if err != nil {
+			return fmt.Errorf("send: %w", err)
 		}
-		// Let replies gather, so one recvmmsg takes several: waking for
-		// every reply would cost more CPU than the request itself. The
-		// wait is a quarter of the in-flight requests' worth at the rate
-		// replies came so far, so the KDC keeps requests queued.
-		if answered > 0 && lastRead < depth/2 {
+		// Let a batch of replies gather: the time the KDC took for a batch
+		// so far. The kernel's arrival stamps keep the latencies exact.
+		if answered > 0 && len(bySlot) > 0 {
 			per := time.Since(start) / time.Duration(answered)
-			time.Sleep(min(max(per*time.Duration(depth)/4, minBatchWait), maxBatchWait))
+			rawSleep(min(max(per*time.Duration(batch), minBatchWait), maxBatchWait, time.Until(end)))
 		}
-		// Wake at least every 100 ms to resend and time out.
-		conn.SetReadDeadline(minTime(time.Now().Add(100*time.Millisecond), end))
-		n, err := pc.ReadBatch(rmsgs, 0)
-		lastRead = n
+		n, err := u.recv()
+		if n == 0 && err == nil {
+			// Nothing yet: block until a reply comes, waking at least
+			// every 100 ms to resend and time out.
+			if err := u.waitReadable(min(100*time.Millisecond, time.Until(end))); err != nil {
+				return fmt.Errorf("poll: %w", err)
+			}
+			n, err = u.recv()
+		}
 		answered += n
 		if err != nil {
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				continue
-			}
-			if refused(err) {
+			if isRefused(err) {
 				if i := oldestSlot(slots, 0); i >= 0 {
 					finish(i, time.Now(), refusedError(kind, err))
 				}
@@ -318,16 +280,13 @@ func (r *run) batchedWorker(ctx context.Context, kind string, c *krb5.Client, sv
 		}
 		now = time.Now()
 		ok := 0
-		for _, m := range rmsgs[:n] {
-			at := now
-			if stamped {
-				at = rxTimestamp(m.OOB[:m.NN], now)
-			}
+		for j := range n {
+			reply, at := u.msg(j, now)
 			var nonce int64
 			var err error
 			if kind == kindAS {
 				var preauth bool
-				nonce, preauth, err = c.OpenLoginReply(m.Buffers[0][:m.N])
+				nonce, preauth, err = c.OpenLoginReply(reply)
 				if preauth && err == nil {
 					// It answers a first round trip, any (one user per
 					// socket): the oldest goes on to its second.
@@ -345,7 +304,7 @@ func (r *run) batchedWorker(ctx context.Context, kind string, c *krb5.Client, sv
 					continue
 				}
 			} else {
-				nonce, err = c.OpenServiceTicketReply(m.Buffers[0][:m.N])
+				nonce, err = c.OpenServiceTicketReply(reply)
 			}
 			if err == nil {
 				if i, found := bySlot[nonce]; found {
@@ -364,8 +323,6 @@ func (r *run) batchedWorker(ctx context.Context, kind string, c *krb5.Client, sv
 		}
 	}
 }
-
-func refused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
 
 func refusedError(kind string, err error) error {
 	return &krb5.Error{Class: krb5.ClassConnectionRefused, Phase: kindPhase(kind), Err: err}
