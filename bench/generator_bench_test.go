@@ -22,21 +22,25 @@ import (
 func BenchmarkGenerator(b *testing.B) {
 	r := upRealmB(b)
 	for _, tc := range []struct {
-		name string
-		load func(ru *run, n int) (*Load, error)
+		name    string
+		load    func(ru *run, n int) (*Load, error)
+		preauth krb5.PreauthMode
 	}{
 		{"tgs/batched", func(ru *run, n int) (*Load, error) {
 			return ru.batchedTGS(context.Background(), 64, time.Hour, int64(n))
-		}},
+		}, ""},
 		{"tgs/blocking", func(ru *run, n int) (*Load, error) {
 			return ru.closedLoopN(kindTGS, krb5.UDP, 8, n)
-		}},
-		{"as/batched", func(ru *run, n int) (*Load, error) {
+		}, ""},
+		{"as/batched/spake", func(ru *run, n int) (*Load, error) {
 			return ru.batchedAS(context.Background(), 64, time.Hour, int64(n))
-		}},
+		}, krb5.PreauthSPAKE},
+		{"as/batched/encrypted_timestamp", func(ru *run, n int) (*Load, error) {
+			return ru.batchedAS(context.Background(), 64, time.Hour, int64(n))
+		}, krb5.PreauthEncTimestamp},
 		{"as/blocking", func(ru *run, n int) (*Load, error) {
 			return ru.closedLoopN(kindAS, krb5.UDP, 8, n)
-		}},
+		}, krb5.PreauthSPAKE},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			set := Defaults()
@@ -44,7 +48,7 @@ func BenchmarkGenerator(b *testing.B) {
 			if err := sys.validate(); err != nil {
 				b.Fatal(err)
 			}
-			ru := &run{sys: sys, set: set, prog: &progress{}, fleet: &fleet{sys: sys}, sampler: newSampler(r.KDCPids), rep: &Report{}}
+			ru := &run{sys: sys, set: set, prog: &progress{}, fleet: &fleet{sys: sys, preauth: tc.preauth}, sampler: newSampler(r.KDCPids), rep: &Report{}}
 			var ru0, ru1 syscall.Rusage
 			b.ResetTimer()
 			syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -31,8 +32,8 @@ type slot struct {
 	last    time.Time // last send
 	resends int
 	busy    bool
-	phase   int  // logins: 1 before PREAUTH_REQUIRED, 2 after
-	send    bool // encoded (the second round trip of a login), to send now
+	fl      krb5.LoginFlight // logins: the stage and SPAKE key of the login
+	send    bool             // encoded (the second round trip of a login), to send now
 }
 
 // batchedTGS makes the tgs load with few goroutines: `inflight` requests
@@ -89,8 +90,10 @@ func (r *run) batched(ctx context.Context, kind string, inflight int, dur time.D
 		}
 		if kind == kindTGS {
 			lctx, cancel := context.WithTimeout(ctx, r.set.Timeout)
-			_, err = c.Login(lctx)
+			var res krb5.ASResult
+			res, err = c.Login(lctx)
 			cancel()
+			r.method(res.Method, 1)
 			if err != nil {
 				return nil, fmt.Errorf("the login before the tickets failed: %w", err)
 			}
@@ -184,6 +187,13 @@ func (r *run) batchedWorker(ctx context.Context, kind string, c *krb5.Client, sv
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	slots := make([]slot, depth)
+	// Successful logins by the stage that ended them, for the report.
+	var methods [krb5.StageResponse + 1]int
+	defer func() {
+		for st, n := range methods {
+			r.method(stageMethod(krb5.LoginStage(st)), n)
+		}
+	}()
 	bySlot := make(map[int64]int, depth)
 	next, answered := 0, 0
 	finish := func(i int, now time.Time, err error) {
@@ -220,8 +230,10 @@ func (r *run) batchedWorker(ctx context.Context, kind string, c *krb5.Client, sv
 				var buf []byte
 				var nonce int64
 				var err error
+				fl := s.fl
 				if kind == kindAS {
-					buf, nonce, err = c.EncodeLogin(s.buf[:0], false)
+					buf, err = c.EncodeLoginFirst(s.buf[:0], &fl)
+					nonce = fl.Nonce
 				} else {
 					buf, nonce, err = c.EncodeServiceTicket(s.buf[:0], svcs[next%len(svcs)])
 				}
@@ -229,7 +241,7 @@ func (r *run) batchedWorker(ctx context.Context, kind string, c *krb5.Client, sv
 					return err
 				}
 				next++
-				*s = slot{buf: buf, nonce: nonce, first: now, last: now, busy: true, phase: 1}
+				*s = slot{buf: buf, nonce: nonce, first: now, last: now, busy: true, fl: fl}
 				bySlot[nonce] = i
 			case s.send:
 				s.send, s.last = false, now
@@ -285,21 +297,13 @@ func (r *run) batchedWorker(ctx context.Context, kind string, c *krb5.Client, sv
 			var nonce int64
 			var err error
 			if kind == kindAS {
-				var preauth bool
-				nonce, preauth, err = c.OpenLoginReply(reply)
-				if preauth && err == nil {
-					// It answers a first round trip, any (one user per
-					// socket): the oldest goes on to its second.
-					if i := oldestSlot(slots, 1); i >= 0 {
-						s := &slots[i]
-						delete(bySlot, s.nonce)
-						buf, nonce, err := c.EncodeLogin(s.buf[:0], true)
-						if err != nil {
+				var more bool
+				if nonce, more, err = r.loginReply(c, slots, bySlot, reply); more {
+					if err != nil {
+						// The error answers the oldest login waiting for this kind of answer.
+						if i := oldestSlot(slots, stageMask(krb5.StageFirst, krb5.StageSupport)); i >= 0 {
 							finish(i, at, err)
-							continue
 						}
-						s.buf, s.nonce, s.phase, s.send, s.resends = buf, nonce, 2, true, 0
-						bySlot[nonce] = i
 					}
 					continue
 				}
@@ -308,6 +312,9 @@ func (r *run) batchedWorker(ctx context.Context, kind string, c *krb5.Client, sv
 			}
 			if err == nil {
 				if i, found := bySlot[nonce]; found {
+					if kind == kindAS {
+						methods[slots[i].fl.Stage]++
+					}
 					finish(i, at, nil)
 					ok++
 				}
@@ -336,11 +343,97 @@ func kindPhase(kind string) string {
 	return krb5.PhaseTGSRep
 }
 
-// oldestSlot is the busy slot sent first (of the phase, unless 0), or -1.
-func oldestSlot(slots []slot, phase int) int {
+// loginReply handles a reply of the as load. A KRB-ERROR asking for more
+// pre-authentication (more) answers the oldest login waiting for it,
+// which goes on to its next request at once. An AS-REP is opened as the
+// answer to the logins waiting for one, oldest first (a SPAKE AS-REP only
+// opens with its own login's key); its nonce names the request.
+func (r *run) loginReply(c *krb5.Client, slots []slot, bySlot map[int64]int, reply []byte) (nonce int64, more bool, err error) {
+	kind, err := c.ReadLoginReply(reply)
+	switch {
+	case err != nil && kind == krb5.ReplyASRep:
+		return 0, false, err
+	case kind == krb5.ReplyPreauthRequired || kind == krb5.ReplyMoreData:
+		if err != nil {
+			return 0, true, err
+		}
+		want := krb5.StageFirst
+		if kind == krb5.ReplyMoreData {
+			want = krb5.StageSupport
+		}
+		i := oldestSlot(slots, stageMask(want))
+		if i < 0 {
+			return 0, true, nil // a late answer to a request already ended
+		}
+		s := &slots[i]
+		buf, err := c.EncodeLoginNext(s.buf[:0], &s.fl)
+		if err != nil {
+			return 0, true, err
+		}
+		delete(bySlot, s.nonce)
+		s.buf, s.nonce, s.send, s.resends = buf, s.fl.Nonce, true, 0
+		bySlot[s.nonce] = i
+		return 0, true, nil
+	}
+	// An AS-REP: try the waiting logins, oldest first, until one opens it.
+	prev := -1 // the last login tried: the next is the oldest after it
+	err = errNoLoginWaiting
+	for range slots {
+		i := -1
+		for j := range slots {
+			if slots[j].busy && stageMask(krb5.StageFirst, krb5.StageTimestamp, krb5.StageResponse)&(1<<slots[j].fl.Stage) != 0 &&
+				(prev < 0 || sentAfter(&slots[j], j, &slots[prev], prev)) && (i < 0 || sentAfter(&slots[i], i, &slots[j], j)) {
+				i = j
+			}
+		}
+		if i < 0 {
+			break
+		}
+		prev = i
+		nonce, err = c.OpenLoginFlight(reply, &slots[i].fl)
+		if err == nil || krb5.Classify(err) != krb5.ClassDecrypt || slots[i].fl.Stage != krb5.StageResponse {
+			// The long-term key opens the reply of any login without SPAKE.
+			return nonce, false, err
+		}
+	}
+	return 0, false, err
+}
+
+var errNoLoginWaiting = &krb5.Error{Class: krb5.ClassMalformedReply, Phase: krb5.PhaseASRep, Err: errors.New("an AS-REP that no login in flight can open")}
+
+// sentAfter orders slots by first send, then by index.
+func sentAfter(a *slot, i int, b *slot, j int) bool {
+	if !a.first.Equal(b.first) {
+		return a.first.After(b.first)
+	}
+	return i > j
+}
+
+// stageMethod is the pre-authentication of a login answered at stage st.
+func stageMethod(st krb5.LoginStage) string {
+	switch st {
+	case krb5.StageTimestamp:
+		return krb5.MethodEncTimestamp
+	case krb5.StageResponse:
+		return krb5.MethodSPAKE
+	}
+	return krb5.MethodNone
+}
+
+// stageMask selects login stages for oldestSlot.
+func stageMask(stages ...krb5.LoginStage) uint8 {
+	var m uint8
+	for _, st := range stages {
+		m |= 1 << st
+	}
+	return m
+}
+
+// oldestSlot is the busy slot sent first (of the stages in mask, unless 0), or -1.
+func oldestSlot(slots []slot, mask uint8) int {
 	oldest := -1
 	for i := range slots {
-		if slots[i].busy && (phase == 0 || slots[i].phase == phase) && (oldest < 0 || slots[i].first.Before(slots[oldest].first)) {
+		if slots[i].busy && (mask == 0 || mask&(1<<slots[i].fl.Stage) != 0) && (oldest < 0 || slots[i].first.Before(slots[oldest].first)) {
 			oldest = i
 		}
 	}
