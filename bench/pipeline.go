@@ -267,7 +267,9 @@ func (r *run) batchedWorker(ctx context.Context, kind string, c *krb5.Client, sv
 		}
 		// Let a batch of replies gather: the time the KDC took for a batch
 		// so far. The kernel's arrival stamps keep the latencies exact.
-		if answered > 0 && len(bySlot) > 0 {
+		// With few in flight (a concurrency level of 1 or 2 clients) the
+		// wait would only idle the KDC: take each reply as it comes.
+		if answered > 0 && len(bySlot) > 0 && depth >= 8 {
 			per := time.Since(start) / time.Duration(answered)
 			rawSleep(min(max(per*time.Duration(batch), minBatchWait), maxBatchWait, time.Until(end)))
 		}
