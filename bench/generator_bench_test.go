@@ -41,6 +41,9 @@ func BenchmarkGenerator(b *testing.B) {
 		{"as/blocking", func(ru *run, n int) (*Load, error) {
 			return ru.closedLoopN(kindAS, krb5.UDP, 8, n)
 		}, krb5.PreauthSPAKE},
+		{"as/tcp/blocking", func(ru *run, n int) (*Load, error) {
+			return ru.closedLoopN(kindAS, krb5.TCP, 8, n)
+		}, krb5.PreauthEncTimestamp},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			set := Defaults()
