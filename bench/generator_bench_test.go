@@ -53,6 +53,7 @@ func BenchmarkGenerator(b *testing.B) {
 			}
 			ru := &run{sys: sys, set: set, prog: &progress{}, fleet: &fleet{sys: sys, preauth: tc.preauth}, sampler: newSampler(r.KDCPids), rep: &Report{}}
 			var ru0, ru1 syscall.Rusage
+			b.ReportAllocs()
 			b.ResetTimer()
 			syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
 			l, err := tc.load(ru, b.N)

@@ -163,15 +163,19 @@ const (
 // rxTimestamp is the arrival time in a datagram's control messages, or
 // def when there is none.
 func rxTimestamp(oob []byte, def time.Time) time.Time {
-	msgs, err := unix.ParseSocketControlMessage(oob)
-	if err != nil {
-		return def
-	}
-	for _, m := range msgs {
-		if m.Header.Level == unix.SOL_SOCKET && m.Header.Type == unix.SCM_TIMESTAMPNS && len(m.Data) >= 16 {
-			ts := (*unix.Timespec)(unsafe.Pointer(&m.Data[0]))
+	// Walk the control messages in place (unix.ParseSocketControlMessage
+	// allocates a slice per datagram).
+	for len(oob) >= unix.SizeofCmsghdr {
+		h := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
+		if h.Len < unix.SizeofCmsghdr || int(h.Len) > len(oob) {
+			return def
+		}
+		data := oob[unix.CmsgLen(0):h.Len]
+		if h.Level == unix.SOL_SOCKET && h.Type == unix.SCM_TIMESTAMPNS && len(data) >= int(unsafe.Sizeof(unix.Timespec{})) {
+			ts := (*unix.Timespec)(unsafe.Pointer(&data[0]))
 			return time.Unix(ts.Unix())
 		}
+		oob = oob[min(len(oob), unix.CmsgSpace(int(h.Len)-unix.CmsgLen(0))):]
 	}
 	return def
 }
