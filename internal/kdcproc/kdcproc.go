@@ -44,7 +44,9 @@ type Proc struct {
 
 // Find lists the krb5kdc processes oldest first: those of the KDC whose
 // pid file is pidFile (its main process and that one's children), or,
-// without a pid file, every krb5kdc of the host. Zombies are left out.
+// without a pid file, every krb5kdc of the host. Zombies are left out. A
+// pid file given but absent (an fs.ErrNotExist error) or empty means this
+// KDC is not running: other realms' KDCs on the host are never its own.
 func Find(fs procfs.FS, pidFile string) ([]Proc, error) {
 	all, err := fs.AllProcs()
 	if err != nil {
@@ -56,7 +58,9 @@ func Find(fs procfs.FS, pidFile string) ([]Proc, error) {
 		if err != nil {
 			return nil, err
 		}
-		root, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		if root, _ = strconv.Atoi(strings.TrimSpace(string(b))); root <= 0 {
+			return nil, nil // no pid in it: this KDC is not running
+		}
 	}
 	var kdc []procfs.ProcStat
 	isKDC := map[int]bool{}
