@@ -22,6 +22,7 @@ type processCollector struct {
 	lastMain map[string]procID // main process seen by the previous scrape
 	restartN map[string]float64
 	slots    workerSlots
+	ctx      ctxCache
 }
 
 func newProcessCollector(scan *procScanner, logger log.Logger) *processCollector {
@@ -62,6 +63,7 @@ func (c *processCollector) Update(ch chan<- prometheus.Metric) error {
 	if err != nil {
 		return err
 	}
+	defer c.ctx.sweep()
 	var errs []error
 	for i := range snap.programs {
 		p := &snap.programs[i]
@@ -131,7 +133,7 @@ func (c *processCollector) updateProgram(ch chan<- prometheus.Metric, snap *snap
 			}
 		}
 		if cs.ok {
-			vol1, nonvol1, err := readParsed2(c.scan.files, pr.file("status"), statusCtxt)
+			vol1, nonvol1, err := c.ctx.read(c.scan.files, pr)
 			if !c.failed(&cs, err, pr, p.name, "status") {
 				vol += float64(vol1)
 				nonvol += float64(nonvol1)
