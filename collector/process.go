@@ -22,7 +22,6 @@ type processCollector struct {
 	lastMain map[string]procID // main process seen by the previous scrape
 	restartN map[string]float64
 	slots    workerSlots
-	ctx      ctxCache
 }
 
 func newProcessCollector(scan *procScanner, logger log.Logger) *processCollector {
@@ -63,7 +62,6 @@ func (c *processCollector) Update(ch chan<- prometheus.Metric) error {
 	if err != nil {
 		return err
 	}
-	defer c.ctx.sweep()
 	var errs []error
 	for i := range snap.programs {
 		p := &snap.programs[i]
@@ -126,24 +124,42 @@ func (c *processCollector) updateProgram(ch chan<- prometheus.Metric, snap *snap
 		vms += st.VSize
 		threads += uint64(st.NumThreads)
 		oldest = min(oldest, st.Starttime)
+		// An idle process keeps the values last read (procmemo.go);
+		// pr.idle implies a memo.
+		m := pr.memo
+		if m == nil {
+			m = &procMemo{} // nothing kept: written, never read
+		}
 		if fds.ok {
-			n, err := countFDs(c.scan.files, pr.file("fd"), c.scan.dirBuf, c.scan.onProcfs)
+			n, err := m.fds, error(nil)
+			if !pr.idle || !m.haveFDs {
+				n, err = countFDs(c.scan.files, pr.file("fd"), c.scan.dirBuf, c.scan.onProcfs)
+			}
 			if !c.failed(&fds, err, pr, p.name, "fd") {
 				nfds += float64(n)
+				m.fds, m.haveFDs = n, true
 			}
 		}
 		if cs.ok {
-			vol1, nonvol1, err := c.ctx.read(c.scan.files, pr)
+			vol1, nonvol1, err := m.vol, m.nonvol, error(nil)
+			if !pr.idle || !m.haveCtx {
+				vol1, nonvol1, err = readParsed2(c.scan.files, pr.file("status"), statusCtxt)
+			}
 			if !c.failed(&cs, err, pr, p.name, "status") {
 				vol += float64(vol1)
 				nonvol += float64(nonvol1)
+				m.vol, m.nonvol, m.haveCtx = vol1, nonvol1, true
 			}
 		}
 		if io.ok {
-			rd1, wr1, err := readParsed2(c.scan.files, pr.file("io"), ioBytes)
+			rd1, wr1, err := m.rd, m.wr, error(nil)
+			if !pr.idle || !m.haveIO {
+				rd1, wr1, err = readParsed2(c.scan.files, pr.file("io"), ioBytes)
+			}
 			if !c.failed(&io, err, pr, p.name, "io") {
 				rd += float64(rd1)
 				wr += float64(wr1)
+				m.rd, m.wr, m.haveIO = rd1, wr1, true
 			}
 		}
 	}
