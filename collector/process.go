@@ -3,7 +3,6 @@ package collector
 import (
 	"errors"
 	"os"
-	"strconv"
 
 	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,11 +21,12 @@ type processCollector struct {
 	lastMain map[string]procID // main process seen by the previous scrape
 	restartN map[string]float64
 	slots    workerSlots
+	wlabels  workerLabelSet
 }
 
 func newProcessCollector(scan *procScanner, logger log.Logger) *processCollector {
 	prog := []string{"program"}
-	return &processCollector{
+	c := &processCollector{
 		scan:        scan,
 		pageSz:      float64(os.Getpagesize()),
 		up:          desc("process", "up", "1 if a process of the program is running (zombies do not count), else 0.", prog...),
@@ -48,6 +48,8 @@ func newProcessCollector(scan *procScanner, logger log.Logger) *processCollector
 		lastMain:    map[string]procID{},
 		restartN:    map[string]float64{},
 	}
+	c.wlabels = workerLabelSet{cpu: c.workerCPU, start: c.workerStart}
+	return c
 }
 
 func (c *processCollector) describe(ch chan<- *prometheus.Desc) {
@@ -204,9 +206,9 @@ func (c *processCollector) updateWorkers(ch chan<- prometheus.Metric, snap *snap
 	}
 	ch <- gauge(c.workers, float64(len(p.workers)))
 	for i, w := range p.workers {
-		worker := strconv.Itoa(idx[i])
-		ch <- counter(c.workerCPU, float64(w.stat.UTime)/userHZ, worker, "user")
-		ch <- counter(c.workerCPU, float64(w.stat.STime)/userHZ, worker, "system")
-		ch <- gauge(c.workerStart, snap.bootTime+float64(w.stat.Starttime)/userHZ, worker)
+		l := c.wlabels.get(idx[i])
+		ch <- &presetMetric{c.workerCPU, l.user, float64(w.stat.UTime) / userHZ, true}
+		ch <- &presetMetric{c.workerCPU, l.system, float64(w.stat.STime) / userHZ, true}
+		ch <- &presetMetric{c.workerStart, l.start, snap.bootTime + float64(w.stat.Starttime)/userHZ, false}
 	}
 }
