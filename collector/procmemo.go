@@ -42,8 +42,9 @@ type procMemo struct {
 	fds         int
 	vol, nonvol uint64
 	rd, wr      uint64
+	sockets     map[uint64]bool // socket inodes among its open files
 
-	haveChildren, haveFDs, haveCtx, haveIO bool
+	haveChildren, haveFDs, haveCtx, haveIO, haveSockets bool
 }
 
 // memoFor returns the process's memo and whether it was idle since its
