@@ -288,33 +288,21 @@ func (s *procScanner) children(p *kdcProc) ([]int, error) {
 func (s *procScanner) live(pid int, name string) *kdcProc {
 	dir := s.procPath + "/" + strconv.Itoa(pid)
 	m, idle := s.memoFor(pid, dir)
-	var st procStat
-	if idle {
-		// Not scheduled since: only memory can have changed.
-		st = m.stat
-		b, err := s.files.readSingle(dir + "/statm")
-		if err == nil {
-			var size, rss uint64
-			if size, rss, err = parseStatm(b); err == nil {
-				st.VSize, st.RSS = size*uint64(os.Getpagesize()), int64(rss)
-			}
-		}
-		if err != nil {
-			idle = false
-			m.n = 0
-		}
+	// stat is read even for an idle process: its resident memory can
+	// shrink meanwhile (reclaim, swap-out), and statm, the cheaper file,
+	// counts it differently (hundreds of KiB apart on Linux 6.18).
+	b, err := s.files.readSingle(dir + "/stat")
+	if err != nil {
+		return nil
 	}
-	if !idle {
-		b, err := s.files.readSingle(dir + "/stat")
-		if err != nil {
-			return nil
-		}
-		if st, err = parseStat(b); err != nil {
-			return nil
-		}
-		if m != nil {
-			m.stat = st
-		}
+	st, err := parseStat(b)
+	if err != nil {
+		return nil
+	}
+	if m != nil {
+		// Single-threaded then and now: schedstat is the main thread's.
+		idle = idle && m.threads == 1 && st.NumThreads == 1
+		m.threads = st.NumThreads
 	}
 	if st.State == "Z" || st.State == "X" || st.Comm != name {
 		return nil

@@ -7,36 +7,34 @@ import (
 )
 
 // Most of a scrape's kernel time goes into generating the per-process
-// files (stat about 7 µs, status 15, io 3.5, children 2.7 at -w 64), and
+// files (status about 15 µs, stat 7, io 3.5, children 2.7 at -w 64), and
 // with krb5kdc -w 64 most workers were not scheduled at all since the
-// previous scrape. A process that did not run cannot have changed its CPU
-// times, context switches, I/O counts, threads, children or open files:
-// the kernel updates all of these in the process's own context. So each
-// process's /proc/PID/schedstat (about 1 µs: run time, run-queue wait and
-// the number of times it was switched in; a switch out always adds run
-// time) is read first, and when it is the same as at the previous scrape,
+// previous scrape. A process that did not run cannot have changed its
+// context switches, I/O counts, children or open files: the kernel
+// updates all of these in the process's own context. So each process's
+// /proc/PID/schedstat (about 1 µs: run time, run-queue wait and the
+// number of times it was switched in; a switch out always adds run time)
+// is read first, and when it is the same as at the previous scrape,
 // through the same kept descriptor (so the same process, not a reused
-// pid), the previous values are used and only /proc/PID/statm is read:
-// resident memory can shrink without the process running (reclaim,
-// swap-out). This holds only for a single-threaded process (every MIT
-// daemon): schedstat describes the main thread alone. Without schedstat (a
-// kernel without CONFIG_SCHED_INFO, or a copied tree) every file is read
-// every time.
+// pid), the previous values of status, io, children, fd/ and the socket
+// inodes are used. stat is still read every time (its memory figures can
+// change while the process sleeps). This holds only for a single-threaded
+// process (every MIT daemon): schedstat describes the main thread alone.
+// Without schedstat (a kernel without CONFIG_SCHED_INFO, or a copied
+// tree) every file is read every time.
 //
-// Two things can change without the process running and stay as last
-// read: its parent pid when its parent exits (it is reparented; the dead
-// parent's pid is then not a watched process either, so grouping is the
-// same), and a child that the kernel reaps by itself (SIGCHLD ignored)
-// still listed among its children (the child's own files are gone, so it
-// is dropped).
+// One thing can change without the process running and stay as last
+// read: a child that the kernel reaps by itself (SIGCHLD ignored) still
+// listed among its children; the child's own files are gone, so it is
+// dropped.
 
 // procMemo is what was read of one process while its schedstat was
 // memoSched.
 type procMemo struct {
-	sched [64]byte
-	n     int // length of the schedstat in sched; 0: never equal
-	stat  procStat
-	gen   uint64
+	sched   [64]byte
+	n       int // length of the schedstat in sched; 0: never equal
+	threads int // at the last read of stat
+	gen     uint64
 
 	children    []int
 	fds         int
@@ -69,7 +67,7 @@ func (s *procScanner) memoFor(pid int, dir string) (*procMemo, bool) {
 		s.memo = map[int]*procMemo{}
 	}
 	m := s.memo[pid]
-	if m != nil && kept && m.n > 0 && m.stat.NumThreads == 1 && bytes.Equal(sched, m.sched[:m.n]) {
+	if m != nil && kept && m.n > 0 && bytes.Equal(sched, m.sched[:m.n]) {
 		m.gen = s.gen
 		return m, true
 	}
@@ -89,17 +87,4 @@ func (s *procScanner) sweepMemo() {
 		}
 	}
 	s.gen++
-}
-
-// parseStatm returns the total and resident size of /proc/PID/statm, in
-// pages.
-func parseStatm(b []byte) (size, resident uint64, err error) {
-	f := bytes.Fields(b)
-	if len(f) < 2 {
-		return 0, 0, errors.New("malformed statm")
-	}
-	if size, err = atou(f[0]); err == nil {
-		resident, err = atou(f[1])
-	}
-	return size, resident, err
 }

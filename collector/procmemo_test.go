@@ -6,6 +6,7 @@ import (
 	"os"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -50,6 +51,27 @@ func fdCount(t *testing.T, pids []int) float64 {
 	return float64(n)
 }
 
+// memory sums the pids' virtual and resident size from their stat
+// (fields 23 and 24, counted after the command name), in bytes.
+func memory(t *testing.T, pids []int) (vsize, rss float64) {
+	t.Helper()
+	for _, pid := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		v, err1 := strconv.ParseFloat(f[23-3], 64)
+		r, err2 := strconv.ParseFloat(f[24-3], 64)
+		if err1 != nil || err2 != nil {
+			t.Fatalf("pid %d stat: %v %v", pid, err1, err2)
+		}
+		vsize += v
+		rss += r * float64(os.Getpagesize())
+	}
+	return vsize, rss
+}
+
 // TestIntegrationIdleProcesses checks what a scrape reports of krb5kdc
 // -w 2 against the processes' own status and fd directories: on an idle
 // KDC (the workers not scheduled: values kept from the previous read, see
@@ -63,18 +85,26 @@ func TestIntegrationIdleProcesses(t *testing.T) {
 	_, reg := newTestCollector(t, realmConfig(r))
 	check := func(what string) (switches, fds float64) {
 		t.Helper()
-		var vol0, nonvol0, fds0, vol, nonvol float64
+		var vol0, nonvol0, fds0, vol, nonvol, vsz0, rss0, vsz, rss float64
 		var s *scrape
 		for try := 0; try < 5; try++ {
 			pids := r.KDCPids()
 			vol0, nonvol0 = statusSwitches(t, pids)
 			fds0 = fdCount(t, pids)
+			vsz0, rss0 = memory(t, pids)
 			s = gather(t, reg)
 			vol, nonvol = statusSwitches(t, pids)
 			fds = fdCount(t, pids)
-			if vol == vol0 && nonvol == nonvol0 && fds == fds0 {
+			vsz, rss = memory(t, pids)
+			if vol == vol0 && nonvol == nonvol0 && fds == fds0 && vsz == vsz0 && rss == rss0 {
 				break
 			}
+		}
+		if g := s.Value("krb5_process_virtual_memory_bytes", "program", "krb5kdc"); g != vsz {
+			t.Errorf("%s: scrape says %v bytes of virtual memory, stat %v", what, g, vsz)
+		}
+		if g := s.Value("krb5_process_resident_memory_bytes", "program", "krb5kdc"); g != rss {
+			t.Errorf("%s: scrape says %v resident bytes, stat %v", what, g, rss)
 		}
 		gv := s.Value("krb5_process_context_switches_total", "program", "krb5kdc", "ctxswitch", "voluntary")
 		gn := s.Value("krb5_process_context_switches_total", "program", "krb5kdc", "ctxswitch", "nonvoluntary")
