@@ -17,6 +17,8 @@ import (
 // offset 0 (the kernel regenerates a procfs file read from offset 0), and
 // parsed in place without allocating. With the single-task children read
 // in discovery, this halved the CPU of a -w 64 scrape (testdata/README.md).
+// Processes not scheduled since the last scrape skip most of them
+// (procmemo.go).
 //
 // An open /proc/PID/... file belongs to that process, not to the pid: once
 // the process has exited, reads fail with ESRCH even if the pid is reused,
