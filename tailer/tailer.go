@@ -249,7 +249,31 @@ const drainTime = 5 * time.Second
 func (t *Tailer) drain() {
 	deadline := time.Now().Add(drainTime)
 	t.cycle(func() bool { return time.Now().After(deadline) })
+	t.finishUnlinked()
 	t.save()
+}
+
+// finishUnlinked lets go of the rotated files that have no name any more
+// once the daemon writes to the file the path names: nothing can be added
+// to them, and a restart could not open them again. They are saved as
+// read to their end, not as rotated files a restart must find: only a
+// file that may still get lines counts as lost when it is gone then.
+func (t *Tailer) finishUnlinked() {
+	if t.cur == nil || t.cur.readOff == 0 {
+		return // the daemon may not have reopened its log yet
+	}
+	kept := t.old[:0]
+	for _, o := range t.old {
+		if fi, err := o.f.Stat(); err == nil && nlink(fi) == 0 && o.readOff == fi.Size() {
+			o.flushPartial(t.handle, t.stats)
+			t.addDone(o.pos())
+			o.close()
+			continue
+		}
+		kept = append(kept, o)
+	}
+	clear(t.old[len(kept):])
+	t.old = kept
 }
 
 // save publishes the current position to the store.
@@ -421,7 +445,7 @@ func (t *Tailer) adoptCreated() {
 			f.Close()
 			continue
 		}
-		fl := &file{f: f, buf: make([]byte, t.opts.BufferBytes), dev: dev, ino: ino}
+		fl := &file{f: f, buf: make([]byte, t.opts.BufferBytes), dev: dev, ino: ino, birth: birth(f)}
 		t.stats.Discovered.Add(1)
 		level.Info(t.logger).Log("msg", "a log file was created and rotated away before it was read; reading it from its start")
 		t.keepReading(fl)
@@ -442,7 +466,12 @@ func (t *Tailer) truncated() {
 	var found string
 	before := fl.pos()
 	if before.HashLen > 0 {
-		found = t.drainCopy(before, fl)
+		var copied FilePos
+		if found, copied = t.drainCopy(before, fl); found != "" {
+			// The copy is a file of its own: known by its identity
+			// from now on, so that it is not taken for a new one.
+			t.addDone(copied)
+		}
 	}
 	t.addDone(before)
 	if found != "" {
@@ -458,8 +487,9 @@ func (t *Tailer) truncated() {
 
 // drainCopy looks for a sibling of the path holding cur's content at
 // pos (the copy copytruncate made, while we ran or were stopped), reads it
-// on from there to its end and returns its path; "" if there is none.
-func (t *Tailer) drainCopy(pos FilePos, cur *file) string {
+// on from there to its end and returns its path and final position; ""
+// if there is none.
+func (t *Tailer) drainCopy(pos FilePos, cur *file) (string, FilePos) {
 	for _, c := range siblings(t.opts.Path) {
 		if c.size < pos.Offset || (c.dev == cur.dev && c.ino == cur.ino) {
 			continue
@@ -467,12 +497,13 @@ func (t *Tailer) drainCopy(pos FilePos, cur *file) string {
 		if cp := t.openAt(c.path, pos); cp != nil {
 			cp.readLines(t.handle, t.opts.MaxLineBytes, t.stats, func() bool { return false })
 			cp.flushPartial(t.handle, t.stats)
+			end := cp.pos()
 			cp.close()
 			t.stats.CopyFound.Add(1)
-			return c.path
+			return c.path, end
 		}
 	}
-	return ""
+	return "", FilePos{}
 }
 
 // openAt opens path and positions it at pos if its first bytes and the
