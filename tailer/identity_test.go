@@ -95,3 +95,73 @@ func TestSameHeadsFasterThanReads(t *testing.T) {
 	h.stop()
 	h.exactlyOnce(w.n)
 }
+
+// TestRotatedLostCountsOnlyLoss: a restart counts a rotated file as lost
+// (krb5_kdc_log_position_mismatches_total{reason="rotated_lost"}) only if
+// lines may have gone to it after the stop: not a deleted file read to
+// its end once the daemon writes to the new log (it can get no more
+// lines), but a renamed one the daemon could still write to that was
+// then removed while the exporter was stopped.
+func TestRotatedLostCountsOnlyLoss(t *testing.T) {
+	t.Run("deleted", func(t *testing.T) {
+		h := newHarness(t)
+		h.opts.FromBeginning = true
+		h.opts.RotateWait = time.Hour // still being read at the stop
+		w := newLogWriter(t, h.path)
+		w.lines(5)
+		h.start()
+		h.waitLines(w.n)
+		w.f.Close()
+		if err := os.Remove(h.path); err != nil {
+			t.Fatal(err)
+		}
+		w.reopen()
+		w.lines(5)
+		h.waitLines(w.n)
+		h.stop()
+		h.start()
+		w.lines(5)
+		h.waitLines(w.n)
+		h.stop()
+		if n := h.cur.stats.Mismatches[MismatchRotatedLost].Load(); n != 0 {
+			t.Errorf("rotated_lost %d, want 0: the deleted file was read to its end and the daemon had moved on", n)
+		}
+		if n := h.cur.stats.Unread.Load(); n != 0 {
+			t.Errorf("unread %d, want 0", n)
+		}
+		h.exactlyOnce(w.n)
+	})
+	t.Run("renamed then removed while stopped", func(t *testing.T) {
+		h := newHarness(t)
+		h.opts.FromBeginning = true
+		h.opts.RotateWait = time.Hour
+		w := newLogWriter(t, h.path)
+		w.lines(5)
+		h.start()
+		h.waitLines(w.n)
+		h.rename(h.path + ".1")
+		old := w.f // the daemon has not reopened yet
+		w.f = nil
+		w.reopen()
+		w.lines(5)
+		h.waitLines(w.n)
+		h.stop()
+		// Written to the renamed file after the stop, then the file is
+		// removed (compressed): these lines are lost, and counted so.
+		if _, err := old.WriteString(sameHead + "seq=99999999 late\n"); err != nil {
+			t.Fatal(err)
+		}
+		old.Close()
+		if err := os.Remove(h.path + ".1"); err != nil {
+			t.Fatal(err)
+		}
+		h.start()
+		w.lines(5)
+		h.waitLines(w.n)
+		h.stop()
+		if n := h.cur.stats.Mismatches[MismatchRotatedLost].Load(); n != 1 {
+			t.Errorf("rotated_lost %d, want 1", n)
+		}
+		h.exactlyOnce(w.n)
+	})
+}
