@@ -1,6 +1,7 @@
 package tailer
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -181,7 +182,7 @@ func (t *Tailer) keepReading(fl *file) {
 // a closed one's can, which its birth time and first bytes tell.
 func (t *Tailer) known(c *candidate) bool {
 	held := func(fl *file) bool { return fl != nil && fl.dev == c.dev && fl.ino == c.ino }
-	if held(t.cur) {
+	if held(t.cur) || (t.cur != nil && copyOf(c, t.cur)) {
 		return true
 	}
 	for _, o := range t.old {
@@ -195,6 +196,31 @@ func (t *Tailer) known(c *candidate) bool {
 		}
 	}
 	return false
+}
+
+// copyOf reports whether c holds what was read of the current file fl so
+// far, first bytes and the bytes before the position alike: the copy
+// copytruncate makes before it truncates the log. A file that merely
+// begins like fl is not one.
+func copyOf(c *candidate, fl *file) bool {
+	n := min(len(fl.head), len(c.head))
+	if n == 0 || fl.off == 0 || c.size < fl.off || !bytes.Equal(fl.head[:n], c.head[:n]) {
+		return false
+	}
+	want := fl.ctail.bytes()
+	f, err := os.Open(c.path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return false
+	} else if dev, ino := fileID(fi); dev != c.dev || ino != c.ino {
+		return false
+	}
+	var got [tailLen]byte
+	k, err := f.ReadAt(got[:len(want)], fl.off-int64(len(want)))
+	return err == nil && k == len(want) && bytes.Equal(got[:k], want)
 }
 
 // discover reads, from their start, the rotated files that changed after

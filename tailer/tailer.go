@@ -396,12 +396,22 @@ func (t *Tailer) checkPath() bool {
 	if t.cur != nil && t.cur.dev == dev && t.cur.ino == ino {
 		return false
 	}
-	nf, _, err := openFile(t.opts.Path, t.opts.BufferBytes)
-	if err != nil {
-		if !errors.Is(err, os.ErrNotExist) {
-			t.problem("cannot open the log", err)
+	nf := t.takeOld(dev, ino) // held since its creation, read already
+	if nf == nil {
+		if nf, _, err = openFile(t.opts.Path, t.opts.BufferBytes); err != nil {
+			if !errors.Is(err, os.ErrNotExist) {
+				t.problem("cannot open the log", err)
+			}
+			return false
 		}
-		return false
+		if t.cur != nil && t.cur.dev == nf.dev && t.cur.ino == nf.ino {
+			nf.close() // replaced again between the stat and the open
+			return false
+		}
+		if o := t.takeOld(nf.dev, nf.ino); o != nil {
+			nf.close()
+			nf = o
+		}
 	}
 	t.fine()
 	if t.cur != nil {
@@ -420,9 +430,11 @@ func (t *Tailer) checkPath() bool {
 	return true
 }
 
-// adoptCreated takes the files the watcher opened when they were created.
-// One the path still names is left to checkPath; one already deleted or
-// renamed away (a rotation faster than the reads) is read from its start.
+// adoptCreated takes the files the watcher opened when they were created
+// and reads them from their start. Their descriptor is kept even when the
+// path still names the file: checkPath makes it the current file then.
+// Closing it and opening the path again later would lose a file renamed
+// or deleted in between (a rotation faster than the reads).
 func (t *Tailer) adoptCreated() {
 	for {
 		var f *os.File
@@ -441,15 +453,30 @@ func (t *Tailer) adoptCreated() {
 		for _, o := range t.old {
 			held = held || (o.dev == dev && o.ino == ino)
 		}
-		if pfi, err := os.Stat(t.opts.Path); held || (err == nil && os.SameFile(fi, pfi)) {
+		if held {
 			f.Close()
 			continue
 		}
 		fl := &file{f: f, buf: make([]byte, t.opts.BufferBytes), dev: dev, ino: ino, birth: birth(f)}
-		t.stats.Discovered.Add(1)
-		level.Info(t.logger).Log("msg", "a log file was created and rotated away before it was read; reading it from its start")
+		if pfi, err := os.Stat(t.opts.Path); err != nil || !os.SameFile(fi, pfi) {
+			t.stats.Discovered.Add(1)
+			level.Info(t.logger).Log("msg", "a log file was created and rotated away before it was read; reading it from its start")
+		}
 		t.keepReading(fl)
 	}
+}
+
+// takeOld removes the file dev, ino from the rotated files being read
+// and returns it (nil if there is none): a file adopted at its creation
+// that the path names.
+func (t *Tailer) takeOld(dev, ino uint64) *file {
+	for i, o := range t.old {
+		if o.dev == dev && o.ino == ino {
+			t.old = append(t.old[:i], t.old[i+1:]...)
+			return o
+		}
+	}
+	return nil
 }
 
 // discoverSlack widens the window in which a file never seen counts as
