@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-kit/log"
 )
 
 // sameHead is a first line longer than the 1 KiB content fingerprint:
@@ -164,4 +166,48 @@ func TestRotatedLostCountsOnlyLoss(t *testing.T) {
 		}
 		h.exactlyOnce(w.n)
 	})
+}
+
+// TestCreatedThenGoneBeforeLook: the watcher opened a new log the moment
+// it was created; the file is deleted before the tailer looks at the
+// path again. Its lines are read through the watcher's descriptor (they
+// were lost when the descriptor was closed because the path still named
+// the file when it was handed over).
+func TestCreatedThenGoneBeforeLook(t *testing.T) {
+	h := newHarness(t)
+	w := newLogWriter(t, h.path)
+	w.lines(5) // A
+	store, err := OpenPositions("", log.NewNopLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl := New(Options{Path: h.path, FromBeginning: true, NoInotify: true}, log.NewNopLogger(), store, &Stats{}, h.recorder.handle)
+	created := make(chan *os.File, 1)
+	tl.created = created
+	never := func() bool { return false }
+	tl.restore()
+	tl.cycle(never)
+	defer tl.closeAll()
+
+	w.f.Close()
+	if err := os.Remove(h.path); err != nil {
+		t.Fatal(err)
+	}
+	w.reopen()
+	w.lines(5) // B
+	f, err := os.Open(h.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	created <- f // what the watcher does on IN_CREATE
+	tl.adoptCreated()
+	w.f.Close()
+	if err := os.Remove(h.path); err != nil { // B gone before checkPath
+		t.Fatal(err)
+	}
+	w.reopen()
+	w.lines(5) // C
+	tl.cycle(never)
+	tl.cycle(never)
+	h.exactlyOnce(w.n)
 }
