@@ -2,11 +2,13 @@ package tailer
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-kit/log"
+	"golang.org/x/sys/unix"
 )
 
 // sameHead is a first line longer than the 1 KiB content fingerprint:
@@ -210,4 +212,37 @@ func TestCreatedThenGoneBeforeLook(t *testing.T) {
 	tl.cycle(never)
 	tl.cycle(never)
 	h.exactlyOnce(w.n)
+}
+
+// TestVanishedCounted: a log created and deleted again before the
+// watcher could open it is counted as unread (krb5_kdc_log_files_unread_total),
+// not lost silently; one renamed away instead is not (it may be found
+// next to the log).
+func TestVanishedCounted(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "krb5kdc.log")
+	wt := &watcher{wake: make(chan struct{}, 1), rotate: make(chan struct{}, 1), kick: make(chan struct{}, 1), created: make(chan *os.File, 16), path: path}
+	// The events as inotify reports them; the file is gone when the
+	// watcher gets to open it.
+	wt.rotEvent("krb5kdc.log", "krb5kdc.log", unix.IN_CREATE)
+	wt.rotEvent("krb5kdc.log", "krb5kdc.log", unix.IN_DELETE)
+	if n := wt.vanished.Load(); n != 1 {
+		t.Errorf("created and deleted before opened: vanished %d, want 1", n)
+	}
+	wt.rotEvent("krb5kdc.log", "krb5kdc.log", unix.IN_CREATE)
+	wt.rotEvent("krb5kdc.log", "krb5kdc.log", unix.IN_MOVED_FROM)
+	wt.rotEvent("krb5kdc.log.1", "krb5kdc.log", unix.IN_MOVED_TO)
+	if n := wt.vanished.Load(); n != 1 {
+		t.Errorf("renamed away before opened: vanished %d, want still 1", n)
+	}
+	// Opened in time: its deletion loses nothing.
+	if err := os.WriteFile(path, []byte("a line\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wt.rotEvent("krb5kdc.log", "krb5kdc.log", unix.IN_CREATE)
+	wt.rotEvent("krb5kdc.log", "krb5kdc.log", unix.IN_DELETE)
+	if n := wt.vanished.Load(); n != 1 {
+		t.Errorf("held and then deleted: vanished %d, want still 1", n)
+	}
+	(<-wt.created).Close()
 }

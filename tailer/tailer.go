@@ -109,6 +109,7 @@ type Tailer struct {
 
 	lastLook time.Time       // when checkPath last looked at the directory
 	created  <-chan *os.File // log files the watcher opened on creation
+	vanished *atomic.Uint64  // log files created and deleted before the watcher could open them
 	// afterTrunc: the current file was truncated and nothing of it has
 	// been read since, so a second truncation would go unseen; its copy
 	// is looked for after each read until something was read.
@@ -190,6 +191,7 @@ func (t *Tailer) Run(ctx context.Context) {
 	w := newWatcher(t.opts, t.logger)
 	defer w.close()
 	t.created = w.created
+	t.vanished = &w.vanished
 	t.stats.Inotify.Store(w.active())
 
 	curPoll := time.Duration(t.pollInterval.Load())
@@ -436,6 +438,12 @@ func (t *Tailer) checkPath() bool {
 // Closing it and opening the path again later would lose a file renamed
 // or deleted in between (a rotation faster than the reads).
 func (t *Tailer) adoptCreated() {
+	if t.vanished != nil {
+		if n := t.vanished.Swap(0); n > 0 {
+			t.stats.Unread.Add(n)
+			level.Warn(t.logger).Log("msg", "log files were created and deleted again before they could be opened (faster than this process was scheduled); their lines are not counted", "files", n)
+		}
+	}
 	for {
 		var f *os.File
 		select {

@@ -1,6 +1,7 @@
 package tailer
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,6 +36,10 @@ type watcher struct {
 	// watchPause only, not idlePause: logrotate is at work.
 	fastUntil atomic.Int64
 	kick      chan struct{} // ends a pause early when fastUntil was set
+	// vanished counts log files created and deleted before they could be
+	// opened; missed: the last one created could not be opened.
+	vanished atomic.Uint64
+	missed   bool
 }
 
 // watchPause and idlePause are how long the watcher leaves events queued
@@ -114,17 +119,35 @@ func (wt *watcher) watchRotations(dir, base string) error {
 				name := buf[off+unix.SizeofInotifyEvent : off+unix.SizeofInotifyEvent+int(ev.Len)]
 				name = name[:max(0, bytesIndexNUL(name))]
 				off += unix.SizeofInotifyEvent + int(ev.Len)
-				if !strings.HasPrefix(string(name), base) {
-					continue // another file in a shared directory
-				}
-				if string(name) == base && ev.Mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0 {
-					wt.hold() // created, or renamed into place
-				}
-				wt.rotating()
+				wt.rotEvent(string(name), base, ev.Mask)
 			}
 		}
 	}()
 	return nil
+}
+
+// rotEvent handles one event of watchRotations' descriptor. A log
+// created and deleted again before hold could open it is gone with its
+// lines: nobody can read it any more. That is counted (vanished), so
+// that the loss is not silent; one renamed away instead may still be
+// found next to the log.
+func (wt *watcher) rotEvent(name, base string, mask uint32) {
+	if !strings.HasPrefix(name, base) {
+		return // another file in a shared directory
+	}
+	if name == base {
+		switch {
+		case mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0:
+			// Created, or renamed into place: held at once.
+			wt.missed = !wt.hold() && mask&unix.IN_CREATE != 0
+		case mask&unix.IN_DELETE != 0 && wt.missed:
+			wt.vanished.Add(1)
+			wt.missed = false
+		case mask&unix.IN_MOVED_FROM != 0:
+			wt.missed = false
+		}
+	}
+	wt.rotating()
 }
 
 // bytesIndexNUL is the length of the NUL-padded name.
@@ -212,16 +235,18 @@ func (wt *watcher) event(ev fsnotify.Event, base string) {
 }
 
 // hold opens the log just created and hands the descriptor to the tailer.
-func (wt *watcher) hold() {
+// It reports whether the path could be opened.
+func (wt *watcher) hold() bool {
 	f, err := os.OpenFile(wt.path, os.O_RDONLY|oNoBlock, 0)
 	if err != nil {
-		return // gone already, or not ours to read: the tailer finds out
+		return !errors.Is(err, os.ErrNotExist) // not ours to read: the tailer finds out
 	}
 	select {
 	case wt.created <- f:
 	default: // the tailer is far behind; it finds the file by polling
 		f.Close()
 	}
+	return true
 }
 
 func (wt *watcher) notify(ch chan struct{}) {
