@@ -3,7 +3,9 @@
 // old file is read to its end, and for a while after, before it is let go),
 // copytruncate, deletion and later re-creation, a partial last line, and
 // restarts of the process (the read position lives in a state file, and a
-// file replaced meanwhile is recognised by inode, size and content).
+// file replaced meanwhile is recognised by its identity: device, inode and
+// birth time, with content fingerprints to check the position; files
+// that begin with the same bytes stay apart).
 // Change notification (inotify through fsnotify) only wakes the reader;
 // polling finds every change too, so a directory inotify cannot watch
 // still works.
