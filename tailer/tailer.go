@@ -126,7 +126,7 @@ type Tailer struct {
 	minInterval  time.Duration // as configured, before the PollInterval cap
 	retimed      chan struct{}
 
-	cycled chan struct{} // closed after Run's first cycle (for tests)
+	cycled chan struct{} // closed after Run's first cycle (Ready)
 }
 
 // problem counts a read error and logs it unless it is the one logged
@@ -165,6 +165,11 @@ func New(opts Options, logger log.Logger, store *Positions, stats *Stats, h Line
 	t.rotateWait.Store(int64(opts.RotateWait))
 	return t
 }
+
+// Ready is closed once Run has opened the files it follows, restored
+// their positions, started watching the directory and read them once:
+// from then on a file deleted by a rotation is held open, not lost.
+func (t *Tailer) Ready() <-chan struct{} { return t.cycled }
 
 // SetTimings changes PollInterval and RotateWait (zero: the default) of a
 // Tailer, also while Run runs. Changing them must not restart the tailer:
