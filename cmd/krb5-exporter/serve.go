@@ -170,6 +170,16 @@ func (s *serveCmd) run(stdout, stderr io.Writer) int {
 		level.Error(logger).Log("msg", "cannot build the web interface", "err", err)
 		return 1
 	}
+	// The listeners are bound (a taken port failed before any log was
+	// read); they answer once the logs are held open again at their
+	// saved positions, so that "the exporter answers" means no rotation
+	// from now on can take lines away from it.
+	select {
+	case <-logs.Ready():
+	case <-time.After(readyWait):
+		level.Warn(logger).Log("msg", "the log collector is not ready yet; serving metrics anyway", "waited", readyWait)
+	case <-ctx.Done():
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- web.ServeMultiple(listeners, srv, s.web, slogger) }()
@@ -191,6 +201,9 @@ func (s *serveCmd) run(stdout, stderr io.Writer) int {
 }
 
 // listen binds the --web.listen-address sockets, or takes systemd's.
+// readyWait bounds how long serving waits for the log collector.
+const readyWait = 10 * time.Second
+
 func (s *serveCmd) listen() ([]net.Listener, error) {
 	if *s.web.WebSystemdSocket {
 		ls, err := activation.Listeners()
