@@ -184,8 +184,7 @@ func TestCreatedThenGoneBeforeLook(t *testing.T) {
 		t.Fatal(err)
 	}
 	tl := New(Options{Path: h.path, FromBeginning: true, NoInotify: true}, log.NewNopLogger(), store, &Stats{}, h.recorder.handle)
-	created := make(chan *os.File, 1)
-	tl.created = created
+	tl.w = newEventWatcher(h.path)
 	never := func() bool { return false }
 	tl.restore()
 	tl.cycle(never)
@@ -201,7 +200,7 @@ func TestCreatedThenGoneBeforeLook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	created <- f // what the watcher does on IN_CREATE
+	tl.w.queue = append(tl.w.queue, f) // what the watcher does on IN_CREATE
 	tl.adoptCreated()
 	w.f.Close()
 	if err := os.Remove(h.path); err != nil { // B gone before checkPath
@@ -217,21 +216,23 @@ func TestCreatedThenGoneBeforeLook(t *testing.T) {
 // TestVanishedCounted: a log created and deleted again before the
 // watcher could open it is counted as unread (krb5_kdc_log_files_unread_total),
 // not lost silently; one renamed away instead is not (it may be found
-// next to the log).
+// next to the log), nor one opened in time.
 func TestVanishedCounted(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "krb5kdc.log")
-	wt := &watcher{wake: make(chan struct{}, 1), rotate: make(chan struct{}, 1), kick: make(chan struct{}, 1), created: make(chan *os.File, 16), path: path}
+	wt := newEventWatcher(path)
 	// The events as inotify reports them; the file is gone when the
 	// watcher gets to open it.
-	wt.rotEvent("krb5kdc.log", "krb5kdc.log", unix.IN_CREATE)
-	wt.rotEvent("krb5kdc.log", "krb5kdc.log", unix.IN_DELETE)
+	wt.rotEvent("krb5kdc.log", "krb5kdc.log", unix.IN_CREATE, 0)
+	wt.rotEvent("krb5kdc.log", "krb5kdc.log", unix.IN_DELETE, 0)
+	wt.account()
 	if n := wt.vanished.Load(); n != 1 {
 		t.Errorf("created and deleted before opened: vanished %d, want 1", n)
 	}
-	wt.rotEvent("krb5kdc.log", "krb5kdc.log", unix.IN_CREATE)
-	wt.rotEvent("krb5kdc.log", "krb5kdc.log", unix.IN_MOVED_FROM)
-	wt.rotEvent("krb5kdc.log.1", "krb5kdc.log", unix.IN_MOVED_TO)
+	wt.rotEvent("krb5kdc.log", "krb5kdc.log", unix.IN_CREATE, 0)
+	wt.rotEvent("krb5kdc.log", "krb5kdc.log", unix.IN_MOVED_FROM, 7)
+	wt.rotEvent("krb5kdc.log.1", "krb5kdc.log", unix.IN_MOVED_TO, 7)
+	wt.account()
 	if n := wt.vanished.Load(); n != 1 {
 		t.Errorf("renamed away before opened: vanished %d, want still 1", n)
 	}
@@ -239,10 +240,13 @@ func TestVanishedCounted(t *testing.T) {
 	if err := os.WriteFile(path, []byte("a line\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	wt.rotEvent("krb5kdc.log", "krb5kdc.log", unix.IN_CREATE)
-	wt.rotEvent("krb5kdc.log", "krb5kdc.log", unix.IN_DELETE)
+	wt.rotEvent("krb5kdc.log", "krb5kdc.log", unix.IN_CREATE, 0)
+	wt.rotEvent("krb5kdc.log", "krb5kdc.log", unix.IN_DELETE, 0)
+	wt.account()
 	if n := wt.vanished.Load(); n != 1 {
 		t.Errorf("held and then deleted: vanished %d, want still 1", n)
 	}
-	(<-wt.created).Close()
+	for _, f := range wt.take() {
+		f.Close()
+	}
 }

@@ -232,7 +232,7 @@ func (t *Tailer) discover(cands []*candidate, since time.Time) {
 		if c.used || c.path == t.opts.Path || c.size == 0 || !c.mtime.After(since) || t.known(c) {
 			continue
 		}
-		fl, _, err := openFile(c.path, t.opts.BufferBytes)
+		fl, _, err := t.openNoted(c.path)
 		if err != nil {
 			continue
 		}

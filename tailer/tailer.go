@@ -72,6 +72,10 @@ type Options struct {
 	// before Stats.Lines counts them: a handler that counts lines locally
 	// publishes its counts there.
 	Flush func()
+
+	// gate, in tests, holds back the reading of inotify events until it
+	// is closed: a process not scheduled while the writer rotates.
+	gate <-chan struct{}
 }
 
 func (o Options) withDefaults() Options {
@@ -110,8 +114,8 @@ type Tailer struct {
 	now  func() time.Time
 
 	lastLook time.Time       // when checkPath last looked at the directory
-	created  <-chan *os.File // log files the watcher opened on creation
-	vanished *atomic.Uint64  // log files created and deleted before the watcher could open them
+	w        *watcher        // its queue: log files opened on their creation or rename
+	vanished *atomic.Uint64  // log files gone before anyone could open them
 	// afterTrunc: the current file was truncated and nothing of it has
 	// been read since, so a second truncation would go unseen; its copy
 	// is looked for after each read until something was read.
@@ -197,7 +201,7 @@ func (t *Tailer) Run(ctx context.Context) {
 	t.restore()
 	w := newWatcher(t.opts, t.logger)
 	defer w.close()
-	t.created = w.created
+	t.w = w
 	t.vanished = &w.vanished
 	t.stats.Inotify.Store(w.active())
 
@@ -407,7 +411,7 @@ func (t *Tailer) checkPath() bool {
 	}
 	nf := t.takeOld(dev, ino) // held since its creation, read already
 	if nf == nil {
-		if nf, _, err = openFile(t.opts.Path, t.opts.BufferBytes); err != nil {
+		if nf, err = t.openPath(); err != nil {
 			if !errors.Is(err, os.ErrNotExist) {
 				t.problem("cannot open the log", err)
 			}
@@ -439,6 +443,26 @@ func (t *Tailer) checkPath() bool {
 	return true
 }
 
+// openPath opens the path; see openNoted.
+func (t *Tailer) openPath() (*file, error) {
+	nf, _, err := t.openNoted(t.opts.Path)
+	return nf, err
+}
+
+// openNoted opens path; the watcher learns of the file in the same step,
+// so that it does not count it as missed.
+func (t *Tailer) openNoted(path string) (*file, os.FileInfo, error) {
+	if t.w != nil {
+		t.w.mu.Lock()
+		defer t.w.mu.Unlock()
+	}
+	nf, fi, err := openFile(path, t.opts.BufferBytes)
+	if err == nil && t.w != nil {
+		t.w.note(nf.f)
+	}
+	return nf, fi, err
+}
+
 // adoptCreated takes the files the watcher opened when they were created
 // and reads them from their start. Their descriptor is kept even when the
 // path still names the file: checkPath makes it the current file then.
@@ -448,16 +472,14 @@ func (t *Tailer) adoptCreated() {
 	if t.vanished != nil {
 		if n := t.vanished.Swap(0); n > 0 {
 			t.stats.Unread.Add(n)
-			level.Warn(t.logger).Log("msg", "log files were created and deleted again before they could be opened (faster than this process was scheduled); their lines are not counted", "files", n)
+			level.Warn(t.logger).Log("msg", "log files were renamed over or deleted before they could be opened (rotated faster than this process was scheduled); their lines are not counted", "files", n)
 		}
 	}
-	for {
-		var f *os.File
-		select {
-		case f = <-t.created:
-		default:
-			return
-		}
+	var queued []*os.File
+	if t.w != nil {
+		queued = t.w.take()
+	}
+	for _, f := range queued {
 		fi, err := f.Stat()
 		if err != nil || !fi.Mode().IsRegular() {
 			f.Close()

@@ -24,11 +24,8 @@ type watcher struct {
 	w      *fsnotify.Watcher
 	wake   chan struct{} // the log was written
 	rotate chan struct{} // a file was created, renamed or removed: read now
-	// created holds the log files the watcher opened the moment they were
-	// created: a file deleted again before the tailer gets to it can
-	// still be read through its descriptor.
-	created chan *os.File
 	path    string
+	dir     string
 	rot     *os.File // inotify for creations, deletions and renames only
 	done    chan struct{}
 	wg      sync.WaitGroup
@@ -36,10 +33,56 @@ type watcher struct {
 	// watchPause only, not idlePause: logrotate is at work.
 	fastUntil atomic.Int64
 	kick      chan struct{} // ends a pause early when fastUntil was set
-	// vanished counts log files created and deleted before they could be
-	// opened; missed: the last one created could not be opened.
+	// vanished counts log files created (or renamed into place) that
+	// neither the watcher nor the tailer could open before they were gone.
 	vanished atomic.Uint64
-	missed   bool
+
+	// mu orders the watcher's opens (event by event) and the tailer's own
+	// opens of the path (note): a file counts as missed only when nobody
+	// opened it before it could no longer be reached.
+	mu sync.Mutex
+	// queue holds the log files the watcher opened the moment inotify
+	// reported them, in the order of the events: a file deleted or renamed
+	// over before the tailer gets to it is still read through its
+	// descriptor. Unbounded: dropping one would lose its lines.
+	queue []*os.File
+	// ids are the files the path named at the start or that were opened
+	// since (by the watcher or the tailer); creates counts the files that
+	// appeared under the path; credit counts files renamed on before
+	// they could be opened (maybe found by the tailer later). vanished is
+	// the excess of creates over the files opened since the start.
+	ids      map[fileKey]struct{}
+	initial  int
+	creates  uint64
+	credit   uint64
+	reported uint64
+	// counting is false where the count could be wrong: no birth time
+	// (a reused inode would look like a file opened before), events lost
+	// to a queue overflow, no rotation descriptor.
+	counting bool
+	// away and cookie: the last event was the log renamed away; its
+	// IN_MOVED_TO (same cookie) names where it went.
+	away   bool
+	cookie uint32
+}
+
+// fileKey names a file for good: an inode number is reused at once, the
+// birth time is not.
+type fileKey struct {
+	dev, ino uint64
+	birth    int64
+}
+
+// keyOf is the identity of an open file; ok is false when the file
+// system keeps no birth time.
+func keyOf(f *os.File) (fileKey, bool) {
+	fi, err := f.Stat()
+	if err != nil {
+		return fileKey{}, false
+	}
+	dev, ino := fileID(fi)
+	b := birth(f)
+	return fileKey{dev, ino, b}, b != 0
 }
 
 // watchPause and idlePause are how long the watcher leaves events queued
@@ -59,8 +102,24 @@ const (
 	fastTime   = time.Second
 )
 
+// newEventWatcher returns a watcher of path that reads no events yet.
+func newEventWatcher(path string) *watcher {
+	dir := filepath.Dir(path)
+	wt := &watcher{wake: make(chan struct{}, 1), rotate: make(chan struct{}, 1), kick: make(chan struct{}, 1), path: path, dir: dir, done: make(chan struct{}), ids: map[fileKey]struct{}{}, counting: true}
+	// The file the path names now is not new: taken before the watch is
+	// added, so that a file created in between is counted as created.
+	if f, err := os.Open(path); err == nil {
+		if k, ok := keyOf(f); ok {
+			wt.ids[k] = struct{}{}
+			wt.initial = 1
+		}
+		f.Close()
+	}
+	return wt
+}
+
 func newWatcher(opts Options, logger log.Logger) *watcher {
-	wt := &watcher{wake: make(chan struct{}, 1), rotate: make(chan struct{}, 1), kick: make(chan struct{}, 1), created: make(chan *os.File, 16), path: opts.Path, done: make(chan struct{})}
+	wt := newEventWatcher(opts.Path)
 	if opts.NoInotify {
 		return wt
 	}
@@ -79,11 +138,12 @@ func newWatcher(opts Options, logger log.Logger) *watcher {
 		return wt
 	}
 	wt.w = w
-	if err := wt.watchRotations(dir, base); err != nil {
+	if err := wt.watchRotations(opts.gate, dir, base); err != nil {
+		wt.counting = false
 		level.Warn(logger).Log("msg", "cannot watch the log's directory for rotations; they are seen with the writes", "dir", dir, "err", err)
 	}
 	wt.wg.Add(1)
-	go wt.loop(base, min(opts.MinInterval, watchPause), min(opts.MinInterval, idlePause))
+	go wt.loop(opts.gate, base, min(opts.MinInterval, watchPause), min(opts.MinInterval, idlePause))
 	return wt
 }
 
@@ -95,7 +155,7 @@ func newWatcher(opts Options, logger log.Logger) *watcher {
 // rotation (a copy closed by copytruncate before it truncates the log)
 // wakes the tailer at once and makes the paused watcher fast. None of
 // these is frequent: the log's own writes are left to the paused watcher.
-func (wt *watcher) watchRotations(dir, base string) error {
+func (wt *watcher) watchRotations(gate <-chan struct{}, dir, base string) error {
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
 		return err
@@ -108,6 +168,9 @@ func (wt *watcher) watchRotations(dir, base string) error {
 	wt.wg.Add(1)
 	go func() {
 		defer wt.wg.Done()
+		if !wt.pass(gate) {
+			return
+		}
 		var buf [16 << 10]byte
 		for {
 			n, err := wt.rot.Read(buf[:])
@@ -119,35 +182,111 @@ func (wt *watcher) watchRotations(dir, base string) error {
 				name := buf[off+unix.SizeofInotifyEvent : off+unix.SizeofInotifyEvent+int(ev.Len)]
 				name = name[:max(0, bytesIndexNUL(name))]
 				off += unix.SizeofInotifyEvent + int(ev.Len)
-				wt.rotEvent(string(name), base, ev.Mask)
+				wt.rotEvent(string(name), base, ev.Mask, ev.Cookie)
 			}
+			wt.account()
 		}
 	}()
 	return nil
 }
 
-// rotEvent handles one event of watchRotations' descriptor. A log
-// created and deleted again before hold could open it is gone with its
-// lines: nobody can read it any more. That is counted (vanished), so
-// that the loss is not silent; one renamed away instead may still be
-// found next to the log.
-func (wt *watcher) rotEvent(name, base string, mask uint32) {
+// rotEvent handles one event of watchRotations' descriptor. inotify
+// reports names, not files: when several events are read at once (the
+// process was not scheduled while the writer rotated in a burst), opening
+// the path on each creation gives the newest file every time. So each
+// event opens what it names before the next is handled: the log on its
+// creation, and where the log was renamed to (the IN_MOVED_TO paired by
+// cookie with the log's IN_MOVED_FROM) if it had not been opened yet. A
+// file reached by neither, and not opened by the tailer either, was
+// renamed over or deleted unread: counted (vanished), not lost silently.
+func (wt *watcher) rotEvent(name, base string, mask, cookie uint32) {
+	if mask&unix.IN_Q_OVERFLOW != 0 {
+		wt.mu.Lock()
+		wt.counting = false // events were lost: counts would be guesses
+		wt.mu.Unlock()
+		wt.rotating()
+		return
+	}
 	if !strings.HasPrefix(name, base) {
 		return // another file in a shared directory
 	}
-	if name == base {
-		switch {
-		case mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0:
-			// Created, or renamed into place: held at once.
-			wt.missed = !wt.hold() && mask&unix.IN_CREATE != 0
-		case mask&unix.IN_DELETE != 0 && wt.missed:
-			wt.vanished.Add(1)
-			wt.missed = false
-		case mask&unix.IN_MOVED_FROM != 0:
-			wt.missed = false
-		}
+	wt.mu.Lock()
+	switch {
+	case name == base && mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0:
+		wt.creates++
+		wt.obtain(wt.path, false)
+		wt.away = false
+	case name == base && mask&unix.IN_MOVED_FROM != 0:
+		wt.away, wt.cookie = true, cookie
+	case mask&unix.IN_MOVED_TO != 0 && wt.away && cookie == wt.cookie:
+		wt.away = false
+		wt.obtain(filepath.Join(wt.dir, name), true)
+	default:
+		wt.away = false
 	}
+	wt.mu.Unlock()
 	wt.rotating()
+}
+
+// obtain opens path and queues it for the tailer unless the file was
+// opened before. renamed: path is where the log was just renamed to; if
+// it is gone already, it was renamed on and may still be found.
+// Called with mu held.
+func (wt *watcher) obtain(path string, renamed bool) {
+	f, err := os.OpenFile(path, os.O_RDONLY|oNoBlock, 0)
+	if err != nil {
+		if renamed || !errors.Is(err, os.ErrNotExist) {
+			wt.credit++ // not known to be lost
+		}
+		return
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		wt.credit++
+		return
+	}
+	k, ok := keyOf(f)
+	wt.counting = wt.counting && ok
+	if _, seen := wt.ids[k]; seen {
+		f.Close()
+		return
+	}
+	wt.ids[k] = struct{}{}
+	wt.queue = append(wt.queue, f)
+}
+
+// account moves the files known to be missed to vanished, after a batch
+// of events: a creation whose file was gone is often followed by the
+// rename that says where it went.
+func (wt *watcher) account() {
+	wt.mu.Lock()
+	defer wt.mu.Unlock()
+	if !wt.counting {
+		return
+	}
+	got := uint64(len(wt.ids)-wt.initial) + wt.credit
+	if wt.creates > got && wt.creates-got > wt.reported {
+		wt.vanished.Add(wt.creates - got - wt.reported)
+		wt.reported = wt.creates - got
+	}
+}
+
+// note records a file the tailer opened itself; call it with mu held
+// (lock), from before the open, so that an open racing the watcher's is
+// counted before the watcher decides the file is missed.
+func (wt *watcher) note(f *os.File) {
+	k, ok := keyOf(f)
+	wt.counting = wt.counting && ok
+	wt.ids[k] = struct{}{}
+}
+
+// take returns the files queued since the last call, in event order.
+func (wt *watcher) take() []*os.File {
+	wt.mu.Lock()
+	defer wt.mu.Unlock()
+	q := wt.queue
+	wt.queue = nil
+	return q
 }
 
 // bytesIndexNUL is the length of the NUL-padded name.
@@ -168,8 +307,24 @@ func (wt *watcher) rotating() {
 	wt.notify(wt.rotate)
 }
 
-func (wt *watcher) loop(base string, fast, slow time.Duration) {
+// pass waits for a test's gate (nil: none); false if closed meanwhile.
+func (wt *watcher) pass(gate <-chan struct{}) bool {
+	if gate == nil {
+		return true
+	}
+	select {
+	case <-gate:
+		return true
+	case <-wt.done:
+		return false
+	}
+}
+
+func (wt *watcher) loop(gate <-chan struct{}, base string, fast, slow time.Duration) {
 	defer wt.wg.Done()
+	if !wt.pass(gate) {
+		return
+	}
 	for {
 		select {
 		case <-wt.done:
@@ -228,25 +383,13 @@ func (wt *watcher) event(ev fsnotify.Event, base string) {
 		wt.notify(wt.wake)
 	default:
 		if name == base && ev.Has(fsnotify.Create) && wt.rot == nil {
-			wt.hold()
+			wt.mu.Lock()
+			wt.counting = false // events read with a pause: no counts
+			wt.obtain(wt.path, false)
+			wt.mu.Unlock()
 		}
 		wt.rotating()
 	}
-}
-
-// hold opens the log just created and hands the descriptor to the tailer.
-// It reports whether the path could be opened.
-func (wt *watcher) hold() bool {
-	f, err := os.OpenFile(wt.path, os.O_RDONLY|oNoBlock, 0)
-	if err != nil {
-		return !errors.Is(err, os.ErrNotExist) // not ours to read: the tailer finds out
-	}
-	select {
-	case wt.created <- f:
-	default: // the tailer is far behind; it finds the file by polling
-		f.Close()
-	}
-	return true
 }
 
 func (wt *watcher) notify(ch chan struct{}) {
@@ -285,12 +428,7 @@ func (wt *watcher) close() {
 		wt.rot.Close()
 	}
 	wt.wg.Wait()
-	for {
-		select {
-		case f := <-wt.created:
-			f.Close()
-		default:
-			return
-		}
+	for _, f := range wt.take() {
+		f.Close()
 	}
 }

@@ -1,0 +1,89 @@
+package tailer
+
+import (
+	"os"
+	"testing"
+	"time"
+)
+
+// TestRenameBurstWhileNotScheduled: the writer rotates by rename N times
+// (each rename replaces the last kdc.log.1) while the exporter is not
+// scheduled (its inotify events wait unread: the gate), as a KDC catching
+// up after a pause does. inotify then reports N creations that all name
+// the newest file. What can still be read is read exactly once: the file
+// held from before, the newest one and the one at kdc.log.1; the files
+// renamed over in between are gone, and exactly their number is counted
+// unread (krb5_kdc_log_files_unread_total), not zero and not more.
+func TestRenameBurstWhileNotScheduled(t *testing.T) {
+	const rotations = 6
+	h := newHarness(t)
+	gate := make(chan struct{})
+	h.opts = Options{PollInterval: time.Hour, MinInterval: 2 * time.Millisecond, RotateWait: time.Hour, FromBeginning: true, gate: gate}
+	w := newLogWriter(t, h.path)
+	w.lines(5)
+	h.start()
+	defer h.stop()
+	h.waitLines(5)
+
+	files := [][]int{{0, 1, 2, 3, 4}} // sequence numbers, by file
+	add := func(i, from int) {
+		for k := from; k < w.n; k++ {
+			files[i] = append(files[i], k)
+		}
+	}
+	for r := 1; r <= rotations; r++ {
+		if err := os.Rename(h.path, h.path+".1"); err != nil {
+			t.Fatal(err)
+		}
+		first := w.n
+		w.lines(3) // to the renamed file, before the writer reopens
+		add(r-1, first)
+		w.reopen()
+		files = append(files, nil)
+		first = w.n
+		w.lines(10)
+		add(r, first)
+	}
+	// Held by the tailer, named kdc.log.1, named kdc.log: the rest were
+	// renamed over.
+	want := map[int]bool{}
+	for _, i := range []int{0, rotations - 1, rotations} {
+		for _, k := range files[i] {
+			want[k] = true
+		}
+	}
+	lost := rotations - 2
+	close(gate)
+
+	deadline := time.Now().Add(15 * time.Second)
+	for h.recorder.count() < len(want) || h.cur.stats.Unread.Load() < uint64(lost) {
+		if time.Now().After(deadline) {
+			t.Fatalf("got %d of %d lines, %d unread files of %d", h.recorder.count(), len(want), h.cur.stats.Unread.Load(), lost)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	stats := h.cur.stats
+	h.stop()
+	h.start() // stop drained the tailer; nothing more may come
+	seen := map[int]int{}
+	for _, l := range h.recorder.snapshot() {
+		k, err := seqOf(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[k]++
+	}
+	for k := range want {
+		if seen[k] != 1 {
+			t.Errorf("line %d read %d times, want once", k, seen[k])
+		}
+	}
+	for k, c := range seen {
+		if !want[k] {
+			t.Errorf("line %d read %d times, but its file was gone", k, c)
+		}
+	}
+	if n := stats.Unread.Load(); n != uint64(lost) {
+		t.Errorf("unread files %d, want %d (the files renamed over)", n, lost)
+	}
+}
