@@ -113,9 +113,9 @@ type Tailer struct {
 	done []FilePos // files read to their end (see Position.Done)
 	now  func() time.Time
 
-	lastLook time.Time       // when checkPath last looked at the directory
-	w        *watcher        // its queue: log files opened on their creation or rename
-	vanished *atomic.Uint64  // log files gone before anyone could open them
+	lastLook time.Time      // when checkPath last looked at the directory
+	w        *watcher       // its queue: log files opened on their creation or rename
+	vanished *atomic.Uint64 // log files gone before anyone could open them
 	// afterTrunc: the current file was truncated and nothing of it has
 	// been read since, so a second truncation would go unseen; its copy
 	// is looked for after each read until something was read.

@@ -24,11 +24,11 @@ type watcher struct {
 	w      *fsnotify.Watcher
 	wake   chan struct{} // the log was written
 	rotate chan struct{} // a file was created, renamed or removed: read now
-	path    string
-	dir     string
-	rot     *os.File // inotify for creations, deletions and renames only
-	done    chan struct{}
-	wg      sync.WaitGroup
+	path   string
+	dir    string
+	rot    *os.File // inotify for creations, deletions and renames only
+	done   chan struct{}
+	wg     sync.WaitGroup
 	// fastUntil (Unix nanoseconds): until then the paused watcher pauses
 	// watchPause only, not idlePause: logrotate is at work.
 	fastUntil atomic.Int64
