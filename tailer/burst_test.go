@@ -1,6 +1,11 @@
 package tailer
 
 import (
+	"io"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
 	"os"
 	"testing"
 	"time"
@@ -85,5 +90,49 @@ func TestRenameBurstWhileNotScheduled(t *testing.T) {
 	}
 	if n := stats.Unread.Load(); n != uint64(lost) {
 		t.Errorf("unread files %d, want %d (the files renamed over)", n, lost)
+	}
+}
+
+// TestRenamedAwayBeforeOpened: the watcher gets to the creation of A only
+// after A was renamed to kdc.log.1 and B created; the rename event (its
+// cookie pairs IN_MOVED_FROM kdc.log with IN_MOVED_TO kdc.log.1) makes it
+// open A there before it is removed, so both are held and none is
+// counted unread.
+func TestRenamedAwayBeforeOpened(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "krb5kdc.log")
+	wt := newEventWatcher(path)
+	if err := os.WriteFile(path, []byte("A\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path, path+".1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte("B\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The events as inotify queued them, handled late.
+	wt.rotEvent("krb5kdc.log", "krb5kdc.log", unix.IN_CREATE, 0)
+	wt.rotEvent("krb5kdc.log", "krb5kdc.log", unix.IN_MOVED_FROM, 9)
+	wt.rotEvent("krb5kdc.log.1", "krb5kdc.log", unix.IN_MOVED_TO, 9)
+	if err := os.Remove(path + ".1"); err != nil { // rotate 1: A goes
+		t.Fatal(err)
+	}
+	wt.rotEvent("krb5kdc.log", "krb5kdc.log", unix.IN_CREATE, 0)
+	wt.account()
+	var got []string
+	for _, f := range wt.take() {
+		b, err := io.ReadAll(f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, string(b))
+	}
+	if strings.Join(got, "") != "B\nA\n" {
+		t.Errorf("held %q, want B then A", got)
+	}
+	if n := wt.vanished.Load(); n != 0 {
+		t.Errorf("unread %d, want 0", n)
 	}
 }
