@@ -148,6 +148,7 @@ func TestDebInstall(t *testing.T) {
 		{"/usr/libexec/krb5-exporter/grant-access", 0o755, 0, 0},
 		{"/usr/share/man/man1/krb5-exporter.1.gz", 0o644, 0, 0},
 		{"/usr/share/doc/krb5-exporter/README.md", 0o644, 0, 0},
+		{"/usr/share/doc/krb5-exporter/copyright", 0o644, 0, 0},
 	} {
 		fi, err := os.Stat(f.path)
 		if err != nil {
@@ -221,6 +222,8 @@ func TestDebInstall(t *testing.T) {
 		switch f {
 		case "/etc/default/krb5-exporter":
 			f = "/etc/sysconfig/krb5-exporter"
+		case "/usr/share/doc/krb5-exporter/copyright":
+			f = "/usr/share/licenses/krb5-exporter/LICENSE"
 		case "/usr/share/doc/krb5-exporter/changelog.Debian.gz":
 			continue
 		}
@@ -229,6 +232,9 @@ func TestDebInstall(t *testing.T) {
 	slices.Sort(want)
 	if !slices.Equal(want, rpmFiles) {
 		t.Errorf("rpm -qlp lists\n%s\nwant (from the .deb)\n%s", strings.Join(rpmFiles, "\n"), strings.Join(want, "\n"))
+	}
+	if out, err := exec.Command("rpm", "-qp", "--queryformat", "%{LICENSE}", rpm).Output(); err != nil || string(out) != "Apache-2.0" {
+		t.Errorf("rpm -qp --queryformat %%{LICENSE}: %q %v, want Apache-2.0", out, err)
 	}
 }
 
