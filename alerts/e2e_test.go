@@ -1,7 +1,6 @@
 package alerts
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -63,7 +62,7 @@ func TestEndToEnd(t *testing.T) {
 
 	// The bench daemon first: its suite runs while the realms come up.
 	benchAddr := freeAddr(t)
-	benchLog := &syncBuffer{}
+	benchLog := &testutil.LockedBuffer{}
 	startBench(t, benchLog, bin, tmp, benchAddr)
 
 	r := testutil.Realm(t, realm.Options{Users: 5, Services: 2, Fillers: 20, Workers: 2})
@@ -103,7 +102,7 @@ logs:
 `, r.Realm, r.ProbePrincipal, r.ProbeKeytab, r.Service(1), r.KDCAddr, r.KDCLog))
 
 	exporterAddr := freeAddr(t)
-	exporterLog := &syncBuffer{}
+	exporterLog := &testutil.LockedBuffer{}
 	start(t, exporterLog, bin, "--web.listen-address", exporterAddr, "--config.file", cfg,
 		"--collector.process.krb5kdc-pidfile", r.KDCPidFile, "--collector.process.kadmind-pidfile", r.KadmindPidFile,
 		"--collector.kdcconf.path", r.KDCConf, "--collector.kdcconf.krb5-config", r.Krb5Conf,
@@ -120,7 +119,7 @@ logs:
   - {path: %s, type: kpropd, start_at: beginning}
 `, replica.KDCLog, replica.Replica.Log))
 	replicaAddr := freeAddr(t)
-	replicaLog := &syncBuffer{}
+	replicaLog := &testutil.LockedBuffer{}
 	start(t, replicaLog, bin, "--web.listen-address", replicaAddr, "--config.file", replicaCfg,
 		"--collector.process.krb5kdc-pidfile", replica.KDCPidFile, "--collector.process.kadmind-pidfile", replica.KadmindPidFile,
 		"--collector.process.kpropd-pidfile", replica.Replica.PidFile,
@@ -170,7 +169,7 @@ scrape_configs:
       - {source_labels: [__param_target], target_label: instance}
       - {target_label: __address__, replacement: "%s"}
 `, strings.Join(copies, ", "), exporterAddr, replicaAddr, benchAddr, r.KDCAddr, exporterAddr))
-	promLog := &syncBuffer{}
+	promLog := &testutil.LockedBuffer{}
 	start(t, promLog, promBin, "--config.file", promCfg, "--storage.tsdb.path", filepath.Join(tmp, "tsdb"),
 		"--web.listen-address", promAddr)
 	prom := "http://" + promAddr
@@ -557,7 +556,7 @@ func freeAddr(t *testing.T) string {
 }
 
 // start runs a daemon for the rest of the test, its output in log.
-func start(t *testing.T, log *syncBuffer, bin string, args ...string) {
+func start(t *testing.T, log *testutil.LockedBuffer, bin string, args ...string) {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = log, log
@@ -575,7 +574,7 @@ func start(t *testing.T, log *syncBuffer, bin string, args ...string) {
 // (throughput, latency, ratios, memory, dump) against its own small
 // ephemeral realm, then nothing for an hour. It is stopped with SIGTERM
 // (killed after 30 s), so that a run cut short removes its realm.
-func startBench(t *testing.T, log *syncBuffer, bin, tmp, addr string) {
+func startBench(t *testing.T, log *testutil.LockedBuffer, bin, tmp, addr string) {
 	t.Helper()
 	benchTmp := filepath.Join(tmp, "bench-tmp") // its realm and lock files
 	if err := os.Mkdir(benchTmp, 0o700); err != nil {
@@ -604,7 +603,7 @@ func startBench(t *testing.T, log *syncBuffer, bin, tmp, addr string) {
 	})
 }
 
-func waitHTTP(t *testing.T, ctx context.Context, u string, log *syncBuffer) {
+func waitHTTP(t *testing.T, ctx context.Context, u string, log *testutil.LockedBuffer) {
 	t.Helper()
 	for {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
@@ -633,22 +632,4 @@ func writeFile(t *testing.T, path, text string) {
 	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// syncBuffer collects a daemon's output while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
