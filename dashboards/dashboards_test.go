@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -122,4 +123,58 @@ func TestQueriesUseExistingMetrics(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestBenchShowsEveryMetric checks that every metric the bench reports
+// (its source's r.metric calls: test and name) is on exactly one trend
+// panel of the Bench dashboard, so that a new bench metric does not go
+// unseen.
+func TestBenchShowsEveryMetric(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "bench", "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := regexp.MustCompile(`\.metric\("([a-z]+)", "([a-z0-9_]+)"`)
+	var names []string
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		for _, m := range call.FindAllStringSubmatch(string(mustRead(t, f)), -1) {
+			names = append(names, m[2])
+		}
+	}
+	if len(names) < 10 {
+		t.Fatalf("found %d bench metrics in ../bench: %v; has r.metric changed?", len(names), names)
+	}
+	selector := regexp.MustCompile(`krb5_bench_result\{[^}]*metric=~"([^"]+)"`)
+	panelOf := map[string][]string{}
+	for _, p := range panels(t, "krb5-bench.json") {
+		for _, q := range p.Targets {
+			m := selector.FindStringSubmatch(q.Expr)
+			if m == nil {
+				continue
+			}
+			re := regexp.MustCompile("^(?:" + m[1] + ")$") // PromQL anchors its regular expressions
+			for _, n := range names {
+				if re.MatchString(n) {
+					panelOf[n] = append(panelOf[n], p.Title)
+				}
+			}
+		}
+	}
+	for _, n := range names {
+		if len(panelOf[n]) != 1 {
+			t.Errorf("bench metric %s is on %d trend panels %v, want one", n, len(panelOf[n]), panelOf[n])
+		}
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
