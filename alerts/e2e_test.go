@@ -13,12 +13,14 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/krb5-exporter/krb5-exporter/bench"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
@@ -228,6 +230,7 @@ scrape_configs:
 	t.Logf("%d dashboard and recording rule queries return data", len(queries))
 	checkRuleHealth(t, ctx, prom)
 	checkVariables(t, ctx, prom, vars)
+	checkBenchAgainstReport(t, ctx, prom, filepath.Join(tmp, "bench-results"))
 	// The rules take the host whose kadmind runs for the primary: the lag
 	// is the replica's alone.
 	for expr, want := range map[string]int{
@@ -369,6 +372,47 @@ func instantQuery(ctx context.Context, prom, expr string) (int, error) {
 		return 0, fmt.Errorf("%s: %s", resp.Status, resp.Error)
 	}
 	return len(resp.Data.Result), nil
+}
+
+// checkBenchAgainstReport checks what Prometheus scraped from the bench
+// daemon against the run's own report.json: every metric's result in base
+// units, and nothing else.
+func checkBenchAgainstReport(t *testing.T, ctx context.Context, prom, results string) {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(results, "*", "report.json"))
+	if len(files) != 1 {
+		t.Fatalf("bench reports %v, want one", files)
+	}
+	var rep bench.Report
+	if err := json.Unmarshal(testutil.MustRead(t, files[0]), &rep); err != nil {
+		t.Fatal(err)
+	}
+	var resp struct {
+		Data struct {
+			Result []struct {
+				Metric map[string]string `json:"metric"`
+				Value  [2]any            `json:"value"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if err := getJSON(ctx, prom+"/api/v1/query?query="+url.QueryEscape(`krb5_bench_result{job="krb5-bench"}`), &resp); err != nil {
+		t.Fatal(err)
+	}
+	scraped := map[string]string{}
+	for _, r := range resp.Data.Result {
+		v, _ := r.Value[1].(string)
+		scraped[r.Metric["test"]+" "+r.Metric["metric"]] = v
+	}
+	if len(scraped) != len(rep.Metrics) || len(rep.Metrics) == 0 {
+		t.Errorf("Prometheus has %d bench results, the report %d: %v", len(scraped), len(rep.Metrics), scraped)
+	}
+	for _, m := range rep.Metrics {
+		key := m.Test + " " + m.Name
+		if want := strconv.FormatFloat(m.Base, 'f', -1, 64); scraped[key] != want {
+			t.Errorf("krb5_bench_result %s: Prometheus %q, report.json %s", key, scraped[key], want)
+		}
+	}
+	t.Logf("%d bench results in Prometheus match report.json (verdict %s)", len(rep.Metrics), rep.Verdict)
 }
 
 // checkRuleHealth fails the test for a rule Prometheus could not evaluate.
