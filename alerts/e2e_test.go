@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -588,16 +587,9 @@ func load(ctx context.Context, r *realm.Realm, ccache string) {
 	}
 }
 
-// freeAddr returns a loopback address with a port the kernel just chose.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
+// freeAddr returns a loopback address reserved for the test (outside
+// the ephemeral range, locked against other suites) for a daemon to bind.
+func freeAddr(t *testing.T) string { return testutil.Addr(t) }
 
 // start runs a daemon for the rest of the test, its output in log.
 func start(t *testing.T, log *testutil.LockedBuffer, bin string, args ...string) {

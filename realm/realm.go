@@ -84,6 +84,9 @@ type Realm struct {
 	Created time.Duration `json:"created_ns"`
 
 	bins binaries
+	// leases are the ports this process reserved for the realm (none
+	// after Load: the running daemons hold them then).
+	leases []*PortLease
 }
 
 func (r *Realm) path(name string) string { return filepath.Join(r.Dir, name) }
@@ -125,20 +128,24 @@ func Create(ctx context.Context, opts Options) (*Realm, error) {
 	r.setPaths(dir)
 	if err := r.assignPorts(); err != nil {
 		os.RemoveAll(dir)
+		r.releasePorts()
 		return nil, err
 	}
 	start := time.Now()
 	if err := r.writeConfigs(); err != nil {
 		os.RemoveAll(dir)
+		r.releasePorts()
 		return nil, err
 	}
 	if err := r.createDatabase(ctx); err != nil {
 		os.RemoveAll(dir)
+		r.releasePorts()
 		return nil, err
 	}
 	r.Created = time.Since(start)
 	if err := r.save(); err != nil {
 		os.RemoveAll(dir)
+		r.releasePorts()
 		return nil, err
 	}
 	return r, nil
@@ -320,6 +327,7 @@ func (r *Realm) Start(ctx context.Context) error {
 // but always tries every step.
 func (r *Realm) Down() error {
 	errs := []error{r.StopKpropd(), r.StopKadmind(), r.StopKDC()}
+	r.releasePorts()
 	if err := os.RemoveAll(r.Dir); err != nil {
 		errs = append(errs, fmt.Errorf("realm: %w", err))
 	}

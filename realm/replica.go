@@ -130,19 +130,17 @@ func (p *Realm) createReplica(ctx context.Context, o Options, poll time.Duration
 	r.Replica.setPaths(r)
 	fail := func(err error) (*Realm, error) {
 		os.RemoveAll(dir)
+		r.releasePorts()
 		return nil, err
 	}
 	// kadmind, kpasswd: the primary's (admin_server in krb5.conf).
 	r.KadmindPort, r.KadmindAddr, r.KpasswdPort = p.KadmindPort, p.KadmindAddr, p.KpasswdPort
-	if r.KDCPort = o.KDCPort; r.KDCPort == 0 {
-		if r.KDCPort, err = freePort(true); err != nil {
-			return fail(err)
-		}
-	} else if err := portFree(r.KDCPort, true); err != nil {
+	if r.KDCPort, err = r.lease(o.KDCPort, TCPUDP); err != nil {
 		return fail(err)
 	}
 	r.KDCAddr = "127.0.0.1:" + strconv.Itoa(r.KDCPort)
-	if r.KpropPort, err = freePort(false); err != nil {
+	// kpropd binds the wildcard address: its port must be free there.
+	if r.KpropPort, err = r.lease(0, Wildcard); err != nil {
 		return fail(err)
 	}
 	if err := p.enableIprop(ctx, r.KpropPort); err != nil {
@@ -183,7 +181,7 @@ func absDir(dir string) (string, error) {
 func (p *Realm) enableIprop(ctx context.Context, kpropPort int) error {
 	var err error
 	if p.IpropPort == 0 {
-		if p.IpropPort, err = freePort(false); err != nil {
+		if p.IpropPort, err = p.lease(0, TCP); err != nil {
 			return err
 		}
 	}

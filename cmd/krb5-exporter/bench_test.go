@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -203,12 +202,7 @@ realm:
 // results as krb5_bench_* on /metrics.
 func TestBenchDaemonServesResults(t *testing.T) {
 	testutil.RequireMIT(t)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := testutil.Addr(t)
 	logs := &testutil.LockedBuffer{}
 	args := append(smallBench(t.TempDir(), "--tests", "dump"), "--web.listen-address", addr, "--interval", "1h")
 	args = slices.DeleteFunc(args, func(a string) bool { return a == "--once" })

@@ -164,12 +164,7 @@ func TestPortInUse(t *testing.T) {
 // daemon starts the exporter on a free port and returns its base URL.
 func daemon(t *testing.T, args ...string) (string, *exec.Cmd, *testutil.LockedBuffer) {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := testutil.Addr(t)
 	logs := &testutil.LockedBuffer{}
 	cmd := exec.Command(binary, append([]string{"--web.listen-address", addr}, args...)...)
 	cmd.Stderr = logs

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -80,9 +79,7 @@ func TestProbeCommand(t *testing.T) {
 	}
 
 	// A dead KDC is CRITICAL, and says why.
-	l, _ := net.Listen("tcp", "127.0.0.1:0")
-	dead := l.Addr().String()
-	l.Close()
+	dead := testutil.DeadAddr(t)
 	code, out, _ = runProbe(t, append([]string{"--kdc", dead}, base[2:]...)...)
 	if code != nagiosCritical || !strings.Contains(out, "login failed: connection_refused") || strings.Contains(out, "|") {
 		t.Errorf("dead KDC: exit %d\n%s", code, out)

@@ -6,7 +6,6 @@ package testutil
 import (
 	"bytes"
 	"context"
-	"math/rand/v2"
 	"net"
 	"os"
 	"strconv"
@@ -266,39 +265,33 @@ func BlackHole(t testing.TB) string {
 
 // DeadAddr returns a loopback address where nothing listens, over UDP
 // (ICMP port unreachable: connection refused) and TCP (reset). The port is
-// below the kernel's ephemeral range, so no socket of this machine gets it
-// by accident: a released ephemeral port could come back as a client's own
-// source port, and that client would then talk to itself.
+// reserved by the harness's allocator for the test's lifetime (realm's
+// pool, below the kernel's ephemeral range): no socket of this machine
+// gets it by accident, as a released ephemeral port could come back as a
+// client's own source port, and that client would then talk to itself.
 func DeadAddr(t testing.TB) string {
 	t.Helper()
-	low := 32768
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			if n, err := strconv.Atoi(f[0]); err == nil {
-				low = n
-			}
-		}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(Port(t, realm.TCPUDP)))
+}
+
+// Port reserves a loopback port free for need for the test's lifetime
+// (realm.LeasePort): for a child process to listen on, instead of a port
+// the kernel chose and the test released, which any socket may take
+// before the child binds it.
+func Port(t testing.TB, need realm.PortNeed) int {
+	t.Helper()
+	l, err := realm.LeasePort(need)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if low <= 2048 {
-		t.Fatalf("ephemeral port range starts at %d: no port below it to use", low)
-	}
-	for i := 0; i < 200; i++ {
-		port := 1024 + rand.IntN(low-1024)
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		l, err := net.Listen("tcp", addr)
-		if err != nil {
-			continue
-		}
-		pc, err := net.ListenPacket("udp", addr)
-		l.Close()
-		if err != nil {
-			continue
-		}
-		pc.Close()
-		return addr
-	}
-	t.Fatal("no free port below the ephemeral range")
-	return ""
+	t.Cleanup(l.Release)
+	return l.Port
+}
+
+// Addr is Port for TCP as a 127.0.0.1:port address.
+func Addr(t testing.TB) string {
+	t.Helper()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(Port(t, realm.TCP)))
 }
 
 // Context returns a context cancelled after d or when the test ends.
