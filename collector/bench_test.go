@@ -2,6 +2,7 @@ package collector
 
 import (
 	"bytes"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
@@ -81,10 +83,10 @@ func BenchmarkScrapeRealKDC(b *testing.B) {
 		b.Run("w"+strconv.Itoa(workers), func(b *testing.B) {
 			// Returns once every worker runs: each op scrapes all N.
 			r := testutil.Realm(b, realm.Options{Users: 5, Services: 2, Workers: workers})
-			for _, mode := range []string{"pid-files", "by-name"} {
+			for _, mode := range []string{"pid-files", "by-name", "pid-files-http"} {
 				b.Run(mode, func(b *testing.B) {
 					cfg := DefaultConfig()
-					if mode == "pid-files" {
+					if mode != "by-name" {
 						cfg.KDCPidFile, cfg.KadmindPidFile = r.KDCPidFile, r.KadmindPidFile
 						cfg.KpropdPidFile = filepath.Join(r.Dir, "kpropd.pid")
 					}
@@ -95,10 +97,21 @@ func BenchmarkScrapeRealKDC(b *testing.B) {
 					}
 					reg := prometheus.NewRegistry()
 					reg.MustRegister(c)
+					// -http: the whole reply as Prometheus asks for it
+					// (text, gzip), as the exporter's handler gives it.
+					h := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+					req := httptest.NewRequest("GET", "/metrics", nil)
+					req.Header.Set("Accept-Encoding", "gzip")
 					b.ReportAllocs()
 					cpu0 := processCPU()
 					for b.Loop() {
-						if _, err := reg.Gather(); err != nil {
+						if mode == "pid-files-http" {
+							w := httptest.NewRecorder()
+							h.ServeHTTP(w, req)
+							if w.Code != 200 || w.Header().Get("Content-Encoding") != "gzip" {
+								b.Fatalf("reply %d, %q", w.Code, w.Header().Get("Content-Encoding"))
+							}
+						} else if _, err := reg.Gather(); err != nil {
 							b.Fatal(err)
 						}
 					}

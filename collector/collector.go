@@ -45,6 +45,7 @@ type KDCCollector struct {
 	logger     log.Logger
 	scan       *procScanner
 	collectors []namedCollector
+	lastErr    map[string]string // per collector: the error logged last
 
 	duration, success *prometheus.Desc
 }
@@ -62,11 +63,12 @@ func New(logger log.Logger, cfg Config) (*KDCCollector, error) {
 		return nil, fmt.Errorf("collector: --path.procfs: %w", err)
 	}
 	kdcPaths := cfg.kdcConfPaths()
-	scan := &procScanner{fs: pfs, procPath: cfg.ProcFS, files: newFileCache(), dirBuf: make([]byte, 8192), onProcfs: isProcfs(cfg.ProcFS), warn: newOnceLogger(logger), pidFiles: cfg.pidFiles()}
+	scan := &procScanner{fs: pfs, procPath: cfg.ProcFS, files: newFileCache(), dirBuf: make([]byte, 8192), onProcfs: isProcfs(cfg.ProcFS), warn: newOnceLogger(logger), access: newAccessTracker(logger), pids: newPidLister(cfg.ProcFS), pidFiles: cfg.pidFiles()}
 	conf := newConfSource(logger, kdcPaths, cfg.krb5ConfPaths())
 	k := &KDCCollector{
-		logger: logger,
-		scan:   scan,
+		logger:  logger,
+		scan:    scan,
+		lastErr: map[string]string{},
 		duration: prometheus.NewDesc("krb5_exporter_collector_scrape_duration_seconds",
 			"Time a collector took in this scrape.", []string{"collector"}, nil),
 		success: prometheus.NewDesc("krb5_exporter_collector_scrape_success",
@@ -100,6 +102,7 @@ func (k *KDCCollector) Enabled() []string {
 func (k *KDCCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- k.duration
 	ch <- k.success
+	ch <- k.scan.access.readable
 	for _, c := range k.collectors {
 		if d, ok := c.c.(describer); ok {
 			d.describe(ch)
@@ -121,12 +124,29 @@ func (k *KDCCollector) Collect(ch chan<- prometheus.Metric) {
 		ok := 1.0
 		if err != nil {
 			ok = 0
-			level.Error(k.logger).Log("msg", "collector failed", "name", c.name, "duration_seconds", d, "err", err)
 		}
+		k.logChange(c.name, d, err)
 		ch <- prometheus.MustNewConstMetric(k.duration, prometheus.GaugeValue, d, c.name)
 		ch <- prometheus.MustNewConstMetric(k.success, prometheus.GaugeValue, ok, c.name)
 	}
+	k.scan.access.collect(ch)
 	k.scan.files.sweep()
+}
+
+// logChange logs a collector's failure when its error differs from the
+// previous scrape's, and its recovery: a condition that persists (an
+// unreadable kdc.conf) is one line, not one per scrape; the success
+// metric says it on every scrape.
+func (k *KDCCollector) logChange(name string, d float64, err error) {
+	last, failing := k.lastErr[name]
+	switch {
+	case err == nil && failing:
+		delete(k.lastErr, name)
+		level.Info(k.logger).Log("msg", "collector recovered", "name", name)
+	case err != nil && (!failing || last != err.Error()):
+		k.lastErr[name] = err.Error()
+		level.Error(k.logger).Log("msg", "collector failed; logged again only when the error changes", "name", name, "duration_seconds", d, "err", err)
+	}
 }
 
 func desc(subsystem, name, help string, labels ...string) *prometheus.Desc {

@@ -101,6 +101,8 @@ type procScanner struct {
 	dirBuf   []byte // getdents buffer
 	onProcfs bool   // procPath is a live procfs, not a copied tree
 	warn     *onceLogger
+	access   *accessTracker
+	pids     *pidLister
 	pidFiles map[string]string // program -> pid file; absent: find by name
 
 	bootTime float64 // cached: it does not change
@@ -174,22 +176,25 @@ func (s *procScanner) scan() (*snapshot, error) {
 // allCandidates reads the small comm file of every process and stats
 // only the watched ones.
 func (s *procScanner) allCandidates() (map[string][]*kdcProc, error) {
-	all, err := s.fs.AllProcs()
+	pids, err := s.pids.list()
 	if err != nil {
 		return nil, fmt.Errorf("listing processes: %w", err)
 	}
 	cands := map[string][]*kdcProc{}
-	for _, p := range all {
-		// Not kept open (there may be thousands): one open, read, close.
-		b, err := s.files.readOnce(s.procPath + "/" + strconv.Itoa(p.PID) + "/comm")
-		comm := string(bytes.TrimSuffix(b, []byte("\n")))
-		if err != nil || !watched(comm) {
-			continue // gone meanwhile, or not ours
+	for _, pid := range pids {
+		b, err := s.pids.comm(pid)
+		if err != nil {
+			continue // gone meanwhile
 		}
-		if kp := s.live(p.PID, comm); kp != nil {
-			cands[comm] = append(cands[comm], kp)
+		name := watchedName(b)
+		if name == "" {
+			continue // not ours
+		}
+		if kp := s.live(pid, name); kp != nil {
+			cands[name] = append(cands[name], kp)
 		}
 	}
+	s.pids.sweep()
 	return cands, nil
 }
 
@@ -290,13 +295,15 @@ func readCmdline(path string) ([]string, error) {
 	return strings.Split(strings.TrimRight(string(b), "\x00"), "\x00"), nil
 }
 
-func watched(comm string) bool {
+// watchedName returns the program name comm is, "" for none, without
+// allocating.
+func watchedName(comm []byte) string {
 	for _, n := range programNames {
-		if comm == n {
-			return true
+		if string(comm) == n {
+			return n
 		}
 	}
-	return false
+	return ""
 }
 
 // group picks the program's processes among the candidates: the pid-file

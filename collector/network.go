@@ -125,14 +125,14 @@ func (c *networkCollector) Update(ch chan<- prometheus.Metric) error {
 	settings, confErr := c.conf.settings(snap.kdcArgs.realms)
 	sel := &selector{}
 	sel.inodes, err = socketInodes(c.fs, np.pid)
+	denied := c.scan.access.note(progKDC, "fd_links", np, "fd", err, "finding its sockets by the ports in kdc.conf")
 	switch {
 	case err == nil:
 	case gone(err):
 		return nil
-	case errors.Is(err, fs.ErrPermission) && settings != nil:
-		c.warn.log("fds", "msg", "cannot read krb5kdc's file descriptors; finding its sockets by the ports in kdc.conf", "err", err)
+	case denied && settings != nil:
 		sel.byPorts, sel.udp, sel.tcp = true, settings.udpListen, settings.tcpListen
-	case errors.Is(err, fs.ErrPermission):
+	case denied:
 		return fmt.Errorf("cannot read krb5kdc's file descriptors (%v) and kdc.conf gives no ports (%v)", err, confErr)
 	default:
 		return fmt.Errorf("reading krb5kdc's file descriptors: %w", err)

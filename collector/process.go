@@ -2,7 +2,6 @@ package collector
 
 import (
 	"errors"
-	"io/fs"
 	"os"
 	"strconv"
 
@@ -15,7 +14,6 @@ import (
 // and per krb5kdc worker the CPU time under a stable index.
 type processCollector struct {
 	scan   *procScanner
-	warn   *onceLogger
 	pageSz float64
 
 	up, processes, restarts, cpu, rss, vms, openFDs, maxFDs, threads,
@@ -30,7 +28,6 @@ func newProcessCollector(scan *procScanner, logger log.Logger) *processCollector
 	prog := []string{"program"}
 	return &processCollector{
 		scan:        scan,
-		warn:        newOnceLogger(logger),
 		pageSz:      float64(os.Getpagesize()),
 		up:          desc("process", "up", "1 if a process of the program is running (zombies do not count), else 0.", prog...),
 		processes:   desc("process", "processes", "Number of running processes of the program, supervisor and workers included.", prog...),
@@ -100,14 +97,13 @@ type family struct {
 // contributes nothing; a permission error (the exporter not running as
 // the daemon's user) drops the family with one warning; anything else
 // drops it and fails the scrape.
-func (c *processCollector) failed(f *family, err error, prog, what string) bool {
+func (c *processCollector) failed(f *family, err error, pr *kdcProc, prog, file string) bool {
 	switch {
+	case c.scan.access.note(prog, file, pr, file, err, "its metrics are omitted"):
 	case err == nil:
 		return false
 	case gone(err):
 		return true
-	case errors.Is(err, fs.ErrPermission):
-		c.warn.log(prog+"/"+what, "msg", "cannot read "+what+" of "+prog+"; those metrics are omitted (run the exporter as root or as the daemon's user)", "err", err)
 	default:
 		f.err = err
 	}
@@ -129,21 +125,21 @@ func (c *processCollector) updateProgram(ch chan<- prometheus.Metric, snap *snap
 		threads += uint64(st.NumThreads)
 		oldest = min(oldest, st.Starttime)
 		if fds.ok {
-			n, err := countFDs(pr.file("fd"), c.scan.dirBuf, c.scan.onProcfs)
-			if !c.failed(&fds, err, p.name, "file descriptors") {
+			n, err := countFDs(c.scan.files, pr.file("fd"), c.scan.dirBuf, c.scan.onProcfs)
+			if !c.failed(&fds, err, pr, p.name, "fd") {
 				nfds += float64(n)
 			}
 		}
 		if cs.ok {
 			vol1, nonvol1, err := readParsed2(c.scan.files, pr.file("status"), statusCtxt)
-			if !c.failed(&cs, err, p.name, "status") {
+			if !c.failed(&cs, err, pr, p.name, "status") {
 				vol += float64(vol1)
 				nonvol += float64(nonvol1)
 			}
 		}
 		if io.ok {
 			rd1, wr1, err := readParsed2(c.scan.files, pr.file("io"), ioBytes)
-			if !c.failed(&io, err, p.name, "io") {
+			if !c.failed(&io, err, pr, p.name, "io") {
 				rd += float64(rd1)
 				wr += float64(wr1)
 			}
@@ -169,7 +165,7 @@ func (c *processCollector) updateProgram(ch chan<- prometheus.Metric, snap *snap
 	if err == nil {
 		maxFDs, err = limitsOpenFiles(b)
 	}
-	if !c.failed(&lim, err, p.name, "limits") {
+	if !c.failed(&lim, err, p.main, p.name, "limits") {
 		ch <- gauge(c.maxFDs, float64(maxFDs), p.name)
 	}
 	if cs.ok {

@@ -22,16 +22,17 @@ import (
 // the process has exited, reads fail with ESRCH even if the pid is reused,
 // so a stale file is dropped and the path opened again.
 
-// maxCachedFiles bounds the files kept open; beyond it, files are opened
-// for each read.
+// maxCachedFiles bounds the files kept open (less with a low open-file
+// limit: keptFileLimit); beyond it, files are opened for each read.
 const maxCachedFiles = 1024
 
 // fileCache keeps files open between scrapes. Not safe for concurrent
 // use: the KDCCollector serialises scrapes.
 type fileCache struct {
-	files map[string]*cachedFile
-	gen   uint64 // scrape number; files not read in a scrape are closed
-	buf   []byte
+	files   map[string]*cachedFile
+	gen     uint64 // scrape number; files not read in a scrape are closed
+	buf     []byte
+	maxKept int // files kept open at most
 }
 
 type cachedFile struct {
@@ -40,7 +41,7 @@ type cachedFile struct {
 }
 
 func newFileCache() *fileCache {
-	return &fileCache{files: map[string]*cachedFile{}, buf: make([]byte, 4096)}
+	return &fileCache{files: map[string]*cachedFile{}, buf: make([]byte, 4096), maxKept: keptFileLimit(maxCachedFiles)}
 }
 
 // readSingle returns the whole content of path, a file that procfs
@@ -54,17 +55,6 @@ func (c *fileCache) readSingle(path string) ([]byte, error) { return c.read(path
 // record by record (children, net/udp), which one read may return only in
 // part: it reads on until the end. The slice is valid until the next read.
 func (c *fileCache) readAll(path string) ([]byte, error) { return c.read(path, c.preadAll) }
-
-// readOnce is readSingle without keeping the file open: for the small
-// files of every process on the machine (comm), read once a scrape.
-func (c *fileCache) readOnce(path string) ([]byte, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: path, Err: err}
-	}
-	defer unix.Close(fd)
-	return c.pread(fd, path)
-}
 
 func (c *fileCache) read(path string, pread func(fd int, path string) ([]byte, error)) ([]byte, error) {
 	cf := c.files[path]
@@ -85,12 +75,42 @@ func (c *fileCache) read(path string, pread func(fd int, path string) ([]byte, e
 		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
 	b, err := pread(fd, path)
-	if err != nil || len(c.files) >= maxCachedFiles {
+	if err != nil || len(c.files) >= c.maxKept {
 		unix.Close(fd)
 		return b, err
 	}
 	c.files[path] = &cachedFile{fd: fd, gen: c.gen}
 	return b, nil
+}
+
+// fstat stats path through a descriptor opened with O_PATH and kept
+// between scrapes: for a procfs file whose attributes the kernel computes
+// at each stat (the size of /proc/PID/fd), without a path lookup. A
+// failure on the kept descriptor (the process exited) is retried once on
+// a fresh open, as in read.
+func (c *fileCache) fstat(path string, st *unix.Stat_t) error {
+	if cf := c.files[path]; cf != nil {
+		if err := unix.Fstat(cf.fd, st); err == nil {
+			cf.gen = c.gen
+			return nil
+		}
+		unix.Close(cf.fd)
+		delete(c.files, path)
+	}
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	if err := unix.Fstat(fd, st); err != nil {
+		unix.Close(fd)
+		return &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if len(c.files) >= c.maxKept {
+		unix.Close(fd)
+		return nil
+	}
+	c.files[path] = &cachedFile{fd: fd, gen: c.gen}
+	return nil
 }
 
 func (c *fileCache) preadAll(fd int, path string) ([]byte, error) {

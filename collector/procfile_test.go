@@ -181,3 +181,53 @@ func TestParseUDPLinesLikeProcfs(t *testing.T) {
 		}
 	}
 }
+
+// TestCountFDsKeptOpen: the fd count read through the descriptor kept
+// between scrapes follows the process's files as they open and close (the
+// kernel counts at each fstat, nothing is cached at open); checked against
+// a listing of /proc/self/fd, and the descriptor is kept, not reopened.
+func TestCountFDsKeptOpen(t *testing.T) {
+	if !isProcfs("/proc") {
+		t.Skip("no procfs")
+	}
+	c := newFileCache()
+	buf := make([]byte, 8192)
+	dir := "/proc/self/fd"
+	check := func(step string) {
+		t.Helper()
+		n, err := countFDs(c, dir, buf, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The listing opens one more (the directory itself), which is
+		// closed again before countFDs runs above or after.
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := len(entries) - 1; n != want {
+			t.Errorf("%s: countFDs = %d, the listing shows %d others", step, n, want)
+		}
+	}
+	check("before")
+	cf := c.files[dir]
+	if cf == nil {
+		t.Fatal("fd/ not kept open")
+	}
+	var opened []*os.File
+	for i := 0; i < 5; i++ {
+		f, err := os.Open(os.Args[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		opened = append(opened, f)
+	}
+	check("after opening 5")
+	for _, f := range opened {
+		f.Close()
+	}
+	check("after closing them")
+	if c.files[dir] != cf {
+		t.Error("fd/ opened again, not kept")
+	}
+}

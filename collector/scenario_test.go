@@ -266,7 +266,13 @@ func TestKDCConfBroken(t *testing.T) {
 	if err := os.WriteFile(cfg.KDCConfPath, []byte("[realms]\n\tPERF.TEST = {\n\t\tkdc_listen = 88\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, reg := newTestCollector(t, cfg)
+	var logs lockedBuffer
+	c, err := New(log.NewLogfmtLogger(&logs), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
 	for i := 0; i < 3; i++ {
 		s := gather(t, reg)
 		if v := s.Value("krb5_exporter_collector_scrape_success", "collector", "kdcconf"); v != 0 {
@@ -288,6 +294,55 @@ func TestKDCConfBroken(t *testing.T) {
 			t.Errorf("workers_configured = %v", v)
 		}
 	}
+	// Three scrapes, one problem: one line saying where, one failure.
+	countLogs := func(want map[string]int) {
+		t.Helper()
+		for line, n := range want {
+			if got := strings.Count(logs.String(), line); got != n {
+				t.Errorf("%q logged %d times, want %d:\n%s", line, got, n, logs.String())
+			}
+		}
+	}
+	const (
+		parse     = `msg="cannot parse KDC profile`
+		failed    = `changes" name=kdcconf`
+		recovered = `recovered" name=kdcconf`
+	)
+	countLogs(map[string]int{parse: 1, "kdc.conf:3: end of file": 3, failed: 1, recovered: 0}) // kdcconf, replication
+
+	// Repaired: one recovery line, settings back.
+	good, err := os.ReadFile(filepath.Join(fixtureDir, "kdc.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg.KDCConfPath, good, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		if v := gather(t, reg).Value("krb5_exporter_collector_scrape_success", "collector", "kdcconf"); v != 1 {
+			t.Error("kdcconf still failing after the repair")
+		}
+	}
+	countLogs(map[string]int{parse: 1, failed: 1, recovered: 1})
+
+	// Unreadable (here a directory, since root reads any file): counted,
+	// logged once more, whatever the number of scrapes.
+	if err := os.Remove(cfg.KDCConfPath); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(cfg.KDCConfPath, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		s := gather(t, reg)
+		if v := s.Value("krb5_exporter_collector_scrape_success", "collector", "kdcconf"); v != 0 {
+			t.Error("kdcconf succeeded on an unreadable file")
+		}
+		if v := s.Value("krb5_exporter_kdcconf_parse_errors_total"); v != 2 {
+			t.Errorf("parse errors = %v with kdc.conf unreadable, want 2", v)
+		}
+	}
+	countLogs(map[string]int{parse: 2, "is a directory": 3, failed: 2, recovered: 1})
 }
 
 func TestDisabledCollectors(t *testing.T) {

@@ -26,6 +26,9 @@ import (
 
 const childEnv = "KRB5_EXPORTER_COLLECTOR_CHILD"
 
+// unprivScrapes is how many times the child scrapes.
+const unprivScrapes = 3
+
 // TestUnprivilegedChild is the child's side; on its own it skips.
 func TestUnprivilegedChild(t *testing.T) {
 	spec := os.Getenv(childEnv)
@@ -43,6 +46,12 @@ func TestUnprivilegedChild(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	if err := reg.Register(c); err != nil {
 		t.Fatal(err)
+	}
+	// Several scrapes: what cannot be read is logged once, not per scrape.
+	for i := 1; i < unprivScrapes; i++ {
+		if _, err := reg.Gather(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := os.WriteFile(os.Getenv(childEnv+"_OUT"), []byte(exposition(t, reg)), 0o644); err != nil {
 		t.Fatal(err)
@@ -90,9 +99,20 @@ func TestIntegrationUnprivileged(t *testing.T) {
 	if err != nil {
 		t.Fatalf("child: %v\n%s", err, childLog)
 	}
-	// The child could not read the KDC's fds and said so, once.
-	if n := strings.Count(string(childLog), "finding its sockets by the ports in kdc.conf"); n != 1 {
-		t.Errorf("the child logged the port fallback %d times, want 1:\n%s", n, childLog)
+	// The child could not read the KDC's fds and io and said so, once
+	// each over its scrapes (and nothing was logged as failed).
+	for _, line := range []string{
+		"cannot read fd_links of krb5kdc; finding its sockets by the ports in kdc.conf",
+		"cannot read io of krb5kdc; its metrics are omitted",
+	} {
+		if n := strings.Count(string(childLog), line); n != 1 {
+			t.Errorf("the child logged %q %d times in %d scrapes, want 1:\n%s", line, n, unprivScrapes, childLog)
+		}
+	}
+	for _, line := range []string{"cannot read status", "cannot read limits", "collector failed"} {
+		if strings.Contains(string(childLog), line) {
+			t.Errorf("the child logged %q:\n%s", line, childLog)
+		}
 	}
 	f, err := os.Open(out)
 	if err != nil {
@@ -137,6 +157,20 @@ func TestIntegrationUnprivileged(t *testing.T) {
 		lo, hi := min(fds0, fds1), max(fds0, fds1)
 		if v < lo || v > hi {
 			t.Errorf("open fds as nobody = %v, root counts %v before and %v after", v, fds0, fds1)
+		}
+	}
+	// What could not be read is a metric too; what could, says so. The
+	// fd count is readable as its directory's size since Linux 6.2.
+	_, fdCount := s.Find("krb5_process_open_fds", "program", "krb5kdc")
+	for _, prog := range []string{"krb5kdc"} { // the realm runs no kadmind
+		want := map[string]float64{"status": 1, "limits": 1, "io": 0, "fd": boolNum(fdCount)}
+		if prog == "krb5kdc" {
+			want["fd_links"] = 0
+		}
+		for file, w := range want {
+			if v, ok := s.Find("krb5_exporter_proc_readable", "program", prog, "file", file); !ok || v != w {
+				t.Errorf("proc_readable{program=%q,file=%q} = %v (present %v), want %v", prog, file, v, ok, w)
+			}
 		}
 	}
 	// Sockets found by the ports of kdc.conf.

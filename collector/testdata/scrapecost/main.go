@@ -150,7 +150,11 @@ func run(scrapes, workers int, peBin, baseline string) error {
 		ourSide = append(ourSide, struct {
 			name, bin string
 			args      []string
-		}{"baseline " + filepath.Base(baseline), baseline, args})
+		}{"baseline " + filepath.Base(baseline), baseline, args},
+			struct {
+				name, bin string
+				args      []string
+			}{"baseline " + filepath.Base(baseline) + ", by name", baseline, []string{"serve", "-kdcconf", r.KDCConf, "-krb5conf", r.Krb5Conf}})
 	}
 	for _, o := range ourSide {
 		cmd := exec.Command(o.bin, o.args...)
