@@ -29,6 +29,7 @@ import (
 
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
+	"golang.org/x/sys/unix"
 )
 
 // Options say which entries to follow.
@@ -50,6 +51,11 @@ type Options struct {
 	// MaxBackoff bounds the wait before journalctl is started again after
 	// it exited (default 30s; it starts at 100ms and doubles).
 	MaxBackoff time.Duration
+	// Coalesce is how long to wait after a read that brought less than a
+	// pipe's worth, so that the next one brings more entries: one wake-up,
+	// flush and cursor store per batch is what a journal entry costs most
+	// (default 50ms; negative: none).
+	Coalesce time.Duration
 	// Flush, if set, runs after every batch of entries handed on, before
 	// the cursor is stored and Stats.Entries counts them.
 	Flush func()
@@ -123,6 +129,9 @@ func New(opts Options, key string, logger log.Logger, store CursorStore, stats *
 	}
 	if opts.MaxBackoff <= 0 {
 		opts.MaxBackoff = 30 * time.Second
+	}
+	if opts.Coalesce == 0 {
+		opts.Coalesce = 50 * time.Millisecond
 	}
 	f := &Follower{opts: opts, key: key, logger: logger, store: store, stats: stats, h: h}
 	if store != nil {
@@ -239,6 +248,13 @@ func (f *Follower) runOnce(ctx context.Context) error {
 	if err := cmd.Start(); err != nil {
 		return err
 	}
+	if sc, ok := stdout.(syscall.Conn); ok {
+		// A pipe of 1 MiB (the unprivileged maximum) lets journalctl write
+		// on while we coalesce; it stays 64 KiB if the kernel refuses.
+		if raw, err := sc.SyscallConn(); err == nil {
+			raw.Control(func(fd uintptr) { unix.FcntlInt(fd, unix.F_SETPIPE_SZ, pipeSize) })
+		}
+	}
 	f.stats.Starts.Add(1)
 	f.stats.Running.Store(true)
 	defer f.stats.Running.Store(false)
@@ -312,8 +328,18 @@ func (f *Follower) read(r io.Reader) error {
 			}
 			return err
 		}
+		if n < coalesceBelow && f.opts.Coalesce > 0 {
+			time.Sleep(f.opts.Coalesce)
+		}
 	}
 }
+
+// pipeSize is the size asked for journalctl's stdout pipe; a read that
+// brings less than coalesceBelow waits Options.Coalesce before the next.
+const (
+	pipeSize      = 1 << 20
+	coalesceBelow = 64 << 10
+)
 
 // checkCursor asks the journal whether the saved cursor's entry is still
 // there; if not, the entries between it and the oldest one left were never

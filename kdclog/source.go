@@ -116,6 +116,12 @@ func (s *source) handle(line []byte, truncated bool) {
 // handleEntry counts one journal entry, whose program and pid come apart
 // from its message.
 func (s *source) handleEntry(ident []byte, pid int, msg []byte) {
+	if s.cfg.Type == "kpropd" {
+		// journalctl matched kpropd's identifier; its message is bare,
+		// as kpropd -d writes it.
+		s.handle(msg, false)
+		return
+	}
 	var e Event
 	if !s.parser.ParseMessage(ident, pid, msg, &e) {
 		s.unparsed[e.Reason]++

@@ -41,15 +41,20 @@ func (r *Realm) kdcConf() string {
 		database_name = %[8]s
 		disable_last_success = %[9]t
 	}
-
-[logging]
-	kdc = FILE:%[10]s
-	admin_server = FILE:%[11]s
-	default = FILE:%[12]s
-`, r.Realm, r.KDCPort, r.path("stash"), r.path("kadm5.acl"), r.KadmindPort, r.KpasswdPort,
+%[15]s`, r.Realm, r.KDCPort, r.path("stash"), r.path("kadm5.acl"), r.KadmindPort, r.KpasswdPort,
 		strings.Join(keysalts, " "), r.path("principal"), r.Opts.DisableLastSuccess,
-		r.KDCLog, r.KadmindLog, r.path("krb5lib.log"), r.IpropLog, r.ipropConf())
+		r.KDCLog, r.KadmindLog, r.path("krb5lib.log"), r.IpropLog, r.ipropConf(), r.loggingConf())
 	return b.String()
+}
+
+// loggingConf is the [logging] section: files in Dir, or none at all with
+// LogToSyslog (Debian's kdc.conf), where MIT's daemons log through syslog.
+func (r *Realm) loggingConf() string {
+	if r.Opts.LogToSyslog {
+		return ""
+	}
+	return fmt.Sprintf("\n[logging]\n\tkdc = FILE:%s\n\tadmin_server = FILE:%s\n\tdefault = FILE:%s\n",
+		r.KDCLog, r.KadmindLog, r.path("krb5lib.log"))
 }
 
 // ipropConf is the iprop part of the realm's kdc.conf section: on a

@@ -89,6 +89,12 @@ func (r *Realm) StartKadmind(ctx context.Context) error {
 // startDaemon runs a daemon that forks into the background after it has
 // bound its sockets: a bind error therefore shows up as its exit status.
 func (r *Realm) startDaemon(ctx context.Context, bin string, args []string, logFile string, env ...string) error {
+	if r.Opts.LogToSyslog {
+		if err := r.startSyslog(ctx); err != nil {
+			return err
+		}
+		bin, args = r.wrapSyslog(bin, args)
+	}
 	cmd := r.command(ctx, bin, args...)
 	cmd.Env = append(cmd.Env, env...)
 	out, err := cmd.CombinedOutput()

@@ -47,6 +47,16 @@ type Options struct {
 	// NoKadmind skips starting kadmind (the KDC alone is enough for most
 	// tests and saves a process).
 	NoKadmind bool `json:"no_kadmind"`
+	// LogToSyslog runs the KDC the Debian way: kdc.conf without a
+	// [logging] section, so krb5kdc and kadmind log through syslog; the
+	// daemons run in a private mount namespace whose /dev/log the harness
+	// serves, writing each message as a journal entry into JournalDir
+	// (systemd-journal-remote), as journald would.
+	LogToSyslog bool `json:"log_to_syslog"`
+	// SyslogRelay, if set, is the command that serves the syslog socket in
+	// a process of its own (the CLI: `krb5-exporter realm syslog-relay
+	// --dir D`); otherwise this process serves it until Down.
+	SyslogRelay []string `json:"syslog_relay,omitempty"`
 }
 
 var realmName = regexp.MustCompile(`^[A-Z0-9][A-Z0-9.-]*$`)

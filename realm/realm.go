@@ -80,10 +80,15 @@ type Realm struct {
 	// ReplicaPrincipals records that the iprop principals exist.
 	ReplicaPrincipals bool `json:"replica_principals,omitempty"`
 
+	// JournalDir holds the journal written from the daemons' syslog
+	// messages (Opts.LogToSyslog).
+	JournalDir string `json:"journal_dir,omitempty"`
+
 	// Created is how long creating the database and keytabs took.
 	Created time.Duration `json:"created_ns"`
 
-	bins binaries
+	bins  binaries
+	relay *SyslogRelay // serving the syslog socket in this process
 	// leases are the ports this process reserved for the realm (none
 	// after Load: the running daemons hold them then).
 	leases []*PortLease
@@ -116,6 +121,11 @@ func Create(ctx context.Context, opts Options) (*Realm, error) {
 	bins, err := findBinaries()
 	if err != nil {
 		return nil, err
+	}
+	if opts.LogToSyslog { // refused before anything is written
+		if err := checkSyslog(ctx); err != nil {
+			return nil, err
+		}
 	}
 	dir, err := filepath.Abs(opts.Dir)
 	if err != nil {
@@ -171,6 +181,9 @@ func (r *Realm) setPaths(dir string) {
 	r.KadmindPidFile = r.path("kadmind.pid")
 	r.IpropLog = r.path("principal.ulog")
 	r.DumpFile = r.path("replica_datatrans")
+	if r.Opts.LogToSyslog {
+		r.JournalDir = r.path("journal")
+	}
 }
 
 // prepareDir makes dir (0700: it will hold keytabs) or accepts it empty,
@@ -283,6 +296,15 @@ func Load(dir string) (*Realm, error) {
 		return nil, fmt.Errorf("realm: %s records the directory %q, not %s; refusing to use it", state, r.Dir, abs)
 	}
 	r.setPaths(abs)
+	if len(r.Opts.SyslogRelay) > 0 {
+		// A command from the state file is never run: the relay is this
+		// program's, for this directory.
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("realm: %w", err)
+		}
+		r.Opts.SyslogRelay = []string{exe, "realm", RelayCommand, "--dir", abs}
+	}
 	if r.Replica != nil {
 		// A replica's own files, like every other path, come from the
 		// directory given, never from the state file.
@@ -326,7 +348,7 @@ func (r *Realm) Start(ctx context.Context) error {
 // (database, stash, keytabs: they hold keys). It reports the first error
 // but always tries every step.
 func (r *Realm) Down() error {
-	errs := []error{r.StopKpropd(), r.StopKadmind(), r.StopKDC()}
+	errs := []error{r.StopKpropd(), r.StopKadmind(), r.StopKDC(), r.stopSyslog()}
 	r.releasePorts()
 	if err := os.RemoveAll(r.Dir); err != nil {
 		errs = append(errs, fmt.Errorf("realm: %w", err))

@@ -85,6 +85,9 @@ func UpReplica(ctx context.Context, p *Realm, opts Options, poll time.Duration) 
 	}
 	o := p.Opts
 	o.Dir, o.KDCPort, o.NoKadmind, o.Workers = opts.Dir, opts.KDCPort, true, opts.Workers
+	// A replica of a primary that logs to syslog does too; its relay (if
+	// a process) is the caller's, for the replica's directory.
+	o.LogToSyslog, o.SyslogRelay = o.LogToSyslog || opts.LogToSyslog, opts.SyslogRelay
 	r, err := p.createReplica(ctx, o, poll)
 	if err != nil {
 		return nil, err
@@ -229,10 +232,18 @@ func (r *Realm) StartKpropd(ctx context.Context) error {
 		return fmt.Errorf("realm: %w", err)
 	}
 	defer logf.Close()
-	// Not exec.CommandContext: kpropd must not die with ctx.
-	cmd := r.command(context.Background(), r.bins.Kpropd, "-d", "-r", r.Realm,
+	bin, args := r.bins.Kpropd, []string{"-d", "-r", r.Realm,
 		"-s", rep.Keytab, "-a", rep.ACL, "-f", rep.Received,
-		"-P", strconv.Itoa(r.KpropPort), "-p", r.bins.KDB5Util, "--pid-file="+rep.PidFile)
+		"-P", strconv.Itoa(r.KpropPort), "-p", r.bins.KDB5Util, "--pid-file=" + rep.PidFile}
+	if r.Opts.LogToSyslog {
+		// kpropd logs through syslog (ident kpropd) besides its -d output.
+		if err := r.startSyslog(ctx); err != nil {
+			return err
+		}
+		bin, args = r.wrapSyslog(bin, args)
+	}
+	// Not exec.CommandContext: kpropd must not die with ctx.
+	cmd := r.command(context.Background(), bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {

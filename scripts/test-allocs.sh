@@ -6,7 +6,7 @@ set -euo pipefail
 export PATH="$PATH:/usr/local/go/bin"
 out=$(go test -count=1 -timeout 5m -run Allocat -v ./... 2>&1) || { echo "$out"; exit 1; }
 grep -E '^(--- |ok|FAIL)' <<<"$out" | grep -v 'no test files' || true
-for t in TestExchangesDoNotAllocate TestParseAllocatesNothing TestSPAKELoginAllocations TestClientAllocations TestSetKeyDoesNotAllocate; do
+for t in TestExchangesDoNotAllocate TestParseAllocatesNothing TestSPAKELoginAllocations TestClientAllocations TestSetKeyDoesNotAllocate TestRekeyDoesNotAllocate; do
 	if ! grep -q -- "--- PASS: $t " <<<"$out"; then
 		echo "test-allocs: $t did not run and pass (skipped or renamed?)" >&2
 		exit 1

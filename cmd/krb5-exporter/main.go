@@ -22,13 +22,13 @@ func main() {
 
 // commands are the parsed command line's destinations.
 type commands struct {
-	serve                   *serveCmd
-	realmUp, realmDown, env *realmCmd
-	probePrincipal          *probePrincipalCmd
-	probe                   *probeCmd
-	man                     *kingpin.CmdClause
-	bench                   *benchCmd
-	top                     *topCmd
+	serve                          *serveCmd
+	realmUp, realmDown, env, relay *realmCmd
+	probePrincipal                 *probePrincipalCmd
+	probe                          *probeCmd
+	man                            *kingpin.CmdClause
+	bench                          *benchCmd
+	top                            *topCmd
 }
 
 // newApp builds the command line model: main parses it, the man page and
@@ -40,7 +40,7 @@ func newApp(stdout, stderr io.Writer) (*kingpin.Application, *commands) {
 	app.UsageWriter(stdout)
 	app.ErrorWriter(stderr)
 	c := &commands{serve: addServeCommand(app)}
-	c.realmUp, c.realmDown, c.env, c.probePrincipal = addRealmCommands(app)
+	c.realmUp, c.realmDown, c.env, c.relay, c.probePrincipal = addRealmCommands(app)
 	c.probe = addProbeCommand(app)
 	c.bench = addBenchCommand(app)
 	c.top = addTopCommand(app)
@@ -70,6 +70,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return c.realmUp.run(stdout, stderr)
 	case c.realmDown.cmd.FullCommand():
 		return c.realmDown.run(stdout, stderr)
+	case c.relay.cmd.FullCommand():
+		return c.relay.run(stdout, stderr)
 	case c.env.cmd.FullCommand():
 		return c.env.run(stdout, stderr)
 	case c.probePrincipal.cmd.FullCommand():

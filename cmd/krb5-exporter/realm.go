@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -25,7 +27,7 @@ type realmCmd struct {
 	run            func(stdout, stderr io.Writer) int
 }
 
-func addRealmCommands(app *kingpin.Application) (up, down, env *realmCmd, pp *probePrincipalCmd) {
+func addRealmCommands(app *kingpin.Application) (up, down, env, relay *realmCmd, pp *probePrincipalCmd) {
 	parent := app.Command("realm", "Create, start and remove a throwaway MIT Kerberos realm on loopback (for tests, demos and the bench).")
 
 	up = &realmCmd{cmd: parent.Command("up", "Create a realm in --dir, start krb5kdc and kadmind, print how to use it.")}
@@ -46,6 +48,7 @@ func addRealmCommands(app *kingpin.Application) (up, down, env *realmCmd, pp *pr
 		PlaceHolder("DIR").StringVar(&up.replicaOf)
 	up.cmd.Flag("iprop-poll", "With --replica-of: how often kpropd asks the primary for updates (iprop_replica_poll; MIT's default is 2m).").
 		Default(realm.DefaultPoll.String()).DurationVar(&up.ipropPoll)
+	up.cmd.Flag("log-to-syslog", "Run the KDC the Debian way: kdc.conf without a [logging] section, so krb5kdc, kadmind and kpropd log through syslog; they run in a private mount namespace whose /dev/log a relay process serves, writing each message into a real journal in DIR/journal (systemd-journal-remote). Needs unshare(1) and mount namespaces.").BoolVar(&o.LogToSyslog)
 	up.cmd.Flag("exporter-config", "Also write a krb5-exporter configuration file for this realm (probes and logs) to this path.").StringVar(&up.exporterConfig)
 	up.run = up.up
 
@@ -53,10 +56,14 @@ func addRealmCommands(app *kingpin.Application) (up, down, env *realmCmd, pp *pr
 	down.cmd.Flag("dir", "Directory of the realm.").Required().StringVar(&down.opts.Dir)
 	down.run = down.down
 
+	relay = &realmCmd{cmd: parent.Command(realm.RelayCommand, "Serve the syslog socket of a realm started with --log-to-syslog (started by realm up, stopped by realm down).").Hidden()}
+	relay.cmd.Flag("dir", "Directory of the realm.").Required().StringVar(&relay.opts.Dir)
+	relay.run = relay.relay
+
 	env = &realmCmd{cmd: parent.Command("env", "Print the shell variables that point kinit/kvno/kadmin at the realm in --dir.")}
 	env.cmd.Flag("dir", "Directory of the realm.").Required().StringVar(&env.opts.Dir)
 	env.run = env.env
-	return up, down, env, addProbePrincipalCommand(parent)
+	return up, down, env, relay, addProbePrincipalCommand(parent)
 }
 
 func (c *realmCmd) up(stdout, stderr io.Writer) int {
@@ -64,6 +71,17 @@ func (c *realmCmd) up(stdout, stderr io.Writer) int {
 	defer stop()
 	var r *realm.Realm
 	var err error
+	if c.opts.LogToSyslog {
+		// The relay outlives this command: this program, in a process of
+		// its own, for the realm's absolute directory.
+		exe, eerr := os.Executable()
+		dir, derr := filepath.Abs(c.opts.Dir)
+		if err = errors.Join(eerr, derr); err != nil {
+			fmt.Fprintf(stderr, "krb5-exporter: %v\n", err)
+			return 1
+		}
+		c.opts.SyslogRelay = []string{exe, "realm", realm.RelayCommand, "--dir", dir}
+	}
 	if c.replicaOf != "" {
 		var p *realm.Realm
 		if p, err = realm.Load(c.replicaOf); err == nil {
@@ -91,6 +109,9 @@ func (c *realmCmd) up(stdout, stderr io.Writer) int {
 	} else {
 		fmt.Fprintf(stdout, "# KDC %s (UDP and TCP), kadmind %s\n", r.KDCAddr, r.KadmindAddr)
 	}
+	if r.JournalDir != "" {
+		fmt.Fprintf(stdout, "# the daemons log through syslog (no [logging] in kdc.conf) into the journal in %s: journalctl --directory %s -f\n", r.JournalDir, r.JournalDir)
+	}
 	printEnv(stdout, r)
 	fmt.Fprintf(stdout, "# try:   kinit -k -t %s %s && kvno %s && klist\n", r.UserKeytab, r.User(1), r.Service(1))
 	fmt.Fprintf(stdout, "# admin: kadmin -k -t %s -p %s\n", r.AdminKeytab, r.AdminPrincipal)
@@ -109,6 +130,21 @@ func (c *realmCmd) down(stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintf(stdout, "realm %s in %s stopped and removed\n", r.Realm, r.Dir)
+	return 0
+}
+
+// relay serves the syslog socket of a realm until SIGTERM.
+func (c *realmCmd) relay(stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	r, err := realm.Load(c.opts.Dir)
+	if err == nil {
+		err = r.ServeSyslog(ctx)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "krb5-exporter: %v\n", err)
+		return 1
+	}
 	return 0
 }
 

@@ -45,6 +45,23 @@ probes:
     interval: 15s
 
 logs:
+{{- if .JournalDir}}
+  # the daemons log through syslog into the journal in {{.JournalDir}}
+  - type: kdc
+    journal: {directory: {{.JournalDir}}}
+    start_at: beginning
+    probe_principals: [{{.ProbePrincipal}}]
+{{- if .KadmindLog}}
+  - type: kadmind
+    journal: {directory: {{.JournalDir}}}
+    start_at: beginning
+{{- end}}
+{{- if .KpropdLog}}
+  - type: kpropd
+    journal: {directory: {{.JournalDir}}}
+    start_at: beginning
+{{- end}}
+{{- else}}
   - path: {{.KDCLog}}
     type: kdc
     start_at: beginning
@@ -58,6 +75,7 @@ logs:
   - path: {{.KpropdLog}}
     type: kpropd
     start_at: beginning
+{{- end}}
 {{- end}}
 `))
 
@@ -76,6 +94,7 @@ func writeRealmConfig(r *realm.Realm, path string) error {
 		"Realm": r.Realm, "Dir": r.Dir, "Module": strings.ToLower(strings.ReplaceAll(r.Realm, ".", "_")),
 		"ProbePrincipal": r.ProbePrincipal, "ProbeKeytab": r.ProbeKeytab, "Service": service,
 		"KDCAddr": r.KDCAddr, "KDCLog": r.KDCLog, "KadmindLog": kadmindLog, "KpropdLog": kpropdLog,
+		"JournalDir": r.JournalDir,
 	})
 	if err != nil {
 		return err

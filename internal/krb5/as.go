@@ -110,6 +110,9 @@ func (c *Client) login(ctx context.Context, res *ASResult) error {
 			return err
 		}
 		if err := c.pickMethod(&choice, PhasePreauthRequired); err != nil {
+			if c.preauth == PreauthSPAKE {
+				res.Method = MethodSPAKE // the method that failed
+			}
 			return err
 		}
 	}
@@ -169,6 +172,7 @@ func (c *Client) login(ctx context.Context, res *ASResult) error {
 			if err := c.takeMoreData(&choice, phase); err != nil {
 				return err
 			}
+			res.Method = choice.method() // encrypted timestamp if the challenge was unusable
 			continue
 		}
 		if reply[0] != app(appASRep) {

@@ -8,6 +8,7 @@ import (
 	"github.com/jcmturner/gokrb5/v8/crypto/common"
 	"github.com/jcmturner/gokrb5/v8/crypto/rfc3961"
 
+	"github.com/krb5-exporter/krb5-exporter/internal/krb5/aesx"
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5/hmacx"
 )
 
@@ -15,11 +16,12 @@ import (
 // (usage 3, the AS-REP) and K'[1] (usage 65, the second factor). Ke and Ki
 // are derived here without gokrb5's allocations (RFC 3961 DK with the
 // n-folded constants computed once, RFC 8009 KDF-HMAC-SHA2 with a re-keyed
-// HMAC); only AES key schedules are new each time, as crypto/aes cannot
-// re-key: one for aes-sha2, two for aes-sha1.
+// HMAC) and AES re-keyed in place (aesx), so set allocates nothing.
 type freshKey struct {
 	et           *etypeInfo
 	u            usageKey
+	keBlk        *aesx.Block // u.ke: AES under Ke
+	base         *aesx.Block // aes-sha1: AES under the base key, for DR
 	mac          *hmacx.HMAC // the message HMAC (Ki), and the RFC 8009 KDF
 	foldE, foldI [aes.BlockSize]byte
 	kdfIn        [14]byte // RFC 8009: 00000001 | usage | 0xAA or 0x55 | 00 | bits
@@ -27,8 +29,8 @@ type freshKey struct {
 }
 
 func newFreshKey(et *etypeInfo, usage uint32) *freshKey {
-	f := &freshKey{et: et, mac: hmacx.New(et.newHash)}
-	f.u = usageKey{et: et, ki: f.mac}
+	f := &freshKey{et: et, mac: hmacx.New(et.newHash), keBlk: new(aesx.Block), base: new(aesx.Block)}
+	f.u = usageKey{et: et, ke: f.keBlk, ki: f.mac}
 	copy(f.foldE[:], rfc3961.Nfold(common.GetUsageKe(usage), aes.BlockSize*8))
 	copy(f.foldI[:], rfc3961.Nfold(common.GetUsageKi(usage), aes.BlockSize*8))
 	binary.BigEndian.PutUint32(f.kdfIn[0:4], 1)
@@ -45,18 +47,16 @@ func (f *freshKey) set(key []byte) error {
 		f.kdf(key, 0xAA, ke)
 		f.kdf(key, 0x55, ki)
 	} else {
-		blk, err := aes.NewCipher(key)
-		if err != nil {
+		if err := f.base.SetKey(key); err != nil {
 			return err
 		}
-		dr(blk, &f.foldE, ke)
-		dr(blk, &f.foldI, ki)
+		dr(f.base, &f.foldE, ke)
+		dr(f.base, &f.foldI, ki)
+		f.base.Clear()
 	}
-	blk, err := aes.NewCipher(ke)
-	if err != nil {
+	if err := f.keBlk.SetKey(ke); err != nil {
 		return err
 	}
-	f.u.ke = blk
 	f.mac.SetKey(ki)
 	clear(f.ke[:])
 	clear(f.ki[:])

@@ -165,23 +165,24 @@ func (c *Client) pickMethod(choice *preauthChoice, phase string) error {
 }
 
 // takeChallenge processes a PA-SPAKE challenge; a challenge in a group we
-// lack is answered with a support message once, as MIT does.
+// lack is answered with a support message once, as MIT does. A challenge
+// the client cannot use ends SPAKE for this login (spakeFailed).
 func (c *Client) takeChallenge(choice *preauthChoice, msg []byte, phase string, afterSupport bool) error {
 	s := &c.sp
 	var ch spake.Challenge
 	if err := spake.ParseChallenge(msg, &ch); err != nil {
-		return wrapError(ClassMalformedReply, phase, fmt.Errorf("SPAKE challenge: %w", err))
+		return c.spakeFailed(choice, wrapError(ClassMalformedReply, phase, fmt.Errorf("SPAKE challenge: %w", err)))
 	}
 	if !spake.Supported(ch.Group) {
 		if afterSupport {
-			return errorf(ClassPreauthUnsupported, phase, "the KDC chose SPAKE group %s, which the client did not offer", spake.GroupName(ch.Group))
+			return c.spakeFailed(choice, errorf(ClassPreauthUnsupported, phase, "the KDC chose SPAKE group %s, which the client did not offer", spake.GroupName(ch.Group)))
 		}
 		choice.spake = spakeSupport
 		return nil
 	}
 	key, err := c.spakeKey(choice, ch.Group, phase)
 	if err != nil {
-		return err
+		return err // the long-term key: encrypted timestamp would fail too
 	}
 	s.key = key
 	var rnd [32]byte
@@ -194,11 +195,28 @@ func (c *Client) takeChallenge(choice *preauthChoice, msg []byte, phase string, 
 	clear(rnd[:])
 	switch {
 	case errors.Is(err, spake.ErrNoFactor):
-		return wrapError(ClassPreauthUnsupported, phase, err)
+		return c.spakeFailed(choice, wrapError(ClassPreauthUnsupported, phase, err))
 	case err != nil:
-		return wrapError(ClassMalformedReply, phase, fmt.Errorf("SPAKE challenge: %w", err))
+		return c.spakeFailed(choice, wrapError(ClassMalformedReply, phase, fmt.Errorf("SPAKE challenge: %w", err)))
 	}
 	choice.spake = spakeResponse
+	return nil
+}
+
+// spakeFailed handles a KDC challenge the client cannot use (err, already
+// classified: it does not decode, its public key is no group element, it
+// offers no SF-NONE factor, or it is in a group the client did not offer).
+// MIT's SPAKE module then fails, and libkrb5 goes on with the next real
+// pre-authentication type of the PREAUTH_REQUIRED METHOD-DATA, encrypted
+// timestamp (preauth2.c process_pa_data; after the support round trip
+// get_in_tkt.c retries the method data of the first error): auto does the
+// same, in the same round trips as kinit; spake fails with err.
+func (c *Client) spakeFailed(choice *preauthChoice, err error) error {
+	if c.preauth == PreauthSPAKE {
+		return err
+	}
+	c.debug("msg", "SPAKE challenge not usable, falling back to encrypted timestamp as kinit does", "err", err)
+	choice.spake = spakeOff
 	return nil
 }
 
@@ -210,7 +228,7 @@ func (c *Client) takeMoreData(choice *preauthChoice, phase string) error {
 		return wrapError(ClassMalformedReply, phase, fmt.Errorf("MORE_PREAUTH_DATA_REQUIRED e-data: %w", err))
 	}
 	if !offered || len(val) == 0 {
-		return errorf(ClassMalformedReply, phase, "MORE_PREAUTH_DATA_REQUIRED without a SPAKE challenge")
+		return c.spakeFailed(choice, errorf(ClassMalformedReply, phase, "MORE_PREAUTH_DATA_REQUIRED without a SPAKE challenge"))
 	}
 	s := &c.sp
 	s.cookie, s.hasCookie = append(s.cookie[:0], cookie...), hasCookie

@@ -100,6 +100,11 @@ var cofactor = func() *edwards25519.Scalar {
 	return s
 }()
 
+// Both client operations involve the secrets r and w, so both stay constant
+// time: the fixed base G uses the library's precomputed table
+// (ScalarBaseMult), the KDC's T the constant-time ScalarMult; the
+// variable-time calls (VarTimeDoubleScalarBaseMult) would leak r.
+
 // keygen sets pub to (8r)·G + w·mask, the public element of a party whose
 // private multiplier is 8r (MIT picks r uniformly mod l and shifts it left by
 // three, so the shared point lands in the prime-order subgroup whatever the

@@ -2,7 +2,6 @@ package spake
 
 import (
 	"crypto/aes"
-	"crypto/cipher"
 	"crypto/sha1"
 	"crypto/sha256"
 	"crypto/sha512"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/jcmturner/gokrb5/v8/crypto/rfc3961"
 
+	"github.com/krb5-exporter/krb5-exporter/internal/krb5/aesx"
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5/hmacx"
 )
 
@@ -121,15 +121,14 @@ func CF2(dst []byte, et int32, key1 []byte, pepper1 string, key2 []byte, pepper2
 }
 
 // prfCtx is one key's PRF. Re-initialised for a new key it allocates
-// nothing for the aes-sha2 enctypes (the HMAC is re-keyed) and two AES key
-// schedules for aes-sha1 (crypto/aes cannot re-key).
+// nothing: the HMAC (aes-sha2) or AES (aes-sha1) is re-keyed in place.
 type prfCtx struct {
 	k   *prfKind
-	mac *hmacx.HMAC  // aes-sha2: HMAC under the key
-	h   hash.Hash    // aes-sha1: SHA-1 of the input
-	blk cipher.Block // aes-sha1: AES under DK(key, "prf")
-	in  [256]byte    // counter || input for PRF+
-	hdr [8]byte      // aes-sha2: 00000001 || "prf" || 00 prefix scratch
+	mac *hmacx.HMAC // aes-sha2: HMAC under the key
+	h   hash.Hash   // aes-sha1: SHA-1 of the input
+	blk aesx.Block  // aes-sha1: AES under DK(key, "prf"), and under key for DK
+	in  [256]byte   // counter || input for PRF+
+	hdr [8]byte     // aes-sha2: 00000001 || "prf" || 00 prefix scratch
 	out [64]byte
 }
 
@@ -158,16 +157,15 @@ func (p *prfCtx) init(et int32, key []byte) error {
 	}
 	// DK(key, "prf") = random-to-key(DR(key, "prf")) (RFC 3961 5.1): the
 	// AES encryptions chained from the n-folded constant, truncated.
-	kblk, err := aes.NewCipher(key)
-	if err != nil {
+	if err := p.blk.SetKey(key); err != nil {
 		return err
 	}
 	dk := p.out[:k.keyLen]
-	kblk.Encrypt(dk[:16], prfFolded[:])
+	p.blk.Encrypt(dk[:16], prfFolded[:])
 	if k.keyLen == 32 {
-		kblk.Encrypt(dk[16:], dk[:16])
+		p.blk.Encrypt(dk[16:], dk[:16])
 	}
-	p.blk, err = aes.NewCipher(dk)
+	err = p.blk.SetKey(dk)
 	clear(dk)
 	return err
 }
