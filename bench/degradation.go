@@ -46,8 +46,9 @@ func (r *run) degradation(ctx context.Context) error {
 				defer wg.Done()
 				for next.Add(1) <= int64(d.LoginsPerRound) && ctx.Err() == nil {
 					rctx, cancel := context.WithTimeout(ctx, r.set.Timeout)
-					_, err := cs[w].Login(rctx)
+					lr, err := cs[w].Login(rctx)
 					if err == nil {
+						r.method(lr.Method, 1)
 						_, err = cs[w].ServiceTicket(rctx, svcs[w])
 					}
 					cancel()

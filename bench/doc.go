@@ -6,9 +6,10 @@
 // CSVs and a node_exporter textfile.
 //
 // The load comes from the project's own Kerberos client engine (package
-// internal/krb5): for as and tgs a few goroutines with many requests in
-// flight per socket and batched system calls, elsewhere one goroutine per
-// simulated client. The report puts the generator's CPU per request next
-// to the KDC's so a reader can see when the generator, not the KDC, was
-// the limit.
+// internal/krb5), logging in as kinit does (SPAKE when the KDC offers
+// it): for as, tgs and the concurrency levels one goroutine per CPU, locked
+// to its thread, with many requests in flight per raw socket and batched
+// system calls; elsewhere one goroutine per simulated client. The report
+// puts the generator's CPU per request next to the KDC's so a reader can
+// see when the generator, not the KDC, was the limit.
 package bench

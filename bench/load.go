@@ -72,6 +72,7 @@ type fleet struct {
 	// shard (1-based) of shards: this generator uses users shard,
 	// shard+shards, shard+2*shards, ...
 	shard, shards int
+	preauth       krb5.PreauthMode
 
 	mu    sync.Mutex
 	creds map[int]*krb5.Credentials
@@ -125,7 +126,7 @@ func (f *fleet) client(i int, t krb5.Transport) (*krb5.Client, error) {
 	}
 	// Resend an unanswered UDP request after 1 s, as libkrb5 does: a lost
 	// datagram is a slow request, not an error (the seed's rule).
-	return krb5.NewClient(krb5.Options{KDC: f.sys.KDC, Transport: t, Client: p, Credentials: creds, UDPRetransmit: time.Second})
+	return krb5.NewClient(krb5.Options{KDC: f.sys.KDC, Transport: t, Client: p, Credentials: creds, UDPRetransmit: time.Second, Preauth: f.preauth})
 }
 
 func (f *fleet) service(c *krb5.Client, i int) *krb5.Service {
@@ -170,8 +171,9 @@ func (r *run) closedLoop(ctx context.Context, kind string, t krb5.Transport, cli
 		if kind == kindTGS {
 			c := ws[w].cs[0]
 			lctx, cancel := context.WithTimeout(ctx, r.set.Timeout)
-			_, err := c.Login(lctx)
+			res, err := c.Login(lctx)
 			cancel()
+			r.method(res.Method, 1)
 			if err != nil {
 				return nil, fmt.Errorf("the login before the tickets failed: %w", err)
 			}
@@ -202,6 +204,9 @@ func (r *run) closedLoop(ctx context.Context, kind string, t krb5.Transport, cli
 					var res krb5.ASResult
 					res, err = wk.cs[i%len(wk.cs)].Login(rctx)
 					d = res.Duration
+					if err == nil {
+						r.method(res.Method, 1)
+					}
 				} else {
 					var res krb5.TGSResult
 					res, err = wk.cs[0].ServiceTicket(rctx, wk.svcs[i%len(wk.svcs)])

@@ -97,8 +97,11 @@ loop:
 			defer func() { free <- s }()
 			local := make([]record, 0, 1+tgsPer)
 			rctx, cancel := context.WithTimeout(ctx, r.set.Timeout)
-			_, err := s.c.Login(rctx)
+			lr, err := s.c.Login(rctx)
 			cancel()
+			if err == nil {
+				r.method(lr.Method, 1)
+			}
 			done := time.Now()
 			local = append(local, r.note(record{Start: due.Sub(start), Latency: done.Sub(due), Kind: kindAS, Class: krb5.Classify(err)}, err))
 			for k := 0; k < tgsPer && err == nil; k++ {

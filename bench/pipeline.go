@@ -2,17 +2,13 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"os"
 	"runtime"
 	"sync"
-	"syscall"
 	"time"
 	"unsafe"
 
-	"golang.org/x/net/ipv4"
 	"golang.org/x/sys/unix"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
@@ -35,8 +31,8 @@ type slot struct {
 	last    time.Time // last send
 	resends int
 	busy    bool
-	phase   int  // logins: 1 before PREAUTH_REQUIRED, 2 after
-	send    bool // encoded (the second round trip of a login), to send now
+	fl      krb5.LoginFlight // logins: the stage and SPAKE key of the login
+	send    bool             // encoded (the second round trip of a login), to send now
 }
 
 // batchedTGS makes the tgs load with few goroutines: `inflight` requests
@@ -64,14 +60,10 @@ func (r *run) batchedAS(ctx context.Context, inflight int, dur time.Duration, li
 
 func (r *run) batched(ctx context.Context, kind string, inflight int, dur time.Duration, limit int64) (*Load, error) {
 	g := max(1, min(inflight, runtime.GOMAXPROCS(0)))
-	raddr, err := net.ResolveUDPAddr("udp", r.sys.KDC)
-	if err != nil {
-		return nil, err
-	}
 	type worker struct {
 		c     *krb5.Client
 		svcs  []*krb5.Service
-		conn  *net.UDPConn
+		conn  *rawUDP
 		depth int
 	}
 	ws := make([]*worker, g)
@@ -80,7 +72,7 @@ func (r *run) batched(ctx context.Context, kind string, inflight int, dur time.D
 			if w != nil {
 				w.c.Close()
 				if w.conn != nil {
-					w.conn.Close()
+					w.conn.close()
 				}
 			}
 		}
@@ -97,8 +89,10 @@ func (r *run) batched(ctx context.Context, kind string, inflight int, dur time.D
 		}
 		if kind == kindTGS {
 			lctx, cancel := context.WithTimeout(ctx, r.set.Timeout)
-			_, err = c.Login(lctx)
+			var res krb5.ASResult
+			res, err = c.Login(lctx)
 			cancel()
+			r.method(res.Method, 1)
 			if err != nil {
 				return nil, fmt.Errorf("the login before the tickets failed: %w", err)
 			}
@@ -106,11 +100,9 @@ func (r *run) batched(ctx context.Context, kind string, inflight int, dur time.D
 		for s := 1; kind == kindTGS && s <= max(1, r.sys.Services); s++ {
 			w.svcs = append(w.svcs, r.fleet.service(c, (i+s-1)%max(1, r.sys.Services)+1))
 		}
-		if w.conn, err = net.DialUDP("udp", nil, raddr); err != nil {
+		if w.conn, err = dialRawUDP(r.sys.KDC, w.depth); err != nil {
 			return nil, err
 		}
-		// Room for every reply in flight, so the kernel drops none.
-		w.conn.SetReadBuffer(1 << 20)
 	}
 	r.resetErrors()
 	recs := make([][]record, g)
@@ -168,34 +160,22 @@ const (
 	maxBatchWait = 20 * time.Millisecond
 )
 
-// enableRxTimestamps asks the kernel to stamp every datagram with its
-// arrival time (SO_TIMESTAMPNS).
-func enableRxTimestamps(conn *net.UDPConn) error {
-	rc, err := conn.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var serr error
-	if err := rc.Control(func(fd uintptr) {
-		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1)
-	}); err != nil {
-		return err
-	}
-	return serr
-}
-
 // rxTimestamp is the arrival time in a datagram's control messages, or
 // def when there is none.
 func rxTimestamp(oob []byte, def time.Time) time.Time {
-	msgs, err := unix.ParseSocketControlMessage(oob)
-	if err != nil {
-		return def
-	}
-	for _, m := range msgs {
-		if m.Header.Level == unix.SOL_SOCKET && m.Header.Type == unix.SCM_TIMESTAMPNS && len(m.Data) >= 16 {
-			ts := (*unix.Timespec)(unsafe.Pointer(&m.Data[0]))
+	// Walk the control messages in place (unix.ParseSocketControlMessage
+	// allocates a slice per datagram).
+	for len(oob) >= unix.SizeofCmsghdr {
+		h := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
+		if h.Len < unix.SizeofCmsghdr || int(h.Len) > len(oob) {
+			return def
+		}
+		data := oob[unix.CmsgLen(0):h.Len]
+		if h.Level == unix.SOL_SOCKET && h.Type == unix.SCM_TIMESTAMPNS && len(data) >= int(unsafe.Sizeof(unix.Timespec{})) {
+			ts := (*unix.Timespec)(unsafe.Pointer(&data[0]))
 			return time.Unix(ts.Unix())
 		}
+		oob = oob[min(len(oob), unix.CmsgSpace(int(h.Len)-unix.CmsgLen(0))):]
 	}
 	return def
 }
@@ -204,21 +184,21 @@ func rxTimestamp(oob []byte, def time.Time) time.Time {
 // after twice as long each time), as libkrb5 does.
 const batchedRetransmit = time.Second
 
-func (r *run) batchedWorker(ctx context.Context, kind string, c *krb5.Client, svcs []*krb5.Service, conn *net.UDPConn, depth int,
+func (r *run) batchedWorker(ctx context.Context, kind string, c *krb5.Client, svcs []*krb5.Service, u *rawUDP, depth int,
 	start, end time.Time, out *[]record, stop <-chan struct{}, succeeded func(int)) error {
-	pc := ipv4.NewPacketConn(conn)
+	// The raw system calls below block this thread, not the scheduler.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	slots := make([]slot, depth)
+	// Successful logins by the stage that ended them, for the report.
+	var methods [krb5.StageResponse + 1]int
+	defer func() {
+		for st, n := range methods {
+			r.method(stageMethod(krb5.LoginStage(st)), n)
+		}
+	}()
 	bySlot := make(map[int64]int, depth)
-	wmsgs := make([]ipv4.Message, 0, depth)
-	rmsgs := make([]ipv4.Message, depth)
-	for i := range rmsgs {
-		rmsgs[i].Buffers = [][]byte{make([]byte, 8192)}
-		rmsgs[i].OOB = make([]byte, 64)
-	}
-	// The kernel stamps each datagram when it arrives, so a reply read
-	// after a batching wait still gets its true latency.
-	stamped := enableRxTimestamps(conn) == nil
-	next, lastRead, answered := 0, 0, 0
+	next, answered := 0, 0
 	finish := func(i int, now time.Time, err error) {
 		s := &slots[i]
 		delete(bySlot, s.nonce)
@@ -233,15 +213,17 @@ func (r *run) batchedWorker(ctx context.Context, kind string, c *krb5.Client, sv
 			return ctx.Err() != nil
 		}
 	}
+	// A batch is a quarter of the slots: each cycle sends that many new
+	// requests in one sendmmsg, sleeps while about as many replies come
+	// in, and takes them with one recvmmsg; the other three quarters keep
+	// the KDC's queue full meanwhile.
+	batch := max(1, depth/4)
 	for {
 		now := time.Now()
 		if !now.Before(end) || stopped() {
 			return nil // requests still in flight are cut off, as in the closed loop
 		}
-		wmsgs = wmsgs[:0]
-		// Refill only when half the slots are free, so that one sendmmsg
-		// carries several requests; the other half keeps the KDC busy.
-		refill := depth-len(bySlot) >= max(1, depth/2)
+		refill := depth-len(bySlot) >= batch
 		for i := range slots {
 			s := &slots[i]
 			switch {
@@ -251,8 +233,10 @@ func (r *run) batchedWorker(ctx context.Context, kind string, c *krb5.Client, sv
 				var buf []byte
 				var nonce int64
 				var err error
+				fl := s.fl
 				if kind == kindAS {
-					buf, nonce, err = c.EncodeLogin(s.buf[:0], false)
+					buf, err = c.EncodeLoginFirst(s.buf[:0], &fl)
+					nonce = fl.Nonce
 				} else {
 					buf, nonce, err = c.EncodeServiceTicket(s.buf[:0], svcs[next%len(svcs)])
 				}
@@ -260,7 +244,7 @@ func (r *run) batchedWorker(ctx context.Context, kind string, c *krb5.Client, sv
 					return err
 				}
 				next++
-				*s = slot{buf: buf, nonce: nonce, first: now, last: now, busy: true, phase: 1}
+				*s = slot{buf: buf, nonce: nonce, first: now, last: now, busy: true, fl: fl}
 				bySlot[nonce] = i
 			case s.send:
 				s.send, s.last = false, now
@@ -273,42 +257,37 @@ func (r *run) batchedWorker(ctx context.Context, kind string, c *krb5.Client, sv
 			default:
 				continue
 			}
-			wmsgs = append(wmsgs, ipv4.Message{Buffers: [][]byte{s.buf}})
+			u.queue(s.buf)
 		}
-		for sent := 0; sent < len(wmsgs); {
-			n, err := pc.WriteBatch(wmsgs[sent:], 0)
-			if refused(err) {
-				// The kernel reports an ICMP port unreachable on the next
-				// call; it names no request: it ends the oldest.
-				// The rest of this batch waits for its resend.
-				if i := oldestSlot(slots, 0); i >= 0 {
-					finish(i, time.Now(), refusedError(kind, err))
-				}
-				break
+		if err := u.send(); isRefused(err) {
+			// The kernel reports an ICMP port unreachable on the next
+			// call; it names no request: it ends the oldest.
+			if i := oldestSlot(slots, 0); i >= 0 {
+				finish(i, time.Now(), refusedError(kind, err))
 			}
-			if err != nil {
-				return fmt.Errorf("send: %w", err)
-			}
-			sent += n
+		} else if err != nil {
+			return fmt.Errorf("send: %w", err)
 		}
-		// Let replies gather, so one recvmmsg takes several: waking for
-		// every reply would cost more CPU than the request itself. The
-		// wait is a quarter of the in-flight requests' worth at the rate
-		// replies came so far, so the KDC keeps requests queued.
-		if answered > 0 && lastRead < depth/2 {
+		// Let a batch of replies gather: the time the KDC took for a batch
+		// so far. The kernel's arrival stamps keep the latencies exact.
+		// With few in flight (a concurrency level of 1 or 2 clients) the
+		// wait would only idle the KDC: take each reply as it comes.
+		if answered > 0 && len(bySlot) > 0 && depth >= 8 {
 			per := time.Since(start) / time.Duration(answered)
-			time.Sleep(min(max(per*time.Duration(depth)/4, minBatchWait), maxBatchWait))
+			rawSleep(min(max(per*time.Duration(batch), minBatchWait), maxBatchWait, time.Until(end)))
 		}
-		// Wake at least every 100 ms to resend and time out.
-		conn.SetReadDeadline(minTime(time.Now().Add(100*time.Millisecond), end))
-		n, err := pc.ReadBatch(rmsgs, 0)
-		lastRead = n
+		n, err := u.recv()
+		if n == 0 && err == nil {
+			// Nothing yet: block until a reply comes, waking at least
+			// every 100 ms to resend and time out.
+			if err := u.waitReadable(min(100*time.Millisecond, time.Until(end))); err != nil {
+				return fmt.Errorf("poll: %w", err)
+			}
+			n, err = u.recv()
+		}
 		answered += n
 		if err != nil {
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				continue
-			}
-			if refused(err) {
+			if isRefused(err) {
 				if i := oldestSlot(slots, 0); i >= 0 {
 					finish(i, time.Now(), refusedError(kind, err))
 				}
@@ -318,37 +297,29 @@ func (r *run) batchedWorker(ctx context.Context, kind string, c *krb5.Client, sv
 		}
 		now = time.Now()
 		ok := 0
-		for _, m := range rmsgs[:n] {
-			at := now
-			if stamped {
-				at = rxTimestamp(m.OOB[:m.NN], now)
-			}
+		for j := range n {
+			reply, at := u.msg(j, now)
 			var nonce int64
 			var err error
 			if kind == kindAS {
-				var preauth bool
-				nonce, preauth, err = c.OpenLoginReply(m.Buffers[0][:m.N])
-				if preauth && err == nil {
-					// It answers a first round trip, any (one user per
-					// socket): the oldest goes on to its second.
-					if i := oldestSlot(slots, 1); i >= 0 {
-						s := &slots[i]
-						delete(bySlot, s.nonce)
-						buf, nonce, err := c.EncodeLogin(s.buf[:0], true)
-						if err != nil {
+				var more bool
+				if nonce, more, err = r.loginReply(c, slots, bySlot, reply); more {
+					if err != nil {
+						// The error answers the oldest login waiting for this kind of answer.
+						if i := oldestSlot(slots, stageMask(krb5.StageFirst, krb5.StageSupport)); i >= 0 {
 							finish(i, at, err)
-							continue
 						}
-						s.buf, s.nonce, s.phase, s.send, s.resends = buf, nonce, 2, true, 0
-						bySlot[nonce] = i
 					}
 					continue
 				}
 			} else {
-				nonce, err = c.OpenServiceTicketReply(m.Buffers[0][:m.N])
+				nonce, err = c.OpenServiceTicketReply(reply)
 			}
 			if err == nil {
 				if i, found := bySlot[nonce]; found {
+					if kind == kindAS {
+						methods[slots[i].fl.Stage]++
+					}
 					finish(i, at, nil)
 					ok++
 				}
@@ -365,8 +336,6 @@ func (r *run) batchedWorker(ctx context.Context, kind string, c *krb5.Client, sv
 	}
 }
 
-func refused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
-
 func refusedError(kind string, err error) error {
 	return &krb5.Error{Class: krb5.ClassConnectionRefused, Phase: kindPhase(kind), Err: err}
 }
@@ -379,11 +348,98 @@ func kindPhase(kind string) string {
 	return krb5.PhaseTGSRep
 }
 
-// oldestSlot is the busy slot sent first (of the phase, unless 0), or -1.
-func oldestSlot(slots []slot, phase int) int {
+// loginReply handles a reply of the as load. A KRB-ERROR asking for more
+// pre-authentication (more) answers the oldest login waiting for it,
+// which goes on to its next request at once. An AS-REP is opened as the
+// answer to the logins waiting for one, oldest first (a SPAKE AS-REP only
+// opens with its own login's key); its nonce names the request.
+func (r *run) loginReply(c *krb5.Client, slots []slot, bySlot map[int64]int, reply []byte) (nonce int64, more bool, err error) {
+	kind, err := c.ReadLoginReply(reply)
+	switch {
+	case err != nil && kind == krb5.ReplyASRep:
+		return 0, false, err
+	case kind == krb5.ReplyPreauthRequired || kind == krb5.ReplyMoreData:
+		if err != nil {
+			return 0, true, err
+		}
+		want := krb5.StageFirst
+		if kind == krb5.ReplyMoreData {
+			want = krb5.StageSupport
+		}
+		i := oldestSlot(slots, stageMask(want))
+		if i < 0 {
+			return 0, true, nil // a late answer to a request already ended
+		}
+		s := &slots[i]
+		buf, err := c.EncodeLoginNext(s.buf[:0], &s.fl)
+		if err != nil {
+			return 0, true, err
+		}
+		delete(bySlot, s.nonce)
+		s.buf, s.nonce, s.send, s.resends = buf, s.fl.Nonce, true, 0
+		bySlot[s.nonce] = i
+		return 0, true, nil
+	}
+	// An AS-REP: try the waiting logins, oldest first, until one opens it.
+	prev := -1 // the last login tried: the next is the oldest after it
+	for range slots {
+		i := -1
+		for j := range slots {
+			if slots[j].busy && stageMask(krb5.StageFirst, krb5.StageTimestamp, krb5.StageResponse)&(1<<slots[j].fl.Stage) != 0 &&
+				(prev < 0 || sentAfter(&slots[j], j, &slots[prev], prev)) && (i < 0 || sentAfter(&slots[i], i, &slots[j], j)) {
+				i = j
+			}
+		}
+		if i < 0 {
+			break
+		}
+		prev = i
+		nonce, err = c.OpenLoginFlight(reply, &slots[i].fl)
+		if err == nil || krb5.Classify(err) != krb5.ClassDecrypt || slots[i].fl.Stage != krb5.StageResponse {
+			// The long-term key opens the reply of any login without SPAKE.
+			return nonce, false, err
+		}
+	}
+	// No login in flight opens it: the second answer to a resent SPAKE
+	// response whose login has ended (its K'[0] is gone), as an
+	// encrypted-timestamp duplicate whose nonce names no request. Were it
+	// a KDC fault instead, its login times out and counts as failed.
+	return 0, true, nil
+}
+
+// sentAfter orders slots by first send, then by index.
+func sentAfter(a *slot, i int, b *slot, j int) bool {
+	if !a.first.Equal(b.first) {
+		return a.first.After(b.first)
+	}
+	return i > j
+}
+
+// stageMethod is the pre-authentication of a login answered at stage st.
+func stageMethod(st krb5.LoginStage) string {
+	switch st {
+	case krb5.StageTimestamp:
+		return krb5.MethodEncTimestamp
+	case krb5.StageResponse:
+		return krb5.MethodSPAKE
+	}
+	return krb5.MethodNone
+}
+
+// stageMask selects login stages for oldestSlot.
+func stageMask(stages ...krb5.LoginStage) uint8 {
+	var m uint8
+	for _, st := range stages {
+		m |= 1 << st
+	}
+	return m
+}
+
+// oldestSlot is the busy slot sent first (of the stages in mask, unless 0), or -1.
+func oldestSlot(slots []slot, mask uint8) int {
 	oldest := -1
 	for i := range slots {
-		if slots[i].busy && (phase == 0 || slots[i].phase == phase) && (oldest < 0 || slots[i].first.Before(slots[oldest].first)) {
+		if slots[i].busy && (mask == 0 || mask&(1<<slots[i].fl.Stage) != 0) && (oldest < 0 || slots[i].first.Before(slots[oldest].first)) {
 			oldest = i
 		}
 	}

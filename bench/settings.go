@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
 )
 
 // TestNames are the tests in the order they run. cpu and memory are
@@ -33,6 +35,10 @@ type Settings struct {
 	// BatchInflight is how many requests the batched generator keeps in
 	// flight (more lets each system call carry more of them).
 	BatchInflight int `yaml:"batch_inflight" json:"batch_inflight"`
+	// Preauth is how the generator's logins pre-authenticate: auto (SPAKE
+	// when the KDC offers it, else encrypted timestamp, as kinit), spake
+	// or encrypted_timestamp.
+	Preauth string `yaml:"preauth" json:"preauth"`
 	// Shard "i/n" makes this generator the i-th of n against one KDC: it
 	// uses every n-th user (a disjoint set) and 1/n of the latency rate;
 	// startup, kadmin and dump run in shard 1 only. Empty: "1/1".
@@ -80,6 +86,7 @@ func Defaults() Settings {
 		Timeout:           5 * time.Second,
 		Generator:         GeneratorBatched,
 		BatchInflight:     64,
+		Preauth:           string(krb5.PreauthAuto),
 		Targets: Targets{
 			StartupMaxMS:        5000,
 			ASMinRate:           500,
@@ -149,6 +156,9 @@ func (s *Settings) Validate() error {
 	}
 	if _, _, err := ParseShard(s.Shard); err != nil {
 		return err
+	}
+	if _, err := krb5.ParsePreauthMode(s.Preauth); err != nil {
+		return fmt.Errorf("preauth: %w", err)
 	}
 	if s.Generator != GeneratorBatched && s.Generator != GeneratorBlocking {
 		return fmt.Errorf("generator must be %s or %s, not %q", GeneratorBatched, GeneratorBlocking, s.Generator)

@@ -125,6 +125,7 @@ func addBenchCommand(app *kingpin.Application) *benchCmd {
 	str("degradation-rounds", "Rounds of the degradation test (4).", intf(func(c *bench.Config) *int { return &c.DegradationRounds }))
 	str("degradation-logins", "Logins (each with a service ticket) per degradation round (1000).", intf(func(c *bench.Config) *int { return &c.DegradationLogins }))
 	str("generator", "Generator of the as and tgs loads: batched (many requests in flight per socket, sendmmsg/recvmmsg) or blocking (a goroutine per client).", func(c *bench.Config, v string) error { c.Generator = v; return nil })
+	str("preauth", "How the generator's logins pre-authenticate: auto (SPAKE when the KDC offers it, as kinit), spake or encrypted_timestamp (auto).", func(c *bench.Config, v string) error { c.Preauth = v; return nil })
 	str("batch-inflight", "Requests the batched generator keeps in flight (64).", intf(func(c *bench.Config) *int { return &c.BatchInflight }))
 	str("shard", "i/n: be the i-th of n generators against one KDC (every n-th user, 1/n of the latency rate; startup, kadmin and dump in shard 1 only).", func(c *bench.Config, v string) error { c.Shard = v; return nil })
 	str("request-timeout", "Timeout of one request, UDP resends after 1 s and 2 s included (5s).", durf(func(c *bench.Config) *time.Duration { return &c.Timeout }))

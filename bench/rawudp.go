@@ -1,0 +1,190 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// rawUDP is a connected UDP socket driven with raw system calls by one
+// goroutine locked to its OS thread: sendmmsg and recvmmsg without the Go
+// netpoller, and waits that block the thread itself. Going through the
+// netpoller costs an epoll round trip and a scheduler pass per wake-up,
+// and a blocking system call made the ordinary way lets the runtime's
+// monitor hand the P off and poll every 20 µs; at a few µs of Kerberos
+// work per request those dominated the generator's CPU.
+type rawUDP struct {
+	fd int
+	// Receive side: one 8 KiB buffer and one control buffer (for the
+	// kernel's arrival timestamp) per message.
+	rhdr []unix.Mmsghdr
+	riov []unix.Iovec
+	rbuf [][]byte
+	roob [][]byte
+	// Send side, rebuilt for each batch.
+	shdr []unix.Mmsghdr
+	siov []unix.Iovec
+}
+
+// dialRawUDP opens a UDP socket connected to addr (host:port), with room
+// for n replies in flight, and kernel receive timestamps (SO_TIMESTAMPNS)
+// so that replies read after a batching wait keep their true latency.
+func dialRawUDP(addr string, n int) (*rawUDP, error) {
+	ua, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		return nil, err
+	}
+	var sa unix.Sockaddr
+	fam := unix.AF_INET
+	if ip4 := ua.IP.To4(); ip4 != nil {
+		s := &unix.SockaddrInet4{Port: ua.Port}
+		copy(s.Addr[:], ip4)
+		sa = s
+	} else {
+		fam = unix.AF_INET6
+		s := &unix.SockaddrInet6{Port: ua.Port}
+		copy(s.Addr[:], ua.IP.To16())
+		sa = s
+	}
+	fd, err := unix.Socket(fam, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("socket: %w", err)
+	}
+	u := &rawUDP{fd: fd}
+	// Room for every reply and request in flight, so the kernel drops none
+	// (the kernel caps it at net.core.rmem_max; resends cover the rest).
+	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 1<<20)
+	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, 1<<20)
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1); err != nil {
+		u.close()
+		return nil, fmt.Errorf("SO_TIMESTAMPNS: %w", err)
+	}
+	if err := unix.Connect(fd, sa); err != nil {
+		u.close()
+		return nil, fmt.Errorf("connect %s: %w", addr, err)
+	}
+	n = max(1, n)
+	u.rhdr = make([]unix.Mmsghdr, n)
+	u.riov = make([]unix.Iovec, n)
+	u.rbuf = make([][]byte, n)
+	u.roob = make([][]byte, n)
+	for i := range u.rhdr {
+		u.rbuf[i] = make([]byte, 8192)
+		u.roob[i] = make([]byte, 64)
+		u.riov[i].Base = &u.rbuf[i][0]
+		u.riov[i].SetLen(len(u.rbuf[i]))
+		h := &u.rhdr[i].Hdr
+		h.Iov = &u.riov[i]
+		h.SetIovlen(1)
+		h.Control = &u.roob[i][0]
+	}
+	u.shdr = make([]unix.Mmsghdr, 0, n)
+	u.siov = make([]unix.Iovec, 0, n)
+	return u, nil
+}
+
+func (u *rawUDP) close() {
+	if u.fd >= 0 {
+		unix.Close(u.fd)
+		u.fd = -1
+	}
+}
+
+// queue adds a datagram to the next send batch; b must stay unchanged
+// until send returns.
+func (u *rawUDP) queue(b []byte) {
+	u.siov = append(u.siov, unix.Iovec{Base: &b[0]})
+	u.siov[len(u.siov)-1].SetLen(len(b))
+	u.shdr = append(u.shdr, unix.Mmsghdr{})
+}
+
+// send hands the queued datagrams to the kernel in as few sendmmsg calls
+// as it takes, and empties the queue. A refused send (the ICMP port
+// unreachable of an earlier datagram) returns unix.ECONNREFUSED with the
+// queue emptied: the requests not sent wait for their resend.
+func (u *rawUDP) send() error {
+	defer func() { u.shdr, u.siov = u.shdr[:0], u.siov[:0] }()
+	for i := range u.shdr {
+		u.shdr[i].Hdr.Iov = &u.siov[i]
+		u.shdr[i].Hdr.SetIovlen(1)
+	}
+	for sent := 0; sent < len(u.shdr); {
+		n, _, e := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(u.fd), uintptr(unsafe.Pointer(&u.shdr[sent])), uintptr(len(u.shdr)-sent), unix.MSG_DONTWAIT, 0, 0)
+		switch {
+		case e == unix.EINTR:
+			continue
+		case e == unix.EAGAIN:
+			// The send buffer is full: the rest waits for its resend.
+			return nil
+		case e != 0:
+			return e
+		}
+		sent += int(n)
+	}
+	return nil
+}
+
+// recv reads every datagram waiting, up to the batch size, without
+// blocking: it returns 0 when none is there.
+func (u *rawUDP) recv() (int, error) {
+	for i := range u.rhdr {
+		u.rhdr[i].Hdr.SetControllen(len(u.roob[i]))
+	}
+	for {
+		n, _, e := unix.Syscall6(unix.SYS_RECVMMSG, uintptr(u.fd), uintptr(unsafe.Pointer(&u.rhdr[0])), uintptr(len(u.rhdr)), unix.MSG_DONTWAIT, 0, 0)
+		switch e {
+		case 0:
+			return int(n), nil
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			return 0, nil
+		}
+		return 0, e
+	}
+}
+
+// msg is the i-th datagram of the last recv and its arrival time (def
+// when the kernel gave none).
+func (u *rawUDP) msg(i int, def time.Time) ([]byte, time.Time) {
+	h := &u.rhdr[i]
+	return u.rbuf[i][:h.Len], rxTimestamp(u.roob[i][:h.Hdr.Controllen], def)
+}
+
+// sleep blocks the calling thread for d without the Go scheduler: a
+// RawSyscall keeps the P, so the runtime neither hands it off nor polls
+// the thread. A signal (the runtime's preemption, the GC) cuts the sleep
+// short, which is harmless: the caller loops. Only for a goroutine that
+// is locked to its thread and owns it.
+func rawSleep(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	ts := unix.NsecToTimespec(int64(d))
+	unix.RawSyscall(unix.SYS_NANOSLEEP, uintptr(unsafe.Pointer(&ts)), 0, 0)
+}
+
+// waitReadable blocks the thread until a datagram is waiting or d has
+// passed (or a signal came), as rawSleep does.
+func (u *rawUDP) waitReadable(d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	fds := [1]unix.PollFd{{Fd: int32(u.fd), Events: unix.POLLIN}}
+	ts := unix.NsecToTimespec(int64(d))
+	_, _, e := unix.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&fds[0])), 1, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
+	if e != 0 && e != unix.EINTR {
+		return e
+	}
+	if fds[0].Revents&unix.POLLERR != 0 {
+		// A pending ICMP error: the next recv reports it.
+		return nil
+	}
+	return nil
+}
+
+func isRefused(err error) bool { return errors.Is(err, unix.ECONNREFUSED) }

@@ -1,0 +1,162 @@
+package krb5
+
+import (
+	"github.com/jcmturner/gokrb5/v8/iana/errorcode"
+)
+
+// Logins in flight: message-level calls for a load generator that keeps
+// many logins of one Client in flight on one socket and sends the
+// requests itself (package bench). Each login is what a fresh `kinit -k`
+// does, with the Client's PreauthMode: a first AS-REQ without
+// pre-authentication, then PA-ENC-TIMESTAMP or SPAKE (support and
+// response) as the KDC's answers ask.
+//
+// A KRB-ERROR carries no nonce, so the caller gives the answer to the
+// request waiting longest for that kind of answer (the KDC answers in
+// order); what the error says (the key, the SPAKE challenge and cookie)
+// goes into the next request at once. An AS-REP carries its nonce inside
+// the encrypted part, and a SPAKE AS-REP is encrypted with the K'[0] of
+// its own exchange: the caller tries the waiting logins in order
+// (OpenLoginFlight fails with ClassDecrypt on the wrong one).
+
+// LoginStage is what the last request of a login in flight carried, and
+// so which answer it waits for.
+type LoginStage uint8
+
+// Stages of a login in flight.
+const (
+	StageFirst     LoginStage = iota // no pre-authentication: waits for PREAUTH_REQUIRED
+	StageTimestamp                   // PA-ENC-TIMESTAMP: waits for the AS-REP
+	StageSupport                     // SPAKE support: waits for MORE_PREAUTH_DATA_REQUIRED
+	StageResponse                    // SPAKE response: waits for the AS-REP
+)
+
+// LoginFlight is the client's state of one login in flight: its stage and,
+// after a SPAKE response, the reply key K'[0] of its own exchange.
+type LoginFlight struct {
+	Stage LoginStage
+	Nonce int64 // of the last request
+	k0    *freshKey
+}
+
+// LoginReply is the kind of a reply to a login in flight.
+type LoginReply uint8
+
+// Kinds of replies.
+const (
+	ReplyASRep           LoginReply = iota // open it with OpenLoginFlight
+	ReplyPreauthRequired                   // answers a StageFirst request
+	ReplyMoreData                          // answers a StageSupport request
+)
+
+// ReadLoginReply reads a reply to a login in flight. A KRB-ERROR asking for
+// pre-authentication is taken in (key and method chosen, SPAKE challenge
+// processed) for the next EncodeLoginNext; any other KRB-ERROR is an *Error.
+func (c *Client) ReadLoginReply(reply []byte) (LoginReply, error) {
+	switch {
+	case len(reply) == 0:
+		return 0, errorf(ClassMalformedReply, PhaseASRep, "empty reply")
+	case reply[0] == app(appASRep):
+		return ReplyASRep, nil
+	case reply[0] != app(appKRBError):
+		return 0, errorf(ClassMalformedReply, PhaseASRep, "unexpected message 0x%02x", reply[0])
+	}
+	if err := parseKRBError(reply, &c.kerr); err != nil {
+		return 0, wrapError(ClassMalformedReply, PhaseASRep, err)
+	}
+	switch c.kerr.code {
+	case errorcode.KDC_ERR_PREAUTH_REQUIRED:
+		ch, err := c.choosePreauth(PhasePreauthRequired)
+		if err != nil {
+			return ReplyPreauthRequired, err
+		}
+		if err := c.pickMethod(&ch, PhasePreauthRequired); err != nil {
+			return ReplyPreauthRequired, err
+		}
+		c.choice, c.hasChoice = ch, true
+		return ReplyPreauthRequired, nil
+	case kdcErrMorePreauthDataRequired:
+		if !c.hasChoice {
+			return ReplyMoreData, errorf(ClassMalformedReply, PhaseSPAKEChallenge, "MORE_PREAUTH_DATA_REQUIRED before any PREAUTH_REQUIRED")
+		}
+		// It answers some login's support message (other logins may have
+		// moved the Client's choice on since): the challenge follows.
+		c.choice.spake = spakeSupport
+		if err := c.takeMoreData(&c.choice, PhaseSPAKEChallenge); err != nil {
+			return ReplyMoreData, err
+		}
+		return ReplyMoreData, nil
+	}
+	return 0, kdcError(PhaseASRep, c.kerr.code, string(c.kerr.text))
+}
+
+// EncodeLoginFirst appends the first AS-REQ of a new login (no
+// pre-authentication) to dst and sets f's stage and nonce.
+func (c *Client) EncodeLoginFirst(dst []byte, f *LoginFlight) ([]byte, error) {
+	dst, nonce, err := c.EncodeLogin(dst, false)
+	if err == nil {
+		f.Stage, f.Nonce = StageFirst, nonce
+	}
+	return dst, err
+}
+
+// EncodeLoginNext appends the next AS-REQ of login f, as the last reply
+// read by ReadLoginReply asked (PA-ENC-TIMESTAMP, SPAKE support or SPAKE
+// response), to dst: once per reply read. After a SPAKE response f keeps
+// its K'[0].
+func (c *Client) EncodeLoginNext(dst []byte, f *LoginFlight) ([]byte, error) {
+	if !c.hasChoice {
+		return dst, errorf(ClassKeytab, PhaseKeys, "no PREAUTH_REQUIRED seen yet: no key chosen")
+	}
+	stage := StageTimestamp
+	switch c.choice.spake {
+	case spakeSupport:
+		stage = StageSupport
+	case spakeResponse:
+		stage = StageResponse
+		// The response derives K'[0] into the Client's key: lend it f's
+		// (allocated once per flight, then reused).
+		c.sp.k0, f.k0 = f.k0, c.sp.k0
+	}
+	dst, nonce, err := c.EncodeLogin(dst, true)
+	if stage == StageResponse {
+		c.sp.k0, f.k0 = f.k0, c.sp.k0
+		// One challenge, one response: the next response needs the next
+		// challenge (ReadLoginReply).
+		c.choice.spake = spakeOff
+	}
+	if err == nil {
+		f.Stage, f.Nonce = stage, nonce
+	}
+	return dst, err
+}
+
+// OpenLoginFlight decrypts an AS-REP (ReplyASRep) as the answer to login f
+// and keeps its TGT: with the Client's long-term key after
+// PA-ENC-TIMESTAMP, with f's K'[0] after a SPAKE response. It returns the
+// nonce inside, which says which request it answers; a SPAKE AS-REP of
+// another login fails with ClassDecrypt.
+func (c *Client) OpenLoginFlight(reply []byte, f *LoginFlight) (int64, error) {
+	ch := preauthChoice{etype: c.choice.etype, salt: c.choice.salt, s2kparams: c.choice.s2kparams}
+	if f.Stage == StageResponse {
+		if f.k0 == nil {
+			return 0, errorf(ClassMalformedReply, PhaseASRep, "no SPAKE reply key for this login")
+		}
+		ch.etype, ch.spake = f.k0etype(), spakeResponse
+		c.sp.k0, f.k0 = f.k0, c.sp.k0
+		defer func() { c.sp.k0, f.k0 = f.k0, c.sp.k0 }()
+	}
+	var res ASResult
+	c.anyNonce = true
+	err := c.acceptASRep(reply, &ch, PhaseASRep, &res)
+	c.anyNonce = false
+	return c.lastNonce, err
+}
+
+// k0etype is the enctype of f's K'[0].
+func (f *LoginFlight) k0etype() int32 {
+	if f.k0 == nil || f.k0.et == nil {
+		return 0
+	}
+	return f.k0.et.id
+}
