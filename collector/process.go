@@ -3,10 +3,11 @@ package collector
 import (
 	"errors"
 	"os"
-	"strconv"
 
 	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/kdcproc"
 )
 
 // processCollector reports krb5kdc, kadmind and kpropd from /proc: per
@@ -19,15 +20,18 @@ type processCollector struct {
 	up, processes, restarts, cpu, rss, vms, openFDs, maxFDs, threads,
 	startTime, ctxSwitches, ioRead, ioWrite, workers, workerCPU, workerStart *prometheus.Desc
 
-	lastMain map[string]procID // main process seen by the previous scrape
-	restartN map[string]float64
-	slots    workerSlots
+	lastMain  map[string]procID // main process seen by the previous scrape
+	restartN  map[string]float64
+	slots     *kdcproc.Workers // shared with the log's per-worker counter
+	answering []kdcproc.ID     // reused by updateWorkers
+	wlabels   workerLabelSet
 }
 
-func newProcessCollector(scan *procScanner, logger log.Logger) *processCollector {
+func newProcessCollector(scan *procScanner, slots *kdcproc.Workers, logger log.Logger) *processCollector {
 	prog := []string{"program"}
-	return &processCollector{
+	c := &processCollector{
 		scan:        scan,
+		slots:       slots,
 		pageSz:      float64(os.Getpagesize()),
 		up:          desc("process", "up", "1 if a process of the program is running (zombies do not count), else 0.", prog...),
 		processes:   desc("process", "processes", "Number of running processes of the program, supervisor and workers included.", prog...),
@@ -48,6 +52,8 @@ func newProcessCollector(scan *procScanner, logger log.Logger) *processCollector
 		lastMain:    map[string]procID{},
 		restartN:    map[string]float64{},
 	}
+	c.wlabels = workerLabelSet{cpu: c.workerCPU, start: c.workerStart}
+	return c
 }
 
 func (c *processCollector) describe(ch chan<- *prometheus.Desc) {
@@ -124,24 +130,42 @@ func (c *processCollector) updateProgram(ch chan<- prometheus.Metric, snap *snap
 		vms += st.VSize
 		threads += uint64(st.NumThreads)
 		oldest = min(oldest, st.Starttime)
+		// An idle process keeps the values last read (procmemo.go);
+		// pr.idle implies a memo.
+		m := pr.memo
+		if m == nil {
+			m = &procMemo{} // nothing kept: written, never read
+		}
 		if fds.ok {
-			n, err := countFDs(c.scan.files, pr.file("fd"), c.scan.dirBuf, c.scan.onProcfs)
+			n, err := m.fds, error(nil)
+			if !pr.idle || !m.haveFDs {
+				n, err = countFDs(c.scan.files, pr.file("fd"), c.scan.dirBuf, c.scan.onProcfs)
+			}
 			if !c.failed(&fds, err, pr, p.name, "fd") {
 				nfds += float64(n)
+				m.fds, m.haveFDs = n, true
 			}
 		}
 		if cs.ok {
-			vol1, nonvol1, err := readParsed2(c.scan.files, pr.file("status"), statusCtxt)
+			vol1, nonvol1, err := m.vol, m.nonvol, error(nil)
+			if !pr.idle || !m.haveCtx {
+				vol1, nonvol1, err = readParsed2(c.scan.files, pr.file("status"), statusCtxt)
+			}
 			if !c.failed(&cs, err, pr, p.name, "status") {
 				vol += float64(vol1)
 				nonvol += float64(nonvol1)
+				m.vol, m.nonvol, m.haveCtx = vol1, nonvol1, true
 			}
 		}
 		if io.ok {
-			rd1, wr1, err := readParsed2(c.scan.files, pr.file("io"), ioBytes)
+			rd1, wr1, err := m.rd, m.wr, error(nil)
+			if !pr.idle || !m.haveIO {
+				rd1, wr1, err = readParsed2(c.scan.files, pr.file("io"), ioBytes)
+			}
 			if !c.failed(&io, err, pr, p.name, "io") {
 				rd += float64(rd1)
 				wr += float64(wr1)
+				m.rd, m.wr, m.haveIO = rd1, wr1, true
 			}
 		}
 	}
@@ -180,15 +204,24 @@ func (c *processCollector) updateProgram(ch chan<- prometheus.Metric, snap *snap
 }
 
 func (c *processCollector) updateWorkers(ch chan<- prometheus.Metric, snap *snapshot, p *programProcs) {
-	idx := c.slots.assign(p.workers) // also frees the slots of gone workers
+	// A single-process KDC answers requests itself: it holds index 0.
+	answering := c.answering[:0]
+	for _, w := range p.workers {
+		answering = append(answering, kdcproc.ID{PID: w.pid, Start: w.stat.Starttime})
+	}
+	if len(answering) == 0 && p.running() {
+		answering = append(answering, kdcproc.ID{PID: p.main.pid, Start: p.main.stat.Starttime})
+	}
+	c.answering = answering
+	idx := c.slots.Assign(answering) // also frees the indexes of gone workers
 	if !p.running() {
 		return
 	}
 	ch <- gauge(c.workers, float64(len(p.workers)))
 	for i, w := range p.workers {
-		worker := strconv.Itoa(idx[i])
-		ch <- counter(c.workerCPU, float64(w.stat.UTime)/userHZ, worker, "user")
-		ch <- counter(c.workerCPU, float64(w.stat.STime)/userHZ, worker, "system")
-		ch <- gauge(c.workerStart, snap.bootTime+float64(w.stat.Starttime)/userHZ, worker)
+		l := c.wlabels.get(idx[i])
+		ch <- &presetMetric{c.workerCPU, l.user, float64(w.stat.UTime) / userHZ, true}
+		ch <- &presetMetric{c.workerCPU, l.system, float64(w.stat.STime) / userHZ, true}
+		ch <- &presetMetric{c.workerStart, l.start, snap.bootTime + float64(w.stat.Starttime)/userHZ, false}
 	}
 }
