@@ -66,6 +66,10 @@ func Overview() *dashboard.DashboardBuilder {
 		}))
 	b.WithPanel(graph("Weak encryption types", "Requests offering only weak types (DES, 3DES, RC4), offering them among others, or answered with one (issued).", "reqps", 8, 8,
 		[]query{q(`sum by (request, kind) (rate(krb5_kdc_weak_etype_requests_total{`+sel+`}[$__rate_interval]))`, "{{request}} {{kind}}")}))
+	b.WithPanel(graph("Requests per worker", "Requests each krb5kdc -w N worker answered (from the pid in the KDC log's lines; a single-process KDC is worker 0). The workers share the KDC's sockets: one that answers nothing while the others serve is stuck (KDCWorkerIdle).", "reqps", 12, 8,
+		[]query{q(`sum by (worker) (rate(krb5_kdc_worker_requests_total{`+sel+`, worker!~"unknown|other"}[$__rate_interval]))`, "worker {{worker}}")}))
+	b.WithPanel(graph("Worker share of requests", "Each worker's share of the KDC's requests over 5 minutes (1/N each when balanced); next to its CPU above, a worker with neither is blocked.", "percentunit", 12, 8,
+		[]query{q(`instance_worker:krb5_kdc_worker_requests:share5m{`+sel+`}`, "worker {{worker}}")}))
 
 	replication(b)
 	return b
