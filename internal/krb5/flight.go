@@ -160,3 +160,17 @@ func (f *LoginFlight) k0etype() int32 {
 	}
 	return f.k0.et.id
 }
+
+// FallBackFromSPAKE says whether err, the answer to a SPAKE support
+// message of a login in flight, is the KDC refusing every SPAKE group the
+// client offers (PREAUTH_FAILED) while the PreauthMode allows another
+// method; the next EncodeLoginNext then sends PA-ENC-TIMESTAMP, as kinit
+// (and Login) do.
+func (c *Client) FallBackFromSPAKE(err error) bool {
+	pe, ok := err.(*Error)
+	if !ok || pe.Code != errorcode.KDC_ERR_PREAUTH_FAILED || c.preauth == PreauthSPAKE || !c.hasChoice {
+		return false
+	}
+	c.choice.spake = spakeOff
+	return true
+}
