@@ -36,7 +36,6 @@ type sessionSlot struct {
 	busy    bool
 	login   bool      // in the login; else in the tickets
 	due     time.Time // scheduled start: the login's latency counts from it
-	started time.Time // first send of the login: its timeout counts from it
 	tickets int       // tickets requested so far
 	fl      krb5.LoginFlight
 	buf     []byte // the request in flight, kept for resends
@@ -182,12 +181,8 @@ func (r *run) sessionWorker(ctx context.Context, plan sessionPlan, slots []*sess
 			if !s.busy {
 				continue
 			}
-			from := s.first
-			if s.login {
-				from = s.started
-			}
 			switch {
-			case now.Sub(from) >= r.set.Timeout:
+			case now.Sub(s.first) >= r.set.Timeout: // per round trip, as the blocking client
 				r.requestDone(s, now, start, plan, out, end, &krb5.Error{Class: krb5.ClassTimeout, Phase: slotPhase(s), Err: os.ErrDeadlineExceeded})
 			case now.Sub(s.last) >= batchedRetransmit<<s.resends:
 				s.resends++
@@ -262,7 +257,7 @@ func slotPhase(s *sessionSlot) string {
 
 // startSession begins a session due at d in s: its first AS-REQ.
 func (r *run) startSession(s *sessionSlot, d, now, start time.Time, plan sessionPlan, out *sessionResult, end func(*sessionSlot)) {
-	s.busy, s.login, s.due, s.started, s.tickets, s.failed = true, true, d, now, 0, false
+	s.busy, s.login, s.due, s.tickets, s.failed = true, true, d, 0, false
 	s.fl = krb5.LoginFlight{}
 	buf, err := s.c.EncodeLoginFirst(s.buf[:0], &s.fl)
 	if err != nil {
