@@ -90,7 +90,7 @@ func TestOpenLoopKeepsScheduleThroughStall(t *testing.T) {
 			if min := int(s.LoginRate*(d-100*time.Millisecond).Seconds()) - 1; slow < min {
 				t.Errorf("%d logins took 100 ms or more from their schedule; the KDC stalled %v at %g sessions/s: at least %d", slow, d, s.LoginRate, min)
 			}
-			if ol.Logins.Latency.MaxMS < float64((d-50*time.Millisecond).Milliseconds()) {
+			if ol.Logins.Latency.MaxMS < float64((d - 50*time.Millisecond).Milliseconds()) {
 				t.Errorf("the slowest login took %.1f ms, the KDC stalled %v", ol.Logins.Latency.MaxMS, d)
 			}
 			// 8 clients, 25 sessions due in the stall: the rest start late.
