@@ -326,10 +326,13 @@ func (r *run) sessionReply(s *sessionSlot, reply []byte, at, now, start time.Tim
 		return
 	}
 	kind, err := s.c.ReadLoginReply(reply)
-	if err != nil && s.fl.Stage == krb5.StageSupport && s.c.FallBackFromSPAKE(err) {
-		// The KDC shares no SPAKE group with us: encrypted timestamp, as
-		// kinit does.
-		kind, err = krb5.ReplyMoreData, nil
+	if err != nil && s.fl.Stage == krb5.StageSupport {
+		// PREAUTH_FAILED: the KDC shares no SPAKE group with us; under
+		// auto, encrypted timestamp next, as kinit does.
+		var fallback bool
+		if fallback, err = s.c.SPAKERefused(err); fallback {
+			kind = krb5.ReplyMoreData
+		}
 	}
 	switch {
 	case err != nil:

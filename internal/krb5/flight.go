@@ -1,6 +1,8 @@
 package krb5
 
 import (
+	"fmt"
+
 	"github.com/jcmturner/gokrb5/v8/iana/errorcode"
 )
 
@@ -161,16 +163,20 @@ func (f *LoginFlight) k0etype() int32 {
 	return f.k0.et.id
 }
 
-// FallBackFromSPAKE says whether err, the answer to a SPAKE support
-// message of a login in flight, is the KDC refusing every SPAKE group the
-// client offers (PREAUTH_FAILED) while the PreauthMode allows another
-// method; the next EncodeLoginNext then sends PA-ENC-TIMESTAMP, as kinit
-// (and Login) do.
-func (c *Client) FallBackFromSPAKE(err error) bool {
+// SPAKERefused handles err, the answer to the SPAKE support message of a
+// login in flight. PREAUTH_FAILED there is the KDC sharing no SPAKE group
+// with the client: under PreauthAuto the next EncodeLoginNext sends
+// PA-ENC-TIMESTAMP instead, as kinit (and Login) do, and it returns
+// (true, nil); under PreauthSPAKE the login fails with
+// ClassPreauthUnsupported. Any other error is returned as it is.
+func (c *Client) SPAKERefused(err error) (fallback bool, _ error) {
 	pe, ok := err.(*Error)
-	if !ok || pe.Code != errorcode.KDC_ERR_PREAUTH_FAILED || c.preauth == PreauthSPAKE || !c.hasChoice {
-		return false
+	if !ok || pe.Code != errorcode.KDC_ERR_PREAUTH_FAILED || !c.hasChoice {
+		return false, err
+	}
+	if c.preauth == PreauthSPAKE {
+		return false, wrapError(ClassPreauthUnsupported, PhaseSPAKEChallenge, fmt.Errorf("the KDC supports none of the client's SPAKE groups (edwards25519, P-256): %w", err))
 	}
 	c.choice.spake = spakeOff
-	return true
+	return true, nil
 }
