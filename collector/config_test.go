@@ -16,9 +16,9 @@ func TestRegisterFlags(t *testing.T) {
 	}
 	// The defaults the README's flag table documents, written out here
 	// rather than taken from the code under test: --path.procfs /proc,
-	// every collector and the TCP connection count on, no pid files, the
+	// every collector on, the TCP connection count off, no pid files, the
 	// profile paths left to kdcConfPaths/krb5ConfPaths.
-	documented := Config{ProcFS: "/proc", Process: true, Network: true, KDCConf: true, Replication: true, TCPConnections: true}
+	documented := Config{ProcFS: "/proc", Process: true, Network: true, KDCConf: true, Replication: true}
 	if *cfg != documented {
 		t.Errorf("flag defaults = %+v, want the documented %+v", *cfg, documented)
 	}
@@ -30,7 +30,7 @@ func TestRegisterFlags(t *testing.T) {
 	cfg = RegisterFlags(app)
 	_, err := app.Parse([]string{"--path.procfs=/host/proc", "--no-collector.network", "--collector.process.krb5kdc-pidfile=/run/krb5kdc.pid",
 		"--collector.kdcconf.path=/a/kdc.conf:/b/kdc.conf", "--collector.kdcconf.krb5-config=/x/krb5.conf",
-		"--collector.replication.dump-file=/srv/kprop/dump"})
+		"--collector.replication.dump-file=/srv/kprop/dump", "--collector.network.tcp-connections"})
 	if err != nil {
 		t.Fatal(err)
 	}

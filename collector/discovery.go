@@ -37,6 +37,10 @@ type kdcProc struct {
 	pid  int
 	dir  string // /proc/PID
 	stat procStat
+	// memo holds what was read of the process (nil: nothing is kept);
+	// idle: it was not scheduled since, so memo's values still hold.
+	memo *procMemo
+	idle bool
 }
 
 func (p *kdcProc) id() procID { return procID{p.pid, p.stat.Starttime} }
@@ -109,6 +113,10 @@ type procScanner struct {
 	argsFor  procID  // whose command line argsMemo is
 	argsMemo kdcArgs
 
+	memo        map[int]*procMemo // by pid; see procmemo.go
+	gen         uint64            // scan number, for sweepMemo
+	noSchedstat bool
+
 	done bool
 	cur  *snapshot
 	err  error
@@ -125,6 +133,7 @@ func (s *procScanner) get() (*snapshot, error) {
 }
 
 func (s *procScanner) scan() (*snapshot, error) {
+	defer s.sweepMemo()
 	if s.bootTime == 0 {
 		st, err := s.fs.Stat()
 		if err != nil {
@@ -250,6 +259,9 @@ func (s *procScanner) children(p *kdcProc) ([]int, error) {
 			tids = append(tids, e.Name())
 		}
 	}
+	if p.idle && p.memo.haveChildren {
+		return p.memo.children, nil
+	}
 	var out []int
 	for _, t := range tids {
 		b, err := s.files.readAll(p.file("task/" + t + "/children"))
@@ -265,6 +277,9 @@ func (s *procScanner) children(p *kdcProc) ([]int, error) {
 			}
 		}
 	}
+	if p.memo != nil {
+		p.memo.children, p.memo.haveChildren = out, true
+	}
 	return out, nil
 }
 
@@ -272,15 +287,27 @@ func (s *procScanner) children(p *kdcProc) ([]int, error) {
 // zombie (an unreaped dead process) and not another program.
 func (s *procScanner) live(pid int, name string) *kdcProc {
 	dir := s.procPath + "/" + strconv.Itoa(pid)
+	m, idle := s.memoFor(pid, dir)
+	// stat is read even for an idle process: its resident memory can
+	// shrink meanwhile (reclaim, swap-out), and statm, the cheaper file,
+	// counts it differently (hundreds of KiB apart on Linux 6.18).
 	b, err := s.files.readSingle(dir + "/stat")
 	if err != nil {
 		return nil
 	}
 	st, err := parseStat(b)
-	if err != nil || st.State == "Z" || st.State == "X" || st.Comm != name {
+	if err != nil {
 		return nil
 	}
-	return &kdcProc{pid: pid, dir: dir, stat: st}
+	if m != nil {
+		// Single-threaded then and now: schedstat is the main thread's.
+		idle = idle && m.threads == 1 && st.NumThreads == 1
+		m.threads = st.NumThreads
+	}
+	if st.State == "Z" || st.State == "X" || st.Comm != name {
+		return nil
+	}
+	return &kdcProc{pid: pid, dir: dir, stat: st, memo: m, idle: idle}
 }
 
 // readCmdline returns the NUL-separated words of /proc/PID/cmdline.

@@ -54,6 +54,8 @@ func fixtureConfig(t testing.TB, procRoot string) Config {
 	}
 	cfg := DefaultConfig()
 	cfg.ProcFS = procRoot
+	// Opt-in, but the fixture has the connections to check.
+	cfg.TCPConnections = true
 	cfg.KDCConfPath = filepath.Join(dir, "kdc.conf")
 	cfg.Krb5ConfPath = filepath.Join(dir, "krb5.conf")
 	cfg.DumpFile = filepath.Join(dir, "replica_datatrans")

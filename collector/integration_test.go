@@ -362,7 +362,9 @@ func TestIntegrationUDPFlood(t *testing.T) {
 func TestIntegrationTCPBacklog(t *testing.T) {
 	t.Parallel()
 	r := upRealm(t, 0, false)
-	_, reg := newTestCollector(t, realmConfig(r))
+	withConns := realmConfig(r)
+	withConns.TCPConnections = true
+	_, reg := newTestCollector(t, withConns)
 	s := gather(t, reg)
 	over0 := s.Value("krb5_host_tcp_listen_overflows_total")
 	limit := s.Value("krb5_kdc_tcp_listen_queue_limit", "address", r.KDCAddr)
@@ -411,11 +413,9 @@ func TestIntegrationTCPBacklog(t *testing.T) {
 	}
 	t.Logf("%d connections made; accept queue %v, limit %v", len(conns), q, limit)
 
-	// Without the connection count (no walk of the connection table), the
-	// accept queue is still read, from the listener dump.
-	cfg := realmConfig(r)
-	cfg.TCPConnections = false
-	_, reg2 := newTestCollector(t, cfg)
+	// Without the connection count (the default: no walk of the connection
+	// table), the accept queue is still read, from the listener dump.
+	_, reg2 := newTestCollector(t, realmConfig(r))
 	s2 := gather(t, reg2)
 	if v := s2.Value("krb5_kdc_tcp_listen_queue_length", "address", r.KDCAddr); v != q {
 		t.Errorf("accept queue = %v without connection counting, %v with", v, q)

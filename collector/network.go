@@ -124,7 +124,12 @@ func (c *networkCollector) Update(ch chan<- prometheus.Metric) error {
 	// settings only add the accept queue limit and the port fallback.
 	settings, confErr := c.conf.settings(snap.kdcArgs.realms)
 	sel := &selector{}
-	sel.inodes, err = socketInodes(c.fs, np.pid)
+	// An idle process has the same files as at its last read (procmemo.go).
+	if np.idle && np.memo.haveSockets {
+		sel.inodes = np.memo.sockets
+	} else if sel.inodes, err = socketInodes(c.fs, np.pid); err == nil && np.memo != nil {
+		np.memo.sockets, np.memo.haveSockets = sel.inodes, true
+	}
 	denied := c.scan.access.note(progKDC, "fd_links", np, "fd", err, "finding its sockets by the ports in kdc.conf")
 	switch {
 	case err == nil:

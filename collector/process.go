@@ -3,7 +3,6 @@ package collector
 import (
 	"errors"
 	"os"
-	"strconv"
 
 	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,11 +21,12 @@ type processCollector struct {
 	lastMain map[string]procID // main process seen by the previous scrape
 	restartN map[string]float64
 	slots    workerSlots
+	wlabels  workerLabelSet
 }
 
 func newProcessCollector(scan *procScanner, logger log.Logger) *processCollector {
 	prog := []string{"program"}
-	return &processCollector{
+	c := &processCollector{
 		scan:        scan,
 		pageSz:      float64(os.Getpagesize()),
 		up:          desc("process", "up", "1 if a process of the program is running (zombies do not count), else 0.", prog...),
@@ -48,6 +48,8 @@ func newProcessCollector(scan *procScanner, logger log.Logger) *processCollector
 		lastMain:    map[string]procID{},
 		restartN:    map[string]float64{},
 	}
+	c.wlabels = workerLabelSet{cpu: c.workerCPU, start: c.workerStart}
+	return c
 }
 
 func (c *processCollector) describe(ch chan<- *prometheus.Desc) {
@@ -124,24 +126,42 @@ func (c *processCollector) updateProgram(ch chan<- prometheus.Metric, snap *snap
 		vms += st.VSize
 		threads += uint64(st.NumThreads)
 		oldest = min(oldest, st.Starttime)
+		// An idle process keeps the values last read (procmemo.go);
+		// pr.idle implies a memo.
+		m := pr.memo
+		if m == nil {
+			m = &procMemo{} // nothing kept: written, never read
+		}
 		if fds.ok {
-			n, err := countFDs(c.scan.files, pr.file("fd"), c.scan.dirBuf, c.scan.onProcfs)
+			n, err := m.fds, error(nil)
+			if !pr.idle || !m.haveFDs {
+				n, err = countFDs(c.scan.files, pr.file("fd"), c.scan.dirBuf, c.scan.onProcfs)
+			}
 			if !c.failed(&fds, err, pr, p.name, "fd") {
 				nfds += float64(n)
+				m.fds, m.haveFDs = n, true
 			}
 		}
 		if cs.ok {
-			vol1, nonvol1, err := readParsed2(c.scan.files, pr.file("status"), statusCtxt)
+			vol1, nonvol1, err := m.vol, m.nonvol, error(nil)
+			if !pr.idle || !m.haveCtx {
+				vol1, nonvol1, err = readParsed2(c.scan.files, pr.file("status"), statusCtxt)
+			}
 			if !c.failed(&cs, err, pr, p.name, "status") {
 				vol += float64(vol1)
 				nonvol += float64(nonvol1)
+				m.vol, m.nonvol, m.haveCtx = vol1, nonvol1, true
 			}
 		}
 		if io.ok {
-			rd1, wr1, err := readParsed2(c.scan.files, pr.file("io"), ioBytes)
+			rd1, wr1, err := m.rd, m.wr, error(nil)
+			if !pr.idle || !m.haveIO {
+				rd1, wr1, err = readParsed2(c.scan.files, pr.file("io"), ioBytes)
+			}
 			if !c.failed(&io, err, pr, p.name, "io") {
 				rd += float64(rd1)
 				wr += float64(wr1)
+				m.rd, m.wr, m.haveIO = rd1, wr1, true
 			}
 		}
 	}
@@ -186,9 +206,9 @@ func (c *processCollector) updateWorkers(ch chan<- prometheus.Metric, snap *snap
 	}
 	ch <- gauge(c.workers, float64(len(p.workers)))
 	for i, w := range p.workers {
-		worker := strconv.Itoa(idx[i])
-		ch <- counter(c.workerCPU, float64(w.stat.UTime)/userHZ, worker, "user")
-		ch <- counter(c.workerCPU, float64(w.stat.STime)/userHZ, worker, "system")
-		ch <- gauge(c.workerStart, snap.bootTime+float64(w.stat.Starttime)/userHZ, worker)
+		l := c.wlabels.get(idx[i])
+		ch <- &presetMetric{c.workerCPU, l.user, float64(w.stat.UTime) / userHZ, true}
+		ch <- &presetMetric{c.workerCPU, l.system, float64(w.stat.STime) / userHZ, true}
+		ch <- &presetMetric{c.workerStart, l.start, snap.bootTime + float64(w.stat.Starttime)/userHZ, false}
 	}
 }

@@ -17,6 +17,8 @@ import (
 // offset 0 (the kernel regenerates a procfs file read from offset 0), and
 // parsed in place without allocating. With the single-task children read
 // in discovery, this halved the CPU of a -w 64 scrape (testdata/README.md).
+// Processes not scheduled since the last scrape skip most of them
+// (procmemo.go).
 //
 // An open /proc/PID/... file belongs to that process, not to the pid: once
 // the process has exited, reads fail with ESRCH even if the pid is reused,
@@ -56,13 +58,26 @@ func (c *fileCache) readSingle(path string) ([]byte, error) { return c.read(path
 // part: it reads on until the end. The slice is valid until the next read.
 func (c *fileCache) readAll(path string) ([]byte, error) { return c.read(path, c.preadAll) }
 
+// readSingleKept is readSingle that also tells whether the content came
+// through a descriptor kept from an earlier read: the same process as
+// then (a kept /proc/PID file fails once its process has exited).
+func (c *fileCache) readSingleKept(path string) ([]byte, bool, error) {
+	b, kept, err := c.readKept(path, c.pread)
+	return b, kept, err
+}
+
 func (c *fileCache) read(path string, pread func(fd int, path string) ([]byte, error)) ([]byte, error) {
+	b, _, err := c.readKept(path, pread)
+	return b, err
+}
+
+func (c *fileCache) readKept(path string, pread func(fd int, path string) ([]byte, error)) ([]byte, bool, error) {
 	cf := c.files[path]
 	if cf != nil {
 		b, err := pread(cf.fd, path)
 		if err == nil {
 			cf.gen = c.gen
-			return b, nil
+			return b, true, nil
 		}
 		// Exited (ESRCH), or anything else: forget the file and retry
 		// once on a fresh open, which tells a reused pid from an exited
@@ -72,15 +87,15 @@ func (c *fileCache) read(path string, pread func(fd int, path string) ([]byte, e
 	}
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+		return nil, false, &os.PathError{Op: "open", Path: path, Err: err}
 	}
 	b, err := pread(fd, path)
 	if err != nil || len(c.files) >= c.maxKept {
 		unix.Close(fd)
-		return b, err
+		return b, false, err
 	}
 	c.files[path] = &cachedFile{fd: fd, gen: c.gen}
-	return b, nil
+	return b, false, nil
 }
 
 // fstat stats path through a descriptor opened with O_PATH and kept

@@ -29,9 +29,10 @@ func TestSockDiag(t *testing.T) {
 	}
 
 	// A connection is queued when the listener gets the client's last ACK,
-	// which may be just after Dial returned: poll (at most 2 s).
+	// which may be just after Dial returned: poll (at most 30 s: a
+	// bound against hangs; loopback under load can be slow).
 	var mine *tcpSocket
-	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		ls, err := sockDiagTCP(1<<tcpListen, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -262,8 +263,8 @@ func TestSockDiagPortsAndFamilies(t *testing.T) {
 		got := map[uint16]int{}
 		// A connection shows on the server side once the listener got
 		// the last ACK, which may be just after Dial returned: poll (at
-		// most 2 s).
-		for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		// most 30 s: a bound against hangs).
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 			cs, err := sockDiagTCP(tcpStatesAll&^(1<<tcpListen), tc.ports)
 			if err != nil {
 				t.Fatalf("ports %v: %v", tc.ports, err)

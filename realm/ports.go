@@ -138,7 +138,7 @@ func LeasePort(need PortNeed) (*PortLease, error) {
 		writeCursor(cur, idx+1)
 		return l, nil
 	}
-	return nil, fmt.Errorf("realm: no port free in the harness's pool (%d-%d and above the ephemeral range)", pool[0], pool[0]+len(pool)-1)
+	return nil, fmt.Errorf("realm: none of the harness's %d ports outside the ephemeral range (from %d) is free", len(pool), pool[0])
 }
 
 // ClaimPort reserves a port chosen by the user (pinned), with a clear

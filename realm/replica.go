@@ -92,6 +92,7 @@ func UpReplica(ctx context.Context, p *Realm, opts Options, poll time.Duration) 
 	if err != nil {
 		return nil, err
 	}
+	begin := time.Now()
 	if err := r.StartKpropd(ctx); err != nil {
 		r.Down()
 		return nil, err
@@ -103,6 +104,13 @@ func UpReplica(ctx context.Context, p *Realm, opts Options, poll time.Duration) 
 		r.Down()
 		return nil, fmt.Errorf("realm: replica did not receive the primary's database: %v; kpropd log: %s; kadmind log: %s",
 			err, logTail(r.Replica.Log), logTail(p.KadmindLog))
+	}
+	// kprop records its success (<dump>.<host>.last_prop) once kpropd
+	// acknowledged, which may be after the replica loaded the database:
+	// the resync is complete, for whoever reads the primary, only then.
+	if err := p.waitLastProp(wctx, r.host(), begin); err != nil {
+		r.Down()
+		return nil, fmt.Errorf("realm: kprop did not record the full resync: %v; kadmind log: %s", err, logTail(p.KadmindLog))
 	}
 	if err := r.StartKDC(ctx); err != nil {
 		r.Down()
@@ -309,6 +317,23 @@ func (r *Realm) WaitSerial(ctx context.Context, primaryLog string) error {
 		select {
 		case <-ctx.Done():
 			return last
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// waitLastProp waits for kprop's record of a propagation to host made
+// since begin (file times are coarse: a second of slack).
+func (p *Realm) waitLastProp(ctx context.Context, host string, begin time.Time) error {
+	file := p.DumpFile + "." + host + ".last_prop"
+	for {
+		fi, err := os.Stat(file)
+		if err == nil && !fi.ModTime().Before(begin.Add(-time.Second)) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("no new %s", filepath.Base(file))
 		case <-time.After(20 * time.Millisecond):
 		}
 	}

@@ -104,7 +104,8 @@ type kdcProcess struct {
 }
 
 // processes finds krb5kdc: the supervisor (from the pid file, else the
-// krb5kdc whose parent is not one) and its krb5kdc children.
+// krb5kdc whose parent is not one) and its krb5kdc children; none when
+// the pid file is given but absent.
 func (s *Source) processes() []kdcProcess {
 	all, err := s.proc.AllProcs()
 	if err != nil {
@@ -112,8 +113,14 @@ func (s *Source) processes() []kdcProcess {
 	}
 	root := 0
 	if s.pidFile != "" {
-		if b, err := os.ReadFile(s.pidFile); err == nil {
-			root, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		// No pid file means this KDC is not running, not "any krb5kdc":
+		// other realms' KDCs on the host are never its processes.
+		b, err := os.ReadFile(s.pidFile)
+		if err != nil {
+			return nil
+		}
+		if root, _ = strconv.Atoi(strings.TrimSpace(string(b))); root <= 0 {
+			return nil
 		}
 	}
 	var kdc []procfs.ProcStat

@@ -176,15 +176,17 @@ func daemon(t *testing.T, args ...string) (string, *exec.Cmd, *testutil.LockedBu
 		cmd.Wait()
 	})
 	base := "http://" + addr
-	for i := 0; i < 500; i++ {
+	// A bound against hangs, not a measurement: a -race exporter beside a
+	// second suite on two cores can take seconds to start.
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if resp, err := http.Get(base + "/-/healthy"); err == nil {
 			resp.Body.Close()
 			return base, cmd, logs
 		}
-		time.Sleep(20 * time.Millisecond)
+		if time.Now().After(deadline) {
+			t.Fatalf("exporter did not come up within 60s: %s", logs.String())
+		}
 	}
-	t.Fatalf("exporter did not come up: %s", logs.String())
-	return "", nil, nil
 }
 
 // metric returns the first sample line of a metric from /metrics.
@@ -251,14 +253,9 @@ func TestDaemonReload(t *testing.T) {
 
 	os.WriteFile(cfg, []byte("logs: []\n"), 0o600)
 	cmd.Process.Signal(syscall.SIGHUP)
-	ok := false
-	for i := 0; i < 250 && !ok; i++ {
-		ok = strings.HasSuffix(metric(t, base, "krb5_exporter_config_last_reload_successful"), " 1")
-		time.Sleep(20 * time.Millisecond)
-	}
-	if !ok {
-		t.Error("SIGHUP did not reload the fixed configuration")
-	}
+	testutil.Eventually(t, 30*time.Second, "SIGHUP reloading the fixed configuration", func() bool {
+		return strings.HasSuffix(metric(t, base, "krb5_exporter_config_last_reload_successful"), " 1")
+	})
 	resp, err := http.Get(base + "/")
 	if err != nil || resp.StatusCode != 200 {
 		t.Errorf("landing page: %v %v", resp, err)

@@ -70,10 +70,10 @@ func serve(args []string) error {
 	fs.StringVar(&cfg.KpropdPidFile, "kpropd-pidfile", "", "")
 	fs.StringVar(&cfg.KDCConfPath, "kdcconf", "", "")
 	fs.StringVar(&cfg.Krb5ConfPath, "krb5conf", "", "")
-	noConns := fs.Bool("no-tcp-connections", false, "")
+	conns := fs.Bool("tcp-connections", false, "")
 	floor := fs.Bool("floor", false, "only the Go and process collectors")
 	fs.Parse(args)
-	cfg.TCPConnections = !*noConns
+	cfg.TCPConnections = *conns
 	c, err := collector.New(log.NewLogfmtLogger(os.Stderr), cfg)
 	if err != nil {
 		return err
@@ -138,7 +138,7 @@ func run(scrapes, workers int, peBin, baseline string) error {
 		args      []string
 	}{
 		{"krb5-exporter collectors", self, args},
-		{"krb5-exporter, --no-collector.network.tcp-connections", self, append(args[:len(args):len(args)], "-no-tcp-connections")},
+		{"krb5-exporter, --collector.network.tcp-connections", self, append(args[:len(args):len(args)], "-tcp-connections")},
 		{"floor: Go and process collectors only, promhttp", self, append(args[:len(args):len(args)], "-floor")},
 		// The default configuration: daemons found by name among all the
 		// machine's processes, as process-exporter finds them (other KDCs
@@ -146,7 +146,7 @@ func run(scrapes, workers int, peBin, baseline string) error {
 		{"krb5-exporter collectors, by name (no pid files)", self, []string{"serve", "-kdcconf", r.KDCConf, "-krb5conf", r.Krb5Conf}},
 	}
 	if baseline != "" {
-		// An older build may not know -no-tcp-connections: defaults only.
+		// An older build may not know -tcp-connections: defaults only.
 		ourSide = append(ourSide, struct {
 			name, bin string
 			args      []string
