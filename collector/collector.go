@@ -15,6 +15,8 @@ import (
 	"github.com/go-kit/log/level"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/procfs"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/kdcproc"
 )
 
 const namespace = "krb5"
@@ -75,7 +77,13 @@ func New(logger log.Logger, cfg Config) (*KDCCollector, error) {
 			"1 if the collector succeeded in this scrape, else 0.", []string{"collector"}, nil),
 	}
 	if cfg.Process {
-		k.collectors = append(k.collectors, namedCollector{"process", newProcessCollector(scan, logger)})
+		workers := cfg.Workers
+		if workers == nil {
+			if workers, err = kdcproc.NewWorkers(cfg.ProcFS); err != nil {
+				return nil, fmt.Errorf("collector: --path.procfs: %w", err)
+			}
+		}
+		k.collectors = append(k.collectors, namedCollector{"process", newProcessCollector(scan, workers, logger)})
 	}
 	if cfg.Network {
 		k.collectors = append(k.collectors, namedCollector{"network", newNetworkCollector(scan, conf, pfs, cfg.ProcFS, cfg.TCPConnections, logger)})

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/cli"
+	"github.com/krb5-exporter/krb5-exporter/internal/kdcproc"
 )
 
 // Config selects and configures the collectors. RegisterFlags fills one
@@ -36,6 +37,11 @@ type Config struct {
 	// or a colon-separated list, like KRB5_CONFIG; missing files are
 	// skipped, as libkrb5 does. Empty means /etc/krb5.conf.
 	Krb5ConfPath string
+
+	// Workers keeps the stable worker indexes; the daemon shares it with
+	// the log's per-worker counter. Nil: the process collector keeps its
+	// own.
+	Workers *kdcproc.Workers
 }
 
 // Locations of kdc.conf: Debian/Ubuntu first, then RHEL/Fedora.

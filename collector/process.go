@@ -6,6 +6,8 @@ import (
 
 	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/kdcproc"
 )
 
 // processCollector reports krb5kdc, kadmind and kpropd from /proc: per
@@ -18,16 +20,18 @@ type processCollector struct {
 	up, processes, restarts, cpu, rss, vms, openFDs, maxFDs, threads,
 	startTime, ctxSwitches, ioRead, ioWrite, workers, workerCPU, workerStart *prometheus.Desc
 
-	lastMain map[string]procID // main process seen by the previous scrape
-	restartN map[string]float64
-	slots    workerSlots
-	wlabels  workerLabelSet
+	lastMain  map[string]procID // main process seen by the previous scrape
+	restartN  map[string]float64
+	slots     *kdcproc.Workers // shared with the log's per-worker counter
+	answering []kdcproc.ID     // reused by updateWorkers
+	wlabels   workerLabelSet
 }
 
-func newProcessCollector(scan *procScanner, logger log.Logger) *processCollector {
+func newProcessCollector(scan *procScanner, slots *kdcproc.Workers, logger log.Logger) *processCollector {
 	prog := []string{"program"}
 	c := &processCollector{
 		scan:        scan,
+		slots:       slots,
 		pageSz:      float64(os.Getpagesize()),
 		up:          desc("process", "up", "1 if a process of the program is running (zombies do not count), else 0.", prog...),
 		processes:   desc("process", "processes", "Number of running processes of the program, supervisor and workers included.", prog...),
@@ -200,7 +204,16 @@ func (c *processCollector) updateProgram(ch chan<- prometheus.Metric, snap *snap
 }
 
 func (c *processCollector) updateWorkers(ch chan<- prometheus.Metric, snap *snapshot, p *programProcs) {
-	idx := c.slots.assign(p.workers) // also frees the slots of gone workers
+	// A single-process KDC answers requests itself: it holds index 0.
+	answering := c.answering[:0]
+	for _, w := range p.workers {
+		answering = append(answering, kdcproc.ID{PID: w.pid, Start: w.stat.Starttime})
+	}
+	if len(answering) == 0 && p.running() {
+		answering = append(answering, kdcproc.ID{PID: p.main.pid, Start: p.main.stat.Starttime})
+	}
+	c.answering = answering
+	idx := c.slots.Assign(answering) // also frees the indexes of gone workers
 	if !p.running() {
 		return
 	}

@@ -216,49 +216,6 @@ func TestRestarts(t *testing.T) {
 	}
 }
 
-func TestWorkerSlots(t *testing.T) {
-	p := func(pid int, start uint64) *kdcProc {
-		k := &kdcProc{}
-		k.pid, k.stat.Starttime = pid, start
-		return k
-	}
-	var w workerSlots
-	a, b, c := p(10, 1), p(11, 1), p(12, 1)
-	if got := w.assign([]*kdcProc{a, b, c}); !equalInts(got, []int{0, 1, 2}) {
-		t.Errorf("first = %v", got)
-	}
-	// b dies, d replaces it: d takes index 1.
-	d := p(20, 5)
-	if got := w.assign([]*kdcProc{a, c, d}); !equalInts(got, []int{0, 2, 1}) {
-		t.Errorf("after replacement = %v", got)
-	}
-	// A pid reused by a newer process is a new worker.
-	a2 := p(10, 9)
-	if got := w.assign([]*kdcProc{a2, c, d}); !equalInts(got, []int{0, 2, 1}) {
-		t.Errorf("pid reuse = %v", got)
-	}
-	if w.occupant[0] != a2.id() {
-		t.Errorf("slot 0 holds %v, want %v", w.occupant[0], a2.id())
-	}
-	// All gone: no slots left.
-	w.assign(nil)
-	if len(w.occupant) != 0 {
-		t.Errorf("slots after all workers are gone: %v", w.occupant)
-	}
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // TestKDCConfBroken: a kdc.conf that does not parse fails the kdcconf
 // collector with a parse error count, and the others keep working.
 func TestKDCConfBroken(t *testing.T) {

@@ -106,7 +106,7 @@ type collector struct{ m *Manager }
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		descRequests, descProbe, descIssued, descWeak, descPreauth, descRecovered, descRetrans,
-		descTooMany, descS4U, descKDCLife, descKadmin, descKadmAuth, descKadmLife,
+		descTooMany, descS4U, descKDCLife, descKadmin, descKadmAuth, descKadmLife, descWorkerRequests,
 		descLines, descParsed, descUnparsed, descBytes, descRotations, descCopies, descMismatch,
 		descDiscovered, descUnread, descReadErrors, descBehind, descOpen, descInotify, descPosWrites, descPosErrors,
 		descJCursorLost, descJEntriesLost, descJExits, descJMalformed, descJRunning,
@@ -166,6 +166,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 	}
+	k.workers.collect(ch, k.statuses)
 	for m := range k.preauth {
 		for r := range numPreauthReasons {
 			if v := k.preauth[m][r].Load(); v > 0 {

@@ -62,7 +62,8 @@ type counts struct {
 	methods  *boundedLabels
 	ops      *boundedLabels
 	*tally[atomic.Uint64]
-	kpropd kpropdCounts // kpropd.go
+	kpropd  kpropdCounts // kpropd.go
+	workers workerCounts // workers.go
 }
 
 func newCounts() *counts {

@@ -50,6 +50,7 @@ type Manager struct {
 	ctx     context.Context // set while Run runs
 	cancel  context.CancelFunc
 	runDone chan struct{}
+	ready   chan struct{} // closed once Run's tailers hold their files
 
 	flushFailing bool // owned by Run's goroutine
 }
@@ -74,6 +75,7 @@ func NewManager(logger log.Logger, reg prometheus.Registerer, opts Config) (*Man
 		counts: newCounts(),
 		opts:   opts,
 		paths:  map[string]*pathState{},
+		ready:  make(chan struct{}),
 	}
 	if reg != nil {
 		if err := reg.Register(collector{m}); err != nil {
@@ -258,11 +260,24 @@ func (m *Manager) Run(ctx context.Context) error {
 	if m.store.Path() == "" && len(m.paths) > 0 {
 		level.Warn(m.logger).Log("msg", "no position file: after a restart each log starts again at its start_at, so lines may be lost or counted twice")
 	}
+	var started []<-chan struct{}
 	for _, ps := range m.paths {
 		m.startLocked(ps)
+		if ps.tailer != nil {
+			started = append(started, ps.tailer.Ready())
+		}
 	}
 	done := m.runDone
 	m.mu.Unlock()
+	go func() {
+		for _, r := range started {
+			select {
+			case <-r:
+			case <-ctx.Done():
+			}
+		}
+		close(m.ready)
+	}()
 	defer close(done)
 
 	tick := time.NewTicker(m.opts.SyncInterval)
@@ -283,6 +298,13 @@ func (m *Manager) Run(ctx context.Context) error {
 		}
 	}
 }
+
+// Ready is closed once Run has started following the logs configured
+// when it began: each file open at its saved position and watched. Serve
+// metrics only then: a client that takes an answer for "the exporter is
+// up" may rotate the log next, and a file deleted before it was opened
+// again after a restart is lost.
+func (m *Manager) Ready() <-chan struct{} { return m.ready }
 
 // Stop ends Run (if it runs) and waits until positions are written.
 func (m *Manager) Stop() {

@@ -50,10 +50,11 @@ type source struct {
 	asSeq     uint64
 	pending   [pendingSlots]pendingFailure
 	pidMethod [16]struct{ pid, method int }
+	workers   sourceWorkers // workers.go
 }
 
 func newSource(cfg config.LogSource, c *counts, st *sourceStats) *source {
-	s := &source{cfg: cfg, c: c, st: st, local: newTally[uint64](c), seed: maphash.MakeSeed()}
+	s := &source{cfg: cfg, c: c, st: st, local: newTally[uint64](c), seed: maphash.MakeSeed(), workers: sourceWorkers{shared: &c.workers}}
 	for i := range s.pidMethod {
 		s.pidMethod[i].pid = -1
 	}
@@ -79,6 +80,7 @@ func newSource(cfg config.LogSource, c *counts, st *sourceStats) *source {
 // flush publishes what handle counted since the last flush.
 func (s *source) flush() {
 	flush(s.c.tally, s.local)
+	s.workers.flush()
 	if s.parsed != 0 {
 		s.st.parsed.Add(s.parsed)
 		s.parsed = 0
@@ -172,6 +174,7 @@ func (s *source) countRequest(e *Event) {
 		return
 	}
 	l.requests[e.Request][si]++
+	s.workers.count(e.PID, e.Request, si, len(l.requests[e.Request]))
 	if e.OfferedWeak > 0 {
 		l.weak[e.Request][weakOffered]++
 		if e.OfferedWeak == e.Offered {

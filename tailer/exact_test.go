@@ -17,6 +17,9 @@ type logWriter struct {
 	path string
 	f    *os.File
 	n    int
+	// prefix, if set, starts every line, so that every file begins with
+	// the same bytes (a writer whose lines repeat).
+	prefix string
 }
 
 func newLogWriter(t *testing.T, path string) *logWriter {
@@ -40,7 +43,7 @@ func (w *logWriter) reopen() {
 func (w *logWriter) lines(k int) {
 	for range k {
 		// As long as a KDC line, so that 1 KiB holds only a few.
-		if _, err := fmt.Fprintf(w.f, "seq=%08d %s\n", w.n, strings.Repeat("k", 240)); err != nil {
+		if _, err := fmt.Fprintf(w.f, "%sseq=%08d %s\n", w.prefix, w.n, strings.Repeat("k", 240)); err != nil {
 			w.t.Fatal(err)
 		}
 		w.n++
@@ -74,7 +77,7 @@ func copyTruncate(t *testing.T, path string) {
 func (h *harness) missing(n int) string {
 	seen := make([]bool, n)
 	for _, l := range h.recorder.snapshot() {
-		if k, err := strconv.Atoi(strings.TrimPrefix(l[:12], "seq=")); err == nil && k >= 0 && k < n {
+		if k, err := seqOf(l); err == nil && k >= 0 && k < n {
 			seen[k] = true
 		}
 	}
@@ -215,7 +218,7 @@ func (h *harness) exactlyOnce(n int) {
 	h.t.Helper()
 	seen := make([]int, n)
 	for _, l := range h.recorder.snapshot() {
-		k, err := strconv.Atoi(strings.TrimPrefix(l[:12], "seq="))
+		k, err := seqOf(l)
 		if err != nil || k < 0 || k >= n {
 			h.t.Fatalf("malformed line %q", l[:min(len(l), 40)])
 		}
@@ -226,4 +229,13 @@ func (h *harness) exactlyOnce(n int) {
 			h.t.Errorf("line %d handed on %d times", k, c)
 		}
 	}
+}
+
+// seqOf is the number a logWriter put in a line.
+func seqOf(l string) (int, error) {
+	i := strings.Index(l, "seq=")
+	if i < 0 || len(l) < i+12 {
+		return 0, fmt.Errorf("no sequence number in %q", l)
+	}
+	return strconv.Atoi(l[i+4 : i+12])
 }

@@ -8,6 +8,8 @@ import (
 	"os"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // tailLen is how many bytes before a position are remembered to recognise
@@ -55,6 +57,7 @@ func fnv64a(b []byte) uint64 {
 type file struct {
 	f        *os.File
 	dev, ino uint64
+	birth    int64 // creation time (statx), 0 if unknown: tells a reused inode
 
 	off     int64 // end of the last complete line handed on
 	readOff int64 // next byte to read
@@ -85,6 +88,31 @@ func fileID(fi os.FileInfo) (dev, ino uint64) {
 	return 0, 0
 }
 
+// birth is the file's creation time in nanoseconds (statx btime), 0
+// where the file system does not keep it. With dev and ino it names a
+// file for good: an inode number freed by a deletion is reused at once,
+// but the new file is born later.
+func birth(f *os.File) int64 {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	var st unix.Statx_t
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		serr = unix.Statx(int(fd), "", unix.AT_EMPTY_PATH, unix.STATX_BTIME, &st)
+	}); err != nil || serr != nil || st.Mask&unix.STATX_BTIME == 0 {
+		return 0
+	}
+	return st.Btime.Sec*1e9 + int64(st.Btime.Nsec)
+}
+
+// sameFile reports whether dev, ino and birth name the file p was taken
+// of; a birth time unknown on either side is no evidence against it.
+func sameFile(dev, ino uint64, born int64, p FilePos) bool {
+	return dev == p.Dev && ino == p.Ino && (born == 0 || p.Birth == 0 || born == p.Birth)
+}
+
 func nlink(fi os.FileInfo) uint64 {
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		return uint64(st.Nlink)
@@ -108,7 +136,7 @@ func openFile(path string, bufSize int) (*file, os.FileInfo, error) {
 		f.Close()
 		return nil, nil, &os.PathError{Op: "open", Path: path, Err: errors.New("not a regular file")}
 	}
-	fl := &file{f: f, buf: make([]byte, bufSize)}
+	fl := &file{f: f, buf: make([]byte, bufSize), birth: birth(f)}
 	fl.dev, fl.ino = fileID(fi)
 	return fl, fi, nil
 }
@@ -151,7 +179,7 @@ func (fl *file) pos() FilePos {
 		return fl.skipPos
 	}
 	hh, hn := fl.fingerprint()
-	return FilePos{Dev: fl.dev, Ino: fl.ino, Offset: fl.off, Hash: fnv64a(fl.ctail.bytes()), HashLen: fl.ctail.n, HeadHash: hh, HeadLen: hn}
+	return FilePos{Dev: fl.dev, Ino: fl.ino, Birth: fl.birth, Offset: fl.off, Hash: fnv64a(fl.ctail.bytes()), HashLen: fl.ctail.n, HeadHash: hh, HeadLen: hn}
 }
 
 // stillSame reports whether the bytes before readOff are those read

@@ -21,9 +21,13 @@ import (
 
 // FilePos is how far one file has been read.
 type FilePos struct {
-	Dev    uint64 `json:"dev"`
-	Ino    uint64 `json:"ino"`
-	Offset int64  `json:"offset"` // end of the last complete line handled
+	Dev uint64 `json:"dev"`
+	Ino uint64 `json:"ino"`
+	// Birth is the file's creation time (Unix nanoseconds; 0: unknown):
+	// with Dev and Ino it tells the file from a later one that reuses
+	// its inode number.
+	Birth  int64 `json:"birth,omitempty"`
+	Offset int64 `json:"offset"` // end of the last complete line handled
 	// Hash is FNV-1a of the HashLen bytes before Offset: it tells the same
 	// file from one truncated and rewritten (copytruncate, a reused inode).
 	Hash    uint64 `json:"hash"`

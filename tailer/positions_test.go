@@ -90,3 +90,21 @@ func TestPositionLock(t *testing.T) {
 	}
 	b.Close()
 }
+
+// BenchmarkPositionsFlush is the cost of one position file write (one a
+// second while a log is written to), with one followed log.
+func BenchmarkPositionsFlush(b *testing.B) {
+	p, err := OpenPositions(filepath.Join(b.TempDir(), "positions.json"), log.NewNopLogger())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	cur := FilePos{Dev: 2049, Ino: 1234, Offset: 1, HeadLen: 1024, HashLen: 512}
+	for b.Loop() {
+		cur.Offset++
+		p.Set("/var/log/krb5kdc.log", Position{Current: &cur, Saved: time.Now().UnixNano()})
+		if err := p.Flush(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

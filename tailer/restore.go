@@ -15,6 +15,7 @@ import (
 type candidate struct {
 	path     string
 	dev, ino uint64
+	birth    int64
 	size     int64
 	mtime    time.Time
 	head     []byte // the first bytes, up to headLen
@@ -35,7 +36,7 @@ func (t *Tailer) candidates(since time.Time) []*candidate {
 		if err != nil || !fi.Mode().IsRegular() {
 			return
 		}
-		c := &candidate{path: path, size: fi.Size(), mtime: fi.ModTime()}
+		c := &candidate{path: path, size: fi.Size(), mtime: fi.ModTime(), birth: birth(f)}
 		c.dev, c.ino = fileID(fi)
 		c.head = make([]byte, min(fi.Size(), headLen))
 		n, _ := f.ReadAt(c.head, 0)
@@ -63,12 +64,15 @@ func headMatches(c *candidate, p FilePos) bool {
 }
 
 // locate finds the file p was taken of among cands, by its content (the
-// fingerprint of its first bytes and of the bytes before the position;
-// the inode only breaks ties), opens it at p and marks it used.
+// fingerprint of its first bytes and of the bytes before the position),
+// opens it at p and marks it used. The file itself (device, inode and
+// birth time) is tried first: two files can begin with the same bytes
+// (a writer whose lines repeat), and a copy (copytruncate) holds the
+// same content under another inode.
 func (t *Tailer) locate(p FilePos, cands []*candidate) (*file, *candidate) {
 	for pass := range 2 {
 		for _, c := range cands {
-			sameIno := c.dev == p.Dev && c.ino == p.Ino
+			sameIno := sameFile(c.dev, c.ino, c.birth, p)
 			if c.used || (pass == 0) != sameIno || c.size < p.Offset || !headMatches(c, p) {
 				continue
 			}
@@ -136,7 +140,7 @@ func (t *Tailer) restoreCurrent(cp FilePos, cands []*candidate, atPath *candidat
 	fl, c := t.locate(cp, cands)
 	// The inode is a hint here: the same number at the path most likely
 	// means the file was truncated in place (copytruncate).
-	inPlace := atPath != nil && atPath.dev == cp.Dev && atPath.ino == cp.Ino
+	inPlace := atPath != nil && sameFile(atPath.dev, atPath.ino, atPath.birth, cp)
 	kind := MismatchRewritten
 	if inPlace && atPath.size < cp.Offset {
 		kind = MismatchTruncated
@@ -170,21 +174,15 @@ func (t *Tailer) keepReading(fl *file) {
 	t.old = append(t.old, fl)
 }
 
-// known reports whether c is a file being read, one read to its end
-// before, or a copy of one of them.
+// known reports whether c is a file being read or one read to its end
+// before (a truncation's copy read on is one of those). Identity is the
+// file's, not its content's: two files can begin with the same bytes (a
+// writer whose lines repeat), and taking a file never read for one read
+// before would lose all its lines. An open file's inode cannot be reused;
+// a closed one's can, which its birth time and first bytes tell.
 func (t *Tailer) known(c *candidate) bool {
-	held := func(fl *file) bool {
-		if fl == nil {
-			return false
-		}
-		if fl.dev == c.dev && fl.ino == c.ino { // open: its inode is its own
-			return true
-		}
-		// A copy of it: the same first bytes as those read of it.
-		n := min(len(fl.head), len(c.head))
-		return n > 0 && bytes.Equal(fl.head[:n], c.head[:n])
-	}
-	if held(t.cur) {
+	held := func(fl *file) bool { return fl != nil && fl.dev == c.dev && fl.ino == c.ino }
+	if held(t.cur) || (t.cur != nil && copyOf(c, t.cur)) {
 		return true
 	}
 	for _, o := range t.old {
@@ -193,11 +191,36 @@ func (t *Tailer) known(c *candidate) bool {
 		}
 	}
 	for _, d := range t.done {
-		if d.HeadLen > 0 && headMatches(c, d) {
+		if d.HeadLen > 0 && sameFile(c.dev, c.ino, c.birth, d) && headMatches(c, d) {
 			return true
 		}
 	}
 	return false
+}
+
+// copyOf reports whether c holds what was read of the current file fl so
+// far, first bytes and the bytes before the position alike: the copy
+// copytruncate makes before it truncates the log. A file that merely
+// begins like fl is not one.
+func copyOf(c *candidate, fl *file) bool {
+	n := min(len(fl.head), len(c.head))
+	if n == 0 || fl.off == 0 || c.size < fl.off || !bytes.Equal(fl.head[:n], c.head[:n]) {
+		return false
+	}
+	want := fl.ctail.bytes()
+	f, err := os.Open(c.path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return false
+	} else if dev, ino := fileID(fi); dev != c.dev || ino != c.ino {
+		return false
+	}
+	var got [tailLen]byte
+	k, err := f.ReadAt(got[:len(want)], fl.off-int64(len(want)))
+	return err == nil && k == len(want) && bytes.Equal(got[:k], want)
 }
 
 // discover reads, from their start, the rotated files that changed after
@@ -218,6 +241,7 @@ func (t *Tailer) discover(cands []*candidate, since time.Time) {
 			continue
 		}
 		c.used = true
+		fl.birth = c.birth
 		t.stats.Discovered.Add(1)
 		level.Info(t.logger).Log("msg", "found a rotated log file never read; reading it from its start", "file", filepath.Base(c.path))
 		t.keepReading(fl)

@@ -3,7 +3,9 @@
 // old file is read to its end, and for a while after, before it is let go),
 // copytruncate, deletion and later re-creation, a partial last line, and
 // restarts of the process (the read position lives in a state file, and a
-// file replaced meanwhile is recognised by inode, size and content).
+// file replaced meanwhile is recognised by its identity: device, inode and
+// birth time, with content fingerprints to check the position; files
+// that begin with the same bytes stay apart).
 // Change notification (inotify through fsnotify) only wakes the reader;
 // polling finds every change too, so a directory inotify cannot watch
 // still works.
@@ -109,6 +111,7 @@ type Tailer struct {
 
 	lastLook time.Time       // when checkPath last looked at the directory
 	created  <-chan *os.File // log files the watcher opened on creation
+	vanished *atomic.Uint64  // log files created and deleted before the watcher could open them
 	// afterTrunc: the current file was truncated and nothing of it has
 	// been read since, so a second truncation would go unseen; its copy
 	// is looked for after each read until something was read.
@@ -123,7 +126,7 @@ type Tailer struct {
 	minInterval  time.Duration // as configured, before the PollInterval cap
 	retimed      chan struct{}
 
-	cycled chan struct{} // closed after Run's first cycle (for tests)
+	cycled chan struct{} // closed after Run's first cycle (Ready)
 }
 
 // problem counts a read error and logs it unless it is the one logged
@@ -163,6 +166,11 @@ func New(opts Options, logger log.Logger, store *Positions, stats *Stats, h Line
 	return t
 }
 
+// Ready is closed once Run has opened the files it follows, restored
+// their positions, started watching the directory and read them once:
+// from then on a file deleted by a rotation is held open, not lost.
+func (t *Tailer) Ready() <-chan struct{} { return t.cycled }
+
 // SetTimings changes PollInterval and RotateWait (zero: the default) of a
 // Tailer, also while Run runs. Changing them must not restart the tailer:
 // that would close a renamed or deleted log the daemon still writes to,
@@ -190,6 +198,7 @@ func (t *Tailer) Run(ctx context.Context) {
 	w := newWatcher(t.opts, t.logger)
 	defer w.close()
 	t.created = w.created
+	t.vanished = &w.vanished
 	t.stats.Inotify.Store(w.active())
 
 	curPoll := time.Duration(t.pollInterval.Load())
@@ -249,7 +258,31 @@ const drainTime = 5 * time.Second
 func (t *Tailer) drain() {
 	deadline := time.Now().Add(drainTime)
 	t.cycle(func() bool { return time.Now().After(deadline) })
+	t.finishUnlinked()
 	t.save()
+}
+
+// finishUnlinked lets go of the rotated files that have no name any more
+// once the daemon writes to the file the path names: nothing can be added
+// to them, and a restart could not open them again. They are saved as
+// read to their end, not as rotated files a restart must find: only a
+// file that may still get lines counts as lost when it is gone then.
+func (t *Tailer) finishUnlinked() {
+	if t.cur == nil || t.cur.readOff == 0 {
+		return // the daemon may not have reopened its log yet
+	}
+	kept := t.old[:0]
+	for _, o := range t.old {
+		if fi, err := o.f.Stat(); err == nil && nlink(fi) == 0 && o.readOff == fi.Size() {
+			o.flushPartial(t.handle, t.stats)
+			t.addDone(o.pos())
+			o.close()
+			continue
+		}
+		kept = append(kept, o)
+	}
+	clear(t.old[len(kept):])
+	t.old = kept
 }
 
 // save publishes the current position to the store.
@@ -372,12 +405,22 @@ func (t *Tailer) checkPath() bool {
 	if t.cur != nil && t.cur.dev == dev && t.cur.ino == ino {
 		return false
 	}
-	nf, _, err := openFile(t.opts.Path, t.opts.BufferBytes)
-	if err != nil {
-		if !errors.Is(err, os.ErrNotExist) {
-			t.problem("cannot open the log", err)
+	nf := t.takeOld(dev, ino) // held since its creation, read already
+	if nf == nil {
+		if nf, _, err = openFile(t.opts.Path, t.opts.BufferBytes); err != nil {
+			if !errors.Is(err, os.ErrNotExist) {
+				t.problem("cannot open the log", err)
+			}
+			return false
 		}
-		return false
+		if t.cur != nil && t.cur.dev == nf.dev && t.cur.ino == nf.ino {
+			nf.close() // replaced again between the stat and the open
+			return false
+		}
+		if o := t.takeOld(nf.dev, nf.ino); o != nil {
+			nf.close()
+			nf = o
+		}
 	}
 	t.fine()
 	if t.cur != nil {
@@ -396,10 +439,18 @@ func (t *Tailer) checkPath() bool {
 	return true
 }
 
-// adoptCreated takes the files the watcher opened when they were created.
-// One the path still names is left to checkPath; one already deleted or
-// renamed away (a rotation faster than the reads) is read from its start.
+// adoptCreated takes the files the watcher opened when they were created
+// and reads them from their start. Their descriptor is kept even when the
+// path still names the file: checkPath makes it the current file then.
+// Closing it and opening the path again later would lose a file renamed
+// or deleted in between (a rotation faster than the reads).
 func (t *Tailer) adoptCreated() {
+	if t.vanished != nil {
+		if n := t.vanished.Swap(0); n > 0 {
+			t.stats.Unread.Add(n)
+			level.Warn(t.logger).Log("msg", "log files were created and deleted again before they could be opened (faster than this process was scheduled); their lines are not counted", "files", n)
+		}
+	}
 	for {
 		var f *os.File
 		select {
@@ -417,15 +468,30 @@ func (t *Tailer) adoptCreated() {
 		for _, o := range t.old {
 			held = held || (o.dev == dev && o.ino == ino)
 		}
-		if pfi, err := os.Stat(t.opts.Path); held || (err == nil && os.SameFile(fi, pfi)) {
+		if held {
 			f.Close()
 			continue
 		}
-		fl := &file{f: f, buf: make([]byte, t.opts.BufferBytes), dev: dev, ino: ino}
-		t.stats.Discovered.Add(1)
-		level.Info(t.logger).Log("msg", "a log file was created and rotated away before it was read; reading it from its start")
+		fl := &file{f: f, buf: make([]byte, t.opts.BufferBytes), dev: dev, ino: ino, birth: birth(f)}
+		if pfi, err := os.Stat(t.opts.Path); err != nil || !os.SameFile(fi, pfi) {
+			t.stats.Discovered.Add(1)
+			level.Info(t.logger).Log("msg", "a log file was created and rotated away before it was read; reading it from its start")
+		}
 		t.keepReading(fl)
 	}
+}
+
+// takeOld removes the file dev, ino from the rotated files being read
+// and returns it (nil if there is none): a file adopted at its creation
+// that the path names.
+func (t *Tailer) takeOld(dev, ino uint64) *file {
+	for i, o := range t.old {
+		if o.dev == dev && o.ino == ino {
+			t.old = append(t.old[:i], t.old[i+1:]...)
+			return o
+		}
+	}
+	return nil
 }
 
 // discoverSlack widens the window in which a file never seen counts as
@@ -442,7 +508,12 @@ func (t *Tailer) truncated() {
 	var found string
 	before := fl.pos()
 	if before.HashLen > 0 {
-		found = t.drainCopy(before, fl)
+		var copied FilePos
+		if found, copied = t.drainCopy(before, fl); found != "" {
+			// The copy is a file of its own: known by its identity
+			// from now on, so that it is not taken for a new one.
+			t.addDone(copied)
+		}
 	}
 	t.addDone(before)
 	if found != "" {
@@ -458,8 +529,9 @@ func (t *Tailer) truncated() {
 
 // drainCopy looks for a sibling of the path holding cur's content at
 // pos (the copy copytruncate made, while we ran or were stopped), reads it
-// on from there to its end and returns its path; "" if there is none.
-func (t *Tailer) drainCopy(pos FilePos, cur *file) string {
+// on from there to its end and returns its path and final position; ""
+// if there is none.
+func (t *Tailer) drainCopy(pos FilePos, cur *file) (string, FilePos) {
 	for _, c := range siblings(t.opts.Path) {
 		if c.size < pos.Offset || (c.dev == cur.dev && c.ino == cur.ino) {
 			continue
@@ -467,12 +539,13 @@ func (t *Tailer) drainCopy(pos FilePos, cur *file) string {
 		if cp := t.openAt(c.path, pos); cp != nil {
 			cp.readLines(t.handle, t.opts.MaxLineBytes, t.stats, func() bool { return false })
 			cp.flushPartial(t.handle, t.stats)
+			end := cp.pos()
 			cp.close()
 			t.stats.CopyFound.Add(1)
-			return c.path
+			return c.path, end
 		}
 	}
-	return ""
+	return "", FilePos{}
 }
 
 // openAt opens path and positions it at pos if its first bytes and the

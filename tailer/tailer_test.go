@@ -52,6 +52,7 @@ type run struct {
 	done   chan struct{}
 	store  *Positions
 	stats  *Stats
+	tl     *Tailer
 }
 
 type harness struct {
@@ -93,6 +94,7 @@ func (h *harness) start() {
 	opts := h.opts
 	opts.Path = h.path
 	tl := New(opts, log.NewNopLogger(), store, r.stats, h.recorder.handle)
+	r.tl = tl
 	go func() {
 		defer close(r.done)
 		tl.Run(ctx)

@@ -6,6 +6,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Header is the column line of the table.
@@ -33,6 +34,12 @@ func Write(w io.Writer, snap Snapshot, v View) error {
 		fmt.Fprintf(&b, "  UDP drops %s/s  TCP overflows %s/s", num(snap.UDPDrops), num(snap.TCPOverflows))
 	}
 	b.WriteString("\n")
+	switch {
+	case snap.DaemonErr != nil:
+		fmt.Fprintf(&b, "probes: cannot read the daemon: %v\n", snap.DaemonErr)
+	case snap.Daemon != "" && len(snap.Probes) == 0:
+		fmt.Fprintf(&b, "probes: none in %s\n", snap.Daemon)
+	}
 	if len(snap.Probes) > 0 {
 		b.WriteString("probes")
 		for _, p := range snap.Probes {
@@ -41,6 +48,9 @@ func Write(w io.Writer, snap Snapshot, v View) error {
 				state = "FAIL"
 			}
 			fmt.Fprintf(&b, "  %s/%s %s", p.Target, p.Exchange, state)
+			if p.OK && p.Latency > 0 {
+				fmt.Fprintf(&b, " %s", latency(p.Latency))
+			}
 		}
 		b.WriteString("\n")
 	}
@@ -85,7 +95,7 @@ func interval(s Snapshot) string {
 	if s.Interval == 0 {
 		return "-"
 	}
-	return strconv.FormatFloat(s.Interval.Seconds(), 'f', 1, 64) + "s"
+	return strconv.FormatFloat(s.Interval.Seconds(), 'f', 2, 64) + "s"
 }
 
 func workers(rows []Row) int {
@@ -96,6 +106,15 @@ func workers(rows []Row) int {
 		}
 	}
 	return n
+}
+
+// latency is a duration in ms with a precision that suits it.
+func latency(d time.Duration) string {
+	ms := d.Seconds() * 1000
+	if ms < 10 {
+		return strconv.FormatFloat(ms, 'f', 2, 64) + "ms"
+	}
+	return strconv.FormatFloat(ms, 'f', 0, 64) + "ms"
 }
 
 func num(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }

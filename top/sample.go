@@ -1,11 +1,12 @@
 // Package top is `krb5-exporter top`: a live per-process view of a stock
-// MIT KDC, the kstat of a KDC that was never patched for it. It reads the
-// same sources as the daemon, in process: the host collectors (CPU and
-// memory of the supervisor and of each `-w N` worker by its stable index,
-// socket drops and overflows) and the KDC and kadmind logs followed from
-// their end (each request line names the worker that answered it), and
-// turns two gathers a second apart into rates: AS and TGS requests per
-// second by outcome, error share, CPU as a share of one core, RSS.
+// MIT KDC, the kstat of a KDC that was never patched for it. It gathers the
+// daemon's own collectors run in process (the log collector, read from the
+// logs' end: requests by worker and kadmind operations; the network
+// collector: UDP drops, TCP listen overflows), its own Source (CPU, RSS and
+// pid of each krb5kdc process under the worker index of internal/kdcproc)
+// and the probe series of a running daemon (Daemon), and turns two gathers
+// an interval apart into rates: AS and TGS requests per second by outcome,
+// error share, CPU as a share of one core, RSS.
 package top
 
 import (
@@ -21,8 +22,9 @@ import (
 
 // Row is one KDC process (or the sum of them).
 type Row struct {
-	// Name is "main" (a single-process KDC, or requests whose worker was
-	// not known), "supervisor", or the worker index.
+	// Name is the worker index of internal/kdcproc (a single-process KDC
+	// is worker 0), "supervisor", or for requests only "unknown" (a pid
+	// that was no running KDC process) and "other" (see docs/metrics.md).
 	Name string
 	PID  int // 0 when not known
 	// Requests per second answered by this process: AS and TGS issued
@@ -51,10 +53,14 @@ func (r *Row) ErrorRatio() float64 {
 	return (r.ASErr + r.TGSErr) / final
 }
 
-// Probe is the latest result of one configured probe.
+// Probe is the latest result of one probe of a running daemon.
 type Probe struct {
 	Target, Exchange string
 	OK               bool
+	// Latency is the duration of the latest successful exchange(s): the
+	// mean of those that completed since the previous refresh, else the
+	// last one seen; 0 before top has seen one.
+	Latency time.Duration
 }
 
 // Snapshot is one refresh of the view.
@@ -67,6 +73,10 @@ type Snapshot struct {
 	KadminOps, KadminErr   float64
 	UDPDrops, TCPOverflows float64 // per second
 	Probes                 []Probe
+	// Daemon is the daemon whose probes are shown ("" when none is read),
+	// DaemonErr why it could not be read.
+	Daemon    string
+	DaemonErr error
 	// HasKadmin and HasNetwork say whether those series were gathered at
 	// all (top's own sources have neither), so no 0 is shown for unknown.
 	HasKadmin, HasNetwork bool
@@ -81,9 +91,11 @@ const (
 	mProcessCPU     = "krb5_process_cpu_seconds_total"
 	mProcessRSS     = "krb5_process_resident_memory_bytes"
 	mKadmind        = "krb5_kadmind_requests_total"
+	mKadmindAuth    = "krb5_kadmind_authentication_failures_total" // present when a kadmind log is read
 	mUDPDrops       = "krb5_kdc_udp_drops_total"
 	mTCPOverflows   = "krb5_host_tcp_listen_overflows_total"
 	mProbeSuccess   = "krb5_probe_success"
+	mProbeDuration  = "krb5_probe_duration_seconds"
 )
 
 // Sampler turns gathers of g into Snapshots.
@@ -92,11 +104,19 @@ type Sampler struct {
 	prev   map[string]float64
 	prevAt time.Time
 	seen   map[string]bool // row names seen so far, to show the gone
+	// latency is the last probe latency seen, by target/exchange.
+	latency map[string]time.Duration
+	sawPIDs bool // the krb5kdc processes are known (top's Source)
+	daemon  *Daemon
 }
+
+// ReadDaemon tells the sampler that d is among its gatherer's sources, to
+// show where the probes come from and whether that worked.
+func (s *Sampler) ReadDaemon(d *Daemon) { s.daemon = d }
 
 // NewSampler samples g.
 func NewSampler(g prometheus.Gatherer) *Sampler {
-	return &Sampler{g: g, seen: map[string]bool{}}
+	return &Sampler{g: g, seen: map[string]bool{}, latency: map[string]time.Duration{}}
 }
 
 // Sample gathers once; rates are over the time since the previous Sample
@@ -136,12 +156,27 @@ func (s *Sampler) Sample(now time.Time) (Snapshot, error) {
 		}
 		return r
 	}
-	single := true // no per-worker CPU series: a single-process KDC
+	single := true // no per-worker CPU series: a single-process KDC, worker 0
 	for _, mf := range mfs {
 		if mf.GetName() == mWorkerCPU && len(mf.GetMetric()) > 0 {
 			single = false
 		}
+		if mf.GetName() == mWorkerPID {
+			s.sawPIDs = true
+		}
 	}
+	probes := map[string]*Probe{}
+	probe := func(l labelSet) *Probe {
+		k := l["target"] + "/" + l["exchange"]
+		p := probes[k]
+		if p == nil {
+			p = &Probe{Target: l["target"], Exchange: l["exchange"]}
+			probes[k] = p
+		}
+		return p
+	}
+	type durations struct{ dsum, dcount float64 }
+	probeDur := map[string]*durations{}
 	for _, mf := range mfs {
 		name := mf.GetName()
 		for _, m := range mf.GetMetric() {
@@ -178,16 +213,18 @@ func (s *Sampler) Sample(now time.Time) (Snapshot, error) {
 					x := rate(key, v)
 					snap.Total.CPU += x
 					if single {
-						row("main").CPU += x
+						row("0").CPU += x
 					}
 				}
 			case mProcessRSS:
 				if l["program"] == "krb5kdc" {
 					snap.Total.RSS = v
 					if single {
-						row("main").RSS = v
+						row("0").RSS = v
 					}
 				}
+			case mKadmindAuth:
+				snap.HasKadmin = true
 			case mKadmind:
 				snap.HasKadmin = true
 				x := rate(key, v)
@@ -202,13 +239,51 @@ func (s *Sampler) Sample(now time.Time) (Snapshot, error) {
 				snap.HasNetwork = true
 				snap.TCPOverflows += rate(key, v)
 			case mProbeSuccess:
-				snap.Probes = append(snap.Probes, Probe{Target: l["target"], Exchange: l["exchange"], OK: v == 1})
+				probe(l).OK = v == 1
+			case mProbeDuration:
+				h := m.GetHistogram()
+				k := l["target"] + "/" + l["exchange"]
+				d := probeDur[k]
+				if d == nil {
+					d = &durations{}
+					probeDur[k] = d
+				}
+				// Deltas since the previous refresh; none on the first.
+				if dt > 0 {
+					sum, count := h.GetSampleSum(), float64(h.GetSampleCount())
+					// A series that appeared counts from zero, as in rate.
+					oldSum, oldCount := s.prev[key+"sum"], s.prev[key+"count"]
+					if count > oldCount {
+						d.dsum += sum - oldSum
+						d.dcount += count - oldCount
+					}
+				}
+				cur[key+"sum"], cur[key+"count"] = h.GetSampleSum(), float64(h.GetSampleCount())
 			}
 		}
+	}
+	if s.daemon != nil {
+		snap.Daemon, snap.DaemonErr = s.daemon.URL(), s.daemon.Err()
+	}
+	for k, d := range probeDur {
+		if d.dcount > 0 {
+			s.latency[k] = time.Duration(d.dsum / d.dcount * float64(time.Second))
+		}
+	}
+	for k, p := range probes {
+		p.Latency = s.latency[k]
+		snap.Probes = append(snap.Probes, *p)
 	}
 	for name := range s.seen {
 		if rows[name] == nil {
 			rows[name] = &Row{Name: name, RSS: math.NaN(), Gone: true}
+		}
+	}
+	// Request counters outlive their process: with pids known, a row
+	// without a running process is gone.
+	for name, r := range rows {
+		if s.sawPIDs && r.PID == 0 && name != "unknown" && name != "other" {
+			r.Gone = true
 		}
 	}
 	for name, r := range rows {

@@ -19,7 +19,11 @@ func TestSampleRates(t *testing.T) {
 	rss := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: mWorkerRSS, Help: "h"}, []string{"worker"})
 	kadm := prometheus.NewCounterVec(prometheus.CounterOpts{Name: mKadmind, Help: "h"}, []string{"operation", "result"})
 	drops := prometheus.NewCounterVec(prometheus.CounterOpts{Name: mUDPDrops, Help: "h"}, []string{"address"})
-	reg.MustRegister(req, cpu, rss, kadm, drops)
+	dur := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: mProbeDuration, Help: "h"}, []string{"target", "exchange", "transport"})
+	ok := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: mProbeSuccess, Help: "h"}, []string{"target", "exchange"})
+	reg.MustRegister(req, cpu, rss, kadm, drops, dur, ok)
+	dur.WithLabelValues("kdc1", "as", "udp").Observe(0.004)
+	ok.WithLabelValues("kdc1", "as").Set(1)
 	req.WithLabelValues("0", "as", "ISSUE").Add(5)
 	req.WithLabelValues("1", "tgs", "ISSUE").Add(7)
 	cpu.WithLabelValues("0", "user").Add(10)
@@ -41,6 +45,8 @@ func TestSampleRates(t *testing.T) {
 	kadm.WithLabelValues("kadm5_get_principal", "success").Add(8)
 	kadm.WithLabelValues("kadm5_get_principal", "failure").Add(2)
 	drops.WithLabelValues("127.0.0.1:88").Add(3)
+	dur.WithLabelValues("kdc1", "as", "udp").Observe(0.010)
+	dur.WithLabelValues("kdc1", "as", "tcp").Observe(0.020)
 	snap, err := s.Sample(t0.Add(2 * time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -64,6 +70,11 @@ func TestSampleRates(t *testing.T) {
 			t.Errorf("%s = %v, want %v", c.what, c.got, c.want)
 		}
 	}
+	// The probes completed in the interval: their mean latency; the one
+	// before top started is not counted.
+	if len(snap.Probes) != 1 || snap.Probes[0].Latency != 15*time.Millisecond || !snap.Probes[0].OK {
+		t.Errorf("probes = %+v, want kdc1/as OK 15ms", snap.Probes)
+	}
 	// A worker whose series vanish is shown as gone.
 	req.DeleteLabelValues("1", "tgs", "ISSUE")
 	req.DeleteLabelValues("1", "tgs", "S_PRINCIPAL_UNKNOWN")
@@ -72,6 +83,9 @@ func TestSampleRates(t *testing.T) {
 	snap, _ = s.Sample(t0.Add(3 * time.Second))
 	var out bytes.Buffer
 	Write(&out, snap, View{Sort: ByName})
+	if !strings.Contains(out.String(), "kdc1/as OK 15ms") { // no new probe: the latest one stays
+		t.Errorf("probe latency not kept:\n%s", out.String())
+	}
 	if !strings.Contains(out.String(), "1 (gone)") {
 		t.Errorf("worker 1 not shown as gone:\n%s", out.String())
 	}

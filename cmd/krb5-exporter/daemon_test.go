@@ -44,7 +44,9 @@ func TestDaemonAgainstRealm(t *testing.T) {
 		`krb5_probe_success{exchange="as",target="perf_test-udp"}`:  "1",
 		`krb5_probe_success{exchange="tgs",target="perf_test-tcp"}`: "1",
 		`krb5_kdc_requests_total{request="as",status="ISSUE"}`:      "1",
-		`krb5_kdcconf_tcp_listen_backlog`:                           "5",
+		// A single-process KDC answers as worker 0.
+		`krb5_kdc_worker_requests_total{request="as",status="ISSUE",worker="0"}`: "1",
+		`krb5_kdcconf_tcp_listen_backlog`:                                        "5",
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for {

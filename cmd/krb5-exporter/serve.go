@@ -28,6 +28,7 @@ import (
 
 	"github.com/krb5-exporter/krb5-exporter/collector"
 	"github.com/krb5-exporter/krb5-exporter/config"
+	"github.com/krb5-exporter/krb5-exporter/internal/kdcproc"
 	"github.com/krb5-exporter/krb5-exporter/kdclog"
 	"github.com/krb5-exporter/krb5-exporter/logging"
 	"github.com/krb5-exporter/krb5-exporter/prober"
@@ -106,7 +107,17 @@ func (s *serveCmd) run(stdout, stderr io.Writer) int {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
-	host, err := collector.New(logger, *s.collectors)
+	// One pid -> worker index for the process collector's per-worker CPU
+	// and the log's per-worker requests, so that worker="1" is the same
+	// process in both.
+	workers, err := kdcproc.NewWorkers(s.collectors.ProcFS)
+	if err != nil {
+		level.Error(logger).Log("msg", "cannot set up the host collectors", "err", err)
+		return 1
+	}
+	hostCfg := *s.collectors
+	hostCfg.Workers = workers
+	host, err := collector.New(logger, hostCfg)
 	if err != nil {
 		level.Error(logger).Log("msg", "cannot set up the host collectors", "err", err)
 		return 1
@@ -121,6 +132,7 @@ func (s *serveCmd) run(stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer logs.Close()
+	logs.SetWorkerIndex(workers)
 	reloader := config.NewReloader(s.configFile, logger, reg)
 	reloader.OnReload(probes.ApplyConfig)
 	reloader.OnReload(logs.ApplyConfig)
@@ -158,6 +170,16 @@ func (s *serveCmd) run(stdout, stderr io.Writer) int {
 		level.Error(logger).Log("msg", "cannot build the web interface", "err", err)
 		return 1
 	}
+	// The listeners are bound (a taken port failed before any log was
+	// read); they answer once the logs are held open again at their
+	// saved positions, so that "the exporter answers" means no rotation
+	// from now on can take lines away from it.
+	select {
+	case <-logs.Ready():
+	case <-time.After(readyWait):
+		level.Warn(logger).Log("msg", "the log collector is not ready yet; serving metrics anyway", "waited", readyWait)
+	case <-ctx.Done():
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- web.ServeMultiple(listeners, srv, s.web, slogger) }()
@@ -179,6 +201,9 @@ func (s *serveCmd) run(stdout, stderr io.Writer) int {
 }
 
 // listen binds the --web.listen-address sockets, or takes systemd's.
+// readyWait bounds how long serving waits for the log collector.
+const readyWait = 10 * time.Second
+
 func (s *serveCmd) listen() ([]net.Listener, error) {
 	if *s.web.WebSystemdSocket {
 		ls, err := activation.Listeners()

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -14,32 +15,44 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/term"
 
+	"github.com/krb5-exporter/krb5-exporter/collector"
 	"github.com/krb5-exporter/krb5-exporter/config"
+	"github.com/krb5-exporter/krb5-exporter/internal/kdcproc"
+	"github.com/krb5-exporter/krb5-exporter/kdclog"
 	"github.com/krb5-exporter/krb5-exporter/top"
 )
 
 // topCmd is `krb5-exporter top`: the live per-process view of the KDC.
 type topCmd struct {
-	cmd        *kingpin.CmdClause
-	configFile string
-	logs       []string
-	pidFile    string
-	procfs     string
-	interval   time.Duration
-	batch      bool
-	once       bool
-	iterations int
-	sort       string
+	cmd         *kingpin.CmdClause
+	configFile  string
+	logs        []string
+	kadmindLogs []string
+	pidFile     string
+	procfs      string
+	daemonURL   string
+	interval    time.Duration
+	batch       bool
+	once        bool
+	iterations  int
+	sort        string
 }
+
+// topPollInterval is how often top reads the logs: well inside one refresh,
+// so that a refresh shows the lines of its own interval.
+const topPollInterval = 100 * time.Millisecond
 
 func addTopCommand(app *kingpin.Application) *topCmd {
 	t := &topCmd{}
-	t.cmd = app.Command("top", "Live view of the KDC per process (supervisor and each -w N worker): requests per second by outcome from the KDC log, CPU and memory from /proc. Follows the log from its end; touches no position file.")
+	t.cmd = app.Command("top", "Live view of the KDC per process (supervisor and each -w N worker by its stable index): requests per second by outcome from the KDC log, CPU and memory from /proc, kadmind operations, UDP drops and TCP listen overflows, and the latest probe results of a running daemon. Follows the logs from their end; touches no position file.")
 	c := t.cmd
-	c.Flag("config.file", "Exporter configuration file: its kdc and any logs are followed (the daemon's --config.file).").StringVar(&t.configFile)
+	c.Flag("config.file", "Exporter configuration file (the daemon's --config.file): every log of its logs: section is followed, from its end.").StringVar(&t.configFile)
 	c.Flag("log", "KDC log file to follow (repeatable; instead of or besides --config.file's).").StringsVar(&t.logs)
+	c.Flag("kadmind-log", "kadmind log file to follow for its operations per second (repeatable; besides --config.file's).").StringsVar(&t.kadmindLogs)
 	c.Flag("collector.process.krb5kdc-pidfile", "Find krb5kdc by its pid file (-P); without one, by process name.").StringVar(&t.pidFile)
 	c.Flag("path.procfs", "procfs mount point.").Default("/proc").StringVar(&t.procfs)
+	c.Flag("daemon.url", "The /metrics of the krb5-exporter daemon whose probe results (success, latency of the latest login and service ticket) are shown. top sends no probe of its own: logins every refresh would show in the very rates it displays, and the daemon probes each target at its interval already. Empty: no probe line.").
+		Default("http://localhost" + defaultListenAddress + "/metrics").StringVar(&t.daemonURL)
 	c.Flag("interval", "Time between two refreshes.").Default("1s").DurationVar(&t.interval)
 	c.Flag("batch", "Print plain-text snapshots instead of the full-screen view (also when not on a terminal).").Short('b').BoolVar(&t.batch)
 	c.Flag("once", "Print one snapshot (after one interval) and exit; the same as --batch --iterations 1.").BoolVar(&t.once)
@@ -48,47 +61,106 @@ func addTopCommand(app *kingpin.Application) *topCmd {
 	return t
 }
 
+// logConfig is the configuration top's log collector runs: the logs of the
+// configuration file (its modules tell the probe principals apart) and of
+// the flags, all read from their end and often.
+func (t *topCmd) logConfig() (*config.Config, error) {
+	cfg := &config.Config{}
+	if t.configFile != "" {
+		var err error
+		if cfg, err = config.Load(t.configFile); err != nil {
+			return nil, err
+		}
+	}
+	var logs []config.LogSource
+	for _, l := range cfg.Logs {
+		if l.Type != "kpropd" {
+			logs = append(logs, l)
+		}
+	}
+	for _, p := range t.logs {
+		logs = append(logs, config.LogSource{Path: p, Type: "kdc"})
+	}
+	for _, p := range t.kadmindLogs {
+		logs = append(logs, config.LogSource{Path: p, Type: "kadmind"})
+	}
+	for i := range logs {
+		logs[i].StartAt = "end"
+		logs[i].PollInterval = topPollInterval
+	}
+	cfg.Logs = logs
+	return cfg, nil
+}
+
 func (t *topCmd) run(stdout, stderr io.Writer) int {
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "krb5-exporter top: %v\n", err)
+		return 1
+	}
 	if t.once {
 		t.batch, t.iterations = true, 1
 	}
-	logs := append([]string{}, t.logs...)
-	if t.configFile != "" {
-		cfg, err := config.Load(t.configFile)
-		if err != nil {
-			fmt.Fprintf(stderr, "krb5-exporter top: %v\n", err)
-			return 1
-		}
-		for _, l := range cfg.Logs {
-			if l.Journal == nil && (l.Type == "kdc" || l.Type == "any") {
-				logs = append(logs, l.Path)
-			}
-		}
-	}
 	if t.interval < 100*time.Millisecond {
-		fmt.Fprintln(stderr, "krb5-exporter top: --interval must be at least 100ms")
-		return 1
+		return fail(fmt.Errorf("--interval must be at least 100ms"))
 	}
-	src, err := top.NewSource(logs, t.pidFile, t.procfs, log.NewNopLogger())
+	cfg, err := t.logConfig()
 	if err != nil {
-		fmt.Fprintf(stderr, "krb5-exporter top: %v\n", err)
-		return 1
+		return fail(err)
+	}
+	if len(cfg.Logs) == 0 {
+		fmt.Fprintln(stderr, "krb5-exporter top: no log to follow (--config.file with a logs: section, or --log): requests will show as 0")
+	}
+	// One worker index for the log's counts and the rows' /proc values.
+	workers, err := kdcproc.NewWorkers(t.procfs)
+	if err != nil {
+		return fail(err)
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(src)
+	logs, err := kdclog.NewManager(log.NewNopLogger(), reg, kdclog.Config{}) // positions in memory only
+	if err != nil {
+		return fail(err)
+	}
+	defer logs.Close()
+	logs.SetWorkerIndex(workers)
+	if err := logs.ApplyConfig(cfg); err != nil {
+		return fail(fmt.Errorf("the logs to follow: %w", err))
+	}
+	host, err := collector.New(log.NewNopLogger(), collector.Config{ProcFS: t.procfs, Network: true, KDCPidFile: t.pidFile})
+	if err != nil {
+		return fail(err)
+	}
+	src, err := top.NewSource(t.procfs, t.pidFile, workers)
+	if err != nil {
+		return fail(err)
+	}
+	reg.MustRegister(host, src)
+	gatherers := prometheus.Gatherers{reg}
+	var daemon *top.Daemon
+	if t.daemonURL != "" {
+		if !strings.HasPrefix(t.daemonURL, "http://") && !strings.HasPrefix(t.daemonURL, "https://") {
+			return fail(fmt.Errorf("--daemon.url: want http:// or https://"))
+		}
+		daemon = top.NewDaemon(t.daemonURL, min(t.interval, 2*time.Second))
+		gatherers = append(gatherers, daemon)
+	}
+
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	go src.Run(ctx)
-	s := top.NewSampler(reg)
+	done := make(chan struct{})
+	go func() { defer close(done); logs.Run(ctx) }()
+	defer func() { stop(); <-done }()
+
+	s := top.NewSampler(gatherers)
+	if daemon != nil {
+		s.ReadDaemon(daemon)
+	}
 	if _, err := s.Sample(time.Now()); err != nil {
-		fmt.Fprintf(stderr, "krb5-exporter top: %v\n", err)
-		return 1
+		return fail(err)
 	}
 	f, isFile := stdout.(*os.File)
 	if !t.batch && isFile && term.IsTerminal(int(f.Fd())) && term.IsTerminal(int(os.Stdin.Fd())) {
 		if err := top.Interactive(ctx, s, t.interval, os.Stdin, stdout); err != nil {
-			fmt.Fprintf(stderr, "krb5-exporter top: %v\n", err)
-			return 1
+			return fail(err)
 		}
 		return 0
 	}
@@ -102,8 +174,7 @@ func (t *topCmd) run(stdout, stderr io.Writer) int {
 		case now := <-tick.C:
 			snap, err := s.Sample(now)
 			if err != nil {
-				fmt.Fprintf(stderr, "krb5-exporter top: %v\n", err)
-				return 1
+				return fail(err)
 			}
 			if n > 0 {
 				fmt.Fprintln(stdout)

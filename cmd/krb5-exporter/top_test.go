@@ -1,8 +1,17 @@
 package main
 
 import (
+	"bufio"
+	"math"
+	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -10,8 +19,234 @@ import (
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
+// topRealm starts a realm with krb5kdc -w workers and kadmind, and the
+// daemon on it with the realm's configuration probing every second; it
+// returns once the daemon's login probe has succeeded. top's arguments
+// follow the same configuration and read that daemon's probes.
+func topRealm(t *testing.T, workers int) (*realm.Realm, []string) {
+	t.Helper()
+	r := testutil.Realm(t, realm.Options{Dir: filepath.Join(t.TempDir(), "r"), Workers: workers, DisableLastSuccess: true})
+	cfg := filepath.Join(t.TempDir(), "exporter.yml")
+	if err := writeRealmConfig(r, cfg); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(cfg)
+	os.WriteFile(cfg, []byte(strings.ReplaceAll(string(b), "interval: 15s", "interval: 1s")), 0o600)
+	base, _, logs := daemon(t, "--config.file", cfg, "--collector.process.krb5kdc-pidfile", r.KDCPidFile,
+		"--collector.kdcconf.path", r.KDCConf, "--collector.kdcconf.krb5-config", r.Krb5Conf)
+	testutil.Eventually(t, 60*time.Second, "the daemon's first login probe", func() bool {
+		for _, l := range metricLines(t, base, "krb5_probe_success") {
+			if strings.Contains(l, `exchange="as"`) && strings.HasSuffix(l, " 1") {
+				return true
+			}
+		}
+		return false
+	})
+	_ = logs
+	return r, []string{"top", "--config.file", cfg, "--collector.process.krb5kdc-pidfile", r.KDCPidFile, "--daemon.url", base + "/metrics"}
+}
+
+// udpLoad sends clients × n AS-REQs for the realm's users over UDP and
+// returns the replies received: each is one NEEDED_PREAUTH line of the KDC.
+func udpLoad(t *testing.T, r *realm.Realm, clients, n int) int {
+	t.Helper()
+	var mu sync.Mutex
+	replies := 0
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			conn, err := net.Dial("udp", r.KDCAddr)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer conn.Close()
+			buf := make([]byte, 4096)
+			for i := range n {
+				pkt, err := realm.ASRequest(r.Realm, strings.TrimSuffix(r.User((c*n+i)%4+1), "@"+r.Realm))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				conn.SetDeadline(time.Now().Add(10 * time.Second))
+				if _, err := conn.Write(pkt); err != nil {
+					t.Error(err)
+					return
+				}
+				if _, err := conn.Read(buf); err == nil {
+					mu.Lock()
+					replies++
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return replies
+}
+
+// snapshot is one parsed --batch snapshot.
+type snapshot struct {
+	text     string
+	interval float64
+	preauth  map[string]float64 // by row name; "total" too
+	gone     map[string]bool
+	kadmind  float64
+}
+
+var (
+	reInterval = regexp.MustCompile(`interval ([0-9.]+)s`)
+	reKadmind  = regexp.MustCompile(`kadmind ([0-9.]+) ops/s`)
+	reRow      = regexp.MustCompile(`^(\S+)( \(gone\))?\s+(\d+|-)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s`)
+)
+
+func parseSnapshot(t *testing.T, text string) snapshot {
+	t.Helper()
+	s := snapshot{text: text, preauth: map[string]float64{}, gone: map[string]bool{}}
+	if m := reInterval.FindStringSubmatch(text); m != nil {
+		s.interval, _ = strconv.ParseFloat(m[1], 64)
+	}
+	if m := reKadmind.FindStringSubmatch(text); m != nil {
+		s.kadmind, _ = strconv.ParseFloat(m[1], 64)
+	}
+	for _, line := range strings.Split(text, "\n") {
+		if m := reRow.FindStringSubmatch(line); m != nil {
+			v, _ := strconv.ParseFloat(m[6], 64)
+			s.preauth[m[1]] = v
+			s.gone[m[1]] = m[2] != ""
+		}
+	}
+	return s
+}
+
+// TestTopBatchAgainstWorkers: `top --batch` on a KDC with -w 4, kadmind
+// and a daemon probing it. Under a known UDP load the per-worker rates of
+// each snapshot add up to its total, and the totals over the snapshots
+// (rate × interval) to the replies the clients got; kadmind's operations,
+// the UDP drop and TCP overflow rates and the daemon's probe latency are
+// shown. A killed worker takes the KDC down (MIT 1.20): every row then
+// shows as gone.
+func TestTopBatchAgainstWorkers(t *testing.T) {
+	r, args := topRealm(t, 4)
+	cmd := exec.Command(binary, append(args, "--batch", "--iterations", "40", "--interval", "1s")...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := &testutil.LockedBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() })
+	snaps := make(chan snapshot, 64)
+	go func() {
+		defer close(snaps)
+		sc := bufio.NewScanner(out)
+		var cur []string
+		for sc.Scan() {
+			if strings.HasPrefix(sc.Text(), "krb5-exporter top - ") && len(cur) > 0 {
+				snaps <- parseSnapshot(t, strings.Join(cur, "\n"))
+				cur = nil
+			}
+			cur = append(cur, sc.Text())
+		}
+		if len(cur) > 0 {
+			snaps <- parseSnapshot(t, strings.Join(cur, "\n"))
+		}
+	}()
+	next := func() snapshot {
+		t.Helper()
+		select {
+		case s, ok := <-snaps:
+			if !ok {
+				t.Fatalf("top ended early: %s", stderr.String())
+			}
+			return s
+		case <-time.After(30 * time.Second):
+			t.Fatalf("no snapshot for 30s: %s", stderr.String())
+		}
+		return snapshot{}
+	}
+	first := next() // top follows the logs from here on
+	t.Logf("first snapshot:\n%s", first.text)
+
+	// kadmin first (its own logins are KDC requests too), then the load.
+	admin := exec.Command("kadmin", "-k", "-t", r.AdminKeytab, "-p", r.AdminPrincipal, "-q", "getprinc "+r.User(1))
+	admin.Env = append(os.Environ(), r.Env()...)
+	if out, err := admin.CombinedOutput(); err != nil {
+		t.Fatalf("kadmin: %v %s", err, out)
+	}
+	for n := 0; ; n++ {
+		if s := next(); s.kadmind > 0 {
+			break
+		}
+		if n == 20 {
+			t.Fatal("kadmind's operations never showed")
+		}
+	}
+	next() // the KDC lines of kadmin's login, written before kadmind's
+	sent := udpLoad(t, r, 4, 40)
+	if sent != 160 {
+		t.Fatalf("%d replies to 160 requests", sent)
+	}
+	var total float64
+	var probeSeen bool
+	reProbe := regexp.MustCompile(`-udp/as OK [0-9.]+ms`)
+	for n := 0; n < 30 && (math.Abs(total-float64(sent)) > 0.02*float64(sent)+1 || !probeSeen); n++ {
+		s := next()
+		var workers float64
+		for name, v := range s.preauth {
+			switch name {
+			case "total", "supervisor":
+			case "0", "1", "2", "3":
+				workers += v
+			default:
+				t.Errorf("row %q: want workers 0-3, supervisor, total:\n%s", name, s.text)
+			}
+		}
+		if d := math.Abs(workers - s.preauth["total"]); d > 0.3 { // 5 values rounded to 0.1
+			t.Errorf("worker rows add up to %.1f/s, the total row says %.1f/s:\n%s", workers, s.preauth["total"], s.text)
+		}
+		total += s.preauth["total"] * s.interval
+		probeSeen = probeSeen || reProbe.MatchString(s.text)
+		if !strings.Contains(s.text, "UDP drops ") || !strings.Contains(s.text, "TCP overflows ") {
+			t.Errorf("no UDP drops / TCP overflows:\n%s", s.text)
+		}
+	}
+	if math.Abs(total-float64(sent)) > 0.02*float64(sent)+1 {
+		t.Errorf("snapshots add up to %.1f requests, the clients got %d replies", total, sent)
+	}
+	if !probeSeen {
+		t.Error("the daemon's probe latency never showed")
+	}
+
+	pids := r.KDCPids()
+	if err := syscall.Kill(pids[1], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for n := 0; ; n++ {
+		s := next()
+		gone := 0
+		for name, g := range s.gone {
+			if g && name != "total" {
+				gone++
+			}
+		}
+		if gone == 5 { // supervisor and 4 workers
+			break
+		}
+		if n == 20 {
+			t.Fatalf("after a worker was killed, not every row gone:\n%s", s.text)
+		}
+	}
+}
+
 // The interactive view in a real terminal (tmux): the rows of the KDC's
-// processes appear, the `s` key changes the order, `q` quits.
+// processes, kadmind, the network and the daemon's probes appear, the `s`
+// key changes the order, `q` quits.
 func TestTopInteractive(t *testing.T) {
 	if _, err := exec.LookPath("tmux"); err != nil {
 		if testutil.InCI() {
@@ -19,7 +254,7 @@ func TestTopInteractive(t *testing.T) {
 		}
 		t.Skip(err)
 	}
-	r := testutil.Realm(t, realm.Options{Workers: 2, NoKadmind: true})
+	_, args := topRealm(t, 2)
 	session := "krb5top" + strings.ReplaceAll(t.Name(), "/", "")
 	tmux := func(args ...string) string {
 		out, err := exec.Command("tmux", args...).CombinedOutput()
@@ -28,13 +263,15 @@ func TestTopInteractive(t *testing.T) {
 		}
 		return string(out)
 	}
-	tmux("new-session", "-d", "-s", session, "-x", "130", "-y", "30",
-		binary+" top --log "+r.KDCLog+" --collector.process.krb5kdc-pidfile "+r.KDCPidFile)
+	tmux("new-session", "-d", "-s", session, "-x", "150", "-y", "30", binary+" "+strings.Join(args, " "))
 	t.Cleanup(func() { exec.Command("tmux", "kill-session", "-t", session).Run() })
 	screen := func() string { return tmux("capture-pane", "-t", session, "-p") }
-	testutil.Eventually(t, 20*time.Second, "the worker rows", func() bool {
+	reProbe := regexp.MustCompile(`-udp/as OK [0-9.]+ms`)
+	testutil.Eventually(t, 30*time.Second, "the worker rows, kadmind, network and probes", func() bool {
 		s := screen()
-		return strings.Contains(s, "supervisor") && strings.Contains(s, "\n0 ") && strings.Contains(s, "\n1 ") && strings.Contains(s, "sort: name")
+		return strings.Contains(s, "supervisor") && strings.Contains(s, "\n0 ") && strings.Contains(s, "\n1 ") &&
+			strings.Contains(s, "sort: name") && strings.Contains(s, "kadmind ") && strings.Contains(s, "UDP drops ") &&
+			reProbe.MatchString(s)
 	})
 	tmux("send-keys", "-t", session, "s")
 	testutil.Eventually(t, 20*time.Second, "the order to change", func() bool { return strings.Contains(screen(), "sort: requests") })
@@ -42,4 +279,22 @@ func TestTopInteractive(t *testing.T) {
 	testutil.Eventually(t, 20*time.Second, "top to quit", func() bool {
 		return exec.Command("tmux", "has-session", "-t", session).Run() != nil
 	})
+}
+
+// `top --once` prints one snapshot and exits 0: the KDC's rows and the
+// summary lines an admin pastes into a ticket.
+func TestTopOnce(t *testing.T) {
+	_, args := topRealm(t, 2)
+	stdout, stderr, code := exporter(t, append(args, "--once", "--interval", "1500ms")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"supervisor", "\n0 ", "\n1 ", "\ntotal ", "kadmind ", "UDP drops ", "TCP overflows ", "probes "} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("no %q in:\n%s", want, stdout)
+		}
+	}
+	if strings.Contains(stdout, "\x1b[") {
+		t.Errorf("escape sequences in a snapshot that is not for a terminal:\n%q", stdout)
+	}
 }
