@@ -89,7 +89,7 @@ func serve(args []string) error {
 	}
 	fmt.Println(l.Addr().String())
 	go func() { io.Copy(io.Discard, os.Stdin); os.Exit(0) }()
-	return http.Serve(l, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	return http.Serve(l, collector.MetricsHandler(reg, promhttp.HandlerOpts{}))
 }
 
 type exporter struct {
