@@ -9,9 +9,10 @@
 // takes each exporter's CPU time from /proc/PID/task/*/schedstat
 // (nanoseconds) before and after every scrape. Our side is this package's
 // collectors plus the Go and process collectors a real exporter binary
-// has, behind collector.MetricsHandler (promhttp, gzip at BestSpeed). Both exporters watch exactly the realm's daemons:
-// ours through their pid files, process-exporter through a comm+cmdline
-// matcher on the realm directory.
+// has, behind collector.MetricsHandler (promhttp, gzip at BestSpeed).
+// Both exporters watch exactly the realm's daemons: ours through their
+// pid files, process-exporter through a comm+cmdline matcher on the realm
+// directory.
 package main
 
 import (
