@@ -1,7 +1,6 @@
 package alerts
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -13,11 +12,14 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/krb5-exporter/krb5-exporter/bench"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
@@ -27,15 +29,18 @@ import (
 var shortened = []string{"KDCProbeFailing", "KDCRealmUnavailable", "KDCDown", "KDCErrorBudgetBurnFast"}
 
 // TestEndToEnd runs the rules and the dashboards' queries in a real
-// Prometheus that scrapes a real krb5-exporter following and probing a
-// harness realm (krb5kdc -w 2) under a small load of real MIT clients. It
-// checks that every dashboard query (template variables substituted) and
-// every recording rule returns data, that no rule fails to evaluate, that
-// the README's /probe relabelling works, that the load's requests for an
-// unknown service fire KDCErrorBudgetBurnFast, and that stopping the KDC
-// makes KDCProbeFailing go pending, then firing, with KDCRealmUnavailable
-// and KDCDown. The rules are the committed files with one change: the for:
-// of the alerts in shortened is 5s.
+// Prometheus that scrapes two real krb5-exporters: one following and
+// probing a harness realm (krb5kdc -w 2) under a small load of real MIT
+// clients, one next to a replica of that realm (kpropd over iprop); and a
+// real krb5-exporter bench daemon that runs a short suite against its own
+// small realm. It checks that every dashboard query (template variables
+// substituted) and every recording rule returns data, that the replication
+// rules find the replica as the replica, that no rule fails to evaluate,
+// that the README's /probe relabelling works, that the load's requests for
+// an unknown service fire KDCErrorBudgetBurnFast, and that stopping the
+// KDC makes KDCProbeFailing go pending, then firing, with
+// KDCRealmUnavailable and KDCDown. The rules are the committed files with
+// one change: the for: of the alerts in shortened is 5s.
 func TestEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test: real KDC, exporter and Prometheus")
@@ -46,7 +51,7 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatal("prometheus not found: install the Debian package prometheus (make deps)")
 	}
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	tmp := t.TempDir()
 
@@ -56,7 +61,18 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 
-	r := testutil.Realm(t, realm.Options{Users: 5, Services: 2, Fillers: 20, Workers: 2, NoKadmind: true})
+	// The bench daemon first: its suite runs while the realms come up.
+	benchAddr := freeAddr(t)
+	benchLog := &testutil.LockedBuffer{}
+	startBench(t, benchLog, bin, tmp, benchAddr)
+
+	r := testutil.Realm(t, realm.Options{Users: 5, Services: 2, Fillers: 20, Workers: 2})
+	replica := testutil.Replica(t, r)
+	// An update after the replica's full resync: both update logs hold
+	// one, so both have a last update time to compare.
+	if _, err := r.KadminLocal(ctx, "addprinc -randkey -clearpolicy e2e-replicated"); err != nil {
+		t.Fatal(err)
+	}
 
 	cfg := filepath.Join(tmp, "exporter.yml")
 	writeFile(t, cfg, fmt.Sprintf(`modules:
@@ -87,12 +103,31 @@ logs:
 `, r.Realm, r.ProbePrincipal, r.ProbeKeytab, r.Service(1), r.KDCAddr, r.KDCLog))
 
 	exporterAddr := freeAddr(t)
-	exporterLog := &syncBuffer{}
+	exporterLog := &testutil.LockedBuffer{}
 	start(t, exporterLog, bin, "--web.listen-address", exporterAddr, "--config.file", cfg,
-		"--collector.process.krb5kdc-pidfile", r.KDCPidFile,
+		"--collector.process.krb5kdc-pidfile", r.KDCPidFile, "--collector.process.kadmind-pidfile", r.KadmindPidFile,
 		"--collector.kdcconf.path", r.KDCConf, "--collector.kdcconf.krb5-config", r.Krb5Conf,
+		"--collector.replication.dump-file", r.DumpFile,
 		"--kdclog.position-file", filepath.Join(tmp, "positions.json"))
 	waitHTTP(t, ctx, "http://"+exporterAddr+"/-/ready", exporterLog)
+
+	// The exporter next to the replica: its KDC's and kpropd's logs, its
+	// own daemons by their pid files (kadmind runs only on the primary:
+	// that is how the rules tell the primary).
+	replicaCfg := filepath.Join(tmp, "replica.yml")
+	writeFile(t, replicaCfg, fmt.Sprintf(`logs:
+  - {path: %s, type: kdc, start_at: beginning}
+  - {path: %s, type: kpropd, start_at: beginning}
+`, replica.KDCLog, replica.Replica.Log))
+	replicaAddr := freeAddr(t)
+	replicaLog := &testutil.LockedBuffer{}
+	start(t, replicaLog, bin, "--web.listen-address", replicaAddr, "--config.file", replicaCfg,
+		"--collector.process.krb5kdc-pidfile", replica.KDCPidFile, "--collector.process.kadmind-pidfile", replica.KadmindPidFile,
+		"--collector.process.kpropd-pidfile", replica.Replica.PidFile,
+		"--collector.kdcconf.path", replica.KDCConf, "--collector.kdcconf.krb5-config", replica.Krb5Conf,
+		"--collector.replication.dump-file", replica.DumpFile,
+		"--kdclog.position-file", filepath.Join(tmp, "replica-positions.json"))
+	waitHTTP(t, ctx, "http://"+replicaAddr+"/-/ready", replicaLog)
 
 	// Prometheus, with the rule files as committed except for one for:.
 	rulesDir := filepath.Join(tmp, "rules")
@@ -121,6 +156,8 @@ logs:
 rule_files: [%s]
 scrape_configs:
   - job_name: krb5
+    static_configs: [{targets: ["%s", "%s"]}]
+  - job_name: krb5-bench
     static_configs: [{targets: ["%s"]}]
   - job_name: krb5-probe
     scrape_interval: 2s
@@ -132,8 +169,8 @@ scrape_configs:
       - {source_labels: [__address__], target_label: __param_target}
       - {source_labels: [__param_target], target_label: instance}
       - {target_label: __address__, replacement: "%s"}
-`, strings.Join(copies, ", "), exporterAddr, r.KDCAddr, exporterAddr))
-	promLog := &syncBuffer{}
+`, strings.Join(copies, ", "), exporterAddr, replicaAddr, benchAddr, r.KDCAddr, exporterAddr))
+	promLog := &testutil.LockedBuffer{}
 	start(t, promLog, promBin, "--config.file", promCfg, "--storage.tsdb.path", filepath.Join(tmp, "tsdb"),
 		"--web.listen-address", promAddr)
 	prom := "http://" + promAddr
@@ -152,19 +189,23 @@ scrape_configs:
 
 	// Every dashboard query and every recording rule, until all return
 	// data or the deadline passes.
+	// The variables as Grafana substitutes them with the KDCs' exporters
+	// (or the bench daemon) chosen.
+	vars := map[string]dashboardVars{
+		"krb5-kdc-overview.json": {job: "krb5", instances: []string{exporterAddr, replicaAddr}},
+		"krb5-probes.json":       {job: "krb5", instances: []string{exporterAddr, replicaAddr}},
+		"krb5-bench.json":        {job: "krb5-bench", instances: []string{benchAddr}},
+	}
 	queries := map[string]string{} // query -> where it comes from
-	for where, expr := range dashboardQueries(t, exporterAddr) {
+	for where, expr := range dashboardQueries(t, vars) {
 		queries[expr] = where
 	}
 	for _, rl := range allRules(t) {
-		// The replication rules need a primary and a replica with iprop;
-		// this realm is one KDC. collector.TestReplicationFollowsAndFallsBehind
-		// evaluates them on a real primary's and replica's scraped values.
-		if rl.Record != "" && !strings.HasPrefix(rl.Record, "krb5:iprop_") {
+		if rl.Record != "" {
 			queries[rl.Record] = "recording rule"
 		}
 	}
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(90 * time.Second)
 	for {
 		var missing []string
 		for expr, where := range queries {
@@ -180,13 +221,26 @@ scrape_configs:
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after 60s, %d of %d queries return no data:\n%s\nexporter log:\n%s", len(missing), len(queries), strings.Join(missing, "\n"), exporterLog.String())
+			t.Fatalf("after 90s, %d of %d queries return no data:\n%s\nexporter log:\n%s\nreplica's exporter log:\n%s\nbench log:\n%s",
+				len(missing), len(queries), strings.Join(missing, "\n"), exporterLog.String(), replicaLog.String(), benchLog.String())
 		}
 		sleep(ctx, time.Second)
 	}
 	t.Logf("%d dashboard and recording rule queries return data", len(queries))
 	checkRuleHealth(t, ctx, prom)
-	checkVariables(t, ctx, prom, exporterAddr)
+	checkVariables(t, ctx, prom, vars)
+	checkBenchAgainstReport(t, ctx, prom, filepath.Join(tmp, "bench-results"))
+	// The rules take the host whose kadmind runs for the primary: the lag
+	// is the replica's alone.
+	for expr, want := range map[string]int{
+		`krb5:iprop_replica_lag_updates`:                                        1,
+		fmt.Sprintf(`krb5:iprop_replica_lag_updates{instance=%q}`, replicaAddr): 1,
+		`krb5:iprop_replica_lag_seconds`:                                        1,
+	} {
+		if n, err := instantQuery(ctx, prom, expr); err != nil || n != want {
+			t.Errorf("%s: %d series (%v), want %d", expr, n, err, want)
+		}
+	}
 
 	// The README's /probe scrape configuration logs in through the KDC.
 	// (One success in the last minute: on a loaded machine a probe may
@@ -253,18 +307,30 @@ func shortenFor(t *testing.T, text, alert, d string) string {
 	return re.ReplaceAllString(text, "${1}"+d)
 }
 
+// dashboardVars are the values of one dashboard's template variables in
+// this test: the job, and the instances chosen (all of the job's).
+type dashboardVars struct {
+	job       string
+	instances []string
+}
+
 // dashboardQueries returns every panel query of the committed dashboards
-// with the template variables substituted as Grafana would for the job
-// krb5, the exporter's instance and all targets.
-func dashboardQueries(t *testing.T, instance string) map[string]string {
+// with the template variables substituted as Grafana would for vars (a
+// multi-value variable as a regular expression (a|b); all targets).
+func dashboardQueries(t *testing.T, vars map[string]dashboardVars) map[string]string {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join("..", "dashboards", "*.json"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no dashboards in ../dashboards: %v", err)
 	}
-	sub := strings.NewReplacer(`$job`, "krb5", `$instance`, instance, `$target`, ".+", `$__rate_interval`, "10s", `$__interval`, "2s")
 	out := map[string]string{}
 	for _, f := range files {
+		v, ok := vars[filepath.Base(f)]
+		if !ok {
+			t.Fatalf("%s: no variables for it in this test", f)
+		}
+		sub := strings.NewReplacer(`$job`, v.job, `$instance`, "("+strings.Join(v.instances, "|")+")", `$target`, ".+",
+			`$__rate_interval`, "10s", `$__interval`, "2s")
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
@@ -307,6 +373,47 @@ func instantQuery(ctx context.Context, prom, expr string) (int, error) {
 	return len(resp.Data.Result), nil
 }
 
+// checkBenchAgainstReport checks what Prometheus scraped from the bench
+// daemon against the run's own report.json: every metric's result in base
+// units, and nothing else.
+func checkBenchAgainstReport(t *testing.T, ctx context.Context, prom, results string) {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(results, "*", "report.json"))
+	if len(files) != 1 {
+		t.Fatalf("bench reports %v, want one", files)
+	}
+	var rep bench.Report
+	if err := json.Unmarshal(testutil.MustRead(t, files[0]), &rep); err != nil {
+		t.Fatal(err)
+	}
+	var resp struct {
+		Data struct {
+			Result []struct {
+				Metric map[string]string `json:"metric"`
+				Value  [2]any            `json:"value"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if err := getJSON(ctx, prom+"/api/v1/query?query="+url.QueryEscape(`krb5_bench_result{job="krb5-bench"}`), &resp); err != nil {
+		t.Fatal(err)
+	}
+	scraped := map[string]string{}
+	for _, r := range resp.Data.Result {
+		v, _ := r.Value[1].(string)
+		scraped[r.Metric["test"]+" "+r.Metric["metric"]] = v
+	}
+	if len(scraped) != len(rep.Metrics) || len(rep.Metrics) == 0 {
+		t.Errorf("Prometheus has %d bench results, the report %d: %v", len(scraped), len(rep.Metrics), scraped)
+	}
+	for _, m := range rep.Metrics {
+		key := m.Test + " " + m.Name
+		if want := strconv.FormatFloat(m.Base, 'f', -1, 64); scraped[key] != want {
+			t.Errorf("krb5_bench_result %s: Prometheus %q, report.json %s", key, scraped[key], want)
+		}
+	}
+	t.Logf("%d bench results in Prometheus match report.json (verdict %s)", len(rep.Metrics), rep.Verdict)
+}
+
 // checkRuleHealth fails the test for a rule Prometheus could not evaluate.
 func checkRuleHealth(t *testing.T, ctx context.Context, prom string) {
 	t.Helper()
@@ -346,14 +453,15 @@ var labelValues = regexp.MustCompile(`^label_values\((.+), (\w+)\)$`)
 
 // checkVariables runs the dashboards' query variables as Grafana does
 // (label values of the series a selector matches) and checks that each
-// offers the value this test's setup has: job krb5, the exporter's
-// instance, the probe targets.
-func checkVariables(t *testing.T, ctx context.Context, prom, instance string) {
+// offers the values this test's setup has: the job, every instance, the
+// probe target kdc-udp.
+func checkVariables(t *testing.T, ctx context.Context, prom string, vars map[string]dashboardVars) {
 	t.Helper()
-	want := map[string]string{"job": "krb5", "instance": instance, "target": "kdc-udp"}
 	files, _ := filepath.Glob(filepath.Join("..", "dashboards", "*.json"))
-	sub := strings.NewReplacer(`$job`, "krb5", `$instance`, instance)
 	for _, f := range files {
+		dv := vars[filepath.Base(f)]
+		want := map[string][]string{"job": {dv.job}, "instance": dv.instances, "target": {"kdc-udp"}}
+		sub := strings.NewReplacer(`$job`, dv.job, `$instance`, "("+strings.Join(dv.instances, "|")+")")
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
@@ -388,8 +496,13 @@ func checkVariables(t *testing.T, ctx context.Context, prom, instance string) {
 			if err := getJSON(ctx, u, &resp); err != nil {
 				t.Fatal(err)
 			}
-			if !slices.Contains(resp.Data, want[v.Name]) {
-				t.Errorf("%s: variable %s offers %v, want %q among them", filepath.Base(f), v.Name, resp.Data, want[v.Name])
+			if len(want[v.Name]) == 0 {
+				t.Errorf("%s: variable %s: this test does not know what it should offer", filepath.Base(f), v.Name)
+			}
+			for _, w := range want[v.Name] {
+				if !slices.Contains(resp.Data, w) {
+					t.Errorf("%s: variable %s offers %v, want %q among them", filepath.Base(f), v.Name, resp.Data, w)
+				}
 			}
 		}
 	}
@@ -479,7 +592,7 @@ func load(ctx context.Context, r *realm.Realm, ccache string) {
 func freeAddr(t *testing.T) string { return testutil.Addr(t) }
 
 // start runs a daemon for the rest of the test, its output in log.
-func start(t *testing.T, log *syncBuffer, bin string, args ...string) {
+func start(t *testing.T, log *testutil.LockedBuffer, bin string, args ...string) {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = log, log
@@ -492,7 +605,41 @@ func start(t *testing.T, log *syncBuffer, bin string, args ...string) {
 	})
 }
 
-func waitHTTP(t *testing.T, ctx context.Context, u string, log *syncBuffer) {
+// startBench runs krb5-exporter bench as a daemon serving /metrics on
+// addr: one short run of the tests whose metrics the bench dashboard shows
+// (throughput, latency, ratios, memory, dump) against its own small
+// ephemeral realm, then nothing for an hour. It is stopped with SIGTERM
+// (killed after 30 s), so that a run cut short removes its realm.
+func startBench(t *testing.T, log *testutil.LockedBuffer, bin, tmp, addr string) {
+	t.Helper()
+	benchTmp := filepath.Join(tmp, "bench-tmp") // its realm and lock files
+	if err := os.Mkdir(benchTmp, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "bench", "--web.listen-address", addr, "--interval", "1h",
+		"--output-dir", filepath.Join(tmp, "bench-results"), "--tests", "as,latency,cpu,memory,dump",
+		"--realm.users=6", "--realm.services=3", "--realm.fillers=-1",
+		"--clients", "2", "--duration", "500ms", "--login-rate", "30", "--tgs-per-login", "1", "--dump-rounds", "1")
+	cmd.Env = append(os.Environ(), "TMPDIR="+benchTmp)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Errorf("bench daemon still running 30s after SIGTERM; killed")
+			cmd.Process.Kill()
+			<-done
+		}
+	})
+}
+
+func waitHTTP(t *testing.T, ctx context.Context, u string, log *testutil.LockedBuffer) {
 	t.Helper()
 	for {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
@@ -521,22 +668,4 @@ func writeFile(t *testing.T, path, text string) {
 	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// syncBuffer collects a daemon's output while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/metricsdoc"
 )
 
 // ruleFile is the part of a Prometheus rule file the tests read.
@@ -234,58 +236,12 @@ func TestRunbook(t *testing.T) {
 	}
 }
 
-// identifier matches PromQL identifiers: metric and recorded names.
-var identifier = regexp.MustCompile(`[a-zA-Z_:][a-zA-Z0-9_:]*`)
-
-// documentedMetrics returns the metric names of docs/metrics.md.
-func documentedMetrics(t *testing.T) map[string]bool {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "docs", "metrics.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	names := map[string]bool{}
-	for _, m := range regexp.MustCompile("\\| `([a-z0-9_]+)` \\|").FindAllStringSubmatch(string(b), -1) {
-		names[m[1]] = true
-	}
-	return names
-}
-
-// undocumented returns the krb5_* and probe_* names in expr that are neither in
-// docs/metrics.md (histograms by their _bucket, _count and _sum series)
-// nor recorded by a rule.
-func undocumented(expr string, docs, recorded map[string]bool) []string {
-	var bad []string
-	for _, name := range identifier.FindAllString(expr, -1) {
-		if !strings.HasPrefix(name, "krb5_") && !strings.HasPrefix(name, "probe_") {
-			continue
-		}
-		base := name
-		for _, suffix := range []string{"_bucket", "_count", "_sum"} {
-			if b, ok := strings.CutSuffix(name, suffix); ok && docs[b] {
-				base = b
-			}
-		}
-		if !docs[base] && !recorded[name] {
-			bad = append(bad, name)
-		}
-	}
-	return bad
-}
-
 // TestRulesUseDocumentedMetrics checks that the rules read only metrics
 // the exporter has (docs/metrics.md is kept complete by internal/metricsdoc).
 func TestRulesUseDocumentedMetrics(t *testing.T) {
-	docs := documentedMetrics(t)
-	recorded := map[string]bool{}
-	rules := allRules(t)
-	for _, r := range rules {
-		if r.Record != "" {
-			recorded[r.Record] = true
-		}
-	}
-	for _, r := range rules {
-		if bad := undocumented(r.Expr, docs, recorded); len(bad) > 0 {
+	docs, recorded := metricsdoc.Documented(t), metricsdoc.Recorded(t)
+	for _, r := range allRules(t) {
+		if bad := metricsdoc.Unknown(r.Expr, docs, recorded); len(bad) > 0 {
 			t.Errorf("%s%s: metrics not in docs/metrics.md: %v", r.Alert, r.Record, bad)
 		}
 	}

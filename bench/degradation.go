@@ -18,6 +18,47 @@ import (
 func (r *run) degradation(ctx context.Context) error {
 	d := &Degradation{LoginsPerRound: r.set.DegradationLogins}
 	r.rep.Degradation = d
+	var err error
+	if r.set.Generator == GeneratorBatched {
+		err = r.degradationSessions(ctx, d)
+	} else {
+		err = r.degradationBlocking(ctx, d)
+	}
+	if err != nil {
+		return err
+	}
+	if d.Errors == d.LoginsPerRound*len(d.RoundsS) {
+		return fmt.Errorf("every login failed")
+	}
+	if d.Errors > 0 {
+		r.warn("degradation: %d logins or tickets failed", d.Errors)
+	}
+	first := d.RoundsS[0]
+	d.LastVsFirstPct = 100 * (d.RoundsS[len(d.RoundsS)-1] - first) / first
+	d.SlopePctRound = 100 * slope(d.RoundsS) / first
+	r.metric("degradation", "last_round_slowdown_ratio", "Last round slower than the first by", "%", d.LastVsFirstPct, "<=", r.set.Targets.DegradationMaxPct, 1e-2)
+	return nil
+}
+
+// degradationSessions makes the rounds on the raw-socket generator
+// (sessions.go): Clients sessions in flight, each started as soon as one
+// ends.
+func (r *run) degradationSessions(ctx context.Context, d *Degradation) error {
+	for round := 0; round < r.set.DegradationRounds; round++ {
+		r.prog.reset(fmt.Sprintf("degradation round %d", round+1))
+		sr, err := r.runSessions(ctx, sessionPlan{n: d.LoginsPerRound, tgsPer: 1}, r.set.Clients)
+		if err != nil {
+			return err
+		}
+		d.RoundsS = append(d.RoundsS, sr.wall.Seconds())
+		d.Errors += sr.failed
+	}
+	return nil
+}
+
+// degradationBlocking makes the rounds with Clients goroutines on the
+// blocking client.
+func (r *run) degradationBlocking(ctx context.Context, d *Degradation) error {
 	clients := r.set.Clients
 	cs := make([]*krb5.Client, clients)
 	svcs := make([]*krb5.Service, clients)
@@ -66,15 +107,5 @@ func (r *run) degradation(ctx context.Context) error {
 		d.RoundsS = append(d.RoundsS, time.Since(start).Seconds())
 		d.Errors += int(failed.Load())
 	}
-	if d.Errors == d.LoginsPerRound*len(d.RoundsS) {
-		return fmt.Errorf("every login failed")
-	}
-	if d.Errors > 0 {
-		r.warn("degradation: %d logins or tickets failed", d.Errors)
-	}
-	first := d.RoundsS[0]
-	d.LastVsFirstPct = 100 * (d.RoundsS[len(d.RoundsS)-1] - first) / first
-	d.SlopePctRound = 100 * slope(d.RoundsS) / first
-	r.metric("degradation", "last_round_slowdown_ratio", "Last round slower than the first by", "%", d.LastVsFirstPct, "<=", r.set.Targets.DegradationMaxPct, 1e-2)
 	return nil
 }

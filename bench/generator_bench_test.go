@@ -81,6 +81,41 @@ func BenchmarkGenerator(b *testing.B) {
 	}
 }
 
+// BenchmarkLatencyGenerator is the latency load (open loop, LOGIN_RATE
+// 100 sessions/s, each a SPAKE login and 4 tickets) on the raw-socket
+// session generator and on the blocking one, b.N sessions each; pin as
+// for BenchmarkGenerator, with -test.benchtime 1000x (10 s per run).
+func BenchmarkLatencyGenerator(b *testing.B) {
+	r := upRealmB(b)
+	for _, gen := range []string{GeneratorBatched, GeneratorBlocking} {
+		b.Run(gen, func(b *testing.B) {
+			set := Defaults()
+			set.Generator = gen
+			sys := RealmSystem(r)
+			if err := sys.validate(); err != nil {
+				b.Fatal(err)
+			}
+			ru := &run{sys: sys, set: set, prog: &progress{}, fleet: &fleet{sys: sys, preauth: krb5.PreauthSPAKE}, sampler: newSampler(r.KDCPids), rep: &Report{}}
+			const rate = 100
+			b.ResetTimer()
+			ol, err := ru.openLoop(context.Background(), rate, 4, time.Duration(b.N)*time.Second/rate)
+			b.StopTimer()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if ol.ErrorPct > 0 {
+				b.Fatalf("%.2f %% errors: %v %v", ol.ErrorPct, ol.Logins.ErrorTexts, ol.Tickets.ErrorTexts)
+			}
+			b.ReportMetric(ol.CPU.GeneratorPerRequestUS, "gen-cpu-us/req")
+			b.ReportMetric(ol.CPU.KDCPerRequestUS, "kdc-cpu-us/req")
+			b.ReportMetric(ol.CPU.Ratio, "gen/kdc")
+			b.ReportMetric(float64(ol.Behind), "late-sessions")
+			b.ReportMetric(ol.Logins.Latency.P99MS, "login-p99-ms")
+			b.ReportMetric(ol.Tickets.Latency.P99MS, "ticket-p99-ms")
+		})
+	}
+}
+
 func upRealmB(b *testing.B) *realm.Realm {
 	if err := realm.Available(); err != nil {
 		b.Skip(err)

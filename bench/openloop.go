@@ -41,9 +41,12 @@ type session struct {
 // is still busy waits for a free one (and the wait counts in its latency).
 func (r *run) openLoop(ctx context.Context, rate float64, tgsPer int, dur time.Duration) (*OpenLoop, error) {
 	n := int(rate * dur.Seconds())
-	// Enough clients for every session in flight at ten times the
-	// expected time per session, bounded.
+	// A client per user, bounded: a session due while every client is
+	// busy waits for one, and the wait counts in its latency.
 	nc := max(4, min(maxClients, max(r.fleet.users(), 1)))
+	if r.set.Generator == GeneratorBatched {
+		return r.openLoopSessions(ctx, rate, tgsPer, n, nc)
+	}
 	free := make(chan *session, nc)
 	var all []*session
 	defer func() {
@@ -138,6 +141,32 @@ loop:
 	}
 	res.CPU = cpuUse(a, b, total)
 	return res, ctx.Err()
+}
+
+// openLoopSessions is the open loop on the raw-socket generator
+// (sessions.go).
+func (r *run) openLoopSessions(ctx context.Context, rate float64, tgsPer, n, nc int) (*OpenLoop, error) {
+	sr, err := r.runSessions(ctx, sessionPlan{n: n, rate: rate, tgsPer: tgsPer}, nc)
+	if sr == nil {
+		return nil, err
+	}
+	res := &OpenLoop{LoginRate: rate, TGSPerLogin: tgsPer, Sessions: len(sr.late)}
+	for _, l := range sr.late {
+		if l > time.Millisecond {
+			res.Behind++
+		}
+		res.MaxBehindMS = max(res.MaxBehindMS, ms(l))
+	}
+	res.Logins = r.finish(summarizeLoad(sr.recs, kindAS, nc, sr.wall, krb5.UDP))
+	res.Tickets = r.finish(summarizeLoad(sr.recs, kindTGS, nc, sr.wall, krb5.UDP))
+	res.Logins.recs = sr.recs
+	res.Tickets.recs = nil
+	total := res.Logins.Requests + res.Tickets.Requests
+	if total > 0 {
+		res.ErrorPct = 100 * float64(res.Logins.Errors+res.Tickets.Errors) / float64(total)
+	}
+	res.CPU = sr.cpu
+	return res, err
 }
 
 // finish attaches the first error text of each class seen.

@@ -355,6 +355,19 @@ func kindPhase(kind string) string {
 // opens with its own login's key); its nonce names the request.
 func (r *run) loginReply(c *krb5.Client, slots []slot, bySlot map[int64]int, reply []byte) (nonce int64, more bool, err error) {
 	kind, err := c.ReadLoginReply(reply)
+	if err != nil && kind == krb5.ReplyASRep {
+		// PREAUTH_FAILED to a SPAKE support message (the KDC shares no
+		// group with us) answers the oldest login that sent one: under
+		// auto it goes on with encrypted timestamp, as kinit does.
+		if i := oldestSlot(slots, stageMask(krb5.StageSupport)); i >= 0 {
+			var fallback bool
+			if fallback, err = c.SPAKERefused(err); fallback {
+				kind, err = krb5.ReplyMoreData, nil
+			} else if krb5.Classify(err) == krb5.ClassPreauthUnsupported {
+				return 0, true, err // ends the oldest support message
+			}
+		}
+	}
 	switch {
 	case err != nil && kind == krb5.ReplyASRep:
 		return 0, false, err

@@ -1,7 +1,9 @@
 package bench
 
 import (
+	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 
@@ -82,4 +84,61 @@ func summary(l *Load) string {
 		return "no load"
 	}
 	return fmt.Sprintf("%d requests, %d errors %v %v", l.Requests, l.Errors, l.ErrorClasses, l.ErrorTexts)
+}
+
+// spakeRefused is MIT's answer to a SPAKE support message offering no
+// group the KDC allows.
+const spakeRefused = `AS_REQ .* 127\.0\.0\.1: PREAUTH_FAILED: user\d+@PERF\.TEST for krbtgt/\S+, `
+
+// A KDC that offers SPAKE but only with a group the engine lacks (P-384)
+// answers the support message with PREAUTH_FAILED: under auto the
+// raw-socket generators go on with encrypted timestamp, as kinit does
+// (every login then shows the refusal in the KDC's log, and is issued);
+// under spake every login fails as unsupported.
+func TestBatchedSPAKERefusedFallsBack(t *testing.T) {
+	r := upRealm(t, realm.Options{NoKadmind: true})
+	conf, err := os.ReadFile(r.Krb5Conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refusing := strings.Replace(string(conf), "spake_preauth_groups = edwards25519", "spake_preauth_groups = P-384", 1)
+	if refusing == string(conf) {
+		t.Fatal("no spake_preauth_groups in the realm's krb5.conf")
+	}
+	if err := os.WriteFile(r.Krb5Conf, []byte(refusing), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.StopKDC(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.StartKDC(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	sys := RealmSystem(r)
+	for _, tc := range []struct {
+		test string
+		load func(*Report) *Load
+	}{
+		{"as", func(rep *Report) *Load { return rep.AS }},
+		{"latency", func(rep *Report) *Load { return rep.Latency.Logins }},
+	} {
+		from := logSize(t, r.KDCLog)
+		s := small(tc.test)
+		s.BatchInflight = 8
+		rep := runSuite(t, sys, s)
+		l := tc.load(rep)
+		ok := l.Requests - l.Errors
+		if l.Requests == 0 || l.Errors > 0 || !strings.HasPrefix(rep.System.Preauth, krb5.MethodEncTimestamp) {
+			t.Fatalf("%s, auto against a KDC refusing our SPAKE groups: %q %s", tc.test, rep.System.Preauth, summary(l))
+		}
+		if refused, issued := logCount(t, r.KDCLog, from, spakeRefused), logCount(t, r.KDCLog, from, asIssue); refused < ok || issued < ok {
+			t.Errorf("%s: %d logins counted; the KDC refused %d SPAKE support messages and issued %d", tc.test, ok, refused, issued)
+		}
+
+		s.Preauth = string(krb5.PreauthSPAKE)
+		rep = runSuite(t, sys, s)
+		if l := tc.load(rep); l == nil || l.Errors == 0 || l.Errors != l.Requests || l.ErrorClasses[krb5.ClassPreauthUnsupported] != l.Errors {
+			t.Errorf("%s, spake against a KDC refusing our groups: %s", tc.test, summary(l))
+		}
+	}
 }

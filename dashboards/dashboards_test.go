@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"gopkg.in/yaml.v3"
+	"github.com/krb5-exporter/krb5-exporter/internal/metricsdoc"
 )
 
 // TestCommittedJSON fails while a committed dashboard differs from what
@@ -110,61 +110,71 @@ func TestPanels(t *testing.T) {
 	}
 }
 
-var identifier = regexp.MustCompile(`[a-zA-Z_:][a-zA-Z0-9_:]*`)
-
 // TestQueriesUseExistingMetrics checks that every metric a query reads is
 // in docs/metrics.md or recorded by a rule of alerts/.
 func TestQueriesUseExistingMetrics(t *testing.T) {
-	doc, err := os.ReadFile(filepath.Join("..", "docs", "metrics.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	known := map[string]bool{}
-	for _, m := range regexp.MustCompile("\\| `([a-z0-9_]+)` \\|").FindAllStringSubmatch(string(doc), -1) {
-		known[m[1]] = true
-	}
-	files, _ := filepath.Glob(filepath.Join("..", "alerts", "*.rules.yml"))
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var rf struct {
-			Groups []struct {
-				Rules []struct {
-					Record string `yaml:"record"`
-				} `yaml:"rules"`
-			} `yaml:"groups"`
-		}
-		if err := yaml.Unmarshal(b, &rf); err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-		for _, g := range rf.Groups {
-			for _, r := range g.Rules {
-				if r.Record != "" {
-					known[r.Record] = true
-				}
-			}
-		}
-	}
+	docs, recorded := metricsdoc.Documented(t), metricsdoc.Recorded(t)
 	for name := range All() {
 		for _, p := range panels(t, name) {
 			for _, q := range p.Targets {
-				for _, id := range identifier.FindAllString(q.Expr, -1) {
-					if !strings.HasPrefix(id, "krb5_") && !strings.Contains(id, ":krb5_") {
-						continue
-					}
-					base := id
-					for _, suffix := range []string{"_bucket", "_count", "_sum"} {
-						if b, ok := strings.CutSuffix(id, suffix); ok && known[b] {
-							base = b
-						}
-					}
-					if !known[base] {
-						t.Errorf("%s: %s: %s is neither in docs/metrics.md nor a recording rule of alerts/", name, p.Title, id)
-					}
+				if bad := metricsdoc.Unknown(q.Expr, docs, recorded); len(bad) > 0 {
+					t.Errorf("%s: %s: neither in docs/metrics.md nor a recording rule of alerts/: %v", name, p.Title, bad)
 				}
 			}
 		}
 	}
+}
+
+// TestBenchShowsEveryMetric checks that every metric the bench reports
+// (its source's r.metric calls: test and name) is on exactly one trend
+// panel of the Bench dashboard, so that a new bench metric does not go
+// unseen.
+func TestBenchShowsEveryMetric(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "bench", "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := regexp.MustCompile(`\.metric\("([a-z]+)", "([a-z0-9_]+)"`)
+	var names []string
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		for _, m := range call.FindAllStringSubmatch(string(mustRead(t, f)), -1) {
+			names = append(names, m[2])
+		}
+	}
+	if len(names) < 10 {
+		t.Fatalf("found %d bench metrics in ../bench: %v; has r.metric changed?", len(names), names)
+	}
+	selector := regexp.MustCompile(`krb5_bench_result\{[^}]*metric=~"([^"]+)"`)
+	panelOf := map[string][]string{}
+	for _, p := range panels(t, "krb5-bench.json") {
+		for _, q := range p.Targets {
+			m := selector.FindStringSubmatch(q.Expr)
+			if m == nil {
+				continue
+			}
+			re := regexp.MustCompile("^(?:" + m[1] + ")$") // PromQL anchors its regular expressions
+			for _, n := range names {
+				if re.MatchString(n) {
+					panelOf[n] = append(panelOf[n], p.Title)
+				}
+			}
+		}
+	}
+	for _, n := range names {
+		if len(panelOf[n]) != 1 {
+			t.Errorf("bench metric %s is on %d trend panels %v, want one", n, len(panelOf[n]), panelOf[n])
+		}
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -9,7 +9,7 @@ import (
 func Overview() *dashboard.DashboardBuilder {
 	b := newDashboard("Kerberos KDC overview", "krb5-kdc-overview",
 		"MIT Kerberos KDCs watched by krb5-exporter: availability, request rates and outcomes from the KDC log, probe latency against the targets, CPU, memory and socket pressure. One row per KDC.")
-	variables(b, true)
+	variables(b, true, "krb5_exporter_build_info", "The krb5-exporter next to each KDC.")
 
 	b.WithRow(dashboard.NewRowBuilder("KDC $instance").Repeat("instance"))
 	b.WithPanel(upDown("krb5kdc", "Whether a krb5kdc process runs on the host (krb5_process_up).", 3, 4,
@@ -66,7 +66,39 @@ func Overview() *dashboard.DashboardBuilder {
 		}))
 	b.WithPanel(graph("Weak encryption types", "Requests offering only weak types (DES, 3DES, RC4), offering them among others, or answered with one (issued).", "reqps", 8, 8,
 		[]query{q(`sum by (request, kind) (rate(krb5_kdc_weak_etype_requests_total{`+sel+`}[$__rate_interval]))`, "{{request}} {{kind}}")}))
+	b.WithPanel(graph("Requests per worker", "Requests each krb5kdc -w N worker answered (from the pid in the KDC log's lines; a single-process KDC is worker 0). The workers share the KDC's sockets: one that answers nothing while the others serve is stuck (KDCWorkerIdle).", "reqps", 12, 8,
+		[]query{q(`sum by (worker) (rate(krb5_kdc_worker_requests_total{`+sel+`, worker!~"unknown|other"}[$__rate_interval]))`, "worker {{worker}}")}))
+	b.WithPanel(graph("Worker share of requests", "Each worker's share of the KDC's requests over 5 minutes (1/N each when balanced); next to its CPU above, a worker with neither is blocked.", "percentunit", 12, 8,
+		[]query{q(`instance_worker:krb5_kdc_worker_requests:share5m{`+sel+`}`, "worker {{worker}}")}))
+
+	replication(b)
 	return b
+}
+
+// replication is a row across the selected KDCs (not repeated: replication
+// compares hosts): each replica's lag behind its primary from the update
+// logs (the recording rules of alerts/replication.rules.yml), full
+// propagations, and kpropd's own account.
+func replication(b *dashboard.DashboardBuilder) {
+	b.WithRow(dashboard.NewRowBuilder("Replication"))
+	b.WithPanel(graph("Replica lag (time)", "How much older each replica's newest update is than its primary's (krb5:iprop_replica_lag_seconds; the primary is the host whose kadmind runs). A healthy replica stays within its poll interval (iprop_replica_poll, 2 min by default); Krb5ReplicaBehind fires beyond 10 min (dashed).", "s", 8, 8,
+		[]query{q(`krb5:iprop_replica_lag_seconds{`+sel+`}`, "{{instance}} {{realm}}")}, limit{600, "red"}))
+	b.WithPanel(graph("Replica lag (updates)", "Updates the primary has and each replica lacks (krb5:iprop_replica_lag_updates). More than the primary's log holds (last - first serial) and the replica needs a full resync.", "none", 8, 8,
+		[]query{q(`krb5:iprop_replica_lag_updates{`+sel+`}`, "{{instance}} {{realm}}")}))
+	b.WithPanel(graph("Update log serial", "Serial of the last update in each host's iprop log: the replicas' follow the primary's.", "none", 8, 8,
+		[]query{q(`krb5_iprop_ulog_last_serial{`+sel+`}`, "{{instance}} {{realm}}")}))
+	b.WithPanel(graph("Since the last full propagation", "On a primary: time since kprop last delivered a full dump to each replica (its .last_prop marker) and since the last dump (.dump_ok). Incremental propagation needs none while replicas keep up; a full resync writes both.", "s", 8, 8,
+		[]query{
+			q(`time() - krb5_kprop_last_success_time_seconds{`+sel+`}`, "{{instance}} to {{replica}}"),
+			q(`time() - krb5_kprop_dump_time_seconds{`+sel+`}`, "{{instance}} dump"),
+		}))
+	b.WithPanel(graph("kpropd updates and resyncs", "On a replica (its kpropd log as a log source): incremental updates applied per second, and full resyncs asked for and granted.", "ops", 8, 8,
+		[]query{
+			q(`rate(krb5_kpropd_updates_total{`+sel+`}[$__rate_interval])`, "{{instance}} updates"),
+			q(`sum by (instance, event) (rate(krb5_kpropd_events_total{`+sel+`, event=~"full_resync_needed|full_resync_granted"}[$__rate_interval]))`, "{{instance}} {{event}}"),
+		}))
+	b.WithPanel(graph("kpropd errors", "kpropd error lines per second by kind. connect_failed and rpc_failed heal by retrying; permission_denied, replay_failed, load_failed, unauthorized and gave_up do not (Krb5KpropdFailing).", "ops", 8, 8,
+		[]query{q(`sum by (instance, error) (rate(krb5_kpropd_errors_total{`+sel+`}[$__rate_interval]))`, "{{instance}} {{error}}")}))
 }
 
 // latencyQueries are p50, p95 and p99 of one exchange's probes, per target.

@@ -8,6 +8,7 @@ import (
 	"github.com/grafana/grafana-foundation-sdk/go/heatmap"
 	"github.com/grafana/grafana-foundation-sdk/go/prometheus"
 	"github.com/grafana/grafana-foundation-sdk/go/stat"
+	"github.com/grafana/grafana-foundation-sdk/go/statetimeline"
 	"github.com/grafana/grafana-foundation-sdk/go/table"
 	"github.com/grafana/grafana-foundation-sdk/go/timeseries"
 )
@@ -94,6 +95,11 @@ func single(title, description, unit string, w, h uint32, qs []query, limits ...
 
 // upDown is a stat panel of a 0/1 gauge, red at 0.
 func upDown(title, description string, w, h uint32, qs []query) *stat.PanelBuilder {
+	return binary(title, description, w, h, qs, "down", "up")
+}
+
+// binary is a stat panel of a 0/1 gauge shown as words, red at 0.
+func binary(title, description string, w, h uint32, qs []query, zero, one string) *stat.PanelBuilder {
 	p := single(title, description, "none", w, h, qs)
 	p.Thresholds(dashboard.NewThresholdsConfigBuilder().Mode(dashboard.ThresholdsModeAbsolute).Steps([]dashboard.Threshold{
 		{Color: "red"}, {Value: cog.ToPtr(1.0), Color: "green"},
@@ -101,8 +107,8 @@ func upDown(title, description string, w, h uint32, qs []query) *stat.PanelBuild
 	p.Mappings([]dashboard.ValueMapping{{ValueMap: &dashboard.ValueMap{
 		Type: dashboard.MappingTypeValueToText,
 		Options: map[string]dashboard.ValueMappingResult{
-			"0": {Text: cog.ToPtr("down"), Color: cog.ToPtr("red")},
-			"1": {Text: cog.ToPtr("up"), Color: cog.ToPtr("green")},
+			"0": {Text: cog.ToPtr(zero), Color: cog.ToPtr("red")},
+			"1": {Text: cog.ToPtr(one), Color: cog.ToPtr("green")},
 		},
 	}}})
 	return p
@@ -141,6 +147,37 @@ func info(title, description string, w, h uint32, expr string) *table.PanelBuild
 			RefId("A"))
 }
 
+// timeline is a state timeline of 0/1 gauges shown as words, red at 0.
+func timeline(title, description string, w, h uint32, qs []query, zero, one string) *statetimeline.PanelBuilder {
+	return statetimeline.NewPanelBuilder().
+		Title(title).
+		Description(description).
+		Datasource(datasource).
+		Unit("none").
+		Span(w).Height(h).
+		Targets(targets(qs)).
+		ShowValue(common.VisibilityModeNever).
+		Thresholds(dashboard.NewThresholdsConfigBuilder().Mode(dashboard.ThresholdsModeAbsolute).Steps([]dashboard.Threshold{
+			{Color: "red"}, {Value: cog.ToPtr(1.0), Color: "green"},
+		})).
+		Mappings([]dashboard.ValueMapping{{ValueMap: &dashboard.ValueMap{
+			Type: dashboard.MappingTypeValueToText,
+			Options: map[string]dashboard.ValueMappingResult{
+				"0": {Text: cog.ToPtr(zero), Color: cog.ToPtr("red")},
+				"1": {Text: cog.ToPtr(one), Color: cog.ToPtr("green")},
+			},
+		}}})
+}
+
+// dashed draws the series whose legend ends in " target" as dashed lines:
+// a target that comes from a metric, not a fixed threshold.
+func dashed(p *timeseries.PanelBuilder) *timeseries.PanelBuilder {
+	return p.OverrideByRegexp(".* target$", []dashboard.DynamicConfigValue{
+		{Id: "custom.lineStyle", Value: common.LineStyle{Fill: cog.ToPtr(common.LineStyleFillDash), Dash: []float64{10, 10}}},
+		{Id: "custom.fillOpacity", Value: 0},
+	})
+}
+
 // newDashboard starts a dashboard with the settings both share.
 func newDashboard(title, uid, description string) *dashboard.DashboardBuilder {
 	return dashboard.NewDashboardBuilder(title).
@@ -154,16 +191,16 @@ func newDashboard(title, uid, description string) *dashboard.DashboardBuilder {
 }
 
 // variables are the datasource, job and instance template variables every
-// dashboard has.
-func variables(b *dashboard.DashboardBuilder, instanceMulti bool) {
+// dashboard has; jobs and instances are those that have the series from.
+func variables(b *dashboard.DashboardBuilder, instanceMulti bool, from, instanceDescription string) {
 	b.WithVariable(dashboard.NewDatasourceVariableBuilder("datasource").
 		Label("Data source").
 		Type("prometheus"))
 	b.WithVariable(dashboard.NewQueryVariableBuilder("job").
 		Label("Job").
-		Description("Prometheus job of the krb5-exporter scrapes.").
+		Description("Prometheus job of the scrapes.").
 		Datasource(datasource).
-		Query(dashboard.StringOrMap{String: cog.ToPtr(`label_values(krb5_exporter_build_info, job)`)}).
+		Query(dashboard.StringOrMap{String: cog.ToPtr(`label_values(` + from + `, job)`)}).
 		Refresh(dashboard.VariableRefreshOnTimeRangeChanged).
 		Sort(dashboard.VariableSortAlphabeticalAsc).
 		Multi(true).
@@ -171,9 +208,9 @@ func variables(b *dashboard.DashboardBuilder, instanceMulti bool) {
 		AllValue(".+"))
 	b.WithVariable(dashboard.NewQueryVariableBuilder("instance").
 		Label("KDC").
-		Description("The krb5-exporter next to each KDC.").
+		Description(instanceDescription).
 		Datasource(datasource).
-		Query(dashboard.StringOrMap{String: cog.ToPtr(`label_values(krb5_exporter_build_info{job=~"$job"}, instance)`)}).
+		Query(dashboard.StringOrMap{String: cog.ToPtr(`label_values(` + from + `{job=~"$job"}, instance)`)}).
 		Refresh(dashboard.VariableRefreshOnTimeRangeChanged).
 		Sort(dashboard.VariableSortAlphabeticalAsc).
 		Multi(instanceMulti).

@@ -14,7 +14,7 @@ const psel = sel + `, target=~"$target"`
 func Probes() *dashboard.DashboardBuilder {
 	b := newDashboard("Kerberos KDC probes", "krb5-probes",
 		"krb5-exporter's synthetic logins (AS) and service tickets (TGS) against each KDC: latency against the targets, the login's round trips, failures by class, the KDC's clock.")
-	variables(b, true)
+	variables(b, true, "krb5_exporter_build_info", "The krb5-exporter next to each KDC.")
 	b.WithVariable(dashboard.NewQueryVariableBuilder("target").
 		Label("Target").
 		Description("The probe's name from the exporter's configuration.").

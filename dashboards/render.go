@@ -12,6 +12,7 @@ func All() map[string]*dashboard.DashboardBuilder {
 	return map[string]*dashboard.DashboardBuilder{
 		"krb5-kdc-overview.json": Overview(),
 		"krb5-probes.json":       Probes(),
+		"krb5-bench.json":        Bench(),
 	}
 }
 

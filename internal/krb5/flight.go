@@ -1,6 +1,8 @@
 package krb5
 
 import (
+	"fmt"
+
 	"github.com/jcmturner/gokrb5/v8/iana/errorcode"
 )
 
@@ -159,4 +161,22 @@ func (f *LoginFlight) k0etype() int32 {
 		return 0
 	}
 	return f.k0.et.id
+}
+
+// SPAKERefused handles err, the answer to the SPAKE support message of a
+// login in flight. PREAUTH_FAILED there is the KDC sharing no SPAKE group
+// with the client: under PreauthAuto the next EncodeLoginNext sends
+// PA-ENC-TIMESTAMP instead, as kinit (and Login) do, and it returns
+// (true, nil); under PreauthSPAKE the login fails with
+// ClassPreauthUnsupported. Any other error is returned as it is.
+func (c *Client) SPAKERefused(err error) (fallback bool, _ error) {
+	pe, ok := err.(*Error)
+	if !ok || pe.Code != errorcode.KDC_ERR_PREAUTH_FAILED || !c.hasChoice {
+		return false, err
+	}
+	if c.preauth == PreauthSPAKE {
+		return false, wrapError(ClassPreauthUnsupported, PhaseSPAKEChallenge, fmt.Errorf("the KDC supports none of the client's SPAKE groups (edwards25519, P-256): %w", err))
+	}
+	c.choice.spake = spakeOff
+	return true, nil
 }

@@ -1,0 +1,93 @@
+package dashboards
+
+import (
+	"github.com/grafana/grafana-foundation-sdk/go/cog"
+	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
+	"github.com/grafana/grafana-foundation-sdk/go/prometheus"
+	"github.com/grafana/grafana-foundation-sdk/go/table"
+	"github.com/grafana/grafana-foundation-sdk/go/timeseries"
+)
+
+// Bench shows krb5-exporter bench's results (the krb5_bench_* series of
+// the bench daemon's /metrics, or of node_exporter's textfile collector):
+// the last run against its targets, and each metric's trend across runs
+// with its target dashed.
+func Bench() *dashboard.DashboardBuilder {
+	b := newDashboard("Kerberos KDC bench", "krb5-bench",
+		"Results of krb5-exporter bench, the KDC test suite of the performance document, run on a schedule: the last run's verdict and each test's metrics against their targets, and how they move from run to run.")
+	b.Time("now-30d", "now")
+	b.Refresh("5m")
+	variables(b, false, "krb5_bench_last_run_timestamp_seconds", "The bench daemon (or the node_exporter whose textfile it writes).")
+
+	b.WithRow(dashboard.NewRowBuilder("Last run"))
+	b.WithPanel(binary("Verdict", "Whether every test of the last run passed (krb5_bench_last_run_success).", 4, 5,
+		[]query{q(`krb5_bench_last_run_success{`+sel+`}`, "last run")}, "FAIL", "PASS"))
+	b.WithPanel(single("Since the last run", "Time since the last run finished. The daemon runs the suite every --interval (24h by default): older than two intervals, it is stuck or failing to start (its log says why).", "s", 4, 5,
+		[]query{q(`time() - krb5_bench_last_run_timestamp_seconds{`+sel+`}`, "age")},
+		limit{36 * 3600, "orange"}, limit{48 * 3600, "red"}))
+	b.WithPanel(binary("Tests", "Each test of the last run: PASS when it ran and every metric met its target; FAIL when one did not or the test could not run. Skipped tests are not shown.", 16, 5,
+		[]query{q(`krb5_bench_test_success{`+sel+`}`, "{{test}}")}, "FAIL", "PASS"))
+	b.WithPanel(results())
+
+	b.WithRow(dashboard.NewRowBuilder("Trend"))
+	b.WithPanel(trend("Throughput", "Logins per second (as, tcp), service tickets per second (tgs) and the slowest kadmin operation per second at full load; the target (dashed) is a floor.", "reqps",
+		`.*_per_second`))
+	b.WithPanel(trend("Latency", "Login and service ticket p95 and p99 of the latency test's open-loop load; the target (dashed) is a ceiling.", "s",
+		`(login|ticket)_p9[59]_seconds`))
+	b.WithPanel(trend("Startup and dump", "Time from starting the KDC to its first ticket, and of a database dump while the KDC serves; the target (dashed) is a ceiling.", "s",
+		`startup_seconds|dump_seconds`))
+	b.WithPanel(trend("Ratios", "Error ratio and KDC CPU (share of one core) under the latency load, the top concurrency level's share of the peak (a floor), and the degradation test's last-round slowdown (a ceiling).", "percentunit",
+		`.*_ratio`))
+	b.WithPanel(trend("KDC memory peak", "Peak resident memory of the KDC during the latency load; the target (dashed) is a ceiling.", "bytes",
+		`kdc_rss_peak_bytes`))
+	b.WithPanel(timeline("Test history", "PASS or FAIL of each test, run after run.", 12, 8,
+		[]query{q(`krb5_bench_test_success{`+sel+`}`, "{{test}}")}, "FAIL", "PASS"))
+	b.WithPanel(graph("Test duration", "Wall time each test took.", "s", 12, 8,
+		[]query{q(`krb5_bench_test_duration_seconds{`+sel+`}`, "{{test}}")}))
+	b.WithPanel(graph("Generator CPU against the KDC's", "The load generator's CPU per request divided by the KDC's during each load test. Above 0.2 (dashed) the generator, sharing the machine, may have been the limit, not the KDC.", "percentunit", 12, 8,
+		[]query{q(`krb5_bench_generator_cpu_ratio{`+sel+`}`, "{{test}}")}, limit{0.2, "orange"}))
+	return b
+}
+
+// results is the table of the last run: every metric with its value,
+// target and verdict.
+func results() *table.PanelBuilder {
+	instant := func(expr, ref string) *prometheus.DataqueryBuilder {
+		return prometheus.NewDataqueryBuilder().Expr(expr).Instant().Format(prometheus.PromQueryFormatTable).RefId(ref)
+	}
+	return table.NewPanelBuilder().
+		Title("Results against targets").
+		Description("Every metric of the last run in base units (the metric's name says which: seconds, per second, bytes, ratio 0–1), the target it was held to, and whether it met it.").
+		Datasource(datasource).
+		Unit("none").
+		Span(24).Height(10).
+		WithTarget(instant(`krb5_bench_result{`+sel+`}`, "A")).
+		WithTarget(instant(`krb5_bench_target{`+sel+`}`, "B")).
+		WithTarget(instant(`krb5_bench_pass{`+sel+`}`, "C")).
+		WithTransformation(dashboard.DataTransformerConfig{Id: "merge", Options: map[string]any{}}).
+		WithTransformation(dashboard.DataTransformerConfig{Id: "organize", Options: map[string]any{
+			"excludeByName": map[string]bool{"Time": true, "job": true, "instance": true},
+			"indexByName":   map[string]int{"test": 0, "metric": 1, "Value #A": 2, "Value #B": 3, "Value #C": 4},
+			"renameByName":  map[string]string{"Value #A": "result", "Value #B": "target", "Value #C": "met"},
+		}}).
+		OverrideByName("met", []dashboard.DynamicConfigValue{
+			{Id: "mappings", Value: []dashboard.ValueMapping{{ValueMap: &dashboard.ValueMap{
+				Type: dashboard.MappingTypeValueToText,
+				Options: map[string]dashboard.ValueMappingResult{
+					"0": {Text: cog.ToPtr("FAIL"), Color: cog.ToPtr("red")},
+					"1": {Text: cog.ToPtr("PASS"), Color: cog.ToPtr("green")},
+				},
+			}}}},
+			{Id: "custom.cellOptions", Value: map[string]string{"type": "color-text"}},
+		})
+}
+
+// trend is one group of bench metrics (by a regular expression on the
+// metric label) run after run, each with its target dashed.
+func trend(title, description, unit, metrics string) *timeseries.PanelBuilder {
+	m := sel + `, metric=~"` + metrics + `"`
+	return dashed(graph(title, description, unit, 12, 8, []query{
+		q(`krb5_bench_result{`+m+`}`, "{{test}} {{metric}}"),
+		q(`krb5_bench_target{`+m+`}`, "{{test}} {{metric}} target"),
+	}))
+}
