@@ -100,7 +100,7 @@ func BenchmarkScrapeRealKDC(b *testing.B) {
 					reg.MustRegister(c)
 					// -http: the whole reply as Prometheus asks for it
 					// (text, gzip), as the exporter's handler gives it.
-					h := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+					h := MetricsHandler(reg, promhttp.HandlerOpts{})
 					req := httptest.NewRequest("GET", "/metrics", nil)
 					req.Header.Set("Accept-Encoding", "gzip")
 					b.ReportAllocs()
@@ -140,7 +140,7 @@ func BenchmarkScrapeRealKDCPaced(b *testing.B) {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(c)
-	h := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	h := MetricsHandler(reg, promhttp.HandlerOpts{})
 	req := httptest.NewRequest("GET", "/metrics", nil)
 	req.Header.Set("Accept-Encoding", "gzip")
 	var cpu int64

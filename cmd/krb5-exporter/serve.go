@@ -273,7 +273,7 @@ func (s *serveCmd) check(stdout io.Writer, logger log.Logger) int {
 // routes builds the HTTP endpoints of the daemon.
 func (s *serveCmd) routes(logger log.Logger, reg *prometheus.Registry, reloader *config.Reloader, probes *prober.Manager) (*http.ServeMux, error) {
 	mux := http.NewServeMux()
-	mux.Handle(s.metricsPath, promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+	mux.Handle(s.metricsPath, collector.MetricsHandler(reg, promhttp.HandlerOpts{
 		ErrorLog:            promErrorLogger{logger},
 		ErrorHandling:       promhttp.ContinueOnError,
 		MaxRequestsInFlight: s.maxRequests,

@@ -9,9 +9,10 @@
 // takes each exporter's CPU time from /proc/PID/task/*/schedstat
 // (nanoseconds) before and after every scrape. Our side is this package's
 // collectors plus the Go and process collectors a real exporter binary
-// has, behind promhttp. Both exporters watch exactly the realm's daemons:
-// ours through their pid files, process-exporter through a comm+cmdline
-// matcher on the realm directory.
+// has, behind collector.MetricsHandler (promhttp, gzip at BestSpeed).
+// Both exporters watch exactly the realm's daemons: ours through their
+// pid files, process-exporter through a comm+cmdline matcher on the realm
+// directory.
 package main
 
 import (
@@ -89,7 +90,7 @@ func serve(args []string) error {
 	}
 	fmt.Println(l.Addr().String())
 	go func() { io.Copy(io.Discard, os.Stdin); os.Exit(0) }()
-	return http.Serve(l, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	return http.Serve(l, collector.MetricsHandler(reg, promhttp.HandlerOpts{}))
 }
 
 type exporter struct {
@@ -139,7 +140,7 @@ func run(scrapes, workers int, peBin, baseline string) error {
 	}{
 		{"krb5-exporter collectors", self, args},
 		{"krb5-exporter, --collector.network.tcp-connections", self, append(args[:len(args):len(args)], "-tcp-connections")},
-		{"floor: Go and process collectors only, promhttp", self, append(args[:len(args):len(args)], "-floor")},
+		{"floor: Go and process collectors only, same handler", self, append(args[:len(args):len(args)], "-floor")},
 		// The default configuration: daemons found by name among all the
 		// machine's processes, as process-exporter finds them (other KDCs
 		// running on this machine are counted too).
