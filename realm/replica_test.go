@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -101,4 +102,77 @@ func onlyKDC(t *testing.T, r *Realm) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// TestReplicaResyncDiagnostics: the primary's kdb5_util dump and kprop,
+// which kadmind runs with their output on /dev/null, write to the resync
+// log (kprop's own SUCCEEDED line); the replica's kpropd gets the short
+// iprop_resync_timeout; and a kpropd whose listener died is reported by
+// WaitSerial at once, not when its context ends.
+func TestReplicaResyncDiagnostics(t *testing.T) {
+	if err := KpropdAvailable(); err != nil {
+		t.Skip(err)
+	}
+	p := smallPrimary(t)
+	ctx := context.Background()
+	r, err := UpReplica(ctx, p, Options{Dir: t.TempDir() + "/replica"}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Down() })
+	b, err := os.ReadFile(p.resyncLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := string(b)
+	for _, want := range []string{" kdb5_util -r " + p.Realm + " dump -i", " kprop -r " + p.Realm, "SUCCEEDED"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("resync log lacks %q:\n%s", want, log)
+		}
+	}
+	conf, err := os.ReadFile(r.KDCConf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(conf), "iprop_resync_timeout = "+ResyncTimeout) {
+		t.Errorf("replica kdc.conf without iprop_resync_timeout:\n%s", conf)
+	}
+
+	// The listener dies: the replica would never receive another full
+	// resync, and kpropdRunning says so.
+	if err := r.kpropdRunning(); err != nil {
+		t.Fatal(err)
+	}
+	pid := r.KpropdPid()
+	kids := children(pid, "kpropd")
+	if len(kids) != 1 {
+		t.Fatalf("kpropd %d has listeners %v", pid, kids)
+	}
+	if err := syscall.Kill(kids[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for alive(kids[0], "kpropd") { // until it is a zombie: kpropd does not reap it
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := r.kpropdRunning(); err == nil || !strings.Contains(err.Error(), "no full-propagation listener") {
+		t.Fatalf("kpropd with a dead listener: %v", err)
+	}
+
+	// kpropd stopped, the replica behind: WaitSerial fails now, not when
+	// its context ends.
+	if err := r.StopKpropd(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.KadminLocal(ctx, "addprinc -randkey -clearpolicy after-kpropd"); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	err = r.WaitSerial(wctx, p.IpropLog)
+	if err == nil || !strings.Contains(err.Error(), "kpropd is not running") {
+		t.Fatalf("WaitSerial without kpropd: %v", err)
+	}
+	if wctx.Err() != nil {
+		t.Fatalf("WaitSerial waited for its context: %v", err)
+	}
 }
