@@ -176,3 +176,49 @@ func TestReplicaResyncDiagnostics(t *testing.T) {
 		t.Fatalf("WaitSerial waited for its context: %v", err)
 	}
 }
+
+// TestReplicaResyncRetried: the first full resync is lost (a directory
+// holds the dump file's name: kprop cannot send it), as a dump or kprop
+// that fails under load is; kpropd asks again after iprop_resync_timeout
+// and UpReplica still brings the replica up, well within its wait (MIT's
+// default timeout, 5m, would not).
+func TestReplicaResyncRetried(t *testing.T) {
+	if err := KpropdAvailable(); err != nil {
+		t.Skip(err)
+	}
+	p := smallPrimary(t)
+	if err := os.Mkdir(p.DumpFile, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	failed := make(chan error, 1)
+	go func() {
+		// A line after the dump's command line (kprop's, which kadmind
+		// runs once the dump exited): the first resync has used the
+		// directory and fails; it goes, and the next resync works.
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			b, _ := os.ReadFile(p.resyncLog())
+			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+			if len(lines) >= 2 && strings.Contains(lines[0], " dump ") {
+				failed <- os.Remove(p.DumpFile)
+				return
+			}
+		}
+		failed <- fmt.Errorf("no failed dump in %s", p.resyncLog())
+	}()
+	r, err := UpReplica(context.Background(), p, Options{Dir: t.TempDir() + "/replica"}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Down() })
+	if err := <-failed; err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(p.resyncLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(b), " dump -i"); n < 2 {
+		t.Errorf("%d dumps; want the failed one and a retry:\n%s", n, b)
+	}
+	t.Logf("resync log:\n%s", b)
+}
