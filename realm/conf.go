@@ -62,8 +62,12 @@ func (r *Realm) loggingConf() string {
 func (r *Realm) ipropConf() string {
 	switch {
 	case r.Replica != nil:
-		return fmt.Sprintf("\t\tiprop_enable = true\n\t\tiprop_port = %d\n\t\tiprop_replica_poll = %s\n",
-			r.IpropPort, r.Replica.Poll)
+		// iprop_resync_timeout (MIT's default 5m) is how long kpropd waits
+		// for a full resync it asked for before it asks again: a dump or
+		// kprop that failed under load would otherwise stall the replica
+		// for minutes. It also bounds the receipt and load of the dump.
+		return fmt.Sprintf("\t\tiprop_enable = true\n\t\tiprop_port = %d\n\t\tiprop_replica_poll = %s\n\t\tiprop_resync_timeout = %s\n",
+			r.IpropPort, r.Replica.Poll, ResyncTimeout)
 	case r.IProp:
 		return fmt.Sprintf("\t\tiprop_enable = true\n\t\tiprop_port = %[1]d\n\t\tiprop_listen = 127.0.0.1:%[1]d\n", r.IpropPort)
 	}

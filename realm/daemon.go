@@ -60,6 +60,16 @@ func (r *Realm) StartKadmind(ctx context.Context) error {
 	if r.IProp && r.KpropPort != 0 {
 		args = append(args, "-k", strconv.Itoa(r.KpropPort))
 		env = append(env, "KRB5_KTNAME=FILE:"+r.KpropKeytab)
+		dump, kprop, err := r.resyncWrappers()
+		if err != nil {
+			return err
+		}
+		if dump != "" {
+			args = append(args, "-p", dump)
+		}
+		if kprop != "" {
+			args = append(args, "-K", kprop)
+		}
 	}
 	if err := r.startDaemon(ctx, r.bins.Kadmind, args, r.KadmindLog, env...); err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/krb5-exporter/krb5-exporter/internal/safefile"
 	"github.com/krb5-exporter/krb5-exporter/internal/ulog"
 )
 
@@ -35,6 +36,12 @@ type Replica struct {
 // DefaultPoll is the harness's iprop_replica_poll: MIT's default, 2m, would
 // make every test wait minutes.
 const DefaultPoll = time.Second
+
+// ResyncTimeout is the replicas' iprop_resync_timeout (see ipropConf):
+// short enough that a lost full resync is asked for again well within
+// UpReplica's wait, long enough to receive and load a test database on a
+// loaded machine.
+const ResyncTimeout = "15s"
 
 // host is the name MIT's kprop, kpropd and kadmind derive for this machine
 // (gethostname, lower-cased; the profiles turn DNS canonicalisation off).
@@ -101,16 +108,20 @@ func UpReplica(ctx context.Context, p *Realm, opts Options, poll time.Duration) 
 	wctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
 	if err := r.WaitSerial(wctx, p.IpropLog); err != nil {
+		// The logs first: Down removes the replica's directory.
+		err = fmt.Errorf("realm: replica did not receive the primary's database: %v; kpropd log: %s; kadmind log: %s; dump and kprop log: %s",
+			err, logTail(r.Replica.Log), logTail(p.KadmindLog), logTail(p.resyncLog()))
 		r.Down()
-		return nil, fmt.Errorf("realm: replica did not receive the primary's database: %v; kpropd log: %s; kadmind log: %s",
-			err, logTail(r.Replica.Log), logTail(p.KadmindLog))
+		return nil, err
 	}
 	// kprop records its success (<dump>.<host>.last_prop) once kpropd
 	// acknowledged, which may be after the replica loaded the database:
 	// the resync is complete, for whoever reads the primary, only then.
 	if err := p.waitLastProp(wctx, r.host(), begin); err != nil {
+		err = fmt.Errorf("realm: kprop did not record the full resync: %v; kadmind log: %s; dump and kprop log: %s",
+			err, logTail(p.KadmindLog), logTail(p.resyncLog()))
 		r.Down()
-		return nil, fmt.Errorf("realm: kprop did not record the full resync: %v; kadmind log: %s", err, logTail(p.KadmindLog))
+		return nil, err
 	}
 	if err := r.StartKDC(ctx); err != nil {
 		r.Down()
@@ -314,12 +325,35 @@ func (r *Realm) WaitSerial(ctx context.Context, primaryLog string) error {
 			}
 			last = errors.New("no database yet")
 		}
+		// A kpropd that exited never catches up: say so now, with its
+		// last words, rather than when ctx ends.
+		if err := r.kpropdRunning(); err != nil {
+			return fmt.Errorf("%v, and %v", last, err)
+		}
 		select {
 		case <-ctx.Done():
 			return last
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// kpropdRunning checks a replica's kpropd: the iprop process and its
+// full-propagation listener (a child: if it exits, say because its port
+// was taken, the iprop process keeps asking for full resyncs that no one
+// receives).
+func (r *Realm) kpropdRunning() error {
+	if r.Replica == nil {
+		return nil
+	}
+	pid := r.KpropdPid()
+	if pid == 0 {
+		return fmt.Errorf("kpropd is not running (log: %s)", logTail(r.Replica.Log))
+	}
+	if len(children(pid, "kpropd")) == 0 {
+		return fmt.Errorf("kpropd (pid %d) has no full-propagation listener on port %d (log: %s)", pid, r.KpropPort, logTail(r.Replica.Log))
+	}
+	return nil
 }
 
 // waitLastProp waits for kprop's record of a propagation to host made
@@ -338,6 +372,43 @@ func (p *Realm) waitLastProp(ctx context.Context, host string, begin time.Time) 
 		}
 	}
 }
+
+// resyncLog is where the primary's full-resync helpers write: kadmind
+// runs kdb5_util dump and kprop with their output on /dev/null (it is a
+// daemon), so a failed dump or kprop would leave no trace but a replica
+// that never gets its database.
+func (p *Realm) resyncLog() string { return p.path("resync.log") }
+
+// resyncWrappers writes the programs kadmind runs for a full resync (its
+// -p and -K): scripts that run MIT's kdb5_util and kprop with their
+// output appended to resyncLog. kadmind passes the kdb5_util path through
+// sh (popen), so a directory with shell metacharacters gets none for it.
+func (p *Realm) resyncWrappers() (dump, kprop string, err error) {
+	wrap := func(name, bin string) (string, error) {
+		path := p.path(name)
+		script := fmt.Sprintf("#!/bin/sh\n# kadmind's full-resync helper (krb5-exporter realm harness).\n"+
+			"echo \"$(date -u +%%FT%%TZ) %s $*\" >>%s\nexec %s \"$@\" >>%s 2>&1\n",
+			filepath.Base(bin), shQuote(p.resyncLog()), shQuote(bin), shQuote(p.resyncLog()))
+		if err := safefile.Write(path, []byte(script), 0o700); err != nil {
+			return "", fmt.Errorf("realm: %w", err)
+		}
+		return path, nil
+	}
+	if !strings.ContainsAny(p.Dir, " \t\n'\"\\$`;&|<>()*?[]{}~#!") {
+		if dump, err = wrap("resync-dump.sh", p.bins.KDB5Util); err != nil {
+			return "", "", err
+		}
+	}
+	if bin, lerr := lookPath("kprop"); lerr == nil {
+		if kprop, err = wrap("resync-kprop.sh", bin); err != nil {
+			return "", "", err
+		}
+	}
+	return dump, kprop, nil
+}
+
+// shQuote quotes s for sh.
+func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // setPaths names the replica's own files in r's directory.
 func (rp *Replica) setPaths(r *Realm) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -101,4 +102,123 @@ func onlyKDC(t *testing.T, r *Realm) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// TestReplicaResyncDiagnostics: the primary's kdb5_util dump and kprop,
+// which kadmind runs with their output on /dev/null, write to the resync
+// log (kprop's own SUCCEEDED line); the replica's kpropd gets the short
+// iprop_resync_timeout; and a kpropd whose listener died is reported by
+// WaitSerial at once, not when its context ends.
+func TestReplicaResyncDiagnostics(t *testing.T) {
+	if err := KpropdAvailable(); err != nil {
+		t.Skip(err)
+	}
+	p := smallPrimary(t)
+	ctx := context.Background()
+	r, err := UpReplica(ctx, p, Options{Dir: t.TempDir() + "/replica"}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Down() })
+	b, err := os.ReadFile(p.resyncLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := string(b)
+	for _, want := range []string{" kdb5_util -r " + p.Realm + " dump -i", " kprop -r " + p.Realm, "SUCCEEDED"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("resync log lacks %q:\n%s", want, log)
+		}
+	}
+	conf, err := os.ReadFile(r.KDCConf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(conf), "iprop_resync_timeout = "+ResyncTimeout) {
+		t.Errorf("replica kdc.conf without iprop_resync_timeout:\n%s", conf)
+	}
+
+	// The listener dies: the replica would never receive another full
+	// resync, and kpropdRunning says so.
+	if err := r.kpropdRunning(); err != nil {
+		t.Fatal(err)
+	}
+	pid := r.KpropdPid()
+	kids := children(pid, "kpropd")
+	if len(kids) != 1 {
+		t.Fatalf("kpropd %d has listeners %v", pid, kids)
+	}
+	if err := syscall.Kill(kids[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for alive(kids[0], "kpropd") { // until it is a zombie: kpropd does not reap it
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := r.kpropdRunning(); err == nil || !strings.Contains(err.Error(), "no full-propagation listener") {
+		t.Fatalf("kpropd with a dead listener: %v", err)
+	}
+
+	// kpropd stopped, the replica behind: WaitSerial fails now, not when
+	// its context ends.
+	if err := r.StopKpropd(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.KadminLocal(ctx, "addprinc -randkey -clearpolicy after-kpropd"); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	err = r.WaitSerial(wctx, p.IpropLog)
+	if err == nil || !strings.Contains(err.Error(), "kpropd is not running") {
+		t.Fatalf("WaitSerial without kpropd: %v", err)
+	}
+	if wctx.Err() != nil {
+		t.Fatalf("WaitSerial waited for its context: %v", err)
+	}
+}
+
+// TestReplicaResyncRetried: the first full resync is lost (a directory
+// holds the dump file's name: kprop cannot send it), as a dump or kprop
+// that fails under load is; kpropd asks again after iprop_resync_timeout
+// and UpReplica still brings the replica up, well within its wait (MIT's
+// default timeout, 5m, would not).
+func TestReplicaResyncRetried(t *testing.T) {
+	if err := KpropdAvailable(); err != nil {
+		t.Skip(err)
+	}
+	p := smallPrimary(t)
+	if err := os.Mkdir(p.DumpFile, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	failed := make(chan error, 1)
+	go func() {
+		// A line after the dump's command line (kprop's, which kadmind
+		// runs once the dump exited): the first resync has used the
+		// directory and fails; it goes, and the next resync works.
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			b, _ := os.ReadFile(p.resyncLog())
+			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+			if len(lines) >= 2 && strings.Contains(lines[0], " dump ") {
+				failed <- os.Remove(p.DumpFile)
+				return
+			}
+		}
+		failed <- fmt.Errorf("no failed dump in %s", p.resyncLog())
+	}()
+	r, err := UpReplica(context.Background(), p, Options{Dir: t.TempDir() + "/replica"}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Down() })
+	if err := <-failed; err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(p.resyncLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(b), " dump -i"); n < 2 {
+		t.Errorf("%d dumps; want the failed one and a retry:\n%s", n, b)
+	}
+	t.Logf("resync log:\n%s", b)
 }
