@@ -2,13 +2,11 @@ package kdclog
 
 import (
 	"context"
-	"net"
 	"os"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -100,48 +98,10 @@ func TestWorkerRequests(t *testing.T) {
 	}
 }
 
-// sendLoad sends clients × n AS-REQs without pre-authentication for the
-// realm's users, each over UDP from its own socket, and returns how many
-// replies came back. The KDC answers each with PREAUTH_REQUIRED and logs
-// one NEEDED_PREAUTH line.
+// sendLoad is testutil.PreauthLoad, every request answered.
 func sendLoad(t *testing.T, r *realm.Realm, clients, n int) float64 {
 	t.Helper()
-	var mu sync.Mutex
-	replies := 0
-	var wg sync.WaitGroup
-	for c := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			conn, err := net.Dial("udp", r.KDCAddr)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			defer conn.Close()
-			buf := make([]byte, 4096)
-			for i := range n {
-				pkt, err := realm.ASRequest(r.Realm, strings.TrimSuffix(r.User((c*n+i)%4+1), "@"+r.Realm))
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				conn.SetDeadline(time.Now().Add(10 * time.Second))
-				if _, err := conn.Write(pkt); err != nil {
-					t.Error(err)
-					return
-				}
-				if _, err := conn.Read(buf); err != nil {
-					t.Error(err)
-					return
-				}
-				mu.Lock()
-				replies++
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
+	replies := testutil.PreauthLoad(t, r, clients, n)
 	if replies != clients*n {
 		t.Fatalf("%d replies to %d requests", replies, clients*n)
 	}

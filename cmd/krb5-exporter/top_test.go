@@ -3,14 +3,12 @@ package main
 import (
 	"bufio"
 	"math"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -44,47 +42,6 @@ func topRealm(t *testing.T, workers int) (*realm.Realm, []string) {
 	})
 	_ = logs
 	return r, []string{"top", "--config.file", cfg, "--collector.process.krb5kdc-pidfile", r.KDCPidFile, "--daemon.url", base + "/metrics"}
-}
-
-// udpLoad sends clients × n AS-REQs for the realm's users over UDP and
-// returns the replies received: each is one NEEDED_PREAUTH line of the KDC.
-func udpLoad(t *testing.T, r *realm.Realm, clients, n int) int {
-	t.Helper()
-	var mu sync.Mutex
-	replies := 0
-	var wg sync.WaitGroup
-	for c := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			conn, err := net.Dial("udp", r.KDCAddr)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			defer conn.Close()
-			buf := make([]byte, 4096)
-			for i := range n {
-				pkt, err := realm.ASRequest(r.Realm, strings.TrimSuffix(r.User((c*n+i)%4+1), "@"+r.Realm))
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				conn.SetDeadline(time.Now().Add(10 * time.Second))
-				if _, err := conn.Write(pkt); err != nil {
-					t.Error(err)
-					return
-				}
-				if _, err := conn.Read(buf); err == nil {
-					mu.Lock()
-					replies++
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return replies
 }
 
 // snapshot is one parsed --batch snapshot.
@@ -188,7 +145,7 @@ func TestTopBatchAgainstWorkers(t *testing.T) {
 		}
 	}
 	next() // the KDC lines of kadmin's login, written before kadmind's
-	sent := udpLoad(t, r, 4, 40)
+	sent := testutil.PreauthLoad(t, r, 4, 40)
 	if sent != 160 {
 		t.Fatalf("%d replies to 160 requests", sent)
 	}

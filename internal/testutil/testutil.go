@@ -379,3 +379,46 @@ func (l *LockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// PreauthLoad sends clients × n AS-REQs without pre-authentication for the
+// realm's first four users, each client over UDP from its own socket, and
+// returns how many replies came back: the KDC answers each with
+// PREAUTH_REQUIRED and logs one NEEDED_PREAUTH line.
+func PreauthLoad(t testing.TB, r *realm.Realm, clients, n int) int {
+	t.Helper()
+	var mu sync.Mutex
+	replies := 0
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			conn, err := net.Dial("udp", r.KDCAddr)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer conn.Close()
+			buf := make([]byte, 4096)
+			for i := range n {
+				pkt, err := realm.ASRequest(r.Realm, strings.TrimSuffix(r.User((c*n+i)%4+1), "@"+r.Realm))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				conn.SetDeadline(time.Now().Add(10 * time.Second))
+				if _, err := conn.Write(pkt); err != nil {
+					t.Error(err)
+					return
+				}
+				if _, err := conn.Read(buf); err == nil {
+					mu.Lock()
+					replies++
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return replies
+}
