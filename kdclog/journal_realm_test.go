@@ -192,12 +192,7 @@ func TestJournalSourceRealKDC(t *testing.T) {
 // log shows applied, exactly once across an exporter restart with updates
 // while it was stopped.
 func TestKpropdJournalE2E(t *testing.T) {
-	if err := realm.KpropdAvailable(); err != nil {
-		if testutil.InCI() {
-			t.Fatalf("kpropd missing in CI: %v", err)
-		}
-		t.Skip(err)
-	}
+	testutil.RequireKpropd(t)
 	ctx := context.Background()
 	p := syslogRealm(t, realm.Options{Users: 2, Services: 1, Fillers: -1})
 	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)

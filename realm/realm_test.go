@@ -20,6 +20,17 @@ func needMIT(t *testing.T) {
 	}
 }
 
+// needKpropd is needMIT for kpropd (package krb5-kpropd on Debian).
+func needKpropd(t *testing.T) {
+	t.Helper()
+	if err := KpropdAvailable(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("kpropd missing in CI: %v", err)
+		}
+		t.Skip(err)
+	}
+}
+
 // run runs a client program with the realm's environment.
 func run(t *testing.T, r *Realm, name string, args ...string) string {
 	t.Helper()

@@ -28,9 +28,7 @@ func smallPrimary(t *testing.T) *Realm {
 // resync, then follows additions by iprop; with its kpropd stopped it
 // falls behind, and catches up when kpropd runs again.
 func TestReplicaFollows(t *testing.T) {
-	if err := KpropdAvailable(); err != nil {
-		t.Skip(err)
-	}
+	needKpropd(t)
 	p := smallPrimary(t)
 	ctx := context.Background()
 	r, err := UpReplica(ctx, p, Options{Dir: t.TempDir() + "/replica"}, 0)
@@ -110,9 +108,7 @@ func onlyKDC(t *testing.T, r *Realm) string {
 // iprop_resync_timeout; and a kpropd whose listener died is reported by
 // WaitSerial at once, not when its context ends.
 func TestReplicaResyncDiagnostics(t *testing.T) {
-	if err := KpropdAvailable(); err != nil {
-		t.Skip(err)
-	}
+	needKpropd(t)
 	p := smallPrimary(t)
 	ctx := context.Background()
 	r, err := UpReplica(ctx, p, Options{Dir: t.TempDir() + "/replica"}, 0)
@@ -183,9 +179,7 @@ func TestReplicaResyncDiagnostics(t *testing.T) {
 // and UpReplica still brings the replica up, well within its wait (MIT's
 // default timeout, 5m, would not).
 func TestReplicaResyncRetried(t *testing.T) {
-	if err := KpropdAvailable(); err != nil {
-		t.Skip(err)
-	}
+	needKpropd(t)
 	p := smallPrimary(t)
 	if err := os.Mkdir(p.DumpFile, 0o700); err != nil {
 		t.Fatal(err)

@@ -338,12 +338,7 @@ func TestRealmCommands(t *testing.T) {
 func TestRealmReplicaCommands(t *testing.T) {
 	t.Parallel()
 	testutil.RequireMIT(t)
-	if err := realm.KpropdAvailable(); err != nil {
-		if testutil.InCI() {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
+	testutil.RequireKpropd(t)
 	pdir, rdir := filepath.Join(t.TempDir(), "p"), filepath.Join(t.TempDir(), "r")
 	if _, stderr, code := exporter(t, "realm", "up", "--dir", pdir, "--users=2", "--services=1", "--fillers=-1"); code != 0 {
 		t.Fatalf("realm up: %d %s", code, stderr)

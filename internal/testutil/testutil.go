@@ -311,10 +311,9 @@ func MustRead(t testing.TB, path string) []byte {
 	return b
 }
 
-// Replica starts a replica of the primary p (realm.UpReplica: its own KDC
-// and database, kpropd polling p's kadmind every second) for one test and
-// removes it when the test ends. Without kpropd it skips, and fails in CI.
-func Replica(t testing.TB, p *realm.Realm) *realm.Realm {
+// RequireKpropd skips a test when MIT's kpropd is not installed, and fails
+// it in CI.
+func RequireKpropd(t testing.TB) {
 	t.Helper()
 	if err := realm.KpropdAvailable(); err != nil {
 		if InCI() {
@@ -322,6 +321,14 @@ func Replica(t testing.TB, p *realm.Realm) *realm.Realm {
 		}
 		t.Skip(err)
 	}
+}
+
+// Replica starts a replica of the primary p (realm.UpReplica: its own KDC
+// and database, kpropd polling p's kadmind every second) for one test and
+// removes it when the test ends. Without kpropd it skips, and fails in CI.
+func Replica(t testing.TB, p *realm.Realm) *realm.Realm {
+	t.Helper()
+	RequireKpropd(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	r, err := realm.UpReplica(ctx, p, realm.Options{Dir: t.TempDir()}, 0)
