@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/krb5-exporter/krb5-exporter/bench"
+	"github.com/krb5-exporter/krb5-exporter/collector"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
@@ -237,7 +238,7 @@ func (b *benchCmd) daemon(ctx context.Context, cfg bench.Config, stdout, stderr 
 	col := bench.NewCollector()
 	reg.MustRegister(col)
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", collector.MetricsHandler(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "OK\n") })
 	srv := &http.Server{Addr: b.listen, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
