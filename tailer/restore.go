@@ -76,7 +76,7 @@ func (t *Tailer) locate(p FilePos, cands []*candidate) (*file, *candidate) {
 			if c.used || (pass == 0) != sameIno || c.size < p.Offset || !headMatches(c, p) {
 				continue
 			}
-			if fl := t.openAt(c.path, p); fl != nil {
+			if fl := t.openAt(c.path, p, true); fl != nil {
 				if fl.dev != c.dev || fl.ino != c.ino { // replaced since listed
 					fl.close()
 					continue
@@ -93,6 +93,8 @@ func (t *Tailer) locate(p FilePos, cands []*candidate) (*file, *candidate) {
 // moved them while the exporter was stopped, and the files that appeared
 // meanwhile; without a saved position it starts afresh.
 func (t *Tailer) restore() {
+	t.restoring = true
+	defer func() { t.restoring = false }()
 	pos, ok := t.store.Get(t.opts.Path)
 	if !ok {
 		t.startFresh()
@@ -123,7 +125,7 @@ func (t *Tailer) restore() {
 	}
 	if t.cur == nil && atPath != nil && !atPath.used {
 		// A file the exporter has not seen: every line in it is new.
-		if fl, _, err := openFile(atPath.path, t.opts.BufferBytes); err == nil {
+		if fl, _, err := t.openNoted(atPath.path); err == nil {
 			atPath.used = true
 			t.cur = fl
 		} else if !errors.Is(err, os.ErrNotExist) {
@@ -268,7 +270,7 @@ const maxDone = 16
 // start with FromBeginning. A path that does not exist yet is opened by
 // checkPath when it appears, and read from its start.
 func (t *Tailer) startFresh() {
-	fl, fi, err := openFile(t.opts.Path, t.opts.BufferBytes)
+	fl, fi, err := t.openNoted(t.opts.Path)
 	if err != nil {
 		if !errors.Is(err, os.ErrNotExist) {
 			t.problem("cannot open the log", err)

@@ -76,6 +76,9 @@ type Options struct {
 	// gate, in tests, holds back the reading of inotify events until it
 	// is closed: a process not scheduled while the writer rotates.
 	gate <-chan struct{}
+	// restored, in tests, is called by Run right after the saved positions
+	// were restored, before the first read.
+	restored func(*Tailer)
 }
 
 func (o Options) withDefaults() Options {
@@ -120,6 +123,10 @@ type Tailer struct {
 	// been read since, so a second truncation would go unseen; its copy
 	// is looked for after each read until something was read.
 	afterTrunc bool
+
+	// restoring: restore runs; files opened are noted as maybe older
+	// than the watch (see watcher.note).
+	restoring bool
 
 	lastErr string // the error logged last, so a lasting problem is logged once
 
@@ -198,12 +205,20 @@ func (t *Tailer) rotateWaitNow() time.Duration { return time.Duration(t.rotateWa
 func (t *Tailer) Run(ctx context.Context) {
 	defer t.closeAll()
 	stop := func() bool { return ctx.Err() != nil }
-	t.restore()
+	// The directory is watched before the saved positions are restored:
+	// a file created while restore looks (or before the first read) and
+	// rotated away at once is opened by the watcher on its creation, and
+	// one it cannot open is counted. Watching only after restore left a
+	// gap in which a file could come and go unseen and uncounted.
 	w := newWatcher(t.opts, t.logger)
 	defer w.close()
 	t.w = w
 	t.vanished = &w.vanished
 	t.stats.Inotify.Store(w.active())
+	t.restore()
+	if t.opts.restored != nil {
+		t.opts.restored(t)
+	}
 
 	curPoll := time.Duration(t.pollInterval.Load())
 	poll := time.NewTicker(curPoll)
@@ -358,6 +373,9 @@ func (t *Tailer) cycle(stop func() bool) {
 		return
 	}
 	t.adoptCreated()
+	if t.w != nil && t.w.needsPrune() {
+		t.pruneIDs()
+	}
 	if (t.afterTrunc || fresh) && t.cur != nil {
 		// What was read of the file since its truncation (its first
 		// bytes) tells a copy of it from the copy of a second truncation
@@ -450,17 +468,59 @@ func (t *Tailer) openPath() (*file, error) {
 }
 
 // openNoted opens path; the watcher learns of the file in the same step,
-// so that it does not count it as missed.
+// so that it does not count it as missed. The watcher's lock is held for
+// the open only: its read buffer is allocated after.
 func (t *Tailer) openNoted(path string) (*file, os.FileInfo, error) {
+	var nf *file
+	var fi os.FileInfo
+	var err error
 	if t.w != nil {
 		t.w.mu.Lock()
-		defer t.w.mu.Unlock()
+		nf, fi, err = openFile(path, 0)
+		if err == nil {
+			t.w.note(nf.f, t.restoring)
+		}
+		t.w.mu.Unlock()
+	} else {
+		nf, fi, err = openFile(path, 0)
 	}
-	nf, fi, err := openFile(path, t.opts.BufferBytes)
-	if err == nil && t.w != nil {
-		t.w.note(nf.f)
+	if err == nil {
+		nf.buf = make([]byte, t.opts.BufferBytes)
 	}
 	return nf, fi, err
+}
+
+// pruneIDs lets the watcher forget the files nobody can open again: the
+// ones neither held here nor named by the path or a rotated name.
+func (t *Tailer) pruneIDs() {
+	keep := map[fileKey]bool{}
+	held := func(fl *file) {
+		if fl != nil && fl.f != nil {
+			keep[fileKey{fl.dev, fl.ino, fl.birth}] = true
+			if k, ok := keyOf(fl.f); ok {
+				keep[k] = true
+			}
+		}
+	}
+	held(t.cur)
+	for _, o := range t.old {
+		held(o)
+	}
+	names := []string{t.opts.Path}
+	for _, s := range siblings(t.opts.Path) {
+		names = append(names, s.path)
+	}
+	for _, p := range names {
+		f, err := os.OpenFile(p, os.O_RDONLY|oNoBlock, 0)
+		if err != nil {
+			continue
+		}
+		if k, ok := keyOf(f); ok || k != (fileKey{}) {
+			keep[k] = true
+		}
+		f.Close()
+	}
+	t.w.prune(keep)
 }
 
 // adoptCreated takes the files the watcher opened when they were created
@@ -558,7 +618,7 @@ func (t *Tailer) drainCopy(pos FilePos, cur *file) (string, FilePos) {
 		if c.size < pos.Offset || (c.dev == cur.dev && c.ino == cur.ino) {
 			continue
 		}
-		if cp := t.openAt(c.path, pos); cp != nil {
+		if cp := t.openAt(c.path, pos, false); cp != nil {
 			cp.readLines(t.handle, t.opts.MaxLineBytes, t.stats, func() bool { return false })
 			cp.flushPartial(t.handle, t.stats)
 			end := cp.pos()
@@ -572,8 +632,16 @@ func (t *Tailer) drainCopy(pos FilePos, cur *file) (string, FilePos) {
 
 // openAt opens path and positions it at pos if its first bytes and the
 // bytes before pos.Offset match pos's fingerprints.
-func (t *Tailer) openAt(path string, pos FilePos) *file {
-	fl, fi, err := openFile(path, t.opts.BufferBytes)
+// noted: the watcher learns of the file (see openNoted).
+func (t *Tailer) openAt(path string, pos FilePos, noted bool) *file {
+	var fl *file
+	var fi os.FileInfo
+	var err error
+	if noted {
+		fl, fi, err = t.openNoted(path)
+	} else {
+		fl, fi, err = openFile(path, t.opts.BufferBytes)
+	}
 	if err != nil {
 		return nil
 	}

@@ -47,15 +47,24 @@ type watcher struct {
 	// descriptor. Unbounded: dropping one would lose its lines.
 	queue []*os.File
 	// ids are the files the path named at the start or that were opened
-	// since (by the watcher or the tailer); creates counts the files that
-	// appeared under the path; credit counts files renamed on before
+	// since (by the watcher or the tailer), true once counted as a file
+	// created since the watch began (opened); creates counts the files
+	// that appeared under the path; credit counts files renamed on before
 	// they could be opened (maybe found by the tailer later). vanished is
-	// the excess of creates over the files opened since the start.
-	ids      map[fileKey]struct{}
-	initial  int
+	// the excess of creates over opened+credit. ids is pruned (prune):
+	// opened keeps the count of the files let go.
+	ids      map[fileKey]bool
+	opened   uint64
 	creates  uint64
 	credit   uint64
 	reported uint64
+	// since (Unix nanoseconds, the clock file birth times come from) is
+	// when the creation watch began: a file the tailer opens while it
+	// restores its positions was created after it (and counts as one of
+	// the creations) only if it was born later.
+	since int64
+	// pruneAt: ids is pruned when it holds that many keys (see prune).
+	pruneAt int
 	// counting is false where the count could be wrong: no birth time
 	// (a reused inode would look like a file opened before), events lost
 	// to a queue overflow, no rotation descriptor.
@@ -105,13 +114,12 @@ const (
 // newEventWatcher returns a watcher of path that reads no events yet.
 func newEventWatcher(path string) *watcher {
 	dir := filepath.Dir(path)
-	wt := &watcher{wake: make(chan struct{}, 1), rotate: make(chan struct{}, 1), kick: make(chan struct{}, 1), path: path, dir: dir, done: make(chan struct{}), ids: map[fileKey]struct{}{}, counting: true}
+	wt := &watcher{wake: make(chan struct{}, 1), rotate: make(chan struct{}, 1), kick: make(chan struct{}, 1), path: path, dir: dir, done: make(chan struct{}), ids: map[fileKey]bool{}, counting: true, pruneAt: minPrune}
 	// The file the path names now is not new: taken before the watch is
 	// added, so that a file created in between is counted as created.
 	if f, err := os.Open(path); err == nil {
 		if k, ok := keyOf(f); ok {
-			wt.ids[k] = struct{}{}
-			wt.initial = 1
+			wt.ids[k] = false // there before the watch: not a creation
 		}
 		f.Close()
 	}
@@ -165,6 +173,9 @@ func (wt *watcher) watchRotations(gate <-chan struct{}, dir, base string) error 
 		return err
 	}
 	wt.rot = os.NewFile(uintptr(fd), "inotify") // non-blocking: Close ends a Read
+	wt.mu.Lock()
+	wt.since = time.Now().UnixNano()
+	wt.mu.Unlock()
 	wt.wg.Add(1)
 	go func() {
 		defer wt.wg.Done()
@@ -247,11 +258,18 @@ func (wt *watcher) obtain(path string, renamed bool) {
 	}
 	k, ok := keyOf(f)
 	wt.counting = wt.counting && ok
-	if _, seen := wt.ids[k]; seen {
+	if counted, seen := wt.ids[k]; seen {
+		// Opened before (by the tailer, or there at the start); a file
+		// not counted yet that an event names now was created since.
+		if !counted {
+			wt.ids[k] = true
+			wt.opened++
+		}
 		f.Close()
 		return
 	}
-	wt.ids[k] = struct{}{}
+	wt.ids[k] = true
+	wt.opened++
 	wt.queue = append(wt.queue, f)
 }
 
@@ -264,7 +282,7 @@ func (wt *watcher) account() {
 	if !wt.counting {
 		return
 	}
-	got := uint64(len(wt.ids)-wt.initial) + wt.credit
+	got := wt.opened + wt.credit
 	if wt.creates > got && wt.creates-got > wt.reported {
 		wt.vanished.Add(wt.creates - got - wt.reported)
 		wt.reported = wt.creates - got
@@ -273,11 +291,57 @@ func (wt *watcher) account() {
 
 // note records a file the tailer opened itself; call it with mu held
 // (lock), from before the open, so that an open racing the watcher's is
-// counted before the watcher decides the file is missed.
-func (wt *watcher) note(f *os.File) {
+// counted before the watcher decides the file is missed. restoring: the
+// tailer is restoring its positions, and the file may be older than the
+// watch; it counts as created since only if it was born after the watch
+// began (or when an event names it later, see obtain).
+func (wt *watcher) note(f *os.File, restoring bool) {
 	k, ok := keyOf(f)
 	wt.counting = wt.counting && ok
-	wt.ids[k] = struct{}{}
+	if wt.ids[k] {
+		return
+	}
+	if restoring && (!ok || k.birth <= wt.since) {
+		if _, seen := wt.ids[k]; !seen {
+			wt.ids[k] = false
+		}
+		return
+	}
+	wt.ids[k] = true
+	wt.opened++
+}
+
+// minPrune is the size of ids below which it is not pruned.
+const minPrune = 64
+
+// prune drops from ids the files that nobody can open again: not held
+// (keep reports the files the tailer holds or that exist under the log's
+// names), not queued. Their birth time is in the key, so a file created
+// later with the same inode number is still new. Called by the tailer
+// when ids reached pruneAt; the next prune waits until ids has doubled,
+// so that a directory of many rotated files costs one listing per
+// doubling, not one per creation.
+func (wt *watcher) prune(keep map[fileKey]bool) {
+	wt.mu.Lock()
+	defer wt.mu.Unlock()
+	for _, f := range wt.queue {
+		if k, _ := keyOf(f); true {
+			keep[k] = true
+		}
+	}
+	for k := range wt.ids {
+		if !keep[k] {
+			delete(wt.ids, k)
+		}
+	}
+	wt.pruneAt = max(minPrune, 2*len(wt.ids))
+}
+
+// needsPrune reports whether ids has reached pruneAt.
+func (wt *watcher) needsPrune() bool {
+	wt.mu.Lock()
+	defer wt.mu.Unlock()
+	return len(wt.ids) >= wt.pruneAt
 }
 
 // take returns the files queued since the last call, in event order.

@@ -1,0 +1,149 @@
+package tailer
+
+import (
+	"os"
+	"testing"
+	"time"
+)
+
+// watcherHolds reports whether t's watcher has opened the file f is open
+// on (false while there is no watcher).
+func watcherHolds(t *Tailer, f *os.File) bool {
+	if t.w == nil {
+		return false
+	}
+	k, _ := keyOf(f)
+	t.w.mu.Lock()
+	defer t.w.mu.Unlock()
+	_, ok := t.w.ids[k]
+	return ok
+}
+
+// TestRotatedAwayWhileRestoring: right after a restart has restored the
+// saved position and before anything is read, the log is rotated, a new
+// file F gets lines and is rotated away for good (deleted; or renamed to
+// .1 and renamed over by the next rotation), and the file after it gets
+// lines. The directory must be watched before the positions are restored:
+// then F is opened on its creation and read, and every line is handed on
+// once with nothing counted unread. Watched only after restore, F came
+// and went unseen and its lines were lost without a count.
+func TestRotatedAwayWhileRestoring(t *testing.T) {
+	for _, method := range []string{"delete", "rename"} {
+		t.Run(method, func(t *testing.T) {
+			h := newHarness(t)
+			h.opts = Options{FromBeginning: true, MinInterval: 2 * time.Millisecond, PollInterval: time.Hour, RotateWait: time.Hour}
+			w := newLogWriter(t, h.path)
+			w.lines(5)
+			h.start()
+			h.waitLines(5)
+			h.stop()
+
+			rotate := func() {
+				if method == "delete" {
+					if err := os.Remove(h.path); err != nil {
+						t.Fatal(err)
+					}
+				} else if err := os.Rename(h.path, h.path+".1"); err != nil {
+					t.Fatal(err)
+				}
+				w.reopen()
+			}
+			waited := true
+			h.opts.restored = func(tl *Tailer) {
+				w.lines(3) // to the restored file, after its saved position
+				rotate()   // F
+				w.lines(4)
+				// The watcher opens F on its creation (no gate): wait for
+				// that, bounded, before F goes.
+				deadline := time.Now().Add(3 * time.Second)
+				for !watcherHolds(tl, w.f) {
+					if time.Now().After(deadline) {
+						waited = false
+						break
+					}
+					time.Sleep(time.Millisecond)
+				}
+				rotate() // G; with rename F is at .1
+				w.lines(2)
+				if method == "rename" {
+					rotate() // H; F renamed over by G
+					w.lines(2)
+				}
+			}
+			h.start()
+			defer h.stop()
+			n := w.n
+			h.waitLinesUpTo(n, 5*time.Second)
+			if !waited {
+				t.Error("the watcher did not open the file created after the restore")
+			}
+			seen := map[int]int{}
+			for _, l := range h.recorder.snapshot() {
+				k, err := seqOf(l)
+				if err != nil {
+					t.Fatal(err)
+				}
+				seen[k]++
+			}
+			for k := range n {
+				if seen[k] != 1 {
+					t.Errorf("line %d handed on %d times, want once", k, seen[k])
+				}
+			}
+			if u := h.cur.stats.Unread.Load(); u != 0 {
+				t.Errorf("unread files %d, want 0", u)
+			}
+		})
+	}
+}
+
+// TestWatcherIDsPruned: a log deleted and re-created 3*minPrune times
+// while the tailer runs. Every file is opened (by the watcher on its
+// creation or by the tailer) and read once; the watcher's set of the
+// files it has seen does not grow with the rotations (the files let go
+// and gone are dropped from it), and the counting of missed files, which
+// no longer rests on the size of that set, counts none.
+func TestWatcherIDsPruned(t *testing.T) {
+	const rotations = 3 * minPrune
+	h := newHarness(t)
+	h.opts = Options{FromBeginning: true, MinInterval: 2 * time.Millisecond, PollInterval: time.Hour, RotateWait: time.Millisecond}
+	w := newLogWriter(t, h.path)
+	w.lines(2)
+	h.start()
+	defer h.stop()
+	h.waitLines(2)
+	most := 0
+	for range rotations {
+		if err := os.Remove(h.path); err != nil {
+			t.Fatal(err)
+		}
+		w.reopen()
+		w.lines(2)
+		h.waitLines(w.n) // read: opened before the next rotation deletes it
+		tl := h.cur.tl
+		tl.w.mu.Lock()
+		most = max(most, len(tl.w.ids))
+		tl.w.mu.Unlock()
+	}
+	if most >= 2*minPrune {
+		t.Errorf("the watcher remembered up to %d files after %d rotations, want fewer than %d", most, rotations, 2*minPrune)
+	}
+	seen := map[int]int{}
+	for _, l := range h.recorder.snapshot() {
+		k, err := seqOf(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[k]++
+	}
+	for k := range w.n {
+		if seen[k] != 1 {
+			t.Errorf("line %d handed on %d times, want once", k, seen[k])
+		}
+	}
+	tl := h.cur.tl
+	tl.w.account()
+	if u, v := h.cur.stats.Unread.Load(), tl.w.vanished.Load(); u+v != 0 {
+		t.Errorf("unread files %d (+%d not yet taken), want 0", u, v)
+	}
+}
