@@ -76,11 +76,11 @@ func (t *Tailer) locate(p FilePos, cands []*candidate) (*file, *candidate) {
 			if c.used || (pass == 0) != sameIno || c.size < p.Offset || !headMatches(c, p) {
 				continue
 			}
-			if fl := t.openAt(c.path, p, true); fl != nil {
-				if fl.dev != c.dev || fl.ino != c.ino { // replaced since listed
-					fl.close()
-					continue
-				}
+			fl, _, err := t.openNotedIf(c.path, func(fl *file, fi os.FileInfo) bool {
+				// Not replaced since listed, and holding p.
+				return fl.dev == c.dev && fl.ino == c.ino && atPos(p)(fl, fi)
+			})
+			if err == nil {
 				c.used = true
 				return fl, c
 			}
@@ -234,12 +234,10 @@ func (t *Tailer) discover(cands []*candidate, since time.Time) {
 		if c.used || c.path == t.opts.Path || c.size == 0 || !c.mtime.After(since) || t.known(c) {
 			continue
 		}
-		fl, _, err := t.openNoted(c.path)
+		fl, _, err := t.openNotedIf(c.path, func(fl *file, _ os.FileInfo) bool {
+			return fl.dev == c.dev && fl.ino == c.ino // not replaced since listed
+		})
 		if err != nil {
-			continue
-		}
-		if fl.dev != c.dev || fl.ino != c.ino {
-			fl.close()
 			continue
 		}
 		c.used = true

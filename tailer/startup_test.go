@@ -2,8 +2,12 @@ package tailer
 
 import (
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/go-kit/log"
+	"golang.org/x/sys/unix"
 )
 
 // watcherHolds reports whether t's watcher has opened the file f is open
@@ -145,5 +149,37 @@ func TestWatcherIDsPruned(t *testing.T) {
 	tl.w.account()
 	if u, v := h.cur.stats.Unread.Load(), tl.w.vanished.Load(); u+v != 0 {
 		t.Errorf("unread files %d (+%d not yet taken), want 0", u, v)
+	}
+}
+
+// TestTurnedDownOpenNotNoted: the tailer opens a file and turns it down
+// (replaced between a directory listing and the open, or not holding a
+// saved position). The watcher must still open and queue that file when
+// an event names it: had the tailer's open been noted, the watcher would
+// leave the file to the tailer, which does not hold it, and its lines
+// would be lost without a count.
+func TestTurnedDownOpenNotNoted(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "krb5kdc.log")
+	wt := newEventWatcher(path) // no file yet: nothing there at the start
+	tl := New(Options{Path: path}, log.NewNopLogger(), &Positions{files: map[string]Position{}}, &Stats{}, func([]byte, bool) {})
+	tl.w = wt
+	if err := os.WriteFile(path, []byte("F\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := tl.openNotedIf(path, func(*file, os.FileInfo) bool { return false }); err == nil {
+		t.Fatal("a file turned down was returned")
+	}
+	wt.rotEvent("krb5kdc.log", "krb5kdc.log", unix.IN_CREATE, 0) // handled late
+	q := wt.take()
+	for _, f := range q {
+		f.Close()
+	}
+	if len(q) != 1 {
+		t.Errorf("the watcher queued %d files, want the one the tailer turned down", len(q))
+	}
+	wt.account()
+	if n := wt.vanished.Load(); n != 0 {
+		t.Errorf("unread %d, want 0", n)
 	}
 }

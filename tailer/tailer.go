@@ -468,21 +468,35 @@ func (t *Tailer) openPath() (*file, error) {
 }
 
 // openNoted opens path; the watcher learns of the file in the same step,
-// so that it does not count it as missed. The watcher's lock is held for
-// the open only: its read buffer is allocated after.
+// so that it does not count it as missed. See openNotedIf.
 func (t *Tailer) openNoted(path string) (*file, os.FileInfo, error) {
-	var nf *file
-	var fi os.FileInfo
-	var err error
+	return t.openNotedIf(path, nil)
+}
+
+// errNotKept: openNotedIf's keep turned the file down.
+var errNotKept = errors.New("not the file looked for")
+
+// openNotedIf opens path and, if keep (nil: any file) takes it, tells the
+// watcher in the same step, under its lock. A file opened and turned
+// down (replaced between a listing and the open, or not the file a
+// position was saved in) is not noted: the watcher, finding a file noted,
+// leaves it to the tailer, and one the tailer does not keep would be
+// lost. The lock covers the open and keep's checks (small reads), not
+// the allocation of the read buffer.
+func (t *Tailer) openNotedIf(path string, keep func(*file, os.FileInfo) bool) (*file, os.FileInfo, error) {
 	if t.w != nil {
 		t.w.mu.Lock()
-		nf, fi, err = openFile(path, 0)
+	}
+	nf, fi, err := openFile(path, 0)
+	if err == nil && keep != nil && !keep(nf, fi) {
+		nf.close()
+		nf, err = nil, errNotKept
+	}
+	if t.w != nil {
 		if err == nil {
 			t.w.note(nf.f, t.restoring)
 		}
 		t.w.mu.Unlock()
-	} else {
-		nf, fi, err = openFile(path, 0)
 	}
 	if err == nil {
 		nf.buf = make([]byte, t.opts.BufferBytes)
@@ -618,7 +632,7 @@ func (t *Tailer) drainCopy(pos FilePos, cur *file) (string, FilePos) {
 		if c.size < pos.Offset || (c.dev == cur.dev && c.ino == cur.ino) {
 			continue
 		}
-		if cp := t.openAt(c.path, pos, false); cp != nil {
+		if cp := t.openAt(c.path, pos); cp != nil {
 			cp.readLines(t.handle, t.opts.MaxLineBytes, t.stats, func() bool { return false })
 			cp.flushPartial(t.handle, t.stats)
 			end := cp.pos()
@@ -632,28 +646,24 @@ func (t *Tailer) drainCopy(pos FilePos, cur *file) (string, FilePos) {
 
 // openAt opens path and positions it at pos if its first bytes and the
 // bytes before pos.Offset match pos's fingerprints.
-// noted: the watcher learns of the file (see openNoted).
-func (t *Tailer) openAt(path string, pos FilePos, noted bool) *file {
-	var fl *file
-	var fi os.FileInfo
-	var err error
-	if noted {
-		fl, fi, err = t.openNoted(path)
-	} else {
-		fl, fi, err = openFile(path, t.opts.BufferBytes)
-	}
+func (t *Tailer) openAt(path string, pos FilePos) *file {
+	fl, fi, err := openFile(path, t.opts.BufferBytes)
 	if err != nil {
 		return nil
 	}
-	if fi.Size() < pos.Offset || !matches(fl, pos) {
-		fl.close()
-		return nil
-	}
-	if err := fl.seek(pos.Offset); err != nil {
+	if !atPos(pos)(fl, fi) {
 		fl.close()
 		return nil
 	}
 	return fl
+}
+
+// atPos checks that a freshly opened file holds pos (see matches) and
+// positions it there.
+func atPos(pos FilePos) func(*file, os.FileInfo) bool {
+	return func(fl *file, fi os.FileInfo) bool {
+		return fi.Size() >= pos.Offset && matches(fl, pos) && fl.seek(pos.Offset) == nil
+	}
 }
 
 // matches checks the fingerprints of the file's first bytes and of the
