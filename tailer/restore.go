@@ -93,8 +93,6 @@ func (t *Tailer) locate(p FilePos, cands []*candidate) (*file, *candidate) {
 // moved them while the exporter was stopped, and the files that appeared
 // meanwhile; without a saved position it starts afresh.
 func (t *Tailer) restore() {
-	t.restoring = true
-	defer func() { t.restoring = false }()
 	pos, ok := t.store.Get(t.opts.Path)
 	if !ok {
 		t.startFresh()

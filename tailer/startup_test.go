@@ -183,3 +183,58 @@ func TestTurnedDownOpenNotNoted(t *testing.T) {
 		t.Errorf("unread %d, want 0", n)
 	}
 }
+
+// TestRestoredFileRenamedNotACreation: after a restart the log the
+// tailer restored (there before the watch began) is renamed to .1; the
+// rename event names it, but it is no new file. Then a new log is created
+// and deleted before the watcher gets to its creation, and another one
+// is created. Exactly one file was missed and must be counted: counting
+// the restored file as one opened since the start hid it (lost without a
+// count).
+func TestRestoredFileRenamedNotACreation(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "krb5kdc.log")
+	if err := os.WriteFile(path, []byte("P0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wt := newEventWatcher(path)
+	wt.since = time.Now().UnixNano() // the watch begins (see watchRotations)
+	// restore opens the log at its saved position
+	f0, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f0.Close()
+	wt.mu.Lock()
+	wt.note(f0)
+	wt.mu.Unlock()
+
+	if err := os.Rename(path, path+".1"); err != nil {
+		t.Fatal(err)
+	}
+	wt.rotEvent("krb5kdc.log", "krb5kdc.log", unix.IN_MOVED_FROM, 7)
+	wt.rotEvent("krb5kdc.log.1", "krb5kdc.log", unix.IN_MOVED_TO, 7)
+	if err := os.WriteFile(path, []byte("F\n"), 0o644); err != nil { // F
+		t.Fatal(err)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte("G\n"), 0o644); err != nil { // G
+		t.Fatal(err)
+	}
+	wt.rotEvent("krb5kdc.log", "krb5kdc.log", unix.IN_CREATE, 0) // F's, handled late
+	wt.rotEvent("krb5kdc.log", "krb5kdc.log", unix.IN_DELETE, 0)
+	wt.rotEvent("krb5kdc.log", "krb5kdc.log", unix.IN_CREATE, 0) // G's
+	wt.account()
+	q := wt.take()
+	for _, f := range q {
+		f.Close()
+	}
+	if len(q) != 1 {
+		t.Errorf("queued %d files, want 1 (G)", len(q))
+	}
+	if n := wt.vanished.Load(); n != 1 {
+		t.Errorf("unread %d, want 1 (F)", n)
+	}
+}

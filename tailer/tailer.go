@@ -124,10 +124,6 @@ type Tailer struct {
 	// is looked for after each read until something was read.
 	afterTrunc bool
 
-	// restoring: restore runs; files opened are noted as maybe older
-	// than the watch (see watcher.note).
-	restoring bool
-
 	lastErr string // the error logged last, so a lasting problem is logged once
 
 	// Timings that SetTimings changes while Run runs; opts keeps the
@@ -494,7 +490,7 @@ func (t *Tailer) openNotedIf(path string, keep func(*file, os.FileInfo) bool) (*
 	}
 	if t.w != nil {
 		if err == nil {
-			t.w.note(nf.f, t.restoring)
+			t.w.note(nf.f)
 		}
 		t.w.mu.Unlock()
 	}

@@ -288,9 +288,13 @@ func (wt *watcher) obtain(path string, renamed bool) {
 	k, ok := keyOf(f)
 	wt.counting = wt.counting && ok
 	if counted, seen := wt.ids[k]; seen {
-		// Opened before (by the tailer, or there at the start); a file
-		// not counted yet that an event names now was created since.
-		if !counted {
+		// Opened before (by the tailer, or there at the start). One not
+		// counted yet that a creation names now was created since the
+		// watch began (the tailer opened it first, with a birth time
+		// from a coarse clock). Not so where the log was renamed to:
+		// that names the file the log was, the one there at the start
+		// too; counting it would hide a file missed.
+		if !counted && !renamed {
 			wt.ids[k] = true
 			wt.opened++
 		}
@@ -320,20 +324,19 @@ func (wt *watcher) account() {
 
 // note records a file the tailer opened itself; call it with mu held
 // (lock), from before the open, so that an open racing the watcher's is
-// counted before the watcher decides the file is missed. restoring: the
-// tailer is restoring its positions, and the file may be older than the
-// watch; it counts as created since only if it was born after the watch
-// began (or when an event names it later, see obtain).
-func (wt *watcher) note(f *os.File, restoring bool) {
+// counted before the watcher decides the file is missed. A file counts
+// as one of the creations only if it was born after the watch began (or
+// when a creation event names it later, see obtain): the tailer also
+// opens files older than the watch (restoring its positions, finding
+// rotated files), and counting those would hide files missed.
+func (wt *watcher) note(f *os.File) {
 	k, ok := keyOf(f)
 	wt.counting = wt.counting && ok
-	if wt.ids[k] {
+	if _, seen := wt.ids[k]; seen {
 		return
 	}
-	if restoring && (!ok || k.birth <= wt.since) {
-		if _, seen := wt.ids[k]; !seen {
-			wt.ids[k] = false
-		}
+	if !ok || k.birth <= wt.since {
+		wt.ids[k] = false
 		return
 	}
 	wt.ids[k] = true
