@@ -4,7 +4,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,12 +26,9 @@ type watcher struct {
 	rotate chan struct{} // a file was created, renamed or removed: read now
 	path   string
 	dir    string
-	// rot: the inotify descriptor for creations, deletions and renames
-	// only (-1: none); stop: a pipe's write end, written by close to end
-	// watchRotations' wait.
-	rot, stop int
-	done      chan struct{}
-	wg        sync.WaitGroup
+	rot    *os.File // inotify for creations, deletions and renames only
+	done   chan struct{}
+	wg     sync.WaitGroup
 	// fastUntil (Unix nanoseconds): until then the paused watcher pauses
 	// watchPause only, not idlePause: logrotate is at work.
 	fastUntil atomic.Int64
@@ -118,7 +114,7 @@ const (
 // newEventWatcher returns a watcher of path that reads no events yet.
 func newEventWatcher(path string) *watcher {
 	dir := filepath.Dir(path)
-	wt := &watcher{wake: make(chan struct{}, 1), rotate: make(chan struct{}, 1), kick: make(chan struct{}, 1), path: path, dir: dir, done: make(chan struct{}), ids: map[fileKey]bool{}, counting: true, pruneAt: minPrune, rot: -1, stop: -1}
+	wt := &watcher{wake: make(chan struct{}, 1), rotate: make(chan struct{}, 1), kick: make(chan struct{}, 1), path: path, dir: dir, done: make(chan struct{}), ids: map[fileKey]bool{}, counting: true, pruneAt: minPrune}
 	// The file the path names now is not new: taken before the watch is
 	// added, so that a file created in between is counted as created.
 	if f, err := os.Open(path); err == nil {
@@ -176,45 +172,20 @@ func (wt *watcher) watchRotations(gate <-chan struct{}, dir, base string) error 
 		unix.Close(fd)
 		return err
 	}
-	var p [2]int
-	if err := unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
-		unix.Close(fd)
-		return err
-	}
-	wt.rot, wt.stop = fd, p[1]
-	stopR := p[0]
+	wt.rot = os.NewFile(uintptr(fd), "inotify") // non-blocking: Close ends a Read
 	wt.mu.Lock()
 	wt.since = time.Now().UnixNano()
 	wt.mu.Unlock()
 	wt.wg.Add(1)
 	go func() {
 		defer wt.wg.Done()
-		defer unix.Close(stopR)
 		if !wt.pass(gate) {
 			return
 		}
-		// A thread of its own, asleep in poll(2) on the descriptor: the
-		// kernel wakes this thread, which has used next to no CPU and so
-		// is run at once even on a busy machine, rather than whichever
-		// runtime thread waits for the network poller (often one that
-		// just read a burst of lines and must wait its turn). Measured
-		// under load: see docs (tailer, latency from a file's birth to
-		// its open). The thread ends with the goroutine.
-		runtime.LockOSThread()
-		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}, {Fd: int32(stopR), Events: unix.POLLIN}}
 		var buf [16 << 10]byte
 		for {
-			if _, err := unix.Poll(fds, -1); err != nil && err != unix.EINTR {
-				return
-			}
-			if fds[1].Revents != 0 {
-				return // close
-			}
-			n, err := unix.Read(fd, buf[:])
-			if err == unix.EAGAIN || err == unix.EINTR {
-				continue
-			}
-			if err != nil || n <= 0 {
+			n, err := wt.rot.Read(buf[:])
+			if err != nil {
 				return
 			}
 			for off := 0; off+unix.SizeofInotifyEvent <= n; {
@@ -478,7 +449,7 @@ func (wt *watcher) event(ev fsnotify.Event, base string) {
 	case name == base && !ev.Has(fsnotify.Create) && !ev.Has(fsnotify.Remove) && !ev.Has(fsnotify.Rename):
 		wt.notify(wt.wake)
 	default:
-		if name == base && ev.Has(fsnotify.Create) && wt.rot < 0 {
+		if name == base && ev.Has(fsnotify.Create) && wt.rot == nil {
 			wt.mu.Lock()
 			wt.counting = false // events read with a pause: no counts
 			wt.obtain(wt.path, false)
@@ -520,14 +491,10 @@ func (wt *watcher) close() {
 	}
 	close(wt.done)
 	wt.w.Close()
-	if wt.rot >= 0 {
-		unix.Write(wt.stop, []byte{0})
+	if wt.rot != nil {
+		wt.rot.Close()
 	}
 	wt.wg.Wait()
-	if wt.rot >= 0 {
-		unix.Close(wt.rot)
-		unix.Close(wt.stop)
-	}
 	for _, f := range wt.take() {
 		f.Close()
 	}
