@@ -525,9 +525,8 @@ func (t *Tailer) pruneIDs() {
 		if err != nil {
 			continue
 		}
-		if k, ok := keyOf(f); ok || k != (fileKey{}) {
-			keep[k] = true
-		}
+		k, _ := keyOf(f)
+		keep[k] = true
 		f.Close()
 	}
 	t.w.prune(keep)

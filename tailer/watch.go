@@ -59,9 +59,9 @@ type watcher struct {
 	credit   uint64
 	reported uint64
 	// since (Unix nanoseconds, the clock file birth times come from) is
-	// when the creation watch began: a file the tailer opens while it
-	// restores its positions was created after it (and counts as one of
-	// the creations) only if it was born later.
+	// when the creation watch began: a file the tailer opens (restoring
+	// its positions, finding a rotated file) was created after it, and
+	// counts as one of the creations, only if it was born later.
 	since int64
 	// pruneAt: ids is pruned when it holds that many keys (see prune).
 	pruneAt int
@@ -328,9 +328,8 @@ func (wt *watcher) prune(keep map[fileKey]bool) {
 	wt.mu.Lock()
 	defer wt.mu.Unlock()
 	for _, f := range wt.queue {
-		if k, _ := keyOf(f); true {
-			keep[k] = true
-		}
+		k, _ := keyOf(f)
+		keep[k] = true
 	}
 	for k := range wt.ids {
 		if !keep[k] {
