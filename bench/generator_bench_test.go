@@ -41,6 +41,9 @@ func BenchmarkGenerator(b *testing.B) {
 		{"as/blocking", func(ru *run, n int) (*Load, error) {
 			return ru.closedLoopN(kindAS, krb5.UDP, 8, n)
 		}, krb5.PreauthSPAKE},
+		{"as/tcp/batched", func(ru *run, n int) (*Load, error) {
+			return ru.batchedTCP(context.Background(), 64, time.Hour, int64(n))
+		}, krb5.PreauthEncTimestamp},
 		{"as/tcp/blocking", func(ru *run, n int) (*Load, error) {
 			return ru.closedLoopN(kindAS, krb5.TCP, 8, n)
 		}, krb5.PreauthEncTimestamp},

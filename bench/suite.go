@@ -396,7 +396,13 @@ func (r *run) concurrency(ctx context.Context) error {
 }
 
 func (r *run) tcp(ctx context.Context) error {
-	l, err := r.closedLoop(ctx, kindAS, krb5.TCP, r.set.Clients, r.set.Duration)
+	var l *Load
+	var err error
+	if r.set.Generator == GeneratorBatched {
+		l, err = r.batchedTCP(ctx, r.set.BatchInflight, r.set.Duration, 0)
+	} else {
+		l, err = r.closedLoop(ctx, kindAS, krb5.TCP, r.set.Clients, r.set.Duration)
+	}
 	if err != nil {
 		return err
 	}
