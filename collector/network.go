@@ -173,24 +173,40 @@ func (c *networkCollector) updateUDP(ch chan<- prometheus.Metric, np *kdcProc, s
 	if err != nil {
 		return err
 	}
-	type udpStat struct{ queue, drops float64 }
-	by := map[string]*udpStat{}
+	var sums addrSums
 	for _, s := range socks {
 		if s.state != udpUnconnected || !sel.match(s.inode, s.ip, uint64(s.port), sel.udp) {
 			continue
 		}
-		a := hostPort(s.ip, uint64(s.port))
-		if by[a] == nil {
-			by[a] = &udpStat{}
-		}
-		by[a].queue += float64(s.rqueue)
-		by[a].drops += float64(s.drops)
+		sum, _ := sums.at(hostPort(s.ip, uint64(s.port)))
+		sum.a += float64(s.rqueue)
+		sum.b += float64(s.drops)
 	}
-	for a, s := range by {
-		ch <- gauge(c.udpQueue, s.queue, a)
-		ch <- counter(c.udpDrops, s.drops, a)
+	for _, s := range sums {
+		ch <- gauge(c.udpQueue, s.a, s.addr)
+		ch <- counter(c.udpDrops, s.b, s.addr)
 	}
 	return nil
+}
+
+// addrSums are sums per socket address ("host:port", so that sockets that
+// print the same are summed): a KDC has a few, so a slice, not a map.
+type addrSums []addrSum
+
+type addrSum struct {
+	addr string
+	a, b float64
+}
+
+// at returns the sums of addr, new (zero) if it had none.
+func (s *addrSums) at(addr string) (sum *addrSum, isNew bool) {
+	for i := range *s {
+		if (*s)[i].addr == addr {
+			return &(*s)[i], false
+		}
+	}
+	*s = append(*s, addrSum{addr: addr})
+	return &(*s)[len(*s)-1], true
 }
 
 // udpSockets returns the KDC's UDP sockets (the caller keeps the
@@ -422,23 +438,25 @@ func (c *networkCollector) updateTCP(ch chan<- prometheus.Metric, np *kdcProc, s
 	if err != nil {
 		return err
 	}
-	computed := c.acceptQueueLimit(settings)
-	type listenStat struct{ queue, limit float64 }
-	by := map[string]*listenStat{}
+	var sums addrSums
+	computed := -1.0 // the limit from kdc.conf, worked out when needed
 	for _, l := range listeners {
-		a := hostPort(l.ip, uint64(l.port))
-		if by[a] == nil {
-			by[a] = &listenStat{limit: computed}
+		sum, isNew := sums.at(hostPort(l.ip, uint64(l.port)))
+		switch {
+		case fromKernel:
+			sum.b = float64(l.wqueue) // what listen() got
+		case isNew:
+			if computed < 0 {
+				computed = c.acceptQueueLimit(settings)
+			}
+			sum.b = computed
 		}
-		by[a].queue += float64(l.rqueue)
-		if fromKernel {
-			by[a].limit = float64(l.wqueue) // what listen() got
-		}
+		sum.a += float64(l.rqueue)
 	}
-	for a, s := range by {
-		ch <- gauge(c.tcpQueue, s.queue, a)
-		if s.limit > 0 {
-			ch <- gauge(c.tcpLimit, s.limit, a)
+	for _, s := range sums {
+		ch <- gauge(c.tcpQueue, s.a, s.addr)
+		if s.b > 0 {
+			ch <- gauge(c.tcpLimit, s.b, s.addr)
 		}
 	}
 	if len(listeners) == 0 || !c.tcpConnections {
