@@ -247,6 +247,9 @@ func (c *networkCollector) diagUDP(sel *selector) ([]inetSocket, error) {
 	var out []inetSocket
 	for _, s := range all {
 		if sel.match(s.inode, s.ip, uint64(s.port), sel.udp) {
+			if !s.haveDrops {
+				return nil, fmt.Errorf("sock_diag gave no memory counters (drops) for UDP socket %d", s.inode)
+			}
 			out = append(out, s)
 		}
 	}
@@ -312,6 +315,9 @@ func (m *sockMemo) lookup(d *diagConn) (socks []inetSocket, ok bool, err error) 
 		if !found || got.inode != s.inode {
 			*m = sockMemo{}
 			return nil, false, nil
+		}
+		if s.haveDrops && !got.haveDrops {
+			return nil, false, fmt.Errorf("sock_diag gave no memory counters (drops) for socket %d", s.inode)
 		}
 		socks = append(socks, got)
 	}
@@ -578,7 +584,7 @@ func (c *networkCollector) diagKDCSockets(sel *selector, withConns bool) (listen
 	kept := listeners[:0:0]
 	for _, s := range listeners {
 		if s.state != tcpListen {
-			continue // closed meanwhile: no longer hashed, so never here
+			continue // a guard: a listener leaves LISTEN only as it closes, and is then gone
 		}
 		kept = append(kept, s)
 		if !slices.Contains(ports, s.port) {
