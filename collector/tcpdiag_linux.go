@@ -63,13 +63,7 @@ func kdcNetns(procPath string, pid int) netnsRelation {
 // request (SOCK_DIAG_BY_FAMILY) takes one family, so one walk each, and
 // a walk of the connection table is the cost of this collector.
 func sockDiagTCP(states uint32, ports []uint16) ([]inetSocket, error) {
-	return sockDiagTCPBuf(states, ports, nil)
-}
-
-// sockDiagTCPBuf is sockDiagTCP receiving into buf (allocated when shorter
-// than sockDiagRecvBufBytes) on a socket of its own.
-func sockDiagTCPBuf(states uint32, ports []uint16, buf []byte) ([]inetSocket, error) {
-	d, err := openDiag(buf)
+	d, err := openDiag(nil)
 	if err != nil {
 		return nil, err
 	}

@@ -8,11 +8,7 @@ func kdcNetns(string, int) netnsRelation { return otherNetns }
 
 var errNoSockDiag = errors.New("sock_diag is Linux only")
 
-func sockDiagTCP(states uint32, ports []uint16) ([]inetSocket, error) {
-	return sockDiagTCPBuf(states, ports, nil)
-}
-
-func sockDiagTCPBuf(uint32, []uint16, []byte) ([]inetSocket, error) { return nil, errNoSockDiag }
+func sockDiagTCP(uint32, []uint16) ([]inetSocket, error) { return nil, errNoSockDiag }
 
 type diagConn struct{}
 
