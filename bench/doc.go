@@ -7,9 +7,10 @@
 //
 // The load comes from the project's own Kerberos client engine (package
 // internal/krb5), logging in as kinit does (SPAKE when the KDC offers
-// it): for as, tgs and the concurrency levels one goroutine per CPU, locked
-// to its thread, with many requests in flight per raw socket and batched
-// system calls; elsewhere one goroutine per simulated client. The report
+// it): for as, tgs and the concurrency levels one goroutine per 64
+// requests in flight (at most one per CPU) with many requests in flight
+// per raw socket, batched system calls and a wake-up per half its
+// requests; elsewhere one goroutine per simulated client. The report
 // puts the generator's CPU per request next to the KDC's so a reader can
 // see when the generator, not the KDC, was the limit.
 package bench

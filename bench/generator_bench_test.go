@@ -3,7 +3,11 @@ package bench
 import (
 	"context"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -41,6 +45,9 @@ func BenchmarkGenerator(b *testing.B) {
 		{"as/blocking", func(ru *run, n int) (*Load, error) {
 			return ru.closedLoopN(kindAS, krb5.UDP, 8, n)
 		}, krb5.PreauthSPAKE},
+		{"as/tcp/batched", func(ru *run, n int) (*Load, error) {
+			return ru.batchedTCP(context.Background(), 64, time.Hour, int64(n))
+		}, krb5.PreauthEncTimestamp},
 		{"as/tcp/blocking", func(ru *run, n int) (*Load, error) {
 			return ru.closedLoopN(kindAS, krb5.TCP, 8, n)
 		}, krb5.PreauthEncTimestamp},
@@ -137,4 +144,81 @@ func upRealmB(b *testing.B) *realm.Realm {
 		}
 	}
 	return r
+}
+
+// BenchmarkKinitLoop is the as and tgs loads made the way a shell script
+// makes them: a loop of `kinit -k` (a process per login) and of `kvno
+// --no-store` (a process per 8 service tickets, never cached), one at a
+// time, encrypted timestamp (the client's profile without SPAKE groups),
+// reporting the client processes' CPU per request next to the KDC's as
+// BenchmarkGenerator does. Pin as for BenchmarkGenerator; -test.benchtime
+// 400x.
+func BenchmarkKinitLoop(b *testing.B) {
+	r := upRealmB(b)
+	kinit, err1 := exec.LookPath("kinit")
+	kvno, err2 := exec.LookPath("kvno")
+	if err1 != nil || err2 != nil {
+		b.Skip("kinit/kvno not installed")
+	}
+	// The realm's client profile without spake_preauth_groups.
+	env := append(os.Environ(), r.Env()...)
+	for i, e := range env {
+		if p, ok := strings.CutPrefix(e, "KRB5_CONFIG="); ok {
+			conf, err := os.ReadFile(p)
+			if err != nil {
+				b.Fatal(err)
+			}
+			np := filepath.Join(b.TempDir(), "krb5.conf")
+			if err := os.WriteFile(np, regexp.MustCompile(`(?m)^\s*spake_preauth_groups.*\n`).ReplaceAll(conf, nil), 0o644); err != nil {
+				b.Fatal(err)
+			}
+			env[i] = "KRB5_CONFIG=" + np
+		}
+	}
+	env = append(env, "KRB5CCNAME=FILE:"+filepath.Join(b.TempDir(), "cc"))
+	run := func(name string, args ...string) {
+		cmd := exec.Command(name, args...)
+		cmd.Env = env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("%s %v: %v\n%s", name, args, err, out)
+		}
+	}
+	var svcs []string
+	for i := 1; i <= 8; i++ {
+		svcs = append(svcs, r.Service(i))
+	}
+	for _, tc := range []struct {
+		name string
+		per  int // requests per process
+		loop func()
+	}{
+		{"kinit", 1, func() { run(kinit, "-k", "-t", r.UserKeytab, r.User(1)) }},
+		{"kvno", len(svcs), func() { run(kvno, append([]string{"-q", "--no-store"}, svcs...)...) }},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			run(kinit, "-k", "-t", r.UserKeytab, r.User(1))
+			s := newSampler(r.KDCPids)
+			var ru0, ru1 syscall.Rusage
+			procs := (b.N + tc.per - 1) / tc.per
+			b.ResetTimer()
+			a := s.read()
+			syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru0)
+			for range procs {
+				tc.loop()
+			}
+			syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru1)
+			z := s.read()
+			b.StopTimer()
+			reqs := procs * tc.per // logins (two round trips each) or tickets
+			gen := float64(ru1.Utime.Nano()-ru0.Utime.Nano()+ru1.Stime.Nano()-ru0.Stime.Nano()) / 1e3 / float64(reqs)
+			u := cpuUse(a, z, reqs)
+			b.ReportMetric(gen, "gen-cpu-us/op")
+			b.ReportMetric(u.KDCPerRequestUS, "kdc-cpu-us/op")
+			if u.KDCPerRequestUS > 0 {
+				b.ReportMetric(gen/u.KDCPerRequestUS, "gen/kdc")
+			}
+			b.ReportMetric(u.KDCCoresBusyPct, "kdc-busy-%")
+			b.ReportMetric(float64(reqs)/(z.At-a.At).Seconds(), "req/s")
+		})
+	}
 }

@@ -45,6 +45,10 @@ type Load struct {
 	ErrorClasses map[string]int    `json:"error_classes,omitempty"`
 	ErrorTexts   map[string]string `json:"error_texts,omitempty"`
 	CPU          CPUUse            `json:"cpu"`
+	// GeneratorWaits is how often the batched generator blocked (sleeps
+	// and polls): each wake-up costs CPU, so it wakes once per many
+	// requests.
+	GeneratorWaits int `json:"generator_waits,omitempty"`
 
 	recs []record
 	kind string // of the requests summarised
@@ -312,4 +316,39 @@ func (r *run) closedLoopN(kind string, t krb5.Transport, clients, n int) (*Load,
 		err = nil
 	}
 	return l, err
+}
+
+// recordLog collects the records of one load goroutine in fixed chunks:
+// appending never copies what is there (a growing slice of tens of
+// thousands of records would copy and fault in fresh pages while the
+// load's CPU is measured).
+type recordLog struct {
+	chunks [][]record
+	waits  int // times the goroutine blocked (Load.GeneratorWaits)
+}
+
+const recordChunk = 4096
+
+func (l *recordLog) add(rec record) {
+	if n := len(l.chunks); n == 0 || len(l.chunks[n-1]) == cap(l.chunks[n-1]) {
+		l.chunks = append(l.chunks, make([]record, 0, recordChunk))
+	}
+	c := &l.chunks[len(l.chunks)-1]
+	*c = append(*c, rec)
+}
+
+func (l *recordLog) len() int {
+	n := 0
+	for _, c := range l.chunks {
+		n += len(c)
+	}
+	return n
+}
+
+// appendTo appends every record to dst.
+func (l *recordLog) appendTo(dst []record) []record {
+	for _, c := range l.chunks {
+		dst = append(dst, c...)
+	}
+	return dst
 }

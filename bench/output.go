@@ -175,6 +175,10 @@ func WriteMarkdown(w io.Writer, rep *Report) {
 		fmt.Fprintf(w, "| Clients | Transport | %s | Requests | Failed %% | avg ms | p50 | p95 | p99 | max | KDC CPU/req µs | Generator CPU/req µs | Generator/KDC |\n", unit)
 		fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 		loadRow(w, l)
+		if u := l.CPU; u.KDCCores > 0 {
+			fmt.Fprintf(w, "\nKDC busy %s %% of the %d core(s) it may use; KDC %s µs CPU per request, generator %s µs (%.2fx the KDC's).\n",
+				fmtNum(u.KDCCoresBusyPct), u.KDCCores, fmtNum(u.KDCPerRequestUS), fmtNum(u.GeneratorPerRequestUS), u.Ratio)
+		}
 		errorsOf(w, l)
 	}
 	if rep.AS != nil {

@@ -31,13 +31,14 @@ type slot struct {
 	last    time.Time // last send
 	resends int
 	busy    bool
+	seq     uint64           // of the request: its place in the stage queues
 	fl      krb5.LoginFlight // logins: the stage and SPAKE key of the login
 	send    bool             // encoded (the second round trip of a login), to send now
 }
 
 // batchedTGS makes the tgs load with few goroutines: `inflight` requests
 // in flight in total (the closed-loop clients' worth), spread over one
-// goroutine per CPU, each with its own user (and TGT) and one connected
+// goroutine per batchedPerWorker of them (at most one per CPU), each with its own user (and TGT) and one connected
 // UDP socket. A goroutine encodes every request it can send, hands them
 // to the kernel in one sendmmsg, takes every reply waiting in one
 // recvmmsg, and matches each reply to its request by the nonce inside its
@@ -59,7 +60,11 @@ func (r *run) batchedAS(ctx context.Context, inflight int, dur time.Duration, li
 }
 
 func (r *run) batched(ctx context.Context, kind string, inflight int, dur time.Duration, limit int64) (*Load, error) {
-	g := max(1, min(inflight, runtime.GOMAXPROCS(0)))
+	// One goroutine per batchedPerWorker requests in flight, at most one
+	// per CPU: a goroutine wakes once per half its requests, so fewer,
+	// fuller goroutines wake less. One keeps a KDC core busy with a few %
+	// of another core.
+	g := max(1, min((inflight+batchedPerWorker-1)/batchedPerWorker, runtime.GOMAXPROCS(0)))
 	type worker struct {
 		c     *krb5.Client
 		svcs  []*krb5.Service
@@ -105,7 +110,7 @@ func (r *run) batched(ctx context.Context, kind string, inflight int, dur time.D
 		}
 	}
 	r.resetErrors()
-	recs := make([][]record, g)
+	recs := make([]recordLog, g)
 	var done sync.WaitGroup
 	var okCount int64
 	var okMu sync.Mutex
@@ -143,16 +148,26 @@ func (r *run) batched(ctx context.Context, kind string, inflight int, dur time.D
 	b := r.sampler.read()
 	close(errc)
 	var all []record
-	for _, rs := range recs {
-		all = append(all, rs...)
+	for i := range recs {
+		all = recs[i].appendTo(all)
 	}
 	l := r.finish(summarizeLoad(all, kind, inflight, wall, krb5.UDP))
 	l.CPU = cpuUse(a, b, l.Requests)
+	for i := range recs {
+		l.GeneratorWaits += recs[i].waits
+	}
 	for err := range errc {
 		return l, err
 	}
 	return l, ctx.Err()
 }
+
+// yieldEvery is how often a batched goroutine yields to the scheduler.
+const yieldEvery = 8 * time.Millisecond
+
+// batchedPerWorker is how many requests in flight a batched goroutine
+// takes before the load is spread over more (up to one per CPU).
+const batchedPerWorker = 64
 
 // Bounds of the wait that lets replies gather between receives.
 const (
@@ -185,10 +200,12 @@ func rxTimestamp(oob []byte, def time.Time) time.Time {
 const batchedRetransmit = time.Second
 
 func (r *run) batchedWorker(ctx context.Context, kind string, c *krb5.Client, svcs []*krb5.Service, u *rawUDP, depth int,
-	start, end time.Time, out *[]record, stop <-chan struct{}, succeeded func(int)) error {
-	// The raw system calls below block this thread, not the scheduler.
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
+	start, end time.Time, out *recordLog, stop <-chan struct{}, succeeded func(int)) error {
+	// The raw system calls below block this goroutine's thread and keep
+	// its P (see rawSleep). The goroutine is not locked to the thread: the
+	// runtime preempts a goroutine that has run 10 ms without a scheduling
+	// point, which is every goroutine here, and a locked one is handed
+	// from thread to thread through futex wake-ups each time.
 	slots := make([]slot, depth)
 	// Successful logins by the stage that ended them, for the report.
 	var methods [krb5.StageResponse + 1]int
@@ -198,12 +215,24 @@ func (r *run) batchedWorker(ctx context.Context, kind string, c *krb5.Client, sv
 		}
 	}()
 	bySlot := make(map[int64]int, depth)
+	q := newStageQueues(depth)
+	var seq uint64
+	// assign records that slot i has a new request in flight (requests
+	// are given out in the order they are sent). Only logins wait in the
+	// queues: a TGS reply names its request by its nonce.
+	assign := func(i int) {
+		seq++
+		slots[i].seq = seq
+		if kind == kindAS {
+			q.push(slots, slots[i].fl.Stage, i, seq)
+		}
+	}
 	next, answered := 0, 0
 	finish := func(i int, now time.Time, err error) {
 		s := &slots[i]
 		delete(bySlot, s.nonce)
 		s.busy = false
-		*out = append(*out, r.note(record{Start: s.first.Sub(start), Latency: now.Sub(s.first), Kind: kind, Class: krb5.Classify(err)}, err))
+		out.add(r.note(record{Start: s.first.Sub(start), Latency: now.Sub(s.first), Kind: kind, Class: krb5.Classify(err)}, err))
 	}
 	stopped := func() bool {
 		select {
@@ -213,11 +242,14 @@ func (r *run) batchedWorker(ctx context.Context, kind string, c *krb5.Client, sv
 			return ctx.Err() != nil
 		}
 	}
-	// A batch is a quarter of the slots: each cycle sends that many new
-	// requests in one sendmmsg, sleeps while about as many replies come
-	// in, and takes them with one recvmmsg; the other three quarters keep
-	// the KDC's queue full meanwhile.
-	batch := max(1, depth/4)
+	// A batch is half the slots: each cycle sends that many new requests
+	// in one sendmmsg, sleeps while about as many replies come in, and
+	// takes them with one recvmmsg; the other half keeps the KDC's queue
+	// full meanwhile. A wake-up costs the generator 20-50 µs of CPU on a
+	// virtual machine, the Kerberos work of several logins: the fewer per
+	// request, the cheaper the generator.
+	batch := max(1, depth/2)
+	yielded := start
 	for {
 		now := time.Now()
 		if !now.Before(end) || stopped() {
@@ -246,6 +278,7 @@ func (r *run) batchedWorker(ctx context.Context, kind string, c *krb5.Client, sv
 				next++
 				*s = slot{buf: buf, nonce: nonce, first: now, last: now, busy: true, fl: fl}
 				bySlot[nonce] = i
+				assign(i)
 			case s.send:
 				s.send, s.last = false, now
 			case now.Sub(s.first) >= r.set.Timeout:
@@ -272,12 +305,22 @@ func (r *run) batchedWorker(ctx context.Context, kind string, c *krb5.Client, sv
 		// so far. The kernel's arrival stamps keep the latencies exact.
 		// With few in flight (a concurrency level of 1 or 2 clients) the
 		// wait would only idle the KDC: take each reply as it comes.
+		// A scheduling point every few ms: the runtime preempts a
+		// goroutine that has had none for 10 ms with a signal, which also
+		// cuts the sleep short. Not every cycle: with an idle P, a yield
+		// wakes a thread to look for work.
+		if now.Sub(yielded) >= yieldEvery {
+			runtime.Gosched()
+			yielded = now
+		}
 		if answered > 0 && len(bySlot) > 0 && depth >= 8 {
-			per := time.Since(start) / time.Duration(answered)
-			rawSleep(min(max(per*time.Duration(batch), minBatchWait), maxBatchWait, time.Until(end)))
+			per := now.Sub(start) / time.Duration(answered)
+			rawSleep(min(max(per*time.Duration(batch), minBatchWait), maxBatchWait, end.Sub(now)))
+			out.waits++
 		}
 		n, err := u.recv()
 		if n == 0 && err == nil {
+			out.waits++
 			// Nothing yet: block until a reply comes, waking at least
 			// every 100 ms to resend and time out.
 			if err := u.waitReadable(min(100*time.Millisecond, time.Until(end))); err != nil {
@@ -303,10 +346,10 @@ func (r *run) batchedWorker(ctx context.Context, kind string, c *krb5.Client, sv
 			var err error
 			if kind == kindAS {
 				var more bool
-				if nonce, more, err = r.loginReply(c, slots, bySlot, reply); more {
+				if nonce, more, err = r.loginReply(c, slots, q, bySlot, reply, assign); more {
 					if err != nil {
 						// The error answers the oldest login waiting for this kind of answer.
-						if i := oldestSlot(slots, stageMask(krb5.StageFirst, krb5.StageSupport)); i >= 0 {
+						if i := q.oldest(slots, krb5.StageFirst, krb5.StageSupport); i >= 0 {
 							finish(i, at, err)
 						}
 					}
@@ -336,6 +379,78 @@ func (r *run) batchedWorker(ctx context.Context, kind string, c *krb5.Client, sv
 	}
 }
 
+// stageQueues keeps the requests in flight of a batched worker in the
+// order they were given to their slots, one queue per login stage, so
+// that the oldest request waiting for a kind of answer is found without
+// scanning every slot. An entry is stale once its slot has a newer
+// request (or none); stale entries are dropped from the front lazily.
+type stageQueues struct {
+	q [krb5.StageResponse + 1]fifo
+}
+
+type queued struct {
+	slot int
+	seq  uint64
+}
+
+// fifo is buf[head:]; the room before head is reused when buf is full.
+type fifo struct {
+	buf  []queued
+	head int
+}
+
+func newStageQueues(depth int) *stageQueues {
+	s := &stageQueues{}
+	for i := range s.q {
+		s.q[i].buf = make([]queued, 0, 4*depth)
+	}
+	return s
+}
+
+func (s *stageQueues) push(slots []slot, st krb5.LoginStage, slot int, seq uint64) {
+	f := &s.q[st]
+	if len(f.buf) == cap(f.buf) {
+		// Full: keep the live entries, in order, at the start.
+		n := 0
+		for _, e := range f.buf[f.head:] {
+			if slots[e.slot].busy && slots[e.slot].seq == e.seq {
+				f.buf[n] = e
+				n++
+			}
+		}
+		f.buf, f.head = f.buf[:n], 0
+	}
+	f.buf = append(f.buf, queued{slot, seq})
+}
+
+// live drops the stale entries at the front of stage st's queue and
+// returns the queue, oldest first.
+func (s *stageQueues) live(slots []slot, st krb5.LoginStage) []queued {
+	f := &s.q[st]
+	for f.head < len(f.buf) {
+		if e := f.buf[f.head]; slots[e.slot].busy && slots[e.slot].seq == e.seq {
+			break
+		}
+		f.head++
+	}
+	if f.head == len(f.buf) {
+		f.buf, f.head = f.buf[:0], 0
+	}
+	return f.buf[f.head:]
+}
+
+// oldest is the slot whose request, in one of the stages, was given out
+// first, or -1.
+func (s *stageQueues) oldest(slots []slot, stages ...krb5.LoginStage) int {
+	best, bestSeq := -1, uint64(0)
+	for _, st := range stages {
+		if q := s.live(slots, st); len(q) > 0 && (best < 0 || q[0].seq < bestSeq) {
+			best, bestSeq = q[0].slot, q[0].seq
+		}
+	}
+	return best
+}
+
 func refusedError(kind string, err error) error {
 	return &krb5.Error{Class: krb5.ClassConnectionRefused, Phase: kindPhase(kind), Err: err}
 }
@@ -351,15 +466,16 @@ func kindPhase(kind string) string {
 // loginReply handles a reply of the as load. A KRB-ERROR asking for more
 // pre-authentication (more) answers the oldest login waiting for it,
 // which goes on to its next request at once. An AS-REP is opened as the
-// answer to the logins waiting for one, oldest first (a SPAKE AS-REP only
-// opens with its own login's key); its nonce names the request.
-func (r *run) loginReply(c *krb5.Client, slots []slot, bySlot map[int64]int, reply []byte) (nonce int64, more bool, err error) {
+// answer to a login waiting for one: a SPAKE AS-REP only opens with its
+// own login's key, so the SPAKE logins are tried oldest first; any other
+// opens with the long-term key. Its nonce names the request.
+func (r *run) loginReply(c *krb5.Client, slots []slot, q *stageQueues, bySlot map[int64]int, reply []byte, assign func(int)) (nonce int64, more bool, err error) {
 	kind, err := c.ReadLoginReply(reply)
 	if err != nil && kind == krb5.ReplyASRep {
 		// PREAUTH_FAILED to a SPAKE support message (the KDC shares no
 		// group with us) answers the oldest login that sent one: under
 		// auto it goes on with encrypted timestamp, as kinit does.
-		if i := oldestSlot(slots, stageMask(krb5.StageSupport)); i >= 0 {
+		if i := q.oldest(slots, krb5.StageSupport); i >= 0 {
 			var fallback bool
 			if fallback, err = c.SPAKERefused(err); fallback {
 				kind, err = krb5.ReplyMoreData, nil
@@ -379,7 +495,7 @@ func (r *run) loginReply(c *krb5.Client, slots []slot, bySlot map[int64]int, rep
 		if kind == krb5.ReplyMoreData {
 			want = krb5.StageSupport
 		}
-		i := oldestSlot(slots, stageMask(want))
+		i := q.oldest(slots, want)
 		if i < 0 {
 			return 0, true, nil // a late answer to a request already ended
 		}
@@ -391,41 +507,31 @@ func (r *run) loginReply(c *krb5.Client, slots []slot, bySlot map[int64]int, rep
 		delete(bySlot, s.nonce)
 		s.buf, s.nonce, s.send, s.resends = buf, s.fl.Nonce, true, 0
 		bySlot[s.nonce] = i
+		assign(i)
 		return 0, true, nil
 	}
-	// An AS-REP: try the waiting logins, oldest first, until one opens it.
-	prev := -1 // the last login tried: the next is the oldest after it
-	for range slots {
-		i := -1
-		for j := range slots {
-			if slots[j].busy && stageMask(krb5.StageFirst, krb5.StageTimestamp, krb5.StageResponse)&(1<<slots[j].fl.Stage) != 0 &&
-				(prev < 0 || sentAfter(&slots[j], j, &slots[prev], prev)) && (i < 0 || sentAfter(&slots[i], i, &slots[j], j)) {
-				i = j
-			}
+	// An AS-REP: the SPAKE logins waiting for one, oldest first, until
+	// one opens it; then the long-term key (encrypted timestamp, or a
+	// user without pre-authentication).
+	for _, e := range q.live(slots, krb5.StageResponse) {
+		if s := &slots[e.slot]; !s.busy || s.seq != e.seq {
+			continue // stale
 		}
-		if i < 0 {
-			break
-		}
-		prev = i
-		nonce, err = c.OpenLoginFlight(reply, &slots[i].fl)
-		if err == nil || krb5.Classify(err) != krb5.ClassDecrypt || slots[i].fl.Stage != krb5.StageResponse {
-			// The long-term key opens the reply of any login without SPAKE.
+		nonce, err = c.OpenLoginFlight(reply, &slots[e.slot].fl)
+		if err == nil || krb5.Classify(err) != krb5.ClassDecrypt {
 			return nonce, false, err
 		}
+	}
+	if len(q.live(slots, krb5.StageTimestamp)) > 0 || len(q.live(slots, krb5.StageFirst)) > 0 {
+		lt := krb5.LoginFlight{Stage: krb5.StageTimestamp}
+		nonce, err = c.OpenLoginFlight(reply, &lt)
+		return nonce, false, err
 	}
 	// No login in flight opens it: the second answer to a resent SPAKE
 	// response whose login has ended (its K'[0] is gone), as an
 	// encrypted-timestamp duplicate whose nonce names no request. Were it
 	// a KDC fault instead, its login times out and counts as failed.
 	return 0, true, nil
-}
-
-// sentAfter orders slots by first send, then by index.
-func sentAfter(a *slot, i int, b *slot, j int) bool {
-	if !a.first.Equal(b.first) {
-		return a.first.After(b.first)
-	}
-	return i > j
 }
 
 // stageMethod is the pre-authentication of a login answered at stage st.

@@ -11,8 +11,8 @@ import (
 )
 
 // rawUDP is a connected UDP socket driven with raw system calls by one
-// goroutine locked to its OS thread: sendmmsg and recvmmsg without the Go
-// netpoller, and waits that block the thread itself. Going through the
+// goroutine: sendmmsg and recvmmsg (non-blocking, so raw: no hand-off of
+// the P) without the Go netpoller, and waits that block the thread itself. Going through the
 // netpoller costs an epoll round trip and a scheduler pass per wake-up,
 // and a blocking system call made the ordinary way lets the runtime's
 // monitor hand the P off and poll every 20 µs; at a few µs of Kerberos
@@ -113,7 +113,7 @@ func (u *rawUDP) send() error {
 		u.shdr[i].Hdr.SetIovlen(1)
 	}
 	for sent := 0; sent < len(u.shdr); {
-		n, _, e := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(u.fd), uintptr(unsafe.Pointer(&u.shdr[sent])), uintptr(len(u.shdr)-sent), unix.MSG_DONTWAIT, 0, 0)
+		n, _, e := unix.RawSyscall6(unix.SYS_SENDMMSG, uintptr(u.fd), uintptr(unsafe.Pointer(&u.shdr[sent])), uintptr(len(u.shdr)-sent), unix.MSG_DONTWAIT, 0, 0)
 		switch {
 		case e == unix.EINTR:
 			continue
@@ -135,7 +135,7 @@ func (u *rawUDP) recv() (int, error) {
 		u.rhdr[i].Hdr.SetControllen(len(u.roob[i]))
 	}
 	for {
-		n, _, e := unix.Syscall6(unix.SYS_RECVMMSG, uintptr(u.fd), uintptr(unsafe.Pointer(&u.rhdr[0])), uintptr(len(u.rhdr)), unix.MSG_DONTWAIT, 0, 0)
+		n, _, e := unix.RawSyscall6(unix.SYS_RECVMMSG, uintptr(u.fd), uintptr(unsafe.Pointer(&u.rhdr[0])), uintptr(len(u.rhdr)), unix.MSG_DONTWAIT, 0, 0)
 		switch e {
 		case 0:
 			return int(n), nil
@@ -158,8 +158,8 @@ func (u *rawUDP) msg(i int, def time.Time) ([]byte, time.Time) {
 // sleep blocks the calling thread for d without the Go scheduler: a
 // RawSyscall keeps the P, so the runtime neither hands it off nor polls
 // the thread. A signal (the runtime's preemption, the GC) cuts the sleep
-// short, which is harmless: the caller loops. Only for a goroutine that
-// is locked to its thread and owns it.
+// short, which is harmless: the caller loops. For a goroutine that may
+// hold its P that long (no other goroutine needs it meanwhile).
 func rawSleep(d time.Duration) {
 	if d <= 0 {
 		return

@@ -3,10 +3,13 @@ package bench
 import (
 	"bytes"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Sample is one reading of the KDC's processes and of the generator.
@@ -16,7 +19,10 @@ type Sample struct {
 	KDCCPU       time.Duration `json:"kdc_cpu_ns"` // cumulative, all krb5kdc processes
 	KDCRSS       int64         `json:"kdc_rss_bytes"`
 	KDCProcesses int           `json:"kdc_processes"`
-	GenCPU       time.Duration `json:"generator_cpu_ns"` // cumulative, this process
+	// KDCCores is how many cores the KDC can keep busy: its processes
+	// (each single-threaded), at most the CPUs they may run on.
+	KDCCores int           `json:"kdc_cores"`
+	GenCPU   time.Duration `json:"generator_cpu_ns"` // cumulative, this process
 }
 
 // cpuOf returns a process's CPU time. /proc/PID/schedstat has it in
@@ -64,6 +70,60 @@ func rssOf(pid int) int64 {
 	}
 	kb, _ := strconv.ParseInt(string(f[0]), 10, 64)
 	return kb * 1024
+}
+
+// pidsOf is the sampler's KDC processes as last found.
+func pidsOf(s *sampler) []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cached
+}
+
+// coresOf is how many cores the KDC processes can keep busy at once: one
+// per process that serves (krb5kdc is single-threaded; the supervisor of
+// krb5kdc -w, the parent of the others, serves none), at most as many as
+// the CPUs in their affinity masks together (taskset, cgroup cpusets).
+func coresOf(pids []int) int {
+	parents := map[int]bool{}
+	for _, p := range pids {
+		if pp := ppidOf(p); pp > 0 && slices.Contains(pids, pp) {
+			parents[pp] = true
+		}
+	}
+	var all unix.CPUSet
+	n := 0
+	for _, p := range pids {
+		if parents[p] {
+			continue
+		}
+		n++
+		var set unix.CPUSet
+		if err := unix.SchedGetaffinity(p, &set); err != nil {
+			continue
+		}
+		for i := range all {
+			all[i] |= set[i]
+		}
+	}
+	return min(n, all.Count())
+}
+
+// ppidOf is a process's parent, 0 when unknown.
+func ppidOf(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := bytes.Fields(b[i+1:])
+	if len(f) < 2 {
+		return 0
+	}
+	pp, _ := strconv.Atoi(string(f[1]))
+	return pp
 }
 
 // selfCPU is the CPU time of this whole process (the generator).
@@ -124,6 +184,7 @@ func (s *sampler) read() Sample {
 			s.mu.Unlock()
 		}
 	}
+	smp.KDCCores = coresOf(pidsOf(s))
 	smp.GenCPU = selfCPU()
 	s.mu.Lock()
 	smp.At = time.Since(s.start)
@@ -187,6 +248,11 @@ type CPUUse struct {
 	Ratio      float64 `json:"generator_to_kdc_ratio"`
 	KDCBusyPct float64 `json:"kdc_busy_pct"` // % of one core per KDC process, averaged
 	GenBusyPct float64 `json:"generator_busy_pct"`
+	// KDCCores is how many cores the KDC could keep busy (Sample.KDCCores)
+	// and KDCCoresBusyPct the % of them it did: near 100 the KDC was the
+	// limit; well below, the generator or the network was.
+	KDCCores        int     `json:"kdc_cores"`
+	KDCCoresBusyPct float64 `json:"kdc_cores_busy_pct"`
 }
 
 func cpuUse(a, b Sample, requests int) CPUUse {
@@ -204,6 +270,12 @@ func cpuUse(a, b Sample, requests int) CPUUse {
 		procs := max(1, b.KDCProcesses)
 		u.KDCBusyPct = 100 * float64(kdc) / float64(wall) / float64(procs)
 		u.GenBusyPct = 100 * float64(gen) / float64(wall)
+		if u.KDCCores = b.KDCCores; a.KDCCores > 0 {
+			u.KDCCores = min(u.KDCCores, a.KDCCores)
+		}
+		if u.KDCCores > 0 {
+			u.KDCCoresBusyPct = 100 * float64(kdc) / float64(wall) / float64(u.KDCCores)
+		}
 	}
 	return u
 }

@@ -66,6 +66,9 @@ type Targets struct {
 	MemoryMaxMB         float64 `yaml:"memory_max_mb" json:"memory_max_mb"`
 	DegradationMaxPct   float64 `yaml:"degradation_max_pct" json:"degradation_max_pct"`
 	GeneratorWarnFactor float64 `yaml:"generator_warn_factor" json:"generator_warn_factor"`
+	// KDCBusyWarnPct: warn when the KDC was less busy than this (% of
+	// the cores it may use) during the as and tgs loads.
+	KDCBusyWarnPct float64 `yaml:"kdc_busy_warn_pct" json:"kdc_busy_warn_pct"`
 }
 
 // Defaults are the seed's settings and targets.
@@ -104,6 +107,7 @@ func Defaults() Settings {
 			MemoryMaxMB:         256,
 			DegradationMaxPct:   20,
 			GeneratorWarnFactor: 0.2,
+			KDCBusyWarnPct:      95,
 		},
 	}
 }

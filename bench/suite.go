@@ -202,6 +202,19 @@ func (r *run) checkGenerator(test string, u CPUUse) {
 	}
 }
 
+// checkKDCBusy warns when the KDC was not the limit of a full-speed load:
+// it spent less than the warn level of the cores it may use, so the
+// generator (or the network) held the rate down.
+func (r *run) checkKDCBusy(test string, u CPUUse) {
+	if r.sys.KDCPids == nil || u.KDCCores == 0 {
+		return
+	}
+	if p := r.set.Targets.KDCBusyWarnPct; p > 0 && u.KDCCoresBusyPct < p {
+		r.warn("%s: the KDC was %.0f %% busy on the %d core(s) it may use (warning below %.0f %%): the generator or the network, not the KDC, was the limit of the rate",
+			test, u.KDCCoresBusyPct, u.KDCCores, p)
+	}
+}
+
 func (r *run) as(ctx context.Context) error {
 	var l *Load
 	var err error
@@ -214,6 +227,7 @@ func (r *run) as(ctx context.Context) error {
 		return err
 	}
 	r.rep.AS = r.finish(l)
+	r.checkKDCBusy("as", l.CPU)
 	if err := r.checkLoad("as", l); err != nil {
 		return err
 	}
@@ -233,6 +247,7 @@ func (r *run) tgs(ctx context.Context) error {
 		return err
 	}
 	r.rep.TGS = r.finish(l)
+	r.checkKDCBusy("tgs", l.CPU)
 	if err := r.checkLoad("tgs", l); err != nil {
 		return err
 	}
@@ -381,7 +396,13 @@ func (r *run) concurrency(ctx context.Context) error {
 }
 
 func (r *run) tcp(ctx context.Context) error {
-	l, err := r.closedLoop(ctx, kindAS, krb5.TCP, r.set.Clients, r.set.Duration)
+	var l *Load
+	var err error
+	if r.set.Generator == GeneratorBatched {
+		l, err = r.batchedTCP(ctx, r.set.BatchInflight, r.set.Duration, 0)
+	} else {
+		l, err = r.closedLoop(ctx, kindAS, krb5.TCP, r.set.Clients, r.set.Duration)
+	}
 	if err != nil {
 		return err
 	}

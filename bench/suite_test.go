@@ -306,8 +306,10 @@ func TestKDCDown(t *testing.T) {
 			t.Errorf("%s: %+v, want an error", n, st)
 		}
 	}
-	if st := test(rep, "as"); !strings.Contains(st.Error, "connection_refused") {
-		t.Errorf("as: error %q does not say the connection was refused", st.Error)
+	for _, n := range []string{"as", "tcp"} {
+		if st := test(rep, n); !strings.Contains(st.Error, "connection_refused") {
+			t.Errorf("%s: error %q does not say the connection was refused", n, st.Error)
+		}
 	}
 	if rep.Verdict != Fail {
 		t.Errorf("verdict %s", rep.Verdict)

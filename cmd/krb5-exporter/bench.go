@@ -151,6 +151,7 @@ func addBenchCommand(app *kingpin.Application) *benchCmd {
 	tg("memory-max-mb", "Target: KDC RSS at most (256 MB).", func(c *bench.Config) *float64 { return &c.Targets.MemoryMaxMB })
 	tg("degradation-max-pct", "Target: last round slower than the first by at most (20 %).", func(c *bench.Config) *float64 { return &c.Targets.DegradationMaxPct })
 	tg("generator-warn-factor", "Warn when the generator's CPU per request exceeds this times the KDC's (0.2).", func(c *bench.Config) *float64 { return &c.Targets.GeneratorWarnFactor })
+	tg("kdc-busy-warn-pct", "Warn when the KDC was less busy than this % of the cores it may use during as and tgs (95).", func(c *bench.Config) *float64 { return &c.Targets.KDCBusyWarnPct })
 	return b
 }
 

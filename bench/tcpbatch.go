@@ -1,0 +1,427 @@
+package bench
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"runtime"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
+)
+
+// The batched tcp load. MIT's KDC answers one request per TCP connection
+// and closes it (TestKDCAnswersOneRequestPerTCPConnection), so each round
+// trip of a login is its own connection, as libkrb5 makes it. What the
+// batched generator saves is everything around the connection: no
+// goroutine, net.Conn or netpoller per client. One goroutine keeps many
+// connections in flight on non-blocking sockets and one raw epoll
+// instance: socket, connect, the length-prefixed request written at once
+// (on loopback the handshake is done when connect returns; else on
+// EPOLLOUT), the reply read with its kernel arrival stamp, close (a reset
+// once the reply is in); it sleeps while a batch of replies comes in,
+// then takes every ready connection with one epoll_wait.
+//
+// MIT's KDC listens with a backlog of 5: connections beyond the ones it
+// has accepted and 6 waiting are dropped at the SYN and retried by the
+// kernel after a second, so the load keeps at most tcpMaxInflight
+// connections open.
+
+// tcpMaxInflight bounds the connections in flight of the batched tcp load.
+const tcpMaxInflight = 6
+
+// tcpSlot is one login in flight over TCP: its current round trip's
+// connection and buffers.
+type tcpSlot struct {
+	fd      int // -1: no connection
+	gen     int32
+	busy    bool
+	fl      krb5.LoginFlight
+	req     []byte // length prefix + request
+	wrote   bool
+	replied bool      // the whole reply came
+	rbuf    []byte    // length prefix + reply so far
+	first   time.Time // the login's first send: its latency counts from here
+	sent    time.Time // this round trip's connect
+	arrived time.Time // kernel stamp of the reply's last bytes
+}
+
+// batchedTCP is the tcp load on the batched generator: inflight logins
+// (at most tcpMaxInflight) in flight for dur, or until limit successful
+// logins when limit > 0.
+func (r *run) batchedTCP(ctx context.Context, inflight int, dur time.Duration, limit int64) (*Load, error) {
+	depth := max(1, min(inflight, tcpMaxInflight))
+	c, err := r.fleet.client(1, krb5.TCP)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	sa, err := sockaddrOf(r.sys.KDC)
+	if err != nil {
+		return nil, err
+	}
+	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("epoll: %w", err)
+	}
+	defer unix.Close(ep)
+	r.resetErrors()
+	var out recordLog
+	a := r.sampler.read()
+	start := time.Now()
+	err = r.tcpWorker(ctx, c, sa, ep, depth, start, start.Add(dur), limit, &out)
+	wall := time.Since(start)
+	b := r.sampler.read()
+	l := r.finish(summarizeLoad(out.appendTo(nil), kindAS, depth, wall, krb5.TCP))
+	l.CPU = cpuUse(a, b, l.Requests)
+	l.GeneratorWaits = out.waits
+	if err != nil {
+		return l, err
+	}
+	return l, ctx.Err()
+}
+
+func sockaddrOf(addr string) (unix.Sockaddr, error) {
+	ta, err := net.ResolveTCPAddr("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if ip4 := ta.IP.To4(); ip4 != nil {
+		s := &unix.SockaddrInet4{Port: ta.Port}
+		copy(s.Addr[:], ip4)
+		return s, nil
+	}
+	s := &unix.SockaddrInet6{Port: ta.Port}
+	copy(s.Addr[:], ta.IP.To16())
+	return s, nil
+}
+
+func (r *run) tcpWorker(ctx context.Context, c *krb5.Client, sa unix.Sockaddr, ep, depth int, start, end time.Time, limit int64, out *recordLog) error {
+	slots := make([]tcpSlot, depth)
+	for i := range slots {
+		slots[i].fd = -1
+	}
+	defer func() {
+		for i := range slots {
+			if slots[i].fd >= 0 {
+				unix.Close(slots[i].fd)
+			}
+		}
+	}()
+	var methods [krb5.StageResponse + 1]int
+	defer func() {
+		for st, n := range methods {
+			r.method(stageMethod(krb5.LoginStage(st)), n)
+		}
+	}()
+	fam, rsa, rsaLen := rawSockaddr(sa)
+	var ok int64
+	// finish ends slot s's login (err nil: its TGT came).
+	finish := func(s *tcpSlot, at time.Time, err error) {
+		closeConn(s)
+		s.busy = false
+		if err == nil {
+			methods[s.fl.Stage]++
+			ok++
+		}
+		out.add(r.note(record{Start: s.first.Sub(start), Latency: at.Sub(s.first), Kind: kindAS, Class: krb5.Classify(err)}, err))
+	}
+	// roundTrip opens a connection for s's request in s.req and writes it
+	// when the connection is up already.
+	roundTrip := func(i int, now time.Time) error {
+		s := &slots[i]
+		fd, err := rawSocket(fam)
+		if err != nil {
+			return fmt.Errorf("socket: %w", err)
+		}
+		s.fd, s.gen, s.wrote, s.replied, s.rbuf, s.sent = fd, s.gen+1, false, false, s.rbuf[:0], now
+		one := int32(1)
+		_ = rawSetsockopt(fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, unsafe.Pointer(&one), 4)
+		if err := rawConnect(fd, rsa, rsaLen); err != nil && err != unix.EINPROGRESS {
+			return connError(err)
+		}
+		ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET, Fd: int32(i), Pad: s.gen}
+		if err := rawEpollCtl(ep, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+			return fmt.Errorf("epoll_ctl: %w", err)
+		}
+		return s.write()
+	}
+	// next sends s's next request, encoded into s.req by enc.
+	next := func(i int, now time.Time, enc func([]byte) ([]byte, error)) {
+		s := &slots[i]
+		closeConn(s)
+		req, err := enc(append(s.req[:0], 0, 0, 0, 0))
+		if err != nil {
+			finish(s, now, err)
+			return
+		}
+		binary.BigEndian.PutUint32(req, uint32(len(req)-4))
+		s.req = req
+		if err := roundTrip(i, now); err != nil {
+			var ke *krb5.Error
+			if !errors.As(err, &ke) {
+				err = &krb5.Error{Class: krb5.ClassNetwork, Phase: krb5.PhaseASRep, Err: err}
+			}
+			finish(s, now, err)
+		}
+	}
+	events := make([]unix.EpollEvent, depth)
+	batch := max(1, depth/2)
+	answered := 0
+	yielded := start
+	for {
+		now := time.Now()
+		if !now.Before(end) || ctx.Err() != nil || (limit > 0 && ok >= limit) {
+			return nil // logins still in flight are cut off, as in the closed loop
+		}
+		for i := range slots {
+			s := &slots[i]
+			switch {
+			case !s.busy:
+				s.busy, s.first, s.fl = true, now, krb5.LoginFlight{}
+				next(i, now, func(b []byte) ([]byte, error) { return c.EncodeLoginFirst(b, &s.fl) })
+			case now.Sub(s.sent) >= r.set.Timeout:
+				finish(s, now, &krb5.Error{Class: krb5.ClassTimeout, Phase: krb5.PhaseASRep, Err: os.ErrDeadlineExceeded})
+			}
+		}
+		if now.Sub(yielded) >= yieldEvery {
+			runtime.Gosched() // see batchedWorker
+			yielded = now
+		}
+		if answered > 0 && depth >= 4 {
+			per := now.Sub(start) / time.Duration(answered)
+			rawSleep(min(max(per*time.Duration(batch), minBatchWait), maxBatchWait, end.Sub(now)))
+			out.waits++
+		}
+		n, err := epollWait(ep, events, 0)
+		if err == nil && n == 0 {
+			out.waits++
+			n, err = epollWait(ep, events, min(100*time.Millisecond, time.Until(end)))
+		}
+		if err != nil {
+			return fmt.Errorf("epoll_wait: %w", err)
+		}
+		now = time.Now()
+		for _, ev := range events[:n] {
+			s := &slots[ev.Fd]
+			if !s.busy || s.fd < 0 || s.gen != ev.Pad {
+				continue // a connection already closed
+			}
+			if !s.wrote {
+				if err := s.write(); err != nil {
+					finish(s, now, err)
+					continue
+				}
+				if !s.wrote {
+					continue
+				}
+			}
+			done, err := s.read(now)
+			if err != nil {
+				finish(s, now, err)
+				continue
+			}
+			if !done {
+				continue
+			}
+			answered++
+			r.tcpReply(c, int(ev.Fd), s, s.rbuf[4:], finish, next)
+		}
+	}
+}
+
+// closeConn closes s's connection. After a whole reply (the KDC has
+// written it and closes its end) with a reset: the generator does not
+// pay for the FIN exchange and the KDC side's TIME_WAIT, which on
+// loopback the closing side's system call carries; the KDC's own work is
+// the same. Before one (a failure), normally.
+func closeConn(s *tcpSlot) {
+	if s.fd >= 0 {
+		if s.replied {
+			l := unix.Linger{Onoff: 1, Linger: 0}
+			_ = rawSetsockopt(s.fd, unix.SOL_SOCKET, unix.SO_LINGER, unsafe.Pointer(&l), unsafe.Sizeof(l))
+		}
+		unix.RawSyscall(unix.SYS_CLOSE, uintptr(s.fd), 0, 0) // also leaves the epoll set
+		s.fd = -1
+	}
+}
+
+// connError classifies a failed connect or write.
+func connError(err error) error {
+	class := krb5.ClassNetwork
+	if errors.Is(err, unix.ECONNREFUSED) {
+		class = krb5.ClassConnectionRefused
+	}
+	return &krb5.Error{Class: class, Phase: krb5.PhaseASRep, Err: err}
+}
+
+// write sends the request once the connection is up (EAGAIN, ENOTCONN:
+// not yet; the next EPOLLOUT says when).
+func (s *tcpSlot) write() error {
+	n, err := rawWrite(s.fd, s.req)
+	switch {
+	case err == unix.EAGAIN || err == unix.ENOTCONN || err == unix.EINPROGRESS:
+		return nil
+	case err != nil:
+		if err == unix.EPIPE || err == unix.ECONNRESET {
+			// The connect failed: its error says why.
+			if e, _ := unix.GetsockoptInt(s.fd, unix.SOL_SOCKET, unix.SO_ERROR); e != 0 {
+				err = unix.Errno(e)
+			}
+		}
+		return connError(err)
+	case n < len(s.req):
+		// A request is a few hundred bytes: a short write on a fresh
+		// connection does not happen; treat it as a failure, not a stall.
+		return connError(fmt.Errorf("short write: %d of %d bytes", n, len(s.req)))
+	}
+	s.wrote = true
+	return nil
+}
+
+// read takes what has arrived; done once the whole length-prefixed reply
+// is there.
+func (s *tcpSlot) read(now time.Time) (done bool, err error) {
+	var oob [64]byte
+	for {
+		if cap(s.rbuf)-len(s.rbuf) < 4096 {
+			s.rbuf = append(s.rbuf, make([]byte, 8192)...)[:len(s.rbuf)]
+		}
+		buf := s.rbuf[len(s.rbuf):cap(s.rbuf)]
+		n, oobn, err := rawRecvmsg(s.fd, buf, oob[:])
+		switch {
+		case err == unix.EAGAIN:
+			return false, nil
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return false, connError(err)
+		}
+		if n == 0 {
+			return false, &krb5.Error{Class: krb5.ClassNetwork, Phase: krb5.PhaseASRep, Err: fmt.Errorf("the KDC closed the connection after %d bytes", len(s.rbuf))}
+		}
+		s.rbuf = s.rbuf[:len(s.rbuf)+n]
+		s.arrived = rxTimestamp(oob[:oobn], now)
+		if len(s.rbuf) >= 4 {
+			want := int(binary.BigEndian.Uint32(s.rbuf)) + 4
+			if want > 1<<20 {
+				return false, &krb5.Error{Class: krb5.ClassMalformedReply, Phase: krb5.PhaseASRep, Err: fmt.Errorf("reply length %d", want-4)}
+			}
+			if len(s.rbuf) >= want {
+				s.rbuf, s.replied = s.rbuf[:want], true
+				return true, nil
+			}
+		}
+	}
+}
+
+// tcpReply handles the reply to slot s's round trip, as sessionReply does
+// for UDP: the login goes on to its next round trip or ends.
+func (r *run) tcpReply(c *krb5.Client, i int, s *tcpSlot, reply []byte, finish func(*tcpSlot, time.Time, error), next func(int, time.Time, func([]byte) ([]byte, error))) {
+	at := s.arrived
+	kind, err := c.ReadLoginReply(reply)
+	if err != nil && s.fl.Stage == krb5.StageSupport {
+		var fallback bool
+		if fallback, err = c.SPAKERefused(err); fallback {
+			kind = krb5.ReplyMoreData
+		}
+	}
+	switch {
+	case err != nil:
+		finish(s, at, err)
+	case kind == krb5.ReplyPreauthRequired || kind == krb5.ReplyMoreData:
+		next(i, time.Now(), func(b []byte) ([]byte, error) { return c.EncodeLoginNext(b, &s.fl) })
+	default:
+		_, err := c.OpenLoginFlight(reply, &s.fl)
+		finish(s, at, err)
+	}
+}
+
+// epollWait is epoll_wait without the Go scheduler (see rawSleep): it
+// blocks the thread at most d.
+func epollWait(ep int, events []unix.EpollEvent, d time.Duration) (int, error) {
+	for {
+		n, _, e := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(ep), uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), uintptr(d.Milliseconds()), 0, 0)
+		switch e {
+		case 0:
+			return int(n), nil
+		case unix.EINTR:
+			if d > 0 {
+				return 0, nil
+			}
+			continue
+		}
+		return 0, e
+	}
+}
+
+// Raw system calls for the tcp worker: every one is non-blocking, so a
+// RawSyscall (no entersyscall/exitsyscall, so no P handed off by the
+// runtime's monitor while the kernel does a connection's TCP work)
+// costs nothing and allocates nothing.
+
+func rawSockaddr(sa unix.Sockaddr) (fam int, p unsafe.Pointer, n uintptr) {
+	switch a := sa.(type) {
+	case *unix.SockaddrInet4:
+		r := &unix.RawSockaddrInet4{Family: unix.AF_INET, Addr: a.Addr}
+		pp := (*[2]byte)(unsafe.Pointer(&r.Port))
+		pp[0], pp[1] = byte(a.Port>>8), byte(a.Port)
+		return unix.AF_INET, unsafe.Pointer(r), unsafe.Sizeof(*r)
+	case *unix.SockaddrInet6:
+		r := &unix.RawSockaddrInet6{Family: unix.AF_INET6, Addr: a.Addr}
+		pp := (*[2]byte)(unsafe.Pointer(&r.Port))
+		pp[0], pp[1] = byte(a.Port>>8), byte(a.Port)
+		return unix.AF_INET6, unsafe.Pointer(r), unsafe.Sizeof(*r)
+	}
+	panic("bench: not an IP socket address")
+}
+
+func errnoErr(e unix.Errno) error {
+	if e == 0 {
+		return nil
+	}
+	return e
+}
+
+func rawSocket(fam int) (int, error) {
+	fd, _, e := unix.RawSyscall(unix.SYS_SOCKET, uintptr(fam), unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	return int(fd), errnoErr(e)
+}
+
+func rawConnect(fd int, sa unsafe.Pointer, n uintptr) error {
+	_, _, e := unix.RawSyscall(unix.SYS_CONNECT, uintptr(fd), uintptr(sa), n)
+	return errnoErr(e)
+}
+
+func rawSetsockopt(fd, level, opt int, v unsafe.Pointer, n uintptr) error {
+	_, _, e := unix.RawSyscall6(unix.SYS_SETSOCKOPT, uintptr(fd), uintptr(level), uintptr(opt), uintptr(v), n, 0)
+	return errnoErr(e)
+}
+
+func rawEpollCtl(ep, op, fd int, ev *unix.EpollEvent) error {
+	_, _, e := unix.RawSyscall6(unix.SYS_EPOLL_CTL, uintptr(ep), uintptr(op), uintptr(fd), uintptr(unsafe.Pointer(ev)), 0, 0)
+	return errnoErr(e)
+}
+
+func rawWrite(fd int, b []byte) (int, error) {
+	n, _, e := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+	return int(n), errnoErr(e)
+}
+
+func rawRecvmsg(fd int, buf, oob []byte) (n, oobn int, err error) {
+	iov := unix.Iovec{Base: &buf[0]}
+	iov.SetLen(len(buf))
+	var h unix.Msghdr
+	h.Iov = &iov
+	h.SetIovlen(1)
+	h.Control = &oob[0]
+	h.SetControllen(len(oob))
+	r, _, e := unix.RawSyscall(unix.SYS_RECVMSG, uintptr(fd), uintptr(unsafe.Pointer(&h)), unix.MSG_DONTWAIT)
+	return int(r), int(h.Controllen), errnoErr(e)
+}
