@@ -19,7 +19,7 @@ import (
 
 // fixtureTree65 turns a copy of the fixture into the tree of a krb5kdc
 // -w 64: 62 more clones of a worker under the same supervisor.
-func fixtureTree65(b *testing.B) string {
+func fixtureTree65(b testing.TB) string {
 	root := editableFixture(b)
 	for i := 0; i < 62; i++ {
 		cloneProc(b, root, fxWorker0, 21000+i, fxSupervisor, 0)

@@ -143,7 +143,7 @@ func (s *procScanner) scan() (*snapshot, error) {
 	}
 	roots := map[string]int{} // pid file contents; 0: none or unreadable
 	for name, path := range s.pidFiles {
-		pid, err := readPidFile(path)
+		pid, err := readPidFile(s.files, path)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			// A missing file is a stopped daemon; anything else is a
 			// configuration problem, shown as up 0 and said once here.
@@ -389,9 +389,10 @@ func older(a, b *kdcProc) bool {
 	return a.pid < b.pid
 }
 
-// readPidFile returns the pid in the file.
-func readPidFile(path string) (int, error) {
-	b, err := os.ReadFile(path)
+// readPidFile returns the pid in the file, kept open between scrapes
+// (fileCache.readReplaceable).
+func readPidFile(files *fileCache, path string) (int, error) {
+	b, err := files.readReplaceable(path)
 	if err != nil {
 		return 0, err
 	}

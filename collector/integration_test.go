@@ -3,6 +3,8 @@ package collector
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
 	"math"
 	"net"
 	"os"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/procfs"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
@@ -295,13 +298,59 @@ func stopKDC(t *testing.T, r *realm.Realm) func() {
 	return cont
 }
 
+// procUDPStats sums the receive queue and drops of the KDC's unconnected
+// UDP sockets on r.KDCAddr from /proc/PID/net/udp{,6} of its processes,
+// parsed as the collector's /proc path does.
+func procUDPStats(t *testing.T, r *realm.Realm) (queue, drops float64) {
+	t.Helper()
+	pfs, err := procfs.NewFS("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inodes := map[uint64]bool{}
+	for _, pid := range r.KDCPids() {
+		in, err := socketInodes(pfs, pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		maps.Copy(inodes, in)
+	}
+	for _, name := range []string{"udp", "udp6"} {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/%s", r.KDCPids()[0], name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := parseUDPLines(b, func(l udpLine) {
+			if inodes[l.inode] && l.st == udpUnconnected && hostPort(l.ip, l.port) == r.KDCAddr {
+				queue += float64(l.rxQueue)
+				drops += float64(l.drops)
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return queue, drops
+}
+
+// networkOf returns c's network collector.
+func networkOf(t *testing.T, c *KDCCollector) *networkCollector {
+	t.Helper()
+	for _, nc := range c.collectors {
+		if n, ok := nc.c.(*networkCollector); ok {
+			return n
+		}
+	}
+	t.Fatal("no network collector")
+	return nil
+}
+
 // TestIntegrationUDPFlood stops the KDC briefly and floods its UDP port
 // on loopback (5,000 datagrams, at most 60 s): its receive buffer
 // fills and the kernel drops the rest, which the drop counters show.
 func TestIntegrationUDPFlood(t *testing.T) {
 	t.Parallel()
 	r := upRealm(t, 2, false)
-	_, reg := newTestCollector(t, realmConfig(r))
+	c, reg := newTestCollector(t, realmConfig(r))
 	s := gather(t, reg)
 	drops0 := s.Value("krb5_kdc_udp_drops_total", "address", r.KDCAddr)
 	rcvbuf0 := s.Value("krb5_host_udp_receive_buffer_errors_total", "proto", "udp")
@@ -344,6 +393,26 @@ func TestIntegrationUDPFlood(t *testing.T) {
 		t.Errorf("InErrors rose by %v, less than the socket's %v drops", v, drops)
 	}
 	t.Logf("sent %d datagrams: %v bytes queued, %v dropped", sent, queued, drops)
+
+	// The same as the KDC's /proc/PID/net/udp{,6} show, through an exact
+	// sock_diag request per socket (the inodes did not change since the
+	// first scrape's dump), and again through a dump.
+	wantQ, wantD := procUDPStats(t, r)
+	nc := networkOf(t, c)
+	if len(nc.udpMemo.socks) == 0 || nc.diag == nil {
+		t.Fatalf("UDP sockets not from sock_diag: memo %+v", nc.udpMemo)
+	}
+	if queued != wantQ || drops+drops0 != wantD {
+		t.Errorf("by lookup: queued %v, drops %v; /proc/PID/net/udp: %v, %v", queued, drops+drops0, wantQ, wantD)
+	}
+	nc.udpMemo = sockMemo{}
+	s = gather(t, reg)
+	if len(nc.udpMemo.socks) == 0 {
+		t.Fatal("no dump")
+	}
+	if q, d := s.Value("krb5_kdc_udp_receive_queue_bytes", "address", r.KDCAddr), s.Value("krb5_kdc_udp_drops_total", "address", r.KDCAddr); q != wantQ || d != wantD {
+		t.Errorf("by dump: queued %v, drops %v; /proc/PID/net/udp: %v, %v", q, d, wantQ, wantD)
+	}
 
 	// Resumed: the KDC drains the queue; the counter does not go back.
 	cont()

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net"
 	"slices"
 	"strconv"
@@ -31,7 +32,12 @@ type networkCollector struct {
 	procPath       string
 	tcpConnections bool // count connections by state (the costly part)
 	warn           *onceLogger
-	diagBuf        []byte // sock_diag replies, kept between scrapes
+	diagBuf        []byte    // sock_diag replies, kept between scrapes
+	diag           *diagConn // kept between scrapes; nil: to open
+	udpMemo        sockMemo  // the KDC's UDP sockets at the last dump
+	tcpMemo        sockMemo  // its TCP listeners at the last dump
+	nsFor          procID    // the KDC process nsRel is for
+	nsRel          netnsRelation
 
 	udpQueue, udpDrops, tcpQueue, tcpLimit, tcpConns,
 	udpRcvbuf, udpInErrors, listenOverflows, listenDrops *prometheus.Desc
@@ -45,6 +51,9 @@ const (
 	// of 1<<state, TCP_ESTABLISHED=1 ... TCP_NEW_SYN_RECV=12).
 	tcpStatesAll = 1<<13 - 1
 )
+
+// sizeofSockID is the size of struct inet_diag_sockid (linux/inet_diag.h).
+const sizeofSockID = 48
 
 // sockDiagRecvBufBytes is the buffer for sock_diag replies.
 const sockDiagRecvBufBytes = 32 << 10
@@ -142,13 +151,14 @@ func (c *networkCollector) Update(ch chan<- prometheus.Metric) error {
 	default:
 		return fmt.Errorf("reading krb5kdc's file descriptors: %w", err)
 	}
-	if err := c.updateUDP(ch, np, sel); err != nil {
+	rel := c.netns(np)
+	if err := c.updateUDP(ch, np, sel, rel); err != nil {
 		if gone(err) {
 			return nil
 		}
 		return err
 	}
-	if err := c.updateTCP(ch, np, sel, settings); err != nil {
+	if err := c.updateTCP(ch, np, sel, settings, rel); err != nil {
 		if gone(err) {
 			return nil
 		}
@@ -158,19 +168,103 @@ func (c *networkCollector) Update(ch chan<- prometheus.Metric) error {
 }
 
 // updateUDP reports each KDC UDP address; sockets sharing one are summed.
-func (c *networkCollector) updateUDP(ch chan<- prometheus.Metric, np *kdcProc, sel *selector) error {
-	type udpStat struct{ queue, drops float64 }
-	by := map[string]*udpStat{}
+func (c *networkCollector) updateUDP(ch chan<- prometheus.Metric, np *kdcProc, sel *selector, rel netnsRelation) error {
+	socks, err := c.udpSockets(np, sel, rel)
+	if err != nil {
+		return err
+	}
+	var sums addrSums
+	for _, s := range socks {
+		if s.state != udpUnconnected || !sel.match(s.inode, s.ip, uint64(s.port), sel.udp) {
+			continue
+		}
+		sum, _ := sums.at(hostPort(s.ip, uint64(s.port)))
+		sum.a += float64(s.rqueue)
+		sum.b += float64(s.drops)
+	}
+	for _, s := range sums {
+		ch <- gauge(c.udpQueue, s.a, s.addr)
+		ch <- counter(c.udpDrops, s.b, s.addr)
+	}
+	return nil
+}
+
+// addrSums are sums per socket address ("host:port", so that sockets that
+// print the same are summed): a KDC has a few, so a slice, not a map.
+type addrSums []addrSum
+
+type addrSum struct {
+	addr string
+	a, b float64
+}
+
+// at returns the sums of addr, new (zero) if it had none.
+func (s *addrSums) at(addr string) (sum *addrSum, isNew bool) {
+	for i := range *s {
+		if (*s)[i].addr == addr {
+			return &(*s)[i], false
+		}
+	}
+	*s = append(*s, addrSum{addr: addr})
+	return &(*s)[len(*s)-1], true
+}
+
+// udpSockets returns the KDC's UDP sockets (the caller keeps the
+// unconnected ones): from sock_diag when it sees the KDC's namespace, else
+// from /proc/PID/net/udp{,6}, which cost two walks of the kernel's UDP
+// hash each (read to the end, then for the end; 16,384 slots here).
+func (c *networkCollector) udpSockets(np *kdcProc, sel *selector, rel netnsRelation) ([]inetSocket, error) {
+	if rel != otherNetns {
+		socks, err := c.diagUDP(sel)
+		switch {
+		case err != nil:
+			c.diagFailed("sock_diag_udp", "sock_diag failed for UDP; reading /proc/PID/net/udp instead", err)
+		case len(socks) > 0 || rel == sameNetns:
+			return socks, nil
+		}
+		// Namespaces unknown and no KDC socket seen: not ours, probably.
+	}
+	return c.procUDP(np, sel)
+}
+
+// diagUDP returns the KDC's UDP sockets from sock_diag: by exact requests
+// while the KDC's socket inodes are those of the last dump, else from a
+// dump of each address family.
+func (c *networkCollector) diagUDP(sel *selector) ([]inetSocket, error) {
+	d, err := c.diagConn()
+	if err != nil {
+		return nil, err
+	}
+	if c.udpMemo.valid(sel) {
+		if socks, ok, err := c.udpMemo.lookup(d); err != nil || ok {
+			return socks, err
+		}
+	}
+	all, err := d.dumpUDP()
+	if err != nil {
+		return nil, err
+	}
+	var out []inetSocket
+	for _, s := range all {
+		if sel.match(s.inode, s.ip, uint64(s.port), sel.udp) {
+			if !s.haveDrops {
+				return nil, fmt.Errorf("sock_diag gave no memory counters (drops) for UDP socket %d", s.inode)
+			}
+			out = append(out, s)
+		}
+	}
+	c.udpMemo.set(sel, out)
+	return out, nil
+}
+
+// procUDP returns the KDC's UDP sockets from /proc/PID/net/udp{,6}.
+func (c *networkCollector) procUDP(np *kdcProc, sel *selector) ([]inetSocket, error) {
+	var out []inetSocket
 	add := func(l udpLine) {
-		if l.st != udpUnconnected || !sel.match(l.inode, l.ip, l.port, sel.udp) {
-			return
+		if sel.match(l.inode, l.ip, l.port, sel.udp) {
+			out = append(out, inetSocket{state: uint8(l.st), ip: l.ip, port: uint16(l.port), inode: l.inode,
+				rqueue: uint32(l.rxQueue), drops: uint32(l.drops), haveDrops: true})
 		}
-		a := hostPort(l.ip, l.port)
-		if by[a] == nil {
-			by[a] = &udpStat{}
-		}
-		by[a].queue += float64(l.rxQueue)
-		by[a].drops += float64(l.drops)
 	}
 	for _, name := range []string{"net/udp", "net/udp6"} {
 		b, err := c.scan.files.readAll(np.file(name))
@@ -181,14 +275,87 @@ func (c *networkCollector) updateUDP(ch chan<- prometheus.Metric, np *kdcProc, s
 		case err == nil:
 		case name == "net/udp6" && errors.Is(err, fs.ErrNotExist): // IPv6 disabled
 		default:
-			return fmt.Errorf("reading socket table %s: %w", name, err)
+			return nil, fmt.Errorf("reading socket table %s: %w", name, err)
 		}
 	}
-	for a, s := range by {
-		ch <- gauge(c.udpQueue, s.queue, a)
-		ch <- counter(c.udpDrops, s.drops, a)
+	return out, nil
+}
+
+// sockMemo is the KDC's sockets of one protocol as the last sock_diag dump
+// found them, and the KDC's socket inodes then. While the inodes stay the
+// same (the KDC opened and closed no socket), the KDC has no other socket
+// of the protocol, and each one is asked for by an exact request (a hash
+// lookup) instead of a dump (a walk of the kernel's whole table). Not when
+// sockets are matched by address (sel.byPorts): any process may bind one.
+type sockMemo struct {
+	inodes map[uint64]bool // nil: nothing kept
+	socks  []inetSocket
+}
+
+func (m *sockMemo) valid(sel *selector) bool {
+	return m.inodes != nil && !sel.byPorts && maps.Equal(m.inodes, sel.inodes)
+}
+
+func (m *sockMemo) set(sel *selector, socks []inetSocket) {
+	m.inodes, m.socks = nil, nil
+	if !sel.byPorts && sel.inodes != nil {
+		m.inodes, m.socks = sel.inodes, socks
 	}
-	return nil
+}
+
+// lookup asks for each kept socket again; ok is false (and the memo
+// cleared) when one is gone or replaced: time for a dump.
+func (m *sockMemo) lookup(d *diagConn) (socks []inetSocket, ok bool, err error) {
+	socks = make([]inetSocket, 0, len(m.socks))
+	for _, s := range m.socks {
+		got, found, err := d.lookup(s)
+		if err != nil {
+			return nil, false, err
+		}
+		if !found || got.inode != s.inode {
+			*m = sockMemo{}
+			return nil, false, nil
+		}
+		if s.haveDrops && !got.haveDrops {
+			return nil, false, fmt.Errorf("sock_diag gave no memory counters (drops) for socket %d", s.inode)
+		}
+		socks = append(socks, got)
+	}
+	return socks, true, nil
+}
+
+// diagConn returns the kept sock_diag socket, opening it if need be.
+func (c *networkCollector) diagConn() (*diagConn, error) {
+	if c.diag == nil {
+		d, err := openDiag(c.diagBuf)
+		if err != nil {
+			return nil, err
+		}
+		c.diag = d
+	}
+	return c.diag, nil
+}
+
+// diagFailed closes the sock_diag socket after an error (a reply may be
+// left half read) and forgets the sockets kept; the next scrape tries
+// sock_diag again.
+func (c *networkCollector) diagFailed(key, msg string, err error) {
+	c.warn.log(key, "msg", msg, "err", err)
+	if c.diag != nil {
+		c.diag.close()
+		c.diag = nil
+	}
+	c.udpMemo, c.tcpMemo = sockMemo{}, sockMemo{}
+}
+
+// netns is kdcNetns for np, kept while np is the same process: a process
+// does not change network namespace (MIT's daemons never call setns or
+// unshare), and neither does the exporter.
+func (c *networkCollector) netns(np *kdcProc) netnsRelation {
+	if id := np.id(); id != c.nsFor {
+		c.nsFor, c.nsRel = id, kdcNetns(c.procPath, np.pid)
+	}
+	return c.nsRel
 }
 
 // udpLine is what the collector uses of a line of /proc/net/udp{,6}.
@@ -272,28 +439,30 @@ func parseHexIP(h []byte) (net.IP, error) {
 
 // updateTCP reports the KDC's listening sockets (for them rqueue is the
 // accept queue) and the connections to their addresses by state.
-func (c *networkCollector) updateTCP(ch chan<- prometheus.Metric, np *kdcProc, sel *selector, settings *kdcSettings) error {
-	listeners, conns, fromKernel, err := c.tcpSockets(np, sel)
+func (c *networkCollector) updateTCP(ch chan<- prometheus.Metric, np *kdcProc, sel *selector, settings *kdcSettings, rel netnsRelation) error {
+	listeners, conns, fromKernel, err := c.tcpSockets(np, sel, rel)
 	if err != nil {
 		return err
 	}
-	computed := c.acceptQueueLimit(settings)
-	type listenStat struct{ queue, limit float64 }
-	by := map[string]*listenStat{}
+	var sums addrSums
+	computed := -1.0 // the limit from kdc.conf, worked out when needed
 	for _, l := range listeners {
-		a := hostPort(l.ip, uint64(l.port))
-		if by[a] == nil {
-			by[a] = &listenStat{limit: computed}
+		sum, isNew := sums.at(hostPort(l.ip, uint64(l.port)))
+		switch {
+		case fromKernel:
+			sum.b = float64(l.wqueue) // what listen() got
+		case isNew:
+			if computed < 0 {
+				computed = c.acceptQueueLimit(settings)
+			}
+			sum.b = computed
 		}
-		by[a].queue += float64(l.rqueue)
-		if fromKernel {
-			by[a].limit = float64(l.wqueue) // what listen() got
-		}
+		sum.a += float64(l.rqueue)
 	}
-	for a, s := range by {
-		ch <- gauge(c.tcpQueue, s.queue, a)
-		if s.limit > 0 {
-			ch <- gauge(c.tcpLimit, s.limit, a)
+	for _, s := range sums {
+		ch <- gauge(c.tcpQueue, s.a, s.addr)
+		if s.b > 0 {
+			ch <- gauge(c.tcpLimit, s.b, s.addr)
 		}
 	}
 	if len(listeners) == 0 || !c.tcpConnections {
@@ -319,13 +488,19 @@ func (c *networkCollector) updateTCP(ch chan<- prometheus.Metric, np *kdcProc, s
 	return nil
 }
 
-// tcpSocket is a TCP socket from sock_diag or /proc/net/tcp.
-type tcpSocket struct {
+// inetSocket is a TCP or UDP socket from sock_diag or /proc/net/*.
+type inetSocket struct {
 	state          uint8
 	ip             net.IP
 	port           uint16
 	inode          uint64
 	rqueue, wqueue uint32 // wqueue of a listener: its backlog (sock_diag only)
+	drops          uint32 // UDP
+	haveDrops      bool
+
+	// sock_diag only: what an exact request for the socket needs.
+	proto, family uint8
+	id            [sizeofSockID]byte // inet_diag_sockid, cookie included
 }
 
 // netnsRelation is how the KDC's network namespace relates to ours.
@@ -340,12 +515,12 @@ const (
 // tcpSockets returns the KDC's listening sockets and the other sockets on
 // their ports: from sock_diag when it sees the KDC's namespace, else from
 // /proc/PID/net/tcp{,6}. fromKernel means the listeners' backlog is known.
-func (c *networkCollector) tcpSockets(np *kdcProc, sel *selector) (listeners, conns []tcpSocket, fromKernel bool, err error) {
-	if rel := kdcNetns(c.procPath, np.pid); rel != otherNetns {
-		listeners, conns, err = diagKDCSockets(sel, c.tcpConnections, c.diagBuf)
+func (c *networkCollector) tcpSockets(np *kdcProc, sel *selector, rel netnsRelation) (listeners, conns []inetSocket, fromKernel bool, err error) {
+	if rel != otherNetns {
+		listeners, conns, err = c.diagKDCSockets(sel, c.tcpConnections)
 		switch {
 		case err != nil:
-			c.warn.log("sock_diag", "msg", "sock_diag failed; reading /proc/PID/net/tcp instead", "err", err)
+			c.diagFailed("sock_diag", "sock_diag failed; reading /proc/PID/net/tcp instead", err)
 		case len(listeners) > 0 || rel == sameNetns:
 			return listeners, conns, true, nil
 		}
@@ -360,7 +535,7 @@ func (c *networkCollector) tcpSockets(np *kdcProc, sel *selector) (listeners, co
 		return nil, nil, false, err
 	}
 	for _, l := range lines {
-		s := tcpSocket{state: uint8(l.St), ip: l.LocalAddr, port: uint16(l.LocalPort), inode: l.Inode, rqueue: uint32(l.RxQueue)}
+		s := inetSocket{state: uint8(l.St), ip: l.LocalAddr, port: uint16(l.LocalPort), inode: l.Inode, rqueue: uint32(l.RxQueue)}
 		if s.state == tcpListen {
 			if sel.match(s.inode, s.ip, l.LocalPort, sel.tcp) {
 				listeners = append(listeners, s)
@@ -378,25 +553,49 @@ func (c *networkCollector) tcpSockets(np *kdcProc, sel *selector) (listeners, co
 // listener's IPv4 clients show up as v4-mapped AF_INET6 sockets). The
 // second walks the whole established hash: measured here (262,144
 // buckets) 2-5 ms of CPU with few sockets, see BenchmarkSockDiagTimeWait
-// for many; a listener dump takes 0.1-0.3 ms.
-func diagKDCSockets(sel *selector, withConns bool, buf []byte) (listeners, conns []tcpSocket, err error) {
-	ls, err := sockDiagTCPBuf(1<<tcpListen, nil, buf)
+// for many; a listener dump takes 0.04-0.3 ms (16,384 buckets). While the
+// KDC's socket inodes stay those of the last listener dump, the listeners
+// are asked for one by one instead (sockMemo).
+func (c *networkCollector) diagKDCSockets(sel *selector, withConns bool) (listeners, conns []inetSocket, err error) {
+	d, err := c.diagConn()
 	if err != nil {
 		return nil, nil, err
 	}
-	var ports []uint16
-	for _, s := range ls {
-		if sel.match(s.inode, s.ip, uint64(s.port), sel.tcp) {
-			listeners = append(listeners, s)
-			if !slices.Contains(ports, s.port) {
-				ports = append(ports, s.port)
-			}
+	ok := false
+	if c.tcpMemo.valid(sel) {
+		if listeners, ok, err = c.tcpMemo.lookup(d); err != nil {
+			return nil, nil, err
 		}
 	}
+	if !ok {
+		ls, err := d.dumpTCP(1<<tcpListen, nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		listeners = listeners[:0]
+		for _, s := range ls {
+			if sel.match(s.inode, s.ip, uint64(s.port), sel.tcp) {
+				listeners = append(listeners, s)
+			}
+		}
+		c.tcpMemo.set(sel, listeners)
+	}
+	var ports []uint16
+	kept := listeners[:0:0]
+	for _, s := range listeners {
+		if s.state != tcpListen {
+			continue // a guard: a listener leaves LISTEN only as it closes, and is then gone
+		}
+		kept = append(kept, s)
+		if !slices.Contains(ports, s.port) {
+			ports = append(ports, s.port)
+		}
+	}
+	listeners = kept
 	if !withConns || len(ports) == 0 {
 		return listeners, nil, nil
 	}
-	conns, err = sockDiagTCPBuf(tcpStatesAll&^(1<<tcpListen), ports, buf)
+	conns, err = d.dumpTCP(tcpStatesAll&^(1<<tcpListen), ports)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -24,6 +24,7 @@ type processCollector struct {
 	restartN  map[string]float64
 	slots     *kdcproc.Workers // shared with the log's per-worker counter
 	answering []kdcproc.ID     // reused by updateWorkers
+	byIndex   []int            // reused by updateWorkers
 	wlabels   workerLabelSet
 }
 
@@ -218,10 +219,18 @@ func (c *processCollector) updateWorkers(ch chan<- prometheus.Metric, snap *snap
 		return
 	}
 	ch <- gauge(c.workers, float64(len(p.workers)))
-	for i, w := range p.workers {
-		l := c.wlabels.get(idx[i])
-		ch <- &presetMetric{c.workerCPU, l.user, float64(w.stat.UTime) / userHZ, true}
-		ch <- &presetMetric{c.workerCPU, l.system, float64(w.stat.STime) / userHZ, true}
-		ch <- &presetMetric{c.workerStart, l.start, snap.bootTime + float64(w.stat.Starttime)/userHZ, false}
+	// In the order the registry sorts them into (label pairs by name,
+	// mode before worker; values as strings: "0", "1", "10"), which makes
+	// its sort of the 3 x 64 series at -w 64 a check of sorted input.
+	order := c.wlabels.inOrder(idx[:len(p.workers)], c.byIndex[:0])
+	c.byIndex = order
+	for _, i := range order {
+		ch <- &presetMetric{c.workerCPU, c.wlabels.get(idx[i]).system, float64(p.workers[i].stat.STime) / userHZ, true}
+	}
+	for _, i := range order {
+		ch <- &presetMetric{c.workerCPU, c.wlabels.get(idx[i]).user, float64(p.workers[i].stat.UTime) / userHZ, true}
+	}
+	for _, i := range order {
+		ch <- &presetMetric{c.workerStart, c.wlabels.get(idx[i]).start, snap.bootTime + float64(p.workers[i].stat.Starttime)/userHZ, false}
 	}
 }

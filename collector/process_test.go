@@ -6,6 +6,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // addReapedCPU moves the CPU time of worker into the supervisor's
@@ -54,6 +57,50 @@ func TestProcessCPUMonotonic(t *testing.T) {
 		a := after.Value("krb5_process_cpu_seconds_total", "program", "krb5kdc", "mode", mode)
 		if a < b {
 			t.Errorf("cpu %s went from %v to %v when a worker exited", mode, b, a)
+		}
+	}
+}
+
+// TestWorkerSeriesSorted: the per-worker series of -w 64 are sent in the
+// order the registry sorts each family into (label values as strings,
+// label pairs by name), so that its sort has sorted input; all of them,
+// once each.
+func TestWorkerSeriesSorted(t *testing.T) {
+	c, _ := newTestCollector(t, fixtureConfig(t, fixtureTree65(t)))
+	for scrape := 0; scrape < 2; scrape++ {
+		ch := make(chan prometheus.Metric)
+		go func() {
+			c.Collect(ch)
+			close(ch)
+		}()
+		seen := map[string][]string{}
+		for m := range ch {
+			name := m.Desc().String()
+			if !strings.Contains(name, "krb5_kdc_worker_") {
+				continue
+			}
+			var d dto.Metric
+			if err := m.Write(&d); err != nil {
+				t.Fatal(err)
+			}
+			var key []string
+			for _, l := range d.Label {
+				key = append(key, l.GetValue())
+			}
+			seen[name] = append(seen[name], strings.Join(key, "\x00"))
+		}
+		if len(seen) != 2 {
+			t.Fatalf("%d worker families", len(seen))
+		}
+		for name, keys := range seen {
+			if n := len(keys); n != 64 && n != 128 {
+				t.Errorf("%s: %d series", name, n)
+			}
+			for i := 1; i < len(keys); i++ {
+				if keys[i-1] >= keys[i] {
+					t.Errorf("%s: series %q sent after %q", name, keys[i], keys[i-1])
+				}
+			}
 		}
 	}
 }

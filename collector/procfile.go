@@ -38,8 +38,9 @@ type fileCache struct {
 }
 
 type cachedFile struct {
-	fd  int
-	gen uint64
+	fd       int
+	gen      uint64
+	dev, ino uint64 // readReplaceable's files: the file's identity
 }
 
 func newFileCache() *fileCache {
@@ -96,6 +97,32 @@ func (c *fileCache) readKept(path string, pread func(fd int, path string) ([]byt
 	}
 	c.files[path] = &cachedFile{fd: fd, gen: c.gen}
 	return b, false, nil
+}
+
+// readReplaceable reads a regular file that is rewritten, or replaced by
+// a new file, now and then (a pid file): one stat of the path tells
+// whether the kept descriptor is still the file there (same device and
+// inode), and it is read from offset 0 (a file rewritten in place shows
+// its new content): a stat and a read, where os.ReadFile is an open,
+// fstat, two reads and a close.
+// The slice is valid until the next read.
+func (c *fileCache) readReplaceable(path string) ([]byte, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return nil, &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if cf := c.files[path]; cf != nil && (cf.dev != st.Dev || cf.ino != st.Ino) {
+		unix.Close(cf.fd)
+		delete(c.files, path)
+	}
+	// A read of a regular file shorter than asked for ends at its end.
+	b, kept, err := c.readKept(path, c.pread)
+	if cf := c.files[path]; err == nil && !kept && cf != nil {
+		// Opened just now: if the file was replaced between the stat and
+		// the open, the next stat differs and the file is opened again.
+		cf.dev, cf.ino = st.Dev, st.Ino
+	}
+	return b, err
 }
 
 // fstat stats path through a descriptor opened with O_PATH and kept

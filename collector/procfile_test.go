@@ -1,9 +1,12 @@
 package collector
 
 import (
+	"errors"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"testing"
@@ -229,5 +232,56 @@ func TestCountFDsKeptOpen(t *testing.T) {
 	check("after closing them")
 	if c.files[dir] != cf {
 		t.Error("fd/ opened again, not kept")
+	}
+}
+
+// TestReadPidFileKeptOpen: a pid file read through a kept descriptor shows
+// a rewrite in place, a replacement by rename (another inode) and a
+// removal, as reading it afresh would.
+func TestReadPidFileKeptOpen(t *testing.T) {
+	files := newFileCache()
+	path := filepath.Join(t.TempDir(), "kdc.pid")
+	want := func(what string, pid int) {
+		t.Helper()
+		got, err := readPidFile(files, path)
+		if err != nil || got != pid {
+			t.Errorf("%s: %d, %v; want %d", what, got, err, pid)
+		}
+	}
+	if err := os.WriteFile(path, []byte("123\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want("first read", 123)
+	if files.files[path] == nil {
+		t.Fatal("pid file not kept open")
+	}
+	files.sweep()
+	// Rewritten in place, longer then shorter (truncated).
+	for _, pid := range []int{4567, 89} {
+		if err := os.WriteFile(path, []byte(strconv.Itoa(pid)+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		want("rewritten", pid)
+	}
+	// Replaced: a new file renamed over it; the old one stays open here.
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, []byte("777\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+	want("replaced", 777)
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readPidFile(files, path); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("removed: %v, want not exist", err)
+	}
+	if err := os.WriteFile(path, []byte("x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if pid, err := readPidFile(files, path); err == nil {
+		t.Errorf("no pid: got %d", pid)
 	}
 }

@@ -20,7 +20,6 @@ import (
 
 // Layout of linux/inet_diag.h.
 const (
-	sizeofSockID        = 48
 	sizeofInetDiagReq   = 4 + sizeofSockID + 8 // the compatibility request
 	sizeofInetDiagMsg   = 4 + sizeofSockID + 20
 	tcpDiagGetSock      = 18 // TCPDIAG_GETSOCK
@@ -28,6 +27,11 @@ const (
 	inetDiagBcJmp       = 1  // INET_DIAG_BC_JMP
 	inetDiagBcSGE       = 2  // INET_DIAG_BC_S_GE
 	inetDiagBcSLE       = 3  // INET_DIAG_BC_S_LE
+	sizeofInetDiagReqV2 = 8 + sizeofSockID
+	sockDiagByFamily    = 20 // SOCK_DIAG_BY_FAMILY
+	inetDiagSkmeminfo   = 7  // INET_DIAG_SKMEMINFO attribute
+	skMeminfoDrops      = 8  // SK_MEMINFO_DROPS, index in its u32 array
+	inetDiagNoCookie    = ^uint32(0)
 )
 
 // kdcNetns tells whether sock_diag, which answers for the exporter's own
@@ -58,56 +62,173 @@ func kdcNetns(procPath string, pid int) netnsRelation {
 // answers for AF_INET and AF_INET6 in one walk of its tables; the v2
 // request (SOCK_DIAG_BY_FAMILY) takes one family, so one walk each, and
 // a walk of the connection table is the cost of this collector.
-func sockDiagTCP(states uint32, ports []uint16) ([]tcpSocket, error) {
-	return sockDiagTCPBuf(states, ports, nil)
+func sockDiagTCP(states uint32, ports []uint16) ([]inetSocket, error) {
+	d, err := openDiag(nil)
+	if err != nil {
+		return nil, err
+	}
+	defer d.close()
+	return d.dumpTCP(states, ports)
 }
 
-// sockDiagTCPBuf is sockDiagTCP receiving into buf (allocated when shorter
-// than sockDiagRecvBufBytes), which a collector keeps between scrapes.
-func sockDiagTCPBuf(states uint32, ports []uint16, buf []byte) ([]tcpSocket, error) {
+// diagConn is a NETLINK_SOCK_DIAG socket, which the network collector
+// keeps between scrapes (closed after an error), with its receive buffer.
+type diagConn struct {
+	fd  int
+	buf []byte
+	seq uint32
+}
+
+// openDiag opens a sock_diag socket in the exporter's network namespace,
+// receiving into buf (allocated when shorter than sockDiagRecvBufBytes).
+func openDiag(buf []byte) (*diagConn, error) {
 	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.NETLINK_SOCK_DIAG)
 	if err != nil {
 		return nil, fmt.Errorf("sock_diag socket: %w", err)
 	}
-	defer unix.Close(fd)
 	tv := unix.Timeval{Sec: 5}
 	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+		unix.Close(fd)
 		return nil, err
 	}
-	if err := unix.Sendto(fd, diagRequest(states, ports), 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		return nil, fmt.Errorf("sock_diag request: %w", err)
-	}
-	var out []tcpSocket
 	if len(buf) < sockDiagRecvBufBytes {
 		buf = make([]byte, sockDiagRecvBufBytes)
 	}
-	for {
-		n, _, err := unix.Recvfrom(fd, buf, 0)
+	return &diagConn{fd: fd, buf: buf}, nil
+}
+
+func (d *diagConn) close() { unix.Close(d.fd) }
+
+// dumpTCP is sockDiagTCP on d.
+func (d *diagConn) dumpTCP(states uint32, ports []uint16) ([]inetSocket, error) {
+	var out []inetSocket
+	err := d.query(diagRequest(states, ports), true, func(m []byte) {
+		s := parseDiagMsg(m)
+		s.proto = unix.IPPROTO_TCP
+		out = append(out, s)
+	})
+	return out, err
+}
+
+// dumpUDP returns the UDP sockets of both address families, each with its
+// drop count: one v2 request per family (it takes one), each one walk of
+// the kernel's UDP hash, as a read of /proc/net/udp or udp6 is.
+func (d *diagConn) dumpUDP() ([]inetSocket, error) {
+	var out []inetSocket
+	for _, family := range []uint8{unix.AF_INET, unix.AF_INET6} {
+		req := diagRequestV2(family, unix.IPPROTO_UDP, tcpStatesAll, nil)
+		err := d.query(req, true, func(m []byte) {
+			s := parseDiagMsg(m)
+			s.proto = unix.IPPROTO_UDP
+			out = append(out, s)
+		})
 		if err != nil {
-			return nil, fmt.Errorf("sock_diag reply: %w", err)
+			return nil, err
 		}
-		msgs, err := syscall.ParseNetlinkMessage(buf[:n])
+	}
+	return out, nil
+}
+
+// lookup asks the kernel for the socket s (from an earlier reply) again,
+// by its addresses and cookie: a hash lookup, not a walk. found is false
+// when that socket is gone (ENOENT), or the addresses now lead to another
+// socket (ESTALE: the cookie differs).
+func (d *diagConn) lookup(s inetSocket) (got inetSocket, found bool, err error) {
+	id := s.id
+	if s.proto == unix.IPPROTO_UDP {
+		// udp_dump_one looks the socket up as the receiver of a datagram
+		// from idiag_src to idiag_dst: the local side goes in dst.
+		copy(id[0:2], s.id[2:4])
+		copy(id[2:4], s.id[0:2])
+		copy(id[4:20], s.id[20:36])
+		copy(id[20:36], s.id[4:20])
+	}
+	n := 0
+	err = d.query(diagRequestV2(s.family, s.proto, tcpStatesAll, id[:]), false, func(m []byte) {
+		got = parseDiagMsg(m)
+		got.proto = s.proto
+		n++
+	})
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ESTALE) {
+		return got, false, nil
+	}
+	if err == nil && n != 1 {
+		err = fmt.Errorf("sock_diag: %d replies to a socket lookup", n)
+	}
+	return got, err == nil, err
+}
+
+// query sends req and calls each with the body of every reply message
+// (an inet_diag_msg and its attributes) until the reply ends: NLMSG_DONE
+// for a dump, the one message for an exact request. A reply to an earlier
+// request (a timed-out one) is skipped by its sequence number.
+func (d *diagConn) query(req []byte, dump bool, each func([]byte)) error {
+	d.seq++
+	binary.NativeEndian.PutUint32(req[8:], d.seq)
+	if err := unix.Sendto(d.fd, req, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		return fmt.Errorf("sock_diag request: %w", err)
+	}
+	for {
+		n, err := unix.Read(d.fd, d.buf)
 		if err != nil {
-			return nil, fmt.Errorf("sock_diag reply: %w", err)
+			return fmt.Errorf("sock_diag reply: %w", err)
+		}
+		msgs, err := syscall.ParseNetlinkMessage(d.buf[:n])
+		if err != nil {
+			return fmt.Errorf("sock_diag reply: %w", err)
 		}
 		for _, m := range msgs {
+			if m.Header.Seq != d.seq {
+				continue
+			}
 			switch m.Header.Type {
 			case unix.NLMSG_DONE:
-				return out, nil
+				return nil
 			case unix.NLMSG_ERROR:
 				if len(m.Data) >= 4 {
 					if errno := -int32(binary.NativeEndian.Uint32(m.Data)); errno != 0 {
-						return nil, fmt.Errorf("sock_diag: %w", syscall.Errno(errno))
+						return fmt.Errorf("sock_diag: %w", syscall.Errno(errno))
 					}
 				}
-				return out, nil
+				return nil
 			}
 			if len(m.Data) < sizeofInetDiagMsg {
-				return nil, errors.New("sock_diag: short inet_diag_msg")
+				return errors.New("sock_diag: short inet_diag_msg")
 			}
-			out = append(out, parseDiagMsg(m.Data))
+			each(m.Data)
+			if !dump {
+				return nil
+			}
 		}
 	}
+}
+
+// diagRequestV2 builds nlmsghdr + inet_diag_req_v2 for one family and
+// protocol, asking for the socket memory counters (drops) too: a dump of
+// the sockets in states, or with id (an inet_diag_sockid, cookie
+// included) the exact request for that one socket.
+func diagRequestV2(family, proto uint8, states uint32, id []byte) []byte {
+	size := unix.SizeofNlMsghdr + sizeofInetDiagReqV2
+	b := make([]byte, size)
+	ne := binary.NativeEndian
+	ne.PutUint32(b[0:], uint32(size))
+	ne.PutUint16(b[4:], sockDiagByFamily)
+	flags := uint16(unix.NLM_F_REQUEST)
+	if id == nil {
+		flags |= unix.NLM_F_DUMP
+	}
+	ne.PutUint16(b[6:], flags)
+	r := b[unix.SizeofNlMsghdr:]
+	r[0], r[1] = family, proto
+	r[2] = 1 << (inetDiagSkmeminfo - 1) // idiag_ext
+	ne.PutUint32(r[4:], states)
+	if id != nil {
+		copy(r[8:8+sizeofSockID], id)
+	} else {
+		ne.PutUint32(r[8+40:], inetDiagNoCookie)
+		ne.PutUint32(r[8+44:], inetDiagNoCookie)
+	}
+	return b
 }
 
 // diagRequest builds nlmsghdr + inet_diag_req (+ a bytecode filter that
@@ -179,10 +300,13 @@ func portFilter(ports []uint16) []byte {
 	return bc
 }
 
-func parseDiagMsg(d []byte) tcpSocket {
+// parseDiagMsg parses an inet_diag_msg and, of its attributes, the
+// socket memory counters (INET_DIAG_SKMEMINFO) for the drop count.
+func parseDiagMsg(d []byte) inetSocket {
 	ne := binary.NativeEndian
-	s := tcpSocket{state: d[1]}
+	s := inetSocket{family: d[0], state: d[1]}
 	id := d[4 : 4+sizeofSockID]
+	copy(s.id[:], id)
 	s.port = binary.BigEndian.Uint16(id[0:])
 	if d[0] == unix.AF_INET {
 		s.ip = net.IP(append([]byte(nil), id[4:8]...))
@@ -193,5 +317,16 @@ func parseDiagMsg(d []byte) tcpSocket {
 	s.rqueue = ne.Uint32(rest[4:])
 	s.wqueue = ne.Uint32(rest[8:])
 	s.inode = uint64(ne.Uint32(rest[16:]))
+	for a := d[sizeofInetDiagMsg:]; len(a) >= unix.SizeofRtAttr; {
+		l := int(ne.Uint16(a[0:]))
+		if l < unix.SizeofRtAttr || l > len(a) {
+			break
+		}
+		if ne.Uint16(a[2:]) == inetDiagSkmeminfo && l >= unix.SizeofRtAttr+4*(skMeminfoDrops+1) {
+			s.drops = ne.Uint32(a[unix.SizeofRtAttr+4*skMeminfoDrops:])
+			s.haveDrops = true
+		}
+		a = a[min((l+3)&^3, len(a)):]
+	}
 	return s
 }

@@ -2,13 +2,18 @@ package collector
 
 import (
 	"net"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/prometheus/procfs"
+	"golang.org/x/sys/unix"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 )
 
 // TestSockDiag checks the netlink answers against /proc/net/tcp for a
@@ -31,7 +36,7 @@ func TestSockDiag(t *testing.T) {
 	// A connection is queued when the listener gets the client's last ACK,
 	// which may be just after Dial returned: poll (at most 30 s: a
 	// bound against hangs; loopback under load can be slow).
-	var mine *tcpSocket
+	var mine *inetSocket
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		ls, err := sockDiagTCP(1<<tcpListen, nil)
 		if err != nil {
@@ -293,4 +298,194 @@ func equalCounts(a, b map[uint16]int) bool {
 		}
 	}
 	return true
+}
+
+// procUDPLine returns the line of /proc/self/net/udp (or udp6) for the
+// socket inode, parsed by the collector's /proc path.
+func procUDPLine(t *testing.T, v6 bool, inode uint64) (udpLine, bool) {
+	t.Helper()
+	name := "/proc/self/net/udp"
+	if v6 {
+		name += "6"
+	}
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mine udpLine
+	found := false
+	if err := parseUDPLines(b, func(l udpLine) {
+		if l.inode == inode {
+			mine, found = l, true
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return mine, found
+}
+
+// socketInode is the inode of a socket, as /proc and sock_diag show it.
+func socketInode(t *testing.T, c syscall.Conn) uint64 {
+	t.Helper()
+	rc, err := c.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = unix.Fstat(int(fd), &st) }); err != nil || serr != nil {
+		t.Fatal(err, serr)
+	}
+	return st.Ino
+}
+
+// TestSockDiagUDP checks the UDP dump and the exact requests against
+// /proc/self/net/udp{,6}: for an IPv4 and an IPv6 socket with a small
+// receive buffer, never read, flooded until the kernel drops datagrams,
+// the same state, address, queue and drop count; then, once a socket is
+// closed, or its address taken by a new socket, the lookup says gone.
+func TestSockDiagUDP(t *testing.T) {
+	type sock struct {
+		conn  *net.UDPConn
+		v6    bool
+		inode uint64
+	}
+	var socks []sock
+	for _, addr := range []string{"127.0.0.1:0", "[::1]:0"} {
+		c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.MustParseAddrPort(addr)))
+		if err != nil {
+			if strings.HasPrefix(addr, "[") {
+				t.Logf("no IPv6: %v", err)
+				continue
+			}
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if err := c.SetReadBuffer(4096); err != nil {
+			t.Fatal(err)
+		}
+		// 200 datagrams of 500 bytes: far more than 4 KiB holds.
+		out, err := net.DialUDP("udp", nil, c.LocalAddr().(*net.UDPAddr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 200; i++ {
+			if _, err := out.Write(make([]byte, 500)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		out.Close()
+		socks = append(socks, sock{c, addr[0] == '[', socketInode(t, c)})
+	}
+	d, err := openDiag(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.close()
+	all, err := d.dumpUDP()
+	if err != nil {
+		t.Fatal(err)
+	}
+	same := func(what string, s sock, got inetSocket) {
+		t.Helper()
+		l, ok := procUDPLine(t, s.v6, s.inode)
+		if !ok {
+			t.Fatalf("socket %d not in /proc/net/udp", s.inode)
+		}
+		port := uint16(s.conn.LocalAddr().(*net.UDPAddr).Port)
+		if got.inode != l.inode || uint64(got.state) != l.st || !got.ip.Equal(l.ip) || got.port != port ||
+			uint64(got.port) != l.port || uint64(got.rqueue) != l.rxQueue || !got.haveDrops || uint64(got.drops) != l.drops {
+			t.Errorf("%s: sock_diag %+v; /proc/net/udp %+v", what, got, l)
+		}
+		if got.drops == 0 || got.rqueue == 0 || got.state != udpUnconnected {
+			t.Errorf("%s: %+v: want unconnected, queued and dropped", what, got)
+		}
+	}
+	var found []inetSocket
+	for _, s := range socks {
+		n := 0
+		for _, g := range all {
+			if g.inode == s.inode {
+				same("dump", s, g)
+				found = append(found, g)
+				n++
+			}
+		}
+		if n != 1 {
+			t.Fatalf("socket %d found %d times in a dump of %d", s.inode, n, len(all))
+		}
+	}
+	for i, s := range socks {
+		got, ok, err := d.lookup(found[i])
+		if err != nil || !ok {
+			t.Fatalf("lookup of %+v: found %v, %v", found[i], ok, err)
+		}
+		same("lookup", s, got)
+	}
+	// Gone, and replaced by a socket on the same address (another cookie).
+	for i, s := range socks {
+		addr := s.conn.LocalAddr().(*net.UDPAddr)
+		s.conn.Close()
+		if _, ok, err := d.lookup(found[i]); ok || err != nil {
+			t.Errorf("closed socket: found %v, %v", ok, err)
+		}
+		c, err := net.ListenUDP("udp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, ok, err := d.lookup(found[i]); ok || err != nil {
+			t.Errorf("socket replaced on %v: found %v, %v", addr, ok, err)
+		}
+	}
+}
+
+// TestSockDiagTCPLookup: a listener found by a dump is found again by an
+// exact request, with its accept queue; not once closed, nor when a new
+// listener has its address.
+func TestSockDiagTCPLookup(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	port := uint16(l.Addr().(*net.TCPAddr).Port)
+	d, err := openDiag(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.close()
+	ls, err := d.dumpTCP(1<<tcpListen, []uint16{port})
+	if err != nil || len(ls) != 1 {
+		t.Fatalf("dump: %+v, %v", ls, err)
+	}
+	c, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var got inetSocket
+	testutil.Eventually(t, 30*time.Second, "the connection in the accept queue", func() bool {
+		var ok bool
+		got, ok, err = d.lookup(ls[0])
+		if err != nil || !ok {
+			t.Fatalf("lookup: found %v, %v", ok, err)
+		}
+		return got.rqueue == 1
+	})
+	if got.inode != ls[0].inode || got.state != tcpListen || got.wqueue != ls[0].wqueue || got.port != port {
+		t.Errorf("lookup %+v, dump %+v", got, ls[0])
+	}
+	l.Close()
+	if _, ok, err := d.lookup(ls[0]); ok || err != nil {
+		t.Errorf("closed listener: found %v, %v", ok, err)
+	}
+	l2, err := net.Listen("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	if _, ok, err := d.lookup(ls[0]); ok || err != nil {
+		t.Errorf("listener replaced: found %v, %v", ok, err)
+	}
 }

@@ -1,7 +1,9 @@
 package collector
 
 import (
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -45,6 +47,36 @@ type workerLabels struct {
 type workerLabelSet struct {
 	cpu, start *prometheus.Desc
 	byIndex    []workerLabels
+	lex        []int // 0 ... len(byIndex)-1 in the order of their strings
+	pos        []int // reused by inOrder
+}
+
+// inOrder appends to out the positions in idx (worker indexes, distinct)
+// in the order of the indexes as strings: "0", "1", "10", "11", ... "2".
+func (w *workerLabelSet) inOrder(idx []int, out []int) []int {
+	for _, i := range idx {
+		w.get(i)
+	}
+	if len(w.lex) != len(w.byIndex) {
+		w.lex = w.lex[:0]
+		for i := range w.byIndex {
+			w.lex = append(w.lex, i)
+		}
+		slices.SortFunc(w.lex, func(a, b int) int { return strings.Compare(strconv.Itoa(a), strconv.Itoa(b)) })
+	}
+	w.pos = slices.Grow(w.pos[:0], len(w.byIndex))[:len(w.byIndex)]
+	for i := range w.pos {
+		w.pos[i] = -1
+	}
+	for at, i := range idx {
+		w.pos[i] = at
+	}
+	for _, i := range w.lex {
+		if at := w.pos[i]; at >= 0 {
+			out = append(out, at)
+		}
+	}
+	return out
 }
 
 func (w *workerLabelSet) get(i int) *workerLabels {
