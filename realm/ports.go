@@ -30,13 +30,16 @@ const PortLockDirEnv = "KRB5_EXPORTER_PORT_LOCKS"
 const poolBase = 20000
 
 // PortLockDir is the directory of the port locks: $KRB5_EXPORTER_PORT_LOCKS
-// or krb5-exporter-ports in the system's temporary directory, shared by
-// every user (mode 1777, as /tmp), since ports are.
+// or /tmp/krb5-exporter-ports, shared by every user (mode 1777, as /tmp),
+// since ports are. Not $TMPDIR: a process with a private temporary
+// directory (a test's, a bench daemon's) must still see the others'
+// leases, or two KDCs get one port (krb5kdc binds UDP with SO_REUSEADDR,
+// so the second one silently takes the first one's requests).
 func PortLockDir() string {
 	if d := os.Getenv(PortLockDirEnv); d != "" {
 		return d
 	}
-	return filepath.Join(os.TempDir(), "krb5-exporter-ports")
+	return "/tmp/krb5-exporter-ports"
 }
 
 // PortNeed says what a port must be free for.

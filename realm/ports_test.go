@@ -38,8 +38,8 @@ func TestPortLeaseChild(t *testing.T) {
 	io.Copy(io.Discard, os.Stdin)
 }
 
-// Two other processes and this one lease ports at the same time: every
-// port is different, none is in the kernel's ephemeral range, and a port
+// Two other processes and this one, each with its own $TMPDIR, lease ports
+// at the same time: every port is different, none is in the kernel's ephemeral range, and a port
 // another process holds cannot be claimed until that process exits.
 func TestPortLeasesAcrossProcesses(t *testing.T) {
 	low, high, err := EphemeralRange()
@@ -56,7 +56,9 @@ func TestPortLeasesAcrossProcesses(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range children {
 		c := &child{cmd: exec.Command(os.Args[0], "-test.run=^TestPortLeaseChild$", "-test.count=1")}
-		c.cmd.Env = append(os.Environ(), portChildEnv+"=1")
+		// Each child with a temporary directory of its own, as a bench
+		// daemon or a test may have: the leases are machine-wide still.
+		c.cmd.Env = append(os.Environ(), portChildEnv+"=1", "TMPDIR="+t.TempDir())
 		c.cmd.Stderr = os.Stderr
 		if c.stdin, err = c.cmd.StdinPipe(); err != nil {
 			t.Fatal(err)
