@@ -81,19 +81,7 @@ func TestRotatedAwayWhileRestoring(t *testing.T) {
 			if !waited {
 				t.Error("the watcher did not open the file created after the restore")
 			}
-			seen := map[int]int{}
-			for _, l := range h.recorder.snapshot() {
-				k, err := seqOf(l)
-				if err != nil {
-					t.Fatal(err)
-				}
-				seen[k]++
-			}
-			for k := range n {
-				if seen[k] != 1 {
-					t.Errorf("line %d handed on %d times, want once", k, seen[k])
-				}
-			}
+			h.exactlyOnce(n)
 			if u := h.cur.stats.Unread.Load(); u != 0 {
 				t.Errorf("unread files %d, want 0", u)
 			}
@@ -132,19 +120,7 @@ func TestWatcherIDsPruned(t *testing.T) {
 	if most >= 2*minPrune {
 		t.Errorf("the watcher remembered up to %d files after %d rotations, want fewer than %d", most, rotations, 2*minPrune)
 	}
-	seen := map[int]int{}
-	for _, l := range h.recorder.snapshot() {
-		k, err := seqOf(l)
-		if err != nil {
-			t.Fatal(err)
-		}
-		seen[k]++
-	}
-	for k := range w.n {
-		if seen[k] != 1 {
-			t.Errorf("line %d handed on %d times, want once", k, seen[k])
-		}
-	}
+	h.exactlyOnce(w.n)
 	tl := h.cur.tl
 	tl.w.account()
 	if u, v := h.cur.stats.Unread.Load(), tl.w.vanished.Load(); u+v != 0 {
