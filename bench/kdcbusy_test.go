@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
@@ -107,7 +109,7 @@ func TestKDCBusyReported(t *testing.T) {
 		}
 		var md, tf bytes.Buffer
 		WriteMarkdown(&md, rep)
-		if n := strings.Count(md.String(), "% of the 1 core(s) it may use; KDC "); n != 2 {
+		if n := strings.Count(md.String(), "% of the 1 core(s) it may use (CPU "); n != 2 {
 			t.Errorf("report.md shows the KDC's busy share %d times, want 2 (as, tgs):\n%s", n, md.String())
 		}
 		if err := WriteTextfile(&tf, rep); err != nil {
@@ -118,5 +120,123 @@ func TestKDCBusyReported(t *testing.T) {
 				t.Errorf("textfile has no krb5_bench_kdc_busy_ratio for %s:\n%s", test, tf.String())
 			}
 		}
+	}
+}
+
+// busyWarnings sorts a report's warnings about test's KDC busy share into
+// the generator one and the disk-wait one.
+func busyWarnings(rep *Report, test string) (generator, disk bool) {
+	for _, w := range rep.Warnings {
+		if !strings.HasPrefix(w, test+": the KDC ") {
+			continue
+		}
+		if strings.Contains(w, "the generator or the network, not the KDC, was the limit") {
+			generator = true
+		}
+		if strings.Contains(w, "waited for its database writes") && strings.Contains(w, "disable_last_success / disable_lockout / the database's disk decide the rate") {
+			disk = true
+		}
+	}
+	return
+}
+
+// checkStateSplit checks a load's sampled split against itself and
+// against the KDC's own schedstat: the shares add up, and the sampled
+// running-or-runnable share lies between the KDC's CPU time and its CPU
+// time plus its wait for a CPU (run_delay).
+func checkStateSplit(t *testing.T, test string, u CPUUse, dur time.Duration) {
+	t.Helper()
+	if min := int64(dur / StatePeriod / 4); u.KDCStateSamples < min {
+		t.Fatalf("%s: %d state samples in %v, want ≥ %d", test, u.KDCStateSamples, dur, min)
+	}
+	if d := u.KDCSampledCPUPct + u.KDCDiskWaitPct - u.KDCSampledBusyPct; d > 1e-9 || d < -1e-9 {
+		t.Errorf("%s: busy %.2f %% ≠ CPU %.2f %% + disk %.2f %%", test, u.KDCSampledBusyPct, u.KDCSampledCPUPct, u.KDCDiskWaitPct)
+	}
+	if u.KDCSampledBusyPct < 0 || u.KDCSampledBusyPct > 100 || u.KDCIdlePct < 0 || u.KDCDiskWaitPct < 0 {
+		t.Errorf("%s: busy %.2f %%, idle %.2f %%, disk %.2f %%", test, u.KDCSampledBusyPct, u.KDCIdlePct, u.KDCDiskWaitPct)
+	}
+	if u.KDCSampledCPUPct < u.KDCCoresBusyPct-15 {
+		t.Errorf("%s: sampled running %.1f %% of the KDC's cores, but its CPU time filled %.1f %%", test, u.KDCSampledCPUPct, u.KDCCoresBusyPct)
+	}
+	if u.KDCSampledCPUPct > u.KDCCoresBusyPct+u.KDCCPUWaitPct+15 {
+		t.Errorf("%s: sampled running or runnable %.1f %% of the KDC's cores, but its CPU time (%.1f %%) and its wait for a CPU (%.1f %%) fill less", test, u.KDCSampledCPUPct, u.KDCCoresBusyPct, u.KDCCPUWaitPct)
+	}
+}
+
+// onBlockDevice tells whether dir is on a disk-backed file system (not
+// tmpfs/ramfs), where the KDC's database syncs wait for the disk.
+func onBlockDevice(t *testing.T, dir string) bool {
+	var fs unix.Statfs_t
+	if err := unix.Statfs(dir, &fs); err != nil {
+		t.Fatal(err)
+	}
+	return fs.Type != unix.TMPFS_MAGIC && fs.Type != unix.RAMFS_MAGIC
+}
+
+// TestKDCDiskWaitsCounted runs as against a KDC that records last_success
+// (the default: it writes and syncs its database after each login). The
+// state sampler counts the KDC's waits for those writes as busy, so the
+// suite does not blame the generator when running + disk waits reach the
+// warn level, and says the disk waits decide the rate when they are large.
+// The disk waits are asserted > 0 only where the database is on a block
+// device (a tmpfs /tmp on CI never waits).
+func TestKDCDiskWaitsCounted(t *testing.T) {
+	r := upRealm(t, realm.Options{})
+	s := small("as")
+	s.Duration = 2 * time.Second
+	s.Targets.GeneratorWarnFactor = 0
+	rep := runSuite(t, RealmSystem(r), s)
+	if rep.AS == nil {
+		t.Fatalf("as did not run: %+v", rep.Tests)
+	}
+	u := rep.AS.CPU
+	t.Logf("as: %.0f logins/s; KDC busy %.1f %% of %d core(s): CPU %.1f %%, disk %.1f %%, idle %.1f %% (%d samples); CPU time %.1f %%, waiting for a CPU %.1f %%; warnings %q",
+		rep.AS.Rate, u.KDCSampledBusyPct, u.KDCCores, u.KDCSampledCPUPct, u.KDCDiskWaitPct, u.KDCIdlePct, u.KDCStateSamples, u.KDCCoresBusyPct, u.KDCCPUWaitPct, rep.Warnings)
+	checkStateSplit(t, "as", u, s.Duration)
+	if onBlockDevice(t, r.Dir) && u.KDCDiskWaitPct <= 0 {
+		t.Errorf("as with last_success on, database on a block device: no disk waits sampled (%+v)", u)
+	}
+	p := s.Targets.KDCBusyWarnPct
+	generator, disk := busyWarnings(rep, "as")
+	if want := u.KDCSampledBusyPct < p; generator != want {
+		t.Errorf("KDC busy %.1f %% (warn below %g %%): generator warning %v, want %v; %q", u.KDCSampledBusyPct, p, generator, want, rep.Warnings)
+	}
+	if want := u.KDCSampledBusyPct >= p && u.KDCDiskWaitPct >= 100-p; disk != want {
+		t.Errorf("KDC busy %.1f %%, disk %.1f %%: disk warning %v, want %v; %q", u.KDCSampledBusyPct, u.KDCDiskWaitPct, disk, want, rep.Warnings)
+	}
+	var md bytes.Buffer
+	WriteMarkdown(&md, rep)
+	if !strings.Contains(md.String(), "waiting for its own disk writes ") {
+		t.Errorf("report.md does not show the disk waits:\n%s", md.String())
+	}
+}
+
+// TestKDCIdleWarned throttles the as load in the generator (one blocking
+// client pausing 3 ms after each request: the KDC waits for the generator
+// between logins) and checks that the sampled KDC was idle and the suite
+// blames the generator. (One blocking client without pauses is not
+// enough on a loaded machine: the KDC then spends its time runnable,
+// waiting for a CPU.)
+func TestKDCIdleWarned(t *testing.T) {
+	r := upRealm(t, realm.Options{DisableLastSuccess: true})
+	s := small("as")
+	s.Generator = GeneratorBlocking
+	s.Clients = 1
+	s.pace = 3 * time.Millisecond
+	s.Duration = 1500 * time.Millisecond
+	s.Targets.GeneratorWarnFactor = 0
+	rep := runSuite(t, RealmSystem(r), s)
+	if rep.AS == nil {
+		t.Fatalf("as did not run: %+v", rep.Tests)
+	}
+	u := rep.AS.CPU
+	t.Logf("as: %.0f logins/s; KDC busy %.1f %% of %d core(s): CPU %.1f %%, disk %.1f %%, idle %.1f %% (%d samples); CPU time %.1f %%, waiting for a CPU %.1f %%",
+		rep.AS.Rate, u.KDCSampledBusyPct, u.KDCCores, u.KDCSampledCPUPct, u.KDCDiskWaitPct, u.KDCIdlePct, u.KDCStateSamples, u.KDCCoresBusyPct, u.KDCCPUWaitPct)
+	checkStateSplit(t, "as", u, s.Duration)
+	if u.KDCIdlePct < 50 {
+		t.Errorf("one blocking client: the KDC idle only %.1f %%", u.KDCIdlePct)
+	}
+	if generator, disk := busyWarnings(rep, "as"); !generator || disk {
+		t.Errorf("idle KDC: generator warning %v (want true), disk warning %v (want false): %q", generator, disk, rep.Warnings)
 	}
 }

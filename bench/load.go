@@ -224,6 +224,12 @@ func (r *run) closedLoop(ctx context.Context, kind string, t krb5.Transport, cli
 					return
 				}
 				recs[w] = append(recs[w], r.note(record{Start: sent.Sub(start), Latency: d, Kind: kind, Class: krb5.Classify(err)}, err))
+				if r.set.pace > 0 {
+					select {
+					case <-ctx.Done():
+					case <-time.After(r.set.pace):
+					}
+				}
 			}
 		}()
 	}

@@ -11,7 +11,7 @@ import (
 // Collector exposes the last report as krb5_bench_* metrics (docs/metrics.md,
 // section "Bench"). Labels are bounded: test and metric names are fixed.
 type Collector struct {
-	result, target, pass, testOK, testDur, genRatio, kdcBusy, lastRun, lastOK *prometheus.Desc
+	result, target, pass, testOK, testDur, genRatio, kdcBusy, kdcDisk, lastRun, lastOK *prometheus.Desc
 
 	mu  sync.Mutex
 	rep *Report
@@ -29,7 +29,8 @@ func NewCollector() *Collector {
 		testOK:   d("test_success", "1 if the test ran and all its metrics passed, 0 if it failed or could not run; skipped tests are absent.", "test"),
 		testDur:  d("test_duration_seconds", "Wall time the test took.", "test"),
 		genRatio: d("generator_cpu_ratio", "Load generator CPU per request divided by the KDC's during the test's load.", "test"),
-		kdcBusy:  d("kdc_busy_ratio", "KDC CPU during the test's load as a fraction of the cores it may use (its processes, at most its CPUs); near 1 the KDC was the limit.", "test"),
+		kdcBusy:  d("kdc_busy_ratio", "How busy the KDC was during the test's load, as a fraction of the cores it may use (its processes, at most its CPUs): sampled running or waiting for its disk, else its CPU time; near 1 the KDC was the limit.", "test"),
+		kdcDisk:  d("kdc_disk_wait_ratio", "Share of the cores the KDC may use that it spent waiting for its own disk writes (database updates) during the test's load, sampled.", "test"),
 		lastRun:  d("last_run_timestamp_seconds", "Unix time the last bench run finished."),
 		lastOK:   d("last_run_success", "1 if every test of the last bench run passed, else 0."),
 	}
@@ -44,7 +45,7 @@ func (c *Collector) Set(rep *Report) {
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.result, c.target, c.pass, c.testOK, c.testDur, c.genRatio, c.kdcBusy, c.lastRun, c.lastOK} {
+	for _, d := range []*prometheus.Desc{c.result, c.target, c.pass, c.testOK, c.testDur, c.genRatio, c.kdcBusy, c.kdcDisk, c.lastRun, c.lastOK} {
 		ch <- d
 	}
 }
@@ -81,7 +82,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.genRatio, g, u.Ratio, test)
 		}
 		if u.KDCCores > 0 {
-			ch <- prometheus.MustNewConstMetric(c.kdcBusy, g, u.KDCCoresBusyPct/100, test)
+			ch <- prometheus.MustNewConstMetric(c.kdcBusy, g, u.BusyPct()/100, test)
+		}
+		if u.KDCStateSamples > 0 {
+			ch <- prometheus.MustNewConstMetric(c.kdcDisk, g, u.KDCDiskWaitPct/100, test)
 		}
 	}
 	if rep.AS != nil {

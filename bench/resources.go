@@ -14,15 +14,25 @@ import (
 
 // Sample is one reading of the KDC's processes and of the generator.
 type Sample struct {
-	At           time.Duration `json:"at_ns"` // since the sampler started
-	Test         string        `json:"test"`
-	KDCCPU       time.Duration `json:"kdc_cpu_ns"` // cumulative, all krb5kdc processes
+	At     time.Duration `json:"at_ns"` // since the sampler started
+	Test   string        `json:"test"`
+	KDCCPU time.Duration `json:"kdc_cpu_ns"` // cumulative, all krb5kdc processes
+	// KDCRunDelay is the time they waited, runnable, for a CPU (cumulative).
+	KDCRunDelay  time.Duration `json:"kdc_cpu_wait_ns"`
 	KDCRSS       int64         `json:"kdc_rss_bytes"`
 	KDCProcesses int           `json:"kdc_processes"`
 	// KDCCores is how many cores the KDC can keep busy: its processes
 	// (each single-threaded), at most the CPUs they may run on.
 	KDCCores int           `json:"kdc_cores"`
 	GenCPU   time.Duration `json:"generator_cpu_ns"` // cumulative, this process
+	// The state sampler's counts so far (cumulative, in core-ticks of
+	// StatePeriod, see kdcStates): looks at the serving KDC processes, the
+	// cores counted, those running or runnable (R), those waiting for the
+	// disk (D). Zero when no test was running.
+	KDCStateTicks   int64 `json:"kdc_state_ticks"`
+	KDCStateCores   int64 `json:"kdc_state_core_ticks"`
+	KDCStateRunning int64 `json:"kdc_state_running"`
+	KDCStateDisk    int64 `json:"kdc_state_disk_wait"`
 }
 
 // cpuOf returns a process's CPU time. /proc/PID/schedstat has it in
@@ -30,28 +40,40 @@ type Sample struct {
 // krb5kdc is single-threaded); /proc/PID/stat in clock ticks is the
 // fallback.
 func cpuOf(pid int) (time.Duration, bool) {
+	c, _, ok := schedOf(pid)
+	return c, ok
+}
+
+// schedOf returns a process's CPU time and the time it waited, runnable,
+// for a CPU (run_delay of /proc/PID/schedstat; 0 from the /proc/PID/stat
+// fallback).
+func schedOf(pid int) (cpu, wait time.Duration, ok bool) {
 	if b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/schedstat"); err == nil {
 		if f := bytes.Fields(b); len(f) > 0 {
 			if ns, err := strconv.ParseInt(string(f[0]), 10, 64); err == nil {
-				return time.Duration(ns), true
+				if len(f) > 1 {
+					w, _ := strconv.ParseInt(string(f[1]), 10, 64)
+					wait = time.Duration(w)
+				}
+				return time.Duration(ns), wait, true
 			}
 		}
 	}
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return 0, false
+		return 0, 0, false
 	}
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return 0, false
+		return 0, 0, false
 	}
 	f := bytes.Fields(b[i+1:])
 	if len(f) < 13 {
-		return 0, false
+		return 0, 0, false
 	}
 	u, _ := strconv.ParseInt(string(f[11]), 10, 64)
 	s, _ := strconv.ParseInt(string(f[12]), 10, 64)
-	return time.Duration(u+s) * (time.Second / 100), true // USER_HZ is 100 on Linux
+	return time.Duration(u+s) * (time.Second / 100), 0, true // USER_HZ is 100 on Linux
 }
 
 // rssOf returns VmRSS in bytes.
@@ -145,6 +167,8 @@ type sampler struct {
 	// found again when a cached process is gone (a restart).
 	cached []int
 
+	states kdcStates
+
 	mu      sync.Mutex
 	test    string
 	samples []Sample
@@ -167,8 +191,9 @@ func (s *sampler) read() Sample {
 			smp = Sample{}
 			gone := len(pids) == 0
 			for _, p := range pids {
-				if c, ok := cpuOf(p); ok {
+				if c, w, ok := schedOf(p); ok {
 					smp.KDCCPU += c
+					smp.KDCRunDelay += w
 					smp.KDCRSS += rssOf(p)
 					smp.KDCProcesses++
 				} else {
@@ -185,7 +210,12 @@ func (s *sampler) read() Sample {
 		}
 	}
 	smp.KDCCores = coresOf(pidsOf(s))
+	s.states.cores.Store(int64(smp.KDCCores))
 	smp.GenCPU = selfCPU()
+	smp.KDCStateTicks = s.states.ticks.Load()
+	smp.KDCStateCores = s.states.coreTicks.Load()
+	smp.KDCStateRunning = s.states.running.Load()
+	smp.KDCStateDisk = s.states.disk.Load()
 	s.mu.Lock()
 	smp.At = time.Since(s.start)
 	smp.Test = s.test
@@ -202,6 +232,11 @@ func (s *sampler) begin(test string) Sample {
 	stop, done := s.stop, s.done
 	s.mu.Unlock()
 	first := s.read()
+	if s.pids != nil {
+		states := make(chan struct{})
+		go func() { <-stop; close(states) }()
+		go s.runStates(states)
+	}
 	go func() {
 		defer close(done)
 		t := time.NewTicker(time.Second)
@@ -253,6 +288,29 @@ type CPUUse struct {
 	// limit; well below, the generator or the network was.
 	KDCCores        int     `json:"kdc_cores"`
 	KDCCoresBusyPct float64 `json:"kdc_cores_busy_pct"`
+	// From the state sampler (every StatePeriod, each serving KDC process's
+	// /proc state), as % of the cores it may use: busy = running or
+	// runnable (CPU) + waiting for its disk (the database writes after each
+	// AS with last_success or lockout on); idle = waiting for requests. The
+	// CPU time above misses the disk waits. All zero when not sampled.
+	KDCStateSamples   int64   `json:"kdc_state_samples"`
+	KDCSampledBusyPct float64 `json:"kdc_sampled_busy_pct"`
+	KDCSampledCPUPct  float64 `json:"kdc_sampled_cpu_pct"`
+	KDCDiskWaitPct    float64 `json:"kdc_disk_wait_pct"`
+	KDCIdlePct        float64 `json:"kdc_idle_pct"`
+	// KDCCPUWaitPct is the part of the running or runnable share the KDC
+	// waited for a CPU (schedstat run_delay over the load, % of its cores):
+	// other processes, the generator among them, had its CPU.
+	KDCCPUWaitPct float64 `json:"kdc_cpu_wait_pct"`
+}
+
+// BusyPct is how busy the KDC was on the cores it may use: the sampled
+// share (CPU and disk waits) when there is one, else its CPU time.
+func (u CPUUse) BusyPct() float64 {
+	if u.KDCStateSamples > 0 {
+		return u.KDCSampledBusyPct
+	}
+	return u.KDCCoresBusyPct
 }
 
 func cpuUse(a, b Sample, requests int) CPUUse {
@@ -275,7 +333,15 @@ func cpuUse(a, b Sample, requests int) CPUUse {
 		}
 		if u.KDCCores > 0 {
 			u.KDCCoresBusyPct = 100 * float64(kdc) / float64(wall) / float64(u.KDCCores)
+			u.KDCCPUWaitPct = 100 * float64(b.KDCRunDelay-a.KDCRunDelay) / float64(wall) / float64(u.KDCCores)
 		}
+	}
+	if n, c := b.KDCStateTicks-a.KDCStateTicks, b.KDCStateCores-a.KDCStateCores; n > 0 && c > 0 {
+		u.KDCStateSamples = n
+		u.KDCSampledCPUPct = 100 * float64(b.KDCStateRunning-a.KDCStateRunning) / float64(c)
+		u.KDCDiskWaitPct = 100 * float64(b.KDCStateDisk-a.KDCStateDisk) / float64(c)
+		u.KDCSampledBusyPct = u.KDCSampledCPUPct + u.KDCDiskWaitPct
+		u.KDCIdlePct = 100 - u.KDCSampledBusyPct
 	}
 	return u
 }

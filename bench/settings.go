@@ -35,6 +35,9 @@ type Settings struct {
 	// BatchInflight is how many requests the batched generator keeps in
 	// flight (more lets each system call carry more of them).
 	BatchInflight int `yaml:"batch_inflight" json:"batch_inflight"`
+	// pace is a pause of each blocking client after each request: a
+	// generator that throttles itself (tests of the KDC-busy warning).
+	pace time.Duration
 	// Preauth is how the generator's logins pre-authenticate: auto (SPAKE
 	// when the KDC offers it, else encrypted timestamp, as kinit), spake
 	// or encrypted_timestamp.
