@@ -204,6 +204,22 @@ func TestKDCDiskWaitsCounted(t *testing.T) {
 	if want := u.KDCSampledBusyPct >= p && u.KDCDiskWaitPct >= 100-p; disk != want {
 		t.Errorf("KDC busy %.1f %%, disk %.1f %%: disk warning %v, want %v; %q", u.KDCSampledBusyPct, u.KDCDiskWaitPct, disk, want, rep.Warnings)
 	}
+	// The same measured load judged at warn levels just under and just
+	// over its sampled busy share: the KDC's CPU time alone is below both
+	// (it misses the disk waits), the warning follows running + disk waits.
+	if busy := u.KDCSampledBusyPct; busy-u.KDCCoresBusyPct > 2 && busy < 99 {
+		for _, at := range []float64{busy - 1, busy + 1} {
+			set := s
+			set.Targets.KDCBusyWarnPct = at
+			rr := &run{sys: RealmSystem(r), set: set, rep: &Report{}}
+			rr.checkKDCBusy("as", u)
+			if generator, _ := busyWarnings(rr.rep, "as"); generator != (at > busy) {
+				t.Errorf("KDC busy %.1f %% (CPU time %.1f %%), warn below %.1f %%: generator warning %v; %q", busy, u.KDCCoresBusyPct, at, generator, rr.rep.Warnings)
+			}
+		}
+	} else {
+		t.Logf("sampled busy %.1f %% too close to the CPU time's %.1f %% to tell them apart", busy, u.KDCCoresBusyPct)
+	}
 	var md bytes.Buffer
 	WriteMarkdown(&md, rep)
 	if !strings.Contains(md.String(), "waiting for its own disk writes ") {
