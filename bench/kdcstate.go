@@ -4,31 +4,28 @@ import (
 	"bytes"
 	"math/rand/v2"
 	"os"
-	"runtime"
 	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // StatePeriod is how often, on average, the state sampler looks at the
-// serving KDC processes during a test. Each look is one pread of /proc/PID/stat per
-// serving process (the files stay open), a few µs of the generator's CPU.
+// serving KDC processes during a test; 0 turns it off. Each look is one
+// pread of /proc/PID/stat per serving process (the files stay open, ~5 µs
+// each) on a Go timer; the wakeups cost more than the reads
+// (BenchmarkStateSamplerCost, BenchmarkStateSamplerInLoad).
 var StatePeriod = 2 * time.Millisecond
 
 // stateMaxRun bounds one test's state sampling (a test left running).
 const stateMaxRun = 30 * time.Minute
 
-// kdcStates counts what the serving KDC processes were doing, in
-// core-ticks: per tick at most the cores the KDC may use are counted,
-// running first (R: running or runnable), then waiting for the disk (D:
-// uninterruptible, krb5kdc's database writes and fsyncs); the rest of the
-// cores were idle (S: waiting for requests, or anything else).
+// kdcStates counts how often the serving KDC processes were waiting for
+// the disk (D: uninterruptible, krb5kdc's database writes and syncs), in
+// core-ticks: per look at most the cores the KDC may use are counted.
 type kdcStates struct {
-	ticks, coreTicks, running, disk atomic.Int64
-	cores                           atomic.Int64 // set by sampler.read from coresOf
+	ticks, coreTicks, disk atomic.Int64
+	cores                  atomic.Int64 // set by sampler.read from coresOf
 }
 
 // stateFiles holds /proc/PID/stat open for the serving processes.
@@ -92,15 +89,12 @@ func (f *stateFiles) tick(st *kdcStates) {
 	if f.buf == nil {
 		f.buf = make([]byte, 512)
 	}
-	r, d := int64(0), int64(0)
-	seen := 0
+	d, seen := int64(0), int64(0)
 	for _, x := range f.files {
 		n, _ := x.ReadAt(f.buf, 0) // io.EOF with the whole line
 		switch stateOf(f.buf[:n]) {
 		case 0:
 			continue // gone
-		case 'R':
-			r++
 		case 'D':
 			d++
 		}
@@ -109,43 +103,44 @@ func (f *stateFiles) tick(st *kdcStates) {
 	if seen == 0 {
 		return
 	}
-	c := min(st.cores.Load(), int64(seen))
+	c := min(st.cores.Load(), seen)
 	if c <= 0 {
 		c = 1
 	}
-	run := min(c, r)
-	st.running.Add(run)
-	st.disk.Add(min(c-run, d))
+	st.disk.Add(min(c, d))
 	st.coreTicks.Add(c)
 	st.ticks.Add(1)
 }
 
 // runStates samples the KDC's states every StatePeriod (on average) until
 // stop closes (or stateMaxRun passes), picking up the sampler's pid list
-// as it changes. It runs on its own OS thread and sleeps in nanosleep, not
-// on a Go timer: Go runs overdue timers when a goroutine of the process
-// is scheduled, i.e. just after the generator sent something, so a timer
-// looks at the KDC just after it was woken more often than by chance (a
-// blocking client pausing between logins: 36 % sampled running against
-// 18 % by its schedstat). The intervals are random (uniform within ±50 %)
-// so they cannot fall in step with the generator's own period either.
+// as it changes. The intervals are random (uniform within ±50 %) so they
+// do not fall in step with the generator's own timers.
+//
+// A Go timer runs when the process schedules, often just after the
+// generator sent something: it sees the KDC just woken (R) more often than
+// by chance (a blocking client pausing between logins: 36 % sampled R
+// against 18 % by schedstat). So R is not sampled: CPU time and the wait
+// for a CPU come exact from schedstat; only D, which has no counter
+// without delay accounting, is sampled. A locked thread in nanosleep
+// sampled R without that bias, but cost the generator 4x its CPU per
+// login (sysmon retaking the P at every sleep).
 func (s *sampler) runStates(stop <-chan struct{}) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	var f stateFiles
 	defer f.close()
+	next := func() time.Duration { return StatePeriod/2 + rand.N(StatePeriod) }
+	t := time.NewTimer(next())
+	defer t.Stop()
 	deadline := time.Now().Add(stateMaxRun)
 	for {
-		ts := unix.NsecToTimespec(int64(StatePeriod/2 + rand.N(StatePeriod)))
-		for unix.Nanosleep(&ts, &ts) == unix.EINTR {
-		}
 		select {
 		case <-stop:
 			return
-		default:
-		}
-		if time.Now().After(deadline) {
-			return
+		case now := <-t.C:
+			if now.After(deadline) {
+				return
+			}
+			t.Reset(next())
 		}
 		if pids := pidsOf(s); !slices.Equal(pids, f.pids) {
 			f.open(pids)

@@ -29,7 +29,7 @@ func NewCollector() *Collector {
 		testOK:   d("test_success", "1 if the test ran and all its metrics passed, 0 if it failed or could not run; skipped tests are absent.", "test"),
 		testDur:  d("test_duration_seconds", "Wall time the test took.", "test"),
 		genRatio: d("generator_cpu_ratio", "Load generator CPU per request divided by the KDC's during the test's load.", "test"),
-		kdcBusy:  d("kdc_busy_ratio", "How busy the KDC was during the test's load, as a fraction of the cores it may use (its processes, at most its CPUs): sampled running or waiting for its disk, else its CPU time; near 1 the KDC was the limit.", "test"),
+		kdcBusy:  d("kdc_busy_ratio", "How busy the KDC was during the test's load, as a fraction of the cores it may use (its processes, at most its CPUs): its CPU time, its waits for a CPU and for its disk; near 1 the KDC was the limit.", "test"),
 		kdcDisk:  d("kdc_disk_wait_ratio", "Share of the cores the KDC may use that it spent waiting for its own disk writes (database updates) during the test's load, sampled.", "test"),
 		lastRun:  d("last_run_timestamp_seconds", "Unix time the last bench run finished."),
 		lastOK:   d("last_run_success", "1 if every test of the last bench run passed, else 0."),
@@ -82,7 +82,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.genRatio, g, u.Ratio, test)
 		}
 		if u.KDCCores > 0 {
-			ch <- prometheus.MustNewConstMetric(c.kdcBusy, g, u.BusyPct()/100, test)
+			ch <- prometheus.MustNewConstMetric(c.kdcBusy, g, u.KDCBusyTotalPct/100, test)
 		}
 		if u.KDCStateSamples > 0 {
 			ch <- prometheus.MustNewConstMetric(c.kdcDisk, g, u.KDCDiskWaitPct/100, test)

@@ -176,10 +176,10 @@ func WriteMarkdown(w io.Writer, rep *Report) {
 		fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 		loadRow(w, l)
 		if u := l.CPU; u.KDCCores > 0 {
-			busy := fmtNum(u.KDCCoresBusyPct) + " % of the " + strconv.Itoa(u.KDCCores) + " core(s) it may use"
-			if u.KDCStateSamples > 0 {
-				busy = fmt.Sprintf("%s %% of the %d core(s) it may use (CPU %s %%, waiting for its own disk writes %s %%; idle %s %%; its CPU time %s %%, waiting for a CPU %s %%)",
-					fmtNum(u.KDCSampledBusyPct), u.KDCCores, fmtNum(u.KDCSampledCPUPct), fmtNum(u.KDCDiskWaitPct), fmtNum(u.KDCIdlePct), fmtNum(u.KDCCoresBusyPct), fmtNum(u.KDCCPUWaitPct))
+			busy := fmt.Sprintf("%s %% of the %d core(s) it may use (CPU %s %%, waiting for a CPU %s %%, waiting for its own disk writes %s %%; idle %s %%)",
+				fmtNum(u.KDCBusyTotalPct), u.KDCCores, fmtNum(u.KDCCoresBusyPct), fmtNum(u.KDCCPUWaitPct), fmtNum(u.KDCDiskWaitPct), fmtNum(u.KDCIdlePct))
+			if u.KDCStateSamples == 0 {
+				busy = strings.Replace(busy, "disk writes 0 %", "disk writes not sampled", 1)
 			}
 			fmt.Fprintf(w, "\nKDC busy %s; KDC %s µs CPU per request, generator %s µs (%.2fx the KDC's).\n",
 				busy, fmtNum(u.KDCPerRequestUS), fmtNum(u.GeneratorPerRequestUS), u.Ratio)

@@ -25,14 +25,12 @@ type Sample struct {
 	// (each single-threaded), at most the CPUs they may run on.
 	KDCCores int           `json:"kdc_cores"`
 	GenCPU   time.Duration `json:"generator_cpu_ns"` // cumulative, this process
-	// The state sampler's counts so far (cumulative, in core-ticks of
-	// StatePeriod, see kdcStates): looks at the serving KDC processes, the
-	// cores counted, those running or runnable (R), those waiting for the
-	// disk (D). Zero when no test was running.
-	KDCStateTicks   int64 `json:"kdc_state_ticks"`
-	KDCStateCores   int64 `json:"kdc_state_core_ticks"`
-	KDCStateRunning int64 `json:"kdc_state_running"`
-	KDCStateDisk    int64 `json:"kdc_state_disk_wait"`
+	// The state sampler's counts so far (cumulative, see kdcStates): looks
+	// at the serving KDC processes, the cores counted, those waiting for
+	// the disk (D). Zero when no test was running.
+	KDCStateTicks int64 `json:"kdc_state_ticks"`
+	KDCStateCores int64 `json:"kdc_state_core_ticks"`
+	KDCStateDisk  int64 `json:"kdc_state_disk_wait"`
 }
 
 // cpuOf returns a process's CPU time. /proc/PID/schedstat has it in
@@ -214,7 +212,6 @@ func (s *sampler) read() Sample {
 	smp.GenCPU = selfCPU()
 	smp.KDCStateTicks = s.states.ticks.Load()
 	smp.KDCStateCores = s.states.coreTicks.Load()
-	smp.KDCStateRunning = s.states.running.Load()
 	smp.KDCStateDisk = s.states.disk.Load()
 	s.mu.Lock()
 	smp.At = time.Since(s.start)
@@ -232,7 +229,7 @@ func (s *sampler) begin(test string) Sample {
 	stop, done := s.stop, s.done
 	s.mu.Unlock()
 	first := s.read()
-	if s.pids != nil {
+	if s.pids != nil && StatePeriod > 0 {
 		states := make(chan struct{})
 		go func() { <-stop; close(states) }()
 		go s.runStates(states)
@@ -288,29 +285,21 @@ type CPUUse struct {
 	// limit; well below, the generator or the network was.
 	KDCCores        int     `json:"kdc_cores"`
 	KDCCoresBusyPct float64 `json:"kdc_cores_busy_pct"`
-	// From the state sampler (every StatePeriod, each serving KDC process's
-	// /proc state), as % of the cores it may use: busy = running or
-	// runnable (CPU) + waiting for its disk (the database writes after each
-	// AS with last_success or lockout on); idle = waiting for requests. The
-	// CPU time above misses the disk waits. All zero when not sampled.
-	KDCStateSamples   int64   `json:"kdc_state_samples"`
-	KDCSampledBusyPct float64 `json:"kdc_sampled_busy_pct"`
-	KDCSampledCPUPct  float64 `json:"kdc_sampled_cpu_pct"`
-	KDCDiskWaitPct    float64 `json:"kdc_disk_wait_pct"`
-	KDCIdlePct        float64 `json:"kdc_idle_pct"`
-	// KDCCPUWaitPct is the part of the running or runnable share the KDC
-	// waited for a CPU (schedstat run_delay over the load, % of its cores):
-	// other processes, the generator among them, had its CPU.
+	// KDCCPUWaitPct is the time the KDC was runnable but waited for a CPU
+	// other processes had (schedstat run_delay), % of its cores.
 	KDCCPUWaitPct float64 `json:"kdc_cpu_wait_pct"`
-}
-
-// BusyPct is how busy the KDC was on the cores it may use: the sampled
-// share (CPU and disk waits) when there is one, else its CPU time.
-func (u CPUUse) BusyPct() float64 {
-	if u.KDCStateSamples > 0 {
-		return u.KDCSampledBusyPct
-	}
-	return u.KDCCoresBusyPct
+	// KDCDiskWaitPct is the share of its cores the KDC spent waiting for
+	// its disk (the database writes after each AS with last_success or
+	// lockout on), sampled every StatePeriod from each serving process's
+	// /proc state (KDCStateSamples looks; 0 when not sampled). CPU time
+	// misses it.
+	KDCStateSamples int64   `json:"kdc_state_samples"`
+	KDCDiskWaitPct  float64 `json:"kdc_disk_wait_pct"`
+	// KDCBusyTotalPct is how busy the KDC was on the cores it may use: its
+	// CPU time, its waits for a CPU and for its disk (at most 100);
+	// KDCIdlePct the rest, waiting for requests.
+	KDCBusyTotalPct float64 `json:"kdc_busy_total_pct"`
+	KDCIdlePct      float64 `json:"kdc_idle_pct"`
 }
 
 func cpuUse(a, b Sample, requests int) CPUUse {
@@ -338,10 +327,11 @@ func cpuUse(a, b Sample, requests int) CPUUse {
 	}
 	if n, c := b.KDCStateTicks-a.KDCStateTicks, b.KDCStateCores-a.KDCStateCores; n > 0 && c > 0 {
 		u.KDCStateSamples = n
-		u.KDCSampledCPUPct = 100 * float64(b.KDCStateRunning-a.KDCStateRunning) / float64(c)
 		u.KDCDiskWaitPct = 100 * float64(b.KDCStateDisk-a.KDCStateDisk) / float64(c)
-		u.KDCSampledBusyPct = u.KDCSampledCPUPct + u.KDCDiskWaitPct
-		u.KDCIdlePct = 100 - u.KDCSampledBusyPct
+	}
+	if u.KDCCores > 0 {
+		u.KDCBusyTotalPct = min(100, u.KDCCoresBusyPct+u.KDCCPUWaitPct+u.KDCDiskWaitPct)
+		u.KDCIdlePct = 100 - u.KDCBusyTotalPct
 	}
 	return u
 }
