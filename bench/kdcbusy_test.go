@@ -120,6 +120,9 @@ func TestKDCBusyReported(t *testing.T) {
 			if !strings.Contains(tf.String(), `krb5_bench_kdc_busy_ratio{test="`+test+`"} `) {
 				t.Errorf("textfile has no krb5_bench_kdc_busy_ratio for %s:\n%s", test, tf.String())
 			}
+			if !strings.Contains(tf.String(), `krb5_bench_kdc_disk_wait_ratio{test="`+test+`"} `) {
+				t.Errorf("textfile has no krb5_bench_kdc_disk_wait_ratio for %s:\n%s", test, tf.String())
+			}
 		}
 	}
 }
