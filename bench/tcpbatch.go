@@ -202,7 +202,7 @@ func (r *run) tcpWorker(ctx context.Context, c *krb5.Client, sa unix.Sockaddr, e
 		n, err := epollWait(ep, events, 0)
 		if err == nil && n == 0 {
 			out.waits++
-			n, err = epollWait(ep, events, min(100*time.Millisecond, time.Until(end)))
+			n, err = epollWait(ep, events, max(0, min(100*time.Millisecond, time.Until(end)))) // past the end: a negative timeout would block forever, holding a P
 		}
 		if err != nil {
 			return fmt.Errorf("epoll_wait: %w", err)
