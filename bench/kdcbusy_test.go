@@ -246,11 +246,20 @@ func TestKDCIdleWarned(t *testing.T) {
 	t.Logf("as: %.0f logins/s; KDC busy %.1f %% of %d core(s): CPU %.1f %%, waiting for a CPU %.1f %%, disk %.1f %% (%d samples), idle %.1f %%",
 		rep.AS.Rate, u.KDCBusyTotalPct, u.KDCCores, u.KDCCoresBusyPct, u.KDCCPUWaitPct, u.KDCDiskWaitPct, u.KDCStateSamples, u.KDCIdlePct)
 	checkStateSplit(t, "as", u, s.Duration)
-	if u.KDCIdlePct < 50 {
-		t.Errorf("one blocking client: the KDC idle only %.1f %%", u.KDCIdlePct)
+	// What the pauses make certain is that the KDC's own work, its CPU
+	// time and its disk waits, is a small share of the time. How long it
+	// waits, runnable, for a CPU depends on the machine's load (62.9 %
+	// seen with a second test suite running beside this one): that share
+	// counts as busy, so idle alone is not certain.
+	if own := u.KDCCoresBusyPct + u.KDCDiskWaitPct; own >= 50 {
+		t.Errorf("one blocking client pausing 3 ms: the KDC ran or waited for its disk %.1f %% of the time", own)
 	}
-	if generator, disk := busyWarnings(rep, "as"); !generator || disk {
-		t.Errorf("idle KDC: generator warning %v (want true), disk warning %v (want false): %q", generator, disk, rep.Warnings)
+	wantGenerator := u.KDCBusyTotalPct < s.Targets.KDCBusyWarnPct
+	if !wantGenerator {
+		t.Logf("the KDC waited for a CPU so long (busy %.1f %%) that the generator is rightly not blamed", u.KDCBusyTotalPct)
+	}
+	if generator, disk := busyWarnings(rep, "as"); generator != wantGenerator || disk {
+		t.Errorf("idle KDC: generator warning %v (want %v), disk warning %v (want false): %q", generator, wantGenerator, disk, rep.Warnings)
 	}
 }
 
