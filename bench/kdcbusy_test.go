@@ -146,6 +146,21 @@ func busyWarnings(rep *Report, test string) (generator, disk bool) {
 
 // checkStateSplit checks a load's busy split: the state sampler looked
 // at the KDC throughout, and the shares add up.
+// runASSplit runs the as test of s against r, logs the KDC's busy split
+// and checks that its parts add up (checkStateSplit).
+func runASSplit(t *testing.T, r *realm.Realm, s Settings) (*Report, CPUUse) {
+	t.Helper()
+	rep := runSuite(t, RealmSystem(r), s)
+	if rep.AS == nil {
+		t.Fatalf("as did not run: %+v", rep.Tests)
+	}
+	u := rep.AS.CPU
+	t.Logf("as: %.0f logins/s; KDC busy %.1f %% of %d core(s): CPU %.1f %%, waiting for a CPU %.1f %%, disk %.1f %% (%d samples), idle %.1f %%; warnings %q",
+		rep.AS.Rate, u.KDCBusyTotalPct, u.KDCCores, u.KDCCoresBusyPct, u.KDCCPUWaitPct, u.KDCDiskWaitPct, u.KDCStateSamples, u.KDCIdlePct, rep.Warnings)
+	checkStateSplit(t, "as", u, s.Duration)
+	return rep, u
+}
+
 func checkStateSplit(t *testing.T, test string, u CPUUse, dur time.Duration) {
 	t.Helper()
 	if min := int64(dur / StatePeriod / 4); u.KDCStateSamples < min {
@@ -182,14 +197,7 @@ func TestKDCDiskWaitsCounted(t *testing.T) {
 	s := small("as")
 	s.Duration = 2 * time.Second
 	s.Targets.GeneratorWarnFactor = 0
-	rep := runSuite(t, RealmSystem(r), s)
-	if rep.AS == nil {
-		t.Fatalf("as did not run: %+v", rep.Tests)
-	}
-	u := rep.AS.CPU
-	t.Logf("as: %.0f logins/s; KDC busy %.1f %% of %d core(s): CPU %.1f %%, waiting for a CPU %.1f %%, disk %.1f %% (%d samples), idle %.1f %%; warnings %q",
-		rep.AS.Rate, u.KDCBusyTotalPct, u.KDCCores, u.KDCCoresBusyPct, u.KDCCPUWaitPct, u.KDCDiskWaitPct, u.KDCStateSamples, u.KDCIdlePct, rep.Warnings)
-	checkStateSplit(t, "as", u, s.Duration)
+	rep, u := runASSplit(t, r, s)
 	if onBlockDevice(t, r.Dir) && u.KDCDiskWaitPct <= 0 {
 		t.Errorf("as with last_success on, database on a block device: no disk waits sampled (%+v)", u)
 	}
@@ -238,14 +246,7 @@ func TestKDCIdleWarned(t *testing.T) {
 	s.pace = 3 * time.Millisecond
 	s.Duration = 1500 * time.Millisecond
 	s.Targets.GeneratorWarnFactor = 0
-	rep := runSuite(t, RealmSystem(r), s)
-	if rep.AS == nil {
-		t.Fatalf("as did not run: %+v", rep.Tests)
-	}
-	u := rep.AS.CPU
-	t.Logf("as: %.0f logins/s; KDC busy %.1f %% of %d core(s): CPU %.1f %%, waiting for a CPU %.1f %%, disk %.1f %% (%d samples), idle %.1f %%",
-		rep.AS.Rate, u.KDCBusyTotalPct, u.KDCCores, u.KDCCoresBusyPct, u.KDCCPUWaitPct, u.KDCDiskWaitPct, u.KDCStateSamples, u.KDCIdlePct)
-	checkStateSplit(t, "as", u, s.Duration)
+	rep, u := runASSplit(t, r, s)
 	// What the pauses make certain is that the KDC's own work, its CPU
 	// time and its disk waits, is a small share of the time. How long it
 	// waits, runnable, for a CPU depends on the machine's load (62.9 %
