@@ -50,8 +50,9 @@ type Load struct {
 	// requests.
 	GeneratorWaits int `json:"generator_waits,omitempty"`
 
-	recs []record
-	kind string // of the requests summarised
+	sockets int // sockets the generator opened (the batched tcp load)
+	recs    []record
+	kind    string // of the requests summarised
 }
 
 // progress is what the live line shows; the load loops update it.
@@ -329,8 +330,9 @@ func (r *run) closedLoopN(kind string, t krb5.Transport, clients, n int) (*Load,
 // thousands of records would copy and fault in fresh pages while the
 // load's CPU is measured).
 type recordLog struct {
-	chunks [][]record
-	waits  int // times the goroutine blocked (Load.GeneratorWaits)
+	chunks  [][]record
+	waits   int // times the goroutine blocked (Load.GeneratorWaits)
+	sockets int // sockets it opened
 }
 
 const recordChunk = 4096

@@ -20,13 +20,23 @@ import (
 // and closes it (TestKDCAnswersOneRequestPerTCPConnection), so each round
 // trip of a login is its own connection, as libkrb5 makes it. What the
 // batched generator saves is everything around the connection: no
-// goroutine, net.Conn or netpoller per client. One goroutine keeps many
-// connections in flight on non-blocking sockets and one raw epoll
-// instance: socket, connect, the length-prefixed request written at once
-// (on loopback the handshake is done when connect returns; else on
-// EPOLLOUT), the reply read with its kernel arrival stamp, close (a reset
-// once the reply is in); it sleeps while a batch of replies comes in,
-// then takes every ready connection with one epoll_wait.
+// goroutine, net.Conn or netpoller per client, and no socket per
+// connection. One goroutine keeps a few logins in flight, each on its own
+// non-blocking socket, registered once with one raw epoll instance (edge
+// triggered) and kept for the whole load: a round trip is connect, the
+// length-prefixed request written at once (on loopback the handshake is
+// done when connect returns; else on EPOLLOUT), the reply read with its
+// kernel arrival stamp; the next round trip first dissolves the last
+// connection with connect(AF_UNSPEC) (a reset, as a close with linger 0;
+// the socket, its options and its epoll registration stay), then
+// connects again from a new port. Four system calls per round trip
+// instead of eight (socket, setsockopt, epoll_ctl, setsockopt, close
+// saved). It sleeps while a batch of replies comes in, then takes every
+// ready connection with one epoll_wait.
+//
+// The request cannot ride on the SYN (TCP fast open): MIT's KDC does not
+// set TCP_FASTOPEN on its listener, and without it (or bit 0x200 of
+// net.ipv4.tcp_fastopen) the data waits for the handshake anyway.
 //
 // MIT's KDC listens with a backlog of 5: connections beyond the ones it
 // has accepted and 6 waiting are dropped at the SYN and retried by the
@@ -36,20 +46,20 @@ import (
 // tcpMaxInflight bounds the connections in flight of the batched tcp load.
 const tcpMaxInflight = 6
 
-// tcpSlot is one login in flight over TCP: its current round trip's
-// connection and buffers.
+// tcpSlot is one login in flight over TCP: its socket (kept for the
+// whole load, reconnected for each round trip) and buffers.
 type tcpSlot struct {
-	fd      int // -1: no connection
-	gen     int32
-	busy    bool
-	fl      krb5.LoginFlight
-	req     []byte // length prefix + request
-	wrote   bool
-	replied bool      // the whole reply came
-	rbuf    []byte    // length prefix + reply so far
-	first   time.Time // the login's first send: its latency counts from here
-	sent    time.Time // this round trip's connect
-	arrived time.Time // kernel stamp of the reply's last bytes
+	fd        int  // -1: no socket
+	connected bool // fd has (had) a connection: disconnect before the next
+	busy      bool
+	fl        krb5.LoginFlight
+	req       []byte // length prefix + request
+	wrote     bool
+	replied   bool      // the whole reply came
+	rbuf      []byte    // length prefix + reply so far
+	first     time.Time // the login's first send: its latency counts from here
+	sent      time.Time // this round trip's connect
+	arrived   time.Time // kernel stamp of the reply's last bytes
 }
 
 // batchedTCP is the tcp load on the batched generator: inflight logins
@@ -81,6 +91,7 @@ func (r *run) batchedTCP(ctx context.Context, inflight int, dur time.Duration, l
 	l := r.finish(summarizeLoad(out.appendTo(nil), kindAS, depth, wall, krb5.TCP))
 	l.CPU = cpuUse(a, b, l.Requests)
 	l.GeneratorWaits = out.waits
+	l.sockets = out.sockets
 	if err != nil {
 		return l, err
 	}
@@ -109,9 +120,7 @@ func (r *run) tcpWorker(ctx context.Context, c *krb5.Client, sa unix.Sockaddr, e
 	}
 	defer func() {
 		for i := range slots {
-			if slots[i].fd >= 0 {
-				unix.Close(slots[i].fd)
-			}
+			slots[i].closeSocket()
 		}
 	}()
 	var methods [krb5.StageResponse + 1]int
@@ -122,9 +131,9 @@ func (r *run) tcpWorker(ctx context.Context, c *krb5.Client, sa unix.Sockaddr, e
 	}()
 	fam, rsa, rsaLen := rawSockaddr(sa)
 	var ok int64
-	// finish ends slot s's login (err nil: its TGT came).
+	// finish ends slot s's login (err nil: its TGT came). Its connection
+	// stays until the slot's next round trip dissolves it.
 	finish := func(s *tcpSlot, at time.Time, err error) {
-		closeConn(s)
 		s.busy = false
 		if err == nil {
 			methods[s.fl.Stage]++
@@ -132,30 +141,23 @@ func (r *run) tcpWorker(ctx context.Context, c *krb5.Client, sa unix.Sockaddr, e
 		}
 		out.add(r.note(record{Start: s.first.Sub(start), Latency: at.Sub(s.first), Kind: kindAS, Class: krb5.Classify(err)}, err))
 	}
-	// roundTrip opens a connection for s's request in s.req and writes it
-	// when the connection is up already.
+	// roundTrip connects slot i's socket for the request in s.req and
+	// writes it when the connection is up already.
 	roundTrip := func(i int, now time.Time) error {
 		s := &slots[i]
-		fd, err := rawSocket(fam)
-		if err != nil {
-			return fmt.Errorf("socket: %w", err)
+		if err := s.open(ep, fam, i, &out.sockets); err != nil {
+			return err
 		}
-		s.fd, s.gen, s.wrote, s.replied, s.rbuf, s.sent = fd, s.gen+1, false, false, s.rbuf[:0], now
-		one := int32(1)
-		_ = rawSetsockopt(fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, unsafe.Pointer(&one), 4)
-		if err := rawConnect(fd, rsa, rsaLen); err != nil && err != unix.EINPROGRESS {
+		s.wrote, s.replied, s.rbuf, s.sent = false, false, s.rbuf[:0], now
+		s.connected = true
+		if err := rawConnect(s.fd, rsa, rsaLen); err != nil && err != unix.EINPROGRESS {
 			return connError(err)
-		}
-		ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET, Fd: int32(i), Pad: s.gen}
-		if err := rawEpollCtl(ep, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
-			return fmt.Errorf("epoll_ctl: %w", err)
 		}
 		return s.write()
 	}
 	// next sends s's next request, encoded into s.req by enc.
 	next := func(i int, now time.Time, enc func([]byte) ([]byte, error)) {
 		s := &slots[i]
-		closeConn(s)
 		req, err := enc(append(s.req[:0], 0, 0, 0, 0))
 		if err != nil {
 			finish(s, now, err)
@@ -210,10 +212,18 @@ func (r *run) tcpWorker(ctx context.Context, c *krb5.Client, sa unix.Sockaddr, e
 		now = time.Now()
 		for _, ev := range events[:n] {
 			s := &slots[ev.Fd]
-			if !s.busy || s.fd < 0 || s.gen != ev.Pad {
-				continue // a connection already closed
+			if !s.busy || s.replied {
+				continue // an event of a connection already done with
 			}
+			// Edge triggered: the events are the socket's state when
+			// epoll_wait returned, reported once per change. A
+			// connection that is only writable has nothing to read: no
+			// system call for it.
+			const readable = unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLHUP | unix.EPOLLERR
 			if !s.wrote {
+				if ev.Events&(unix.EPOLLOUT|unix.EPOLLHUP|unix.EPOLLERR) == 0 {
+					continue
+				}
 				if err := s.write(); err != nil {
 					finish(s, now, err)
 					continue
@@ -221,6 +231,9 @@ func (r *run) tcpWorker(ctx context.Context, c *krb5.Client, sa unix.Sockaddr, e
 				if !s.wrote {
 					continue
 				}
+			}
+			if ev.Events&readable == 0 {
+				continue
 			}
 			done, err := s.read(now)
 			if err != nil {
@@ -236,19 +249,51 @@ func (r *run) tcpWorker(ctx context.Context, c *krb5.Client, sa unix.Sockaddr, e
 	}
 }
 
-// closeConn closes s's connection. After a whole reply (the KDC has
-// written it and closes its end) with a reset: the generator does not
-// pay for the FIN exchange and the KDC side's TIME_WAIT, which on
-// loopback the closing side's system call carries; the KDC's own work is
-// the same. Before one (a failure), normally.
-func closeConn(s *tcpSlot) {
+// open makes slot i's socket the first time (non-blocking, arrival
+// stamps on, in the epoll set ep with the slot's index) and dissolves its
+// last connection otherwise: connect(AF_UNSPEC) resets an open
+// connection (as a close with linger 0 does: the generator does not pay
+// for the FIN exchange and the KDC side's TIME_WAIT, which on loopback
+// the closing side's system call carries; the KDC's own work is the
+// same) and leaves the socket ready to connect again, from a new port.
+// Should that fail, the socket is closed and a new one made.
+func (s *tcpSlot) open(ep, fam, i int, opened *int) error {
+	if s.fd >= 0 && s.connected {
+		s.connected = false
+		unspec := unix.RawSockaddr{Family: unix.AF_UNSPEC}
+		if err := rawConnect(s.fd, unsafe.Pointer(&unspec), unsafe.Sizeof(unspec)); err != nil {
+			s.closeSocket()
+		}
+	}
 	if s.fd >= 0 {
-		if s.replied {
+		return nil
+	}
+	fd, err := rawSocket(fam)
+	if err != nil {
+		return fmt.Errorf("socket: %w", err)
+	}
+	one := int32(1)
+	_ = rawSetsockopt(fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, unsafe.Pointer(&one), 4)
+	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET, Fd: int32(i)}
+	if err := rawEpollCtl(ep, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+		unix.Close(fd)
+		return fmt.Errorf("epoll_ctl: %w", err)
+	}
+	s.fd = fd
+	*opened++
+	return nil
+}
+
+// closeSocket closes s's socket (with a connection: a reset), which also
+// leaves the epoll set.
+func (s *tcpSlot) closeSocket() {
+	if s.fd >= 0 {
+		if s.connected {
 			l := unix.Linger{Onoff: 1, Linger: 0}
 			_ = rawSetsockopt(s.fd, unix.SOL_SOCKET, unix.SO_LINGER, unsafe.Pointer(&l), unsafe.Sizeof(l))
 		}
-		unix.RawSyscall(unix.SYS_CLOSE, uintptr(s.fd), 0, 0) // also leaves the epoll set
-		s.fd = -1
+		unix.RawSyscall(unix.SYS_CLOSE, uintptr(s.fd), 0, 0)
+		s.fd, s.connected = -1, false
 	}
 }
 

@@ -39,7 +39,10 @@ func tcpActiveOpens(t *testing.T) int64 {
 // fresh kinit -k over TCP, one connection per round trip (the kernel's
 // count of opened connections and the KDC's log are the witnesses), with
 // encrypted timestamp and with SPAKE (three round trips), no errors, a
-// few connections in flight and one wait per several round trips.
+// few connections in flight and one wait per several round trips. The
+// connections come from one socket per login in flight, reconnected for
+// each round trip (connect(AF_UNSPEC) then connect), not a socket per
+// connection.
 func TestBatchedTCP(t *testing.T) {
 	r := upRealm(t, realm.Options{NoKadmind: true})
 	sys := RealmSystem(r)
@@ -73,6 +76,9 @@ func TestBatchedTCP(t *testing.T) {
 		}
 		if n := tcpActiveOpens(t) - opens; n < int64(ok*tc.trips) {
 			t.Errorf("%s: %d logins of %d round trips, but only %d TCP connections opened", tc.preauth, ok, tc.trips, n)
+		}
+		if l.sockets < 1 || l.sockets > tcpMaxInflight {
+			t.Errorf("%s: the generator opened %d sockets for %d connections, want one per login in flight (at most %d)", tc.preauth, l.sockets, ok*tc.trips, tcpMaxInflight)
 		}
 		if want := tc.preauth; !strings.Contains(rep.System.Preauth, string(want)) {
 			t.Errorf("%s: report says the generator used %q", tc.preauth, rep.System.Preauth)
