@@ -180,3 +180,20 @@ func (c *Client) SPAKERefused(err error) (fallback bool, _ error) {
 	c.choice.spake = spakeOff
 	return true, nil
 }
+
+// TGT is a ticket-granting ticket held apart from its Client: sessions in
+// flight on one Client (a login, then service tickets with that login's
+// TGT) each keep their own. A Client has one TGT at a time, the one
+// EncodeServiceTicket and OpenServiceTicketReply use and OpenLoginFlight
+// replaces: SwapTGT moves the TGT of the login just opened into its
+// session, and a session's TGT in and out around those calls. A TGS-REP
+// is encrypted with the session key of the TGT its request carried:
+// opened with another, OpenServiceTicketReply fails with ClassDecrypt.
+type TGT struct{ t tgtState }
+
+// SwapTGT exchanges the Client's TGT with t (no copy: each keeps its own
+// buffers and key schedules).
+func (c *Client) SwapTGT(t *TGT) { c.tgt, t.t = t.t, c.tgt }
+
+// OK reports whether t holds a usable TGT.
+func (t *TGT) OK() bool { return t.t.ok }

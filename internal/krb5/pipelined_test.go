@@ -132,3 +132,59 @@ func TestEncodeAndOpenLogin(t *testing.T) {
 		t.Error("no TGT after the logins")
 	}
 }
+
+// Two logins of one Client, each TGT kept apart with SwapTGT: a TGS
+// request made with one session's TGT is answered under that TGT's
+// session key, so its reply opens with that TGT (the request's nonce) and
+// with no other (ClassDecrypt); the Client's own TGT is the last login's.
+func TestSwapTGT(t *testing.T) {
+	r := testutil.Realm(t, realm.Options{NoKadmind: true})
+	c := userClient(t, r, 1, Options{})
+	defer c.Close()
+	s := c.PrepareService(mustPrincipal(t, r.Service(1)))
+	var a, b TGT
+	for _, x := range []*TGT{&a, &b} {
+		if _, err := c.Login(testCtx(t, 10*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		c.SwapTGT(x)
+		if !x.OK() {
+			t.Fatal("no TGT after a login")
+		}
+	}
+	if _, _, err := c.EncodeServiceTicket(nil, s); err == nil {
+		t.Fatal("the Client kept a TGT after both went to sessions")
+	}
+	conn, err := net.Dial("udp", r.KDCAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	c.SwapTGT(&a)
+	req, nonce, err := c.EncodeServiceTicket(nil, s)
+	c.SwapTGT(&a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Write(req); err != nil {
+		t.Fatal(err)
+	}
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	buf := make([]byte, 8192)
+	m, err := conn.Read(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SwapTGT(&b)
+	_, err = c.OpenServiceTicketReply(buf[:m])
+	c.SwapTGT(&b)
+	if Classify(err) != ClassDecrypt {
+		t.Errorf("opened with the other session's TGT: %v, want class %s", err, ClassDecrypt)
+	}
+	c.SwapTGT(&a)
+	got, err := c.OpenServiceTicketReply(buf[:m])
+	c.SwapTGT(&a)
+	if err != nil || got != nonce {
+		t.Errorf("opened with its own TGT: nonce %d, %v; want %d", got, err, nonce)
+	}
+}

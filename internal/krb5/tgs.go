@@ -172,6 +172,9 @@ func (c *Client) openTGSRep(reply []byte, rep *kdcRep, ep *encRepPart) error {
 	if rep.enc.etype != t.keyType {
 		return errorf(ClassMalformedReply, PhaseTGSRep, "TGS-REP encrypted with %s, the session key is %s", EtypeName(rep.enc.etype), EtypeName(t.keyType))
 	}
+	if err := t.schedules(); err != nil { // a TGT that made no request yet (SwapTGT)
+		return wrapError(ClassMalformedReply, PhaseTGSRep, err)
+	}
 	pt, err := c.openReply(t.rep, rep.enc.cipher, PhaseTGSRep, "TGS-REP")
 	if err != nil {
 		return err
