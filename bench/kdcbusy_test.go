@@ -127,6 +127,47 @@ func TestKDCBusyReported(t *testing.T) {
 	}
 }
 
+// The KDC-busy warnings in order: the waits for a CPU and for the disk
+// first, then (busy below the warn level) the generator. A KDC 92 % busy
+// of which 42 % waiting, runnable, for a CPU (processes beside it on its
+// CPU) is held down by those processes first; the 8 % idle comes after.
+func TestKDCBusyWarningOrder(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		u    CPUUse
+		want []string // warning kinds, in order
+	}{
+		{"waiting for a CPU", CPUUse{KDCCores: 1, KDCCoresBusyPct: 50, KDCCPUWaitPct: 42}, []string{"cpu", "generator"}},
+		{"waiting for a CPU, busy enough", CPUUse{KDCCores: 1, KDCCoresBusyPct: 50, KDCCPUWaitPct: 48}, []string{"cpu"}},
+		{"waiting for the disk", CPUUse{KDCCores: 1, KDCCoresBusyPct: 60, KDCDiskWaitPct: 30}, []string{"disk", "generator"}},
+		{"both waits", CPUUse{KDCCores: 1, KDCCoresBusyPct: 40, KDCCPUWaitPct: 30, KDCDiskWaitPct: 28}, []string{"cpu", "disk"}},
+		{"idle", CPUUse{KDCCores: 1, KDCCoresBusyPct: 60, KDCCPUWaitPct: 2}, []string{"generator"}},
+		{"the limit", CPUUse{KDCCores: 1, KDCCoresBusyPct: 97, KDCCPUWaitPct: 1}, nil},
+	} {
+		u := tc.u
+		u.KDCBusyTotalPct = min(100, u.KDCCoresBusyPct+u.KDCCPUWaitPct+u.KDCDiskWaitPct)
+		u.KDCIdlePct = 100 - u.KDCBusyTotalPct
+		rr := &run{sys: &System{KDCPids: func() []int { return nil }}, set: Defaults(), rep: &Report{}}
+		rr.checkKDCBusy("as", u)
+		var got []string
+		for _, w := range rr.rep.Warnings {
+			switch {
+			case strings.Contains(w, "waited, runnable, for a CPU"):
+				got = append(got, "cpu")
+			case strings.Contains(w, "waited for its database writes"):
+				got = append(got, "disk")
+			case strings.Contains(w, "the generator or the network, not the KDC, was the limit"):
+				got = append(got, "generator")
+			default:
+				t.Errorf("%s: unexpected warning %q", tc.name, w)
+			}
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s (busy %.0f %% at warn level %g %%): warnings %v, want %v: %q", tc.name, u.KDCBusyTotalPct, rr.set.Targets.KDCBusyWarnPct, got, tc.want, rr.rep.Warnings)
+		}
+	}
+}
+
 // busyWarnings sorts a report's warnings about test's KDC busy share into
 // the generator one and the disk-wait one.
 func busyWarnings(rep *Report, test string) (generator, disk bool) {
@@ -163,7 +204,12 @@ func runASSplit(t *testing.T, r *realm.Realm, s Settings) (*Report, CPUUse) {
 
 func checkStateSplit(t *testing.T, test string, u CPUUse, dur time.Duration) {
 	t.Helper()
-	if min := int64(dur / StatePeriod / 4); u.KDCStateSamples < min {
+	// A look every StatePeriod on average; on a loaded machine (and
+	// under -race) the Go timer fires late: 95 looks in 2 s were seen
+	// with load average 9, a fifth of the 400 due. At least one look per
+	// 20 periods says the sampler ran throughout without asking the
+	// timer to be punctual.
+	if min := int64(dur / StatePeriod / 20); u.KDCStateSamples < min {
 		t.Fatalf("%s: %d state samples in %v, want ≥ %d", test, u.KDCStateSamples, dur, min)
 	}
 	want := min(100, u.KDCCoresBusyPct+u.KDCCPUWaitPct+u.KDCDiskWaitPct)
@@ -206,7 +252,7 @@ func TestKDCDiskWaitsCounted(t *testing.T) {
 	if want := u.KDCBusyTotalPct < p; generator != want {
 		t.Errorf("KDC busy %.1f %% (warn below %g %%): generator warning %v, want %v; %q", u.KDCBusyTotalPct, p, generator, want, rep.Warnings)
 	}
-	if want := u.KDCBusyTotalPct >= p && u.KDCDiskWaitPct >= 100-p; disk != want {
+	if want := u.KDCDiskWaitPct >= 100-p; disk != want {
 		t.Errorf("KDC busy %.1f %%, disk %.1f %%: disk warning %v, want %v; %q", u.KDCBusyTotalPct, u.KDCDiskWaitPct, disk, want, rep.Warnings)
 	}
 	// The same measured load judged at warn levels just under and just

@@ -160,6 +160,7 @@ func (r *run) openLoopSessions(ctx context.Context, rate float64, tgsPer, n, nc 
 	res.Logins = r.finish(summarizeLoad(sr.recs, kindAS, nc, sr.wall, krb5.UDP))
 	res.Tickets = r.finish(summarizeLoad(sr.recs, kindTGS, nc, sr.wall, krb5.UDP))
 	res.Logins.recs = sr.recs
+	res.Logins.GeneratorWaits = sr.waits
 	res.Tickets.recs = nil
 	total := res.Logins.Requests + res.Tickets.Requests
 	if total > 0 {

@@ -285,6 +285,13 @@ func errorsOf(w io.Writer, l *Load) {
 	}
 }
 
+// sampleColumns are raw/resource-samples.csv's: a Sample per row (CPU,
+// CPU wait and the state sampler's counts cumulative, as in
+// report.json's samples), and kdc_disk_wait_ratio, the KDC's disk-wait
+// share of its cores since the previous row.
+var sampleColumns = []string{"at_s", "test", "kdc_cpu_s", "kdc_rss_bytes", "kdc_processes", "generator_cpu_s",
+	"kdc_cpu_wait_s", "kdc_cores", "kdc_state_ticks", "kdc_state_core_ticks", "kdc_state_disk_wait", "kdc_disk_wait_ratio"}
+
 // rawCSVs: every request of every load, and the resource samples.
 func rawCSVs(rep *Report) map[string][]byte {
 	out := map[string][]byte{}
@@ -321,10 +328,21 @@ func rawCSVs(rep *Report) map[string][]byte {
 	}
 	var b bytes.Buffer
 	cw := csv.NewWriter(&b)
-	cw.Write([]string{"at_s", "test", "kdc_cpu_s", "kdc_rss_bytes", "kdc_processes", "generator_cpu_s"})
-	for _, s := range rep.Samples {
+	cw.Write(sampleColumns)
+	for i, s := range rep.Samples {
+		// The disk-wait share since the previous sample: the state
+		// sampler's looks in between (empty when it made none).
+		diskRatio := ""
+		if i > 0 {
+			p := rep.Samples[i-1]
+			if c := s.KDCStateCores - p.KDCStateCores; c > 0 {
+				diskRatio = strconv.FormatFloat(float64(s.KDCStateDisk-p.KDCStateDisk)/float64(c), 'f', 4, 64)
+			}
+		}
 		cw.Write([]string{strconv.FormatFloat(s.At.Seconds(), 'f', 3, 64), s.Test, strconv.FormatFloat(s.KDCCPU.Seconds(), 'f', 6, 64),
-			strconv.FormatInt(s.KDCRSS, 10), strconv.Itoa(s.KDCProcesses), strconv.FormatFloat(s.GenCPU.Seconds(), 'f', 6, 64)})
+			strconv.FormatInt(s.KDCRSS, 10), strconv.Itoa(s.KDCProcesses), strconv.FormatFloat(s.GenCPU.Seconds(), 'f', 6, 64),
+			strconv.FormatFloat(s.KDCRunDelay.Seconds(), 'f', 6, 64), strconv.Itoa(s.KDCCores),
+			strconv.FormatInt(s.KDCStateTicks, 10), strconv.FormatInt(s.KDCStateCores, 10), strconv.FormatInt(s.KDCStateDisk, 10), diskRatio})
 	}
 	cw.Flush()
 	out["resource-samples.csv"] = b.Bytes()

@@ -202,12 +202,15 @@ func (r *run) checkGenerator(test string, u CPUUse) {
 	}
 }
 
-// checkKDCBusy warns when the KDC was not the limit of a full-speed load:
-// it was idle (waiting for requests) more than the warn level allows, so
-// the generator (or the network) held the rate down. Busy counts its CPU
-// time, its waits for a CPU and its waits for its own disk writes. A KDC
-// busy enough only thanks to waits was held down by them: then the
-// warning says which.
+// checkKDCBusy warns when the KDC was not the limit of a full-speed load.
+// Busy counts its CPU time, its waits for a CPU and its waits for its own
+// disk writes. The waits come first: a KDC that waited, runnable, for a
+// CPU (other processes on its CPUs) or for its disk more than the warn
+// level leaves was held down by them, whatever else (processes that
+// take the KDC's CPU likely take the generator's too), so the generator
+// is not blamed first. Then, when the KDC was idle (waiting for
+// requests) more than the warn level allows, the generator (or the
+// network) held the rate down.
 func (r *run) checkKDCBusy(test string, u CPUUse) {
 	if r.sys.KDCPids == nil || u.KDCCores == 0 {
 		return
@@ -216,18 +219,17 @@ func (r *run) checkKDCBusy(test string, u CPUUse) {
 	if p <= 0 {
 		return
 	}
-	if u.KDCBusyTotalPct < p {
-		r.warn("%s: the KDC was %.0f %% busy on the %d core(s) it may use (CPU %.0f %%, waiting for a CPU %.0f %%, waiting for its own disk writes %.0f %%; idle %.0f %%; warning below %.0f %%): the generator or the network, not the KDC, was the limit of the rate",
-			test, u.KDCBusyTotalPct, u.KDCCores, u.KDCCoresBusyPct, u.KDCCPUWaitPct, u.KDCDiskWaitPct, u.KDCIdlePct, p)
-		return
+	if u.KDCCPUWaitPct >= 100-p {
+		r.warn("%s: the KDC waited, runnable, for a CPU %.0f %% of the time (busy %.0f %% of the %d core(s) it may use, CPU %.0f %%): other processes on its CPUs, the generator among them, held the rate down; pin them apart (--kdc-cpu, --generator-cpu)",
+			test, u.KDCCPUWaitPct, u.KDCBusyTotalPct, u.KDCCores, u.KDCCoresBusyPct)
 	}
 	if u.KDCDiskWaitPct >= 100-p {
 		r.warn("%s: the KDC waited for its database writes %.0f %% of the time (busy %.0f %% of the %d core(s) it may use, CPU %.0f %%): disable_last_success / disable_lockout / the database's disk decide the rate",
 			test, u.KDCDiskWaitPct, u.KDCBusyTotalPct, u.KDCCores, u.KDCCoresBusyPct)
 	}
-	if u.KDCCPUWaitPct >= 100-p {
-		r.warn("%s: the KDC waited, runnable, for a CPU %.0f %% of the time (busy %.0f %% of the %d core(s) it may use): other processes on its CPUs, the generator among them, held the rate down; pin them apart (--kdc-cpu, --generator-cpu)",
-			test, u.KDCCPUWaitPct, u.KDCBusyTotalPct, u.KDCCores)
+	if u.KDCBusyTotalPct < p {
+		r.warn("%s: the KDC was %.0f %% busy on the %d core(s) it may use (CPU %.0f %%, waiting for a CPU %.0f %%, waiting for its own disk writes %.0f %%; idle %.0f %%; warning below %.0f %%): the generator or the network, not the KDC, was the limit of the rate",
+			test, u.KDCBusyTotalPct, u.KDCCores, u.KDCCoresBusyPct, u.KDCCPUWaitPct, u.KDCDiskWaitPct, u.KDCIdlePct, p)
 	}
 }
 
