@@ -10,7 +10,10 @@
 // it): for as, tgs and the concurrency levels one goroutine per 64
 // requests in flight (at most one per CPU) with many requests in flight
 // per raw socket, batched system calls and a wake-up per half its
-// requests; elsewhere one goroutine per simulated client. The report
+// requests; the latency and degradation sessions (a login, then tickets
+// with its TGT) the same way on one goroutine and one socket (the open
+// loop without batching waits); tcp on one goroutine with a socket per
+// login in flight, reconnected for each round trip. The report
 // puts the generator's CPU per request next to the KDC's so a reader can
 // see when the generator, not the KDC, was the limit.
 package bench

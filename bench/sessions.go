@@ -294,10 +294,16 @@ func (r *run) sessionWorker(ctx context.Context, plan sessionPlan, c *krb5.Clien
 			rawSleep(min(max(per*time.Duration(batch), minBatchWait), maxBatchWait))
 			log.waits++
 		}
-		n, err := u.recv()
+		// The open loop takes replies as they come: one poll, then one
+		// receive. The closed loop has slept: it receives first and polls
+		// only when nothing came.
+		n, err := 0, error(nil)
+		if !open {
+			n, err = u.recv()
+		}
 		if n == 0 && err == nil {
-			// Nothing yet: block until a reply comes or the next session
-			// is due, waking at least every 100 ms to resend and time out.
+			// Block until a reply comes or the next session is due,
+			// waking at least every 100 ms to resend and time out.
 			wait := 100 * time.Millisecond
 			if open && next < plan.n && free {
 				wait = min(wait, time.Until(due(next)))
@@ -307,6 +313,8 @@ func (r *run) sessionWorker(ctx context.Context, plan sessionPlan, c *krb5.Clien
 				if err := u.waitReadable(wait); err != nil {
 					return fmt.Errorf("poll: %w", err)
 				}
+			}
+			if wait > 0 || open {
 				n, err = u.recv()
 			}
 		}
