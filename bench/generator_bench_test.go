@@ -89,20 +89,24 @@ func BenchmarkGenerator(b *testing.B) {
 }
 
 // BenchmarkLatencyGenerator is the latency load (open loop, LOGIN_RATE
-// 100 sessions/s, each a SPAKE login and 4 tickets) on the raw-socket
-// session generator and on the blocking one, b.N sessions each; pin as
-// for BenchmarkGenerator, with -test.benchtime 1000x (10 s per run).
+// 100 sessions/s, each a login and 4 tickets) on the batched generator
+// (SPAKE and encrypted timestamp) and on the blocking one, b.N sessions
+// each; pin as for BenchmarkGenerator, with -test.benchtime 1000x (10 s
+// per run).
 func BenchmarkLatencyGenerator(b *testing.B) {
 	r := upRealmB(b)
-	for _, gen := range []string{GeneratorBatched, GeneratorBlocking} {
-		b.Run(gen, func(b *testing.B) {
+	for _, tc := range []struct {
+		gen     string
+		preauth krb5.PreauthMode
+	}{{GeneratorBatched, krb5.PreauthSPAKE}, {GeneratorBatched, krb5.PreauthEncTimestamp}, {GeneratorBlocking, krb5.PreauthSPAKE}} {
+		b.Run(tc.gen+"/"+string(tc.preauth), func(b *testing.B) {
 			set := Defaults()
-			set.Generator = gen
+			set.Generator = tc.gen
 			sys := RealmSystem(r)
 			if err := sys.validate(); err != nil {
 				b.Fatal(err)
 			}
-			ru := &run{sys: sys, set: set, prog: &progress{}, fleet: &fleet{sys: sys, preauth: krb5.PreauthSPAKE}, sampler: newSampler(r.KDCPids), rep: &Report{}}
+			ru := &run{sys: sys, set: set, prog: &progress{}, fleet: &fleet{sys: sys, preauth: tc.preauth}, sampler: newSampler(r.KDCPids), rep: &Report{}}
 			const rate = 100
 			b.ResetTimer()
 			ol, err := ru.openLoop(context.Background(), rate, 4, time.Duration(b.N)*time.Second/rate)
@@ -121,6 +125,32 @@ func BenchmarkLatencyGenerator(b *testing.B) {
 			b.ReportMetric(ol.Tickets.Latency.P99MS, "ticket-p99-ms")
 		})
 	}
+}
+
+// BenchmarkDegradationGenerator is a degradation round (closed loop:
+// 8 sessions in flight, each a login and one ticket) of b.N sessions on
+// the batched generator, encrypted timestamp; pin as for
+// BenchmarkGenerator.
+func BenchmarkDegradationGenerator(b *testing.B) {
+	r := upRealmB(b)
+	sys := RealmSystem(r)
+	if err := sys.validate(); err != nil {
+		b.Fatal(err)
+	}
+	ru := &run{sys: sys, set: Defaults(), prog: &progress{}, fleet: &fleet{sys: sys, preauth: krb5.PreauthEncTimestamp}, sampler: newSampler(r.KDCPids), rep: &Report{}}
+	b.ResetTimer()
+	sr, err := ru.runSessions(context.Background(), sessionPlan{n: b.N, tgsPer: 1}, 8)
+	b.StopTimer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if sr.failed > 0 {
+		b.Fatalf("%d sessions failed: %v", sr.failed, ru.errTexts)
+	}
+	b.ReportMetric(sr.cpu.GeneratorPerRequestUS, "gen-cpu-us/req")
+	b.ReportMetric(sr.cpu.KDCPerRequestUS, "kdc-cpu-us/req")
+	b.ReportMetric(sr.cpu.Ratio, "gen/kdc")
+	b.ReportMetric(float64(b.N)/sr.wall.Seconds(), "sessions/s")
 }
 
 func upRealmB(b *testing.B) *realm.Realm {
