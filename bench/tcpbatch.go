@@ -155,10 +155,18 @@ func (r *run) tcpWorker(ctx context.Context, c *krb5.Client, sa unix.Sockaddr, e
 		}
 		return s.write()
 	}
-	// next sends s's next request, encoded into s.req by enc.
-	next := func(i int, now time.Time, enc func([]byte) ([]byte, error)) {
+	// next sends slot i's next request: its login's first AS-REQ, or the
+	// one the last reply asked for. (No closure per request: one that
+	// captures the slot escapes, an allocation per round trip.)
+	next := func(i int, now time.Time, first bool) {
 		s := &slots[i]
-		req, err := enc(append(s.req[:0], 0, 0, 0, 0))
+		var req []byte
+		var err error
+		if first {
+			req, err = c.EncodeLoginFirst(append(s.req[:0], 0, 0, 0, 0), &s.fl)
+		} else {
+			req, err = c.EncodeLoginNext(append(s.req[:0], 0, 0, 0, 0), &s.fl)
+		}
 		if err != nil {
 			finish(s, now, err)
 			return
@@ -187,7 +195,7 @@ func (r *run) tcpWorker(ctx context.Context, c *krb5.Client, sa unix.Sockaddr, e
 			switch {
 			case !s.busy:
 				s.busy, s.first, s.fl = true, now, krb5.LoginFlight{}
-				next(i, now, func(b []byte) ([]byte, error) { return c.EncodeLoginFirst(b, &s.fl) })
+				next(i, now, true)
 			case now.Sub(s.sent) >= r.set.Timeout:
 				finish(s, now, &krb5.Error{Class: krb5.ClassTimeout, Phase: krb5.PhaseASRep, Err: os.ErrDeadlineExceeded})
 			}
@@ -368,7 +376,7 @@ func (s *tcpSlot) read(now time.Time) (done bool, err error) {
 
 // tcpReply handles the reply to slot s's round trip, as sessionReply does
 // for UDP: the login goes on to its next round trip or ends.
-func (r *run) tcpReply(c *krb5.Client, i int, s *tcpSlot, reply []byte, finish func(*tcpSlot, time.Time, error), next func(int, time.Time, func([]byte) ([]byte, error))) {
+func (r *run) tcpReply(c *krb5.Client, i int, s *tcpSlot, reply []byte, finish func(*tcpSlot, time.Time, error), next func(int, time.Time, bool)) {
 	at := s.arrived
 	kind, err := c.ReadLoginReply(reply)
 	if err != nil && s.fl.Stage == krb5.StageSupport {
@@ -381,7 +389,7 @@ func (r *run) tcpReply(c *krb5.Client, i int, s *tcpSlot, reply []byte, finish f
 	case err != nil:
 		finish(s, at, err)
 	case kind == krb5.ReplyPreauthRequired || kind == krb5.ReplyMoreData:
-		next(i, time.Now(), func(b []byte) ([]byte, error) { return c.EncodeLoginNext(b, &s.fl) })
+		next(i, time.Now(), false)
 	default:
 		_, err := c.OpenLoginFlight(reply, &s.fl)
 		finish(s, at, err)
