@@ -63,11 +63,37 @@ type harness struct {
 	opts     Options
 	recorder *recorder
 	cur      *run
+	logs     *syncBuffer // the tailers' log lines, shown when the test fails
+}
+
+// syncBuffer collects log lines from the tailers a test runs.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func newHarness(t *testing.T) *harness {
 	dir := t.TempDir()
+	logs := &syncBuffer{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the tailers' log:\n%s", logs)
+		}
+	})
 	return &harness{
+		logs:    logs,
 		t:       t,
 		dir:     dir,
 		path:    filepath.Join(dir, "krb5kdc.log"),
@@ -89,11 +115,13 @@ func (h *harness) start() {
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	fmt.Fprintf(h.logs, "TEST start %s\n", time.Now().UTC().Format(time.RFC3339Nano))
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &run{cancel: cancel, done: make(chan struct{}), store: store, stats: &Stats{}}
 	opts := h.opts
 	opts.Path = h.path
-	tl := New(opts, log.NewNopLogger(), store, r.stats, h.recorder.handle)
+	logger := log.With(log.NewLogfmtLogger(h.logs), "t", log.DefaultTimestampUTC, "run", fmt.Sprintf("%p", r))
+	tl := New(opts, logger, store, r.stats, h.recorder.handle)
 	r.tl = tl
 	go func() {
 		defer close(r.done)
@@ -113,6 +141,7 @@ func (h *harness) start() {
 // stop stops it cleanly and writes the position file, as the manager does.
 func (h *harness) stop() {
 	h.t.Helper()
+	fmt.Fprintf(h.logs, "TEST stop %s\n", time.Now().UTC().Format(time.RFC3339Nano))
 	h.cur.cancel()
 	<-h.cur.done
 	if err := h.cur.store.Flush(); err != nil {
