@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/go-kit/log"
 )
 
 // logWriter writes numbered lines to a log through one descriptor opened
@@ -253,15 +251,7 @@ func TestCopyInProgressNotTakenForNew(t *testing.T) {
 	h := newHarness(t)
 	w := newLogWriter(t, h.path)
 	w.lines(100) // A
-	store, err := OpenPositions("", log.NewNopLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	tl := New(Options{Path: h.path, FromBeginning: true, NoInotify: true}, log.NewNopLogger(), store, &Stats{}, h.recorder.handle)
-	never := func() bool { return false }
-	tl.restore()
-	tl.cycle(never)
-	defer tl.closeAll()
+	tl := h.stepped(nil)
 
 	copyTruncate(t, h.path)
 	w.lines(100) // B
@@ -300,15 +290,7 @@ func TestCopyRewrittenWhileListed(t *testing.T) {
 	h := newHarness(t)
 	w := newLogWriter(t, h.path)
 	w.lines(100) // A
-	store, err := OpenPositions("", log.NewNopLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	tl := New(Options{Path: h.path, FromBeginning: true, NoInotify: true}, log.NewNopLogger(), store, &Stats{}, h.recorder.handle)
-	never := func() bool { return false }
-	tl.restore()
-	tl.cycle(never)
-	defer tl.closeAll()
+	tl := h.stepped(nil)
 
 	copyTruncate(t, h.path)
 	w.lines(100) // B

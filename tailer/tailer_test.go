@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/go-kit/log"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 )
 
 // recorder records every line handed on, so a test can check that each line
@@ -63,30 +65,12 @@ type harness struct {
 	opts     Options
 	recorder *recorder
 	cur      *run
-	logs     *syncBuffer // the tailers' log lines, shown when the test fails
-}
-
-// syncBuffer collects log lines from the tailers a test runs.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	logs     *testutil.LockedBuffer // the tailers' log lines, shown when the test fails
 }
 
 func newHarness(t *testing.T) *harness {
 	dir := t.TempDir()
-	logs := &syncBuffer{}
+	logs := &testutil.LockedBuffer{}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("the tailers' log:\n%s", logs)
@@ -148,6 +132,28 @@ func (h *harness) stop() {
 		h.t.Fatal(err)
 	}
 	h.cur.store.Close()
+}
+
+// never is a cycle's stop function for a tailer a test steps by hand.
+func never() bool { return false }
+
+// stepped returns a tailer the test drives cycle by cycle (no goroutine,
+// no inotify unless setup adds a watcher), restored and read once. Its
+// log goes to the harness's.
+func (h *harness) stepped(setup func(*Tailer)) *Tailer {
+	h.t.Helper()
+	store, err := OpenPositions("", log.NewNopLogger())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	tl := New(Options{Path: h.path, FromBeginning: true, NoInotify: true}, log.NewLogfmtLogger(h.logs), store, &Stats{}, h.recorder.handle)
+	if setup != nil {
+		setup(tl)
+	}
+	tl.restore()
+	tl.cycle(never)
+	h.t.Cleanup(tl.closeAll)
+	return tl
 }
 
 func (h *harness) waitLines(n int) {
