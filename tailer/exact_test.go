@@ -118,6 +118,7 @@ func TestExactAcrossRotationsAndRestarts(t *testing.T) {
 			// late: lines the daemon writes to a renamed file before it
 			// reopens its log.
 			rotate := func(late int) {
+				fmt.Fprintf(h.logs, "TEST rotate at line %d %s\n", w.n, time.Now().UTC().Format(time.RFC3339Nano))
 				switch method {
 				case "rename":
 					if err := os.Rename(h.path, h.path+".1"); err != nil {
@@ -238,4 +239,88 @@ func seqOf(l string) (int, error) {
 		return 0, fmt.Errorf("no sequence number in %q", l)
 	}
 	return strconv.Atoi(l[i+4 : i+12])
+}
+
+// TestCopyInProgressNotTakenForNew: two copytruncates in quick
+// succession. The tailer notices the first truncation while the second
+// copy is still being written, then reads the log (the second copy's
+// content) from its start. The half-written copy begins like the log
+// and holds nothing but what was just read there: it is not a file never
+// read (taking it for one handed its lines on twice).
+func TestCopyInProgressNotTakenForNew(t *testing.T) {
+	h := newHarness(t)
+	w := newLogWriter(t, h.path)
+	w.lines(100) // A
+	tl := h.stepped(nil)
+
+	copyTruncate(t, h.path)
+	w.lines(100) // B
+	// The second copy, half written: B's first bytes only.
+	b, err := os.ReadFile(h.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := os.Create(h.path + ".1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cp.Write(b[:len(b)/2]); err != nil {
+		t.Fatal(err)
+	}
+	tl.cycle(never) // the first truncation; B read from the log
+	if _, err := cp.Write(b[len(b)/2:]); err != nil {
+		t.Fatal(err)
+	}
+	cp.Close()
+	if err := os.Truncate(h.path, 0); err != nil {
+		t.Fatal(err)
+	}
+	w.lines(100) // C
+	tl.cycle(never)
+	tl.cycle(never)
+	h.exactlyOnce(w.n)
+}
+
+// TestCopyRewrittenWhileListed: the copy of a second copytruncate is
+// replacing the first copy in place just as the tailer lists the rotated
+// files after the first truncation: the listing finds the old size and no
+// first bytes yet. That file is decided once it has settled; taking it
+// for a file never read handed the second copy's lines on twice.
+func TestCopyRewrittenWhileListed(t *testing.T) {
+	h := newHarness(t)
+	w := newLogWriter(t, h.path)
+	w.lines(100) // A
+	tl := h.stepped(nil)
+
+	copyTruncate(t, h.path)
+	w.lines(100) // B
+	rewriting := false
+	tl.listed = func(path string) {
+		if path == h.path+".1" && !rewriting {
+			rewriting = true
+			// The second copy starts: it truncates the first.
+			if err := os.Truncate(path, 0); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	tl.cycle(never) // the first truncation; B read from the log
+	if !rewriting {
+		t.Fatal("the rotated files were not listed after the truncation")
+	}
+	tl.listed = nil
+	b, err := os.ReadFile(h.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(h.path+".1", b, 0o644); err != nil { // the second copy done
+		t.Fatal(err)
+	}
+	if err := os.Truncate(h.path, 0); err != nil {
+		t.Fatal(err)
+	}
+	w.lines(100) // C
+	tl.cycle(never)
+	tl.cycle(never)
+	h.exactlyOnce(w.n)
 }

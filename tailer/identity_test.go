@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-kit/log"
 	"golang.org/x/sys/unix"
 )
 
@@ -179,16 +178,7 @@ func TestCreatedThenGoneBeforeLook(t *testing.T) {
 	h := newHarness(t)
 	w := newLogWriter(t, h.path)
 	w.lines(5) // A
-	store, err := OpenPositions("", log.NewNopLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	tl := New(Options{Path: h.path, FromBeginning: true, NoInotify: true}, log.NewNopLogger(), store, &Stats{}, h.recorder.handle)
-	tl.w = newEventWatcher(h.path)
-	never := func() bool { return false }
-	tl.restore()
-	tl.cycle(never)
-	defer tl.closeAll()
+	tl := h.stepped(func(tl *Tailer) { tl.w = newEventWatcher(h.path) })
 
 	w.f.Close()
 	if err := os.Remove(h.path); err != nil {

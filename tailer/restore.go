@@ -20,6 +20,10 @@ type candidate struct {
 	mtime    time.Time
 	head     []byte // the first bytes, up to headLen
 	used     bool   // matched to a saved position or a file already open
+	// unsettled: the file shrank while it was listed (rewritten in
+	// place, as a copy replacing the last copy is): size and first bytes
+	// may not belong together.
+	unsettled bool
 }
 
 // candidates lists the path (first, if it exists) and its siblings
@@ -38,9 +42,16 @@ func (t *Tailer) candidates(since time.Time) []*candidate {
 		}
 		c := &candidate{path: path, size: fi.Size(), mtime: fi.ModTime(), birth: birth(f)}
 		c.dev, c.ino = fileID(fi)
+		if t.listed != nil {
+			t.listed(path)
+		}
 		c.head = make([]byte, min(fi.Size(), headLen))
 		n, _ := f.ReadAt(c.head, 0)
+		c.unsettled = n < len(c.head)
 		c.head = c.head[:n]
+		if fi, err := f.Stat(); err != nil || fi.Size() < c.size {
+			c.unsettled = true
+		}
 		out = append(out, c)
 	}
 	add(t.opts.Path)
@@ -200,14 +211,15 @@ func (t *Tailer) known(c *candidate) bool {
 
 // copyOf reports whether c holds what was read of the current file fl so
 // far, first bytes and the bytes before the position alike: the copy
-// copytruncate makes before it truncates the log. A file that merely
-// begins like fl is not one.
+// copytruncate makes before it truncates the log. A copy shorter than
+// what was read is one still being written (or one of the log's first
+// part): its bytes are the ones fl's file still holds at the same
+// offsets. A file that merely begins like fl is not one.
 func copyOf(c *candidate, fl *file) bool {
 	n := min(len(fl.head), len(c.head))
-	if n == 0 || fl.off == 0 || c.size < fl.off || !bytes.Equal(fl.head[:n], c.head[:n]) {
+	if n == 0 || fl.off == 0 || !bytes.Equal(fl.head[:n], c.head[:n]) {
 		return false
 	}
-	want := fl.ctail.bytes()
 	f, err := os.Open(c.path)
 	if err != nil {
 		return false
@@ -218,9 +230,36 @@ func copyOf(c *candidate, fl *file) bool {
 	} else if dev, ino := fileID(fi); dev != c.dev || ino != c.ino {
 		return false
 	}
-	var got [tailLen]byte
-	k, err := f.ReadAt(got[:len(want)], fl.off-int64(len(want)))
-	return err == nil && k == len(want) && bytes.Equal(got[:k], want)
+	var got, held [tailLen]byte
+	// The copy may grow, and the log be truncated, while we look: its
+	// size after the comparison must be the one compared.
+	for range 3 {
+		fi, err := f.Stat()
+		if err != nil {
+			return false
+		}
+		size := fi.Size()
+		if size >= fl.off {
+			want := fl.ctail.bytes()
+			k, err := f.ReadAt(got[:len(want)], fl.off-int64(len(want)))
+			return err == nil && k == len(want) && bytes.Equal(got[:k], want)
+		}
+		k := int(min(size, tailLen))
+		if k == 0 {
+			return false
+		}
+		if m, err := f.ReadAt(got[:k], size-int64(k)); err != nil || m != k {
+			return false
+		}
+		m, _ := fl.f.ReadAt(held[:k], size-int64(k))
+		if m == k && bytes.Equal(got[:k], held[:k]) {
+			return true
+		}
+		if fi, err := f.Stat(); err != nil || fi.Size() == size {
+			return false
+		}
+	}
+	return false
 }
 
 // discover reads, from their start, the rotated files that changed after
@@ -229,12 +268,23 @@ func copyOf(c *candidate, fl *file) bool {
 // more than one rotation while the exporter was stopped).
 func (t *Tailer) discover(cands []*candidate, since time.Time) {
 	for _, c := range cands {
-		if c.used || c.path == t.opts.Path || c.size == 0 || !c.mtime.After(since) || t.known(c) {
+		if c.used || c.path == t.opts.Path || !c.mtime.After(since) {
+			continue
+		}
+		if c.unsettled {
+			t.rediscover = true
+			continue
+		}
+		if c.size == 0 || t.known(c) {
 			continue
 		}
 		fl, _, err := t.openNotedIf(c.path, func(fl *file, _ os.FileInfo) bool {
-			return fl.dev == c.dev && fl.ino == c.ino // not replaced since listed
+			// Not replaced, nor rewritten in place, since listed.
+			return fl.dev == c.dev && fl.ino == c.ino && headIs(fl, c.head)
 		})
+		if errors.Is(err, errNotKept) {
+			t.rediscover = true
+		}
 		if err != nil {
 			continue
 		}
@@ -244,6 +294,13 @@ func (t *Tailer) discover(cands []*candidate, since time.Time) {
 		level.Info(t.logger).Log("msg", "found a rotated log file never read; reading it from its start", "file", filepath.Base(c.path))
 		t.keepReading(fl)
 	}
+}
+
+// headIs reports whether the file begins with head.
+func headIs(fl *file, head []byte) bool {
+	var b [headLen]byte
+	n, _ := fl.f.ReadAt(b[:len(head)], 0)
+	return n == len(head) && bytes.Equal(b[:n], head)
 }
 
 // addDone remembers a file read to its end, so that a sibling with its

@@ -123,6 +123,13 @@ type Tailer struct {
 	// been read since, so a second truncation would go unseen; its copy
 	// is looked for after each read until something was read.
 	afterTrunc bool
+	// rediscover: a rotated file was being rewritten when discover
+	// looked (copytruncate's copy replacing the last one in place): what
+	// it holds is decided at the next look, once it has settled.
+	rediscover bool
+	// listed, if set (tests), runs between the stat and the read of a
+	// rotated file's first bytes when candidates lists it.
+	listed func(path string)
 
 	lastErr string // the error logged last, so a lasting problem is logged once
 
@@ -372,13 +379,14 @@ func (t *Tailer) cycle(stop func() bool) {
 	if t.w != nil && t.w.needsPrune() {
 		t.pruneIDs()
 	}
-	if (t.afterTrunc || fresh) && t.cur != nil {
+	if ((t.afterTrunc || fresh) && t.cur != nil) || t.rediscover {
 		// What was read of the file since its truncation (its first
 		// bytes) tells a copy of it from the copy of a second truncation
 		// made before anything was read.
+		t.rediscover = false
 		since := t.lastLook.Add(-discoverSlack)
 		t.discover(t.candidates(since), since)
-		t.afterTrunc = t.cur.readOff == 0
+		t.afterTrunc = t.cur != nil && t.cur.readOff == 0
 	}
 	if t.checkPath() {
 		// A file that just appeared: read it in this cycle.

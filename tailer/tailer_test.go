@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/go-kit/log"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 )
 
 // recorder records every line handed on, so a test can check that each line
@@ -63,11 +65,19 @@ type harness struct {
 	opts     Options
 	recorder *recorder
 	cur      *run
+	logs     *testutil.LockedBuffer // the tailers' log lines, shown when the test fails
 }
 
 func newHarness(t *testing.T) *harness {
 	dir := t.TempDir()
+	logs := &testutil.LockedBuffer{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the tailers' log:\n%s", logs)
+		}
+	})
 	return &harness{
+		logs:    logs,
 		t:       t,
 		dir:     dir,
 		path:    filepath.Join(dir, "krb5kdc.log"),
@@ -89,11 +99,13 @@ func (h *harness) start() {
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	fmt.Fprintf(h.logs, "TEST start %s\n", time.Now().UTC().Format(time.RFC3339Nano))
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &run{cancel: cancel, done: make(chan struct{}), store: store, stats: &Stats{}}
 	opts := h.opts
 	opts.Path = h.path
-	tl := New(opts, log.NewNopLogger(), store, r.stats, h.recorder.handle)
+	logger := log.With(log.NewLogfmtLogger(h.logs), "t", log.DefaultTimestampUTC, "run", fmt.Sprintf("%p", r))
+	tl := New(opts, logger, store, r.stats, h.recorder.handle)
 	r.tl = tl
 	go func() {
 		defer close(r.done)
@@ -113,12 +125,35 @@ func (h *harness) start() {
 // stop stops it cleanly and writes the position file, as the manager does.
 func (h *harness) stop() {
 	h.t.Helper()
+	fmt.Fprintf(h.logs, "TEST stop %s\n", time.Now().UTC().Format(time.RFC3339Nano))
 	h.cur.cancel()
 	<-h.cur.done
 	if err := h.cur.store.Flush(); err != nil {
 		h.t.Fatal(err)
 	}
 	h.cur.store.Close()
+}
+
+// never is a cycle's stop function for a tailer a test steps by hand.
+func never() bool { return false }
+
+// stepped returns a tailer the test drives cycle by cycle (no goroutine,
+// no inotify unless setup adds a watcher), restored and read once. Its
+// log goes to the harness's.
+func (h *harness) stepped(setup func(*Tailer)) *Tailer {
+	h.t.Helper()
+	store, err := OpenPositions("", log.NewNopLogger())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	tl := New(Options{Path: h.path, FromBeginning: true, NoInotify: true}, log.NewLogfmtLogger(h.logs), store, &Stats{}, h.recorder.handle)
+	if setup != nil {
+		setup(tl)
+	}
+	tl.restore()
+	tl.cycle(never)
+	h.t.Cleanup(tl.closeAll)
+	return tl
 }
 
 func (h *harness) waitLines(n int) {
