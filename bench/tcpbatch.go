@@ -35,8 +35,9 @@ import (
 // ready connection with one epoll_wait.
 //
 // The request cannot ride on the SYN (TCP fast open): MIT's KDC does not
-// set TCP_FASTOPEN on its listener, and without it (or bit 0x200 of
-// net.ipv4.tcp_fastopen) the data waits for the handshake anyway.
+// set TCP_FASTOPEN on its listener (strace of its start: SO_REUSEADDR,
+// listen(fd, 5), nothing else), and without it (or bits 0x2 and 0x400 of
+// net.ipv4.tcp_fastopen; 1 here) the data waits for the handshake anyway.
 //
 // MIT's KDC listens with a backlog of 5: connections beyond the ones it
 // has accepted and 6 waiting are dropped at the SYN and retried by the
