@@ -131,6 +131,17 @@ func newUsageKey(et *etypeInfo, key []byte, usage uint32, checksum bool) (*usage
 	return u, nil
 }
 
+// newChecksumKey is a usageKey that only makes checksums: Kc alone is
+// derived (Ke and Ki, two derivations, an AES schedule and an HMAC, would
+// go unused: the TGS-REQ body checksum of every new TGT).
+func newChecksumKey(et *etypeInfo, key []byte, usage uint32) (*usageKey, error) {
+	kc, err := et.gk.DeriveKey(key, common.GetUsageKc(usage))
+	if err != nil {
+		return nil, err
+	}
+	return &usageKey{et: et, kc: hmac.New(et.newHash, kc)}, nil
+}
+
 // seal appends confounder|plaintext encrypted, then the HMAC, to dst. The
 // confounder comes from rng, a ChaCha8 CSPRNG seeded from crypto/rand (one
 // getrandom system call saved per message).

@@ -33,6 +33,10 @@ func TestSealOpenAgainstGokrb5(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			ck, err := newChecksumKey(et, key, keyusage.AS_REP_ENCPART)
+			if err != nil {
+				t.Fatal(err)
+			}
 			for n := 0; n <= 70; n++ {
 				msg := make([]byte, n)
 				rand.Read(msg)
@@ -68,6 +72,9 @@ func TestSealOpenAgainstGokrb5(t *testing.T) {
 				}
 				if !bytes.Equal(sum, want) {
 					t.Fatalf("len %d: checksum %x, gokrb5 %x", n, sum, want)
+				}
+				if sum := ck.checksum(nil, msg); !bytes.Equal(sum, want) {
+					t.Fatalf("len %d: checksum-only key's checksum %x, gokrb5 %x", n, sum, want)
 				}
 			}
 		})

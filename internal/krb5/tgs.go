@@ -54,7 +54,7 @@ func (t *tgtState) schedules() error {
 	if t.auth, err = newUsageKey(et, t.key, keyusage.TGS_REQ_PA_TGS_REQ_AP_REQ_AUTHENTICATOR, false); err != nil {
 		return err
 	}
-	if t.cksum, err = newUsageKey(et, t.key, keyusage.TGS_REQ_PA_TGS_REQ_AP_REQ_AUTHENTICATOR_CHKSUM, true); err != nil {
+	if t.cksum, err = newChecksumKey(et, t.key, keyusage.TGS_REQ_PA_TGS_REQ_AP_REQ_AUTHENTICATOR_CHKSUM); err != nil {
 		return err
 	}
 	t.rep, err = newUsageKey(et, t.key, keyusage.TGS_REP_ENCPART_SESSION_KEY, false)
