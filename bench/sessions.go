@@ -66,8 +66,9 @@ func (r *run) runSessions(ctx context.Context, plan sessionPlan, clients int) (*
 	for k := 0; k < max(1, r.sys.Services) && plan.tgsPer > 0; k++ {
 		svcs = append(svcs, r.fleet.service(c, k+1))
 	}
-	// Room for every reply in flight and a duplicate of each (resends).
-	u, err := dialRawUDP(r.sys.KDC, 2*depth)
+	// A receive batch for every reply in flight and a duplicate of each
+	// (resends), at most 64 (8 KiB each; more wait for the next receive).
+	u, err := dialRawUDP(r.sys.KDC, min(2*depth, 64))
 	if err != nil {
 		return nil, err
 	}
