@@ -183,7 +183,12 @@ func (r *run) tcpWorker(ctx context.Context, c *krb5.Client, sa unix.Sockaddr, e
 		}
 	}
 	events := make([]unix.EpollEvent, depth)
-	batch := max(1, depth/2)
+	// Sleep while a third of the round trips in flight are answered (two
+	// of six): with half (three), the KDC ran out of connections while
+	// the generator slept, 84-89 % busy against 98.5-98.8 %, 2,630-2,665
+	// logins/s against 3,000-3,100, for the same generator CPU per login
+	// (pinned, quiet machine, two runs each, interleaved).
+	batch := max(1, depth/3)
 	answered := 0
 	yielded := start
 	for {
