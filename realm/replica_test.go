@@ -154,6 +154,32 @@ func TestReplicaResyncDiagnostics(t *testing.T) {
 		t.Fatalf("kpropd with a dead listener: %v", err)
 	}
 
+	// Without its listener, and not scheduled (SIGSTOP), kpropd cannot
+	// catch up: WaitSerial tolerates the missing listener for a while
+	// (kpropd forks it again itself around a full resync), then fails
+	// without waiting for its context.
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.KadminLocal(ctx, "addprinc -randkey -clearpolicy while-stopped"); err != nil {
+		t.Fatal(err)
+	}
+	sctx, scancel := context.WithTimeout(ctx, listenerGrace/2)
+	err = r.WaitSerial(sctx, p.IpropLog)
+	scancel()
+	if err == nil || strings.Contains(err.Error(), "listener") {
+		t.Errorf("WaitSerial within the grace for the listener: %v", err)
+	}
+	sctx, scancel = context.WithTimeout(ctx, 3*listenerGrace)
+	err = r.WaitSerial(sctx, p.IpropLog)
+	if err == nil || !strings.Contains(err.Error(), "no full-propagation listener") || sctx.Err() != nil {
+		t.Errorf("WaitSerial past the grace for the listener: %v (context: %v)", err, sctx.Err())
+	}
+	scancel()
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+
 	// kpropd stopped, the replica behind: WaitSerial fails now, not when
 	// its context ends.
 	if err := r.StopKpropd(); err != nil {

@@ -58,10 +58,11 @@ type watcher struct {
 	creates  uint64
 	credit   uint64
 	reported uint64
-	// since (Unix nanoseconds, the clock file birth times come from) is
-	// when the creation watch began: a file the tailer opens (restoring
-	// its positions, finding a rotated file) was created after it, and
-	// counts as one of the creations, only if it was born later.
+	// since (Unix nanoseconds, on the clock file birth times come from,
+	// see watchStart) is when the creation watch began: a file the tailer
+	// opens (restoring its positions, finding a rotated file) was created
+	// after it, and counts as one of the creations, only if it was born
+	// then or later.
 	since int64
 	// pruneAt: ids is pruned when it holds that many keys (see prune).
 	pruneAt int
@@ -173,8 +174,9 @@ func (wt *watcher) watchRotations(gate <-chan struct{}, dir, base string) error 
 		return err
 	}
 	wt.rot = os.NewFile(uintptr(fd), "inotify") // non-blocking: Close ends a Read
+	since := watchStart()
 	wt.mu.Lock()
-	wt.since = time.Now().UnixNano()
+	wt.since = since
 	wt.mu.Unlock()
 	wt.wg.Add(1)
 	go func() {
@@ -199,6 +201,31 @@ func (wt *watcher) watchRotations(gate <-chan struct{}, dir, base string) error 
 		}
 	}()
 	return nil
+}
+
+// coarseNow reads the clock file birth times come from: the kernel's
+// coarse real-time clock, up to a tick (1-10 ms) behind a fine reading.
+func coarseNow() int64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_REALTIME_COARSE, &ts); err != nil {
+		return time.Now().UnixNano()
+	}
+	return ts.Nano()
+}
+
+// watchStart returns, once the watch is in place, a time later than the
+// birth of every file created before the call and no later than that of
+// any file created after it returns: the coarse clock's next tick, waited
+// for (one tick at most). A fine clock's reading was later than the birth
+// of a file created just after it, which then looked older than the watch.
+func watchStart() int64 {
+	t0 := coarseNow()
+	for deadline := time.Now().Add(100 * time.Millisecond); time.Now().Before(deadline); time.Sleep(100 * time.Microsecond) {
+		if t := coarseNow(); t > t0 {
+			return t
+		}
+	}
+	return coarseNow()
 }
 
 // rotEvent handles one event of watchRotations' descriptor. inotify
@@ -296,7 +323,7 @@ func (wt *watcher) account() {
 // note records a file the tailer opened itself; call it with mu held
 // (lock), from before the open, so that an open racing the watcher's is
 // counted before the watcher decides the file is missed. A file counts
-// as one of the creations only if it was born after the watch began (or
+// as one of the creations only if it was born as the watch began or later (or
 // when a creation event names it later, see obtain): the tailer also
 // opens files older than the watch (restoring its positions, finding
 // rotated files), and counting those would hide files missed.
@@ -306,7 +333,7 @@ func (wt *watcher) note(f *os.File) {
 	if _, seen := wt.ids[k]; seen {
 		return
 	}
-	if !ok || k.birth <= wt.since {
+	if !ok || k.birth < wt.since {
 		wt.ids[k] = false
 		return
 	}
