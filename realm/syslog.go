@@ -220,13 +220,24 @@ func (r *Realm) stopSyslog() error {
 	if pid == 0 {
 		return nil
 	}
-	syscall.Kill(pid, syscall.SIGTERM)
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if r.relayPid() == 0 {
+	// A pidfd names the relay for good and tells when it has exited:
+	// while it exits its cmdline reads empty, so relayPid said 0 (gone)
+	// while it still ran, and its pid may name another process later.
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return nil // gone already
+	}
+	defer unix.Close(fd)
+	unix.PidfdSendSignal(fd, unix.SIGTERM, nil, 0)
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		if n, err := unix.Poll(pfd, int(time.Until(deadline).Milliseconds())+1); n > 0 {
 			return nil
+		} else if err != nil && err != unix.EINTR {
+			break
 		}
 	}
-	syscall.Kill(pid, syscall.SIGKILL)
+	unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
 	return fmt.Errorf("realm: syslog relay (pid %d) ignored SIGTERM for 10s and was killed", pid)
 }
 
