@@ -169,17 +169,13 @@ func acceptedBy(t *testing.T, pids []int, conn net.Conn) bool {
 	if inode == 0 {
 		return false
 	}
-	want := fmt.Sprintf("socket:[%d]", inode)
 	for _, pid := range pids {
-		dir := fmt.Sprintf("/proc/%d/fd", pid)
-		ents, err := os.ReadDir(dir)
+		inodes, err := socketInodes(fs, pid)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, e := range ents {
-			if l, err := os.Readlink(dir + "/" + e.Name()); err == nil && l == want {
-				return true
-			}
+		if inodes[inode] {
+			return true
 		}
 	}
 	return false
