@@ -272,13 +272,7 @@ func TestCopyInProgressNotTakenForNew(t *testing.T) {
 		t.Fatal(err)
 	}
 	cp.Close()
-	if err := os.Truncate(h.path, 0); err != nil {
-		t.Fatal(err)
-	}
-	w.lines(100) // C
-	tl.cycle(never)
-	tl.cycle(never)
-	h.exactlyOnce(w.n)
+	h.secondTruncation(tl, w)
 }
 
 // TestCopyRewrittenWhileListed: the copy of a second copytruncate is
@@ -316,8 +310,16 @@ func TestCopyRewrittenWhileListed(t *testing.T) {
 	if err := os.WriteFile(h.path+".1", b, 0o644); err != nil { // the second copy done
 		t.Fatal(err)
 	}
+	h.secondTruncation(tl, w)
+}
+
+// secondTruncation ends a second copytruncate whose copy is complete:
+// the log is truncated, C written, and after two cycles every line was
+// handed on once.
+func (h *harness) secondTruncation(tl *Tailer, w *logWriter) {
+	h.t.Helper()
 	if err := os.Truncate(h.path, 0); err != nil {
-		t.Fatal(err)
+		h.t.Fatal(err)
 	}
 	w.lines(100) // C
 	tl.cycle(never)
