@@ -63,7 +63,8 @@ func TestStageQueues(t *testing.T) {
 // one receive: it blocks (sleep or poll) at most once per ten requests,
 // about once per 32 when the machine is quiet (a wake-up costs tens of
 // µs of CPU on a virtual machine, the Kerberos work of a few requests),
-// and every request succeeds.
+// every request succeeds, and each sleep begins with every slot's
+// request in flight (the KDC's queue full, not run down to half).
 func TestBatchedWakeups(t *testing.T) {
 	r := upRealm(t, realm.Options{NoKadmind: true, DisableLastSuccess: true})
 	sys := RealmSystem(r)
@@ -96,6 +97,12 @@ func TestBatchedWakeups(t *testing.T) {
 			tc.kind, reqs, per, float64(b.Nvcsw-a.Nvcsw)/float64(reqs), l.CPU.GeneratorPerRequestUS, tc.kind)
 		if l.GeneratorWaits == 0 || per > 1.0/10 {
 			t.Errorf("%s: %d waits, %.3f per request, want some and at most 1/10", tc.kind, l.GeneratorWaits, per)
+		}
+		// The KDC's queue stays full while the generator sleeps: every
+		// slot freed by the last batch of replies has its next request
+		// out before the next wait.
+		if l.lowest != 64 {
+			t.Errorf("%s: a batch wait began with %d requests in flight, want all 64", tc.kind, l.lowest)
 		}
 	}
 }

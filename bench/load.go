@@ -51,6 +51,7 @@ type Load struct {
 	GeneratorWaits int `json:"generator_waits,omitempty"`
 
 	sockets int // sockets the generator opened (the batched tcp load)
+	lowest  int // fewest requests in flight at a batch wait of any goroutine (recordLog.lowest)
 	recs    []record
 	kind    string // of the requests summarised
 }
@@ -333,6 +334,17 @@ type recordLog struct {
 	chunks  [][]record
 	waits   int // times the goroutine blocked (Load.GeneratorWaits)
 	sockets int // sockets it opened
+	// lowest is the fewest requests in flight when the goroutine began a
+	// batch wait (0: it never did): the KDC's queue during its sleeps.
+	lowest int
+}
+
+// waited counts a batch wait begun with n requests in flight.
+func (l *recordLog) waited(n int) {
+	l.waits++
+	if l.lowest == 0 || n < l.lowest {
+		l.lowest = n
+	}
 }
 
 const recordChunk = 4096
