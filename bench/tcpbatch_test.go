@@ -1,12 +1,19 @@
 package bench
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"io"
+	"net"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
 	"github.com/krb5-exporter/krb5-exporter/realm"
@@ -104,5 +111,99 @@ func TestBatchedTCP(t *testing.T) {
 			t.Errorf("%s: the generator opened %d sockets for %d connections, want one per login in flight (at most %d)", tc.preauth, l.sockets, ok*tc.trips, tcpMaxInflight)
 		}
 		t.Logf("%s: %d logins, %d waits, %d sockets", tc.preauth, ok, l.GeneratorWaits, l.sockets)
+	}
+}
+
+// TestTCPRequestRidesOnSYN: towards a loopback address a round trip of
+// the tcp load sends the request in the SYN; a listener without fast open
+// (as MIT's KDC's) ignores it, and the kernel sends it again at once with
+// the handshake's ACK: two segments (SYN with the request; the request
+// with the ACK), not three (SYN, ACK, request), and the listener reads
+// the request exactly once. On the first connection of a slot's socket
+// and on those made again after connect(AF_UNSPEC). The kernel's own
+// account of the socket (TCP_INFO: segments sent, fast open's outcome) is
+// the witness.
+func TestTCPRequestRidesOnSYN(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	sa, err := sockaddrOf(ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !isLoopback(sa) {
+		t.Fatalf("%s is not loopback", ln.Addr())
+	}
+	fam, rsa, rsaLen := rawSockaddr(sa)
+	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(ep)
+	s := tcpSlot{fd: -1}
+	defer s.closeSocket()
+	// tcpInfo: segments the socket sent, and tcpi_fastopen_client_fail
+	// (bits 1-2 of byte 7 of struct tcp_info; 2: the SYN's data was not
+	// acknowledged and was sent again).
+	tcpInfo := func() (segsOut uint32, tfoFail byte) {
+		info, err := unix.GetsockoptTCPInfo(s.fd, unix.IPPROTO_TCP, unix.TCP_INFO)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw := (*[8]byte)(unsafe.Pointer(info))
+		return info.Segs_out, raw[7] >> 1 & 3
+	}
+	var opened int
+	for round := range 3 {
+		if err := s.open(ep, fam, 0, true, &opened); err != nil {
+			t.Fatal(err)
+		}
+		s.req = append(append(s.req[:0], 0, 0, 0, 100), make([]byte, 100)...)
+		s.req[4+round] = 0xa5 // each round's own request
+		s.wrote, s.replied, s.rbuf = false, false, s.rbuf[:0]
+		before, _ := tcpInfo()
+		if err := s.connect(rsa, rsaLen); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		if !s.synData || !s.wrote {
+			t.Fatalf("round %d: request in the SYN %v, sent %v: want both", round, s.synData, s.wrote)
+		}
+		c, err := ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		got := make([]byte, 104)
+		if _, err := io.ReadFull(c, got); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		if !bytes.Equal(got, s.req) {
+			t.Fatalf("round %d: the listener read % x, want % x", round, got, s.req)
+		}
+		segs, fail := tcpInfo()
+		if n := segs - before; n != 2 || fail != 2 {
+			t.Errorf("round %d: %d segments sent for the handshake and the request, fast open outcome %d; want 2 (SYN with the request; the request with the ACK) and 2 (data not acknowledged, sent again)", round, n, fail)
+		}
+		// Nothing more comes: the request was delivered once.
+		c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+		if n, err := c.Read(make([]byte, 1)); n > 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Errorf("round %d: after the request the listener read %d more bytes (%v)", round, n, err)
+		}
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		c.Write([]byte{0, 0, 0, 1, 7})
+		c.Close()
+		for done := false; !done; {
+			if done, err = s.read(time.Now()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !bytes.Equal(s.rbuf, []byte{0, 0, 0, 1, 7}) {
+			t.Fatalf("round %d: reply % x", round, s.rbuf)
+		}
+	}
+	if opened != 1 {
+		t.Errorf("%d sockets opened for 3 round trips, want 1", opened)
 	}
 }
