@@ -136,3 +136,33 @@ func TestRenamedAwayBeforeOpened(t *testing.T) {
 		t.Errorf("unread %d, want 0", n)
 	}
 }
+
+// TestMissedFilesWakeTheTailer: the watcher decides which files were
+// missed after a batch of events, when the events' own wake-ups have been
+// sent; a tailer that ran in between found nothing to count. Counting
+// them wakes the tailer again, so the count does not wait for the next
+// write or poll (TestRenameBurstWhileNotScheduled waited 15 s for it
+// under load). A batch that misses nothing wakes no one.
+func TestMissedFilesWakeTheTailer(t *testing.T) {
+	wt := &watcher{rotate: make(chan struct{}, 1), counting: true}
+	woken := func() bool {
+		select {
+		case <-wt.rotate:
+			return true
+		default:
+			return false
+		}
+	}
+	wt.creates, wt.opened, wt.credit = 6, 1, 1 // 4 files gone unopened
+	wt.account()
+	if n, w := wt.vanished.Load(), woken(); n != 4 || !w {
+		t.Fatalf("4 files missed: vanished %d, tailer woken %v; want 4, true", n, w)
+	}
+	wt.account() // the same batch again: nothing new
+	wt.opened++  // a creation whose file was opened
+	wt.creates++
+	wt.account()
+	if n, w := wt.vanished.Load(), woken(); n != 4 || w {
+		t.Errorf("nothing more missed: vanished %d, woken %v; want 4, false", n, w)
+	}
+}

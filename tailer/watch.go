@@ -306,17 +306,21 @@ func (wt *watcher) obtain(path string, renamed bool) {
 
 // account moves the files known to be missed to vanished, after a batch
 // of events: a creation whose file was gone is often followed by the
-// rename that says where it went.
+// rename that says where it went. It wakes the tailer to count them: the
+// events' own wake-ups came before, and a tailer that ran in between saw
+// none (with nothing else to wake it, the count waited for the next
+// write or poll).
 func (wt *watcher) account() {
 	wt.mu.Lock()
-	defer wt.mu.Unlock()
-	if !wt.counting {
-		return
-	}
 	got := wt.opened + wt.credit
-	if wt.creates > got && wt.creates-got > wt.reported {
+	missed := wt.counting && wt.creates > got && wt.creates-got > wt.reported
+	if missed {
 		wt.vanished.Add(wt.creates - got - wt.reported)
 		wt.reported = wt.creates - got
+	}
+	wt.mu.Unlock()
+	if missed {
+		wt.notify(wt.rotate)
 	}
 }
 
