@@ -245,12 +245,13 @@ func (r *run) batchedWorker(ctx context.Context, kind string, c *krb5.Client, sv
 			return ctx.Err() != nil
 		}
 	}
-	// A batch is half the slots: each cycle sends that many new requests
-	// in one sendmmsg, sleeps while about as many replies come in, and
-	// takes them with one recvmmsg; the other half keeps the KDC's queue
-	// full meanwhile. A wake-up costs the generator 20-50 µs of CPU on a
-	// virtual machine, the Kerberos work of several logins: the fewer per
-	// request, the cheaper the generator.
+	// A batch is half the slots: each cycle sleeps while about that many
+	// replies come in, takes them with one recvmmsg and sends the
+	// requests they free (about as many) with one sendmmsg; the other
+	// half keeps the KDC's queue full meanwhile. A wake-up costs the
+	// generator 20-50 µs of CPU on a virtual machine, the Kerberos work
+	// of several logins: the fewer per request, the cheaper the
+	// generator.
 	batch := max(1, depth/2)
 	yielded := start
 	for {
