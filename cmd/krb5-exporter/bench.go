@@ -21,6 +21,7 @@ import (
 
 	"github.com/krb5-exporter/krb5-exporter/bench"
 	"github.com/krb5-exporter/krb5-exporter/collector"
+	"github.com/krb5-exporter/krb5-exporter/internal/safefile"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
@@ -222,7 +223,7 @@ func (b *benchCmd) runOnce(ctx context.Context, cfg bench.Config, stdout, stderr
 	}
 	dir := filepath.Join(cfg.OutputDir, rep.Started.UTC().Format("20060102T150405Z"))
 	bench.WriteSummary(stdout, rep)
-	if err := bench.WriteAll(rep, dir, cfg.Textfile); err != nil {
+	if err := writeResults(rep, dir, cfg.Textfile); err != nil {
 		fmt.Fprintf(stderr, "krb5-exporter bench: writing results: %v\n", err)
 		return rep, 2
 	}
@@ -231,6 +232,19 @@ func (b *benchCmd) runOnce(ctx context.Context, cfg bench.Config, stdout, stderr
 		return rep, 1
 	}
 	return rep, 0
+}
+
+// writeResults writes the outputs into dir, OUTPUT_DIR/<timestamp>: a
+// predictable name, where a planted link or another user's directory must
+// not receive them.
+func writeResults(rep *bench.Report, dir, textfile string) error {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return err
+	}
+	if err := safefile.MkdirOwned(dir, 0o755); err != nil {
+		return err
+	}
+	return bench.WriteAll(rep, dir, textfile)
 }
 
 // daemon runs the suite every interval and serves the last results.
@@ -341,7 +355,7 @@ func lockRealm(e *bench.ExistingRealm, shard string) (func(), error) {
 		return '_'
 	}, e.Name+"@"+e.KDC+shardSuffix(shard))
 	path := filepath.Join(os.TempDir(), "krb5-bench-"+name+".lock")
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := safefile.OpenOwned(path, os.O_RDWR|os.O_CREATE, 0o600) // in /tmp: no planted link or file
 	if err != nil {
 		return nil, err
 	}
