@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -255,9 +256,15 @@ func (b *benchCmd) daemon(ctx context.Context, cfg bench.Config, stdout, stderr 
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", collector.MetricsHandler(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "OK\n") })
-	srv := &http.Server{Addr: b.listen, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// Bound before the first run: a taken port must not cost a whole run.
+	ln, err := net.Listen("tcp", b.listen)
+	if err != nil {
+		fmt.Fprintf(stderr, "krb5-exporter bench: --web.listen-address: %v\n", err)
+		return 2
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.ListenAndServe() }()
+	go func() { errc <- srv.Serve(ln) }()
 	defer srv.Close()
 	fmt.Fprintf(stderr, "krb5-exporter bench: serving /metrics on %s, running the suite every %s\n", b.listen, b.interval)
 	for {

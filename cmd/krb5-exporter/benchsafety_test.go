@@ -1,7 +1,10 @@
 package main
 
 import (
+	"context"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -80,4 +83,36 @@ func TestBenchResultsRefusePlantedLink(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "report.json")); err != nil {
 		t.Error(err)
 	}
+}
+
+// The bench daemon binds its port before the first run: a taken port
+// ends it at once with exit 2, before the run takes its lock or loads
+// the KDC.
+func TestBenchDaemonTakenPort(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	tmp := t.TempDir()
+	cfg := filepath.Join(tmp, "bench.yml")
+	if err := os.WriteFile(cfg, []byte("realm: {name: R.TEST, kdc: \"127.0.0.1:1\", domain: r.test, users: 1, services: 1}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, "bench", "--config.file", cfg, "--tests", "as", "--duration", "1s",
+		"--web.listen-address", ln.Addr().String(), "--output-dir", filepath.Join(tmp, "out"))
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	took := time.Since(start)
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "address already in use") {
+		t.Fatalf("taken port: %v after %s: %s", err, took, out)
+	}
+	if locks, _ := filepath.Glob(filepath.Join(tmp, "krb5-bench-*.lock")); len(locks) > 0 {
+		t.Errorf("a run began before the port was bound (lock %v) and took %s", locks, took)
+	}
+	t.Logf("exit 2 after %s: %s", took, out)
 }
