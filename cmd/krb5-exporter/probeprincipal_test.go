@@ -62,16 +62,7 @@ func TestProbePrincipal(t *testing.T) {
 		}
 		return o.String(), e.String(), code
 	}
-	mit := func(prog string, args ...string) string {
-		t.Helper()
-		cmd := exec.CommandContext(ctx, prog, args...)
-		cmd.Env = append(os.Environ(), append(r.Env(), "KRB5CCNAME=FILE:"+filepath.Join(dir, "cc"))...)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("%s %v: %v\n%s", prog, args, err, out)
-		}
-		return string(out)
-	}
+	mit := mitTools(ctx, t, r, dir)
 	kvno := func(kt string) int {
 		t.Helper()
 		m := regexp.MustCompile(`(?m)^\s*(\d+) `).FindStringSubmatch(mit("klist", "-k", kt))
@@ -175,16 +166,7 @@ func TestProbePrincipalRotateKeepsTheKey(t *testing.T) {
 		}
 		return e.String(), 0
 	}
-	mit := func(prog string, args ...string) string {
-		t.Helper()
-		cmd := exec.CommandContext(ctx, prog, args...)
-		cmd.Env = append(os.Environ(), append(r.Env(), "KRB5CCNAME=FILE:"+filepath.Join(dir, "cc"))...)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("%s %v: %v\n%s", prog, args, err, out)
-		}
-		return string(out)
-	}
+	mit := mitTools(ctx, t, r, dir)
 	// The KDC's own record of the principal's key version.
 	kvno := func() int {
 		t.Helper()
@@ -261,5 +243,20 @@ func TestProbePrincipalRotateKeepsTheKey(t *testing.T) {
 	mit("kinit", "-k", "-t", m[1], "probe1@"+r.Realm)
 	if l := mit("klist", "-k", m[1]); !strings.Contains(l, " "+strconv.Itoa(v+1)+" probe1@") {
 		t.Errorf("the kept keytab does not hold kvno %d:\n%s", v+1, l)
+	}
+}
+
+// mitTools runs an MIT program (kinit, klist, kadmin.local) in r's
+// environment with a credentials cache in dir, failing t when it fails.
+func mitTools(ctx context.Context, t *testing.T, r *realm.Realm, dir string) func(prog string, args ...string) string {
+	return func(prog string, args ...string) string {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, prog, args...)
+		cmd.Env = append(os.Environ(), append(r.Env(), "KRB5CCNAME=FILE:"+filepath.Join(dir, "cc"))...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s %v: %v\n%s", prog, args, err, out)
+		}
+		return string(out)
 	}
 }
