@@ -20,6 +20,7 @@ import (
 	"github.com/jcmturner/gokrb5/v8/keytab"
 
 	"github.com/krb5-exporter/krb5-exporter/config"
+	"github.com/krb5-exporter/krb5-exporter/internal/safefile"
 )
 
 // probePrincipalCmd is `krb5-exporter realm probe-principal`: on a KDC host
@@ -255,7 +256,7 @@ func prepareInstall(dest string, uid, gid int) (string, error) {
 		case fi.Mode()&os.ModeSymlink != 0:
 			return "", fmt.Errorf("keytab %s is a symbolic link: give the path of the file itself", dest)
 		case !fi.Mode().IsRegular():
-			return "", fmt.Errorf("keytab %s is a %s, not a regular file", dest, fileKind(fi.Mode()))
+			return "", fmt.Errorf("keytab %s is a %s, not a regular file", dest, safefile.Kind(fi.Mode()))
 		}
 		if d, err := os.Stat(filepath.Dir(dest)); err == nil && d.Mode()&os.ModeSticky != 0 && os.Geteuid() != 0 {
 			if st := fi.Sys().(*syscall.Stat_t); int(st.Uid) != os.Geteuid() && int(d.Sys().(*syscall.Stat_t).Uid) != os.Geteuid() {
@@ -287,21 +288,6 @@ func prepareInstall(dest string, uid, gid int) (string, error) {
 }
 
 func ownerSpec(uid, gid int) string { return strconv.Itoa(uid) + ":" + strconv.Itoa(gid) }
-
-// fileKind names a non-regular file type for an error.
-func fileKind(m os.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "directory"
-	case m&os.ModeNamedPipe != 0:
-		return "FIFO"
-	case m&os.ModeSocket != 0:
-		return "socket"
-	case m&os.ModeDevice != 0:
-		return "device"
-	}
-	return "special file"
-}
 
 // installKeytab makes tmp mode 0600 owned by uid:gid, flushes it and
 // renames it over dest, so that dest is never partly written or readable

@@ -55,12 +55,31 @@ func owned(path string, fi os.FileInfo, dir bool) error {
 	case fi.Mode()&os.ModeSymlink != 0:
 		return fmt.Errorf("%s is a symbolic link: refusing to follow it", path)
 	case dir && !fi.IsDir():
-		return fmt.Errorf("%s is not a directory (%v)", path, fi.Mode().Type())
+		return fmt.Errorf("%s is a %s, not a directory", path, Kind(fi.Mode()))
 	case !dir && !fi.Mode().IsRegular():
-		return fmt.Errorf("%s is not a regular file (%v)", path, fi.Mode().Type())
+		return fmt.Errorf("%s is a %s, not a regular file", path, Kind(fi.Mode()))
 	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
 		return fmt.Errorf("%s belongs to uid %d, not to this user (uid %d): refusing to use it", path, st.Uid, os.Geteuid())
 	}
 	return nil
+}
+
+// Kind names a file's type for an error: "directory", "FIFO", ...
+func Kind(m os.FileMode) string {
+	switch {
+	case m.IsRegular():
+		return "regular file"
+	case m.IsDir():
+		return "directory"
+	case m&os.ModeSymlink != 0:
+		return "symbolic link"
+	case m&os.ModeNamedPipe != 0:
+		return "FIFO"
+	case m&os.ModeSocket != 0:
+		return "socket"
+	case m&os.ModeDevice != 0:
+		return "device"
+	}
+	return "special file"
 }
