@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"gopkg.in/yaml.v3"
 )
@@ -37,7 +38,14 @@ type FieldError struct {
 }
 
 func (e *FieldError) Error() string {
-	return fmt.Sprintf("%s: %s", strings.Join(e.Path, "."), e.Msg)
+	path := make([]string, len(e.Path))
+	for i, p := range e.Path {
+		if checkName("", p) != nil { // a map key: shown escaped, as checkName's own error does
+			p = strconv.Quote(p)
+		}
+		path[i] = p
+	}
+	return fmt.Sprintf("%s: %s", strings.Join(path, "."), e.Msg)
 }
 
 // fieldErr builds a FieldError; path elements are keys or sequence indexes.
@@ -49,6 +57,9 @@ func fieldErr(msg string, path ...string) *FieldError {
 // references between sections.
 func (c *Config) Validate() error {
 	for name, m := range c.Modules {
+		if err := checkName("module name", name); err != nil {
+			return fieldErr(err.Error(), "modules", name)
+		}
 		if err := m.Validate(); err != nil {
 			return prefix(err, "modules", name)
 		}
@@ -72,6 +83,18 @@ func (c *Config) Validate() error {
 		}
 	}
 	return checkLogFiles(c.Logs)
+}
+
+// checkName refuses control and format characters (ESC, CR, C1, bidi
+// overrides) in a name that becomes a label value or a line of top: they
+// would rewrite the terminal or the page that shows it.
+func checkName(what, s string) error {
+	for _, r := range s {
+		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+			return fmt.Errorf("%s %q contains the control character %U", what, s, r)
+		}
+	}
+	return nil
 }
 
 // prefix puts path in front of a section's own error path.

@@ -127,8 +127,8 @@ func (l *LogSource) Validate() error {
 	} else if strings.TrimSpace(l.Path) == "" {
 		return fieldErr("path (or journal) is required", "path")
 	}
-	if strings.ContainsAny(l.Path, "\x00\n") {
-		return fieldErr("path contains a NUL or newline", "path")
+	if err := checkName("path", l.Path); err != nil {
+		return fieldErr(err.Error(), "path")
 	}
 	switch l.Type {
 	case "kdc", "kadmind", "any", "kpropd":
@@ -163,12 +163,20 @@ func (l *LogSource) Validate() error {
 
 func (j *JournalSource) validate() error {
 	for i, v := range append(append([]string{}, j.Identifiers...), j.Units...) {
-		if v == "" || strings.ContainsAny(v, "= \t\n+") {
+		if v == "" || strings.ContainsAny(v, "= +") || checkName("", v) != nil {
 			field := "identifiers"
 			if i >= len(j.Identifiers) {
 				field, i = "units", i-len(j.Identifiers)
 			}
 			return fieldErr(fmt.Sprintf("%q is not an identifier or unit name", v), "journal", field, strconv.Itoa(i))
+		}
+	}
+	if err := checkName("directory", j.Directory); err != nil {
+		return fieldErr(err.Error(), "journal", "directory")
+	}
+	for i, f := range j.Files {
+		if err := checkName("file", f); err != nil {
+			return fieldErr(err.Error(), "journal", "files", strconv.Itoa(i))
 		}
 	}
 	if j.Directory != "" && len(j.Files) > 0 {

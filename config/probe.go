@@ -273,6 +273,9 @@ func (t *ProbeTarget) Validate() error {
 	if len(t.Name) > 128 || strings.ContainsAny(t.Name, "\n\x00") {
 		return fieldErr(fmt.Sprintf("name %q: at most 128 characters on one line", t.Name), "name")
 	}
+	if err := checkName("name", t.Name); err != nil {
+		return fieldErr(err.Error(), "name")
+	}
 	if err := krb5.CheckKDCAddress(t.Address); err != nil {
 		return fieldErr(err.Error(), "address")
 	}

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Header is the column line of the table.
@@ -36,9 +38,9 @@ func Write(w io.Writer, snap Snapshot, v View) error {
 	b.WriteString("\n")
 	switch {
 	case snap.DaemonErr != nil:
-		fmt.Fprintf(&b, "probes: cannot read the daemon: %v\n", snap.DaemonErr)
+		fmt.Fprintf(&b, "probes: cannot read the daemon: %s\n", Printable(snap.DaemonErr.Error()))
 	case snap.Daemon != "" && len(snap.Probes) == 0:
-		fmt.Fprintf(&b, "probes: none in %s\n", snap.Daemon)
+		fmt.Fprintf(&b, "probes: none in %s\n", Printable(snap.Daemon))
 	}
 	if len(snap.Probes) > 0 {
 		b.WriteString("probes")
@@ -47,7 +49,7 @@ func Write(w io.Writer, snap Snapshot, v View) error {
 			if !p.OK {
 				state = "FAIL"
 			}
-			fmt.Fprintf(&b, "  %s/%s %s", p.Target, p.Exchange, state)
+			fmt.Fprintf(&b, "  %s/%s %s", Printable(p.Target), Printable(p.Exchange), state)
 			if p.OK && p.Latency > 0 {
 				fmt.Fprintf(&b, " %s", latency(p.Latency))
 			}
@@ -78,7 +80,7 @@ func VisibleRows(snap Snapshot, v View) []Row {
 
 // Line formats one row under Header.
 func Line(r *Row) string {
-	name := r.Name
+	name := Printable(r.Name)
 	if r.Gone {
 		name += " (gone)"
 	}
@@ -89,6 +91,32 @@ func Line(r *Row) string {
 	return fmt.Sprintf("%-12s %6s %10s %10s %10s %9s %10s %7s %7s %9s", name, pid,
 		num(r.ASOK), num(r.ASErr), num(r.ASStep+r.TGSStep), num(r.TGSOK), num(r.TGSErr),
 		pct(r.ErrorRatio()), pct(r.CPU), byteSize(r.RSS))
+}
+
+// Printable is s with what a terminal would act on escaped as in a Go
+// string literal (\x1b, \r, \u009b, \u202e; a backslash as \\): label
+// values come from the daemon's /metrics, whoever wrote its configuration.
+func Printable(s string) string {
+	if strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) || r == '\\' || r == utf8.RuneError }) < 0 {
+		return s
+	}
+	var b strings.Builder
+	for i, r := range s {
+		switch {
+		case r == utf8.RuneError:
+			if _, n := utf8.DecodeRuneInString(s[i:]); n == 1 {
+				fmt.Fprintf(&b, "\\x%02x", s[i])
+				continue
+			}
+			fallthrough
+		case !unicode.IsPrint(r) || r == '\\':
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 func interval(s Snapshot) string {

@@ -100,16 +100,16 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 func (m *model) View() string {
 	var b strings.Builder
 	if m.err != nil {
-		b.WriteString("error: " + m.err.Error() + "\n")
+		b.WriteString("error: " + Printable(m.err.Error()) + "\n")
 	}
 	Write(&b, m.snap, m.view)
 	b.WriteString("\nsort: " + m.view.Sort)
 	if m.view.Filter != "" {
-		b.WriteString("  filter: " + m.view.Filter)
+		b.WriteString("  filter: " + Printable(m.view.Filter))
 	}
 	b.WriteString("\n")
 	if m.editing {
-		b.WriteString("filter: " + m.input + "_\n")
+		b.WriteString("filter: " + Printable(m.input) + "_\n")
 	} else {
 		b.WriteString(Help + "\n")
 	}

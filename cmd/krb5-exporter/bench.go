@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/krb5-exporter/krb5-exporter/bench"
 	"github.com/krb5-exporter/krb5-exporter/collector"
+	"github.com/krb5-exporter/krb5-exporter/internal/safefile"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
@@ -222,7 +224,7 @@ func (b *benchCmd) runOnce(ctx context.Context, cfg bench.Config, stdout, stderr
 	}
 	dir := filepath.Join(cfg.OutputDir, rep.Started.UTC().Format("20060102T150405Z"))
 	bench.WriteSummary(stdout, rep)
-	if err := bench.WriteAll(rep, dir, cfg.Textfile); err != nil {
+	if err := writeResults(rep, dir, cfg.Textfile); err != nil {
 		fmt.Fprintf(stderr, "krb5-exporter bench: writing results: %v\n", err)
 		return rep, 2
 	}
@@ -233,6 +235,19 @@ func (b *benchCmd) runOnce(ctx context.Context, cfg bench.Config, stdout, stderr
 	return rep, 0
 }
 
+// writeResults writes the outputs into dir, OUTPUT_DIR/<timestamp>: a
+// predictable name, where a planted link or another user's directory must
+// not receive them.
+func writeResults(rep *bench.Report, dir, textfile string) error {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return err
+	}
+	if err := safefile.MkdirOwned(dir, 0o755); err != nil {
+		return err
+	}
+	return bench.WriteAll(rep, dir, textfile)
+}
+
 // daemon runs the suite every interval and serves the last results.
 func (b *benchCmd) daemon(ctx context.Context, cfg bench.Config, stdout, stderr io.Writer) int {
 	reg := prometheus.NewRegistry()
@@ -241,9 +256,15 @@ func (b *benchCmd) daemon(ctx context.Context, cfg bench.Config, stdout, stderr 
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", collector.MetricsHandler(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "OK\n") })
-	srv := &http.Server{Addr: b.listen, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// Bound before the first run: a taken port must not cost a whole run.
+	ln, err := net.Listen("tcp", b.listen)
+	if err != nil {
+		fmt.Fprintf(stderr, "krb5-exporter bench: --web.listen-address: %v\n", err)
+		return 2
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.ListenAndServe() }()
+	go func() { errc <- srv.Serve(ln) }()
 	defer srv.Close()
 	fmt.Fprintf(stderr, "krb5-exporter bench: serving /metrics on %s, running the suite every %s\n", b.listen, b.interval)
 	for {
@@ -341,7 +362,7 @@ func lockRealm(e *bench.ExistingRealm, shard string) (func(), error) {
 		return '_'
 	}, e.Name+"@"+e.KDC+shardSuffix(shard))
 	path := filepath.Join(os.TempDir(), "krb5-bench-"+name+".lock")
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := safefile.OpenOwned(path, os.O_RDWR|os.O_CREATE, 0o600) // in /tmp: no planted link or file
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"text/template"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/jcmturner/gokrb5/v8/keytab"
 
 	"github.com/krb5-exporter/krb5-exporter/config"
+	"github.com/krb5-exporter/krb5-exporter/internal/safefile"
 )
 
 // probePrincipalCmd is `krb5-exporter realm probe-principal`: on a KDC host
@@ -92,6 +94,31 @@ func (p *probePrincipalCmd) create(stdout io.Writer) error {
 		princ += "@" + realm
 	}
 
+	// Everything installing the keytab needs is checked before kadmin
+	// changes a key: a failure after it would leave the principal with a
+	// key that no deployed keytab holds.
+	tmpDir, err := prepareInstall(dest, uid, gid)
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(tmpDir, "probe.keytab")
+	keep := false
+	defer func() {
+		if !keep {
+			os.RemoveAll(tmpDir)
+		}
+	}()
+	// kept is an error after the key changed: the new keytab stays where
+	// kadmin wrote it, and the error says where.
+	kept := func(err error) error {
+		if fi, serr := os.Stat(tmp); serr != nil || fi.Size() == 0 {
+			return err
+		}
+		keep = true
+		return fmt.Errorf("%w; the principal's new key is kept in %s (its old keytabs no longer work): put that file in place of %s (mode 0600, owner %s)",
+			err, tmp, dest, ownerSpec(uid, gid))
+	}
+
 	ctx, cancel := context.WithTimeout(context.Background(), p.commandLimit)
 	defer cancel()
 	out, err := p.kadminRun(ctx, realm, "addprinc -randkey +requires_preauth "+princ)
@@ -106,21 +133,15 @@ func (p *probePrincipalCmd) create(stdout io.Writer) error {
 		return fmt.Errorf("kadmin did not confirm creating %s: %s", princ, strings.TrimSpace(out))
 	}
 
-	// kadmin writes the new keys into a private directory next to the
-	// destination; the file is then owned, fsynced and renamed into place.
-	tmpDir, err := os.MkdirTemp(filepath.Dir(dest), ".probe-principal-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(tmpDir)
-	tmp := filepath.Join(tmpDir, "probe.keytab")
-	// ktadd gives the principal a fresh random key as it exports it.
+	// ktadd gives the principal a fresh random key as it exports it, into
+	// the private directory next to the destination; the file is then
+	// owned, fsynced and renamed into place.
 	if _, err := p.kadminRun(ctx, realm, "ktadd -k "+tmp+" "+princ); err != nil {
-		return err
+		return kept(err)
 	}
 	kt, err := readKeytab(tmp)
 	if err != nil {
-		return err
+		return kept(err)
 	}
 	if len(kt.Entries) == 0 {
 		return fmt.Errorf("kadmin wrote an empty keytab for %s", princ)
@@ -131,7 +152,7 @@ func (p *probePrincipalCmd) create(stdout io.Writer) error {
 		princ += "@" + realm
 	}
 	if err := installKeytab(tmp, dest, uid, gid); err != nil {
-		return err
+		return kept(fmt.Errorf("installing the keytab at %s: %w", dest, err))
 	}
 	return printProbeConfig(stdout, map[string]string{
 		"Principal": princ, "Realm": realm, "Keytab": dest, "KDC": p.kdc, "KDCLog": p.kdcLog,
@@ -222,6 +243,51 @@ func readKeytab(path string) (*keytab.Keytab, error) {
 	}
 	return kt, nil
 }
+
+// prepareInstall checks that a keytab can be installed at dest, owned by
+// uid:gid, and returns a new private directory next to dest for kadmin to
+// write it into: dest is a regular file or absent (not a directory, nor a
+// link whose replacement would silently change where the keytab lives), its
+// directory takes new files and renames, and a file there can be given to
+// the owner.
+func prepareInstall(dest string, uid, gid int) (string, error) {
+	if fi, err := os.Lstat(dest); err == nil {
+		switch {
+		case fi.Mode()&os.ModeSymlink != 0:
+			return "", fmt.Errorf("keytab %s is a symbolic link: give the path of the file itself", dest)
+		case !fi.Mode().IsRegular():
+			return "", fmt.Errorf("keytab %s is a %s, not a regular file", dest, safefile.Kind(fi.Mode()))
+		}
+		if d, err := os.Stat(filepath.Dir(dest)); err == nil && d.Mode()&os.ModeSticky != 0 && os.Geteuid() != 0 {
+			if st := fi.Sys().(*syscall.Stat_t); int(st.Uid) != os.Geteuid() && int(d.Sys().(*syscall.Stat_t).Uid) != os.Geteuid() {
+				return "", fmt.Errorf("keytab %s belongs to uid %d in a sticky directory: it cannot be replaced", dest, st.Uid)
+			}
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("keytab %s: %w", dest, err)
+	}
+	tmpDir, err := os.MkdirTemp(filepath.Dir(dest), ".probe-principal-")
+	if err != nil {
+		return "", fmt.Errorf("keytab %s: its directory takes no new file: %w", dest, err)
+	}
+	check := filepath.Join(tmpDir, "owner-check")
+	err = os.WriteFile(check, nil, 0o600)
+	if err == nil && (uid != os.Getuid() || gid != os.Getgid()) {
+		if err = os.Chown(check, uid, gid); err != nil {
+			err = fmt.Errorf("keytab owner %s: %w", ownerSpec(uid, gid), err)
+		}
+	}
+	if err == nil {
+		err = os.Remove(check)
+	}
+	if err != nil {
+		os.RemoveAll(tmpDir)
+		return "", err
+	}
+	return tmpDir, nil
+}
+
+func ownerSpec(uid, gid int) string { return strconv.Itoa(uid) + ":" + strconv.Itoa(gid) }
 
 // installKeytab makes tmp mode 0600 owned by uid:gid, flushes it and
 // renames it over dest, so that dest is never partly written or readable

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
@@ -61,16 +62,7 @@ func TestProbePrincipal(t *testing.T) {
 		}
 		return o.String(), e.String(), code
 	}
-	mit := func(prog string, args ...string) string {
-		t.Helper()
-		cmd := exec.CommandContext(ctx, prog, args...)
-		cmd.Env = append(os.Environ(), append(r.Env(), "KRB5CCNAME=FILE:"+filepath.Join(dir, "cc"))...)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("%s %v: %v\n%s", prog, args, err, out)
-		}
-		return string(out)
-	}
+	mit := mitTools(ctx, t, r, dir)
 	kvno := func(kt string) int {
 		t.Helper()
 		m := regexp.MustCompile(`(?m)^\s*(\d+) `).FindStringSubmatch(mit("klist", "-k", kt))
@@ -139,5 +131,132 @@ func TestProbePrincipal(t *testing.T) {
 	if _, stderr, code := pp("--principal", "probe3", "--keytab", filepath.Join(dir, "x.keytab"),
 		"--admin-keytab", filepath.Join(dir, "missing.keytab"), "--admin-principal", r.AdminPrincipal); code != 1 || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.Contains(stderr, "kadmin") {
 		t.Errorf("bad admin keytab: exit %d, %q", code, stderr)
+	}
+}
+
+// TestProbePrincipalRotateKeepsTheKey: a --rotate that cannot install the
+// keytab (a directory at the destination, an owner the file cannot be given
+// to, no such user) fails before the principal's key changes, as kadmin's
+// getprinc tells, and the deployed keytab still logs in; a failure after
+// the change (a directory appears at the destination while kadmin exports
+// the key) keeps the new keytab and names it, and kinit logs in with it.
+func TestProbePrincipalRotateKeepsTheKey(t *testing.T) {
+	t.Parallel()
+	r := testutil.Realm(t, realm.Options{Dir: filepath.Join(t.TempDir(), "r"), Users: 1, Services: -1, Fillers: -1})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	kadminLocal, err := findProgram("kadmin.local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(prefix, env []string, args ...string) (string, int) {
+		t.Helper()
+		argv := append(append(prefix, binary, "realm", "probe-principal", "--principal", "probe1",
+			"--kdc", r.KDCAddr, "--kdc-log", r.KDCLog), args...)
+		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+		cmd.Env = append(append(os.Environ(), r.Env()...), env...)
+		var e bytes.Buffer
+		cmd.Stderr = &e
+		err := cmd.Run()
+		if ee, ok := err.(*exec.ExitError); ok {
+			return e.String(), ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return e.String(), 0
+	}
+	mit := mitTools(ctx, t, r, dir)
+	// The KDC's own record of the principal's key version.
+	kvno := func() int {
+		t.Helper()
+		m := regexp.MustCompile(`Key: vno (\d+),`).FindStringSubmatch(mit(kadminLocal, "-r", r.Realm, "-q", "getprinc probe1"))
+		if m == nil {
+			t.Fatal("kadmin.local getprinc probe1: no key")
+		}
+		n, _ := strconv.Atoi(m[1])
+		return n
+	}
+
+	kt := filepath.Join(dir, "probe.keytab")
+	if stderr, code := run(nil, nil, "--owner", "", "--keytab", kt); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	v := kvno()
+
+	// Refused before the key changes.
+	asDir := filepath.Join(dir, "is-a-dir")
+	os.Mkdir(asDir, 0o700)
+	owner := []string{"--owner", "nobody"}
+	var prefix []string
+	if os.Getuid() == 0 {
+		// root may give a file to anyone; in a user namespace that maps
+		// root alone, nobody's uid is not representable (EINVAL), as
+		// chown by another user is refused (EPERM).
+		if _, err := exec.LookPath("unshare"); err != nil {
+			t.Fatal(err)
+		}
+		prefix = []string{"unshare", "--user", "--map-root-user"}
+	}
+	for _, c := range []struct {
+		what   string
+		prefix []string
+		args   []string
+		want   string
+	}{
+		{"a directory at the destination", nil, []string{"--owner", "", "--keytab", asDir}, "is a directory"},
+		{"an owner the keytab cannot be given", prefix, append(owner, "--keytab", kt), "keytab owner"},
+		{"no such owner", nil, []string{"--owner", "no-such-user-krb5x", "--keytab", kt}, "keytab owner"},
+	} {
+		stderr, code := run(c.prefix, nil, append(c.args, "--rotate")...)
+		if code != 1 || !strings.Contains(stderr, c.want) {
+			t.Errorf("%s: exit %d, %q; want 1 and %q", c.what, code, stderr, c.want)
+		}
+		if n := kvno(); n != v {
+			t.Errorf("%s: the principal's kvno moved from %d to %d", c.what, v, n)
+			v = n
+		}
+		mit("kinit", "-k", "-t", kt, "probe1@"+r.Realm)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 3 { // probe.keytab, is-a-dir, cc
+		t.Errorf("left behind in %s: %v", dir, entries)
+	}
+
+	// A directory appears at the destination once kadmin has exported
+	// the new key: the real kadmin.local, then the operator's mistake.
+	bin := filepath.Join(dir, "bin")
+	os.Mkdir(bin, 0o700)
+	late := filepath.Join(dir, "late.keytab")
+	wrapper := "#!/bin/sh\n\"$REAL_KADMIN_LOCAL\" \"$@\"\nrc=$?\ncase \"$*\" in *ktadd*) mkdir \"$PLANT_DIR\";; esac\nexit $rc\n"
+	if err := os.WriteFile(filepath.Join(bin, "kadmin.local"), []byte(wrapper), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	stderr, code := run(nil, []string{"PATH=" + bin + ":" + os.Getenv("PATH"), "REAL_KADMIN_LOCAL=" + kadminLocal, "PLANT_DIR=" + late},
+		"--owner", "", "--keytab", late, "--rotate")
+	m := regexp.MustCompile(`new key is kept in (\S+) `).FindStringSubmatch(stderr)
+	if code != 1 || m == nil {
+		t.Fatalf("failure after the key changed: exit %d, %q; want 1 and where the new key is", code, stderr)
+	}
+	if n := kvno(); n != v+1 {
+		t.Errorf("kvno %d after the rotation, want %d", n, v+1)
+	}
+	mit("kinit", "-k", "-t", m[1], "probe1@"+r.Realm)
+	if l := mit("klist", "-k", m[1]); !strings.Contains(l, " "+strconv.Itoa(v+1)+" probe1@") {
+		t.Errorf("the kept keytab does not hold kvno %d:\n%s", v+1, l)
+	}
+}
+
+// mitTools runs an MIT program (kinit, klist, kadmin.local) in r's
+// environment with a credentials cache in dir, failing t when it fails.
+func mitTools(ctx context.Context, t *testing.T, r *realm.Realm, dir string) func(prog string, args ...string) string {
+	return func(prog string, args ...string) string {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, prog, args...)
+		cmd.Env = append(os.Environ(), append(r.Env(), "KRB5CCNAME=FILE:"+filepath.Join(dir, "cc"))...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s %v: %v\n%s", prog, args, err, out)
+		}
+		return string(out)
 	}
 }

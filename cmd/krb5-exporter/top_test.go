@@ -2,7 +2,10 @@ package main
 
 import (
 	"bufio"
+	"io"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +15,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
@@ -253,5 +257,29 @@ func TestTopOnce(t *testing.T) {
 	}
 	if strings.Contains(stdout, "\x1b[") {
 		t.Errorf("escape sequences in a snapshot that is not for a terminal:\n%q", stdout)
+	}
+}
+
+// top shows label values with what a terminal acts on escaped: a probe
+// target holding "\e[2J" or "\e]0;..." cleared the screen or retitled the
+// window of whoever ran top (issue 26 item 8). The daemon's configuration
+// now refuses such names, so the values come from a /metrics that is not
+// this version's daemon: an HTTP server serving them raw.
+func TestTopEscapesLabelValues(t *testing.T) {
+	t.Parallel()
+	target := "kdc\x1b[2J\x1b]0;owned\a\r\u0085\u009b31m\\n\x7f\u202e"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		io.WriteString(w, "# TYPE krb5_probe_success gauge\nkrb5_probe_success{target=\""+strings.ReplaceAll(target, `\`, `\\`)+"\",exchange=\"as\x1b[8m\"} 1\n")
+	}))
+	defer srv.Close()
+	stdout, stderr, code := exporter(t, "top", "--once", "--interval", "100ms", "--daemon.url", srv.URL+"/metrics")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if want := `kdc\x1b[2J\x1b]0;owned\a\r\u0085\u009b31m\\n\x7f\u202e/as\x1b[8m OK`; !strings.Contains(stdout, want) {
+		t.Errorf("no %s in:\n%s", want, stdout)
+	}
+	if i := strings.IndexFunc(stdout, func(r rune) bool { return r != '\n' && (unicode.IsControl(r) || unicode.Is(unicode.Cf, r)) }); i >= 0 {
+		t.Errorf("a control character (%U) in top's output:\n%q", []rune(stdout[i:])[0], stdout)
 	}
 }
