@@ -65,8 +65,14 @@ func (w *writer) write(recs ...record) {
 		fmt.Fprintf(&b, "__REALTIME_TIMESTAMP=%d\n_BOOT_ID=%s\nSYSLOG_IDENTIFIER=%s\n_PID=%d\nPRIORITY=6\nMESSAGE=%s\n\n",
 			w.ts, w.boot, r.ident, r.pid, r.msg)
 	}
+	w.append(&b)
+}
+
+// append writes entries in the journal export format to the file.
+func (w *writer) append(export *bytes.Buffer) {
+	w.t.Helper()
 	cmd := exec.Command(journalRemote, "-o", w.path, "-")
-	cmd.Stdin = &b
+	cmd.Stdin = export
 	if out, err := cmd.CombinedOutput(); err != nil {
 		w.t.Fatalf("systemd-journal-remote: %v\n%s", err, out)
 	}
@@ -82,11 +88,7 @@ func (w *writer) writeMessage(ident string, msg []byte) {
 	binary.Write(&b, binary.LittleEndian, uint64(len(msg)))
 	b.Write(msg)
 	b.WriteString("\n\n")
-	cmd := exec.Command(journalRemote, "-o", w.path, "-")
-	cmd.Stdin = &b
-	if out, err := cmd.CombinedOutput(); err != nil {
-		w.t.Fatalf("systemd-journal-remote: %v\n%s", err, out)
-	}
+	w.append(&b)
 }
 
 // batch makes n entries; every third belongs to another program, which the
@@ -134,6 +136,16 @@ func (c *collect) handle(e *Entry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.got = append(c.got, record{string(e.Identifier), e.PID, string(e.Message)})
+}
+
+// waitLast waits until the last entry handed on is r.
+func (c *collect) waitLast(t *testing.T, r record) {
+	t.Helper()
+	testutil.Eventually(t, 30*time.Second, "the entry "+r.msg, func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.got) > 0 && c.got[len(c.got)-1] == r
+	})
 }
 
 func (c *collect) n() int {
@@ -257,12 +269,7 @@ func TestFollowAcrossReboot(t *testing.T) {
 			add(&wb, 200, 9) // boot B before the start
 			r = startLogger(t, opts, store, c, logger)
 			add(&wb, 300, 6) // boot B while running
-			last := want[len(want)-1]
-			testutil.Eventually(t, 30*time.Second, "boot B's last entry", func() bool {
-				c.mu.Lock()
-				defer c.mu.Unlock()
-				return len(c.got) > 0 && c.got[len(c.got)-1] == last
-			})
+			c.waitLast(t, want[len(want)-1])
 			r.stop()
 			c.mu.Lock()
 			got := c.got
@@ -299,12 +306,7 @@ func TestOversizedEntry(t *testing.T) {
 	w.write(after...)
 	c := &collect{}
 	r := start(t, Options{Identifiers: []string{"krb5kdc", "kadmind"}, Directory: dir, FromBeginning: true}, nil, c)
-	last := oursAfter[len(oursAfter)-1]
-	testutil.Eventually(t, 30*time.Second, "the entries after the big one", func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		return len(c.got) > 0 && c.got[len(c.got)-1] == last
-	})
+	c.waitLast(t, oursAfter[len(oursAfter)-1])
 	if got, want := c.n(), len(oursBefore)+1+len(oursAfter); got != want {
 		t.Errorf("%d entries handed on, want %d", got, want)
 	}
