@@ -198,12 +198,14 @@ func (f *Follower) matches() []string {
 	if len(units) > 0 {
 		groups = append(groups, prefixed("_SYSTEMD_UNIT=", units))
 	}
-	dropped := []string{"MESSAGE_ID=" + DroppedMessageID, "_TRANSPORT=driver"}
+	dropped := func(field string, vals []string) []string {
+		return append([]string{"MESSAGE_ID=" + DroppedMessageID, "_TRANSPORT=driver"}, prefixed(field, vals)...)
+	}
 	if len(ids) > 0 {
-		groups = append(groups, append(dropped, prefixed("OBJECT_COMM=", ids)...))
+		groups = append(groups, dropped("OBJECT_COMM=", ids))
 	}
 	if len(units) > 0 {
-		groups = append(groups, append(slices.Clip(dropped), prefixed("OBJECT_SYSTEMD_UNIT=", units)...))
+		groups = append(groups, dropped("OBJECT_SYSTEMD_UNIT=", units))
 	}
 	var a []string
 	for i, g := range groups {

@@ -461,3 +461,18 @@ func TestCursorGap(t *testing.T) {
 		t.Error("lostText")
 	}
 }
+
+// The system journal read with --merge is matched to this machine in
+// every group, as journalctl's default (local journals only) would be.
+func TestMatchesSystemJournal(t *testing.T) {
+	f := &Follower{opts: Options{Identifiers: []string{"krb5kdc"}, Units: []string{"krb5-kdc.service"}}, machineID: "m"}
+	want := []string{
+		"_MACHINE_ID=m", "SYSLOG_IDENTIFIER=krb5kdc", "+",
+		"_MACHINE_ID=m", "_SYSTEMD_UNIT=krb5-kdc.service", "+",
+		"_MACHINE_ID=m", "MESSAGE_ID=" + DroppedMessageID, "_TRANSPORT=driver", "OBJECT_COMM=krb5kdc", "+",
+		"_MACHINE_ID=m", "MESSAGE_ID=" + DroppedMessageID, "_TRANSPORT=driver", "OBJECT_SYSTEMD_UNIT=krb5-kdc.service",
+	}
+	if got := f.matches(); !slices.Equal(got, want) {
+		t.Errorf("matches:\ngot  %q\nwant %q", got, want)
+	}
+}
