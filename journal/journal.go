@@ -8,7 +8,9 @@
 // restart resumes right after it: nothing counted twice, nothing skipped.
 // A cursor the journal no longer holds (rotated or vacuumed away) is noticed
 // at start, counted and logged once, and reading resumes at the oldest entry
-// still there.
+// still there. Every boot after the cursor is read. journald's own entries
+// saying it dropped messages of the followed services under its rate limit
+// are counted (Stats.Suppressed), not handed on.
 package journal
 
 import (
