@@ -8,7 +8,9 @@
 // restart resumes right after it: nothing counted twice, nothing skipped.
 // A cursor the journal no longer holds (rotated or vacuumed away) is noticed
 // at start, counted and logged once, and reading resumes at the oldest entry
-// still there.
+// still there. Every boot after the cursor is read. journald's own entries
+// saying it dropped messages of the followed services under its rate limit
+// are counted (Stats.Suppressed), not handed on.
 package journal
 
 import (
@@ -20,6 +22,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -90,7 +93,18 @@ type Stats struct {
 	// bound for ours) lay between a lost cursor and the oldest entry left,
 	// where the journal's sequence numbers tell.
 	LostEntries atomic.Uint64
-	Running     atomic.Bool // a journalctl is running now
+	// Suppressed is how many messages of the source's services journald
+	// dropped under its rate limit, from its own "Suppressed N messages"
+	// entries: lines lost before any reader saw them.
+	Suppressed atomic.Uint64
+	// ReadErrors counts journalctl outputs that could not be read; each
+	// time the child is killed and started again.
+	ReadErrors atomic.Uint64
+	// Oversized counts entries skipped because journalctl wrote them
+	// longer than maxEntry (it shows fields over 4 KiB as null, so only
+	// a journalctl that does not would).
+	Oversized atomic.Uint64
+	Running   atomic.Bool // a journalctl is running now
 }
 
 // Follower follows one journal source.
@@ -109,6 +123,8 @@ type Follower struct {
 	// the entry next to a cursor it cannot find.
 	startAt string
 	fromEnd bool // the journal holds nothing at or after a lost cursor
+	// machineID restricts the system journal to this machine's entries.
+	machineID string
 }
 
 // New returns a Follower; Run starts it. key names the source in store.
@@ -134,6 +150,9 @@ func New(opts Options, key string, logger log.Logger, store CursorStore, stats *
 		opts.Coalesce = 50 * time.Millisecond
 	}
 	f := &Follower{opts: opts, key: key, logger: logger, store: store, stats: stats, h: h}
+	if opts.Directory == "" && len(opts.Files) == 0 {
+		f.machineID = localMachineID()
+	}
 	if store != nil {
 		f.cursor = store.Cursor(key)
 	}
@@ -159,27 +178,77 @@ func (f *Follower) source() []string {
 	return a
 }
 
+// DroppedMessageID is the MESSAGE_ID of journald's own entry for messages
+// it dropped under its rate limit (SD_MESSAGE_JOURNAL_DROPPED): "Suppressed
+// N messages from UNIT", with N_DROPPED=N and the OBJECT_* fields of the
+// service's process.
+const DroppedMessageID = "a596d6fe7bfa4994828e72309e95d61e"
+
 // matches are journalctl's match arguments: one field's values are ORed,
-// "+" ORs the identifier group with the unit group.
+// different fields ANDed, "+" ORs groups: the identifier group, the unit
+// group, and journald's suppression entries about those identifiers
+// (OBJECT_COMM: the rate limit is per unit, the entry names the unit and
+// the process that logged next) or units. Reading the system journal with
+// --merge (see followArgs), every group also matches this machine's id,
+// as journalctl's default of local journals only would.
 func (f *Follower) matches() []string {
+	var groups [][]string
+	ids, units := f.opts.Identifiers, f.opts.Units
+	if len(ids) > 0 {
+		groups = append(groups, prefixed("SYSLOG_IDENTIFIER=", ids))
+	}
+	if len(units) > 0 {
+		groups = append(groups, prefixed("_SYSTEMD_UNIT=", units))
+	}
+	dropped := func(field string, vals []string) []string {
+		return append([]string{"MESSAGE_ID=" + DroppedMessageID, "_TRANSPORT=driver"}, prefixed(field, vals)...)
+	}
+	if len(ids) > 0 {
+		groups = append(groups, dropped("OBJECT_COMM=", ids))
+	}
+	if len(units) > 0 {
+		groups = append(groups, dropped("OBJECT_SYSTEMD_UNIT=", units))
+	}
 	var a []string
-	for _, id := range f.opts.Identifiers {
-		a = append(a, "SYSLOG_IDENTIFIER="+id)
-	}
-	if len(f.opts.Identifiers) > 0 && len(f.opts.Units) > 0 {
-		a = append(a, "+")
-	}
-	for _, u := range f.opts.Units {
-		a = append(a, "_SYSTEMD_UNIT="+u)
+	for i, g := range groups {
+		if i > 0 {
+			a = append(a, "+")
+		}
+		if f.machineID != "" {
+			a = append(a, "_MACHINE_ID="+f.machineID)
+		}
+		a = append(a, g...)
 	}
 	return a
 }
 
+func prefixed(p string, vals []string) []string {
+	a := make([]string, len(vals))
+	for i, v := range vals {
+		a[i] = p + v
+	}
+	return a
+}
+
+// localMachineID is this machine's id (/etc/machine-id), "" if unreadable.
+func localMachineID() string {
+	b, err := os.ReadFile("/etc/machine-id")
+	id := strings.TrimSpace(string(b))
+	if err != nil || len(id) != 32 || strings.Trim(id, "0123456789abcdef") != "" {
+		return ""
+	}
+	return id
+}
+
 // followArgs is the command line of the follow process for the current
-// cursor.
+// cursor. --merge: journalctl (systemd 250 on) takes --follow without it
+// for "this boot only", so after a reboot --after-cursor=<entry of the
+// boot before> would skip the rest of that boot and the first entry of
+// this one; --merge reads every boot, as the cursor needs. No --all:
+// journalctl writes a field over 4 KiB as null, which bounds an entry.
 func (f *Follower) followArgs() []string {
-	a := append(f.source(), "--follow", "--output=json", "--all", "--no-pager", "--quiet",
-		"--output-fields=MESSAGE,_PID,SYSLOG_PID,SYSLOG_IDENTIFIER")
+	a := append(f.source(), "--follow", "--merge", "--output=json", "--no-pager", "--quiet",
+		"--output-fields=MESSAGE,_PID,SYSLOG_PID,SYSLOG_IDENTIFIER,MESSAGE_ID,_TRANSPORT,N_DROPPED")
 	f.mu.Lock()
 	startAt, fromEnd := f.startAt, f.fromEnd
 	f.mu.Unlock()
@@ -267,6 +336,13 @@ func (f *Follower) runOnce(ctx context.Context) error {
 		}
 	}()
 	rerr := f.read(stdout)
+	if rerr != nil && ctx.Err() == nil {
+		// journalctl may write on, unread: it goes, and Run starts
+		// another at the cursor.
+		f.stats.ReadErrors.Add(1)
+		level.Error(f.logger).Log("msg", "cannot read journalctl's output; killing it to start it again", "source", f.key, "err", rerr)
+		cmd.Process.Kill()
+	}
 	<-done
 	werr := cmd.Wait()
 	if rerr != nil {
@@ -277,36 +353,51 @@ func (f *Follower) runOnce(ctx context.Context) error {
 
 // read hands on the entries journalctl writes, in batches: what one read
 // of the pipe brings is handed on, then flushed and its cursor stored.
+// Reads land in one buffer that only the unread rest of a line is moved
+// to the front of, and the search for a line's end goes on where it left
+// off, so an entry costs its length, however many reads it takes.
 func (f *Follower) read(r io.Reader) error {
-	buf := make([]byte, 0, 256<<10)
-	chunk := make([]byte, 128<<10)
+	buf := make([]byte, 0, readBuf)
 	var e Entry
 	var j jsonEntry
+	searched := 0     // buf[:searched] holds no newline
+	skipping := false // within an entry over maxEntry, dropped up to its end
 	for {
-		n, err := r.Read(chunk)
-		buf = append(buf, chunk[:n]...)
+		if cap(buf)-len(buf) < readChunk {
+			buf = slices.Grow(buf, max(len(buf), readChunk))
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
 		last := ""
 		handed := uint64(0)
+		off := 0
 		for {
-			nl := bytes.IndexByte(buf, '\n')
+			nl := bytes.IndexByte(buf[searched:], '\n')
 			if nl < 0 {
+				searched = len(buf)
 				break
 			}
-			line := buf[:nl]
-			if len(line) > 0 {
-				if j.parse(line) && j.cursor != nil {
-					e = Entry{Identifier: j.ident, PID: j.pid, Message: j.message, Cursor: j.cursor}
-					f.h(&e)
-					last = string(j.cursor)
-					handed++
-				} else {
-					f.stats.Malformed.Add(1)
-				}
+			end := searched + nl
+			line := buf[off:end]
+			off, searched = end+1, end+1
+			switch {
+			case skipping:
+				skipping = false
+			case len(line) == 0:
+			case !j.parse(line) || j.cursor == nil:
+				f.stats.Malformed.Add(1)
+			case j.dropped:
+				f.stats.Suppressed.Add(droppedCount(&j))
+				last = string(j.cursor)
+			default:
+				e = Entry{Identifier: j.ident, PID: j.pid, Message: j.message, Cursor: j.cursor}
+				f.h(&e)
+				last = string(j.cursor)
+				handed++
 			}
-			buf = buf[nl+1:]
 		}
-		if handed > 0 {
-			if f.opts.Flush != nil {
+		if last != "" {
+			if handed > 0 && f.opts.Flush != nil {
 				f.opts.Flush()
 			}
 			f.mu.Lock()
@@ -318,9 +409,17 @@ func (f *Follower) read(r io.Reader) error {
 			f.stats.Entries.Add(handed)
 		}
 		// Keep the partial line at the start of the buffer.
-		buf = append(buf[:0:0], buf...)
-		if len(buf) > 16<<20 {
-			return errors.New("journalctl wrote a line over 16 MiB")
+		rest := copy(buf, buf[off:])
+		buf, searched = buf[:rest], searched-off
+		if rest > maxEntry {
+			if !skipping {
+				f.stats.Oversized.Add(1)
+				level.Warn(f.logger).Log("msg", "skipped a journal entry longer than the limit", "source", f.key, "limit_bytes", maxEntry)
+			}
+			skipping, buf, searched = true, buf[:0], 0
+		}
+		if rest == 0 && cap(buf) > 4*readBuf {
+			buf = make([]byte, 0, readBuf) // a long entry's buffer goes
 		}
 		if err != nil {
 			if errors.Is(err, io.EOF) || errors.Is(err, os.ErrClosed) {
@@ -333,6 +432,29 @@ func (f *Follower) read(r io.Reader) error {
 		}
 	}
 }
+
+// droppedCount is the N of journald's "Suppressed N messages" entry: its
+// N_DROPPED field, else (systemd before 240 wrote none) the message's.
+func droppedCount(j *jsonEntry) uint64 {
+	if j.nDropped > 0 {
+		return j.nDropped
+	}
+	var n uint64
+	if _, err := fmt.Sscanf(string(j.message), "Suppressed %d messages", &n); err != nil {
+		return 0
+	}
+	return n
+}
+
+// Reads of journalctl's output bring up to readChunk bytes into a buffer
+// of readBuf at first; an entry longer than maxEntry is skipped (counted
+// in Stats.Oversized). Without --all journalctl writes a field over 4 KiB
+// as null: its entries stay far below.
+const (
+	readBuf   = 256 << 10
+	readChunk = 128 << 10
+	maxEntry  = 1 << 20
+)
 
 // pipeSize is the size asked for journalctl's stdout pipe; a read that
 // brings less than coalesceBelow waits Options.Coalesce before the next.

@@ -3,14 +3,19 @@ package journal
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"testing/iotest"
 	"time"
+
+	"github.com/go-kit/log"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 )
@@ -45,10 +50,11 @@ type writer struct {
 	t    *testing.T
 	path string
 	ts   int64
+	boot string // _BOOT_ID of the entries written
 }
 
 func newWriter(t *testing.T, dir string) *writer {
-	return &writer{t: t, path: filepath.Join(dir, "remote.journal"), ts: 1764556800000000}
+	return &writer{t: t, path: filepath.Join(dir, "remote.journal"), ts: 1764556800000000, boot: "0123456789abcdef0123456789abcdef"}
 }
 
 func (w *writer) write(recs ...record) {
@@ -56,14 +62,33 @@ func (w *writer) write(recs ...record) {
 	var b bytes.Buffer
 	for _, r := range recs {
 		w.ts++
-		fmt.Fprintf(&b, "__REALTIME_TIMESTAMP=%d\n_BOOT_ID=0123456789abcdef0123456789abcdef\nSYSLOG_IDENTIFIER=%s\n_PID=%d\nPRIORITY=6\nMESSAGE=%s\n\n",
-			w.ts, r.ident, r.pid, r.msg)
+		fmt.Fprintf(&b, "__REALTIME_TIMESTAMP=%d\n_BOOT_ID=%s\nSYSLOG_IDENTIFIER=%s\n_PID=%d\nPRIORITY=6\nMESSAGE=%s\n\n",
+			w.ts, w.boot, r.ident, r.pid, r.msg)
 	}
+	w.append(&b)
+}
+
+// append writes entries in the journal export format to the file.
+func (w *writer) append(export *bytes.Buffer) {
+	w.t.Helper()
 	cmd := exec.Command(journalRemote, "-o", w.path, "-")
-	cmd.Stdin = &b
+	cmd.Stdin = export
 	if out, err := cmd.CombinedOutput(); err != nil {
 		w.t.Fatalf("systemd-journal-remote: %v\n%s", err, out)
 	}
+}
+
+// writeMessage appends one entry whose message is any bytes, in the export
+// format's binary form (little-endian size, then the data).
+func (w *writer) writeMessage(ident string, msg []byte) {
+	w.t.Helper()
+	w.ts++
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "__REALTIME_TIMESTAMP=%d\n_BOOT_ID=%s\nSYSLOG_IDENTIFIER=%s\n_PID=1\nMESSAGE\n", w.ts, w.boot, ident)
+	binary.Write(&b, binary.LittleEndian, uint64(len(msg)))
+	b.Write(msg)
+	b.WriteString("\n\n")
+	w.append(&b)
 }
 
 // batch makes n entries; every third belongs to another program, which the
@@ -113,6 +138,16 @@ func (c *collect) handle(e *Entry) {
 	c.got = append(c.got, record{string(e.Identifier), e.PID, string(e.Message)})
 }
 
+// waitLast waits until the last entry handed on is r.
+func (c *collect) waitLast(t *testing.T, r record) {
+	t.Helper()
+	testutil.Eventually(t, 30*time.Second, "the entry "+r.msg, func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.got) > 0 && c.got[len(c.got)-1] == r
+	})
+}
+
 func (c *collect) n() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -128,8 +163,13 @@ type running struct {
 
 func start(t *testing.T, opts Options, store CursorStore, c *collect) *running {
 	t.Helper()
+	return startLogger(t, opts, store, c, testutil.Logger(t))
+}
+
+func startLogger(t *testing.T, opts Options, store CursorStore, c *collect, logger log.Logger) *running {
+	t.Helper()
 	stats := &Stats{}
-	f, err := New(opts, "journal:test", testutil.Logger(t), store, stats, c.handle)
+	f, err := New(opts, "journal:test", logger, store, stats, c.handle)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,6 +223,117 @@ func TestFollowExactlyOnceAcrossRestarts(t *testing.T) {
 		if c.got[i] != want[i] {
 			t.Fatalf("entry %d: got %+v, want %+v", i, c.got[i], want[i])
 		}
+	}
+}
+
+// A reboot between stop and start: the entries of boot A written after the
+// cursor, then boot B's, are each handed on once, and a cursor the journal
+// still holds is not called lost; the same when boot B's entries are in a
+// file of their own in the directory (copies, remote journals).
+// journalctl --follow alone reads only the newest boot.
+func TestFollowAcrossReboot(t *testing.T) {
+	needJournal(t)
+	for _, newFile := range []bool{false, true} {
+		t.Run(fmt.Sprintf("boot B in a new file %v", newFile), func(t *testing.T) {
+			dir := t.TempDir()
+			w := newWriter(t, dir)
+			w.boot = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+			store := &memStore{m: map[string]string{}}
+			c := &collect{}
+			var logged bytes.Buffer
+			var logMu sync.Mutex
+			logger := log.LoggerFunc(func(kv ...any) error {
+				logMu.Lock()
+				defer logMu.Unlock()
+				fmt.Fprintln(&logged, kv...)
+				t.Log(kv...)
+				return nil
+			})
+			opts := Options{Identifiers: []string{"krb5kdc", "kadmind"}, Directory: dir, FromBeginning: true}
+			var want []record
+			add := func(w *writer, from, n int) {
+				all, ours := batch(from, n)
+				w.write(all...)
+				want = append(want, ours...)
+			}
+			add(w, 0, 12) // boot A, read
+			r := startLogger(t, opts, store, c, logger)
+			testutil.Eventually(t, 30*time.Second, "boot A's entries", func() bool { return c.n() == len(want) })
+			r.stop()
+			add(w, 100, 9) // boot A after the cursor, while stopped
+			wb := *w
+			wb.boot = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+			if newFile {
+				wb.path = filepath.Join(dir, "remote-boot-b.journal")
+			}
+			add(&wb, 200, 9) // boot B before the start
+			r = startLogger(t, opts, store, c, logger)
+			add(&wb, 300, 6) // boot B while running
+			c.waitLast(t, want[len(want)-1])
+			r.stop()
+			c.mu.Lock()
+			got := c.got
+			c.mu.Unlock()
+			if !slices.Equal(got, want) {
+				t.Errorf("got %d entries, want %d:\ngot  %v\nwant %v", len(got), len(want), got, want)
+			}
+			if n := r.stats.CursorLost.Load(); n != 0 {
+				t.Errorf("cursor lost counted %d times", n)
+			}
+			logMu.Lock()
+			defer logMu.Unlock()
+			if strings.Contains(logged.String(), "no longer holds") {
+				t.Errorf("a cursor the journal holds was called lost:\n%s", logged.String())
+			}
+		})
+	}
+}
+
+// An entry over 16 MiB (journalctl used to write it whole, and the reader
+// gave up on it silently while journalctl ran on) costs its length and
+// stops nothing: the entries after it are read by the same journalctl.
+// Written by journalctl with --all, as before, such an entry is skipped
+// and counted; without --all, as now, journalctl writes its message as
+// null and the entry is read like any other.
+func TestOversizedEntry(t *testing.T) {
+	needJournal(t)
+	dir := t.TempDir()
+	w := newWriter(t, dir)
+	before, oursBefore := batch(0, 6)
+	w.write(before...)
+	w.writeMessage("krb5kdc", bytes.Repeat([]byte{200}, 9<<19)) // not UTF-8: 18 MiB of "200," in JSON
+	after, oursAfter := batch(10, 6)
+	w.write(after...)
+	c := &collect{}
+	r := start(t, Options{Identifiers: []string{"krb5kdc", "kadmind"}, Directory: dir, FromBeginning: true}, nil, c)
+	c.waitLast(t, oursAfter[len(oursAfter)-1])
+	if got, want := c.n(), len(oursBefore)+1+len(oursAfter); got != want {
+		t.Errorf("%d entries handed on, want %d", got, want)
+	}
+	if !r.stats.Running.Load() || r.stats.Exits.Load() != 0 || r.stats.ReadErrors.Load() != 0 {
+		t.Errorf("running %v, exits %d, read errors %d: want one journalctl running all along",
+			r.stats.Running.Load(), r.stats.Exits.Load(), r.stats.ReadErrors.Load())
+	}
+	r.stop()
+
+	// The same journal as journalctl --all writes it: the big entry's
+	// line is 18 MiB.
+	out, err := exec.Command("journalctl", "--directory="+dir, "--output=json", "--all",
+		"--output-fields=MESSAGE,_PID,SYSLOG_IDENTIFIER", "SYSLOG_IDENTIFIER=krb5kdc", "SYSLOG_IDENTIFIER=kadmind").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2 := &collect{}
+	stats := &Stats{}
+	f, err := New(Options{Identifiers: []string{"krb5kdc"}, Coalesce: -1}, "journal:test", testutil.Logger(t), nil, stats, c2.handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.read(iotest.HalfReader(bytes.NewReader(out))); err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	if got, want := c2.n(), len(oursBefore)+len(oursAfter); got != want || stats.Oversized.Load() != 1 || stats.Malformed.Load() != 0 {
+		t.Errorf("%d entries, %d oversized, %d malformed: want %d, 1, 0", got, stats.Oversized.Load(), stats.Malformed.Load(), want)
 	}
 }
 
@@ -308,5 +459,20 @@ func TestCursorGap(t *testing.T) {
 	}
 	if !strings.Contains(lostText(3, true), "3") || lostText(0, false) != "unknown" {
 		t.Error("lostText")
+	}
+}
+
+// The system journal read with --merge is matched to this machine in
+// every group, as journalctl's default (local journals only) would be.
+func TestMatchesSystemJournal(t *testing.T) {
+	f := &Follower{opts: Options{Identifiers: []string{"krb5kdc"}, Units: []string{"krb5-kdc.service"}}, machineID: "m"}
+	want := []string{
+		"_MACHINE_ID=m", "SYSLOG_IDENTIFIER=krb5kdc", "+",
+		"_MACHINE_ID=m", "_SYSTEMD_UNIT=krb5-kdc.service", "+",
+		"_MACHINE_ID=m", "MESSAGE_ID=" + DroppedMessageID, "_TRANSPORT=driver", "OBJECT_COMM=krb5kdc", "+",
+		"_MACHINE_ID=m", "MESSAGE_ID=" + DroppedMessageID, "_TRANSPORT=driver", "OBJECT_SYSTEMD_UNIT=krb5-kdc.service",
+	}
+	if got := f.matches(); !slices.Equal(got, want) {
+		t.Errorf("matches:\ngot  %q\nwant %q", got, want)
 	}
 }

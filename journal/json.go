@@ -15,6 +15,11 @@ import (
 type jsonEntry struct {
 	message, ident, cursor []byte
 	pid                    int
+	// dropped: MESSAGE_ID is journald's suppression entry's and
+	// _TRANSPORT is "driver" (journald's own, a field no client can set);
+	// nDropped is N_DROPPED.
+	dropped  bool
+	nDropped uint64
 
 	// one scratch buffer per field kept: unescaped strings land here
 	bufs [4][]byte
@@ -26,6 +31,9 @@ const (
 	fCursor
 	fPID
 	fSyslogPID
+	fMessageID
+	fTransport
+	fNDropped
 	fOther
 )
 
@@ -41,6 +49,12 @@ func fieldOf(key []byte) int {
 		return fPID
 	case "SYSLOG_PID":
 		return fSyslogPID
+	case "MESSAGE_ID":
+		return fMessageID
+	case "_TRANSPORT":
+		return fTransport
+	case "N_DROPPED":
+		return fNDropped
 	}
 	return fOther
 }
@@ -49,7 +63,9 @@ func fieldOf(key []byte) int {
 // null and byte-array values.
 func (j *jsonEntry) parse(line []byte) bool {
 	j.message, j.ident, j.cursor, j.pid = nil, nil, nil, 0
+	j.dropped, j.nDropped = false, 0
 	syslogPID := 0
+	droppedID, driver := false, false
 	s := scanner{b: line}
 	if !s.skip('{') {
 		return false
@@ -98,6 +114,12 @@ func (j *jsonEntry) parse(line []byte) bool {
 			j.pid = atoiPID(val)
 		case fSyslogPID:
 			syslogPID = atoiPID(val)
+		case fMessageID:
+			droppedID = string(val) == DroppedMessageID
+		case fTransport:
+			driver = string(val) == "driver"
+		case fNDropped:
+			j.nDropped, _ = strconv.ParseUint(string(val), 10, 32)
 		}
 		switch s.next() {
 		case ',':
@@ -106,6 +128,7 @@ func (j *jsonEntry) parse(line []byte) bool {
 			if j.pid == 0 {
 				j.pid = syslogPID
 			}
+			j.dropped = droppedID && driver
 			return s.end()
 		default:
 			return false

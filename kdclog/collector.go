@@ -73,7 +73,7 @@ var (
 		"Files whose end had to be read but that were gone: lines written to them after the last read may be uncounted (each case is logged).",
 		[]string{"path"}, nil)
 	descReadErrors = prometheus.NewDesc("krb5_kdc_log_read_errors_total",
-		"Errors opening, checking or reading the log file (other than its absence).", []string{"path"}, nil)
+		"Errors opening, checking or reading the log file (other than its absence), or journalctl's output (it is then started again).", []string{"path"}, nil)
 	descBehind = prometheus.NewDesc("krb5_kdc_log_bytes_behind",
 		"Bytes written to the log (and to rotated files still read) but not yet read, at the last check.",
 		[]string{"path"}, nil)
@@ -92,6 +92,12 @@ var (
 		[]string{"path"}, nil)
 	descJMalformed = prometheus.NewDesc("krb5_kdc_log_journal_malformed_total",
 		"Output lines of journalctl that were not a journal entry.", []string{"path"}, nil)
+	descJSuppressed = prometheus.NewDesc("krb5_kdc_log_journal_lines_suppressed_total",
+		"Lines of the source's services that journald dropped under its rate limit before anyone read them, from its own 'Suppressed N messages' entries.",
+		[]string{"path"}, nil)
+	descJOversized = prometheus.NewDesc("krb5_kdc_log_journal_entries_oversized_total",
+		"Journal entries skipped because journalctl wrote them longer than 1 MiB; each is logged.",
+		[]string{"path"}, nil)
 	descJRunning = prometheus.NewDesc("krb5_kdc_log_journalctl_running",
 		"1 while a journalctl follows the journal source, 0 while it is being started again.", []string{"path"}, nil)
 	descPosWrites = prometheus.NewDesc("krb5_kdc_log_position_file_writes_total",
@@ -109,7 +115,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 		descTooMany, descS4U, descKDCLife, descKadmin, descKadmAuth, descKadmLife, descWorkerRequests,
 		descLines, descParsed, descUnparsed, descBytes, descRotations, descCopies, descMismatch,
 		descDiscovered, descUnread, descReadErrors, descBehind, descOpen, descInotify, descPosWrites, descPosErrors,
-		descJCursorLost, descJEntriesLost, descJExits, descJMalformed, descJRunning,
+		descJCursorLost, descJEntriesLost, descJExits, descJMalformed, descJRunning, descJSuppressed, descJOversized,
 	} {
 		ch <- d
 	}
@@ -221,6 +227,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			counter(ch, descJEntriesLost, j.LostEntries.Load(), p)
 			counter(ch, descJExits, j.Exits.Load(), p)
 			counter(ch, descJMalformed, j.Malformed.Load(), p)
+			counter(ch, descJSuppressed, j.Suppressed.Load(), p)
+			counter(ch, descJOversized, j.Oversized.Load(), p)
+			counter(ch, descReadErrors, j.ReadErrors.Load(), p)
 			gauge(ch, descJRunning, b2f(j.Running.Load()), p)
 			continue // the rest describes files
 		}

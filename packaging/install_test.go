@@ -99,7 +99,7 @@ func installed() bool {
 // it put where, runs the installed binary as the service user against a
 // real KDC, then removes and purges it.
 func TestDebInstall(t *testing.T) {
-	needRoot(t, "dpkg", "rpm", "systemd-analyze", "setpriv", "setfacl", "getfacl", "kinit")
+	needRoot(t, "dpkg", "rpm", "systemd-analyze", "setpriv", "setfacl", "getfacl", "kinit", "journalctl", "/lib/systemd/systemd-journal-remote")
 	if installed() {
 		t.Fatal("krb5-exporter is already installed here; the test would replace it (dpkg -P krb5-exporter first)")
 	}
@@ -180,10 +180,40 @@ func TestDebInstall(t *testing.T) {
 		t.Logf("systemd-analyze security: exposure %s", m[1])
 	}
 
-	// The shipped configuration loads, read as the service user reads it.
+	// The shipped configuration loads, read as the service user reads it,
+	// with the unit's supplementary groups.
+	unitText, err := os.ReadFile(units[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups := []string{svcUser}
+	for _, l := range strings.Split(string(unitText), "\n") {
+		if rest, ok := strings.CutPrefix(l, "SupplementaryGroups="); ok {
+			groups = append(groups, strings.Fields(rest)...)
+		}
+	}
 	asUser := func(args ...string) *exec.Cmd {
-		return exec.Command("setpriv", append([]string{"--reuid=" + svcUser, "--regid=" + svcUser, "--init-groups",
+		return exec.Command("setpriv", append([]string{"--reuid=" + svcUser, "--regid=" + svcUser, "--groups=" + strings.Join(groups, ","),
 			"--no-new-privs", "--inh-caps=-all", "--bounding-set=-all", "--"}, args...)...)
+	}
+	// A journal file as journald leaves it (root:systemd-journal 0640):
+	// a journal: source's journalctl reads it as the service user.
+	jdir := t.TempDir()
+	for _, d := range []string{jdir, filepath.Dir(jdir)} { // TempDir's are 0700
+		os.Chmod(d, 0o755)
+	}
+	jfile := filepath.Join(jdir, "system.journal")
+	remote := exec.Command("/lib/systemd/systemd-journal-remote", "--output="+jfile, "-")
+	remote.Stdin = strings.NewReader("__REALTIME_TIMESTAMP=1764556800000001\n_BOOT_ID=0123456789abcdef0123456789abcdef\nSYSLOG_IDENTIFIER=krb5kdc\nMESSAGE=from the journal\n\n")
+	if out, err := remote.CombinedOutput(); err != nil {
+		t.Fatalf("systemd-journal-remote: %v %s", err, out)
+	}
+	if out, err := exec.Command("chgrp", "systemd-journal", jfile).CombinedOutput(); err != nil {
+		t.Fatalf("chgrp: %v %s", err, out)
+	}
+	os.Chmod(jfile, 0o640)
+	if out, err := asUser("journalctl", "--file="+jfile, "--output=cat", "--quiet").CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "from the journal" {
+		t.Errorf("the service user cannot read a journal file of group systemd-journal: %v: %s", err, out)
 	}
 	if out, err := asUser("/usr/bin/krb5-exporter", "--config.file", "/etc/krb5-exporter/config.yml", "--config.check").CombinedOutput(); err != nil {
 		t.Errorf("--config.check on the shipped configuration: %v\n%s", err, out)

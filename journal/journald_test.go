@@ -1,0 +1,285 @@
+package journal
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
+)
+
+// A real systemd-journald, without systemd as PID 1: in a private mount
+// namespace with tmpfs on /run/systemd/journal and /run/log and its own
+// journald.conf bound over /etc/systemd/journald.conf, so the host's
+// journal is never touched. Its sockets and its volatile journal are
+// reached from outside the namespace through /proc/PID/root.
+type journald struct {
+	cmd          *exec.Cmd
+	root         string // /proc/PID/root of journald
+	devLog, dir  string // its syslog socket and journal directory, seen from here
+	cgroupParent string // a cgroup v2 directory services' processes go in
+}
+
+const journaldBin = "/lib/systemd/systemd-journald"
+
+const journaldScript = `set -e
+mount --make-rprivate /
+mkdir -p /run/systemd/journal /run/log
+mount -t tmpfs -o mode=0755,size=64m krb5-exporter-test /run/systemd/journal
+mount -t tmpfs -o mode=0755,size=64m krb5-exporter-test /run/log
+mount --bind "$1" /etc/systemd/journald.conf
+exec ` + journaldBin + `
+`
+
+// startJournald runs journald with conf ([Journal] settings) until the
+// test ends; it skips where namespaces or a writable cgroup v2 hierarchy
+// (journald tells services apart by their cgroup) are missing.
+func startJournald(t *testing.T, conf string) *journald {
+	t.Helper()
+	if _, err := os.Stat(journaldBin); err != nil {
+		if testutil.InCI() {
+			t.Fatalf("%s missing in CI: %v", journaldBin, err)
+		}
+		t.Skipf("%s not installed: %v", journaldBin, err)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("a private journald needs root (mount namespace, cgroups)")
+	}
+	cg := cgroup2Mount()
+	if cg == "" {
+		t.Skip("no cgroup v2 hierarchy: journald would see no unit")
+	}
+	dir := t.TempDir()
+	confPath := filepath.Join(dir, "journald.conf")
+	if err := os.WriteFile(confPath, []byte("[Journal]\nStorage=volatile\nReadKMsg=no\nForwardToSyslog=no\nForwardToWall=no\nForwardToConsole=no\nForwardToKMsg=no\n"+conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("unshare", "-m", "--", "/bin/sh", "-c", journaldScript, "sh", confPath)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	out := &strings.Builder{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Skipf("unshare: %v", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	j := &journald{cmd: cmd, root: fmt.Sprintf("/proc/%d/root", cmd.Process.Pid), cgroupParent: cg}
+	j.devLog = j.root + "/run/systemd/journal/dev-log"
+	j.dir = j.root + "/run/log/journal"
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-exited
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		select {
+		case err := <-exited:
+			t.Skipf("journald in a private mount namespace did not start (%v): %s", err, out)
+		default:
+		}
+		if fi, err := os.Stat(j.devLog); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			if m, _ := filepath.Glob(j.dir + "/*/system.journal"); len(m) > 0 {
+				return j
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("journald made no %s and journal: %s", j.devLog, out)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// cgroup2Mount is where the unified cgroup hierarchy is mounted (journald
+// reads a sender's unit from it), "" if nowhere writable.
+func cgroup2Mount() string {
+	f, err := os.Open("/proc/self/mounts")
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) >= 4 && fs[2] == "cgroup2" && strings.HasPrefix(fs[3], "rw") {
+			return fs[1]
+		}
+	}
+	return ""
+}
+
+// service is a process logging to journald's syslog socket from the
+// cgroup of a unit: logger(1) reading lines from a pipe, run under the
+// name comm (so its /proc comm is that, as krb5kdc's is).
+type service struct {
+	t     *testing.T
+	cmd   *exec.Cmd
+	in    *bufio.Writer
+	pipe  interface{ Close() error }
+	unit  string
+	lines int
+}
+
+func (j *journald) service(t *testing.T, unit, comm, ident string) *service {
+	t.Helper()
+	logger, err := exec.LookPath("logger")
+	if err != nil {
+		t.Fatalf("logger: %v", err)
+	}
+	cg := filepath.Join(j.cgroupParent, unit)
+	if err := os.Mkdir(cg, 0o755); err != nil {
+		t.Skipf("cannot make a cgroup for %s: %v", unit, err)
+	}
+	t.Cleanup(func() { os.Remove(cg) })
+	bin := filepath.Join(t.TempDir(), comm)
+	if err := os.Symlink(logger, bin); err != nil {
+		t.Fatal(err)
+	}
+	// The shell joins the cgroup, then becomes logger: every message
+	// comes from a process of the unit.
+	cmd := exec.Command("/bin/sh", "-c", `echo $$ > "$1/cgroup.procs" && exec "$2" -u "$3" -t "$4"`, "sh", cg, bin, j.devLog, ident)
+	cmd.Stderr = os.Stderr
+	w, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := &service{t: t, cmd: cmd, in: bufio.NewWriter(w), pipe: w, unit: unit}
+	t.Cleanup(func() { w.Close(); cmd.Process.Kill(); cmd.Wait() })
+	return s
+}
+
+func (s *service) log(format string, args ...any) {
+	fmt.Fprintf(s.in, format+"\n", args...)
+	s.lines++
+}
+
+func (s *service) flush() {
+	if err := s.in.Flush(); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+func (s *service) stop() {
+	s.flush()
+	s.pipe.Close()
+	if err := s.cmd.Wait(); err != nil {
+		s.t.Fatalf("logger: %v", err)
+	}
+}
+
+// entries reads the journal's entries matching the given journalctl
+// matches, as maps of their fields.
+func (j *journald) entries(t *testing.T, matches ...string) []map[string]any {
+	t.Helper()
+	out, err := exec.Command("journalctl", append([]string{"--directory=" + j.dir, "--output=json", "--merge", "--no-pager"}, matches...)...).Output()
+	if err != nil {
+		t.Fatalf("journalctl: %v", err)
+	}
+	var es []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if l == "" {
+			continue
+		}
+		var e map[string]any
+		if err := json.Unmarshal([]byte(l), &e); err != nil {
+			t.Fatalf("%v: %s", err, l)
+		}
+		es = append(es, e)
+	}
+	return es
+}
+
+// A real journald rate-limits a burst of the KDC's unit and of another
+// service, then writes its own "Suppressed N messages" entries: the
+// follower counts the KDC's N (matched by unit, or by the identifier that
+// is the KDC's process name) and not the other's, and no suppression
+// entry is handed on as a KDC line. The lines journald stored plus those
+// it says it dropped are the lines sent.
+func TestJournaldSuppressionCounted(t *testing.T) {
+	needJournal(t)
+	j := startJournald(t, "RateLimitIntervalSec=1s\nRateLimitBurst=5\n")
+	unit := fmt.Sprintf("krb5-kdc-test-%d.service", os.Getpid())
+	other := fmt.Sprintf("other-test-%d.service", os.Getpid())
+	byIdent, byUnit := &collect{}, &collect{}
+	ri := start(t, Options{Identifiers: []string{"krb5kdc"}, Directory: j.dir, FromBeginning: true}, nil, byIdent)
+	ru := start(t, Options{Units: []string{unit}, Directory: j.dir, FromBeginning: true}, nil, byUnit)
+
+	kdc := j.service(t, unit, "krb5kdc", "krb5kdc")
+	noisy := j.service(t, other, "sshd", "sshd")
+	for i := range 100 {
+		kdc.log("AS_REQ line %d", i)
+		noisy.log("Accepted publickey %d", i)
+	}
+	dropped := func(u string) (n uint64) {
+		for _, e := range j.entries(t, "MESSAGE_ID="+DroppedMessageID, "OBJECT_SYSTEMD_UNIT="+u) {
+			v, _ := strconv.ParseUint(fmt.Sprint(e["N_DROPPED"]), 10, 64)
+			n += v
+		}
+		return n
+	}
+	stored := func(u string) uint64 {
+		return uint64(len(j.entries(t, "_SYSTEMD_UNIT="+u, "_TRANSPORT=syslog")))
+	}
+	// journald says what it dropped when the service's next message
+	// passes after the interval: a line every half second until every
+	// line sent is stored or said dropped.
+	deadline := time.Now().Add(30 * time.Second)
+	for i := 0; ; i++ {
+		settled := true
+		for _, svc := range []*service{kdc, noisy} {
+			if stored(svc.unit)+dropped(svc.unit) != uint64(svc.lines) {
+				settled = false
+				svc.log("after the burst %d", i)
+			}
+			svc.flush()
+		}
+		if settled {
+			break
+		}
+		if i == 10 && stored(unit) == 0 {
+			t.Skip("journald stored nothing under the KDC's unit: it sees no unit for a process in a cgroup of its own here")
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 30 s journald stored %d and dropped %d of the KDC's %d lines", stored(unit), dropped(unit), kdc.lines)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	kdc.stop()
+	noisy.stop()
+	ours, n, nOther := stored(unit), dropped(unit), dropped(other)
+	if n == 0 || nOther == 0 {
+		t.Fatalf("journald dropped %d of the KDC's lines and %d of the other's: the burst was not limited", n, nOther)
+	}
+	for _, r := range []*running{ri, ru} {
+		testutil.Eventually(t, 30*time.Second, "the follower to read the KDC's entries", func() bool {
+			return r.stats.Entries.Load() >= ours && r.stats.Suppressed.Load() >= n
+		})
+		if got := r.stats.Suppressed.Load(); got != n {
+			t.Errorf("suppressed lines counted %d, journald says %d (and %d of another service)", got, n, nOther)
+		}
+		if got := r.stats.Entries.Load(); got != ours {
+			t.Errorf("%d entries counted, journald stored %d of the KDC's", got, ours)
+		}
+		if r.stats.Malformed.Load() != 0 {
+			t.Errorf("%d malformed", r.stats.Malformed.Load())
+		}
+	}
+	if byIdent.n() != int(ours) || byUnit.n() != int(ours) {
+		t.Errorf("%d and %d entries handed on, want %d", byIdent.n(), byUnit.n(), ours)
+	}
+}
