@@ -55,7 +55,7 @@ func LoadConfig(path string, base Config) (Config, error) {
 	if err := config.Decode(data, path, &cfg); err != nil {
 		return base, err
 	}
-	if err := cfg.Settings.Validate(); err != nil {
+	if err := ValidateSettings(&cfg.Settings); err != nil {
 		return base, fmt.Errorf("%s: %w", path, err)
 	}
 	if r := cfg.Realm; r != nil && (r.Name == "" || r.KDC == "") {

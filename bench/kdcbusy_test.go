@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/krb5-exporter/krb5-exporter/bench/report"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
@@ -109,11 +110,11 @@ func TestKDCBusyReported(t *testing.T) {
 			}
 		}
 		var md, tf bytes.Buffer
-		WriteMarkdown(&md, rep)
+		report.WriteMarkdown(&md, rep)
 		if n := strings.Count(md.String(), "% of the 1 core(s) it may use (CPU "); n != 2 {
 			t.Errorf("report.md shows the KDC's busy share %d times, want 2 (as, tgs):\n%s", n, md.String())
 		}
-		if err := WriteTextfile(&tf, rep); err != nil {
+		if err := report.WriteTextfile(&tf, rep); err != nil {
 			t.Fatal(err)
 		}
 		for _, test := range []string{"as", "tgs"} {
@@ -189,9 +190,9 @@ func busyWarnings(rep *Report, test string) (generator, disk bool) {
 // at the KDC throughout, and the shares add up.
 // runASSplit runs the as test of s against r, logs the KDC's busy split
 // and checks that its parts add up (checkStateSplit).
-func runASSplit(t *testing.T, r *realm.Realm, s Settings) (*Report, CPUUse) {
+func runASSplit(t *testing.T, r *realm.Realm, s Settings, opts ...func(*Suite)) (*Report, CPUUse) {
 	t.Helper()
-	rep := runSuite(t, RealmSystem(r), s)
+	rep := runSuite(t, RealmSystem(r), s, opts...)
 	if rep.AS == nil {
 		t.Fatalf("as did not run: %+v", rep.Tests)
 	}
@@ -272,7 +273,7 @@ func TestKDCDiskWaitsCounted(t *testing.T) {
 		t.Logf("sampled busy %.1f %% too close to the CPU time's %.1f %% to tell them apart", busy, u.KDCCoresBusyPct)
 	}
 	var md bytes.Buffer
-	WriteMarkdown(&md, rep)
+	report.WriteMarkdown(&md, rep)
 	if !strings.Contains(md.String(), "waiting for its own disk writes ") {
 		t.Errorf("report.md does not show the disk waits:\n%s", md.String())
 	}
@@ -289,10 +290,9 @@ func TestKDCIdleWarned(t *testing.T) {
 	s := small("as")
 	s.Generator = GeneratorBlocking
 	s.Clients = 1
-	s.pace = 3 * time.Millisecond
 	s.Duration = 1500 * time.Millisecond
 	s.Targets.GeneratorWarnFactor = 0
-	rep, u := runASSplit(t, r, s)
+	rep, u := runASSplit(t, r, s, func(su *Suite) { su.pace = 3 * time.Millisecond })
 	// What the pauses make certain is that the KDC's own work, its CPU
 	// time and its disk waits, is a small share of the time. How long it
 	// waits, runnable, for a CPU depends on the machine's load (62.9 %

@@ -1,12 +1,14 @@
 package bench
 
 import (
-	"bytes"
 	"encoding/csv"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"testing"
 
+	"github.com/krb5-exporter/krb5-exporter/bench/report"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
@@ -17,7 +19,16 @@ import (
 func TestResourceSamplesCSV(t *testing.T) {
 	r := upRealm(t, realm.Options{NoKadmind: true})
 	rep := runSuite(t, RealmSystem(r), small("as"))
-	rows, err := csv.NewReader(bytes.NewReader(rawCSVs(rep)["resource-samples.csv"])).ReadAll()
+	dir := t.TempDir()
+	if err := report.WriteAll(rep, dir, ""); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(filepath.Join(dir, "raw", "resource-samples.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
 	if err != nil {
 		t.Fatal(err)
 	}

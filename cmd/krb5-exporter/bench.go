@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/krb5-exporter/krb5-exporter/bench"
+	"github.com/krb5-exporter/krb5-exporter/bench/report"
 	"github.com/krb5-exporter/krb5-exporter/collector"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
@@ -169,7 +170,7 @@ func (b *benchCmd) config() (bench.Config, error) {
 			return cfg, err
 		}
 	}
-	if err := cfg.Settings.Validate(); err != nil {
+	if err := bench.ValidateSettings(&cfg.Settings); err != nil {
 		return cfg, err
 	}
 	return cfg, nil
@@ -221,8 +222,8 @@ func (b *benchCmd) runOnce(ctx context.Context, cfg bench.Config, stdout, stderr
 		return nil, 2
 	}
 	dir := filepath.Join(cfg.OutputDir, rep.Started.UTC().Format("20060102T150405Z"))
-	bench.WriteSummary(stdout, rep)
-	if err := bench.WriteAll(rep, dir, cfg.Textfile); err != nil {
+	report.WriteSummary(stdout, rep)
+	if err := report.WriteAll(rep, dir, cfg.Textfile); err != nil {
 		fmt.Fprintf(stderr, "krb5-exporter bench: writing results: %v\n", err)
 		return rep, 2
 	}
@@ -236,7 +237,7 @@ func (b *benchCmd) runOnce(ctx context.Context, cfg bench.Config, stdout, stderr
 // daemon runs the suite every interval and serves the last results.
 func (b *benchCmd) daemon(ctx context.Context, cfg bench.Config, stdout, stderr io.Writer) int {
 	reg := prometheus.NewRegistry()
-	col := bench.NewCollector()
+	col := report.NewCollector()
 	reg.MustRegister(col)
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", collector.MetricsHandler(reg, promhttp.HandlerOpts{}))
