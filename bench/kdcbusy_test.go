@@ -205,12 +205,12 @@ func runASSplit(t *testing.T, r *realm.Realm, s Settings, opts ...func(*Suite)) 
 
 func checkStateSplit(t *testing.T, test string, u CPUUse, dur time.Duration) {
 	t.Helper()
-	// A look every StatePeriod on average; on a loaded machine (and
+	// A look every DefaultStatePeriod on average; on a loaded machine (and
 	// under -race) the Go timer fires late: 95 looks in 2 s were seen
 	// with load average 9, a fifth of the 400 due. At least one look per
 	// 20 periods says the sampler ran throughout without asking the
 	// timer to be punctual.
-	if min := int64(dur / StatePeriod / 20); u.KDCStateSamples < min {
+	if min := int64(dur / DefaultStatePeriod / 20); u.KDCStateSamples < min {
 		t.Fatalf("%s: %d state samples in %v, want ≥ %d", test, u.KDCStateSamples, dur, min)
 	}
 	want := min(100, u.KDCCoresBusyPct+u.KDCCPUWaitPct+u.KDCDiskWaitPct)
@@ -314,7 +314,7 @@ func TestKDCIdleWarned(t *testing.T) {
 // iteration against two sleeping processes (a KDC's worker count) in an
 // otherwise idle process and reports its CPU as % of one core: what it
 // takes from the generator during a test. BENCH_STATE_PERIOD=5ms tries
-// another StatePeriod.
+// another period.
 func BenchmarkStateSamplerCost(b *testing.B) {
 	var pids []int
 	for range 2 {
@@ -328,8 +328,7 @@ func BenchmarkStateSamplerCost(b *testing.B) {
 	s := newSampler(func() []int { return pids })
 	s.read()
 	if p, err := time.ParseDuration(os.Getenv("BENCH_STATE_PERIOD")); err == nil {
-		defer func(old time.Duration) { StatePeriod = old }(StatePeriod)
-		StatePeriod = p
+		s.period = p
 	}
 	for b.Loop() {
 		c0, t0, n0 := selfCPU(), time.Now(), s.states.ticks.Load()
@@ -357,16 +356,14 @@ func BenchmarkStateSamplerInLoad(b *testing.B) {
 		name   string
 		period time.Duration
 	}
-	vs := []variant{{"off", 0}, {"2ms", 2 * time.Millisecond}, {"5ms", 5 * time.Millisecond}, {"10ms", 10 * time.Millisecond}}
+	vs := []variant{{"off", -1}, {"2ms", 2 * time.Millisecond}, {"5ms", 5 * time.Millisecond}, {"10ms", 10 * time.Millisecond}}
 	gen := map[string][]float64{}
 	kdc := map[string][]float64{}
-	defer func(p time.Duration) { StatePeriod = p }(StatePeriod)
 	for b.Loop() {
 		for _, v := range vs {
-			StatePeriod = v.period
 			s := small("as")
 			s.Duration = 2 * time.Second
-			rep, err := (&Suite{Sys: RealmSystem(r), Settings: s}).Run(b.Context())
+			rep, err := (&Suite{Sys: RealmSystem(r), Settings: s, StatePeriod: v.period}).Run(b.Context())
 			if err != nil || rep.AS == nil {
 				b.Fatal(err)
 			}
@@ -379,5 +376,23 @@ func BenchmarkStateSamplerInLoad(b *testing.B) {
 		slices.Sort(kdc[v.name])
 		b.ReportMetric(gen[v.name][len(gen[v.name])/2], "gen-µs/login-"+v.name)
 		b.ReportMetric(kdc[v.name][len(kdc[v.name])/2], "kdc-µs/login-"+v.name)
+	}
+}
+
+// TestStatePeriodOff: Suite.StatePeriod below 0 turns the state sampler
+// off for the run (no looks, and report.md says so) without touching any
+// other run.
+func TestStatePeriodOff(t *testing.T) {
+	r := upRealm(t, realm.Options{NoKadmind: true, DisableLastSuccess: true})
+	s := small("as")
+	s.Duration = time.Second
+	rep := runSuite(t, RealmSystem(r), s, func(su *Suite) { su.StatePeriod = -1 })
+	if n := rep.AS.CPU.KDCStateSamples; n != 0 {
+		t.Errorf("%d state samples with the sampler off", n)
+	}
+	var md bytes.Buffer
+	report.WriteMarkdown(&md, rep)
+	if !strings.Contains(md.String(), "disk writes not sampled") {
+		t.Errorf("report.md does not say the disk waits were not sampled:\n%s", md.String())
 	}
 }

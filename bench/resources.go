@@ -145,6 +145,7 @@ type sampler struct {
 	cached []int
 
 	states kdcStates
+	period time.Duration // of the state sampler; 0: off
 
 	mu      sync.Mutex
 	test    string
@@ -154,7 +155,7 @@ type sampler struct {
 }
 
 func newSampler(pids func() []int) *sampler {
-	return &sampler{pids: pids, start: time.Now()}
+	return &sampler{pids: pids, start: time.Now(), period: DefaultStatePeriod}
 }
 
 // read takes one sample now (and records it).
@@ -208,7 +209,7 @@ func (s *sampler) begin(test string) Sample {
 	stop, done := s.stop, s.done
 	s.mu.Unlock()
 	first := s.read()
-	if s.pids != nil && StatePeriod > 0 {
+	if s.pids != nil && s.period > 0 {
 		states := make(chan struct{})
 		go func() { <-stop; close(states) }()
 		go s.runStates(states)

@@ -81,6 +81,10 @@ type Suite struct {
 	Settings Settings
 	Observer Observer
 
+	// StatePeriod is how often, on average, the KDC's /proc states are
+	// sampled during a test: 0 means DefaultStatePeriod, below 0 off.
+	StatePeriod time.Duration
+
 	prog progress
 	// pace pauses each blocking client after each request: a generator
 	// that throttles itself (tests of the KDC-busy warning).
@@ -117,6 +121,9 @@ func (s *Suite) Run(ctx context.Context) (*Report, error) {
 				Settings: s.Sys.Settings},
 			Warnings: []string{},
 		},
+	}
+	if s.StatePeriod != 0 {
+		r.sampler.period = max(0, s.StatePeriod)
 	}
 	tests := map[string]func(context.Context) error{
 		"startup": r.startup, "as": r.as, "tgs": r.tgs, "latency": r.latency, "cpu": r.cpu, "memory": r.memory,

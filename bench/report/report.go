@@ -255,7 +255,7 @@ type CPUUse struct {
 	KDCCPUWaitPct float64 `json:"kdc_cpu_wait_pct"`
 	// KDCDiskWaitPct is the share of its cores the KDC spent waiting for
 	// its disk (the database writes after each AS with last_success or
-	// lockout on), sampled every StatePeriod from each serving process's
+	// lockout on), sampled every few milliseconds (bench.DefaultStatePeriod) from each serving process's
 	// /proc state (KDCStateSamples looks; 0 when not sampled). CPU time
 	// misses it.
 	KDCStateSamples int64   `json:"kdc_state_samples"`
