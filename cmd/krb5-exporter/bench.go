@@ -54,13 +54,8 @@ func addBenchCommand(app *kingpin.Application) *benchCmd {
 	c.Flag("allow-writes", "Against an existing realm: allow the tests that write (kadmin) or restart the KDC (startup).").BoolVar(&b.allowWrite)
 	c.Flag("kdc-cpu", "Pin the ephemeral realm's KDC to this CPU (taskset); -1 leaves it.").Default("-1").IntVar(&b.kdcCPU)
 	c.Flag("generator-cpu", "Pin this process (the load generator) to this CPU; -1 leaves it.").Default("-1").IntVar(&b.genCPU)
-	o := &b.realmOpts
-	c.Flag("realm.users", "Ephemeral realm: load-test users.").Default("0").IntVar(&o.Users)
-	c.Flag("realm.services", "Ephemeral realm: services HTTP/webNNNN.").Default("0").IntVar(&o.Services)
-	c.Flag("realm.fillers", "Ephemeral realm: filler principals (-1 for none).").Default("0").IntVar(&o.Fillers)
-	c.Flag("realm.workers", "Ephemeral realm: krb5kdc -w N worker processes (0: one process).").Default("0").IntVar(&o.Workers)
-	c.Flag("realm.disable-last-success", "Ephemeral realm: no database write per login.").BoolVar(&o.DisableLastSuccess)
-	c.Flag("realm.no-spake", "Ephemeral realm: do not offer SPAKE.").BoolVar(&o.NoSPAKE)
+	// The ephemeral realm: the options of `realm up`, under realm.
+	realm.RegisterFlags(c, "realm.", &b.realmOpts)
 	c.Flag("realm.keep", "Ephemeral realm: leave it running afterwards (prints its directory).").BoolVar(&b.keepRealm)
 
 	set := func(name, help string) *kingpin.FlagClause {
