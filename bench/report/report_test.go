@@ -2,7 +2,6 @@ package report
 
 import (
 	"bytes"
-	"encoding/csv"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -36,8 +35,7 @@ func stored(t *testing.T) (*Report, []byte) {
 }
 
 // WriteAll writes report.json byte for byte as the run did, report.md with
-// a row per metric and a section per test, the samples CSV with a row per
-// sample, and report.html with the charts the report has data for.
+// a row per metric and a section per test, and report.html with the charts the report has data for.
 func TestWriteAllFromStoredReport(t *testing.T) {
 	rep, data := stored(t)
 	dir := t.TempDir()
@@ -62,18 +60,6 @@ func TestWriteAllFromStoredReport(t *testing.T) {
 		if !strings.Contains(string(md), "\n"+s+"\n") {
 			t.Errorf("report.md has no section %q", s)
 		}
-	}
-	f, err := os.Open(filepath.Join(dir, "raw", "resource-samples.csv"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	rows, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(rows)-1 != len(rep.Samples) || len(rep.Samples) == 0 {
-		t.Errorf("resource-samples.csv: %d rows for %d samples", len(rows)-1, len(rep.Samples))
 	}
 	html, _ := os.ReadFile(filepath.Join(dir, "report.html"))
 	// latency-distribution needs the requests, which report.json does not

@@ -1,4 +1,4 @@
-package bench
+package report
 
 import (
 	"encoding/csv"
@@ -7,9 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"testing"
-
-	"github.com/krb5-exporter/krb5-exporter/bench/report"
-	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
 // raw/resource-samples.csv has a row per sample of the run with the
@@ -17,10 +14,9 @@ import (
 // to its CPU time (what report.json's samples and the textfile have),
 // and the disk-wait share since the previous row.
 func TestResourceSamplesCSV(t *testing.T) {
-	r := upRealm(t, realm.Options{NoKadmind: true})
-	rep := runSuite(t, RealmSystem(r), small("as"))
+	rep, _ := stored(t)
 	dir := t.TempDir()
-	if err := report.WriteAll(rep, dir, ""); err != nil {
+	if err := WriteAll(rep, dir, ""); err != nil {
 		t.Fatal(err)
 	}
 	f, err := os.Open(filepath.Join(dir, "raw", "resource-samples.csv"))
