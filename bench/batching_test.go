@@ -101,8 +101,8 @@ func TestBatchedWakeups(t *testing.T) {
 		// The KDC's queue stays full while the generator sleeps: every
 		// slot freed by the last batch of replies has its next request
 		// out before the next wait.
-		if l.lowest != 64 {
-			t.Errorf("%s: a batch wait began with %d requests in flight, want all 64", tc.kind, l.lowest)
+		if l.Lowest != 64 {
+			t.Errorf("%s: a batch wait began with %d requests in flight, want all 64", tc.kind, l.Lowest)
 		}
 	}
 }

@@ -1,15 +1,10 @@
 package bench
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"os"
-	"regexp"
-	"strings"
 
-	"gopkg.in/yaml.v3"
+	"github.com/krb5-exporter/krb5-exporter/config"
 )
 
 // Config is the bench configuration file: the settings (as in Settings,
@@ -49,39 +44,18 @@ type ExistingRealm struct {
 	AllowWrites   bool     `yaml:"allow_writes"`
 }
 
-var yamlLine = regexp.MustCompile(`line (\d+): (.*)$`)
-var unknownField = regexp.MustCompile(`^field (\S+) not found in type \S+$`)
-
-// LoadConfig strictly decodes a configuration file onto base; errors name
-// the file and line ("bench.yml:3: unknown key \"clinets\"").
+// LoadConfig strictly decodes a configuration file onto base (config.Decode:
+// errors name the file and line, "bench.yml:3: unknown key \"clinets\"").
 func LoadConfig(path string, base Config) (Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return base, err
 	}
 	cfg := base
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
-		var te *yaml.TypeError
-		msgs := []string{strings.TrimPrefix(err.Error(), "yaml: ")}
-		if errors.As(err, &te) {
-			msgs = te.Errors
-		}
-		for i, m := range msgs {
-			if g := yamlLine.FindStringSubmatch(m); g != nil {
-				msg := g[2]
-				if u := unknownField.FindStringSubmatch(msg); u != nil {
-					msg = fmt.Sprintf("unknown key %q", u[1])
-				}
-				msgs[i] = fmt.Sprintf("%s:%s: %s", path, g[1], msg)
-			} else {
-				msgs[i] = path + ": " + m
-			}
-		}
-		return base, errors.New(strings.Join(msgs, "; "))
+	if err := config.Decode(data, path, &cfg); err != nil {
+		return base, err
 	}
-	if err := cfg.Settings.Validate(); err != nil {
+	if err := ValidateSettings(&cfg.Settings); err != nil {
 		return base, fmt.Errorf("%s: %w", path, err)
 	}
 	if r := cfg.Realm; r != nil && (r.Name == "" || r.KDC == "") {

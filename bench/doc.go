@@ -2,8 +2,9 @@
 // (000_kdc-performance-metrics.md) in Go: startup, as, tgs, latency,
 // concurrency, tcp, kadmin, dump, cpu, memory and degradation, each with a
 // target and a PASS/FAIL verdict, against a System (an ephemeral harness
-// realm or an existing one), written out as report.md, report.json, raw
-// CSVs and a node_exporter textfile.
+// realm or an existing one), producing a Report that package report
+// (bench/report, which imports nothing of bench) writes out as report.md,
+// report.json, raw CSVs, report.html and a node_exporter textfile.
 //
 // The load comes from the project's own Kerberos client engine (package
 // internal/krb5), logging in as kinit does (SPAKE when the KDC offers

@@ -14,6 +14,7 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
+	"github.com/krb5-exporter/krb5-exporter/bench/report"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
@@ -35,7 +36,7 @@ func TestReportHTMLInBrowser(t *testing.T) {
 	s := small("latency", "concurrency", "degradation")
 	rep := runSuite(t, RealmSystem(r), s)
 	dir := t.TempDir()
-	if err := WriteAll(rep, dir, ""); err != nil {
+	if err := report.WriteAll(rep, dir, ""); err != nil {
 		t.Fatal(err)
 	}
 	page := filepath.Join(dir, "report.html")

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/krb5-exporter/krb5-exporter/bench/report"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
@@ -109,11 +110,11 @@ func TestKDCBusyReported(t *testing.T) {
 			}
 		}
 		var md, tf bytes.Buffer
-		WriteMarkdown(&md, rep)
+		report.WriteMarkdown(&md, rep)
 		if n := strings.Count(md.String(), "% of the 1 core(s) it may use (CPU "); n != 2 {
 			t.Errorf("report.md shows the KDC's busy share %d times, want 2 (as, tgs):\n%s", n, md.String())
 		}
-		if err := WriteTextfile(&tf, rep); err != nil {
+		if err := report.WriteTextfile(&tf, rep); err != nil {
 			t.Fatal(err)
 		}
 		for _, test := range []string{"as", "tgs"} {
@@ -189,9 +190,9 @@ func busyWarnings(rep *Report, test string) (generator, disk bool) {
 // at the KDC throughout, and the shares add up.
 // runASSplit runs the as test of s against r, logs the KDC's busy split
 // and checks that its parts add up (checkStateSplit).
-func runASSplit(t *testing.T, r *realm.Realm, s Settings) (*Report, CPUUse) {
+func runASSplit(t *testing.T, r *realm.Realm, s Settings, opts ...func(*Suite)) (*Report, CPUUse) {
 	t.Helper()
-	rep := runSuite(t, RealmSystem(r), s)
+	rep := runSuite(t, RealmSystem(r), s, opts...)
 	if rep.AS == nil {
 		t.Fatalf("as did not run: %+v", rep.Tests)
 	}
@@ -204,12 +205,12 @@ func runASSplit(t *testing.T, r *realm.Realm, s Settings) (*Report, CPUUse) {
 
 func checkStateSplit(t *testing.T, test string, u CPUUse, dur time.Duration) {
 	t.Helper()
-	// A look every StatePeriod on average; on a loaded machine (and
+	// A look every DefaultStatePeriod on average; on a loaded machine (and
 	// under -race) the Go timer fires late: 95 looks in 2 s were seen
 	// with load average 9, a fifth of the 400 due. At least one look per
 	// 20 periods says the sampler ran throughout without asking the
 	// timer to be punctual.
-	if min := int64(dur / StatePeriod / 20); u.KDCStateSamples < min {
+	if min := int64(dur / DefaultStatePeriod / 20); u.KDCStateSamples < min {
 		t.Fatalf("%s: %d state samples in %v, want ≥ %d", test, u.KDCStateSamples, dur, min)
 	}
 	want := min(100, u.KDCCoresBusyPct+u.KDCCPUWaitPct+u.KDCDiskWaitPct)
@@ -272,7 +273,7 @@ func TestKDCDiskWaitsCounted(t *testing.T) {
 		t.Logf("sampled busy %.1f %% too close to the CPU time's %.1f %% to tell them apart", busy, u.KDCCoresBusyPct)
 	}
 	var md bytes.Buffer
-	WriteMarkdown(&md, rep)
+	report.WriteMarkdown(&md, rep)
 	if !strings.Contains(md.String(), "waiting for its own disk writes ") {
 		t.Errorf("report.md does not show the disk waits:\n%s", md.String())
 	}
@@ -289,10 +290,9 @@ func TestKDCIdleWarned(t *testing.T) {
 	s := small("as")
 	s.Generator = GeneratorBlocking
 	s.Clients = 1
-	s.pace = 3 * time.Millisecond
 	s.Duration = 1500 * time.Millisecond
 	s.Targets.GeneratorWarnFactor = 0
-	rep, u := runASSplit(t, r, s)
+	rep, u := runASSplit(t, r, s, func(su *Suite) { su.pace = 3 * time.Millisecond })
 	// What the pauses make certain is that the KDC's own work, its CPU
 	// time and its disk waits, is a small share of the time. How long it
 	// waits, runnable, for a CPU depends on the machine's load (62.9 %
@@ -314,7 +314,7 @@ func TestKDCIdleWarned(t *testing.T) {
 // iteration against two sleeping processes (a KDC's worker count) in an
 // otherwise idle process and reports its CPU as % of one core: what it
 // takes from the generator during a test. BENCH_STATE_PERIOD=5ms tries
-// another StatePeriod.
+// another period.
 func BenchmarkStateSamplerCost(b *testing.B) {
 	var pids []int
 	for range 2 {
@@ -328,8 +328,7 @@ func BenchmarkStateSamplerCost(b *testing.B) {
 	s := newSampler(func() []int { return pids })
 	s.read()
 	if p, err := time.ParseDuration(os.Getenv("BENCH_STATE_PERIOD")); err == nil {
-		defer func(old time.Duration) { StatePeriod = old }(StatePeriod)
-		StatePeriod = p
+		s.period = p
 	}
 	for b.Loop() {
 		c0, t0, n0 := selfCPU(), time.Now(), s.states.ticks.Load()
@@ -357,16 +356,14 @@ func BenchmarkStateSamplerInLoad(b *testing.B) {
 		name   string
 		period time.Duration
 	}
-	vs := []variant{{"off", 0}, {"2ms", 2 * time.Millisecond}, {"5ms", 5 * time.Millisecond}, {"10ms", 10 * time.Millisecond}}
+	vs := []variant{{"off", -1}, {"2ms", 2 * time.Millisecond}, {"5ms", 5 * time.Millisecond}, {"10ms", 10 * time.Millisecond}}
 	gen := map[string][]float64{}
 	kdc := map[string][]float64{}
-	defer func(p time.Duration) { StatePeriod = p }(StatePeriod)
 	for b.Loop() {
 		for _, v := range vs {
-			StatePeriod = v.period
 			s := small("as")
 			s.Duration = 2 * time.Second
-			rep, err := (&Suite{Sys: RealmSystem(r), Settings: s}).Run(b.Context())
+			rep, err := (&Suite{Sys: RealmSystem(r), Settings: s, StatePeriod: v.period}).Run(b.Context())
 			if err != nil || rep.AS == nil {
 				b.Fatal(err)
 			}
@@ -379,5 +376,23 @@ func BenchmarkStateSamplerInLoad(b *testing.B) {
 		slices.Sort(kdc[v.name])
 		b.ReportMetric(gen[v.name][len(gen[v.name])/2], "gen-µs/login-"+v.name)
 		b.ReportMetric(kdc[v.name][len(kdc[v.name])/2], "kdc-µs/login-"+v.name)
+	}
+}
+
+// TestStatePeriodOff: Suite.StatePeriod below 0 turns the state sampler
+// off for the run (no looks, and report.md says so) without touching any
+// other run.
+func TestStatePeriodOff(t *testing.T) {
+	r := upRealm(t, realm.Options{NoKadmind: true, DisableLastSuccess: true})
+	s := small("as")
+	s.Duration = time.Second
+	rep := runSuite(t, RealmSystem(r), s, func(su *Suite) { su.StatePeriod = -1 })
+	if n := rep.AS.CPU.KDCStateSamples; n != 0 {
+		t.Errorf("%d state samples with the sampler off", n)
+	}
+	var md bytes.Buffer
+	report.WriteMarkdown(&md, rep)
+	if !strings.Contains(md.String(), "disk writes not sampled") {
+		t.Errorf("report.md does not say the disk waits were not sampled:\n%s", md.String())
 	}
 }

@@ -10,14 +10,14 @@ import (
 	"time"
 )
 
-// StatePeriod is how often, on average, the state sampler looks at the
-// serving KDC processes during a test; 0 turns it off. Each look is one
+// DefaultStatePeriod is how often, on average, the state sampler looks at
+// the serving KDC processes during a test (Suite.StatePeriod). Each look is one
 // pread of /proc/PID/stat per serving process (the files stay open, ~5 µs
 // each) on a Go timer; the wakeups cost more than the reads. In the as
 // load (BenchmarkStateSamplerInLoad, 4 turns, load average 8) the
 // generator spent 121 µs CPU per login without the sampler, 128 µs with it
 // at 5 ms, 178 µs at 2 ms, 115 µs at 10 ms (the KDC 631–670 µs).
-var StatePeriod = 5 * time.Millisecond
+const DefaultStatePeriod = 5 * time.Millisecond
 
 // stateMaxRun bounds one test's state sampling (a test left running).
 const stateMaxRun = 30 * time.Minute
@@ -114,7 +114,7 @@ func (f *stateFiles) tick(st *kdcStates) {
 	st.ticks.Add(1)
 }
 
-// runStates samples the KDC's states every StatePeriod (on average) until
+// runStates samples the KDC's states every s.period (on average) until
 // stop closes (or stateMaxRun passes), picking up the sampler's pid list
 // as it changes. The intervals are random (uniform within ±50 %) so they
 // do not fall in step with the generator's own timers.
@@ -130,7 +130,7 @@ func (f *stateFiles) tick(st *kdcStates) {
 func (s *sampler) runStates(stop <-chan struct{}) {
 	var f stateFiles
 	defer f.close()
-	next := func() time.Duration { return StatePeriod/2 + rand.N(StatePeriod) }
+	next := func() time.Duration { return s.period/2 + rand.N(s.period) }
 	t := time.NewTimer(next())
 	defer t.Stop()
 	deadline := time.Now().Add(stateMaxRun)

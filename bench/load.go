@@ -9,52 +9,15 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/krb5-exporter/krb5-exporter/bench/report"
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
 )
 
 // Request kinds in records and raw CSVs.
 const (
-	kindAS  = "as"
-	kindTGS = "tgs"
+	kindAS  = report.KindAS
+	kindTGS = report.KindTGS
 )
-
-// record is one request: when it was due (open loop) or sent (closed
-// loop), relative to the start of its load, and how long it took.
-type record struct {
-	Start   time.Duration
-	Latency time.Duration
-	Kind    string
-	Class   string // krb5.ClassSuccess or the error class
-}
-
-// Load is the result of one load (as, tgs, tcp, a concurrency level,
-// latency, a degradation round).
-type Load struct {
-	Transport string        `json:"transport"`
-	Clients   int           `json:"clients"`
-	Wall      time.Duration `json:"wall_ns"`
-	Requests  int           `json:"requests"`
-	Errors    int           `json:"errors"`
-	// Rate is successful requests (logins or tickets) per second.
-	Rate float64 `json:"rate_per_s"`
-	// FailedPct is failed requests as % of all.
-	FailedPct float64 `json:"failed_pct"`
-	Latency   Latency `json:"latency"`
-	// ErrorClasses counts failures by class; ErrorTexts keeps the first
-	// text of each class.
-	ErrorClasses map[string]int    `json:"error_classes,omitempty"`
-	ErrorTexts   map[string]string `json:"error_texts,omitempty"`
-	CPU          CPUUse            `json:"cpu"`
-	// GeneratorWaits is how often the batched generator blocked (sleeps
-	// and polls): each wake-up costs CPU, so it wakes once per many
-	// requests.
-	GeneratorWaits int `json:"generator_waits,omitempty"`
-
-	sockets int // sockets the generator opened (the batched tcp load)
-	lowest  int // fewest requests in flight at a batch wait of any goroutine (recordLog.lowest)
-	recs    []record
-	kind    string // of the requests summarised
-}
 
 // progress is what the live line shows; the load loops update it.
 type progress struct {
@@ -226,10 +189,10 @@ func (r *run) closedLoop(ctx context.Context, kind string, t krb5.Transport, cli
 					return
 				}
 				recs[w] = append(recs[w], r.note(record{Start: sent.Sub(start), Latency: d, Kind: kind, Class: krb5.Classify(err)}, err))
-				if r.set.pace > 0 {
+				if r.pace > 0 {
 					select {
 					case <-ctx.Done():
-					case <-time.After(r.set.pace):
+					case <-time.After(r.pace):
 					}
 				}
 			}
@@ -279,7 +242,7 @@ func (r *run) note(rec record, err error) record {
 }
 
 func summarizeLoad(recs []record, kind string, clients int, wall time.Duration, t krb5.Transport) *Load {
-	l := &Load{Transport: t.String(), Clients: clients, Wall: wall, recs: recs, kind: kind}
+	l := &Load{Transport: t.String(), Clients: clients, Wall: wall, Records: recs, Kind: kind}
 	var ds []time.Duration
 	for _, rc := range recs {
 		if rc.Kind != kind {

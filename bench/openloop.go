@@ -8,26 +8,6 @@ import (
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
 )
 
-// OpenLoop is the latency load: sessions (a login then TGSPerLogin
-// tickets) started by the clock, whatever the KDC's answers do.
-type OpenLoop struct {
-	LoginRate   float64 `json:"login_rate"`
-	TGSPerLogin int     `json:"tgs_per_login"`
-	Sessions    int     `json:"sessions"`
-	Logins      *Load   `json:"logins"`
-	Tickets     *Load   `json:"tickets"`
-	// ErrorPct is failed requests (logins and tickets) as % of all.
-	ErrorPct float64 `json:"error_pct"`
-	// Behind counts sessions the generator started more than 1 ms after
-	// their scheduled time; MaxBehindMS is the worst. Latencies are
-	// measured from the scheduled time, so lateness shows in them too
-	// (no coordinated omission), but a late generator means the KDC did
-	// not get the load the schedule says.
-	Behind      int     `json:"behind"`
-	MaxBehindMS float64 `json:"max_behind_ms"`
-	CPU         CPUUse  `json:"cpu"`
-}
-
 // session is an engine client with its prepared services; one goroutine
 // uses it at a time.
 type session struct {
@@ -133,8 +113,8 @@ loop:
 	}
 	res.Logins = r.finish(summarizeLoad(recs, kindAS, nc, wall, krb5.UDP))
 	res.Tickets = r.finish(summarizeLoad(recs, kindTGS, nc, wall, krb5.UDP))
-	res.Logins.recs = recs
-	res.Tickets.recs = nil
+	res.Logins.Records = recs
+	res.Tickets.Records = nil
 	total := res.Logins.Requests + res.Tickets.Requests
 	if total > 0 {
 		res.ErrorPct = 100 * float64(res.Logins.Errors+res.Tickets.Errors) / float64(total)
@@ -159,9 +139,9 @@ func (r *run) openLoopSessions(ctx context.Context, rate float64, tgsPer, n, nc 
 	}
 	res.Logins = r.finish(summarizeLoad(sr.recs, kindAS, nc, sr.wall, krb5.UDP))
 	res.Tickets = r.finish(summarizeLoad(sr.recs, kindTGS, nc, sr.wall, krb5.UDP))
-	res.Logins.recs = sr.recs
+	res.Logins.Records = sr.recs
 	res.Logins.GeneratorWaits = sr.waits
-	res.Tickets.recs = nil
+	res.Tickets.Records = nil
 	total := res.Logins.Requests + res.Tickets.Requests
 	if total > 0 {
 		res.ErrorPct = 100 * float64(res.Logins.Errors+res.Tickets.Errors) / float64(total)
@@ -178,7 +158,7 @@ func (r *run) finish(l *Load) *Load {
 		if l.ErrorTexts == nil {
 			l.ErrorTexts = map[string]string{}
 		}
-		l.ErrorTexts[c] = r.errTexts[l.kind+"/"+c]
+		l.ErrorTexts[c] = r.errTexts[l.Kind+"/"+c]
 	}
 	return l
 }

@@ -82,7 +82,7 @@ func TestOpenLoopKeepsScheduleThroughStall(t *testing.T) {
 			// Sessions due in the first stall−100 ms of the stall cannot
 			// have been answered within 100 ms of their schedule.
 			slow := 0
-			for _, rc := range ol.Logins.recs {
+			for _, rc := range ol.Logins.Records {
 				if rc.Kind == kindAS && rc.Latency >= 100*time.Millisecond {
 					slow++
 				}

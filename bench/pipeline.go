@@ -155,8 +155,8 @@ func (r *run) batched(ctx context.Context, kind string, inflight int, dur time.D
 	l.CPU = cpuUse(a, b, l.Requests)
 	for i := range recs {
 		l.GeneratorWaits += recs[i].waits
-		if w := recs[i].lowest; w > 0 && (l.lowest == 0 || w < l.lowest) {
-			l.lowest = w
+		if w := recs[i].lowest; w > 0 && (l.Lowest == 0 || w < l.Lowest) {
+			l.Lowest = w
 		}
 	}
 	for err := range errc {

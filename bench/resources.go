@@ -12,27 +12,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Sample is one reading of the KDC's processes and of the generator.
-type Sample struct {
-	At     time.Duration `json:"at_ns"` // since the sampler started
-	Test   string        `json:"test"`
-	KDCCPU time.Duration `json:"kdc_cpu_ns"` // cumulative, all krb5kdc processes
-	// KDCRunDelay is the time they waited, runnable, for a CPU (cumulative).
-	KDCRunDelay  time.Duration `json:"kdc_cpu_wait_ns"`
-	KDCRSS       int64         `json:"kdc_rss_bytes"`
-	KDCProcesses int           `json:"kdc_processes"`
-	// KDCCores is how many cores the KDC can keep busy: its processes
-	// (each single-threaded), at most the CPUs they may run on.
-	KDCCores int           `json:"kdc_cores"`
-	GenCPU   time.Duration `json:"generator_cpu_ns"` // cumulative, this process
-	// The state sampler's counts so far (cumulative, see kdcStates): looks
-	// at the serving KDC processes, the cores counted, those waiting for
-	// the disk (D). Zero when no test was running.
-	KDCStateTicks int64 `json:"kdc_state_ticks"`
-	KDCStateCores int64 `json:"kdc_state_core_ticks"`
-	KDCStateDisk  int64 `json:"kdc_state_disk_wait"`
-}
-
 // cpuOf returns a process's CPU time. /proc/PID/schedstat has it in
 // nanoseconds (one line per thread would be needed for threaded programs;
 // krb5kdc is single-threaded); /proc/PID/stat in clock ticks is the
@@ -166,6 +145,7 @@ type sampler struct {
 	cached []int
 
 	states kdcStates
+	period time.Duration // of the state sampler; 0: off
 
 	mu      sync.Mutex
 	test    string
@@ -175,7 +155,7 @@ type sampler struct {
 }
 
 func newSampler(pids func() []int) *sampler {
-	return &sampler{pids: pids, start: time.Now()}
+	return &sampler{pids: pids, start: time.Now(), period: DefaultStatePeriod}
 }
 
 // read takes one sample now (and records it).
@@ -229,7 +209,7 @@ func (s *sampler) begin(test string) Sample {
 	stop, done := s.stop, s.done
 	s.mu.Unlock()
 	first := s.read()
-	if s.pids != nil && StatePeriod > 0 {
+	if s.pids != nil && s.period > 0 {
 		states := make(chan struct{})
 		go func() { <-stop; close(states) }()
 		go s.runStates(states)
@@ -269,37 +249,6 @@ func (s *sampler) all() []Sample {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]Sample(nil), s.samples...)
-}
-
-// CPUUse compares the KDC's and the generator's CPU over one load.
-type CPUUse struct {
-	KDCPerRequestUS       float64 `json:"kdc_cpu_per_request_us"`
-	GeneratorPerRequestUS float64 `json:"generator_cpu_per_request_us"`
-	// Ratio is generator CPU / KDC CPU per request; above the warn factor
-	// the generator may have been the limit.
-	Ratio      float64 `json:"generator_to_kdc_ratio"`
-	KDCBusyPct float64 `json:"kdc_busy_pct"` // % of one core per KDC process, averaged
-	GenBusyPct float64 `json:"generator_busy_pct"`
-	// KDCCores is how many cores the KDC could keep busy (Sample.KDCCores)
-	// and KDCCoresBusyPct the % of them it did: near 100 the KDC was the
-	// limit; well below, the generator or the network was.
-	KDCCores        int     `json:"kdc_cores"`
-	KDCCoresBusyPct float64 `json:"kdc_cores_busy_pct"`
-	// KDCCPUWaitPct is the time the KDC was runnable but waited for a CPU
-	// other processes had (schedstat run_delay), % of its cores.
-	KDCCPUWaitPct float64 `json:"kdc_cpu_wait_pct"`
-	// KDCDiskWaitPct is the share of its cores the KDC spent waiting for
-	// its disk (the database writes after each AS with last_success or
-	// lockout on), sampled every StatePeriod from each serving process's
-	// /proc state (KDCStateSamples looks; 0 when not sampled). CPU time
-	// misses it.
-	KDCStateSamples int64   `json:"kdc_state_samples"`
-	KDCDiskWaitPct  float64 `json:"kdc_disk_wait_pct"`
-	// KDCBusyTotalPct is how busy the KDC was on the cores it may use: its
-	// CPU time, its waits for a CPU and for its disk (at most 100);
-	// KDCIdlePct the rest, waiting for requests.
-	KDCBusyTotalPct float64 `json:"kdc_busy_total_pct"`
-	KDCIdlePct      float64 `json:"kdc_idle_pct"`
 }
 
 func cpuUse(a, b Sample, requests int) CPUUse {

@@ -13,67 +13,6 @@ import (
 // measured during latency's load and need it.
 var TestNames = []string{"startup", "as", "tgs", "latency", "cpu", "memory", "concurrency", "tcp", "kadmin", "dump", "degradation"}
 
-// Settings are the knobs of the suite; the zero value of a field means the
-// seed's default (see Defaults). Every field is a flag of `krb5-exporter
-// bench` and a key of its configuration file.
-type Settings struct {
-	Tests             []string      `yaml:"tests" json:"tests"`
-	Clients           int           `yaml:"clients" json:"clients"`
-	Duration          time.Duration `yaml:"duration" json:"duration_ns"`
-	LoginRate         float64       `yaml:"login_rate" json:"login_rate"`
-	TGSPerLogin       int           `yaml:"tgs_per_login" json:"tgs_per_login"`
-	ClientLevels      []int         `yaml:"client_levels" json:"client_levels"`
-	LevelDuration     time.Duration `yaml:"level_duration" json:"level_duration_ns"`
-	StartupRounds     int           `yaml:"startup_rounds" json:"startup_rounds"`
-	KadminOperations  int           `yaml:"kadmin_operations" json:"kadmin_operations"`
-	DumpRounds        int           `yaml:"dump_rounds" json:"dump_rounds"`
-	DegradationRounds int           `yaml:"degradation_rounds" json:"degradation_rounds"`
-	DegradationLogins int           `yaml:"degradation_logins" json:"degradation_logins"`
-	// Generator of the as and tgs loads: GeneratorBatched (default) or
-	// GeneratorBlocking.
-	Generator string `yaml:"generator" json:"generator"`
-	// BatchInflight is how many requests the batched generator keeps in
-	// flight (more lets each system call carry more of them).
-	BatchInflight int `yaml:"batch_inflight" json:"batch_inflight"`
-	// pace is a pause of each blocking client after each request: a
-	// generator that throttles itself (tests of the KDC-busy warning).
-	pace time.Duration
-	// Preauth is how the generator's logins pre-authenticate: auto (SPAKE
-	// when the KDC offers it, else encrypted timestamp, as kinit), spake
-	// or encrypted_timestamp.
-	Preauth string `yaml:"preauth" json:"preauth"`
-	// Shard "i/n" makes this generator the i-th of n against one KDC: it
-	// uses every n-th user (a disjoint set) and 1/n of the latency rate;
-	// startup, kadmin and dump run in shard 1 only. Empty: "1/1".
-	Shard string `yaml:"shard" json:"shard,omitempty"`
-	// Timeout bounds one request (a login's two round trips count apart).
-	Timeout time.Duration `yaml:"request_timeout" json:"request_timeout_ns"`
-	Targets Targets       `yaml:"targets" json:"targets"`
-}
-
-// Targets are the pass marks, in the units a person reads in the report.
-type Targets struct {
-	StartupMaxMS        float64 `yaml:"startup_max_ms" json:"startup_max_ms"`
-	ASMinRate           float64 `yaml:"as_min_rate" json:"as_min_rate"`
-	TGSMinRate          float64 `yaml:"tgs_min_rate" json:"tgs_min_rate"`
-	LoginP95MaxMS       float64 `yaml:"login_p95_max_ms" json:"login_p95_max_ms"`
-	LoginP99MaxMS       float64 `yaml:"login_p99_max_ms" json:"login_p99_max_ms"`
-	TicketP95MaxMS      float64 `yaml:"ticket_p95_max_ms" json:"ticket_p95_max_ms"`
-	TicketP99MaxMS      float64 `yaml:"ticket_p99_max_ms" json:"ticket_p99_max_ms"`
-	ErrorMaxPct         float64 `yaml:"error_max_pct" json:"error_max_pct"`
-	ConcurrencyMinPct   float64 `yaml:"concurrency_min_pct" json:"concurrency_min_pct"`
-	TCPMinRate          float64 `yaml:"tcp_min_rate" json:"tcp_min_rate"`
-	KadminMinRate       float64 `yaml:"kadmin_min_rate" json:"kadmin_min_rate"`
-	DumpMaxS            float64 `yaml:"dump_max_s" json:"dump_max_s"`
-	CPUMaxPct           float64 `yaml:"cpu_max_pct" json:"cpu_max_pct"`
-	MemoryMaxMB         float64 `yaml:"memory_max_mb" json:"memory_max_mb"`
-	DegradationMaxPct   float64 `yaml:"degradation_max_pct" json:"degradation_max_pct"`
-	GeneratorWarnFactor float64 `yaml:"generator_warn_factor" json:"generator_warn_factor"`
-	// KDCBusyWarnPct: warn when the KDC was less busy than this (% of
-	// the cores it may use) during the as and tgs loads.
-	KDCBusyWarnPct float64 `yaml:"kdc_busy_warn_pct" json:"kdc_busy_warn_pct"`
-}
-
 // Defaults are the seed's settings and targets.
 func Defaults() Settings {
 	return Settings{
@@ -136,7 +75,7 @@ func ParseTests(s string) ([]string, error) {
 }
 
 // Validate reports the first setting that cannot work.
-func (s *Settings) Validate() error {
+func ValidateSettings(s *Settings) error {
 	if _, err := ParseTests(strings.Join(s.Tests, ",")); err != nil {
 		return err
 	}
@@ -185,7 +124,6 @@ func (s *Settings) Validate() error {
 }
 
 // has reports whether test t was asked for.
-func (s *Settings) has(t string) bool { return slices.Contains(s.Tests, t) }
 
 // ParseShard parses "i/n" (1 <= i <= n); empty is 1/1.
 func ParseShard(v string) (i, n int, err error) {

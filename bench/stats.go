@@ -6,18 +6,6 @@ import (
 	"time"
 )
 
-// Latency summarises request durations in milliseconds.
-type Latency struct {
-	Count  int     `json:"count"`
-	AvgMS  float64 `json:"avg_ms"`
-	P50MS  float64 `json:"p50_ms"`
-	P90MS  float64 `json:"p90_ms"`
-	P95MS  float64 `json:"p95_ms"`
-	P99MS  float64 `json:"p99_ms"`
-	P999MS float64 `json:"p99_9_ms"`
-	MaxMS  float64 `json:"max_ms"`
-}
-
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }
 
 // summarize sorts ds in place and returns its summary; percentiles are the

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/krb5-exporter/krb5-exporter/bench/report"
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
 )
 
@@ -29,6 +30,7 @@ type run struct {
 	fleet   *fleet
 	sampler *sampler
 	prog    *progress
+	pace    time.Duration // Suite.pace
 
 	errMu    sync.Mutex
 	errTexts map[string]string
@@ -79,7 +81,14 @@ type Suite struct {
 	Settings Settings
 	Observer Observer
 
+	// StatePeriod is how often, on average, the KDC's /proc states are
+	// sampled during a test: 0 means DefaultStatePeriod, below 0 off.
+	StatePeriod time.Duration
+
 	prog progress
+	// pace pauses each blocking client after each request: a generator
+	// that throttles itself (tests of the KDC-busy warning).
+	pace time.Duration
 }
 
 // Progress returns the running test, its start, and the successful and
@@ -95,7 +104,7 @@ func (s *Suite) Progress() (test string, started time.Time, ok, failed int64) {
 // is only for a run that could not start (bad settings or system); test
 // failures are in the report.
 func (s *Suite) Run(ctx context.Context) (*Report, error) {
-	if err := s.Settings.Validate(); err != nil {
+	if err := ValidateSettings(&s.Settings); err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
 	if err := s.Sys.validate(); err != nil {
@@ -103,22 +112,25 @@ func (s *Suite) Run(ctx context.Context) (*Report, error) {
 	}
 	shard, shards, _ := ParseShard(s.Settings.Shard)
 	r := &run{
-		sys: s.Sys, set: s.Settings, prog: &s.prog,
+		sys: s.Sys, set: s.Settings, prog: &s.prog, pace: s.pace,
 		fleet:   &fleet{sys: s.Sys, shard: shard, shards: shards, preauth: krb5.PreauthMode(s.Settings.Preauth)},
 		sampler: newSampler(s.Sys.KDCPids),
 		rep: &Report{
-			Schema: SchemaVersion, Started: time.Now(), Machine: machine(), Settings: s.Settings,
+			Schema: report.SchemaVersion, Started: time.Now(), Machine: machine(), Settings: s.Settings,
 			System: SystemInfo{Realm: s.Sys.Realm, KDC: s.Sys.KDC, Users: s.Sys.Users, Services: s.Sys.Services,
 				Settings: s.Sys.Settings},
 			Warnings: []string{},
 		},
+	}
+	if s.StatePeriod != 0 {
+		r.sampler.period = max(0, s.StatePeriod)
 	}
 	tests := map[string]func(context.Context) error{
 		"startup": r.startup, "as": r.as, "tgs": r.tgs, "latency": r.latency, "cpu": r.cpu, "memory": r.memory,
 		"concurrency": r.concurrency, "tcp": r.tcp, "kadmin": r.kadmin, "dump": r.dump, "degradation": r.degradation,
 	}
 	for _, name := range TestNames {
-		if !s.Settings.has(name) {
+		if !slices.Contains(s.Settings.Tests, name) {
 			continue
 		}
 		if ctx.Err() != nil {

@@ -47,11 +47,15 @@ func small(tests ...string) Settings {
 	return s
 }
 
-func runSuite(t *testing.T, sys *System, s Settings) *Report {
+func runSuite(t *testing.T, sys *System, s Settings, opts ...func(*Suite)) *Report {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	rep, err := (&Suite{Sys: sys, Settings: s}).Run(ctx)
+	su := &Suite{Sys: sys, Settings: s}
+	for _, o := range opts {
+		o(su)
+	}
+	rep, err := su.Run(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,8 +174,8 @@ func TestLoadsAgreeWithKDCLog(t *testing.T) {
 			t.Errorf("%s: the report counts %d successes and %d errors, the KDC logged %d issues (clients %d, in flight at most %d)",
 				tc.test, ok, l.Errors, got, l.Clients, inflight)
 		}
-		if len(l.recs) != l.Requests {
-			t.Errorf("%s: %d raw records for %d requests", tc.test, len(l.recs), l.Requests)
+		if len(l.Records) != l.Requests {
+			t.Errorf("%s: %d raw records for %d requests", tc.test, len(l.Records), l.Requests)
 		}
 		if l.CPU.KDCPerRequestUS <= 0 || l.CPU.GeneratorPerRequestUS <= 0 {
 			t.Errorf("%s: CPU per request not measured: %+v", tc.test, l.CPU)

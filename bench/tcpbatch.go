@@ -101,7 +101,7 @@ func (r *run) batchedTCP(ctx context.Context, inflight int, dur time.Duration, l
 	l := r.finish(summarizeLoad(out.appendTo(nil), kindAS, depth, wall, krb5.TCP))
 	l.CPU = cpuUse(a, b, l.Requests)
 	l.GeneratorWaits = out.waits
-	l.sockets = out.sockets
+	l.Sockets = out.sockets
 	if err != nil {
 		return l, err
 	}

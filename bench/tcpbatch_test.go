@@ -107,10 +107,10 @@ func TestBatchedTCP(t *testing.T) {
 		if n := tcpActiveOpens(t) - opens; n < int64(ok*tc.trips) {
 			t.Errorf("%s: %d logins of %d round trips, but only %d TCP connections opened", tc.preauth, ok, tc.trips, n)
 		}
-		if l.sockets < 1 || l.sockets > tcpMaxInflight {
-			t.Errorf("%s: the generator opened %d sockets for %d connections, want one per login in flight (at most %d)", tc.preauth, l.sockets, ok*tc.trips, tcpMaxInflight)
+		if l.Sockets < 1 || l.Sockets > tcpMaxInflight {
+			t.Errorf("%s: the generator opened %d sockets for %d connections, want one per login in flight (at most %d)", tc.preauth, l.Sockets, ok*tc.trips, tcpMaxInflight)
 		}
-		t.Logf("%s: %d logins, %d waits, %d sockets", tc.preauth, ok, l.GeneratorWaits, l.sockets)
+		t.Logf("%s: %d logins, %d waits, %d sockets", tc.preauth, ok, l.GeneratorWaits, l.Sockets)
 	}
 }
 

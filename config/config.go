@@ -118,17 +118,8 @@ func Load(path string) (*Config, error) {
 // Parse decodes and validates data; name is used in error messages.
 func Parse(data []byte, name string) (*Config, error) {
 	cfg := &Config{}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
-		return nil, yamlError(name, err)
-	}
-	// A second document (after ---) would be silently ignored.
-	var extra yaml.Node
-	if err := dec.Decode(&extra); err == nil {
-		return nil, fmt.Errorf("%s:%d: a second YAML document; the configuration is one document", name, extra.Line)
-	} else if !errors.Is(err, io.EOF) {
-		return nil, yamlError(name, err)
+	if err := Decode(data, name, cfg); err != nil {
+		return nil, err
 	}
 	if err := cfg.Validate(); err != nil {
 		var fe *FieldError
@@ -143,6 +134,26 @@ func Parse(data []byte, name string) (*Config, error) {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return cfg, nil
+}
+
+// Decode strictly decodes data, one YAML document, onto v (its values are
+// the defaults): an unknown key, a value of the wrong type or a second
+// document is an error naming name and the line, one "name:N: ..." per
+// problem. Every configuration file of the project is read with it.
+func Decode(data []byte, name string, v any) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
+		return yamlError(name, err)
+	}
+	// A second document (after ---) would be silently ignored.
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err == nil {
+		return fmt.Errorf("%s:%d: a second YAML document; the configuration is one document", name, extra.Line)
+	} else if !errors.Is(err, io.EOF) {
+		return yamlError(name, err)
+	}
+	return nil
 }
 
 var yamlLine = regexp.MustCompile(`^line (\d+): (.*)$`)

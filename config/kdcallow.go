@@ -6,7 +6,7 @@ import (
 	"net/netip"
 	"strings"
 
-	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
+	"github.com/krb5-exporter/krb5-exporter/internal/kdcaddr"
 )
 
 // kdcPattern is one entry of a module's allowed_kdcs.
@@ -40,7 +40,7 @@ func parseKDCPattern(s string) (kdcPattern, error) {
 		p.prefix = netip.PrefixFrom(a, a.BitLen())
 		return p, nil
 	}
-	if strings.Contains(host, ":") || krb5.CheckKDCAddress(host) != nil {
+	if strings.Contains(host, ":") || kdcaddr.Check(host) != nil {
 		return p, fmt.Errorf("KDC pattern %q: want a host name, an IP address or a CIDR, each optionally with :port", s)
 	}
 	p.name = strings.ToLower(strings.TrimSuffix(host, "."))
@@ -48,7 +48,7 @@ func parseKDCPattern(s string) (kdcPattern, error) {
 }
 
 // AllowsKDC reports whether /probe may use this module against addr (a KDC
-// address as CheckKDCAddress accepts it). Host names match host-name
+// address as kdcaddr.Check accepts it). Host names match host-name
 // entries by name only (no DNS lookup, so a name cannot be re-pointed
 // between check and use); IP addresses match IP and CIDR entries.
 func (m *ProbeModule) AllowsKDC(addr string) bool {

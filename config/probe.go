@@ -9,7 +9,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
+	"github.com/krb5-exporter/krb5-exporter/internal/enctype"
+	"github.com/krb5-exporter/krb5-exporter/internal/kdcaddr"
 )
 
 // ProbeModule says how to probe a KDC: realm, who logs in with what, and
@@ -155,8 +156,8 @@ func (m *ProbeModule) Validate() error {
 	if m.TicketLifetime > MaxTicketLifetime {
 		return fieldErr(fmt.Sprintf("ticket_lifetime %s is above the maximum %s", m.TicketLifetime, MaxTicketLifetime), "ticket_lifetime")
 	}
-	if n := m.MaxS2KIterations; n != 0 && (n < minS2KIterations || n > krb5.MaxS2KIterationsLimit) {
-		return fieldErr(fmt.Sprintf("max_s2k_iterations %d: want %d to %d", n, minS2KIterations, krb5.MaxS2KIterationsLimit), "max_s2k_iterations")
+	if n := m.MaxS2KIterations; n != 0 && (n < minS2KIterations || n > enctype.MaxS2KIterations) {
+		return fieldErr(fmt.Sprintf("max_s2k_iterations %d: want %d to %d", n, minS2KIterations, enctype.MaxS2KIterations), "max_s2k_iterations")
 	}
 	for i, a := range m.AllowedKDCs {
 		if _, err := parseKDCPattern(a); err != nil {
@@ -165,7 +166,7 @@ func (m *ProbeModule) Validate() error {
 	}
 	seen := map[int32]bool{}
 	for i, e := range m.Enctypes {
-		id, err := krb5.ParseEtype(e)
+		id, err := enctype.ParseClient(e)
 		if err != nil {
 			return fieldErr(err.Error(), "enctypes", fmt.Sprint(i))
 		}
@@ -276,7 +277,7 @@ func (t *ProbeTarget) Validate() error {
 	if err := checkName("name", t.Name); err != nil {
 		return fieldErr(err.Error(), "name")
 	}
-	if err := krb5.CheckKDCAddress(t.Address); err != nil {
+	if err := kdcaddr.Check(t.Address); err != nil {
 		return fieldErr(err.Error(), "address")
 	}
 	if t.Module == "" {

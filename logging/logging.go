@@ -23,8 +23,8 @@ type Config struct {
 	Format string
 }
 
-// AddFlags registers --log.level and --log.format on app (no global state).
-func AddFlags(app cli.FlagGroup) *Config {
+// RegisterFlags registers --log.level and --log.format on app (no global state).
+func RegisterFlags(app cli.FlagGroup) *Config {
 	c := &Config{}
 	app.Flag("log.level", "Only log messages with the given severity or above. One of: [debug, info, warn, error]").
 		Default("info").EnumVar(&c.Level, "debug", "info", "warn", "error")

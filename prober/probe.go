@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
 	"time"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/enctype"
+	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
 
 	"github.com/go-kit/log"
 
@@ -42,7 +44,7 @@ func NewTarget(addr string, m *config.ProbeModule, creds *krb5.Credentials, logg
 	}
 	var etypes []int32
 	for _, name := range m.Enctypes {
-		id, err := krb5.ParseEtype(name)
+		id, err := enctype.ParseClient(name)
 		if err != nil {
 			return nil, err
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/krb5-exporter/krb5-exporter/bench"
+	"github.com/krb5-exporter/krb5-exporter/bench/report"
 	"github.com/krb5-exporter/krb5-exporter/collector"
 	"github.com/krb5-exporter/krb5-exporter/internal/safefile"
 	"github.com/krb5-exporter/krb5-exporter/realm"
@@ -55,13 +56,8 @@ func addBenchCommand(app *kingpin.Application) *benchCmd {
 	c.Flag("allow-writes", "Against an existing realm: allow the tests that write (kadmin) or restart the KDC (startup).").BoolVar(&b.allowWrite)
 	c.Flag("kdc-cpu", "Pin the ephemeral realm's KDC to this CPU (taskset); -1 leaves it.").Default("-1").IntVar(&b.kdcCPU)
 	c.Flag("generator-cpu", "Pin this process (the load generator) to this CPU; -1 leaves it.").Default("-1").IntVar(&b.genCPU)
-	o := &b.realmOpts
-	c.Flag("realm.users", "Ephemeral realm: load-test users.").Default("0").IntVar(&o.Users)
-	c.Flag("realm.services", "Ephemeral realm: services HTTP/webNNNN.").Default("0").IntVar(&o.Services)
-	c.Flag("realm.fillers", "Ephemeral realm: filler principals (-1 for none).").Default("0").IntVar(&o.Fillers)
-	c.Flag("realm.workers", "Ephemeral realm: krb5kdc -w N worker processes (0: one process).").Default("0").IntVar(&o.Workers)
-	c.Flag("realm.disable-last-success", "Ephemeral realm: no database write per login.").BoolVar(&o.DisableLastSuccess)
-	c.Flag("realm.no-spake", "Ephemeral realm: do not offer SPAKE.").BoolVar(&o.NoSPAKE)
+	// The ephemeral realm: the options of `realm up`, under realm.
+	realm.RegisterFlags(c, "realm.", &b.realmOpts)
 	c.Flag("realm.keep", "Ephemeral realm: leave it running afterwards (prints its directory).").BoolVar(&b.keepRealm)
 
 	set := func(name, help string) *kingpin.FlagClause {
@@ -171,7 +167,7 @@ func (b *benchCmd) config() (bench.Config, error) {
 			return cfg, err
 		}
 	}
-	if err := cfg.Settings.Validate(); err != nil {
+	if err := bench.ValidateSettings(&cfg.Settings); err != nil {
 		return cfg, err
 	}
 	return cfg, nil
@@ -223,7 +219,7 @@ func (b *benchCmd) runOnce(ctx context.Context, cfg bench.Config, stdout, stderr
 		return nil, 2
 	}
 	dir := filepath.Join(cfg.OutputDir, rep.Started.UTC().Format("20060102T150405Z"))
-	bench.WriteSummary(stdout, rep)
+	report.WriteSummary(stdout, rep)
 	if err := writeResults(rep, dir, cfg.Textfile); err != nil {
 		fmt.Fprintf(stderr, "krb5-exporter bench: writing results: %v\n", err)
 		return rep, 2
@@ -238,20 +234,20 @@ func (b *benchCmd) runOnce(ctx context.Context, cfg bench.Config, stdout, stderr
 // writeResults writes the outputs into dir, OUTPUT_DIR/<timestamp>: a
 // predictable name, where a planted link or another user's directory must
 // not receive them.
-func writeResults(rep *bench.Report, dir, textfile string) error {
+func writeResults(rep *report.Report, dir, textfile string) error {
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return err
 	}
 	if err := safefile.MkdirOwned(dir, 0o755); err != nil {
 		return err
 	}
-	return bench.WriteAll(rep, dir, textfile)
+	return report.WriteAll(rep, dir, textfile)
 }
 
 // daemon runs the suite every interval and serves the last results.
 func (b *benchCmd) daemon(ctx context.Context, cfg bench.Config, stdout, stderr io.Writer) int {
 	reg := prometheus.NewRegistry()
-	col := bench.NewCollector()
+	col := report.NewCollector()
 	reg.MustRegister(col)
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", collector.MetricsHandler(reg, promhttp.HandlerOpts{}))

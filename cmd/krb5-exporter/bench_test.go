@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/krb5-exporter/krb5-exporter/bench"
+	"github.com/krb5-exporter/krb5-exporter/bench/report"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
@@ -68,7 +69,7 @@ func TestBenchOnceVerdictAndExitCode(t *testing.T) {
 	}
 	var rep bench.Report
 	b, _ := os.ReadFile(filepath.Join(dir, "report.json"))
-	if err := json.Unmarshal(b, &rep); err != nil || rep.Verdict != bench.Pass || rep.Schema != bench.SchemaVersion {
+	if err := json.Unmarshal(b, &rep); err != nil || rep.Verdict != bench.Pass || rep.Schema != report.SchemaVersion {
 		t.Errorf("report.json: %v verdict %q schema %d", err, rep.Verdict, rep.Schema)
 	}
 	f, err := os.Open(textfile)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
 	"io"
 	"os"
 	"os/signal"
@@ -11,6 +10,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/kdcaddr"
+	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/go-kit/log"
@@ -133,7 +135,7 @@ func (p *probeCmd) run(stdout, stderr io.Writer) int {
 	if err == nil {
 		// Checked here rather than by kingpin so that a missing address
 		// exits UNKNOWN (3), as a monitoring check must.
-		err = krb5.CheckKDCAddress(p.kdc)
+		err = kdcaddr.Check(p.kdc)
 	}
 	if err != nil {
 		fmt.Fprintf(stdout, "KRB5 UNKNOWN - %v\n", err)

@@ -51,7 +51,7 @@ type serveCmd struct {
 
 func addServeCommand(app *kingpin.Application) *serveCmd {
 	s := &serveCmd{cmd: app.Command("serve", "Run the exporter daemon (the default command).").Default()}
-	s.log = logging.AddFlags(s.cmd)
+	s.log = logging.RegisterFlags(s.cmd)
 	s.web = kingpinflag.AddFlags(s.cmd, defaultListenAddress)
 	s.cmd.Flag("config.file", "Configuration file (YAML): probe modules and targets, log files. Empty: none.").
 		Default("").StringVar(&s.configFile)

@@ -7,6 +7,7 @@
 package enctype
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 )
@@ -140,6 +141,23 @@ func IsWeak(id int32) bool {
 	}
 	return id <= -128 && id >= -141
 }
+
+// ParseClient resolves an enctype name as krb5.conf writes it (MIT's
+// aliases included), accepting only the types the engine implements.
+func ParseClient(name string) (int32, error) {
+	if t, ok := ByName(name); ok && t.Client {
+		return t.ID, nil
+	}
+	names := make([]string, 0, len(RHEL9))
+	for _, t := range Client() {
+		names = append(names, t.Name)
+	}
+	return 0, fmt.Errorf("unsupported enctype %q (want %s)", name, strings.Join(names, ", "))
+}
+
+// MaxS2KIterations is the highest cap on the PBKDF2 iteration count of the
+// AES types' string-to-key that a client may be configured with.
+const MaxS2KIterations = 1 << 24
 
 // Client returns the types the engine implements, in RHEL 9 order.
 func Client() []Type {

@@ -102,3 +102,19 @@ func TestLoggedNames(t *testing.T) {
 		t.Errorf("Name(99) = %q, Canonical = %q", enctype.Name(99), enctype.Canonical(" AES256-SHA2 "))
 	}
 }
+
+func TestParseClient(t *testing.T) {
+	for name, want := range map[string]int32{
+		"aes256-cts-hmac-sha384-192": 20, "aes128-cts-hmac-sha256-128": 19, "aes256-cts-hmac-sha1-96": 18,
+		"aes128-cts-hmac-sha1-96": 17, "aes256-sha2": 20, "AES128-SHA2": 19, "aes128-sha1": 17, "AES256-CTS": 18,
+	} {
+		if id, err := enctype.ParseClient(name); err != nil || id != want {
+			t.Errorf("ParseClient(%q) = %d, %v; want %d", name, id, err, want)
+		}
+	}
+	for _, bad := range []string{"des3-cbc-sha1", "rc4-hmac", "camellia256-cts-cmac", "", "aes512"} {
+		if _, err := enctype.ParseClient(bad); err == nil {
+			t.Errorf("ParseClient(%q) accepted", bad)
+		}
+	}
+}

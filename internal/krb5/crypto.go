@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"hash"
 	"math/rand/v2"
-	"strings"
 
 	"github.com/jcmturner/gokrb5/v8/crypto"
 	"github.com/jcmturner/gokrb5/v8/crypto/common"
@@ -68,20 +67,6 @@ func lookupEtype(id int32) *etypeInfo {
 		}
 	}
 	return nil
-}
-
-// ParseEtype resolves an enctype name as written in krb5.conf (MIT's short
-// aliases included); only the types the engine implements are accepted.
-func ParseEtype(name string) (int32, error) {
-	t, ok := enctype.ByName(name)
-	if !ok || lookupEtype(t.ID) == nil {
-		names := make([]string, 0, len(supportedEtypes))
-		for _, e := range supportedEtypes {
-			names = append(names, e.name)
-		}
-		return 0, fmt.Errorf("unsupported enctype %q (want %s)", name, strings.Join(names, ", "))
-	}
-	return t.ID, nil
 }
 
 // EtypeName returns the MIT name of an enctype number, or "etype-N".

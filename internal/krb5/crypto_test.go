@@ -3,9 +3,10 @@ package krb5
 import (
 	"bytes"
 	"crypto/rand"
-	"github.com/krb5-exporter/krb5-exporter/internal/enctype"
 	mrand "math/rand/v2"
 	"testing"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/enctype"
 
 	"github.com/jcmturner/gokrb5/v8/iana/keyusage"
 )
@@ -123,22 +124,22 @@ func TestEtypeNames(t *testing.T) {
 		}
 	}
 	for _, et := range supportedEtypes {
-		id, err := ParseEtype(et.name)
+		id, err := enctype.ParseClient(et.name)
 		if err != nil || id != et.id {
-			t.Errorf("ParseEtype(%q) = %d, %v", et.name, id, err)
+			t.Errorf("enctype.ParseClient(%q) = %d, %v", et.name, id, err)
 		}
 		if EtypeName(et.id) != et.name {
 			t.Errorf("EtypeName(%d) = %q", et.id, EtypeName(et.id))
 		}
 	}
 	for name, want := range map[string]int32{"aes256-sha2": 20, "AES128-SHA2": 19, "aes256-cts": 18, "aes128-cts": 17} {
-		if id, err := ParseEtype(name); err != nil || id != want {
-			t.Errorf("ParseEtype(%q) = %d, %v; want %d", name, id, err, want)
+		if id, err := enctype.ParseClient(name); err != nil || id != want {
+			t.Errorf("enctype.ParseClient(%q) = %d, %v; want %d", name, id, err, want)
 		}
 	}
 	for _, bad := range []string{"rc4-hmac", "des3-cbc-sha1", "", "aes512"} {
-		if _, err := ParseEtype(bad); err == nil {
-			t.Errorf("ParseEtype(%q) accepted", bad)
+		if _, err := enctype.ParseClient(bad); err == nil {
+			t.Errorf("enctype.ParseClient(%q) accepted", bad)
 		}
 	}
 	// Types the engine does not implement still get MIT's name: a KDC may

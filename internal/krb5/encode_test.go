@@ -224,32 +224,3 @@ func TestKDCAddress(t *testing.T) {
 		}
 	}
 }
-
-func TestParseEtype(t *testing.T) {
-	for name, want := range map[string]int32{
-		"aes256-cts-hmac-sha384-192": 20, "aes128-cts-hmac-sha256-128": 19, "aes256-cts-hmac-sha1-96": 18,
-		"aes128-cts-hmac-sha1-96": 17, "aes256-sha2": 20, "aes128-sha1": 17, "AES256-CTS": 18,
-	} {
-		if id, err := ParseEtype(name); err != nil || id != want {
-			t.Errorf("ParseEtype(%q) = %d, %v; want %d", name, id, err, want)
-		}
-	}
-	for _, bad := range []string{"des3-cbc-sha1", "rc4-hmac", "camellia256-cts-cmac", ""} {
-		if _, err := ParseEtype(bad); err == nil {
-			t.Errorf("ParseEtype(%q) accepted", bad)
-		}
-	}
-}
-
-func TestCheckKDCAddress(t *testing.T) {
-	for _, ok := range []string{"kdc", "kdc.example.com", "kdc:88", "10.0.0.1", "10.0.0.1:750", "::1", "[::1]", "[::1]:88", "fe80::1%eth0"} {
-		if err := CheckKDCAddress(ok); err != nil {
-			t.Errorf("%q: %v", ok, err)
-		}
-	}
-	for _, bad := range []string{"", ":88", "k:", "a b", "k:0x", "k:0", "[::1]:0", "kdc/88", "..", "k:88:88"} {
-		if err := CheckKDCAddress(bad); err == nil {
-			t.Errorf("%q accepted", bad)
-		}
-	}
-}

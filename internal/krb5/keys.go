@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jcmturner/gokrb5/v8/keytab"
+	"github.com/krb5-exporter/krb5-exporter/internal/enctype"
 )
 
 // Credentials hold the long-term keys of one client principal, from a keytab
@@ -446,7 +447,7 @@ const maxS2KCache = 8
 const DefaultMaxS2KIterations = 1 << 16
 
 // MaxS2KIterationsLimit is the highest cap Options.MaxS2KIterations may set.
-const MaxS2KIterationsLimit = 1 << 24
+const MaxS2KIterationsLimit = enctype.MaxS2KIterations
 
 // checkS2KParams validates the s2kparams of an ETYPE-INFO2 entry: the four
 // AES enctypes take a 4-byte big-endian iteration count, at least the

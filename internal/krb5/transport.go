@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jcmturner/gokrb5/v8/iana/errorcode"
+	"github.com/krb5-exporter/krb5-exporter/internal/kdcaddr"
 )
 
 // Transport is the protocol used to reach the KDC.
@@ -50,7 +51,7 @@ const (
 // KDCAddress normalises a KDC address: host:port, [v6]:port, a bare host or
 // IP literal (port 88 is added).
 func KDCAddress(s string) (string, error) {
-	if err := CheckKDCAddress(s); err != nil {
+	if err := kdcaddr.Check(s); err != nil {
 		return "", err
 	}
 	if _, _, err := net.SplitHostPort(s); err == nil {
@@ -233,41 +234,4 @@ func (c *Client) tcpRoundTrip(ctx context.Context, req []byte) ([]byte, error) {
 		return nil, err
 	}
 	return c.rbuf[:n], nil
-}
-
-// CheckKDCAddress accepts host:port, [v6]:port, a bare host name or an IP
-// literal (port 88 is then implied).
-func CheckKDCAddress(a string) error {
-	if strings.TrimSpace(a) == "" {
-		return fmt.Errorf("address is required")
-	}
-	host := a
-	if h, port, err := net.SplitHostPort(a); err == nil {
-		if n, err := net.LookupPort("udp", port); err != nil || port == "" || n == 0 {
-			return fmt.Errorf("address %q: bad port %q", a, port)
-		}
-		host = h
-	}
-	if _, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
-		return nil
-	}
-	if !validHostName(host) {
-		return fmt.Errorf("address %q: want host:port, [v6]:port, a host name or an IP address", a)
-	}
-	return nil
-}
-
-// validHostName accepts DNS names (letters, digits, '-', '_', '.').
-func validHostName(h string) bool {
-	if h == "" || len(h) > 253 || strings.HasPrefix(h, ".") || strings.Contains(h, "..") {
-		return false
-	}
-	for _, c := range h {
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_', c == '.':
-		default:
-			return false
-		}
-	}
-	return true
 }

@@ -27,10 +27,21 @@ var backticked = regexp.MustCompile("`([^`]+)`")
 
 // Section returns the table rows of "## title" in docs/metrics.md, keyed
 // by metric name. A "### " subsection belongs to its section. Tests run in
-// their package directory, one level below the repository root.
+// their package directory, below the repository root (the nearest
+// directory up with a go.mod).
 func Section(t testing.TB, title string) map[string]Row {
 	t.Helper()
-	doc, err := os.ReadFile(filepath.Join("..", "docs", "metrics.md"))
+	root := ".."
+	for d := ".."; ; d = filepath.Join(d, "..") {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			root = d
+			break
+		}
+		if abs, err := filepath.Abs(d); err != nil || abs == "/" {
+			break
+		}
+	}
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "metrics.md"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,13 +1,12 @@
-package bench
+package report
 
 import (
-	"bytes"
 	"encoding/csv"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"testing"
-
-	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
 // raw/resource-samples.csv has a row per sample of the run with the
@@ -15,9 +14,17 @@ import (
 // to its CPU time (what report.json's samples and the textfile have),
 // and the disk-wait share since the previous row.
 func TestResourceSamplesCSV(t *testing.T) {
-	r := upRealm(t, realm.Options{NoKadmind: true})
-	rep := runSuite(t, RealmSystem(r), small("as"))
-	rows, err := csv.NewReader(bytes.NewReader(rawCSVs(rep)["resource-samples.csv"])).ReadAll()
+	rep, _ := stored(t)
+	dir := t.TempDir()
+	if err := WriteAll(rep, dir, ""); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(filepath.Join(dir, "raw", "resource-samples.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
 	if err != nil {
 		t.Fatal(err)
 	}

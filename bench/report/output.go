@@ -1,4 +1,4 @@
-package bench
+package report
 
 import (
 	"bytes"
@@ -304,7 +304,7 @@ func rawCSVs(rep *Report) map[string][]byte {
 			if l == nil {
 				continue
 			}
-			for _, rc := range l.recs {
+			for _, rc := range l.Records {
 				cw.Write([]string{strconv.Itoa(i + 1), strconv.Itoa(l.Clients), l.Transport, rc.Kind,
 					strconv.FormatFloat(rc.Start.Seconds(), 'f', 6, 64), strconv.FormatFloat(ms(rc.Latency), 'f', 3, 64), rc.Class})
 				n++

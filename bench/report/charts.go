@@ -1,4 +1,4 @@
-package bench
+package report
 
 import (
 	"bytes"
@@ -143,12 +143,12 @@ func latencyCDF(rep *Report) (*plot.Plot, error) {
 		return nil, nil
 	}
 	by := map[string][]float64{}
-	for _, rc := range ol.Logins.recs {
+	for _, rc := range ol.Logins.Records {
 		if rc.Class == "success" {
 			by[rc.Kind] = append(by[rc.Kind], ms(rc.Latency))
 		}
 	}
-	if len(by[kindAS]) == 0 {
+	if len(by[KindAS]) == 0 {
 		return nil, nil
 	}
 	p := newPlot("latency (ms)", "share of requests answered")
@@ -156,7 +156,7 @@ func latencyCDF(rep *Report) (*plot.Plot, error) {
 	for _, k := range []struct {
 		kind, name string
 		c          color.Color
-	}{{kindAS, "logins", blue}, {kindTGS, "service tickets", orange}} {
+	}{{KindAS, "logins", blue}, {KindTGS, "service tickets", orange}} {
 		v := by[k.kind]
 		if len(v) == 0 {
 			continue

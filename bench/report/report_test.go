@@ -1,0 +1,129 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// stored is testdata/report.json: every test of a real `krb5-exporter bench
+// --once` against an ephemeral realm (small settings), as it wrote it.
+// bench's TestReportSchemaStillDecodes checks that a new run still has
+// this schema.
+func stored(t *testing.T) (*Report, []byte) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep Report
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&rep); err != nil {
+		t.Fatalf("testdata/report.json: %v", err)
+	}
+	if rep.Schema != SchemaVersion {
+		t.Fatalf("testdata/report.json has schema %d, want %d", rep.Schema, SchemaVersion)
+	}
+	return &rep, data
+}
+
+// WriteAll writes report.json byte for byte as the run did, report.md with
+// a row per metric and a section per test, and report.html with the charts the report has data for.
+func TestWriteAllFromStoredReport(t *testing.T) {
+	rep, data := stored(t)
+	dir := t.TempDir()
+	if err := WriteAll(rep, dir, filepath.Join(dir, "bench.prom")); err != nil {
+		t.Fatal(err)
+	}
+	js, err := os.ReadFile(filepath.Join(dir, "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(js, data) {
+		t.Error("report.json written from the decoded report differs from the stored one")
+	}
+	md, _ := os.ReadFile(filepath.Join(dir, "report.md"))
+	for _, m := range rep.Metrics {
+		row := "| `" + m.Test + "` | " + m.Label + " | " + fmtNum(m.Value) + " " + m.Unit + " | " + m.Op + " " + fmtNum(m.Target) + " " + m.Unit + " | **" + m.Verdict + "** |"
+		if !strings.Contains(string(md), row) {
+			t.Errorf("report.md has no row %q", row)
+		}
+	}
+	for _, s := range []string{"## as", "## tgs", "## latency", "## cpu", "## memory", "## concurrency", "## tcp", "## kadmin", "## dump", "## degradation", "## startup"} {
+		if !strings.Contains(string(md), "\n"+s+"\n") {
+			t.Errorf("report.md has no section %q", s)
+		}
+	}
+	html, _ := os.ReadFile(filepath.Join(dir, "report.html"))
+	// latency-distribution needs the requests, which report.json does not
+	// keep (raw/*.csv has them); bench's TestReportHTMLInBrowser draws it.
+	for _, id := range []string{"concurrency-rate", "concurrency-latency", "cpu-over-time", "rss-over-time", "degradation-rounds"} {
+		if !bytes.Contains(html, []byte(`data-chart="`+id+`"`)) {
+			t.Errorf("report.html has no chart %s", id)
+		}
+	}
+}
+
+// The textfile has a result, a target and a pass per metric, in base
+// units, and the generator's ratio per load.
+func TestTextfileFromStoredReport(t *testing.T) {
+	rep, _ := stored(t)
+	var b bytes.Buffer
+	if err := WriteTextfile(&b, rep); err != nil {
+		t.Fatal(err)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := p.TextToMetricFamilies(&b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, m := range mfs["krb5_bench_result"].GetMetric() {
+		var test, name string
+		for _, l := range m.GetLabel() {
+			switch l.GetName() {
+			case "test":
+				test = l.GetValue()
+			case "metric":
+				name = l.GetValue()
+			}
+		}
+		got[test+"/"+name] = m.GetGauge().GetValue()
+	}
+	if len(got) != len(rep.Metrics) {
+		t.Errorf("%d krb5_bench_result series for %d metrics", len(got), len(rep.Metrics))
+	}
+	for _, m := range rep.Metrics {
+		if v, ok := got[m.Test+"/"+m.Name]; !ok || v != m.Base {
+			t.Errorf("krb5_bench_result{test=%q,metric=%q} = %v, %v; want %v", m.Test, m.Name, v, ok, m.Base)
+		}
+	}
+	if n := len(mfs["krb5_bench_generator_cpu_ratio"].GetMetric()); n != 4 {
+		t.Errorf("%d generator ratios, want 4 (as, tgs, latency, tcp)", n)
+	}
+	if v := mfs["krb5_bench_last_run_success"].GetMetric()[0].GetGauge().GetValue(); v != b2f(rep.Verdict == Pass) {
+		t.Errorf("last_run_success %v for verdict %s", v, rep.Verdict)
+	}
+}
+
+// The summary names every metric and says the verdict.
+func TestSummaryFromStoredReport(t *testing.T) {
+	rep, _ := stored(t)
+	var b bytes.Buffer
+	WriteSummary(&b, rep)
+	for _, m := range rep.Metrics {
+		if !strings.Contains(b.String(), m.Label) {
+			t.Errorf("summary has no %q", m.Label)
+		}
+	}
+	if !strings.Contains(b.String(), "verdict: "+rep.Verdict) {
+		t.Errorf("summary:\n%s", b.String())
+	}
+}
