@@ -333,6 +333,9 @@ func watchedName(comm []byte) string {
 	return ""
 }
 
+// isWatched tells a watched program's comm (pidLister keeps its file).
+func isWatched(comm []byte) bool { return watchedName(comm) != "" }
+
 // group picks the program's processes among the candidates: the pid-file
 // process and its descendants, or every candidate when found by name.
 func group(name string, cands []*kdcProc, byFile bool, root int) programProcs {

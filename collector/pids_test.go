@@ -2,6 +2,7 @@ package collector
 
 import (
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"syscall"
@@ -25,7 +26,7 @@ func TestPidListerFixture(t *testing.T) {
 			want = append(want, n)
 		}
 	}
-	l := newPidLister(dir)
+	l := newPidLister(dir, isWatched)
 	for i := 0; i < 2; i++ {
 		got, err := l.list()
 		if err != nil {
@@ -43,21 +44,34 @@ func TestPidListerFixture(t *testing.T) {
 }
 
 // TestPidListerLive: in the real /proc, a child shows up in the listing
-// and its comm file, kept open, follows an exec (the new program's name,
-// as an independent read of the file shows it); once reaped it is no
-// longer listed, its comm fails as gone and the sweep closes the file.
+// and its comm follows each exec, as an independent read of the file shows
+// it. Only the comm of a program the lister keeps stays open: not while
+// the child is sh, kept once it execs a program of that name (and read
+// through the same descriptor after), dropped once it execs another. Once
+// reaped it is no longer listed and its comm fails as gone.
 func TestPidListerLive(t *testing.T) {
 	if !isProcfs("/proc") {
 		t.Skip("no procfs")
 	}
-	// sh waits for a line on its stdin, then becomes sleep.
+	// A copy of sh under a name of its own: the kept program.
+	kept := "kxpidtest"
+	bin := filepath.Join(t.TempDir(), kept)
+	sh, err := os.ReadFile("/bin/sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, sh, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// sh waits for a line on its stdin, becomes the copy, which waits for
+	// another and becomes sleep.
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
 	defer w.Close()
-	pid, err := syscall.ForkExec("/bin/sh", []string{"sh", "-c", "read x; exec sleep 60"},
+	pid, err := syscall.ForkExec("/bin/sh", []string{"sh", "-c", "read x; exec " + bin + ` -c "read y; exec sleep 60"`},
 		&syscall.ProcAttr{Files: []uintptr{r.Fd(), 2, 2}})
 	if err != nil {
 		t.Fatal(err)
@@ -74,7 +88,7 @@ func TestPidListerLive(t *testing.T) {
 			reap()
 		}
 	}()
-	l := newPidLister("/proc")
+	l := newPidLister("/proc", func(c []byte) bool { return string(c) == kept })
 	scan := func() (listed bool, comm string, err error) {
 		t.Helper()
 		pids, err := l.list()
@@ -90,38 +104,40 @@ func TestPidListerLive(t *testing.T) {
 		b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
 		return string(b)
 	}
-	if listed, comm, err := scan(); !listed || err != nil || comm+"\n" != independent() {
-		t.Fatalf("child %d: listed %v, comm %q (%v), the file says %q", pid, listed, comm, err, independent())
+	step := func(what, want string, keep bool) {
+		t.Helper()
+		testutil.Eventually(t, 30*time.Second, what, func() bool { return independent() == want+"\n" })
+		if listed, comm, err := scan(); !listed || err != nil || comm != want {
+			t.Fatalf("%s: listed %v, comm %q (%v), want %s", what, listed, comm, err, want)
+		}
+		if cf := l.comms[pid]; (cf != nil) != keep {
+			t.Fatalf("%s: comm kept open %v, want %v", what, cf != nil, keep)
+		}
 	}
-	kept := l.comms[pid]
-	if kept == nil {
-		t.Fatal("comm not kept open")
-	}
-	if _, err := w.Write([]byte("go\n")); err != nil {
-		t.Fatal(err)
-	}
-	// The exec, as an independent read of the file shows it.
-	testutil.Eventually(t, 30*time.Second, "the child's exec of sleep", func() bool { return independent() == "sleep\n" })
-	if listed, comm, err := scan(); !listed || err != nil || comm != "sleep" {
-		t.Errorf("after exec: listed %v, comm %q (%v), want sleep", listed, comm, err)
-	}
-	if l.comms[pid] != kept {
+	step("the child as sh", "sh", false)
+	w.Write([]byte("go\n"))
+	step("the child's exec of "+kept, kept, true)
+	cf := l.comms[pid]
+	step(kept+" again", kept, true)
+	if l.comms[pid] != cf {
 		t.Error("comm file opened again, not kept")
 	}
+	w.Write([]byte("go\n"))
+	step("the child's exec of sleep", "sleep", false)
 	reap()
 	listed, comm, err := scan()
 	if listed || !gone(err) {
 		t.Errorf("reaped child: listed %v, comm %q, err %v; want unlisted and gone", listed, comm, err)
 	}
-	if _, ok := l.comms[pid]; ok {
-		t.Error("reaped child's comm still open")
+	if len(l.comms) != 0 {
+		t.Errorf("comm files kept: %v", l.comms)
 	}
 }
 
 // TestPidListerBound: beyond its bound the lister still reads every comm,
 // opening the extra files for each read, and keeps no more than the bound.
 func TestPidListerBound(t *testing.T) {
-	l := newPidLister(fixtureDir + "/proc")
+	l := newPidLister(fixtureDir+"/proc", func([]byte) bool { return true })
 	l.maxKept = 2
 	pids, err := l.list()
 	if err != nil {

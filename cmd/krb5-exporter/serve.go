@@ -81,6 +81,7 @@ func (s *serveCmd) run(stdout, stderr io.Writer) int {
 		level.Error(logger).Log("msg", "invalid command line", "err", err)
 		return 1
 	}
+	setGOGC()
 	// SIGHUP's default action kills the process: catch it from the start,
 	// before a slow first load, and act on it once serving.
 	hup := make(chan os.Signal, 1)
@@ -180,6 +181,7 @@ func (s *serveCmd) run(stdout, stderr io.Writer) int {
 		level.Warn(logger).Log("msg", "the log collector is not ready yet; serving metrics anyway", "waited", readyWait)
 	case <-ctx.Done():
 	}
+	dropStartupPages(logger)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- web.ServeMultiple(listeners, srv, s.web, slogger) }()

@@ -12,7 +12,9 @@
 // has, behind collector.MetricsHandler (promhttp, gzip at BestSpeed).
 // Both exporters watch exactly the realm's daemons: ours through their
 // pid files, process-exporter through a comm+cmdline matcher on the realm
-// directory.
+// directory. With -others 100,2000 it measures once per count with that
+// many idle other processes on the host, and prints each exporter's open
+// files too.
 package main
 
 import (
@@ -39,6 +41,7 @@ import (
 	"github.com/prometheus/procfs"
 
 	"github.com/krb5-exporter/krb5-exporter/collector"
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
@@ -54,8 +57,24 @@ func main() {
 	workers := flag.Int("workers", 2, "krb5kdc -w N")
 	pe := flag.String("process-exporter", "/usr/bin/prometheus-process-exporter", "prometheus-process-exporter binary")
 	baseline := flag.String("baseline", "", "a scrapecost binary built from another commit, run as one more exporter (before/after in one run)")
+	others := flag.String("others", "", "comma-separated counts of idle other processes to start on the host, one measurement each (e.g. 100,2000,10000)")
 	flag.Parse()
-	if err := run(*scrapes, *workers, *pe, *baseline); err != nil {
+	var counts []int
+	for _, f := range strings.Split(*others, ",") {
+		if f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 0 {
+			fmt.Fprintln(os.Stderr, "scrapecost: -others: not a count:", f)
+			os.Exit(2)
+		}
+		counts = append(counts, n)
+	}
+	if len(counts) == 0 {
+		counts = []int{0}
+	}
+	if err := run(*scrapes, *workers, *pe, *baseline, counts); err != nil {
 		fmt.Fprintln(os.Stderr, "scrapecost:", err)
 		os.Exit(1)
 	}
@@ -100,9 +119,10 @@ type exporter struct {
 	cpu     []float64 // ns per scrape
 	bytes   int
 	samples int
+	fds     int // open files after the scrapes
 }
 
-func run(scrapes, workers int, peBin, baseline string) error {
+func run(scrapes, workers int, peBin, baseline string, others []int) error {
 	if _, err := os.Stat(peBin); err != nil {
 		return err
 	}
@@ -205,13 +225,33 @@ func run(scrapes, workers int, peBin, baseline string) error {
 		if err := waitUp(e.url); err != nil {
 			return fmt.Errorf("%s: %w", e.name, err)
 		}
+	}
+	for _, n := range others {
+		if err := measure(exps, scrapes, n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// measure starts n idle processes (none when 0), scrapes every exporter
+// in turn, prints the table and stops the processes.
+func measure(exps []*exporter, scrapes, n int) error {
+	if n > 0 {
+		idle, err := testutil.StartIdle(n, 10*time.Minute)
+		if err != nil {
+			return err
+		}
+		defer idle.Stop()
+	}
+	for _, e := range exps {
+		e.cpu = e.cpu[:0]
 		for i := 0; i < 5; i++ { // warm up: first scrapes allocate caches
 			if _, _, err := scrape(e.url); err != nil {
-				return err
+				return fmt.Errorf("%s: %w", e.name, err)
 			}
 		}
 	}
-
 	for i := 0; i < scrapes; i++ {
 		for j := range exps {
 			e := exps[(i+j)%len(exps)]
@@ -221,7 +261,7 @@ func run(scrapes, workers int, peBin, baseline string) error {
 			}
 			n, samples, err := scrape(e.url)
 			if err != nil {
-				return err
+				return fmt.Errorf("%s: %w", e.name, err)
 			}
 			time.Sleep(20 * time.Millisecond) // let work after the response (GC) land
 			after, err := cpuNS(e.pid)
@@ -232,8 +272,16 @@ func run(scrapes, workers int, peBin, baseline string) error {
 			e.bytes, e.samples = n, samples
 		}
 	}
-	fmt.Printf("%d scrapes each, CPU time per scrape of the exporter process (all threads, schedstat):\n", scrapes)
-	fmt.Printf("%-55s %10s %10s %10s %8s %8s %8s\n", "exporter", "median", "p90", "mean", "series", "bytes", "ratio")
+	for _, e := range exps {
+		fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", e.pid))
+		if err != nil {
+			return err
+		}
+		e.fds = len(fds)
+	}
+	procs, _ := os.ReadDir("/proc")
+	fmt.Printf("%d idle other processes started (%d entries in /proc); %d scrapes each, CPU time per scrape of the exporter process (all threads, schedstat):\n", n, len(procs), scrapes)
+	fmt.Printf("%-55s %10s %10s %10s %8s %8s %8s %6s\n", "exporter", "median", "p90", "mean", "series", "bytes", "ratio", "fds")
 	var peMedian float64
 	for _, e := range exps {
 		if strings.HasPrefix(e.name, "process-exporter (defaults)") {
@@ -242,9 +290,9 @@ func run(scrapes, workers int, peBin, baseline string) error {
 	}
 	for _, e := range exps {
 		med, p90, mean := stats(e.cpu)
-		fmt.Printf("%-55s %8.2fms %8.2fms %8.2fms %8d %8d %7.2fx\n", e.name, med/1e6, p90/1e6, mean/1e6, e.samples, e.bytes, med/peMedian)
+		fmt.Printf("%-55s %8.2fms %8.2fms %8.2fms %8d %8d %7.2fx %6d\n", e.name, med/1e6, p90/1e6, mean/1e6, e.samples, e.bytes, med/peMedian, e.fds)
 	}
-	fmt.Println("ratio: median over the median of process-exporter (defaults) in this run")
+	fmt.Println("ratio: median over the median of process-exporter (defaults) in this run; fds: the exporter's open files after the scrapes")
 	return nil
 }
 
@@ -300,7 +348,9 @@ func waitUp(url string) error {
 	}
 }
 
-var client = &http.Client{Timeout: 10 * time.Second}
+// A scrape of process-exporter with 10,000 processes on a loaded machine
+// takes seconds.
+var client = &http.Client{Timeout: 60 * time.Second}
 
 // scrape fetches the page and counts its samples.
 func scrape(url string) (bytes, samples int, err error) {

@@ -1,0 +1,5 @@
+//go:build !linux
+
+package memtrim
+
+func dontNeed(addr, length uint64) error { return nil }
