@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"slices"
@@ -15,6 +14,8 @@ import (
 	"time"
 
 	"github.com/jcmturner/gokrb5/v8/keytab"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/safefile"
 )
 
 // Credentials hold the long-term keys of one client principal, from a keytab
@@ -91,17 +92,7 @@ func PendingCredentials(keytabPath, passwordPath string, p Principal) *Credentia
 }
 
 func (c *Credentials) loadPasswordLocked() error {
-	f, err := os.Open(c.pwPath)
-	if err != nil {
-		return fileError("password file", err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return fileError("password file", err)
-	}
-	const maxPasswordFile = 64 << 10
-	b, err := io.ReadAll(io.LimitReader(f, maxPasswordFile))
+	b, fi, err := safefile.ReadFile(c.pwPath, MaxPasswordFile, 0)
 	if err != nil {
 		return fileError("password file", err)
 	}
@@ -113,6 +104,24 @@ func (c *Credentials) loadPasswordLocked() error {
 	c.password = line
 	c.worldReadable = fi.Mode().Perm()&0o004 != 0
 	return nil
+}
+
+// Bounds of the key files read. A keytab of the bench's thousands of users
+// stays far below MaxKeytab; a password file is one line.
+const (
+	MaxKeytab       = 64 << 20
+	MaxPasswordFile = 64 << 10
+)
+
+// readKeytab reads a keytab file through safefile: a FIFO or device put in
+// its place fails at once instead of hanging every caller of the
+// credentials' lock (a /probe, the module's probe loop).
+func readKeytab(path string) ([]byte, os.FileInfo, error) {
+	b, fi, err := safefile.ReadFile(path, MaxKeytab, 0)
+	if err != nil {
+		return nil, nil, fileError("keytab", err)
+	}
+	return b, fi, nil
 }
 
 // Principal returns the client principal the credentials are for.
@@ -168,22 +177,9 @@ func (c *Credentials) load(now time.Time) error {
 }
 
 func (c *Credentials) loadLocked(now time.Time) error {
-	f, err := os.Open(c.path)
+	b, fi, err := readKeytab(c.path)
 	if err != nil {
-		return fileError("keytab", err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return fileError("keytab", err)
-	}
-	const maxKeytab = 64 << 20
-	if fi.Size() > maxKeytab {
-		return fmt.Errorf("keytab: %d bytes is not a keytab", fi.Size())
-	}
-	b := make([]byte, fi.Size())
-	if _, err := f.ReadAt(b, 0); err != nil {
-		return fileError("keytab", err)
+		return err
 	}
 	keys, err := keytabKeys(b, c.principal)
 	if err != nil {
@@ -250,15 +246,11 @@ func principalKeys(kt *keytab.Keytab, p Principal) (keys []ltKey, err error) {
 // once, not a thousand times. Each result refreshes on its own afterwards,
 // as NewKeytabCredentials's does.
 func NewKeytabCredentialsFor(path string, ps []Principal) ([]*Credentials, error) {
-	// Stat before reading: a change in between then looks like a change
-	// after, and the next refresh reads the file again.
-	fi, err := os.Stat(path)
+	// The fstat of the open comes before the read: a change in between
+	// looks like a change after, and the next refresh reads the file again.
+	b, fi, err := readKeytab(path)
 	if err != nil {
-		return nil, fileError("keytab", err)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fileError("keytab", err)
+		return nil, err
 	}
 	kt, err := parseKeytab(b)
 	if err != nil {
