@@ -192,6 +192,14 @@ func (c *Credentials) loadLocked(now time.Time) error {
 	return nil
 }
 
+// CheckKeytab reports whether keytab bytes parse and hold a key of p of a
+// supported enctype: what loading them for a probe needs. The error quotes
+// no byte of b.
+func CheckKeytab(b []byte, p Principal) error {
+	_, err := keytabKeys(b, p)
+	return err
+}
+
 // keytabKeys extracts p's keys of supported enctypes, newest kvno first.
 func keytabKeys(b []byte, p Principal) ([]ltKey, error) {
 	kt, err := parseKeytab(b)
