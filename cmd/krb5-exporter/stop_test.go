@@ -329,3 +329,18 @@ func TestStopWithin5s(t *testing.T) {
 		r.stop(t)
 	})
 }
+
+// `top --once` with a FIFO as its log exits at once with an error naming
+// it (issue 26 item 5: it never exited).
+func TestTopOnceFIFOLog(t *testing.T) {
+	t.Parallel()
+	fifo := filepath.Join(t.TempDir(), "krb5kdc.log")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, stderr, code := exporter(t, "top", "--once", "--interval", "200ms", "--log", fifo, "--daemon.url", "")
+	if code != 1 || !strings.Contains(stderr, fifo+`": not a regular file: a FIFO`) {
+		t.Errorf("exit %d after %v, want 1 and the FIFO named:\n%s", code, time.Since(start), stderr)
+	}
+}
