@@ -351,3 +351,32 @@ func TestTopOnceFIFOLog(t *testing.T) {
 		t.Errorf("exit %d after %v, want 1 and the FIFO named:\n%s", code, time.Since(start), stderr)
 	}
 }
+
+// --config.check says in one line, at once, what is wrong with a FIFO as
+// the configuration file, a FIFO as a log path and an empty keytab (issue
+// 26 items 5 and 8: the first two hung or passed, the last passed).
+func TestConfigCheckRefusesWhatIsNotAFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	emptyKeytab := filepath.Join(dir, "empty.keytab")
+	os.WriteFile(emptyKeytab, nil, 0o600)
+	logFIFO := filepath.Join(dir, "log.yml")
+	os.WriteFile(logFIFO, []byte("logs:\n  - path: "+fifo+"\n    type: kdc\n"), 0o600)
+	keytab := filepath.Join(dir, "keytab.yml")
+	os.WriteFile(keytab, []byte("modules:\n  m:\n    realm: R\n    client: c\n    keytab: "+emptyKeytab+"\n"), 0o600)
+	for cfg, want := range map[string]string{
+		fifo:    "not a regular file: a FIFO",
+		logFIFO: logFIFO + `:2: logs.0.path: log file \"` + fifo + `\": not a regular file: a FIFO`,
+		keytab:  keytab + ":5: modules.m.keytab: malformed keytab: not a keytab (bad header)",
+	} {
+		_, stderr, code := exporter(t, "--config.file", cfg, "--config.check")
+		if code != 1 {
+			t.Errorf("%s: exit %d, want 1", cfg, code)
+		}
+		oneErrorLine(t, stderr, want)
+	}
+}
