@@ -185,9 +185,9 @@ func (s *serveCmd) run(stdout, stderr io.Writer) int {
 	}
 	// exporter-toolkit's web configuration sets no timeouts: without an
 	// idle timeout every keep-alive connection a client leaves open holds
-	// a file descriptor for ever.
-	// Requests' contexts end with ctx: on SIGTERM a /probe waiting on a
-	// KDC that never answers returns at once instead of holding the stop.
+	// a file descriptor for ever. Requests' contexts end with ctx: on
+	// SIGTERM a /probe waiting on a KDC that never answers returns at once
+	// instead of holding the stop.
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: s.idleTimeout,
 		BaseContext: func(net.Listener) context.Context { return ctx }}
 	errc := make(chan error, 1)
@@ -228,7 +228,6 @@ const (
 const logRepeatInterval = time.Minute
 
 // listen binds the --web.listen-address sockets, or takes systemd's.
-
 func (s *serveCmd) listen() ([]net.Listener, error) {
 	if *s.web.WebSystemdSocket {
 		ls, err := activation.Listeners()
