@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/safefile"
 )
 
 // This file reads MIT krb5 profile files (kdc.conf, krb5.conf) the way
@@ -21,6 +23,9 @@ import (
 
 // maxIncludeDepth bounds include nesting (and so include cycles).
 const maxIncludeDepth = 5
+
+// maxProfileFile bounds each profile file read: MIT's own are a few KiB.
+const maxProfileFile = 1 << 20
 
 // profNode is a section, subsection or relation.
 type profNode struct {
@@ -81,7 +86,9 @@ func (pf *profFile) parse(path string, depth int, stack []string) error {
 	if depth > maxIncludeDepth {
 		return &profileError{path: path, msg: fmt.Sprintf("includes nested deeper than %d (include loop through %s?)", maxIncludeDepth, strings.Join(stack, " -> "))}
 	}
-	data, err := os.ReadFile(path)
+	// A FIFO put at kdc.conf's path must fail the scrape's parse, not
+	// hang every scrape from now on.
+	data, _, err := safefile.ReadFile(path, maxProfileFile, 0)
 	if err != nil {
 		return &profileError{path: path, msg: err.Error()}
 	}

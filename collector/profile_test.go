@@ -5,7 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func writeFile(t *testing.T, dir, name, content string) string {
@@ -193,6 +195,32 @@ func TestProfileFinal(t *testing.T) {
 	} {
 		if v, _ := p.get(strings.Split(path, "/")...); v != want {
 			t.Errorf("%s = %q, want %q", path, v, want)
+		}
+	}
+}
+
+// A FIFO at kdc.conf's path, or at a file it includes, is a parse error
+// at once (issue 26: a blocking read of a FIFO hung every scrape).
+func TestProfileFIFO(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo.conf")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	main := writeFile(t, dir, "kdc.conf", "include "+fifo+"\n")
+	for _, p := range []string{fifo, main} {
+		done := make(chan error, 1)
+		go func() {
+			_, err := parseProfileFile(p)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), "a FIFO") {
+				t.Errorf("%s: %v, want an error naming the FIFO", p, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: still parsing after 5 s", p)
 		}
 	}
 }

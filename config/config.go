@@ -9,13 +9,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
 	"unicode"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/safefile"
 )
 
 // Config is the whole configuration file. Every section is optional: an
@@ -106,9 +107,15 @@ func prefix(err error, path ...string) error {
 	return &FieldError{Path: path, Msg: err.Error()}
 }
 
-// Load reads, strictly decodes and validates a configuration file.
+// MaxFileSize bounds the configuration file: thousands of modules, probes
+// and logs fit in far less, and /dev/zero given by mistake must not fill
+// the memory.
+const MaxFileSize = 4 << 20
+
+// Load reads, strictly decodes and validates a configuration file: a
+// regular file (a FIFO is an error, not a hang) of at most MaxFileSize.
 func Load(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	data, _, err := safefile.ReadFile(path, MaxFileSize, 0)
 	if err != nil {
 		return nil, err
 	}

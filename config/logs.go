@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/safefile"
 )
 
 // LogSource is one KDC or kadmind log file to follow and count.
@@ -223,7 +225,9 @@ func (l *LogSource) RotationWait() time.Duration {
 	return l.RotateWait
 }
 
-// checkLogFiles refuses one file listed twice, under any spelling
+// checkLogFiles refuses a path that names something other than a regular
+// file (a FIFO is never read to an end: the tailer would wait on it), and
+// one file listed twice, under any spelling
 // (/var/log/kdc.log, /var/log/../log/kdc.log, a symbolic link, a hard
 // link): its lines would be counted twice. Files that do not exist yet
 // are compared by their cleaned absolute paths.
@@ -248,7 +252,13 @@ func checkLogFiles(logs []LogSource) error {
 			name = r
 		}
 		j, dup := names[name]
-		if fi, err := os.Stat(name); err == nil && !dup {
+		fi, err := os.Stat(name) // a stat: no open, no wait on a FIFO
+		if err == nil {
+			if err := safefile.CheckRegular(fi.Mode()); err != nil {
+				return fieldErr(fmt.Sprintf("log file %q: %v; logs are regular files", l.Path, err), "logs", strconv.Itoa(i), "path")
+			}
+		}
+		if err == nil && !dup {
 			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 				id := fileID{uint64(st.Dev), st.Ino}
 				j, dup = ids[id]

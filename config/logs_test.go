@@ -120,7 +120,7 @@ func TestOneLogFileTwoSpellings(t *testing.T) {
 
 func TestProbePrincipalsDefault(t *testing.T) {
 	kt := filepath.Join(t.TempDir(), "k")
-	os.WriteFile(kt, nil, 0o600)
+	writeKeytab(t, kt, "probe-a@EXAMPLE.COM", "probe-b@OTHER.ORG")
 	cfg, err := Parse([]byte(`
 modules:
   a: {realm: EXAMPLE.COM, client: probe-a, keytab: `+kt+`}

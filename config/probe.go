@@ -4,13 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
+	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/enctype"
 	"github.com/krb5-exporter/krb5-exporter/internal/kdcaddr"
+	"github.com/krb5-exporter/krb5-exporter/internal/keytab"
+	"github.com/krb5-exporter/krb5-exporter/internal/safefile"
 )
 
 // ProbeModule says how to probe a KDC: realm, who logs in with what, and
@@ -111,13 +112,12 @@ func (m *ProbeModule) Validate() error {
 	case m.Keytab != "" && m.PasswordFile != "":
 		return fieldErr("keytab and password_file are exclusive", "password_file")
 	}
-	// A missing, unreadable or too widely readable file must fail
+	// A missing, unreadable, too widely readable or broken file must fail
 	// --config.check and startup with a file:LINE, not later in the daemon.
-	// Opened only: never read here.
-	if err := checkKeyFile("keytab", m.Keytab, m.AllowReadableKeys); err != nil {
+	if err := checkKeyFile("keytab", m.Keytab, maxModuleKeytab, m.AllowReadableKeys, m.keytabHoldsClient); err != nil {
 		return fieldErr(err.Error(), "keytab")
 	}
-	if err := checkKeyFile("password file", m.PasswordFile, m.AllowReadableKeys); err != nil {
+	if err := checkKeyFile("password file", m.PasswordFile, keytab.MaxPasswordFile, m.AllowReadableKeys, nil); err != nil {
 		return fieldErr(err.Error(), "password_file")
 	}
 	if m.Service != "" {
@@ -178,15 +178,20 @@ func (m *ProbeModule) Validate() error {
 	return nil
 }
 
-// checkKeyFile opens and closes a key file (empty path: nothing to check):
-// it must be a regular file and, unless allowReadable, readable by its owner
-// only. Errors never name the path: it is at the line they point to.
-func checkKeyFile(what, path string, allowReadable bool) error {
+// maxModuleKeytab bounds a probe module's keytab: one client's keys, a
+// few kvnos and enctypes, are a few hundred bytes.
+const maxModuleKeytab = 1 << 20
+
+// checkKeyFile reads a key file (empty path: nothing to check): a regular
+// file of at most limit bytes (a FIFO fails at once, never hangs the
+// check) and, unless allowReadable, readable by its owner only; check,
+// when not nil, judges its content. Errors never name the path (it is at
+// the line they point to) nor quote the file.
+func checkKeyFile(what, path string, limit int64, allowReadable bool, check func([]byte) error) error {
 	if path == "" {
 		return nil
 	}
-	// O_NONBLOCK: a FIFO planted in the file's place must not hang the check.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	b, fi, err := safefile.ReadFile(path, limit, 0)
 	if err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) {
@@ -194,18 +199,34 @@ func checkKeyFile(what, path string, allowReadable bool) error {
 		}
 		return err
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("%s is not a regular file (%s)", what, fi.Mode().Type())
-	}
 	if perm := fi.Mode().Perm(); perm&0o044 != 0 && !allowReadable {
 		return fmt.Errorf("%s is readable by users other than its owner (mode %04o): chmod 0600 it, or set allow_readable_keys: true", what, perm)
 	}
+	if check != nil {
+		return check(b)
+	}
 	return nil
+}
+
+// keytabHoldsClient checks that keytab bytes parse and hold a key of the
+// module's client that the prober can use, as the probe's own load does.
+func (m *ProbeModule) keytabHoldsClient(b []byte) error {
+	entries, err := keytab.Parse(b)
+	if err != nil {
+		return err
+	}
+	name, realm := m.Client, m.Realm
+	if at := strings.LastIndexByte(name, '@'); at >= 0 {
+		name, realm = name[:at], name[at+1:]
+	}
+	comps := strings.Split(name, "/")
+	for _, e := range entries {
+		t, ok := enctype.ByID(e.EncType)
+		if ok && t.Client && len(e.Key) == t.KeyLen && e.Realm == realm && slices.Equal(e.Components, comps) {
+			return nil
+		}
+	}
+	return fmt.Errorf("no AES key for %s@%s", name, realm)
 }
 
 // EffectiveTimeout is Timeout or its default.

@@ -6,20 +6,42 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jcmturner/gokrb5/v8/keytab"
 )
 
-// probeFiles creates empty files standing for the keytab and password file
-// the test configurations name, and returns yaml with KT and PW replaced.
+// probeFiles creates the keytab (keys of every client the test
+// configurations name) and password file they name, and returns yaml with
+// KT and PW replaced.
 func probeFiles(t *testing.T, yaml string) string {
 	t.Helper()
 	dir := t.TempDir()
 	kt, pw := filepath.Join(dir, "probe.keytab"), filepath.Join(dir, "probe.pw")
-	for _, p := range []string{kt, pw} {
-		if err := os.WriteFile(p, nil, 0o600); err != nil {
+	writeKeytab(t, kt, "krb5-exporter-probe@EXAMPLE.COM", "c@R")
+	if err := os.WriteFile(pw, []byte("password\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return strings.NewReplacer("KT", kt, "PW", pw).Replace(yaml)
+}
+
+// writeKeytab writes a 0600 keytab with an aes256-sha1 key of each
+// principal (name@REALM).
+func writeKeytab(t *testing.T, path string, principals ...string) {
+	t.Helper()
+	kt := keytab.New()
+	for _, p := range principals {
+		name, realm, _ := strings.Cut(p, "@")
+		if err := kt.AddEntry(name, realm, "password", time.Unix(1e9, 0), 1, 18); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return strings.NewReplacer("KT", kt, "PW", pw).Replace(yaml)
+	b, err := kt.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
 
 const probeYAML = `modules:

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // A key file others can read is refused at load (file:line, the fix in
@@ -14,9 +15,7 @@ import (
 func TestKeyFilePermissions(t *testing.T) {
 	dir := t.TempDir()
 	kt := filepath.Join(dir, "probe.keytab")
-	if err := os.WriteFile(kt, []byte("x"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeKeytab(t, kt, "c@R")
 	yml := func(extra string) []byte {
 		return []byte("modules:\n  m:\n    realm: R\n    client: c\n    keytab: " + kt + "\n" + extra)
 	}
@@ -44,7 +43,7 @@ func TestKeyFilePermissions(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := Parse([]byte("modules:\n  m:\n    realm: R\n    client: c\n    password_file: "+fifo+"\n"), "p.yml")
-	if err == nil || !strings.Contains(err.Error(), "p.yml:5: modules.m.password_file: password file is not a regular file") {
+	if err == nil || !strings.Contains(err.Error(), "p.yml:5: modules.m.password_file: cannot open password file: not a regular file: a FIFO") {
 		t.Errorf("FIFO: %v", err)
 	}
 	_, err = Parse([]byte("modules:\n  m:\n    realm: R\n    client: c\n    keytab: "+dir+"/missing\n"), "p.yml")
@@ -91,5 +90,92 @@ func TestAllowsKDC(t *testing.T) {
 	}
 	if (&ProbeModule{}).AllowsKDC("127.0.0.1:88") {
 		t.Error("a module without allowed_kdcs allows a KDC")
+	}
+}
+
+// Files where the configuration expects regular files (issue 26 items 5
+// and 8): a configuration file that is a FIFO or /dev/zero, or larger than
+// MaxFileSize, fails Load at once; a log path naming a FIFO fails with
+// file:line; an empty, truncated, oversized keytab, or one without the
+// client's key, fails at load with the keytab's line and quotes none of
+// its bytes.
+func TestFilesThatAreNotWhatTheyShouldBe(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	big := filepath.Join(dir, "big.yml")
+	os.WriteFile(big, []byte("logs: []\n"+strings.Repeat("#\n", MaxFileSize/2)), 0o600)
+	for path, want := range map[string]string{
+		fifo:        "not a regular file: a FIFO",
+		"/dev/zero": "not a regular file: a device",
+		big:         "file too large: more than 4194304 bytes",
+	} {
+		done := make(chan error, 1)
+		go func() {
+			_, err := Load(path)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("Load(%s): %v, want %q", path, err, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("Load(%s) still running after 5 s", path)
+		}
+	}
+
+	_, err := Parse([]byte("logs:\n  - path: /var/log/ok.log\n    type: kdc\n  - path: "+fifo+"\n    type: kadmind\n"), "c.yml")
+	if err == nil || !strings.Contains(err.Error(), "c.yml:4: logs.1.path: log file \""+fifo+"\": not a regular file: a FIFO") {
+		t.Errorf("FIFO log path: %v", err)
+	}
+
+	good := filepath.Join(dir, "good.keytab")
+	writeKeytab(t, good, "c@R", "other@R")
+	kt, err := os.ReadFile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keytabs := map[string][]byte{
+		"empty":                               nil,
+		"truncated":                           kt[:len(kt)-5],
+		"too large":                           append(append([]byte{}, kt...), make([]byte, maxModuleKeytab)...),
+		"without the client's key (wrong.kt)": kt,
+	}
+	wants := map[string]string{
+		"empty":                               "malformed keytab: not a keytab (bad header)",
+		"truncated":                           "malformed keytab: entry 2 is truncated",
+		"too large":                           "cannot read keytab: file too large: more than 1048576 bytes",
+		"without the client's key (wrong.kt)": "no AES key for nobody@R",
+	}
+	for name, b := range keytabs {
+		path := filepath.Join(dir, "k.keytab")
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		client := "c"
+		if name == "without the client's key (wrong.kt)" {
+			client = "nobody"
+		}
+		_, err := Parse([]byte("modules:\n  m:\n    realm: R\n    client: "+client+"\n    keytab: "+path+"\n"), "p.yml")
+		if err == nil || !strings.Contains(err.Error(), "p.yml:5: modules.m.keytab: "+wants[name]) {
+			t.Errorf("%s keytab: %v, want %q", name, err, wants[name])
+			continue
+		}
+		if strings.Contains(err.Error(), path) {
+			t.Errorf("%s keytab: the error names the keytab: %v", name, err)
+		}
+		// No 8 bytes of the file in the error (keys, names).
+		for i := 0; i+8 <= len(kt); i++ {
+			if strings.Contains(err.Error(), string(kt[i:i+8])) && !strings.Contains(wants[name], string(kt[i:i+8])) {
+				t.Errorf("%s keytab: the error quotes the file at %d: %v", name, i, err)
+				break
+			}
+		}
+	}
+	if _, err := Parse([]byte("modules:\n  m:\n    realm: R\n    client: c\n    keytab: "+good+"\n"), "p.yml"); err != nil {
+		t.Errorf("good keytab: %v", err)
 	}
 }

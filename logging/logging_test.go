@@ -122,3 +122,29 @@ func parseLine(t *testing.T, format, line string) ([]string, map[string]string) 
 	}
 	return keys, vals
 }
+
+// The first event of a key passes, later ones within the interval are held
+// and counted in the next one that passes; keys are independent.
+func TestLimiter(t *testing.T) {
+	now := time.Unix(1e9, 0)
+	l := NewLimiter(time.Minute)
+	l.now = func() time.Time { return now }
+	if held, ok := l.Allow("a"); !ok || held != 0 {
+		t.Fatalf("first: %d %v", held, ok)
+	}
+	for range 5 {
+		if _, ok := l.Allow("a"); ok {
+			t.Fatal("a repeat within the interval passed")
+		}
+	}
+	if _, ok := l.Allow("b"); !ok {
+		t.Error("another key was held")
+	}
+	now = now.Add(time.Minute)
+	if held, ok := l.Allow("a"); !ok || held != 5 {
+		t.Errorf("after the interval: %d %v, want 5 held", held, ok)
+	}
+	if _, ok := l.Allow("a"); ok {
+		t.Error("the interval did not start again")
+	}
+}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/safefile"
 )
 
 // tailLen is how many bytes before a position are remembered to recognise
@@ -77,10 +79,6 @@ type file struct {
 	deadline time.Time // rotated files: stop reading after this
 }
 
-// oNoBlock keeps an open of a FIFO planted at a log's path from hanging
-// the reader; regular files ignore it.
-const oNoBlock = syscall.O_NONBLOCK
-
 func fileID(fi os.FileInfo) (dev, ino uint64) {
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		return uint64(st.Dev), st.Ino
@@ -123,18 +121,9 @@ func nlink(fi os.FileInfo) uint64 {
 // openFile opens path for reading from off; it checks that the file is
 // the one fi describes (the path may have been replaced in between).
 func openFile(path string, bufSize int) (*file, os.FileInfo, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|oNoBlock, 0)
+	f, fi, err := safefile.Open(path, 0)
 	if err != nil {
 		return nil, nil, err
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		f.Close()
-		return nil, nil, &os.PathError{Op: "open", Path: path, Err: errors.New("not a regular file")}
 	}
 	fl := &file{f: f, buf: make([]byte, bufSize), birth: birth(f)}
 	fl.dev, fl.ino = fileID(fi)

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,6 +16,8 @@ import (
 
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/safefile"
 )
 
 // FilePos is how far one file has been read.
@@ -182,29 +183,14 @@ func lockFile(path string) (*os.File, error) {
 // symbolic link, never from a FIFO or device (an open of a FIFO would
 // hang the start, /dev/zero would never end), at most maxPositionFile.
 func readPositionFile(path string) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		if errors.Is(err, syscall.ELOOP) {
-			return nil, fmt.Errorf("%s is a symbolic link; not following it", path)
-		}
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file (%s)", path, fi.Mode().Type())
-	}
-	data, err := io.ReadAll(io.LimitReader(f, maxPositionFile+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > maxPositionFile {
+	data, _, err := safefile.ReadFile(path, maxPositionFile, syscall.O_NOFOLLOW)
+	switch {
+	case errors.Is(err, syscall.ELOOP):
+		return nil, fmt.Errorf("%s is a symbolic link; not following it", path)
+	case errors.Is(err, safefile.ErrTooLarge):
 		return nil, fmt.Errorf("%s is larger than %d bytes: not a position file", path, maxPositionFile)
 	}
-	return data, nil
+	return data, err
 }
 
 // Path is the position file's path ("" when positions live in memory only).

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/go-kit/log/level"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/safefile"
 )
 
 // candidate is a file that may hold a saved position: the path itself or
@@ -31,15 +33,11 @@ type candidate struct {
 func (t *Tailer) candidates(since time.Time) []*candidate {
 	var out []*candidate
 	add := func(path string) {
-		f, err := os.OpenFile(path, os.O_RDONLY|oNoBlock, 0)
+		f, fi, err := safefile.Open(path, 0)
 		if err != nil {
 			return
 		}
 		defer f.Close()
-		fi, err := f.Stat()
-		if err != nil || !fi.Mode().IsRegular() {
-			return
-		}
 		c := &candidate{path: path, size: fi.Size(), mtime: fi.ModTime(), birth: birth(f)}
 		c.dev, c.ino = fileID(fi)
 		if t.listed != nil {
@@ -220,14 +218,12 @@ func copyOf(c *candidate, fl *file) bool {
 	if n == 0 || fl.off == 0 || !bytes.Equal(fl.head[:n], c.head[:n]) {
 		return false
 	}
-	f, err := os.Open(c.path)
+	f, fi, err := safefile.Open(c.path, 0)
 	if err != nil {
 		return false
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err != nil {
-		return false
-	} else if dev, ino := fileID(fi); dev != c.dev || ino != c.ino {
+	if dev, ino := fileID(fi); dev != c.dev || ino != c.ino {
 		return false
 	}
 	var got, held [tailLen]byte

@@ -21,6 +21,8 @@ import (
 
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/safefile"
 )
 
 // LineHandler receives each line without its newline. The slice is valid
@@ -529,7 +531,7 @@ func (t *Tailer) pruneIDs() {
 		names = append(names, s.path)
 	}
 	for _, p := range names {
-		f, err := os.OpenFile(p, os.O_RDONLY|oNoBlock, 0)
+		f, _, err := safefile.Open(p, 0)
 		if err != nil {
 			continue
 		}

@@ -527,3 +527,58 @@ func TestTruncatedToSameSize(t *testing.T) {
 		t.Errorf("truncations seen: %d, want 1", got)
 	}
 }
+
+// TestFIFOAtPath: a FIFO at the log's path (nobody writes to it, so a
+// blocking open waits for ever) is a read error counted at every check and
+// logged once; the tailer is ready at once, follows the file that replaces
+// the FIFO, and a FIFO put at the path after start neither hangs it nor
+// its stop (issue 26 item 5: the watcher's blocking open of the path hung
+// the start-up, the serving for 10 s, and SIGTERM).
+func TestFIFOAtPath(t *testing.T) {
+	h := newHarness(t)
+	if err := syscall.Mkfifo(h.path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logger := &countingLogger{}
+	store, _ := OpenPositions("", logger)
+	stats := &Stats{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	tl := New(Options{Path: h.path, PollInterval: 10 * time.Millisecond, FromBeginning: true, RotateWait: time.Hour}, logger, store, stats, h.recorder.handle)
+	go func() { defer close(done); tl.Run(ctx) }()
+	defer func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the tailer did not stop within 5 s")
+		}
+	}()
+	select {
+	case <-tl.Ready():
+	case <-time.After(5 * time.Second):
+		t.Fatal("not ready after 5 s with a FIFO at the path")
+	}
+	testutil.Eventually(t, 10*time.Second, "read errors counted", func() bool { return stats.ReadErrors.Load() >= 3 })
+	logger.mu.Lock()
+	n := logger.n
+	logger.mu.Unlock()
+	if n != 1 {
+		t.Errorf("logged %d times, want once", n)
+	}
+	os.Remove(h.path)
+	appendFile(t, h.path, "one\n")
+	h.waitLines(1)
+
+	// Rotated away, a FIFO in its place: the old file is still read.
+	if err := os.Rename(h.path, h.path+".1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(h.path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before := stats.ReadErrors.Load()
+	testutil.Eventually(t, 10*time.Second, "read errors counted again", func() bool { return stats.ReadErrors.Load() > before })
+	appendFile(t, h.path+".1", "two\n")
+	h.waitLines(2)
+}

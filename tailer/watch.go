@@ -14,6 +14,8 @@ import (
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
 	"golang.org/x/sys/unix"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/safefile"
 )
 
 // watcher turns inotify events on the log's directory into wake-ups. It
@@ -118,7 +120,7 @@ func newEventWatcher(path string) *watcher {
 	wt := &watcher{wake: make(chan struct{}, 1), rotate: make(chan struct{}, 1), kick: make(chan struct{}, 1), path: path, dir: dir, done: make(chan struct{}), ids: map[fileKey]bool{}, counting: true, pruneAt: minPrune}
 	// The file the path names now is not new: taken before the watch is
 	// added, so that a file created in between is counted as created.
-	if f, err := os.Open(path); err == nil {
+	if f, _, err := safefile.Open(path, 0); err == nil {
 		if k, ok := keyOf(f); ok {
 			wt.ids[k] = false // there before the watch: not a creation
 		}
@@ -271,16 +273,11 @@ func (wt *watcher) rotEvent(name, base string, mask, cookie uint32) {
 // it is gone already, it was renamed on and may still be found.
 // Called with mu held.
 func (wt *watcher) obtain(path string, renamed bool) {
-	f, err := os.OpenFile(path, os.O_RDONLY|oNoBlock, 0)
+	f, _, err := safefile.Open(path, 0)
 	if err != nil {
 		if renamed || !errors.Is(err, os.ErrNotExist) {
 			wt.credit++ // not known to be lost
 		}
-		return
-	}
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		f.Close()
-		wt.credit++
 		return
 	}
 	k, ok := keyOf(f)

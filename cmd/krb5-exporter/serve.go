@@ -47,6 +47,7 @@ type serveCmd struct {
 	metricsPath string
 	maxRequests int
 	maxProbes   int
+	idleTimeout time.Duration
 }
 
 func addServeCommand(app *kingpin.Application) *serveCmd {
@@ -63,6 +64,8 @@ func addServeCommand(app *kingpin.Application) *serveCmd {
 		Default("40").IntVar(&s.maxRequests)
 	s.cmd.Flag("web.max-probe-requests", "Maximum number of parallel /probe requests; more are answered 503. 0 disables the limit.").
 		Default("20").IntVar(&s.maxProbes)
+	s.cmd.Flag("web.idle-timeout", "Close a keep-alive connection idle this long (each one holds a file descriptor).").
+		Default("2m").DurationVar(&s.idleTimeout)
 	s.collectors = collector.RegisterFlags(s.cmd)
 	s.logs = kdclog.RegisterFlags(s.cmd)
 	return s
@@ -182,7 +185,13 @@ func (s *serveCmd) run(stdout, stderr io.Writer) int {
 	case <-ctx.Done():
 	}
 	dropStartupPages(logger)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// exporter-toolkit's web configuration sets no timeouts: without an
+	// idle timeout every keep-alive connection a client leaves open holds
+	// a file descriptor for ever. Requests' contexts end with ctx: on
+	// SIGTERM a /probe waiting on a KDC that never answers returns at once
+	// instead of holding the stop.
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: s.idleTimeout,
+		BaseContext: func(net.Listener) context.Context { return ctx }}
 	errc := make(chan error, 1)
 	go func() { errc <- web.ServeMultiple(listeners, srv, s.web, slogger) }()
 	level.Info(logger).Log("msg", "starting krb5-exporter", "version", version.Info(), "build_context", version.BuildContext())
@@ -194,18 +203,33 @@ func (s *serveCmd) run(stdout, stderr io.Writer) int {
 	case <-ctx.Done():
 	}
 	level.Info(logger).Log("msg", "shutting down")
-	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	shutdown, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
 	if err := srv.Shutdown(shutdown); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		level.Warn(logger).Log("msg", "unclean HTTP shutdown", "err", err)
+		// A client that does not read its reply (or a /probe still
+		// waiting) must not hold the stop: its connection is closed.
+		level.Warn(logger).Log("msg", "requests still running at shutdown; closing their connections", "err", err)
+		srv.Close()
 	}
 	return 0
 }
 
-// listen binds the --web.listen-address sockets, or takes systemd's.
 // readyWait bounds how long serving waits for the log collector.
 const readyWait = 10 * time.Second
 
+// readHeaderTimeout bounds a request's headers; shutdownGrace is how long
+// requests in flight get to finish after SIGTERM, so that the daemon stops
+// within seconds whatever its clients do.
+const (
+	readHeaderTimeout = 10 * time.Second
+	shutdownGrace     = 2 * time.Second
+)
+
+// logRepeatInterval: an event that repeats (a scrape aborted, a collector
+// failing) is logged at most once per interval.
+const logRepeatInterval = time.Minute
+
+// listen binds the --web.listen-address sockets, or takes systemd's.
 func (s *serveCmd) listen() ([]net.Listener, error) {
 	if *s.web.WebSystemdSocket {
 		ls, err := activation.Listeners()
@@ -255,6 +279,9 @@ func (s *serveCmd) checkFlags() error {
 	if s.maxRequests < 0 || s.maxProbes < 0 {
 		return fmt.Errorf("--web.max-requests and --web.max-probe-requests must not be negative")
 	}
+	if s.idleTimeout <= 0 {
+		return fmt.Errorf("--web.idle-timeout %s: want a positive duration", s.idleTimeout)
+	}
 	return nil
 }
 
@@ -275,12 +302,13 @@ func (s *serveCmd) check(stdout io.Writer, logger log.Logger) int {
 // routes builds the HTTP endpoints of the daemon.
 func (s *serveCmd) routes(logger log.Logger, reg *prometheus.Registry, reloader *config.Reloader, probes *prober.Manager) (*http.ServeMux, error) {
 	mux := http.NewServeMux()
-	mux.Handle(s.metricsPath, collector.MetricsHandler(reg, promhttp.HandlerOpts{
-		ErrorLog:            promErrorLogger{logger},
+	limit := logging.NewLimiter(logRepeatInterval)
+	mux.Handle(s.metricsPath, clientGone(logger, limit, collector.MetricsHandler(reg, promhttp.HandlerOpts{
+		ErrorLog:            promErrorLogger{logger, limit},
 		ErrorHandling:       promhttp.ContinueOnError,
 		MaxRequestsInFlight: s.maxRequests,
 		Registry:            reg,
-	}))
+	})))
 	mux.Handle("/probe", probes.Handler(reloader.Current, s.maxProbes))
 	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "Healthy")
@@ -319,9 +347,46 @@ func (s *serveCmd) routes(logger log.Logger, reg *prometheus.Registry, reloader 
 	return mux, nil
 }
 
-// promErrorLogger sends promhttp's errors to the project logger.
-type promErrorLogger struct{ logger log.Logger }
+// promErrorLogger sends promhttp's errors to the project logger, at most
+// one a logRepeatInterval: a collector failing fails every scrape.
+type promErrorLogger struct {
+	logger log.Logger
+	limit  *logging.Limiter
+}
 
 func (l promErrorLogger) Println(v ...any) {
-	level.Error(l.logger).Log("msg", fmt.Sprint(v...))
+	if held, ok := l.limit.Allow("metrics error"); ok {
+		level.Error(l.logger).Log("msg", fmt.Sprint(v...), "earlier_not_logged", held)
+	}
+}
+
+// clientGone makes a scrape whose client went away (its scrape timeout, a
+// closed connection) one event: promhttp would log the failed write of
+// every metric family, some 100 lines per aborted scrape. The first failed
+// write is logged (at most once a logRepeatInterval) and the rest of the
+// reply is dropped as if written.
+func clientGone(logger log.Logger, limit *logging.Limiter, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(&goneWriter{ResponseWriter: w, logger: logger, limit: limit}, r)
+	})
+}
+
+type goneWriter struct {
+	http.ResponseWriter
+	logger log.Logger
+	limit  *logging.Limiter
+	gone   bool
+}
+
+func (w *goneWriter) Write(p []byte) (int, error) {
+	if w.gone {
+		return len(p), nil
+	}
+	if _, err := w.ResponseWriter.Write(p); err != nil {
+		w.gone = true
+		if held, ok := w.limit.Allow("scrape aborted"); ok {
+			level.Warn(w.logger).Log("msg", "the scrape's client went away before its reply was sent", "err", err, "earlier_not_logged", held)
+		}
+	}
+	return len(p), nil
 }

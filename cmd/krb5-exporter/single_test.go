@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"net"
@@ -147,22 +146,8 @@ func TestCrashRecountsOnlySinceLastSync(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, 30*time.Second, "the position file to record the 200 lines", func() bool {
-		b, err := os.ReadFile(pos)
-		if err != nil {
-			return false
-		}
-		var pf struct {
-			Files map[string]struct {
-				Current *struct {
-					Offset int64 `json:"offset"`
-				} `json:"current"`
-			} `json:"files"`
-		}
-		if json.Unmarshal(b, &pf) != nil {
-			return false
-		}
-		c := pf.Files[logPath].Current
-		return c != nil && c.Offset == fi.Size()
+		off, ok := savedOffset(t, pos, logPath)
+		return ok && off == fi.Size()
 	})
 	kdcLines(t, logPath, 30)
 	waitIssued(t, base, 230)

@@ -89,6 +89,11 @@ func (t *topCmd) logConfig() (*config.Config, error) {
 		logs[i].PollInterval = topPollInterval
 	}
 	cfg.Logs = logs
+	// The --log paths are checked as the file's are: a FIFO is refused
+	// here, not followed silently.
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	return cfg, nil
 }
 

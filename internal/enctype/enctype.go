@@ -26,6 +26,10 @@ type Type struct {
 	WeakReason string
 	// Client marks the types the project's Kerberos engine implements.
 	Client bool
+	// KeyLen is the length of a key in bytes (RFC 3961 key-generation
+	// seed length), as a keytab holds it; 0 where the project never reads
+	// such keys.
+	KeyLen int
 }
 
 const (
@@ -45,10 +49,10 @@ var table = [...]Type{
 	{ID: 6, Name: "des3-cbc-raw", Weak: true, WeakReason: whyDES3},
 	{ID: 8, Name: "des-hmac-sha1", Weak: true, WeakReason: whyDES},
 	{ID: 16, Name: "des3-cbc-sha1", Aliases: []string{"des3-hmac-sha1", "des3-cbc-sha1-kd"}, Weak: true, WeakReason: whyDES3},
-	{ID: 17, Name: "aes128-cts-hmac-sha1-96", Aliases: []string{"aes128-cts", "aes128-sha1"}, Client: true},
-	{ID: 18, Name: "aes256-cts-hmac-sha1-96", Aliases: []string{"aes256-cts", "aes256-sha1"}, Client: true},
-	{ID: 19, Name: "aes128-cts-hmac-sha256-128", Aliases: []string{"aes128-sha2"}, Client: true},
-	{ID: 20, Name: "aes256-cts-hmac-sha384-192", Aliases: []string{"aes256-sha2"}, Client: true},
+	{ID: 17, Name: "aes128-cts-hmac-sha1-96", Aliases: []string{"aes128-cts", "aes128-sha1"}, Client: true, KeyLen: 16},
+	{ID: 18, Name: "aes256-cts-hmac-sha1-96", Aliases: []string{"aes256-cts", "aes256-sha1"}, Client: true, KeyLen: 32},
+	{ID: 19, Name: "aes128-cts-hmac-sha256-128", Aliases: []string{"aes128-sha2"}, Client: true, KeyLen: 16},
+	{ID: 20, Name: "aes256-cts-hmac-sha384-192", Aliases: []string{"aes256-sha2"}, Client: true, KeyLen: 32},
 	{ID: 23, Name: "arcfour-hmac", Aliases: []string{"rc4-hmac", "arcfour-hmac-md5"}, Weak: true, WeakReason: whyRC4},
 	{ID: 24, Name: "arcfour-hmac-exp", Aliases: []string{"rc4-hmac-exp", "arcfour-hmac-md5-exp"}, Weak: true, WeakReason: whyRC4 + ", 40-bit export key"},
 	{ID: 25, Name: "camellia128-cts-cmac", Aliases: []string{"camellia128-cts"}},

@@ -50,11 +50,8 @@ func newEtypeInfo(id int32, macLen int, cksum int32, h func() hash.Hash, r8009 b
 	if err != nil {
 		panic(err) // the four AES enctypes are always in gokrb5
 	}
-	keyLen := 32
-	if id == etypeID.AES128_CTS_HMAC_SHA1_96 || id == etypeID.AES128_CTS_HMAC_SHA256_128 {
-		keyLen = 16
-	}
-	return &etypeInfo{id: id, name: enctype.Name(id), macLen: macLen, cksum: cksum, newHash: h, rfc8009: r8009, keyLen: keyLen, gk: gk}
+	t, _ := enctype.ByID(id)
+	return &etypeInfo{id: id, name: t.Name, macLen: macLen, cksum: cksum, newHash: h, rfc8009: r8009, keyLen: t.KeyLen, gk: gk}
 }
 
 // DefaultEtypes is the RHEL 9 / MIT order kinit sends: {20, 19, 18, 17}.

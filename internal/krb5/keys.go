@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"slices"
@@ -14,8 +13,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jcmturner/gokrb5/v8/keytab"
 	"github.com/krb5-exporter/krb5-exporter/internal/enctype"
+	"github.com/krb5-exporter/krb5-exporter/internal/keytab"
+	"github.com/krb5-exporter/krb5-exporter/internal/safefile"
 )
 
 // Credentials hold the long-term keys of one client principal, from a keytab
@@ -92,17 +92,7 @@ func PendingCredentials(keytabPath, passwordPath string, p Principal) *Credentia
 }
 
 func (c *Credentials) loadPasswordLocked() error {
-	f, err := os.Open(c.pwPath)
-	if err != nil {
-		return fileError("password file", err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return fileError("password file", err)
-	}
-	const maxPasswordFile = 64 << 10
-	b, err := io.ReadAll(io.LimitReader(f, maxPasswordFile))
+	b, fi, err := safefile.ReadFile(c.pwPath, MaxPasswordFile, 0)
 	if err != nil {
 		return fileError("password file", err)
 	}
@@ -114,6 +104,24 @@ func (c *Credentials) loadPasswordLocked() error {
 	c.password = line
 	c.worldReadable = fi.Mode().Perm()&0o004 != 0
 	return nil
+}
+
+// Bounds of the key files read (package keytab's, which the configuration
+// check uses too).
+const (
+	MaxKeytab       = keytab.MaxFile
+	MaxPasswordFile = keytab.MaxPasswordFile
+)
+
+// readKeytab reads a keytab file through safefile: a FIFO or device put in
+// its place fails at once instead of hanging every caller of the
+// credentials' lock (a /probe, the module's probe loop).
+func readKeytab(path string) ([]byte, os.FileInfo, error) {
+	b, fi, err := safefile.ReadFile(path, MaxKeytab, 0)
+	if err != nil {
+		return nil, nil, fileError("keytab", err)
+	}
+	return b, fi, nil
 }
 
 // Principal returns the client principal the credentials are for.
@@ -169,22 +177,9 @@ func (c *Credentials) load(now time.Time) error {
 }
 
 func (c *Credentials) loadLocked(now time.Time) error {
-	f, err := os.Open(c.path)
+	b, fi, err := readKeytab(c.path)
 	if err != nil {
-		return fileError("keytab", err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return fileError("keytab", err)
-	}
-	const maxKeytab = 64 << 20
-	if fi.Size() > maxKeytab {
-		return fmt.Errorf("keytab: %d bytes is not a keytab", fi.Size())
-	}
-	b := make([]byte, fi.Size())
-	if _, err := f.ReadAt(b, 0); err != nil {
-		return fileError("keytab", err)
+		return err
 	}
 	keys, err := keytabKeys(b, c.principal)
 	if err != nil {
@@ -197,47 +192,38 @@ func (c *Credentials) loadLocked(now time.Time) error {
 	return nil
 }
 
+// CheckKeytab reports whether keytab bytes parse and hold a key of p of a
+// supported enctype: what loading them for a probe needs. The error quotes
+// no byte of b.
+func CheckKeytab(b []byte, p Principal) error {
+	_, err := keytabKeys(b, p)
+	return err
+}
+
 // keytabKeys extracts p's keys of supported enctypes, newest kvno first.
 func keytabKeys(b []byte, p Principal) ([]ltKey, error) {
-	kt, err := parseKeytab(b)
+	kt, err := keytab.Parse(b)
 	if err != nil {
 		return nil, err
 	}
 	return principalKeys(kt, p)
 }
 
-// parseKeytab parses a keytab file's bytes.
-func parseKeytab(b []byte) (kt *keytab.Keytab, err error) {
-	// gokrb5's keytab parser indexes without bounds checks on some malformed
-	// inputs; a bad file must be an error, not a crash of the daemon.
-	defer func() {
-		if r := recover(); r != nil {
-			kt, err = nil, malformedKeytab(b)
-		}
-	}()
-	kt = keytab.New()
-	if kt.Unmarshal(b) != nil {
-		// gokrb5's error quotes the file's bytes (keys included): never
-		// pass its text on.
-		return nil, malformedKeytab(b)
-	}
-	return kt, nil
-}
-
-// principalKeys are p's keys in kt of supported enctypes, newest kvno first.
-func principalKeys(kt *keytab.Keytab, p Principal) (keys []ltKey, err error) {
-	for _, e := range kt.Entries {
-		if e.Principal.Realm != p.Realm || !slices.Equal(e.Principal.Components, p.Components) {
+// principalKeys are p's keys in a keytab's entries of supported enctypes,
+// newest kvno first.
+func principalKeys(kt []keytab.Entry, p Principal) (keys []ltKey, err error) {
+	for _, e := range kt {
+		if e.Realm != p.Realm || !slices.Equal(e.Components, p.Components) {
 			continue
 		}
-		et := lookupEtype(e.Key.KeyType)
-		if et == nil || len(e.Key.KeyValue) != et.keyLen {
+		et := lookupEtype(e.EncType)
+		if et == nil || len(e.Key) != et.keyLen {
 			// A key of the wrong length cannot be the principal's (and an
 			// empty one would crash the key schedule): skip it like an
 			// unsupported enctype.
 			continue
 		}
-		keys = append(keys, ltKey{etype: e.Key.KeyType, kvno: e.KVNO, key: slices.Clone(e.Key.KeyValue)})
+		keys = append(keys, ltKey{etype: e.EncType, kvno: e.KVNO, key: e.Key})
 	}
 	if len(keys) == 0 {
 		return nil, fmt.Errorf("no AES key for %s", p)
@@ -251,17 +237,13 @@ func principalKeys(kt *keytab.Keytab, p Principal) (keys []ltKey, err error) {
 // once, not a thousand times. Each result refreshes on its own afterwards,
 // as NewKeytabCredentials's does.
 func NewKeytabCredentialsFor(path string, ps []Principal) ([]*Credentials, error) {
-	// Stat before reading: a change in between then looks like a change
-	// after, and the next refresh reads the file again.
-	fi, err := os.Stat(path)
+	// The fstat of the open comes before the read: a change in between
+	// looks like a change after, and the next refresh reads the file again.
+	b, fi, err := readKeytab(path)
 	if err != nil {
-		return nil, fileError("keytab", err)
+		return nil, err
 	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fileError("keytab", err)
-	}
-	kt, err := parseKeytab(b)
+	kt, err := keytab.Parse(b)
 	if err != nil {
 		return nil, fmt.Errorf("keytab: %w", err)
 	}
@@ -286,48 +268,6 @@ func fileError(what string, err error) error {
 		return fmt.Errorf("cannot %s %s: %w", pe.Op, what, pe.Err)
 	}
 	return fmt.Errorf("%s: %w", what, err)
-}
-
-// malformedKeytab says where a keytab that gokrb5 rejects goes wrong, in
-// words and numbers only: the header, or the first entry (1-based) whose
-// length runs past the end of the file or that does not parse on its own.
-func malformedKeytab(b []byte) error {
-	if len(b) < 2 || b[0] != 5 || (b[1] != 1 && b[1] != 2) {
-		return errors.New("malformed keytab: not a keytab (bad header)")
-	}
-	order := binary.ByteOrder(binary.BigEndian)
-	if b[1] == 1 {
-		order = binary.NativeEndian
-	}
-	for n, off := 1, 2; off < len(b); n++ {
-		if len(b)-off < 4 {
-			return fmt.Errorf("malformed keytab: entry %d is truncated", n)
-		}
-		l := int64(int32(order.Uint32(b[off:])))
-		off += 4
-		deleted := l < 0
-		if deleted {
-			l = -l // a deleted entry: a hole of that size
-		}
-		if l > int64(len(b)-off) {
-			return fmt.Errorf("malformed keytab: entry %d is truncated", n)
-		}
-		if !deleted && !entryParses(b[:2], b[off-4:off+int(l)]) {
-			return fmt.Errorf("malformed keytab: entry %d does not parse", n)
-		}
-		off += int(l)
-	}
-	return errors.New("malformed keytab")
-}
-
-// entryParses reports whether gokrb5 accepts one entry behind the header.
-func entryParses(header, entry []byte) (ok bool) {
-	defer func() {
-		if recover() != nil {
-			ok = false
-		}
-	}()
-	return keytab.New().Unmarshal(append(append([]byte{}, header...), entry...)) == nil
 }
 
 // keyFor returns the key of the given enctype. kvno 0 means the newest. For

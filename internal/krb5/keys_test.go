@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -261,5 +262,54 @@ func TestKeytabCredentialsFor(t *testing.T) {
 	}
 	if _, err := NewKeytabCredentialsFor(r.UserKeytab, append(ps, mustPrincipal(t, "nosuch@"+r.Realm))); err == nil || !strings.Contains(err.Error(), "no AES key for nosuch@") {
 		t.Errorf("missing principal: %v", err)
+	}
+}
+
+// A FIFO put at the keytab's path while the credentials are in use (or at
+// a password file's before it loads) is an error at the next refresh, at
+// once, and the keys loaded before stay (issue 26 item 4: the reload's
+// blocking open hung under the credentials' lock, and every /probe of the
+// module with it).
+func TestKeyFileFIFO(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "k.keytab")
+	writeTestKeytab(t, path, "probe@PERF.TEST")
+	p := mustPrincipal(t, "probe@PERF.TEST")
+	c, err := NewKeytabCredentials(path, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(path)
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pw := PendingCredentials("", path, p)
+	for what, refresh := range map[string]func() error{
+		"keytab": func() error {
+			_, err := c.refresh(time.Now().Add(2 * keytabRecheck))
+			return err
+		},
+		"password file": func() error {
+			_, err := pw.refresh(time.Now())
+			return err
+		},
+		"new keytab credentials": func() error {
+			_, err := NewKeytabCredentials(path, p)
+			return err
+		},
+	} {
+		done := make(chan error, 1)
+		go func() { done <- refresh() }()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), "a FIFO") || strings.Contains(err.Error(), dir) {
+				t.Errorf("%s: %v, want a FIFO named as such, without its path", what, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: the load of a FIFO still blocks after 5 s", what)
+		}
+	}
+	if !c.hasEtype(20) {
+		t.Error("the keys loaded before the FIFO were dropped")
 	}
 }

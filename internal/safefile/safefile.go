@@ -1,6 +1,8 @@
 // Package safefile writes files that hold or name secrets (configurations
 // naming keytabs, realm state) so that neither a crash nor a link planted at
-// the path can misdirect them.
+// the path can misdirect them, and reads files whose place someone else
+// can fill (keytabs, password files, configurations, logs) so that a FIFO,
+// a device or a huge file there is an error, never a hang or a flood.
 package safefile
 
 import (

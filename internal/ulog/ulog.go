@@ -11,9 +11,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"syscall"
 	"time"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/safefile"
 )
 
 // HeaderMagic is KDB_ULOG_HDR_MAGIC, the first four bytes of every log.
@@ -67,22 +67,17 @@ var (
 )
 
 // ErrNotRegular is returned for a path that is not a regular file.
-var ErrNotRegular = errors.New("not a regular file")
+var ErrNotRegular = safefile.ErrNotRegular
 
 // ReadFile reads the header of the update log at path. It opens without
 // blocking, so that a FIFO or device put in the log's place cannot hang a
 // scrape.
 func ReadFile(path string) (Header, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, _, err := safefile.Open(path, 0)
 	if err != nil {
 		return Header{}, err
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err != nil {
-		return Header{}, err
-	} else if !fi.Mode().IsRegular() {
-		return Header{}, fmt.Errorf("%s: %w", path, ErrNotRegular)
-	}
 	var b [HeaderSize]byte
 	if _, err := io.ReadFull(f, b[:]); err != nil {
 		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
