@@ -59,6 +59,12 @@ deps:
 demo: deps build
 	./scripts/demo.sh ./$(BIN)
 
+# Mutation testing (gremlins) of the pure, fast packages with their unit
+# tests only; not part of `make test`. Scores: docs/testing.md.
+.PHONY: mutation
+mutation:
+	./scripts/mutation.sh
+
 # Go benchmarks (not part of `make test`).
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...

@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -15,6 +14,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/krb5-exporter/krb5-exporter/bench/report"
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
@@ -22,16 +22,7 @@ import (
 // every chart is there, drawn (non-empty SVG with paths), and the page
 // logs no error.
 func TestReportHTMLInBrowser(t *testing.T) {
-	browser := ""
-	for _, b := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(b); err == nil {
-			browser = p
-			break
-		}
-	}
-	if browser == "" {
-		t.Skip("no chromium installed (scripts/deps.sh installs it)")
-	}
+	browser := testutil.RequireProgram(t, "chromium", "chromium-browser", "google-chrome")
 	r := upRealm(t, realm.Options{NoKadmind: true})
 	s := small("latency", "concurrency", "degradation")
 	rep := runSuite(t, RealmSystem(r), s)

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/krb5-exporter/krb5-exporter/bench/report"
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
@@ -22,9 +23,7 @@ import (
 // process, at most the CPUs of their affinity, the parent of the others
 // (krb5kdc -w's supervisor) not counted.
 func TestCoresOf(t *testing.T) {
-	if _, err := exec.LookPath("taskset"); err != nil {
-		t.Skip(err)
-	}
+	testutil.RequireProgram(t, "taskset")
 	start := func(args ...string) *exec.Cmd {
 		cmd := exec.Command(args[0], args[1:]...)
 		if err := cmd.Start(); err != nil {

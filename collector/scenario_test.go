@@ -92,8 +92,8 @@ func kdcDown(t *testing.T, s *scrape) {
 		t.Errorf("%d host counter families while no KDC namespace exists", n)
 	}
 	for _, name := range []string{"process", "network", "kdcconf"} {
-		if v, ok := s.Find("krb5_exporter_collector_scrape_success", "collector", name); ok && v != 1 {
-			t.Errorf("collector %s failed while the KDC is down", name)
+		if v, ok := s.Find("krb5_exporter_collector_scrape_success", "collector", name); !ok || v != 1 {
+			t.Errorf("collector %s: scrape_success %v (series present: %v) while the KDC is down, want 1", name, v, ok)
 		}
 	}
 }

@@ -206,7 +206,7 @@ func BenchmarkFollowAt20k(b *testing.B) {
 
 // procCPU is the time pid's threads spent on a CPU, in nanoseconds
 // (schedstat; /proc/PID/stat counts in 10 ms ticks, too coarse here).
-func procCPU(b *testing.B, pid int) time.Duration {
+func procCPU(b testing.TB, pid int) time.Duration {
 	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
 	if err != nil || len(tasks) == 0 {
 		b.Fatalf("no threads of %d: %v", pid, err)

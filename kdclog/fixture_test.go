@@ -14,7 +14,7 @@ import (
 
 // The fixtures are real lines of MIT krb5 1.20 captured from harness
 // realms (testdata/README.md). These tests need no MIT binaries.
-var fixtures = []string{"mit-1.20-kdc.log", "mit-1.20-kadmind.log", "mit-1.20-workers-kdc.log"}
+var fixtures = []string{"mit-1.20-kdc.log", "mit-1.20-kadmind.log", "mit-1.20-workers-kdc.log", "mit-1.20-clockskew-kdc.log"}
 
 var fixtureProbes = []string{"krb5-exporter-probe@PERF.TEST", realm.ReadyPrincipal}
 

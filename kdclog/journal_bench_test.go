@@ -98,7 +98,7 @@ func childNamed(comm string) int {
 // runSource counts src from its beginning with a fresh Manager and
 // returns this process's CPU time (all threads, from /proc) and, for a
 // journal source, journalctl's, read before it is stopped.
-func runSource(b *testing.B, src config.LogSource, done func(*Manager) bool) (self, journalctl time.Duration) {
+func runSource(b testing.TB, src config.LogSource, done func(*Manager) bool) (self, journalctl time.Duration) {
 	pos := filepath.Join(b.TempDir(), "positions.json")
 	m, err := NewManager(log.NewNopLogger(), nil, Config{PositionFile: pos})
 	if err != nil {

@@ -4,12 +4,13 @@
 # start a real krb5kdc/kadmind in a throwaway realm, and replicas of it), promtool, systemd-journal-remote
 # (journal source tests), chromium (the bench test opens report.html in it,
 # headless), and what the package tests use: systemd (systemd-analyze), rpm
-# (rpm -qlp), logrotate, acl (setfacl); tmux (the terminal test of top). Idempotent.
+# (rpm -qlp), logrotate, acl (setfacl); tmux (the terminal test of top); faketime
+# (a kinit with a skewed clock: kdclog TestClockSkew). Idempotent.
 # Set EXTRA_PACKAGES for more (e.g. mtail prometheus-process-exporter for
 # the side-by-side benchmarks).
 set -euo pipefail
 
-packages=(krb5-kdc krb5-admin-server krb5-user krb5-kpropd prometheus systemd-journal-remote systemd rpm logrotate acl chromium tmux ${EXTRA_PACKAGES:-})
+packages=(krb5-kdc krb5-admin-server krb5-user krb5-kpropd prometheus systemd-journal-remote systemd rpm logrotate acl chromium tmux faketime ${EXTRA_PACKAGES:-})
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -47,9 +47,7 @@ func resultDir(t *testing.T, out string) string {
 // A passing run exits 0 and writes every output; an impossible target
 // gives FAIL and exit code 1.
 func TestBenchOnceVerdictAndExitCode(t *testing.T) {
-	if err := realm.Available(); err != nil {
-		t.Skipf("MIT krb5 binaries not installed: %v", err)
-	}
+	testutil.RequireMIT(t)
 	out := t.TempDir()
 	textfile := filepath.Join(t.TempDir(), "bench.prom")
 	stdout, stderr, code := exporter(t, smallBench(out, "--tests", "dump,as", "--target.as-min-rate", "1", "--textfile", textfile)...)

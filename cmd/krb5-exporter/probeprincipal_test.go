@@ -24,9 +24,7 @@ import (
 // it, and the printed configuration probes the KDC.
 func TestProbePrincipal(t *testing.T) {
 	t.Parallel()
-	if err := realm.Available(); err != nil {
-		t.Skip(err)
-	}
+	testutil.RequireMIT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	r, err := realm.Up(ctx, realm.Options{Dir: filepath.Join(t.TempDir(), "r"), Users: 1, Services: -1, Fillers: -1})

@@ -8,6 +8,7 @@ import (
 	"context"
 	"net"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,6 +36,24 @@ func RequireMIT(t testing.TB) {
 		}
 		t.Skipf("MIT krb5 programs not installed: %v", err)
 	}
+}
+
+// RequireProgram returns the path of the first of names found in PATH.
+// When none is, it skips the test, and fails it instead in CI: CI's
+// machine is set up by scripts/deps.sh, so a missing program there is a
+// broken install, not a pass.
+func RequireProgram(t testing.TB, names ...string) string {
+	t.Helper()
+	for _, n := range names {
+		if p, err := exec.LookPath(n); err == nil {
+			return p
+		}
+	}
+	if InCI() {
+		t.Fatalf("%s missing in CI (scripts/deps.sh installs it)", strings.Join(names, " or "))
+	}
+	t.Skipf("%s not installed (scripts/deps.sh installs it)", strings.Join(names, " or "))
+	return ""
 }
 
 // Realm starts a small private MIT realm for one test and removes it when

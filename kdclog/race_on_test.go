@@ -1,0 +1,5 @@
+//go:build race
+
+package kdclog
+
+const raceEnabled = true
