@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -90,7 +91,11 @@ func (pf *profFile) parse(path string, depth int, stack []string) error {
 	// hang every scrape from now on.
 	data, _, err := safefile.ReadFile(path, maxProfileFile, 0)
 	if err != nil {
-		return &profileError{path: path, msg: err.Error()}
+		msg := err.Error()
+		if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+			msg = pe.Op + ": " + pe.Err.Error() // the path is the profileError's
+		}
+		return &profileError{path: path, msg: msg}
 	}
 	pf.files = append(pf.files, path)
 	return pf.parseData(path, data, depth, append(stack, path))

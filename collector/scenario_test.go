@@ -299,7 +299,7 @@ func TestKDCConfBroken(t *testing.T) {
 			t.Errorf("parse errors = %v with kdc.conf unreadable, want 2", v)
 		}
 	}
-	countLogs(map[string]int{parse: 2, "is a directory": 3, failed: 2, recovered: 1})
+	countLogs(map[string]int{parse: 2, "kdc.conf: open: not a regular file: a directory": 3, failed: 2, recovered: 1})
 }
 
 func TestDisabledCollectors(t *testing.T) {
