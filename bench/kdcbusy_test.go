@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
 
 	"github.com/krb5-exporter/krb5-exporter/bench/report"
@@ -32,10 +33,14 @@ func TestCoresOf(t *testing.T) {
 		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 		return cmd
 	}
+	proc, err := procfs.NewDefaultFS()
+	if err != nil {
+		t.Fatal(err)
+	}
 	a := start("sleep", "30")
 	b := start("sleep", "30")
 	ncpu := runtime.NumCPU()
-	if got, want := coresOf([]int{a.Process.Pid, b.Process.Pid}), min(2, ncpu); got != want {
+	if got, want := coresOf(proc, []int{a.Process.Pid, b.Process.Pid}), min(2, ncpu); got != want {
 		t.Errorf("two unpinned processes: %d cores, want %d", got, want)
 	}
 	for _, p := range []int{a.Process.Pid, b.Process.Pid} {
@@ -43,7 +48,7 @@ func TestCoresOf(t *testing.T) {
 			t.Fatalf("taskset: %v %s", err, out)
 		}
 	}
-	if got := coresOf([]int{a.Process.Pid, b.Process.Pid}); got != 1 {
+	if got := coresOf(proc, []int{a.Process.Pid, b.Process.Pid}); got != 1 {
 		t.Errorf("two processes pinned to CPU 0: %d cores, want 1", got)
 	}
 	// A supervisor and its one worker: the worker's core only.
@@ -60,10 +65,10 @@ func TestCoresOf(t *testing.T) {
 	if child == 0 {
 		t.Fatal("the child never started")
 	}
-	if got := coresOf([]int{sup.Process.Pid, child}); got != 1 {
+	if got := coresOf(proc, []int{sup.Process.Pid, child}); got != 1 {
 		t.Errorf("a parent and its child: %d cores, want 1 (the parent serves none)", got)
 	}
-	if got := coresOf(nil); got != 0 {
+	if got := coresOf(proc, nil); got != 0 {
 		t.Errorf("no process: %d cores", got)
 	}
 }

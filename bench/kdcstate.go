@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/procfs"
 )
 
 // DefaultStatePeriod is how often, on average, the state sampler looks at
@@ -46,32 +48,14 @@ func (f *stateFiles) close() {
 
 // open opens the stat files of the serving processes among pids: not the
 // parent of another (the supervisor of krb5kdc -w serves no request).
-func (f *stateFiles) open(pids []int) {
+func (f *stateFiles) open(fs procfs.FS, pids []int) {
 	f.close()
 	f.pids = pids
-	for _, p := range servingOf(pids) {
+	for _, p := range servingOf(fs, pids) {
 		if x, err := os.Open("/proc/" + strconv.Itoa(p) + "/stat"); err == nil {
 			f.files = append(f.files, x)
 		}
 	}
-}
-
-// servingOf drops the processes that are the parent of another in pids.
-func servingOf(pids []int) []int {
-	var out []int
-	for _, p := range pids {
-		parent := false
-		for _, q := range pids {
-			if q != p && ppidOf(q) == p {
-				parent = true
-				break
-			}
-		}
-		if !parent {
-			out = append(out, p)
-		}
-	}
-	return out
 }
 
 // stateOf is the state letter in a /proc/PID/stat line ("pid (comm) S ...").
@@ -145,7 +129,7 @@ func (s *sampler) runStates(stop <-chan struct{}) {
 			t.Reset(next())
 		}
 		if pids := pidsOf(s); !slices.Equal(pids, f.pids) {
-			f.open(pids)
+			f.open(s.proc, pids)
 		}
 		f.tick(&s.states)
 	}

@@ -1,74 +1,46 @@
 package bench
 
 import (
-	"bytes"
-	"os"
-	"slices"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/kdcproc"
 )
 
-// cpuOf returns a process's CPU time. /proc/PID/schedstat has it in
-// nanoseconds (one line per thread would be needed for threaded programs;
-// krb5kdc is single-threaded); /proc/PID/stat in clock ticks is the
-// fallback.
-func cpuOf(pid int) (time.Duration, bool) {
-	c, _, ok := schedOf(pid)
-	return c, ok
-}
-
 // schedOf returns a process's CPU time and the time it waited, runnable,
-// for a CPU (run_delay of /proc/PID/schedstat; 0 from the /proc/PID/stat
-// fallback).
-func schedOf(pid int) (cpu, wait time.Duration, ok bool) {
-	if b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/schedstat"); err == nil {
-		if f := bytes.Fields(b); len(f) > 0 {
-			if ns, err := strconv.ParseInt(string(f[0]), 10, 64); err == nil {
-				if len(f) > 1 {
-					w, _ := strconv.ParseInt(string(f[1]), 10, 64)
-					wait = time.Duration(w)
-				}
-				return time.Duration(ns), wait, true
-			}
-		}
-	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+// for a CPU (/proc/PID/schedstat, in nanoseconds; krb5kdc is
+// single-threaded, so the process's line is all of it). /proc/PID/stat's
+// clock ticks are the fallback, without the wait.
+func schedOf(fs procfs.FS, pid int) (cpu, wait time.Duration, ok bool) {
+	p, err := fs.Proc(pid)
 	if err != nil {
 		return 0, 0, false
 	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
+	if ss, err := p.Schedstat(); err == nil {
+		return time.Duration(ss.RunningNanoseconds), time.Duration(ss.WaitingNanoseconds), true
+	}
+	st, err := p.Stat()
+	if err != nil {
 		return 0, 0, false
 	}
-	f := bytes.Fields(b[i+1:])
-	if len(f) < 13 {
-		return 0, 0, false
-	}
-	u, _ := strconv.ParseInt(string(f[11]), 10, 64)
-	s, _ := strconv.ParseInt(string(f[12]), 10, 64)
-	return time.Duration(u+s) * (time.Second / 100), 0, true // USER_HZ is 100 on Linux
+	return time.Duration(st.UTime+st.STime) * (time.Second / 100), 0, true // USER_HZ is 100 on Linux
 }
 
-// rssOf returns VmRSS in bytes.
-func rssOf(pid int) int64 {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+// rssOf returns VmRSS in bytes (0 when unknown).
+func rssOf(fs procfs.FS, pid int) int64 {
+	p, err := fs.Proc(pid)
 	if err != nil {
 		return 0
 	}
-	i := bytes.Index(b, []byte("VmRSS:"))
-	if i < 0 {
+	st, err := p.NewStatus()
+	if err != nil {
 		return 0
 	}
-	f := bytes.Fields(b[i+6:])
-	if len(f) == 0 {
-		return 0
-	}
-	kb, _ := strconv.ParseInt(string(f[0]), 10, 64)
-	return kb * 1024
+	return int64(st.VmRSS)
 }
 
 // pidsOf is the sampler's KDC processes as last found.
@@ -82,20 +54,10 @@ func pidsOf(s *sampler) []int {
 // per process that serves (krb5kdc is single-threaded; the supervisor of
 // krb5kdc -w, the parent of the others, serves none), at most as many as
 // the CPUs in their affinity masks together (taskset, cgroup cpusets).
-func coresOf(pids []int) int {
-	parents := map[int]bool{}
-	for _, p := range pids {
-		if pp := ppidOf(p); pp > 0 && slices.Contains(pids, pp) {
-			parents[pp] = true
-		}
-	}
+func coresOf(fs procfs.FS, pids []int) int {
+	serving := servingOf(fs, pids)
 	var all unix.CPUSet
-	n := 0
-	for _, p := range pids {
-		if parents[p] {
-			continue
-		}
-		n++
+	for _, p := range serving {
 		var set unix.CPUSet
 		if err := unix.SchedGetaffinity(p, &set); err != nil {
 			continue
@@ -104,25 +66,17 @@ func coresOf(pids []int) int {
 			all[i] |= set[i]
 		}
 	}
-	return min(n, all.Count())
+	return min(len(serving), all.Count())
 }
 
-// ppidOf is a process's parent, 0 when unknown.
-func ppidOf(pid int) int {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
+// servingOf is which of pids serve requests (kdcproc.Answering): the
+// workers of krb5kdc -w, or the processes without one of pids as parent.
+func servingOf(fs procfs.FS, pids []int) []int {
+	var out []int
+	for _, id := range kdcproc.Answering(kdcproc.Of(fs, pids)) {
+		out = append(out, id.PID)
 	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0
-	}
-	f := bytes.Fields(b[i+1:])
-	if len(f) < 2 {
-		return 0
-	}
-	pp, _ := strconv.Atoi(string(f[1]))
-	return pp
+	return out
 }
 
 // selfCPU is the CPU time of this whole process (the generator).
@@ -137,6 +91,7 @@ func selfCPU() time.Duration {
 // sampler reads the KDC processes and the generator once a second (and
 // on demand) into a series kept for the report and raw/resource-samples.csv.
 type sampler struct {
+	proc  procfs.FS
 	pids  func() []int
 	start time.Time
 	// cached is the last pid list: finding the KDC's workers walks all of
@@ -155,7 +110,10 @@ type sampler struct {
 }
 
 func newSampler(pids func() []int) *sampler {
-	return &sampler{pids: pids, start: time.Now(), period: DefaultStatePeriod}
+	// /proc is mounted wherever the bench runs (it reads the KDC there);
+	// without it the samples are empty, as for processes gone.
+	proc, _ := procfs.NewDefaultFS()
+	return &sampler{proc: proc, pids: pids, start: time.Now(), period: DefaultStatePeriod}
 }
 
 // read takes one sample now (and records it).
@@ -169,10 +127,10 @@ func (s *sampler) read() Sample {
 			smp = Sample{}
 			gone := len(pids) == 0
 			for _, p := range pids {
-				if c, w, ok := schedOf(p); ok {
+				if c, w, ok := schedOf(s.proc, p); ok {
 					smp.KDCCPU += c
 					smp.KDCRunDelay += w
-					smp.KDCRSS += rssOf(p)
+					smp.KDCRSS += rssOf(s.proc, p)
 					smp.KDCProcesses++
 				} else {
 					gone = true
@@ -187,7 +145,7 @@ func (s *sampler) read() Sample {
 			s.mu.Unlock()
 		}
 	}
-	smp.KDCCores = coresOf(pidsOf(s))
+	smp.KDCCores = coresOf(s.proc, pidsOf(s))
 	s.states.cores.Store(int64(smp.KDCCores))
 	smp.GenCPU = selfCPU()
 	smp.KDCStateTicks = s.states.ticks.Load()

@@ -21,6 +21,14 @@ import (
 
 const namespace = "krb5"
 
+// The names of the series other packages read (top), declared once here.
+const (
+	MetricProcessCPU         = "krb5_process_cpu_seconds_total"
+	MetricProcessRSS         = "krb5_process_resident_memory_bytes"
+	MetricUDPDrops           = "krb5_kdc_udp_drops_total"
+	MetricTCPListenOverflows = "krb5_host_tcp_listen_overflows_total"
+)
+
 // Collector is one source of metrics, run once per scrape.
 type Collector interface {
 	// Update sends the current metrics; an error marks the collector's

@@ -8,6 +8,12 @@ import (
 
 // Metric descriptors, built once. Names and meanings: docs/metrics.md,
 // section "KDC log collector".
+// The names of the series other packages read (top), declared once here.
+const (
+	MetricKadmindRequests     = "krb5_kadmind_requests_total"
+	MetricKadmindAuthFailures = "krb5_kadmind_authentication_failures_total"
+)
+
 var (
 	descRequests = prometheus.NewDesc("krb5_kdc_requests_total",
 		"KDC requests by type (as, tgs) and status as logged (ISSUE is success), excluding probe principals.",
@@ -39,10 +45,10 @@ var (
 	descKDCLife = prometheus.NewDesc("krb5_kdc_lifecycle_events_total",
 		"krb5kdc start, stop and worker process events seen in the log.",
 		[]string{"event"}, nil)
-	descKadmin = prometheus.NewDesc("krb5_kadmind_requests_total",
+	descKadmin = prometheus.NewDesc(MetricKadmindRequests,
 		"kadmind operations by RPC name (kadm5_*, chpw, setpw) and result.",
 		[]string{"operation", "result"}, nil)
-	descKadmAuth = prometheus.NewDesc("krb5_kadmind_authentication_failures_total",
+	descKadmAuth = prometheus.NewDesc(MetricKadmindAuthFailures,
 		"kadmind 'Authentication attempt failed' lines (GSS-API/RPC authentication of an admin client).",
 		nil, nil)
 	descKadmLife = prometheus.NewDesc("krb5_kadmind_lifecycle_events_total",

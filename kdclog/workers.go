@@ -29,7 +29,10 @@ const (
 	numWorkerRows = maxWorkerLabels + 2
 )
 
-var descWorkerRequests = prometheus.NewDesc("krb5_kdc_worker_requests_total",
+// MetricWorkerRequests is the per-worker request counter's name (top reads it).
+const MetricWorkerRequests = "krb5_kdc_worker_requests_total"
+
+var descWorkerRequests = prometheus.NewDesc(MetricWorkerRequests,
 	"KDC requests as in krb5_kdc_requests_total, by the krb5kdc process that answered: worker is its stable index (a replacement reuses it), unknown when the line's pid was no running KDC process.",
 	[]string{"worker", "request", "status"}, nil)
 

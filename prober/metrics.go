@@ -7,6 +7,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
+// The names of the series other packages read (top's view of a running
+// daemon), declared once here.
+const (
+	MetricSuccess  = "krb5_probe_success"
+	MetricDuration = "krb5_probe_duration_seconds"
+)
+
 // Exchanges, as label values.
 const (
 	ExchangeAS  = "as"
@@ -49,7 +56,7 @@ type probeMetrics struct {
 func newProbeMetrics(reg prometheus.Registerer) *probeMetrics {
 	m := &probeMetrics{
 		duration: prometheus.NewHistogramVec(latencyOpts(
-			"krb5_probe_duration_seconds",
+			MetricDuration,
 			"Duration of successful probe exchanges against the KDC: a whole login (as, both round trips) or one service ticket request (tgs); transport is the one the exchange finished on."),
 			[]string{"target", "exchange", "transport"}),
 		phase: prometheus.NewHistogramVec(latencyOpts(
@@ -57,7 +64,7 @@ func newProbeMetrics(reg prometheus.Registerer) *probeMetrics {
 			"Duration of each round trip of successful logins: preauth_required (AS-REQ without pre-authentication answered by PREAUTH_REQUIRED), spake_challenge (SPAKE support message answered by the KDC's challenge) and as_rep (AS-REQ with PA-ENC-TIMESTAMP or the SPAKE response answered by the AS-REP)."),
 			[]string{"target", "phase"}),
 		success: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "krb5_probe_success",
+			Name: MetricSuccess,
 			Help: "Whether the last probe exchange succeeded (1) or failed (0).",
 		}, []string{"target", "exchange"}),
 		total: prometheus.NewCounterVec(prometheus.CounterOpts{

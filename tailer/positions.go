@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -148,17 +147,14 @@ func (p *Positions) Close() error {
 	return err
 }
 
-// lockFile takes an exclusive flock on path (created 0600, never through
-// a symbolic link) and writes the process id into it, so the refusal of a
-// second process can name the first.
+// lockFile takes an exclusive flock on path (created 0600; never through
+// a symbolic link, nor a FIFO or another user's file planted there) and
+// writes the process id into it, so the refusal of a second process can
+// name the first.
 func lockFile(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0o600)
+	f, err := safefile.OpenOwned(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("position file lock: %w", err)
-	}
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		f.Close()
-		return nil, fmt.Errorf("position file lock %s: not a regular file", path)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		var b [32]byte
@@ -255,7 +251,7 @@ func (p *Positions) Flush() error {
 
 	data, err := json.MarshalIndent(pf, "", "  ")
 	if err == nil {
-		err = writeAtomic(p.path, append(data, '\n'))
+		err = safefile.Write(p.path, append(data, '\n'), 0o600)
 	}
 	if err != nil {
 		p.mu.Lock()
@@ -265,35 +261,5 @@ func (p *Positions) Flush() error {
 		return fmt.Errorf("position file: %w", err)
 	}
 	p.Writes.Add(1)
-	return nil
-}
-
-// writeAtomic replaces path with data so that a crash leaves either the
-// old or the new content, never a mix.
-func writeAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if d, err := os.Open(dir); err == nil {
-		d.Sync() // make the rename durable; not all file systems support it
-		d.Close()
-	}
 	return nil
 }

@@ -73,6 +73,38 @@ func TestHostilePositionFile(t *testing.T) {
 	}
 }
 
+// TestPositionLockOfAnotherUser: a lock file planted by another user in the
+// state directory is refused (they could hold its flock for ever, or read
+// the pid), and so is a FIFO there; it opened before safefile.OpenOwned.
+func TestPositionLockOfAnotherUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("giving a file to another user needs root")
+	}
+	path := filepath.Join(t.TempDir(), "positions.json")
+	if err := os.WriteFile(path+".lock", nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(path+".lock", 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := OpenPositions(path, log.NewNopLogger()); err == nil || !strings.Contains(err.Error(), "belongs to uid 65534") {
+		if err == nil {
+			p.Close()
+		}
+		t.Errorf("OpenPositions with another user's lock file: %v", err)
+	}
+	fifo := filepath.Join(t.TempDir(), "positions.json")
+	if err := syscall.Mkfifo(fifo+".lock", 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := OpenPositions(fifo, log.NewNopLogger()); err == nil || !strings.Contains(err.Error(), "FIFO") {
+		if err == nil {
+			p.Close()
+		}
+		t.Errorf("OpenPositions with a FIFO as lock file: %v", err)
+	}
+}
+
 // TestPositionLock: one position file, one holder at a time.
 func TestPositionLock(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "positions.json")

@@ -18,6 +18,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/krb5-exporter/krb5-exporter/collector"
+	"github.com/krb5-exporter/krb5-exporter/kdclog"
+	"github.com/krb5-exporter/krb5-exporter/prober"
 )
 
 // Row is one KDC process (or the sum of them).
@@ -84,18 +88,21 @@ type Snapshot struct {
 
 // The series the view is made of (see docs/metrics.md).
 const (
-	mWorkerRequests = "krb5_kdc_worker_requests_total"
-	mWorkerCPU      = "krb5_kdc_worker_cpu_seconds_total"
-	mWorkerRSS      = "krb5_kdc_worker_resident_memory_bytes"
-	mWorkerPID      = "krb5_kdc_worker_pid" // only on top's own registry
-	mProcessCPU     = "krb5_process_cpu_seconds_total"
-	mProcessRSS     = "krb5_process_resident_memory_bytes"
-	mKadmind        = "krb5_kadmind_requests_total"
-	mKadmindAuth    = "krb5_kadmind_authentication_failures_total" // present when a kadmind log is read
-	mUDPDrops       = "krb5_kdc_udp_drops_total"
-	mTCPOverflows   = "krb5_host_tcp_listen_overflows_total"
-	mProbeSuccess   = "krb5_probe_success"
-	mProbeDuration  = "krb5_probe_duration_seconds"
+	// Top's own Source (source.go) defines these three.
+	mWorkerCPU = "krb5_kdc_worker_cpu_seconds_total"
+	mWorkerRSS = "krb5_kdc_worker_resident_memory_bytes"
+	mWorkerPID = "krb5_kdc_worker_pid" // only on top's own registry
+	// The daemon's collectors define the others: their names come from
+	// there, so a rename there is one here.
+	mWorkerRequests = kdclog.MetricWorkerRequests
+	mProcessCPU     = collector.MetricProcessCPU
+	mProcessRSS     = collector.MetricProcessRSS
+	mKadmind        = kdclog.MetricKadmindRequests
+	mKadmindAuth    = kdclog.MetricKadmindAuthFailures // present when a kadmind log is read
+	mUDPDrops       = collector.MetricUDPDrops
+	mTCPOverflows   = collector.MetricTCPListenOverflows
+	mProbeSuccess   = prober.MetricSuccess
+	mProbeDuration  = prober.MetricDuration
 )
 
 // Sampler turns gathers of g into Snapshots.

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/metricsdoc"
 )
 
 // A registry with the series the view reads, moved by known amounts
@@ -117,4 +119,18 @@ func names(rows []Row) string {
 		n = append(n, r.Name)
 	}
 	return strings.Join(n, ",")
+}
+
+// Every series the view is made of is one docs/metrics.md documents: the
+// daemon's come from its collectors' constants, top's own Source's are
+// declared here, so a renamed series fails this test or the build rather
+// than leaving a column empty.
+func TestSeriesNamesDocumented(t *testing.T) {
+	doc := metricsdoc.Documented(t)
+	for _, name := range []string{mWorkerRequests, mWorkerCPU, mWorkerRSS, mWorkerPID, mProcessCPU, mProcessRSS,
+		mKadmind, mKadmindAuth, mUDPDrops, mTCPOverflows, mProbeSuccess, mProbeDuration} {
+		if doc[name] == "" {
+			t.Errorf("top reads %s, which docs/metrics.md does not document", name)
+		}
+	}
 }

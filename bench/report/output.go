@@ -13,11 +13,15 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/safefile"
 )
 
 // WriteAll writes report.md, report.json, raw/*.csv and, when textfile is
 // set, the Prometheus textfile, into dir (created 0755; files 0644, each
-// written to a temporary name and renamed so a reader never sees half).
+// written by safefile.Write: synced and renamed into place, so a reader
+// never sees half and a symbolic link planted at a name is replaced, not
+// followed).
 func WriteAll(rep *Report, dir, textfile string) error {
 	if err := os.MkdirAll(filepath.Join(dir, "raw"), 0o755); err != nil {
 		return err
@@ -41,7 +45,7 @@ func WriteAll(rep *Report, dir, textfile string) error {
 		return fmt.Errorf("report.html: %w", err)
 	}
 	for name, data := range files {
-		if err := writeFile(filepath.Join(dir, name), data); err != nil {
+		if err := safefile.Write(filepath.Join(dir, name), data, 0o644); err != nil {
 			return err
 		}
 	}
@@ -50,32 +54,11 @@ func WriteAll(rep *Report, dir, textfile string) error {
 		if err := WriteTextfile(&b, rep); err != nil {
 			return err
 		}
-		if err := writeFile(textfile, b.Bytes()); err != nil {
+		if err := safefile.Write(textfile, b.Bytes(), 0o644); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// writeFile replaces path atomically.
-func writeFile(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Chmod(0o644); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
 }
 
 // fmtNum prints a value with precision that suits its size.

@@ -127,3 +127,37 @@ func TestSummaryFromStoredReport(t *testing.T) {
 		t.Errorf("summary:\n%s", b.String())
 	}
 }
+
+// A symbolic link planted at a report's name or at the textfile's (the
+// results directory or node_exporter's textfile directory may be writable
+// by others) is replaced by the file, never followed: its target keeps its
+// content, and no temporary file is left behind.
+func TestWriteAllReplacesPlantedLinks(t *testing.T) {
+	rep, _ := stored(t)
+	dir, outside := t.TempDir(), t.TempDir()
+	victim := filepath.Join(outside, "victim")
+	if err := os.WriteFile(victim, []byte("keep\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	textfile := filepath.Join(dir, "bench.prom")
+	for _, p := range []string{filepath.Join(dir, "report.md"), filepath.Join(dir, "report.json"), textfile} {
+		if err := os.Symlink(victim, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := WriteAll(rep, dir, textfile); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "keep\n" {
+		t.Errorf("a planted link's target was written: %.40q", b)
+	}
+	for _, p := range []string{filepath.Join(dir, "report.md"), filepath.Join(dir, "report.json"), textfile} {
+		if fi, err := os.Lstat(p); err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o644 {
+			t.Errorf("%s: %v, %v; want a regular file 0644", p, fi.Mode(), err)
+		}
+	}
+	left, _ := filepath.Glob(filepath.Join(dir, ".*"))
+	if len(left) > 0 {
+		t.Errorf("temporary files left: %v", left)
+	}
+}

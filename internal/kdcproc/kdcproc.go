@@ -92,6 +92,28 @@ func Find(fs procfs.FS, pidFile string) ([]Proc, error) {
 	return out, nil
 }
 
+// Of reads the processes pids, one KDC's as its caller knows them (the
+// main process and its children), in the order given; a pid that is gone
+// is left out. A process is a Supervisor when its parent is not among
+// pids, so Answering(Of(...)) are the processes that serve without a walk
+// of all of /proc.
+func Of(fs procfs.FS, pids []int) []Proc {
+	out := make([]Proc, 0, len(pids))
+	for _, pid := range pids {
+		p, err := fs.Proc(pid)
+		if err != nil {
+			continue
+		}
+		st, err := p.Stat()
+		if err != nil {
+			continue
+		}
+		out = append(out, Proc{ID: ID{st.PID, st.Starttime}, PPID: st.PPID, Supervisor: !slices.Contains(pids, st.PPID),
+			UTime: uint64(st.UTime), STime: uint64(st.STime), RSS: st.ResidentMemory()})
+	}
+	return out
+}
+
 // Answering is which of procs answer requests: the workers, or the main
 // process of a single-process KDC.
 func Answering(procs []Proc) []ID {

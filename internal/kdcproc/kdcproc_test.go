@@ -71,6 +71,26 @@ func TestRealKDC(t *testing.T) {
 			t.Errorf("%+v: supervisor flag wrong (supervisor is %d)", p, pids[0])
 		}
 	}
+	// Of, from the harness's pid list, finds the same processes and the
+	// same supervisor as Find's walk of /proc; a pid that cannot exist
+	// (above the largest pid_max) is left out.
+	of := Of(fs, append(slices.Clone(pids), 1<<22+1))
+	byPID := func(a, b Proc) int { return a.PID - b.PID }
+	found := slices.Clone(procs)
+	slices.SortFunc(of, byPID)
+	slices.SortFunc(found, byPID)
+	if len(of) != len(found) {
+		t.Fatalf("Of = %+v, Find = %+v", of, found)
+	}
+	for i := range of {
+		if of[i].ID != found[i].ID || of[i].PPID != found[i].PPID || of[i].Supervisor != found[i].Supervisor {
+			t.Errorf("Of: %+v, Find: %+v", of[i], found[i])
+		}
+	}
+	ansOf, ansFind := Answering(of), Answering(found)
+	if len(ansOf) != 3 || !slices.Equal(ansOf, ansFind) {
+		t.Errorf("Answering(Of) = %v, Answering(Find) = %v; want the 3 workers", ansOf, ansFind)
+	}
 	w, err := NewWorkers("/proc")
 	if err != nil {
 		t.Fatal(err)
