@@ -16,20 +16,20 @@ command -v gremlins >/dev/null || go install github.com/go-gremlins/gremlins/cmd
 OUT=${OUT:-.mutation}
 mkdir -p "$OUT"
 
-# package | -run filter | files not mutated (gremlins -E: a regexp on the
+# package ; -run filter ; files not mutated (gremlins -E: a regexp on the
 # path inside the package)
 specs=(
-	"internal/ulog|.|"
-	"internal/enctype|.|"
-	"journal|^TestJSON|^journal\.go$"
-	"bench|^(TestSummarize|TestSlope|TestDefaultTargetsAreTheDocumented|TestVerdictAtTheEdge|TestMetricBaseValue)\$|"
-	"config|.|"
-	"kdclog|^(TestFixtures|TestRewrites|TestFastIndexes|TestParseKpropd|TestKpropdFixture|TestLabelCharsets|TestForgedLinesMakeNoLabel|TestDocumentedLabelCaps|TestParseMessageMatchesParse|TestParse|TestEtypes|TestBoundedLabels|TestRecoverWindow)\$|^(manager|collector|counts|workers|kpropd|labels|source|flags)\.go$"
+	"internal/ulog;.;"
+	"internal/enctype;.;"
+	"journal;^TestJSON;^journal\.go$"
+	"bench;^(TestSummarize|TestSlope|TestDefaultTargetsAreTheDocumented|TestVerdictAtTheEdge|TestMetricBaseValue)\$;"
+	"config;.;"
+	"kdclog;^(TestFixtures|TestRewrites|TestFastIndexes|TestParseKpropd|TestKpropdFixture|TestLabelCharsets|TestForgedLinesMakeNoLabel|TestDocumentedLabelCaps|TestParseMessageMatchesParse|TestParse|TestEtypes|TestBoundedLabels|TestRecoverWindow)\$;^(manager|collector|counts|workers|kpropd|labels|source|flags)\.go$"
 )
 
 want=("$@")
 for spec in "${specs[@]}"; do
-	IFS='|' read -r pkg run exclude <<<"$spec"
+	IFS=';' read -r pkg run exclude <<<"$spec"
 	if [ ${#want[@]} -gt 0 ] && ! printf '%s\n' "${want[@]}" | grep -qx "$pkg"; then
 		continue
 	fi
