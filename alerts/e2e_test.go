@@ -57,8 +57,8 @@ func TestEndToEnd(t *testing.T) {
 
 	// The exporter, built as users build it.
 	bin := filepath.Join(tmp, "krb5-exporter")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "../cmd/krb5-exporter").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	if err := testutil.BuildExporter(ctx, bin); err != nil {
+		t.Fatal(err)
 	}
 
 	// The bench daemon first: its suite runs while the realms come up.

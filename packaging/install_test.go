@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
@@ -51,11 +52,8 @@ func buildPackages(t *testing.T) (deb, rpm string) {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "krb5-exporter")
 	// Built in the exporter's own module, as `make package` builds it.
-	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "./cmd/krb5-exporter")
-	cmd.Dir = ".."
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	if err := testutil.BuildExporter(context.Background(), bin); err != nil {
+		t.Fatal(err)
 	}
 	// Packaged by the builder as `make package` runs it (not in this
 	// process: under -race, compressing 20 MB takes minutes).

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
@@ -222,12 +223,7 @@ func exporterBinary(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(dir, "krb5-exporter")
-		cmd := exec.Command("go", "build", "-trimpath", "-o", binPath, "./cmd/krb5-exporter")
-		cmd.Dir = ".."
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
+		binErr = testutil.BuildExporter(context.Background(), binPath)
 	})
 	if binErr != nil {
 		t.Fatal(binErr)
