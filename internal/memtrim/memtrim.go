@@ -11,7 +11,9 @@
 // cache, and those the daemon uses again are mapped back by the next
 // access (a minor fault). Only read-only private mappings are touched,
 // which hold nothing but the file's content (a debugger's breakpoints,
-// written there before the call, would be dropped).
+// written there before the call, would be dropped). EmbeddedBytes does
+// the same for given embedded data in the writable data mapping (the
+// chart fonts) that nobody writes.
 package memtrim
 
 import (
@@ -29,9 +31,21 @@ type mapping struct {
 	path       string
 }
 
-// executableMappings lists the read-only private mappings of the file
-// exe in a /proc/PID/maps content.
-func executableMappings(maps []byte, exe string) ([]mapping, error) {
+// readOnly keeps the mappings that are not writable (code, read-only
+// data): they hold nothing but the file's content.
+func readOnly(ms []mapping) []mapping {
+	var out []mapping
+	for _, m := range ms {
+		if m.perms[1] != 'w' {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// fileMappings lists the private mappings of the file exe in a
+// /proc/PID/maps content.
+func fileMappings(maps []byte, exe string) ([]mapping, error) {
 	var out []mapping
 	sc := bufio.NewScanner(bytes.NewReader(maps))
 	for sc.Scan() {
@@ -54,8 +68,8 @@ func executableMappings(maps []byte, exe string) ([]mapping, error) {
 			return nil, fmt.Errorf("maps: malformed range %q", f[0])
 		}
 		perms := string(f[1])
-		if len(perms) != 4 || perms[1] == 'w' || perms[3] != 'p' {
-			continue // written data, or shared
+		if len(perms) != 4 || perms[3] != 'p' {
+			continue // shared
 		}
 		out = append(out, mapping{start, end, perms, path})
 	}
@@ -66,19 +80,16 @@ func executableMappings(maps []byte, exe string) ([]mapping, error) {
 // read-only mappings (code, read-only data) and returns how many bytes
 // of address space it advised.
 func ExecutablePages() (int, error) {
-	exe, err := os.Readlink("/proc/self/exe")
+	all, _, err := selfMappings()
 	if err != nil {
 		return 0, err
 	}
-	exe = trimDeleted(exe)
-	maps, err := os.ReadFile("/proc/self/maps")
-	if err != nil {
-		return 0, err
-	}
-	ms, err := executableMappings(maps, exe)
-	if err != nil {
-		return 0, err
-	}
+	return dontNeedAll(readOnly(all))
+}
+
+// dontNeedAll advises MADV_DONTNEED on each range of ms and returns how
+// many bytes it advised.
+func dontNeedAll(ms []mapping) (int, error) {
 	n := 0
 	for _, m := range ms {
 		if err := dontNeed(m.start, m.end-m.start); err != nil {
@@ -87,6 +98,22 @@ func ExecutablePages() (int, error) {
 		n += int(m.end - m.start)
 	}
 	return n, nil
+}
+
+// selfMappings lists the private mappings of this process's executable
+// and returns its path.
+func selfMappings() ([]mapping, string, error) {
+	exe, err := os.Readlink("/proc/self/exe")
+	if err != nil {
+		return nil, "", err
+	}
+	exe = trimDeleted(exe)
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		return nil, "", err
+	}
+	ms, err := fileMappings(maps, exe)
+	return ms, exe, err
 }
 
 func trimDeleted(p string) string {

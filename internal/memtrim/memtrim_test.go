@@ -19,22 +19,27 @@ c000000000-c000400000 rw-p 00000000 00:00 0
 7ffd6b5e1000-7ffd6b602000 rw-p 00000000 00:00 0                          [stack]
 `
 
-// TestExecutableMappings: the code and read-only data of the executable,
-// not its written data, other files, anonymous or shared mappings; a
-// replaced binary is still its own.
+// TestExecutableMappings: the private mappings of the executable (code,
+// read-only data, data), the first two read-only; not other files,
+// anonymous or shared mappings; a replaced binary is still its own.
 func TestExecutableMappings(t *testing.T) {
 	for _, exe := range []string{"/usr/bin/krb5-exporter", "/usr/bin/krb5-exporter (deleted)"} {
 		maps := strings.ReplaceAll(sampleMaps, "/usr/bin/krb5-exporter", exe)
-		got, err := executableMappings([]byte(maps), trimDeleted(exe))
+		all, err := fileMappings([]byte(maps), trimDeleted(exe))
 		if err != nil {
 			t.Fatal(err)
 		}
+		data := mapping{0x15b3000, 0x1b61000, "rw-p", exe}
+		if len(all) != 3 || all[2] != data {
+			t.Errorf("%s: %+v, want the data mapping %+v last", exe, all, data)
+		}
+		got := readOnly(all)
 		want := []mapping{{0x400000, 0xc9a000, "r-xp", exe}, {0xc9a000, 0x15b3000, "r--p", exe}}
 		if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
 			t.Errorf("%s: %+v, want %+v", exe, got, want)
 		}
 	}
-	if _, err := executableMappings([]byte("zz-00 r-xp 0 0 0 /x\n"), "/x"); err == nil {
+	if _, err := fileMappings([]byte("zz-00 r-xp 0 0 0 /x\n"), "/x"); err == nil {
 		t.Error("a malformed range is no error")
 	}
 }
