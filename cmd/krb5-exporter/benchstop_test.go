@@ -119,6 +119,15 @@ func stopMidLoad(t *testing.T, test string, args []string, kdcLog string) (strin
 	var pids []int
 	if dir != "" {
 		pids = append(pidsFromFile(filepath.Join(dir, "krb5kdc.pid")), pidsFromFile(filepath.Join(dir, "kadmind.pid"))...)
+		// A failed test must not leave the realm behind.
+		t.Cleanup(func() {
+			cmd.Process.Kill()
+			<-done
+			for _, p := range alive(pids) {
+				syscall.Kill(p, syscall.SIGKILL)
+			}
+			os.RemoveAll(dir)
+		})
 		if len(pids) < 2 {
 			t.Fatalf("pids of the realm's krb5kdc and kadmind: %v", pids)
 		}
@@ -140,17 +149,25 @@ func stopMidLoad(t *testing.T, test string, args []string, kdcLog string) (strin
 		t.Fatalf("still running 5 s after SIGTERM in the middle of %s:\n%s", test, stderr.String())
 	}
 	t.Logf("%s: ended %v after SIGTERM", test, time.Since(sent).Round(time.Millisecond))
-	for _, p := range pids {
-		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p)); err == nil && (strings.Contains(string(b), "krb5kdc") || strings.Contains(string(b), "kadmind")) {
-			t.Errorf("pid %d (%s) of the ephemeral realm still runs", p, strings.ReplaceAll(string(b), "\x00", " "))
-			syscall.Kill(p, syscall.SIGKILL)
-		}
+	if left := alive(pids); len(left) > 0 {
+		t.Errorf("krb5kdc/kadmind of the ephemeral realm still run: pids %v of %v", left, pids)
 	}
 	if dir != "" {
 		if _, err := os.Stat(dir); !os.IsNotExist(err) {
 			t.Errorf("the ephemeral realm's directory %s is still there: %v", dir, err)
-			os.RemoveAll(dir)
 		}
 	}
 	return stderr.String(), cmd.ProcessState.ExitCode()
+}
+
+// alive is those of pids that still are a krb5kdc or kadmind (/proc).
+func alive(pids []int) []int {
+	var out []int
+	for _, p := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p))
+		if err == nil && (strings.Contains(string(b), "krb5kdc") || strings.Contains(string(b), "kadmind")) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
