@@ -11,7 +11,7 @@ LDFLAGS := -X $(PKG).Version=$(VERSION) \
            -X $(PKG).BuildDate=$(shell date -u +%Y%m%d-%H:%M:%S)
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: all build test unit vet lint fmt-check deps demo bench clean dashboards package
+.PHONY: all build test test-race test-packaging unit vet lint fmt-check deps demo bench clean dashboards package
 
 all: build
 
@@ -39,10 +39,21 @@ build:
 # sets of flags compiled them three times.
 NORACE := ./dashboards/...
 SHIPPED := CGO_ENABLED=0 GOFLAGS=-trimpath
+# The race run and the packaging tests run side by side, and the race run
+# keeps 4 packages in flight (-p 4) where go test's default is the number of
+# cores: the integration tests spend most of their time waiting for the
+# KDCs, kpropd, Prometheus and dpkg they drive (1.4 cores busy on average at
+# -p 4 on 2 cores), and the tests are made to hold under load
+# (scripts/under-load.sh). Their output comes line by line (-Oline).
 test: deps vet fmt-check
-	$(GO) test -race -vet=off -count=1 -timeout 15m $$($(GO) list ./... | grep -v -x -F "$$($(GO) list $(NORACE))")
+	$(MAKE) --no-print-directory -j2 -Oline test-race test-packaging
 	$(SHIPPED) $(GO) test -vet=off -count=1 -timeout 5m $(NORACE)
 	$(SHIPPED) ./scripts/test-allocs.sh
+
+test-race:
+	$(GO) test -race -vet=off -count=1 -p 4 -timeout 15m $$($(GO) list ./... | grep -v -x -F "$$($(GO) list $(NORACE))")
+
+test-packaging:
 	cd packaging && $(SHIPPED) $(GO) test -vet=off -count=1 -timeout 10m ./...
 
 # Tests without the default-size realm (quick feedback while editing).
