@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -66,6 +67,17 @@ func requestsTotal(t *testing.T, tm *testManager) map[string]float64 {
 		}
 	}
 	return out
+}
+
+// countIssued counts the ISSUE lines of one request type in KDC log text.
+func countIssued(text []byte, req string) int {
+	n := 0
+	for _, l := range strings.Split(string(text), "\n") {
+		if strings.Contains(l, req) && strings.Contains(l, ": ISSUE:") {
+			n++
+		}
+	}
+	return n
 }
 
 func sum(m map[string]float64) (n float64) {
@@ -138,7 +150,11 @@ func TestJournalSourceRealKDC(t *testing.T) {
 		deadline := time.Now().Add(30 * time.Second)
 		for !equal(requestsTotal(t, tm), wantNow) {
 			if time.Now().After(deadline) {
-				t.Fatalf("%s: counted %v, the clients made %v", what, requestsTotal(t, tm), wantNow)
+				// Which side lost it: the journal's own entries (all
+				// boots, no follow) against what the source counted.
+				out, err := exec.Command("journalctl", "--directory="+r.JournalDir, "--merge", "--output=cat", "--no-pager").Output()
+				t.Fatalf("%s: counted %v, the clients made %v; the journal itself holds %d TGS ISSUE and %d AS ISSUE lines (journalctl: %v)",
+					what, requestsTotal(t, tm), wantNow, countIssued(out, "TGS_REQ"), countIssued(out, "AS_REQ"), err)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
