@@ -34,7 +34,7 @@ for spec in "${specs[@]}"; do
 		continue
 	fi
 	name=${pkg//\//-}
-	args=(unleash --workers 1 --test-cpu 1 --timeout-coefficient 10 -o "$OUT/$name.json")
+	args=(unleash --workers "${WORKERS:-1}" --test-cpu 1 --timeout-coefficient 10 -o "$OUT/$name.json")
 	[ -n "$exclude" ] && args+=(-E "$exclude")
 	echo "== $pkg"
 	GOFLAGS="-short -run=$run" gremlins "${args[@]}" "./$pkg" | tee "$OUT/$name.log" | grep -E 'LIVED|TIMED OUT|efficacy|coverage:|Killed'
