@@ -1,14 +1,10 @@
 package kdclog
 
 import (
-	"context"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/krb5-exporter/krb5-exporter/config"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
@@ -28,16 +24,7 @@ import (
 func TestClockSkew(t *testing.T) {
 	needMIT(t)
 	faketime := testutil.RequireProgram(t, "faketime")
-	r, err := realm.Up(context.Background(), realm.Options{
-		Dir: filepath.Join(t.TempDir(), "realm"), Users: 2, Services: -1, Fillers: -1, NoKadmind: true, NoSPAKE: true, DisableLastSuccess: true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Down()
-	src := config.LogSource{Path: r.KDCLog, Type: "kdc", StartAt: "beginning", PollInterval: 20 * time.Millisecond,
-		ProbePrincipals: []string{realm.ReadyPrincipal}}
-	tm := startManager(t, "", src)
+	r, tm := followedRealm(t, realm.Options{Users: 2, Services: -1, Fillers: -1, NoKadmind: true, NoSPAKE: true, DisableLastSuccess: true})
 	c := clients{t: t, r: r}
 	nosync := c.conf("krb5-nosync.conf", func(s string) string {
 		return strings.Replace(s, "[libdefaults]", "[libdefaults]\n\tkdc_timesync = 0", 1)
@@ -67,7 +54,7 @@ func TestClockSkew(t *testing.T) {
 			t.Errorf("%s = %v, want %v", k, got[k], v)
 		}
 	}
-	compareSeries(t, got, oracle(t, src.ProbePrincipals, r.KDCLog))
+	compareSeries(t, got, oracle(t, []string{realm.ReadyPrincipal}, r.KDCLog))
 	if t.Failed() {
 		kdc, _ := os.ReadFile(r.KDCLog)
 		t.Logf("KDC log:\n%s", kdc)
