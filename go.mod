@@ -28,6 +28,11 @@ require (
 require golang.org/x/term v0.48.0
 
 require (
+	github.com/aclements/go-moremath v0.0.0-20210112150236-f10218a38794
+	golang.org/x/perf v0.0.0-20250813145418-2f7363a06fe1
+)
+
+require (
 	codeberg.org/go-fonts/liberation v0.5.0
 	codeberg.org/go-latex/latex v0.2.0 // indirect
 	codeberg.org/go-pdf/fpdf v0.11.1 // indirect

@@ -275,13 +275,26 @@ func errorsOf(w io.Writer, l *Load) {
 var sampleColumns = []string{"at_s", "test", "kdc_cpu_s", "kdc_rss_bytes", "kdc_processes", "generator_cpu_s",
 	"kdc_cpu_wait_s", "kdc_cores", "kdc_state_ticks", "kdc_state_core_ticks", "kdc_state_disk_wait", "kdc_disk_wait_ratio"}
 
+// requestColumns are the raw/*-requests.csv columns: a Record per row
+// (ReadRun reads them back).
+var requestColumns = []string{"load", "clients", "transport", "kind", "start_s", "latency_ms", "result"}
+
+// requestFiles name the raw CSV of each load's requests.
+const (
+	fileAS          = "as-requests.csv"
+	fileTGS         = "tgs-requests.csv"
+	fileLatency     = "latency-requests.csv"
+	fileConcurrency = "concurrency-requests.csv"
+	fileTCP         = "tcp-requests.csv"
+)
+
 // rawCSVs: every request of every load, and the resource samples.
 func rawCSVs(rep *Report) map[string][]byte {
 	out := map[string][]byte{}
 	reqs := func(name string, loads ...*Load) {
 		var b bytes.Buffer
 		cw := csv.NewWriter(&b)
-		cw.Write([]string{"load", "clients", "transport", "kind", "start_s", "latency_ms", "result"})
+		cw.Write(requestColumns)
 		n := 0
 		for i, l := range loads {
 			if l == nil {
@@ -298,16 +311,8 @@ func rawCSVs(rep *Report) map[string][]byte {
 			out[name] = b.Bytes()
 		}
 	}
-	reqs("as-requests.csv", rep.AS)
-	reqs("tgs-requests.csv", rep.TGS)
-	if rep.Latency != nil {
-		reqs("latency-requests.csv", rep.Latency.Logins)
-	}
-	if rep.Concurrency != nil {
-		reqs("concurrency-requests.csv", rep.Concurrency.Levels...)
-	}
-	if rep.TCP != nil {
-		reqs("tcp-requests.csv", rep.TCP.Load)
+	for name, loads := range requestLoads(rep) {
+		reqs(name, loads...)
 	}
 	var b bytes.Buffer
 	cw := csv.NewWriter(&b)

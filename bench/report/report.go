@@ -44,6 +44,8 @@ type Report struct {
 	Degradation *Degradation `json:"degradation,omitempty"`
 	// Samples are the once-a-second resource readings of the whole run.
 	Samples []Sample `json:"samples"`
+	// Baseline is the comparison with an earlier run (bench --baseline).
+	Baseline *Comparison `json:"baseline,omitempty"`
 }
 
 // Machine is where the run happened.

@@ -30,6 +30,9 @@ import (
 // benchCmd is `krb5-exporter bench`: the seed's KDC test suite.
 type benchCmd struct {
 	cmd *kingpin.CmdClause
+	// run is the suite (the default); compare and merge read results.
+	runCmd *kingpin.CmdClause
+	cmp    compareArgs
 
 	once       bool
 	configFile string
@@ -40,6 +43,8 @@ type benchCmd struct {
 	genCPU     int
 	realmOpts  realm.Options
 	keepRealm  bool
+	baseline   string
+	floorPct   float64
 
 	// applied after the configuration file, only when given
 	flags []func(*bench.Config) error
@@ -59,6 +64,10 @@ func addBenchCommand(app *kingpin.Application) *benchCmd {
 	// The ephemeral realm: the options of `realm up`, under realm.
 	realm.RegisterFlags(c, "realm.", &b.realmOpts)
 	c.Flag("realm.keep", "Ephemeral realm: leave it running afterwards (prints its directory).").BoolVar(&b.keepRealm)
+	c.Flag("baseline", "With --once (or each run of the daemon): compare the run with this earlier one (a results/<timestamp> directory or its report.json) in the reports and metrics, and exit 1 when a metric got significantly worse beyond --change-floor, even if it passes its target.").StringVar(&b.baseline)
+	c.Flag("change-floor", "With --baseline and bench compare: a change smaller than this % of the old value is never called slower or faster.").Default("5").Float64Var(&b.floorPct)
+	b.runCmd = c.Command("run", "Run the suite (the default).").Default().Hidden()
+	b.addCompare(c)
 
 	set := func(name, help string) *kingpin.FlagClause {
 		return c.Flag(name, help)
@@ -202,6 +211,12 @@ func (b *benchCmd) run(stdout, stderr io.Writer) int {
 // runOnce sets up the system, runs the suite, writes the outputs and
 // returns the exit code (0 PASS, 1 FAIL, 2 could not run).
 func (b *benchCmd) runOnce(ctx context.Context, cfg bench.Config, stdout, stderr io.Writer) (*bench.Report, int) {
+	// A baseline that cannot be read fails before the run, not after it.
+	base, err := b.loadBaseline()
+	if err != nil {
+		fmt.Fprintf(stderr, "krb5-exporter bench: --baseline: %v\n", err)
+		return nil, 2
+	}
 	sys, cleanup, err := b.system(ctx, cfg, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "krb5-exporter bench: %v\n", err)
@@ -219,13 +234,18 @@ func (b *benchCmd) runOnce(ctx context.Context, cfg bench.Config, stdout, stderr
 		return nil, 2
 	}
 	dir := filepath.Join(cfg.OutputDir, rep.Started.UTC().Format("20060102T150405Z"))
+	b.compareBaseline(base, rep, dir)
 	report.WriteSummary(stdout, rep)
 	if err := writeResults(rep, dir, cfg.Textfile); err != nil {
 		fmt.Fprintf(stderr, "krb5-exporter bench: writing results: %v\n", err)
 		return rep, 2
 	}
+	if rep.Baseline != nil {
+		fmt.Fprintln(stdout, "\nCompared with the baseline:")
+		report.WriteComparison(stdout, rep.Baseline)
+	}
 	fmt.Fprintf(stdout, "results: %s\n", dir)
-	if rep.Verdict != bench.Pass {
+	if rep.Verdict != bench.Pass || rep.Baseline != nil && rep.Baseline.Worse > 0 {
 		return rep, 1
 	}
 	return rep, 0

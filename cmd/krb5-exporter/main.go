@@ -84,8 +84,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		return 0
-	case c.bench.cmd.FullCommand():
+	case c.bench.runCmd.FullCommand():
 		return c.bench.run(stdout, stderr)
+	case c.bench.cmp.cmd.FullCommand():
+		return c.bench.compare(stdout, stderr)
 	case c.top.cmd.FullCommand():
 		return c.top.run(stdout, stderr)
 	}

@@ -1,0 +1,277 @@
+// Package compare tells whether a bench run got slower than another: per
+// metric of the suite, the change, its confidence interval and a verdict,
+// from the runs' samples (each second of a load's requests, each resource
+// reading, each round), with the Mann-Whitney U test that benchstat uses
+// (golang.org/x/perf/benchmath) and a floor below which no change is
+// called. The result is a report.Comparison, which package report renders.
+package compare
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/krb5-exporter/krb5-exporter/bench/report"
+)
+
+// Options of a comparison; the zero value is the defaults.
+type Options struct {
+	// FloorPct: changes smaller than this % of the old value are never
+	// called (DefaultFloorPct when 0).
+	FloorPct float64
+	// Confidence of the intervals (DefaultConfidence when 0); the test's
+	// alpha is 1 - Confidence.
+	Confidence float64
+}
+
+// Defaults of Options.
+const (
+	DefaultFloorPct   = 5
+	DefaultConfidence = 0.95
+)
+
+// minBlocks is the fewest blocks a load is cut into: a load shorter than
+// 8 s is cut into 8 blocks rather than seconds, enough for the U test
+// (4 a side is its least at alpha 0.05) and an interval at 95 %.
+const minBlocks = 8
+
+// Compare compares the new run with the old. Their Records (the raw
+// requests, report.ReadRun) make the samples of the loads' metrics; a run
+// without them has those metrics untested.
+func Compare(old, cur *report.Report, o Options) report.Comparison {
+	if o.FloorPct == 0 {
+		o.FloorPct = DefaultFloorPct
+	}
+	if o.Confidence == 0 {
+		o.Confidence = DefaultConfidence
+	}
+	c := report.Comparison{
+		Old:      report.RunRef{Started: old.Started, Verdict: old.Verdict, Requests: hasRecords(old)},
+		New:      report.RunRef{Started: cur.Started, Verdict: cur.Verdict, Requests: hasRecords(cur)},
+		FloorPct: o.FloorPct, Confidence: o.Confidence, Alpha: math.Round((1-o.Confidence)*1e9) / 1e9,
+	}
+	c.Settings = settingPairs(old, cur)
+	for _, s := range c.Settings {
+		if s.Differ {
+			c.Differ++
+		}
+	}
+	oldM := map[string]report.Metric{}
+	for _, m := range old.Metrics {
+		oldM[m.Name] = m
+	}
+	seen := map[string]bool{}
+	for _, m := range cur.Metrics {
+		seen[m.Name] = true
+		om, ok := oldM[m.Name]
+		if !ok {
+			c.Metrics = append(c.Metrics, report.Change{Test: m.Test, Name: m.Name, Label: m.Label, Unit: m.Unit, Op: m.Op,
+				New: m.Value, Missing: "old", Verdict: report.NoChange, Note: "the old run has no such metric"})
+			continue
+		}
+		c.Metrics = append(c.Metrics, metric(old, cur, om, m, o))
+	}
+	for _, m := range old.Metrics {
+		if !seen[m.Name] {
+			c.Metrics = append(c.Metrics, report.Change{Test: m.Test, Name: m.Name, Label: m.Label, Unit: m.Unit, Op: m.Op,
+				Old: m.Value, Missing: "new", Verdict: report.NoChange, Note: "the new run has no such metric"})
+		}
+	}
+	for _, m := range c.Metrics {
+		if m.IsWorse {
+			c.Worse++
+		}
+	}
+	return c
+}
+
+func hasRecords(rep *report.Report) bool {
+	for _, l := range []*report.Load{rep.AS, rep.TGS} {
+		if l != nil && len(l.Records) > 0 {
+			return true
+		}
+	}
+	if rep.Latency != nil && len(rep.Latency.Logins.Records) > 0 {
+		return true
+	}
+	return rep.TCP != nil && len(rep.TCP.Load.Records) > 0
+}
+
+// metric compares one metric both runs have.
+func metric(old, cur *report.Report, om, m report.Metric, o Options) report.Change {
+	ch := report.Change{Test: m.Test, Name: m.Name, Label: m.Label, Unit: m.Unit, Op: m.Op, Old: om.Value, New: m.Value, Verdict: report.NoChange}
+	if om.Value != 0 {
+		ch.ChangePct = 100 * (m.Value - om.Value) / om.Value // replaced by the estimate when tested
+	}
+	src, ok := sources[m.Name]
+	if !ok {
+		ch.Note = "one value per run: not tested"
+		return ch
+	}
+	xs, ys, what := src(old, cur)
+	ch.Samples, ch.OldN, ch.NewN = what, len(xs), len(ys)
+	if len(xs) == 0 || len(ys) == 0 {
+		ch.Note = "no samples in " + map[bool]string{true: "the old run", false: "the new run"}[len(xs) == 0] + " (raw/*-requests.csv missing?)"
+		return ch
+	}
+	alpha := math.Round((1-o.Confidence)*1e9) / 1e9
+	t := uTest(xs, ys, alpha)
+	ch.U, ch.P = t.u, t.p
+	// Rates, latencies, CPU and memory compare as ratios (the shift of
+	// their logarithms), errors and anything with a zero as differences.
+	logScale := !slices.ContainsFunc(xs, nonPositive) && !slices.ContainsFunc(ys, nonPositive)
+	lx, ly := xs, ys
+	if logScale {
+		lx, ly = mapLog(xs), mapLog(ys)
+	}
+	t.shift(lx, ly, o.Confidence)
+	pct := func(v float64) float64 {
+		if logScale {
+			return 100 * math.Expm1(v)
+		}
+		base := median(xs)
+		if base == 0 {
+			base = max(mean(xs), mean(ys)) // the old value 0: % of the larger mean
+		}
+		if base == 0 {
+			return 0
+		}
+		return 100 * v / base
+	}
+	ch.ChangePct = pct(t.est)
+	if !t.interval {
+		ch.Note = fmt.Sprintf("too few samples (%d and %d) for a %g %% interval", len(xs), len(ys), 100*o.Confidence)
+		return ch
+	}
+	ch.Tested, ch.LowPct, ch.HighPct, ch.Confidence = true, pct(t.lo), pct(t.hi), t.conf
+	significant := t.p < alpha && (t.lo > 0 || t.hi < 0)
+	beyond := math.Abs(ch.ChangePct) >= o.FloorPct || !logScale && median(xs) == 0 && t.est != 0
+	if !significant || !beyond {
+		if significant {
+			ch.Note = fmt.Sprintf("a real change, within the %g %% floor", o.FloorPct)
+		}
+		return ch
+	}
+	fell := t.est < 0
+	worse := fell && m.Op == ">=" || !fell && m.Op == "<="
+	ch.IsWorse = worse
+	speed := strings.HasSuffix(m.Unit, "/s") || m.Unit == "ms" || m.Unit == "s"
+	switch {
+	case worse && speed:
+		ch.Verdict = report.Slower
+	case worse:
+		ch.Verdict = report.Worse
+	case speed:
+		ch.Verdict = report.Faster
+	default:
+		ch.Verdict = report.Better
+	}
+	return ch
+}
+
+func nonPositive(v float64) bool { return !(v > 0) }
+
+func mapLog(xs []float64) []float64 {
+	out := make([]float64, len(xs))
+	for i, x := range xs {
+		out[i] = math.Log(x)
+	}
+	return out
+}
+
+func mean(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := 0.0
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(len(xs))
+}
+
+// settingPairs are the settings that decide the numbers, those that
+// differ first.
+func settingPairs(old, cur *report.Report) []report.SettingPair {
+	var out []report.SettingPair
+	add := func(name, a, b string) {
+		out = append(out, report.SettingPair{Name: name, Old: a, New: b, Differ: a != b})
+	}
+	add("MIT krb5", old.Machine.KRB5Version, cur.Machine.KRB5Version)
+	add("cores", strconv.Itoa(old.Machine.Cores), strconv.Itoa(cur.Machine.Cores))
+	add("CPU", old.Machine.Model, cur.Machine.Model)
+	add("kernel", old.Machine.Kernel, cur.Machine.Kernel)
+	add("realm", old.System.Realm, cur.System.Realm)
+	add("users", strconv.Itoa(old.System.Users), strconv.Itoa(cur.System.Users))
+	add("services", strconv.Itoa(old.System.Services), strconv.Itoa(cur.System.Services))
+	add("logins' pre-authentication", old.System.Preauth, cur.System.Preauth)
+	// kdc.conf's and the realm's settings, pinning (kdc_cpu,
+	// generator_cpu): the union of both runs' keys.
+	keys := map[string]bool{}
+	for k := range old.System.Settings {
+		keys[k] = true
+	}
+	for k := range cur.System.Settings {
+		keys[k] = true
+	}
+	sorted := make([]string, 0, len(keys))
+	for k := range keys {
+		sorted = append(sorted, k)
+	}
+	slices.Sort(sorted)
+	for _, k := range sorted {
+		a, b := old.System.Settings[k], cur.System.Settings[k]
+		if k == "kdc_cpu" || k == "generator_cpu" {
+			a, b = orUnpinned(a), orUnpinned(b)
+		}
+		add(k, a, b)
+	}
+	os, ns := old.Settings, cur.Settings
+	add("generator", fmt.Sprintf("%s, %d in flight", os.Generator, os.BatchInflight), fmt.Sprintf("%s, %d in flight", ns.Generator, ns.BatchInflight))
+	add("clients", strconv.Itoa(os.Clients), strconv.Itoa(ns.Clients))
+	add("duration", os.Duration.String(), ns.Duration.String())
+	add("login rate, tickets per login", fmt.Sprintf("%g/s, %d", os.LoginRate, os.TGSPerLogin), fmt.Sprintf("%g/s, %d", ns.LoginRate, ns.TGSPerLogin))
+	add("client levels", fmt.Sprintf("%v × %s", os.ClientLevels, os.LevelDuration), fmt.Sprintf("%v × %s", ns.ClientLevels, ns.LevelDuration))
+	add("preauth setting", os.Preauth, ns.Preauth)
+	add("shard", orOne(os.Shard), orOne(ns.Shard))
+	add("request timeout", os.Timeout.String(), ns.Timeout.String())
+	slices.SortStableFunc(out, func(a, b report.SettingPair) int {
+		switch {
+		case a.Differ && !b.Differ:
+			return -1
+		case b.Differ && !a.Differ:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+func orUnpinned(s string) string {
+	if s == "" {
+		return "not pinned"
+	}
+	return s
+}
+
+func orOne(s string) string {
+	if s == "" {
+		return "1/1"
+	}
+	return s
+}
+
+// blockOf is the length of the blocks both runs' loads are cut into:
+// a second, or an eighth of the shorter load when it is under 8 s (so
+// that each gives at least 8 samples); the same for both, so that a
+// quantile of a block means the same in each.
+func blockOf(a, b time.Duration) time.Duration {
+	w := min(a, b)
+	if w >= minBlocks*time.Second {
+		return time.Second
+	}
+	return max(time.Millisecond, (w / minBlocks).Truncate(time.Millisecond))
+}

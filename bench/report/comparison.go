@@ -1,0 +1,290 @@
+package report
+
+import (
+	"fmt"
+	"image/color"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+)
+
+// Verdicts of a metric in a Comparison: slower/faster for rates and
+// latencies, worse/better for the others (errors, CPU, memory, ratios).
+const (
+	Slower   = "slower"
+	Faster   = "faster"
+	Worse    = "worse"
+	Better   = "better"
+	NoChange = "no significant change"
+)
+
+// Comparison is what `bench compare OLD NEW` and `bench --once --baseline`
+// found (package bench/compare computes it): the settings of both runs
+// side by side and, per metric of the suite, the change with its
+// confidence interval and a verdict.
+type Comparison struct {
+	Old RunRef `json:"old"`
+	New RunRef `json:"new"`
+	// FloorPct: a change smaller than this (% of the old value) is never
+	// called slower or faster, however sure.
+	FloorPct float64 `json:"floor_pct"`
+	// Confidence asked of the intervals (0.95); Alpha of the test (0.05).
+	Confidence float64 `json:"confidence"`
+	Alpha      float64 `json:"alpha"`
+	// Settings that decide the numbers, old and new side by side;
+	// Differ counts those that differ.
+	Settings []SettingPair `json:"settings"`
+	Differ   int           `json:"settings_differ"`
+	Metrics  []Change      `json:"metrics"`
+	// Worse counts metrics called slower or worse.
+	Worse int `json:"worse"`
+}
+
+// RunRef names one run of a comparison.
+type RunRef struct {
+	Path     string    `json:"path"`
+	Started  time.Time `json:"started"`
+	Verdict  string    `json:"verdict"`
+	Requests bool      `json:"requests"` // its raw/*-requests.csv were read
+}
+
+// SettingPair is one setting of both runs.
+type SettingPair struct {
+	Name   string `json:"name"`
+	Old    string `json:"old"`
+	New    string `json:"new"`
+	Differ bool   `json:"differ"`
+}
+
+// Change is one metric of both runs.
+type Change struct {
+	Test  string `json:"test"`
+	Name  string `json:"name"`
+	Label string `json:"label"`
+	Unit  string `json:"unit"`
+	Op    string `json:"op"` // the target's: ">=" higher is better
+	// Old and New are the runs' values (report.json's metrics), in Unit;
+	// a metric only one run has is absent from the other (Missing).
+	Old     float64 `json:"old"`
+	New     float64 `json:"new"`
+	Missing string  `json:"missing,omitempty"` // "old" or "new"
+	// Samples says what one sample is ("1 s of the as load", "a round");
+	// OldN and NewN how many each run gave.
+	Samples string `json:"samples,omitempty"`
+	OldN    int    `json:"old_n"`
+	NewN    int    `json:"new_n"`
+	// U is the Mann-Whitney statistic of the new samples against the old
+	// (pairs in which the new sample is larger, ties counting half) and P
+	// its two-sided p-value.
+	U float64 `json:"u"`
+	P float64 `json:"p"`
+	// ChangePct is the Hodges-Lehmann estimate of the change, % of the
+	// old value; LowPct and HighPct its confidence interval, of level
+	// Confidence (at least the Comparison's; 0 when there were too few
+	// samples for one, Tested false).
+	ChangePct  float64 `json:"change_pct"`
+	LowPct     float64 `json:"low_pct"`
+	HighPct    float64 `json:"high_pct"`
+	Confidence float64 `json:"confidence"`
+	Tested     bool    `json:"tested"`
+	// Verdict is Slower/Faster/Worse/Better or NoChange; IsWorse says it is
+	// Slower or Worse.
+	Verdict string `json:"verdict"`
+	IsWorse bool   `json:"is_worse"`
+	// Note says why a metric was not tested, or what to keep in mind.
+	Note string `json:"note,omitempty"`
+}
+
+// WriteComparison prints a comparison for a terminal: the settings that
+// differ first, then every metric with old, new, change, interval and
+// verdict, and what decided.
+func WriteComparison(w io.Writer, c *Comparison) {
+	fmt.Fprintf(w, "old: %s (%s, %s)\nnew: %s (%s, %s)\n", c.Old.Path, c.Old.Started.UTC().Format(time.RFC3339), c.Old.Verdict,
+		c.New.Path, c.New.Started.UTC().Format(time.RFC3339), c.New.Verdict)
+	if c.Differ > 0 {
+		fmt.Fprintf(w, "\nSETTINGS DIFFER (%d): the runs answer different questions; read the changes below with that in mind\n", c.Differ)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "\nSETTING\tOLD\tNEW")
+	for _, s := range c.Settings {
+		if s.Differ {
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", s.Name, short(s.Old), short(s.New))
+		}
+	}
+	for _, s := range c.Settings {
+		if !s.Differ {
+			fmt.Fprintf(tw, "%s\t%s\t(same)\n", s.Name, short(s.Old))
+		}
+	}
+	tw.Flush()
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "\nTEST\tMETRIC\tOLD\tNEW\tCHANGE\t%g %% INTERVAL\tVERDICT\n", 100*c.Confidence)
+	for _, m := range c.Metrics {
+		verdict := m.Verdict
+		if m.Note != "" {
+			verdict += " (" + m.Note + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Test, m.Label, valueOf(m, m.Old, "old"), valueOf(m, m.New, "new"), changeOf(m), intervalOf(m), verdict)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\n%s\n", ComparisonVerdict(c))
+}
+
+// ComparisonVerdict is the comparison in one line.
+func ComparisonVerdict(c *Comparison) string {
+	var worse []string
+	for _, m := range c.Metrics {
+		if m.IsWorse {
+			worse = append(worse, fmt.Sprintf("%s %s %s", m.Label, m.Verdict, changeOf(m)))
+		}
+	}
+	how := fmt.Sprintf("a metric is called when the Mann-Whitney U test finds p < %g, its %g %% interval excludes 0 and the change is at least %g %%",
+		c.Alpha, 100*c.Confidence, c.FloorPct)
+	if len(worse) == 0 {
+		return "verdict: nothing got significantly worse (" + how + ")"
+	}
+	return fmt.Sprintf("verdict: %d metric(s) significantly worse: %s (%s)", len(worse), strings.Join(worse, "; "), how)
+}
+
+// short cuts a setting's value to fit a terminal's column.
+func short(s string) string {
+	s = oneLine(s)
+	if r := []rune(s); len(r) > 48 {
+		return string(r[:47]) + "…"
+	}
+	return s
+}
+
+func valueOf(m Change, v float64, side string) string {
+	if m.Missing == side {
+		return "–"
+	}
+	return fmtNum(v) + " " + m.Unit
+}
+
+func changeOf(m Change) string {
+	if m.Missing != "" {
+		return ""
+	}
+	return signed(m.ChangePct) + " %"
+}
+
+func intervalOf(m Change) string {
+	if !m.Tested {
+		return ""
+	}
+	return "[" + signed(m.LowPct) + ", " + signed(m.HighPct) + "] %"
+}
+
+func signed(v float64) string {
+	if v > 0 {
+		return "+" + fmtNum(v)
+	}
+	return fmtNum(v)
+}
+
+// writeComparisonMarkdown is report.md's section of a comparison.
+func writeComparisonMarkdown(w io.Writer, c *Comparison, title string) {
+	fmt.Fprintf(w, "\n## %s\n\n", title)
+	fmt.Fprintf(w, "Old: `%s` (%s, %s); new: `%s` (%s, %s).\n\n", c.Old.Path, c.Old.Started.UTC().Format(time.RFC3339), c.Old.Verdict,
+		c.New.Path, c.New.Started.UTC().Format(time.RFC3339), c.New.Verdict)
+	if c.Differ > 0 {
+		fmt.Fprintf(w, "**%d setting(s) differ**: the runs answer different questions.\n\n", c.Differ)
+	}
+	fmt.Fprintf(w, "| Test | Metric | Old | New | Change | %g %% interval | Verdict | Samples (old + new) |\n|---|---|---:|---:|---:|---:|---|---|\n", 100*c.Confidence)
+	for _, m := range c.Metrics {
+		verdict := m.Verdict
+		if m.IsWorse {
+			verdict = "**" + verdict + "**"
+		}
+		if m.Note != "" {
+			verdict += " (" + mdEscape(m.Note) + ")"
+		}
+		samples := ""
+		if m.Samples != "" {
+			samples = fmt.Sprintf("%d + %d: %s", m.OldN, m.NewN, m.Samples)
+		}
+		fmt.Fprintf(w, "| `%s` | %s | %s | %s | %s | %s | %s | %s |\n", m.Test, m.Label, valueOf(m, m.Old, "old"), valueOf(m, m.New, "new"), changeOf(m), intervalOf(m), verdict, samples)
+	}
+	fmt.Fprintln(w, "\n| Setting | Old | New |\n|---|---|---|")
+	for _, s := range c.Settings {
+		name := s.Name
+		if s.Differ {
+			name = "**" + name + " (differs)**"
+		}
+		fmt.Fprintf(w, "| %s | `%s` | `%s` |\n", name, mdEscape(s.Old), mdEscape(s.New))
+	}
+	fmt.Fprintf(w, "\n%s.\n", strings.TrimPrefix(ComparisonVerdict(c), "verdict: "))
+}
+
+// WriteComparisonMarkdown writes a comparison as a markdown document
+// (`bench compare --format md`).
+func WriteComparisonMarkdown(w io.Writer, c *Comparison) {
+	fmt.Fprintln(w, "# KDC performance: comparison of two runs")
+	writeComparisonMarkdown(w, c, "Changes")
+}
+
+// comparisonChart plots each tested metric's change with its interval,
+// and the floor on either side: a point outside the band with its whole
+// interval on one side of 0 is a change called.
+func comparisonChart(c *Comparison) (*plot.Plot, error) {
+	var pts plotter.XYs
+	var errs plotter.XErrors
+	var names []string
+	for _, m := range c.Metrics {
+		if !m.Tested {
+			continue
+		}
+		pts = append(pts, plotter.XY{X: m.ChangePct, Y: float64(len(names))})
+		errs = append(errs, struct{ Low, High float64 }{m.ChangePct - m.LowPct, m.HighPct - m.ChangePct})
+		names = append(names, m.Test+": "+m.Label)
+	}
+	if len(pts) == 0 {
+		return nil, nil
+	}
+	p := newPlot(fmt.Sprintf("change, %% of the old value (%g %% interval; the band: the %g %% floor)", 100*c.Confidence, c.FloorPct), "")
+	p.Legend.Top = false
+	p.NominalY(names...)
+	xe := &struct {
+		plotter.XYs
+		plotter.XErrors
+	}{pts, errs}
+	bars, err := plotter.NewXErrorBars(xe)
+	if err != nil {
+		return nil, err
+	}
+	bars.Color = blue
+	bars.LineStyle.Width = vg.Points(1.5)
+	s, err := plotter.NewScatter(pts)
+	if err != nil {
+		return nil, err
+	}
+	s.Color = blue
+	p.Add(bars, s)
+	lo, hi := -c.FloorPct, c.FloorPct
+	for _, m := range c.Metrics {
+		if m.Tested {
+			lo, hi = min(lo, m.LowPct), max(hi, m.HighPct)
+		}
+	}
+	for _, x := range []float64{-c.FloorPct, 0, c.FloorPct} {
+		l, err := plotter.NewLine(plotter.XYs{{X: x, Y: -0.5}, {X: x, Y: float64(len(names)) - 0.5}})
+		if err != nil {
+			return nil, err
+		}
+		l.Color = orange
+		if x == 0 {
+			l.Color = color.Gray{Y: 100}
+		}
+		l.Dashes = []vg.Length{vg.Points(3), vg.Points(3)}
+		p.Add(l)
+	}
+	pad := 0.05 * (hi - lo)
+	p.X.Min, p.X.Max = lo-pad, hi+pad
+	return p, nil
+}
