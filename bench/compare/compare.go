@@ -69,7 +69,7 @@ func Compare(old, cur *report.Report, o Options) report.Comparison {
 		om, ok := oldM[m.Name]
 		if !ok {
 			c.Metrics = append(c.Metrics, report.Change{Test: m.Test, Name: m.Name, Label: m.Label, Unit: m.Unit, Op: m.Op,
-				New: m.Value, Missing: "old", Verdict: report.NoChange, Note: "the old run has no such metric"})
+				New: m.Value, Missing: "old", Verdict: report.NotCompared, Note: "only the new run has it"})
 			continue
 		}
 		c.Metrics = append(c.Metrics, metric(old, cur, om, m, o))
@@ -77,7 +77,7 @@ func Compare(old, cur *report.Report, o Options) report.Comparison {
 	for _, m := range old.Metrics {
 		if !seen[m.Name] {
 			c.Metrics = append(c.Metrics, report.Change{Test: m.Test, Name: m.Name, Label: m.Label, Unit: m.Unit, Op: m.Op,
-				Old: m.Value, Missing: "new", Verdict: report.NoChange, Note: "the new run has no such metric"})
+				Old: m.Value, Missing: "new", Verdict: report.NotCompared, Note: "only the old run has it"})
 		}
 	}
 	for _, m := range c.Metrics {

@@ -21,6 +21,8 @@ const (
 	Worse    = "worse"
 	Better   = "better"
 	NoChange = "no significant change"
+	// NotCompared: only one of the runs has the metric.
+	NotCompared = "not compared"
 )
 
 // Comparison is what `bench compare OLD NEW` and `bench --once --baseline`

@@ -16,7 +16,7 @@ func TestMetricsDocumented(t *testing.T) {
 		NewCollector().Describe(ch)
 		close(ch)
 	}()
-	if n := metricsdoc.CheckDescs(t, "Bench", ch); n != 10 {
+	if n := metricsdoc.CheckDescs(t, "Bench", ch); n != 15 {
 		t.Errorf("%d metrics", n)
 	}
 }

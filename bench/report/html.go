@@ -2,10 +2,14 @@ package report
 
 import (
 	"bytes"
+	"fmt"
 	"html/template"
+	"strings"
 )
 
-var pageTmpl = template.Must(template.New("report").Funcs(template.FuncMap{"num": fmtNum}).Parse(`<!DOCTYPE html>
+var pageTmpl = template.Must(template.New("report").Funcs(template.FuncMap{"num": fmtNum, "signed": signed,
+	"pct":     func(f float64) float64 { return 100 * f },
+	"verdict": func(c *Comparison) string { return strings.TrimPrefix(ComparisonVerdict(c), "verdict: ") }}).Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>KDC performance report: {{.Verdict}}</title>
 <style>body{font-family:sans-serif;margin:2em;max-width:70em}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.2em .6em;text-align:right}td:first-child,th:first-child{text-align:left}.PASS{color:#070}.FAIL{color:#b00;font-weight:bold}.chart{margin:1em 0}</style>
 </head><body>
@@ -15,7 +19,17 @@ var pageTmpl = template.Must(template.New("report").Funcs(template.FuncMap{"num"
 {{range .Metrics}}<tr><td>{{.Test}}</td><td>{{.Label}}</td><td>{{num .Value}} {{.Unit}}</td><td>{{.Op}} {{num .Target}} {{.Unit}}</td><td class="{{.Verdict}}">{{.Verdict}}</td></tr>
 {{end}}{{range .Tests}}{{if or (eq .Status "error") (eq .Status "skipped")}}<tr><td>{{.Name}}</td><td colspan="3">{{.Error}}</td><td>{{.Status}}</td></tr>{{end}}
 {{end}}</table>
-{{if .Warnings}}<h2>Warnings</h2><ul>{{range .Warnings}}<li>{{.}}</li>{{end}}</ul>{{end}}
+{{with .Baseline}}<h2>Compared with the baseline</h2>
+<p>Old: {{.Old.Path}} ({{.Old.Started.UTC.Format "2006-01-02 15:04:05"}} UTC, {{.Old.Verdict}}); new: this run.{{if .Differ}} <strong>{{.Differ}} setting(s) differ</strong>: the runs answer different questions.{{end}}</p>
+<table><tr><th>Test</th><th>Metric</th><th>Old</th><th>New</th><th>Change</th><th>{{pct .Confidence}} % interval</th><th>Verdict</th></tr>
+{{range .Metrics}}<tr><td>{{.Test}}</td><td>{{.Label}}</td><td>{{num .Old}} {{.Unit}}</td><td>{{num .New}} {{.Unit}}</td><td>{{signed .ChangePct}} %</td><td>{{if .Tested}}[{{signed .LowPct}}, {{signed .HighPct}}] %{{end}}</td><td{{if .IsWorse}} class="FAIL"{{end}}>{{.Verdict}}{{if .Note}} ({{.Note}}){{end}}</td></tr>
+{{end}}</table>
+<table><tr><th>Setting</th><th>Old</th><th>New</th></tr>
+{{range .Settings}}<tr{{if .Differ}} class="FAIL"{{end}}><td>{{.Name}}</td><td>{{.Old}}</td><td>{{.New}}</td></tr>
+{{end}}</table>
+<p>{{verdict $.Report.Baseline}}</p>
+{{with $.BaselineChart}}<div class="chart" data-chart="{{.ID}}"><h2>{{.Title}}</h2>{{.SVG}}</div>{{end}}
+{{end}}{{if .Warnings}}<h2>Warnings</h2><ul>{{range .Warnings}}<li>{{.}}</li>{{end}}</ul>{{end}}
 {{range $.Charts}}<div class="chart" data-chart="{{.ID}}"><h2>{{.Title}}</h2>{{.SVG}}</div>
 {{end}}</body></html>
 `))
@@ -34,9 +48,24 @@ func HTML(rep *Report) ([]byte, error) {
 		return nil, err
 	}
 	var b bytes.Buffer
+	var base *chart
+	if rep.Baseline != nil {
+		p, err := comparisonChart(rep.Baseline)
+		if err != nil {
+			return nil, fmt.Errorf("chart baseline-change: %w", err)
+		}
+		if p != nil {
+			svg, err := renderSVG(p)
+			if err != nil {
+				return nil, fmt.Errorf("chart baseline-change: %w", err)
+			}
+			base = &chart{ID: "baseline-change", Title: "Change from the baseline per metric, with its interval", SVG: template.HTML(svg)}
+		}
+	}
 	err = pageTmpl.Execute(&b, struct {
 		*Report
-		Charts []chart
-	}{rep, charts})
+		Charts        []chart
+		BaselineChart *chart
+	}{rep, charts, base})
 	return b.Bytes(), err
 }

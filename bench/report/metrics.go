@@ -12,6 +12,8 @@ import (
 // section "Bench"). Labels are bounded: test and metric names are fixed.
 type Collector struct {
 	result, target, pass, testOK, testDur, genRatio, kdcBusy, kdcDisk, lastRun, lastOK *prometheus.Desc
+	// The comparison with --baseline's run.
+	baseChange, baseLow, baseHigh, baseVerdict, baseDiffer *prometheus.Desc
 
 	mu  sync.Mutex
 	rep *Report
@@ -33,6 +35,12 @@ func NewCollector() *Collector {
 		kdcDisk:  d("kdc_disk_wait_ratio", "Share of the cores the KDC may use that it spent waiting for its own disk writes (database updates) during the test's load, sampled.", "test"),
 		lastRun:  d("last_run_timestamp_seconds", "Unix time the last bench run finished."),
 		lastOK:   d("last_run_success", "1 if every test of the last bench run passed, else 0."),
+
+		baseChange:  d("baseline_change_ratio", "Change of a bench metric from the baseline run (--baseline), as a fraction of the baseline's value: the Hodges-Lehmann estimate from the runs' samples.", "test", "metric"),
+		baseLow:     d("baseline_change_low_ratio", "Lower end of the 95 % confidence interval of krb5_bench_baseline_change_ratio (absent when too few samples).", "test", "metric"),
+		baseHigh:    d("baseline_change_high_ratio", "Upper end of the 95 % confidence interval of krb5_bench_baseline_change_ratio (absent when too few samples).", "test", "metric"),
+		baseVerdict: d("baseline_verdict", "-1 if the bench metric got significantly worse than in the baseline run (slower or worse, beyond the floor), 1 if better, 0 if no significant change.", "test", "metric"),
+		baseDiffer:  d("baseline_settings_differ", "Settings that decide the numbers (krb5 version, kdc.conf, workers, pre-authentication, cores, pinning, load) that differ from the baseline run's."),
 	}
 }
 
@@ -45,7 +53,8 @@ func (c *Collector) Set(rep *Report) {
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.result, c.target, c.pass, c.testOK, c.testDur, c.genRatio, c.kdcBusy, c.kdcDisk, c.lastRun, c.lastOK} {
+	for _, d := range []*prometheus.Desc{c.result, c.target, c.pass, c.testOK, c.testDur, c.genRatio, c.kdcBusy, c.kdcDisk, c.lastRun, c.lastOK,
+		c.baseChange, c.baseLow, c.baseHigh, c.baseVerdict, c.baseDiffer} {
 		ch <- d
 	}
 }
@@ -99,6 +108,27 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if rep.TCP != nil {
 		ratio("tcp", rep.TCP.Load.CPU)
+	}
+	if b := rep.Baseline; b != nil {
+		for _, m := range b.Metrics {
+			if m.Missing != "" {
+				continue
+			}
+			ch <- prometheus.MustNewConstMetric(c.baseChange, g, m.ChangePct/100, m.Test, m.Name)
+			if m.Tested {
+				ch <- prometheus.MustNewConstMetric(c.baseLow, g, m.LowPct/100, m.Test, m.Name)
+				ch <- prometheus.MustNewConstMetric(c.baseHigh, g, m.HighPct/100, m.Test, m.Name)
+			}
+			v := 0.0
+			switch {
+			case m.IsWorse:
+				v = -1
+			case m.Verdict != NoChange:
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(c.baseVerdict, g, v, m.Test, m.Name)
+		}
+		ch <- prometheus.MustNewConstMetric(c.baseDiffer, g, float64(b.Differ))
 	}
 	ch <- prometheus.MustNewConstMetric(c.lastRun, g, float64(rep.Finished.UnixNano())/1e9)
 	ch <- prometheus.MustNewConstMetric(c.lastOK, g, b2f(rep.Verdict == Pass))

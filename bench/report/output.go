@@ -120,6 +120,9 @@ func WriteMarkdown(w io.Writer, rep *Report) {
 			fmt.Fprintf(w, "| – | `%s` | %s | | | **%s** |\n", t.Name, mdEscape(oneLine(t.Error)), strings.ToUpper(t.Status))
 		}
 	}
+	if rep.Baseline != nil {
+		writeComparisonMarkdown(w, rep.Baseline, "Compared with the baseline")
+	}
 	if len(rep.Warnings) > 0 {
 		fmt.Fprintln(w, "\n## Warnings")
 		for _, wn := range rep.Warnings {
