@@ -29,6 +29,15 @@ func Bench() *dashboard.DashboardBuilder {
 		[]query{q(`krb5_bench_test_success{`+sel+`}`, "{{test}}")}, "FAIL", "PASS"))
 	b.WithPanel(results())
 
+	// The comparison with an earlier run (bench --baseline DIR).
+	b.WithRow(dashboard.NewRowBuilder("Compared with the baseline"))
+	b.WithPanel(binary("Against the baseline", "Whether each metric of the last run got significantly worse than in the --baseline run (krb5_bench_baseline_verdict -1: Mann-Whitney U test p < 0.05, interval excluding 0, change beyond --change-floor), whatever its target says. Empty without --baseline.", 12, 5,
+		[]query{q(`krb5_bench_baseline_verdict{`+sel+`} > bool -1`, "{{test}} {{metric}}")}, "WORSE", "not worse"))
+	b.WithPanel(single("Settings that differ", "Settings that decide the numbers (krb5 version, kdc.conf, workers, pre-authentication, cores, pinning, the load) that differ from the baseline run's: above 0 the comparison answers a different question.", "none", 4, 5,
+		[]query{q(`krb5_bench_baseline_settings_differ{`+sel+`}`, "settings")}, limit{1, "orange"}))
+	b.WithPanel(single("Change from the baseline", "Each metric's change from the baseline run, a share of the baseline's value (Hodges-Lehmann estimate from the runs' samples; krb5_bench_baseline_change_low_ratio and _high_ratio are its 95 % interval). For rates a fall is worse, for latencies, errors and CPU a rise.", "percentunit", 8, 5,
+		[]query{q(`krb5_bench_baseline_change_ratio{`+sel+`}`, "{{test}} {{metric}}")}))
+
 	b.WithRow(dashboard.NewRowBuilder("Trend"))
 	b.WithPanel(trend("Throughput", "Logins per second (as, tcp), service tickets per second (tgs) and the slowest kadmin operation per second at full load; the target (dashed) is a floor.", "reqps",
 		`.*_per_second`))
