@@ -244,12 +244,12 @@ func comparisonChart(c *Comparison) (*plot.Plot, error) {
 		}
 		pts = append(pts, plotter.XY{X: m.ChangePct, Y: float64(len(names))})
 		errs = append(errs, struct{ Low, High float64 }{m.ChangePct - m.LowPct, m.HighPct - m.ChangePct})
-		names = append(names, m.Test+": "+m.Label)
+		names = append(names, m.Name)
 	}
 	if len(pts) == 0 {
 		return nil, nil
 	}
-	p := newPlot(fmt.Sprintf("change, %% of the old value (%g %% interval; the band: the %g %% floor)", 100*c.Confidence, c.FloorPct), "")
+	p := newPlot(fmt.Sprintf("change, %% of the old value (%g %% interval; dashed: ±%g %%)", 100*c.Confidence, c.FloorPct), "")
 	p.Legend.Top = false
 	p.NominalY(names...)
 	xe := &struct {
