@@ -185,16 +185,23 @@ func (s *Suite) Run(ctx context.Context) (*Report, error) {
 // metric records one verdict. value and target are in display units;
 // scale converts display units to base units.
 func (r *run) metric(test, name, label, unit string, value float64, op string, target, scale float64) {
-	m := Metric{Test: test, Name: name, Label: label, Unit: unit, Value: value, Op: op, Target: target, Base: value * scale}
-	ok := value >= target
-	if op == "<=" {
-		ok = value <= target
+	m := Metric{Test: test, Name: name, Label: label, Unit: unit, Op: op, Target: target}
+	judge(&m, value, scale)
+	r.rep.Metrics = append(r.rep.Metrics, m)
+}
+
+// judge sets m's value (display units; scale converts to base units) and
+// its verdict against m's target.
+func judge(m *Metric, value, scale float64) {
+	m.Value, m.Base = value, value*scale
+	ok := value >= m.Target
+	if m.Op == "<=" {
+		ok = value <= m.Target
 	}
 	m.Verdict = Pass
 	if !ok {
 		m.Verdict = Fail
 	}
-	r.rep.Metrics = append(r.rep.Metrics, m)
 }
 
 func (r *run) warn(format string, args ...any) {

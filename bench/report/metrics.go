@@ -74,7 +74,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		if m.Value != 0 {
 			scale = m.Base / m.Value
 		} else {
-			scale = metricScale(m.Name)
+			scale = MetricScale(m.Name)
 		}
 		ch <- prometheus.MustNewConstMetric(c.target, g, m.Target*scale, m.Test, m.Name)
 		ch <- prometheus.MustNewConstMetric(c.pass, g, b2f(m.Verdict == Pass), m.Test, m.Name)
@@ -134,8 +134,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.lastOK, g, b2f(rep.Verdict == Pass))
 }
 
-// metricScale is the display-to-base factor of a metric whose value is 0.
-func metricScale(name string) float64 {
+// MetricScale is the display-to-base factor of a metric (needed where
+// its value is 0 and Base/Value cannot tell).
+func MetricScale(name string) float64 {
 	switch name {
 	case "startup_seconds", "login_p95_seconds", "login_p99_seconds", "ticket_p95_seconds", "ticket_p99_seconds":
 		return 1e-3

@@ -33,6 +33,7 @@ type benchCmd struct {
 	// run is the suite (the default); compare and merge read results.
 	runCmd *kingpin.CmdClause
 	cmp    compareArgs
+	merge  mergeArgs
 
 	once       bool
 	configFile string
@@ -68,6 +69,7 @@ func addBenchCommand(app *kingpin.Application) *benchCmd {
 	c.Flag("change-floor", "With --baseline and bench compare: a change smaller than this % of the old value is never called slower or faster.").Default("5").Float64Var(&b.floorPct)
 	b.runCmd = c.Command("run", "Run the suite (the default).").Default().Hidden()
 	b.addCompare(c)
+	b.addMerge(c)
 
 	set := func(name, help string) *kingpin.FlagClause {
 		return c.Flag(name, help)

@@ -103,3 +103,18 @@ func TestBenchBaselineExitCode(t *testing.T) {
 		t.Errorf("unreadable baseline: exit %d, stderr %q", code, stderr)
 	}
 }
+
+// bench merge refuses runs that are not shards of one run with the
+// reason and exit 2 (the stored pair: two whole runs, each shard 1/1),
+// and a directory that is not a run.
+func TestBenchMergeRefuses(t *testing.T) {
+	fast, slow := filepath.Join("..", "..", "bench", "compare", "testdata", "fast"), filepath.Join("..", "..", "bench", "compare", "testdata", "slow")
+	var out, errb bytes.Buffer
+	if code := run([]string{"bench", "merge", "--output-dir", t.TempDir(), fast, slow}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "are both shard 1/1") {
+		t.Errorf("exit %d, stderr %q", code, errb.String())
+	}
+	errb.Reset()
+	if code := run([]string{"bench", "merge", "--output-dir", t.TempDir(), fast, t.TempDir()}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "report.json") {
+		t.Errorf("exit %d, stderr %q", code, errb.String())
+	}
+}

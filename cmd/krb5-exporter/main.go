@@ -88,6 +88,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return c.bench.run(stdout, stderr)
 	case c.bench.cmp.cmd.FullCommand():
 		return c.bench.compare(stdout, stderr)
+	case c.bench.merge.cmd.FullCommand():
+		return c.bench.mergeRuns(stdout, stderr)
 	case c.top.cmd.FullCommand():
 		return c.top.run(stdout, stderr)
 	}
