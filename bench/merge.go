@@ -346,23 +346,14 @@ func mergeLatency(m *Report, shards []Shard) error {
 		return err
 	}
 	ol.Logins.Kind, ol.Tickets.Kind = kindAS, kindTGS
-	ol.Logins.Latency, ol.Tickets.Latency = latencyOf(ol.Logins.Records, kindAS), latencyOf(ol.Logins.Records, kindTGS)
+	ol.Logins.Latency = summarizeLoad(ol.Logins.Records, kindAS, 0, 0, krb5.UDP).Latency
+	ol.Tickets.Latency = summarizeLoad(ol.Logins.Records, kindTGS, 0, 0, krb5.UDP).Latency
 	ol.Tickets.Records = nil
 	if total := ol.Logins.Requests + ol.Tickets.Requests; total > 0 {
 		ol.ErrorPct = 100 * float64(ol.Logins.Errors+ol.Tickets.Errors) / float64(total)
 	}
 	m.Latency = ol
 	return nil
-}
-
-func latencyOf(recs []record, kind string) Latency {
-	var ds []time.Duration
-	for _, rc := range recs {
-		if rc.Kind == kind && rc.Class == krb5.ClassSuccess {
-			ds = append(ds, rc.Latency)
-		}
-	}
-	return summarize(ds)
 }
 
 // remeasure judges every metric the shards have again on the merged

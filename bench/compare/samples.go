@@ -89,6 +89,16 @@ func done(rc report.Record) time.Duration  { return rc.Start + rc.Latency }
 func start(rc report.Record) time.Duration { return rc.Start }
 func ok(rc report.Record) bool             { return rc.Class == krb5.ClassSuccess }
 
+func successes(recs []report.Record) int {
+	n := 0
+	for _, rc := range recs {
+		if ok(rc) {
+			n++
+		}
+	}
+	return n
+}
+
 // rate: successful requests per second in each block, by the time each
 // was answered (a closed loop's rate is its answers').
 func rate(load func(*report.Report) *report.Load, kind string) source {
@@ -99,13 +109,7 @@ func rate(load func(*report.Report) *report.Load, kind string) source {
 		}
 		b := blockOf(lo.Wall, lc.Wall)
 		f := func(recs []report.Record) (float64, bool) {
-			n := 0
-			for _, rc := range recs {
-				if ok(rc) {
-					n++
-				}
-			}
-			return float64(n) / b.Seconds(), true
+			return float64(successes(recs)) / b.Seconds(), true
 		}
 		return blocks(lo, kind, b, done, f), blocks(lc, kind, b, done, f), "the rate of " + blockName(b) + " of the load"
 	}
@@ -166,13 +170,7 @@ func errorPct(old, cur *report.Report) ([]float64, []float64, string) {
 		if len(recs) == 0 {
 			return 0, false
 		}
-		n := 0
-		for _, rc := range recs {
-			if !ok(rc) {
-				n++
-			}
-		}
-		return 100 * float64(n) / float64(len(recs)), true
+		return 100 * float64(len(recs)-successes(recs)) / float64(len(recs)), true
 	}
 	return blocks(lo, "", b, start, f), blocks(lc, "", b, start, f), "the errors of the requests due in " + blockName(b)
 }
@@ -193,13 +191,7 @@ func topLevel(old, cur *report.Report) ([]float64, []float64, string) {
 	b := blockOf(lo.Wall, lc.Wall)
 	pct := func(peak float64) func([]report.Record) (float64, bool) {
 		return func(recs []report.Record) (float64, bool) {
-			n := 0
-			for _, rc := range recs {
-				if ok(rc) {
-					n++
-				}
-			}
-			return 100 * float64(n) / b.Seconds() / peak, true
+			return 100 * float64(successes(recs)) / b.Seconds() / peak, true
 		}
 	}
 	return blocks(lo, report.KindAS, b, done, pct(old.Concurrency.PeakRate)), blocks(lc, report.KindAS, b, done, pct(cur.Concurrency.PeakRate)),
