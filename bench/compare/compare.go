@@ -38,6 +38,10 @@ const (
 // (4 a side is its least at alpha 0.05) and an interval at 95 %.
 const minBlocks = 8
 
+// maxBlocks bounds the samples of a long load (an hour's would be 3,600
+// seconds, 13 million pairs for the interval).
+const maxBlocks = 300
+
 // Compare compares the new run with the old. Their Records (the raw
 // requests, report.ReadRun) make the samples of the loads' metrics; a run
 // without them has those metrics untested.
@@ -266,10 +270,16 @@ func orOne(s string) string {
 
 // blockOf is the length of the blocks both runs' loads are cut into:
 // a second, or an eighth of the shorter load when it is under 8 s (so
-// that each gives at least 8 samples); the same for both, so that a
-// quantile of a block means the same in each.
+// that each gives at least 8 samples), or whole seconds making at most
+// maxBlocks when it is longer than that many seconds; the same for both,
+// so that a quantile of a block means the same in each.
 func blockOf(a, b time.Duration) time.Duration {
 	w := min(a, b)
+	if w >= maxBlocks*time.Second {
+		// A long load: at most maxBlocks blocks, whole seconds, which
+		// bounds the pairs of the interval (maxBlocks² differences).
+		return (w / maxBlocks).Truncate(time.Second)
+	}
 	if w >= minBlocks*time.Second {
 		return time.Second
 	}

@@ -1,0 +1,4 @@
+package compare
+
+// BlockOf is blockOf for the external tests.
+var BlockOf = blockOf
