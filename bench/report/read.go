@@ -94,7 +94,7 @@ func readRegular(path string, limit int64) ([]byte, error) {
 // (the load column's 1-based index).
 func readRequests(data []byte, loads []*Load) error {
 	cr := csv.NewReader(bytes.NewReader(data))
-	cr.FieldsPerRecord = len(requestColumns)
+	cr.FieldsPerRecord = -1 // the header says itself what is wrong
 	head, err := cr.Read()
 	if err != nil {
 		return err
@@ -102,6 +102,7 @@ func readRequests(data []byte, loads []*Load) error {
 	if !slices.Equal(head, requestColumns) {
 		return fmt.Errorf("columns %v, want %v", head, requestColumns)
 	}
+	cr.FieldsPerRecord = len(requestColumns)
 	for {
 		row, err := cr.Read()
 		if err == io.EOF {
