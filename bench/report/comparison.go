@@ -102,39 +102,48 @@ type Change struct {
 	Note string `json:"note,omitempty"`
 }
 
-// WriteComparison prints a comparison for a terminal: the settings that
-// differ first, then every metric with old, new, change, interval and
-// verdict, and what decided.
+// WriteComparison prints a comparison for a terminal, on about one
+// screen: the settings that differ first, every metric with old, new,
+// change, interval and verdict, the verdict with how sure, and the
+// settings both runs share.
 func WriteComparison(w io.Writer, c *Comparison) {
 	fmt.Fprintf(w, "old: %s (%s, %s)\nnew: %s (%s, %s)\n", c.Old.Path, c.Old.Started.UTC().Format(time.RFC3339), c.Old.Verdict,
 		c.New.Path, c.New.Started.UTC().Format(time.RFC3339), c.New.Verdict)
 	if c.Differ > 0 {
 		fmt.Fprintf(w, "\nSETTINGS DIFFER (%d): the runs answer different questions; read the changes below with that in mind\n", c.Differ)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "SETTING\tOLD\tNEW")
+		for _, s := range c.Settings {
+			if s.Differ {
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", s.Name, short(s.Old), short(s.New))
+			}
+		}
+		tw.Flush()
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "\nSETTING\tOLD\tNEW")
-	for _, s := range c.Settings {
-		if s.Differ {
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", s.Name, short(s.Old), short(s.New))
-		}
-	}
-	for _, s := range c.Settings {
-		if !s.Differ {
-			fmt.Fprintf(tw, "%s\t%s\t(same)\n", s.Name, short(s.Old))
-		}
-	}
-	tw.Flush()
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "\nTEST\tMETRIC\tOLD\tNEW\tCHANGE\t%g %% INTERVAL\tVERDICT\n", 100*c.Confidence)
+	fmt.Fprintf(tw, "\nTEST\tMETRIC\tOLD\tNEW\tCHANGE\t%g %% INTERVAL\tP\tVERDICT\n", 100*c.Confidence)
 	for _, m := range c.Metrics {
 		verdict := m.Verdict
 		if m.Note != "" {
 			verdict += " (" + m.Note + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Test, m.Label, valueOf(m, m.Old, "old"), valueOf(m, m.New, "new"), changeOf(m), intervalOf(m), verdict)
+		p := ""
+		if m.Tested {
+			p = fmt.Sprintf("%.2g", m.P)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Test, m.Label, valueOf(m, m.Old, "old"), valueOf(m, m.New, "new"), changeOf(m), intervalOf(m), p, verdict)
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\n%s\n", ComparisonVerdict(c))
+	var same []string
+	for _, s := range c.Settings {
+		if !s.Differ {
+			same = append(same, s.Name+" "+short(s.Old))
+		}
+	}
+	if len(same) > 0 {
+		fmt.Fprintf(w, "\nSame in both runs: %s.\n", strings.Join(same, "; "))
+	}
 }
 
 // ComparisonVerdict is the comparison in one line.
@@ -142,7 +151,7 @@ func ComparisonVerdict(c *Comparison) string {
 	var worse []string
 	for _, m := range c.Metrics {
 		if m.IsWorse {
-			worse = append(worse, fmt.Sprintf("%s %s %s", m.Label, m.Verdict, changeOf(m)))
+			worse = append(worse, fmt.Sprintf("%s %s %s %s, p = %.2g", m.Label, m.Verdict, changeOf(m), intervalOf(m), m.P))
 		}
 	}
 	how := fmt.Sprintf("a metric is called when the Mann-Whitney U test finds p < %g, its %g %% interval excludes 0 and the change is at least %g %%",
