@@ -70,7 +70,11 @@ cleanup() {
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
 	# A KDC paused by the udp-drops fault would not see realm down's signal.
-	if [ -f "$dir/realm/krb5kdc.pid" ]; then kill -CONT "$(cat "$dir/realm/krb5kdc.pid")" 2>/dev/null || true; fi
+	if [ -f "$dir/realm/krb5kdc.pid" ]; then
+		kdc=$(cat "$dir/realm/krb5kdc.pid")
+		# shellcheck disable=SC2046
+		kill -CONT "$kdc" $(cat /proc/"$kdc"/task/*/children 2>/dev/null) 2>/dev/null || true
+	fi
 	if [ -f "$dir/replica/realm.json" ]; then "$bin" realm down --dir "$dir/replica" >/dev/null || true; fi
 	if [ -f "$dir/realm/realm.json" ]; then "$bin" realm down --dir "$dir/realm" || true; fi
 	rm -rf "$dir"
@@ -143,14 +147,17 @@ inject() {
 			--wrong-password-every 0 --unknown-user-every 0 --weak-enctype-every 0 >"$dir/fault.log" 2>&1 &
 		;;
 	udp-drops)
+		# The supervisor and its workers, which share its sockets.
 		kdc=$(cat "$r/krb5kdc.pid")
+		# shellcheck disable=SC2207
+		kdcs=("$kdc" $(cat /proc/"$kdc"/task/*/children))
 		port=$(sed -n 's/.*kdc_listen = 127.0.0.1:\([0-9]*\).*/\1/p' "$r/kdc.conf" | head -1)
-		kill -STOP "$kdc"
+		kill -STOP "${kdcs[@]}"
 		for _ in $(seq 3000); do printf 'demo' >/dev/udp/127.0.0.1/"$port" || true; done
 		sleep 5 &
 		child=$!
 		wait "$child"
-		kill -CONT "$kdc"
+		kill -CONT "${kdcs[@]}"
 		;;
 	esac
 	child=$!
