@@ -28,24 +28,53 @@ const (
 	hostileClient = `<img/src=x/onerror=document.title='pwned'><script>document.title='pwned'</script>`
 )
 
-// browser starts one headless chromium for a test (flags as the bench
-// report's test) and collects what the pages log as errors or warnings,
-// CSP violations included.
+// sharedBrowser is one headless chromium for the package's tests (flags
+// as the bench report's test), started by the first that needs it and
+// ended by TestMain; each test gets a tab of its own.
+var sharedBrowser struct {
+	once   sync.Once
+	ctx    context.Context
+	cancel func()
+}
+
+// stopBrowser ends the shared browser, if one was started.
+func stopBrowser() {
+	if sharedBrowser.cancel != nil {
+		sharedBrowser.cancel()
+	}
+}
+
+// browser opens a tab in the shared chromium and collects what its pages
+// log as errors or warnings, CSP violations included.
 func browser(t *testing.T) (context.Context, func() []string) {
 	t.Helper()
 	bin := testutil.RequireProgram(t, "chromium", "chromium-browser", "google-chrome")
-	actx, cancel := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(bin),
-		chromedp.Flag("headless", true),
-		chromedp.Flag("no-sandbox", true),
-		chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("no-first-run", true),
-		chromedp.UserDataDir(t.TempDir()))
-	t.Cleanup(cancel)
+	sharedBrowser.once.Do(func() {
+		dir, err := os.MkdirTemp("", "krb5-exporter-chromium")
+		if err != nil {
+			return
+		}
+		actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+			chromedp.ExecPath(bin),
+			chromedp.Flag("headless", true),
+			chromedp.Flag("no-sandbox", true),
+			chromedp.Flag("disable-gpu", true),
+			chromedp.Flag("disable-background-networking", true),
+			chromedp.Flag("no-first-run", true),
+			chromedp.UserDataDir(dir))
+		bctx, cancelBrowser := chromedp.NewContext(actx)
+		sharedBrowser.cancel = func() { cancelBrowser(); cancelAlloc(); os.RemoveAll(dir) }
+		// Started here, once: the tests' tabs are then tabs of this browser.
+		if err := chromedp.Do(bctx); err == nil {
+			sharedBrowser.ctx = bctx
+		}
+	})
+	if sharedBrowser.ctx == nil {
+		t.Fatal("cannot start chromium")
+	}
 	var mu sync.Mutex
 	var problems []string
-	ctx, cancel := chromedp.NewContext(actx, chromedp.WithListener(func(ev any) {
+	ctx, cancel := chromedp.NewContext(sharedBrowser.ctx, chromedp.WithListener(func(ev any) {
 		mu.Lock()
 		defer mu.Unlock()
 		switch e := ev.(type) {
