@@ -12,11 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/log"
-	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
+	browserpkg "github.com/krb5-exporter/krb5-exporter/internal/testutil/browser"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
@@ -28,13 +27,14 @@ const (
 	hostileClient = `<img/src=x/onerror=document.title='pwned'><script>document.title='pwned'</script>`
 )
 
-// sharedBrowser is one headless chromium for the package's tests (flags
-// as the bench report's test), started by the first that needs it and
-// ended by TestMain; each test gets a tab of its own.
+// sharedBrowser is one headless chromium for the package's tests,
+// started by the first that needs it and ended by TestMain; each test gets
+// a tab of its own.
 var sharedBrowser struct {
 	once   sync.Once
 	ctx    context.Context
 	cancel func()
+	err    error
 }
 
 // stopBrowser ends the shared browser, if one was started.
@@ -44,60 +44,34 @@ func stopBrowser() {
 	}
 }
 
-// browser opens a tab in the shared chromium and collects what its pages
-// log as errors or warnings, CSP violations included.
-func browser(t *testing.T) (context.Context, func() []string) {
+// browser opens a tab in the shared chromium; problems returns what its
+// pages logged as errors or warnings.
+func browser(t *testing.T) (ctx context.Context, problems func() []string) {
 	t.Helper()
 	bin := testutil.RequireProgram(t, "chromium", "chromium-browser", "google-chrome")
 	sharedBrowser.once.Do(func() {
 		dir, err := os.MkdirTemp("", "krb5-exporter-chromium")
 		if err != nil {
+			sharedBrowser.err = err
 			return
 		}
-		actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-			chromedp.ExecPath(bin),
-			chromedp.Flag("headless", true),
-			chromedp.Flag("no-sandbox", true),
-			chromedp.Flag("disable-gpu", true),
-			chromedp.Flag("disable-background-networking", true),
-			chromedp.Flag("no-first-run", true),
-			chromedp.UserDataDir(dir))
-		bctx, cancelBrowser := chromedp.NewContext(actx)
-		sharedBrowser.cancel = func() { cancelBrowser(); cancelAlloc(); os.RemoveAll(dir) }
-		// Started here, once: the tests' tabs are then tabs of this browser.
-		if err := chromedp.Do(bctx); err == nil {
-			sharedBrowser.ctx = bctx
+		ctx, cancel, err := browserpkg.Start(bin, dir)
+		sharedBrowser.cancel = func() {
+			if cancel != nil {
+				cancel()
+			}
+			os.RemoveAll(dir)
 		}
+		sharedBrowser.ctx, sharedBrowser.err = ctx, err
 	})
-	if sharedBrowser.ctx == nil {
-		t.Fatal("cannot start chromium")
+	if sharedBrowser.err != nil {
+		t.Fatalf("cannot start chromium: %v", sharedBrowser.err)
 	}
-	var mu sync.Mutex
-	var problems []string
-	ctx, cancel := chromedp.NewContext(sharedBrowser.ctx, chromedp.WithListener(func(ev any) {
-		mu.Lock()
-		defer mu.Unlock()
-		switch e := ev.(type) {
-		case *runtime.EventConsoleAPICalled:
-			if e.Type == runtime.ConsoleAPICalledTypeError || e.Type == runtime.ConsoleAPICalledTypeWarning {
-				problems = append(problems, "console "+string(e.Type))
-			}
-		case *runtime.EventExceptionThrown:
-			problems = append(problems, "exception: "+e.ExceptionDetails.Text)
-		case *log.EventEntryAdded:
-			if e.Entry.Level == log.EntryLevelError || e.Entry.Level == log.EntryLevelWarning {
-				problems = append(problems, "log: "+e.Entry.Text)
-			}
-		}
-	}))
+	ctx, cancel, problems := browserpkg.Tab(sharedBrowser.ctx)
 	t.Cleanup(cancel)
 	ctx, cancel = context.WithTimeout(ctx, 90*time.Second)
 	t.Cleanup(cancel)
-	return ctx, func() []string {
-		mu.Lock()
-		defer mu.Unlock()
-		return append([]string(nil), problems...)
-	}
+	return ctx, problems
 }
 
 // TestLandingPageInBrowser opens the daemon's landing page in a real
