@@ -30,6 +30,9 @@ import (
 // running; Ctrl-C (SIGINT to the process group) leaves no process and no
 // directory behind.
 func TestDemo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the demo: a realm, a load, the exporter and Prometheus")
+	}
 	t.Parallel()
 	testutil.RequireMIT(t)
 	testutil.RequireProgram(t, "prometheus")
