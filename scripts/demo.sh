@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Brings up a throwaway MIT realm on loopback (the embedded default: the
-# seed's 1,000 users, 100 services, 10,000 fillers) and, next to it, a light
-# steady load of logins and service tickets (krb5-exporter realm load), a
-# real Prometheus scraping the exporter with every rule file of alerts/
+# Brings up a throwaway MIT realm on loopback (krb5kdc -w 2; 100 users and
+# 20 services, no fillers: the default size's 11,000 principals took a
+# minute to create on a busy machine before anything showed) and, next to
+# it, a light steady load of logins and service tickets (krb5-exporter
+# realm load), a real Prometheus scraping the exporter with every rule file of alerts/
 # loaded (its data in the demo directory), and krb5-exporter itself in the
 # foreground. Ctrl-C stops them all and removes the realm and the data.
 #
@@ -19,7 +20,8 @@
 #                    socket's buffer overflows: KDCUDPDrops (5m)
 # DEMO_REPLICA=1 adds a replica (its own KDC and database, kpropd pulling
 # by iprop; needs krb5-kpropd) with a second exporter on the next port.
-# For tests: DEMO_REALM_ARGS (realm up's flags), DEMO_ALERTS_DIR (rule
+# For tests: DEMO_REALM_ARGS (realm up's size flags instead of the
+# above), DEMO_ALERTS_DIR (rule
 # files), DEMO_INTERVAL (scrape, evaluation and probe interval, 5s),
 # PROMETHEUS_LISTEN (127.0.0.1:10090).
 set -euo pipefail
@@ -83,7 +85,8 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # shellcheck disable=SC2086 # DEMO_REALM_ARGS is a list of flags
-"$bin" realm up --dir "$dir/realm" --exporter-config "$dir/krb5-exporter.yml" --workers 2 ${DEMO_REALM_ARGS:-}
+"$bin" realm up --dir "$dir/realm" --exporter-config "$dir/krb5-exporter.yml" --workers 2 \
+	${DEMO_REALM_ARGS:---users 100 --services 20 --fillers=-1}
 r="$dir/realm"
 sed -i "s/interval: 15s/interval: $interval/" "$dir/krb5-exporter.yml"
 if [ "${DEMO_REPLICA:-}" = 1 ]; then
