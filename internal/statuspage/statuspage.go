@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/krb5-exporter/krb5-exporter/collector"
+	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
 	"github.com/krb5-exporter/krb5-exporter/kdclog"
 	"github.com/krb5-exporter/krb5-exporter/prober"
 )
@@ -219,7 +220,7 @@ func (h *Handler) logs(name string) view {
 }
 
 func failure(r *prober.ProbeRecord) string {
-	if r.AS != "success" {
+	if r.AS != krb5.ClassSuccess {
 		return "login " + r.AS
 	}
 	return "service ticket " + r.TGS
