@@ -56,6 +56,7 @@ type KDCCollector struct {
 	scan       *procScanner
 	collectors []namedCollector
 	lastErr    map[string]string // per collector: the error logged last
+	lastRun    time.Time         // of the last Collect, for Status
 
 	duration, success *prometheus.Desc
 }
@@ -147,6 +148,7 @@ func (k *KDCCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	k.scan.access.collect(ch)
 	k.scan.files.sweep()
+	k.lastRun = time.Now()
 }
 
 // logChange logs a collector's failure when its error differs from the

@@ -47,6 +47,12 @@ type loop struct {
 	target *Target
 	cancel context.CancelFunc
 	done   chan struct{}
+
+	// The probe's debug log (written by the run goroutine only) and the
+	// last probes, for Status.
+	dlog    *probeLog
+	dlogger log.Logger
+	history history
 }
 
 // ApplyConfig starts, restarts and stops probe loops to match cfg. Targets
@@ -112,11 +118,13 @@ func (m *Manager) newLoop(t config.ProbeTarget, mod config.ProbeModule) (*loop, 
 		level.Warn(m.logger).Log("msg", "probe keys not loaded; retrying on every probe", "probe", t.Name, "err", err)
 		creds = krb5.PendingCredentials(mod.Keytab, mod.PasswordFile, p)
 	}
-	target, err := NewTarget(t.Address, &mod, creds, nil)
+	dlog := &probeLog{}
+	dlogger := newProbeLogger(dlog)
+	target, err := NewTarget(t.Address, &mod, creds, dlogger)
 	if err != nil {
 		return nil, err
 	}
-	return &loop{cfg: t, module: mod, creds: creds, target: target}, nil
+	return &loop{cfg: t, module: mod, creds: creds, target: target, dlog: dlog, dlogger: dlogger}, nil
 }
 
 func (m *Manager) start(l *loop) {
@@ -164,6 +172,7 @@ func (m *Manager) run(ctx context.Context, l *loop) {
 	last := map[string]string{}
 	readable := l.creds.WorldReadable() // start has said so
 	for {
+		level.Debug(l.dlogger).Log("msg", "probing", "kdc", l.cfg.Address, "transport", l.target.Transport(), "client", l.creds.Principal())
 		o := l.target.Run(ctx)
 		if o.Canceled {
 			return
@@ -183,6 +192,7 @@ func (m *Manager) run(ctx context.Context, l *loop) {
 		}
 		m.metrics.worldReadable.WithLabelValues(name).Set(v)
 		m.metrics.record(name, l.target.Transport(), &o)
+		l.history.add(recordOf(&o, l.dlogger, l.dlog))
 		logChange(logger, last, ExchangeAS, o.ASErr)
 		if o.TGSRan {
 			logChange(logger, last, ExchangeTGS, o.TGSErr)

@@ -1,13 +1,64 @@
 #!/usr/bin/env bash
-# Brings up a throwaway MIT realm on loopback (the embedded default: the
-# seed's 1,000 users, 100 services, 10,000 fillers) and runs krb5-exporter
-# against it in the foreground. Ctrl-C stops both and removes the realm.
+# Brings up a throwaway MIT realm on loopback (krb5kdc -w 2; 100 users and
+# 20 services, no fillers: the default size's 11,000 principals took a
+# minute to create on a busy machine before anything showed) and, next to
+# it, a light steady load of logins and service tickets (krb5-exporter
+# realm load), a real Prometheus scraping the exporter with every rule file of alerts/
+# loaded (its data in the demo directory), and krb5-exporter itself in the
+# foreground. Ctrl-C stops them all and removes the realm and the data.
+#
+# DEMO_FAULT=NAME injects one fault DEMO_FAULT_AFTER seconds (default 30)
+# after the start, or at once on `kill -USR1 $(cat .demo/fault.pid)`, so
+# that its alert goes pending, then firing:
+#   kdc-stopped      krb5kdc killed: KDCDown (1m), KDCProbeFailing and
+#                    KDCRealmUnavailable (2m)
+#   wrong-passwords  a burst of logins with wrong passwords:
+#                    KDCErrorBudgetBurnFast (2m), KDCWrongPasswordsRising (10m)
+#   unknown-service  service tickets asked for services that do not exist:
+#                    KDCErrorBudgetBurnFast (2m)
+#   udp-drops        krb5kdc paused while 3,000 datagrams arrive, so its
+#                    socket's buffer overflows: KDCUDPDrops (5m)
 # DEMO_REPLICA=1 adds a replica (its own KDC and database, kpropd pulling
 # by iprop; needs krb5-kpropd) with a second exporter on the next port.
+# For tests: DEMO_REALM_ARGS (realm up's size flags instead of the
+# above), DEMO_ALERTS_DIR (rule
+# files), DEMO_INTERVAL (scrape, evaluation and probe interval, 5s),
+# PROMETHEUS_LISTEN (127.0.0.1:10090).
 set -euo pipefail
 bin=$(realpath "${1:-./krb5-exporter}")
+here=$(dirname "$(realpath "$0")")
 dir=$(realpath -m "${DEMO_DIR:-.demo}")
 listen=${LISTEN:-127.0.0.1:10088}
+plisten=${PROMETHEUS_LISTEN:-127.0.0.1:10090}
+alerts=$(realpath "${DEMO_ALERTS_DIR:-$here/../alerts}")
+interval=${DEMO_INTERVAL:-5s}
+fault=${DEMO_FAULT:-}
+after=${DEMO_FAULT_AFTER:-30}
+case "$fault" in
+'' | kdc-stopped | wrong-passwords | unknown-service | udp-drops) ;;
+*)
+	echo "DEMO_FAULT=$fault: want kdc-stopped, wrong-passwords, unknown-service or udp-drops" >&2
+	exit 2
+	;;
+esac
+for a in "$listen" "$plisten"; do
+	case "$a" in 127.* | localhost:* | "[::1]":*) ;; *)
+		echo "$a: the demo listens on loopback only" >&2
+		exit 2
+		;;
+	esac
+done
+prom=$(command -v prometheus) || {
+	echo "prometheus not found: make deps installs Debian's package" >&2
+	exit 1
+}
+shopt -s nullglob
+rules=("$alerts"/*.rules.yml)
+shopt -u nullglob
+if [ ${#rules[@]} -eq 0 ]; then
+	echo "no rule files in $alerts" >&2
+	exit 1
+fi
 
 # A realm left over from an interrupted run is stopped and removed first.
 if [ -f "$dir/replica/realm.json" ]; then "$bin" realm down --dir "$dir/replica" >/dev/null || true; fi
@@ -15,8 +66,29 @@ if [ -f "$dir/realm/realm.json" ]; then "$bin" realm down --dir "$dir/realm" >/d
 rm -rf "$dir"
 mkdir -p "$dir"
 
-"$bin" realm up --dir "$dir/realm" --exporter-config "$dir/krb5-exporter.yml"
-trap '"$bin" realm down --dir "$dir/realm"; rm -rf "$dir"' EXIT
+# Everything started in the background is stopped on the way out, by pid.
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+	# A KDC paused by the udp-drops fault would not see realm down's signal.
+	if [ -f "$dir/realm/krb5kdc.pid" ]; then
+		kdc=$(cat "$dir/realm/krb5kdc.pid")
+		# shellcheck disable=SC2046
+		kill -CONT "$kdc" $(cat /proc/"$kdc"/task/*/children 2>/dev/null) 2>/dev/null || true
+	fi
+	if [ -f "$dir/replica/realm.json" ]; then "$bin" realm down --dir "$dir/replica" >/dev/null || true; fi
+	if [ -f "$dir/realm/realm.json" ]; then "$bin" realm down --dir "$dir/realm" || true; fi
+	rm -rf "$dir"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# shellcheck disable=SC2086 # DEMO_REALM_ARGS is a list of flags
+"$bin" realm up --dir "$dir/realm" --exporter-config "$dir/krb5-exporter.yml" --workers 2 \
+	${DEMO_REALM_ARGS:---users 100 --services 20 --fillers=-1}
+r="$dir/realm"
+sed -i "s/interval: 15s/interval: $interval/" "$dir/krb5-exporter.yml"
 if [ "${DEMO_REPLICA:-}" = 1 ]; then
 	"$bin" realm up --dir "$dir/replica" --replica-of "$dir/realm" --exporter-config "$dir/replica.yml"
 	rep="$dir/replica"
@@ -25,8 +97,7 @@ if [ "${DEMO_REPLICA:-}" = 1 ]; then
 		--collector.process.krb5kdc-pidfile="$rep/krb5kdc.pid" --collector.process.kadmind-pidfile="$rep/kadmind.pid" \
 		--collector.process.kpropd-pidfile="$rep/kpropd.pid" \
 		--collector.kdcconf.path="$rep/kdc.conf" --collector.kdcconf.krb5-config="$rep/krb5.conf" 2>"$dir/replica-exporter.log" &
-	rpid=$!
-	trap 'kill $rpid 2>/dev/null || true; "$bin" realm down --dir "$dir/replica"; "$bin" realm down --dir "$dir/realm"; rm -rf "$dir"' EXIT
+	pids+=($!)
 	cat <<MSG
 
 The replica's exporter is on http://$rlisten/ (log: $dir/replica-exporter.log):
@@ -36,16 +107,95 @@ The replica's exporter is on http://$rlisten/ (log: $dir/replica-exporter.log):
 MSG
 fi
 
+# Prometheus: every rule file of alerts/ by glob, so new ones load too.
+targets="'$listen'"
+if [ -n "${rlisten:-}" ]; then targets="$targets, '$rlisten'"; fi
+cat >"$dir/prometheus.yml" <<YML
+global:
+  scrape_interval: $interval
+  evaluation_interval: $interval
+rule_files:
+  - '$alerts/*.rules.yml'
+scrape_configs:
+  - job_name: krb5
+    static_configs:
+      - targets: [$targets]
+YML
+"$prom" --config.file="$dir/prometheus.yml" --storage.tsdb.path="$dir/prometheus" \
+	--web.listen-address="$plisten" --storage.tsdb.retention.time=1d 2>"$dir/prometheus.log" &
+pids+=($!)
+
+# The users: a few logins a second for an hour at most.
+"$bin" realm load --dir "$r" --duration 1h >"$dir/load.log" 2>&1 &
+pids+=($!)
+
+# The fault runs in a subshell whose one child at a time is ended with it.
+inject() {
+	child=
+	trap '[ -z "$child" ] || kill "$child" 2>/dev/null; exit 0' TERM INT
+	trap '[ -z "$child" ] || kill "$child" 2>/dev/null' USR1
+	sleep "$after" &
+	child=$!
+	wait "$child" || true
+	trap - USR1
+	echo "DEMO_FAULT=$fault: injecting now ($(date -u +%T) UTC)"
+	case "$fault" in
+	kdc-stopped) kill "$(cat "$r/krb5kdc.pid")" ;;
+	wrong-passwords)
+		"$bin" realm load --dir "$r" --duration 20m --rate 2 --tickets 0 --wrong-password-every 1 \
+			--unknown-user-every 0 --weak-enctype-every 0 >"$dir/fault.log" 2>&1 &
+		;;
+	unknown-service)
+		"$bin" realm load --dir "$r" --duration 20m --rate 2 --tickets 2 --unknown-service-every 1 \
+			--wrong-password-every 0 --unknown-user-every 0 --weak-enctype-every 0 >"$dir/fault.log" 2>&1 &
+		;;
+	udp-drops)
+		# The supervisor and its workers, which share its sockets.
+		kdc=$(cat "$r/krb5kdc.pid")
+		# shellcheck disable=SC2207
+		kdcs=("$kdc" $(cat /proc/"$kdc"/task/*/children))
+		port=$(sed -n 's/.*kdc_listen = 127.0.0.1:\([0-9]*\).*/\1/p' "$r/kdc.conf" | head -1)
+		kill -STOP "${kdcs[@]}"
+		for _ in $(seq 3000); do printf 'demo' >/dev/udp/127.0.0.1/"$port" || true; done
+		sleep 5 &
+		child=$!
+		wait "$child"
+		kill -CONT "${kdcs[@]}"
+		;;
+	esac
+	child=$!
+	wait "$child" 2>/dev/null || true
+}
+if [ -n "$fault" ]; then
+	inject &
+	pids+=($!)
+	echo $! >"$dir/fault.pid"
+fi
+
+url() { printf 'http://%s/graph?g0.expr=%s&g0.tab=0&g0.range_input=15m' "$plisten" "$1"; }
 cat <<MSG
 
-krb5-exporter is starting on http://$listen/ against the realm above:
-  metrics:  curl -s http://$listen/metrics | grep ^krb5_
-  reload:   curl -X POST http://$listen/-/reload   (config: $dir/krb5-exporter.yml)
-Press Ctrl-C to stop the exporter and remove the realm.
-
+krb5-exporter is starting on http://$listen/ against the realm above, with
+a light load of logins (log: $dir/load.log) and Prometheus (log: $dir/prometheus.log):
+  landing page:   http://$listen/   (is the KDC OK? probes, logs, processes)
+  alerts:         http://$plisten/alerts
+  rules:          http://$plisten/rules
+  requests/s:     $(url 'sum%20by%20(request,status)(instance_request_status:krb5_kdc_requests:rate5m)')
+  failed ratio:   $(url 'instance_request:krb5_kdc_requests_failed:ratio_rate5m')
+  probe p95:      $(url 'target_exchange:krb5_probe_duration_seconds:p95_30m')
+  KDC CPU:        $(url 'instance:krb5_kdc_cpu_cores:rate5m')
+  metrics:        curl -s http://$listen/metrics | grep ^krb5_
+  reload:         curl -X POST http://$listen/-/reload   (config: $dir/krb5-exporter.yml)
 MSG
-r="$dir/realm"
+if [ -n "$fault" ]; then
+	echo "  fault:          DEMO_FAULT=$fault in ${after}s (now: kill -USR1 \$(cat $dir/fault.pid)); watch http://$plisten/alerts"
+else
+	echo "  a fault:        Ctrl-C, then DEMO_FAULT=kdc-stopped make demo (or wrong-passwords, unknown-service, udp-drops)"
+fi
+echo "Press Ctrl-C to stop everything and remove the realm."
+echo
 "$bin" --web.listen-address="$listen" --config.file="$dir/krb5-exporter.yml" \
 	--collector.process.krb5kdc-pidfile="$r/krb5kdc.pid" --collector.process.kadmind-pidfile="$r/kadmind.pid" \
 	--collector.process.kpropd-pidfile="$r/kpropd.pid" --collector.replication.dump-file="$r/replica_datatrans" \
-	--collector.kdcconf.path="$r/kdc.conf" --collector.kdcconf.krb5-config="$r/krb5.conf" || true
+	--collector.kdcconf.path="$r/kdc.conf" --collector.kdcconf.krb5-config="$r/krb5.conf" \
+	--kdclog.position-file="$dir/positions.json" || true

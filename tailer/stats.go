@@ -1,6 +1,9 @@
 package tailer
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // Rotation kinds: how the followed path stopped naming the file being read.
 const (
@@ -38,4 +41,15 @@ type Stats struct {
 	BytesBehind atomic.Int64  // file sizes minus read positions at the last check
 	Open        atomic.Bool   // the path names an open file
 	Inotify     atomic.Bool   // change notification works (otherwise polling only)
+	// LastRotation is when the last rotation was seen (Unix nanoseconds;
+	// 0: none) and LastRotationKind its kind, for the status page.
+	LastRotation     atomic.Int64
+	LastRotationKind atomic.Int32
+}
+
+// rotated counts a rotation of kind seen at now.
+func (s *Stats) rotated(kind int, now time.Time) {
+	s.Rotations[kind].Add(1)
+	s.LastRotationKind.Store(int32(kind))
+	s.LastRotation.Store(now.UnixNano())
 }

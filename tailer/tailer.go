@@ -456,7 +456,7 @@ func (t *Tailer) checkPath() bool {
 		if cfi, err := t.cur.f.Stat(); err == nil && nlink(cfi) == 0 {
 			kind = RotationDelete
 		}
-		t.stats.Rotations[kind].Add(1)
+		t.stats.rotated(kind, t.now())
 		level.Info(t.logger).Log("msg", "log rotated; reading the old file on for a while", "how", RotationNames[kind], "rotate_wait", t.rotateWaitNow())
 		t.cur.deadline = t.now().Add(t.rotateWaitNow())
 		t.old = append(t.old, t.cur)
@@ -604,7 +604,7 @@ const discoverSlack = 2 * time.Second
 // logrotate made (copytruncate), if it can be found; then the file is read
 // again from its start.
 func (t *Tailer) truncated() {
-	t.stats.Rotations[RotationTruncate].Add(1)
+	t.stats.rotated(RotationTruncate, t.now())
 	fl := t.cur
 	var found string
 	before := fl.pos()

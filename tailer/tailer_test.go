@@ -264,6 +264,7 @@ func TestRotations(t *testing.T) {
 	}
 	h.opts.RotateWait = 5 * time.Second // the test waits for its lines, not for the wait
 	w("first")
+	began := time.Now()
 	h.start()
 	defer h.stop()
 	h.waitLines(1)
@@ -319,6 +320,10 @@ func TestRotations(t *testing.T) {
 	}
 	if st.CopyFound.Load() != 1 {
 		t.Errorf("copy of the truncated file not read")
+	}
+	// The status page's last rotation: the deletion, seen during the test.
+	if last := time.Unix(0, st.LastRotation.Load()); last.Before(began) || last.After(time.Now()) || RotationNames[st.LastRotationKind.Load()] != "delete" {
+		t.Errorf("last rotation %v (%s), want the deletion, after %v", last, RotationNames[st.LastRotationKind.Load()], began)
 	}
 }
 

@@ -25,6 +25,7 @@ type commands struct {
 	serve                          *serveCmd
 	realmUp, realmDown, env, relay *realmCmd
 	probePrincipal                 *probePrincipalCmd
+	realmLoad                      *realmLoadCmd
 	probe                          *probeCmd
 	man                            *kingpin.CmdClause
 	bench                          *benchCmd
@@ -40,7 +41,7 @@ func newApp(stdout, stderr io.Writer) (*kingpin.Application, *commands) {
 	app.UsageWriter(stdout)
 	app.ErrorWriter(stderr)
 	c := &commands{serve: addServeCommand(app)}
-	c.realmUp, c.realmDown, c.env, c.relay, c.probePrincipal = addRealmCommands(app)
+	c.realmUp, c.realmDown, c.env, c.relay, c.probePrincipal, c.realmLoad = addRealmCommands(app)
 	c.probe = addProbeCommand(app)
 	c.bench = addBenchCommand(app)
 	c.top = addTopCommand(app)
@@ -76,6 +77,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return c.env.run(stdout, stderr)
 	case c.probePrincipal.cmd.FullCommand():
 		return c.probePrincipal.run(stdout, stderr)
+	case c.realmLoad.cmd.FullCommand():
+		return c.realmLoad.run(stdout, stderr)
 	case c.probe.cmd.FullCommand():
 		return c.probe.run(stdout, stderr)
 	case c.man.FullCommand():

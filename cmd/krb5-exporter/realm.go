@@ -27,7 +27,7 @@ type realmCmd struct {
 	run            func(stdout, stderr io.Writer) int
 }
 
-func addRealmCommands(app *kingpin.Application) (up, down, env, relay *realmCmd, pp *probePrincipalCmd) {
+func addRealmCommands(app *kingpin.Application) (up, down, env, relay *realmCmd, pp *probePrincipalCmd, load *realmLoadCmd) {
 	parent := app.Command("realm", "Create, start and remove a throwaway MIT Kerberos realm on loopback (for tests, demos and the bench).")
 
 	up = &realmCmd{cmd: parent.Command("up", "Create a realm in --dir, start krb5kdc and kadmind, print how to use it.")}
@@ -58,7 +58,7 @@ func addRealmCommands(app *kingpin.Application) (up, down, env, relay *realmCmd,
 	env = &realmCmd{cmd: parent.Command("env", "Print the shell variables that point kinit/kvno/kadmin at the realm in --dir.")}
 	env.cmd.Flag("dir", "Directory of the realm.").Required().StringVar(&env.opts.Dir)
 	env.run = env.env
-	return up, down, env, relay, addProbePrincipalCommand(parent)
+	return up, down, env, relay, addProbePrincipalCommand(parent), addRealmLoadCommand(parent)
 }
 
 func (c *realmCmd) up(stdout, stderr io.Writer) int {

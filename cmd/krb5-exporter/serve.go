@@ -29,6 +29,7 @@ import (
 	"github.com/krb5-exporter/krb5-exporter/collector"
 	"github.com/krb5-exporter/krb5-exporter/config"
 	"github.com/krb5-exporter/krb5-exporter/internal/kdcproc"
+	"github.com/krb5-exporter/krb5-exporter/internal/statuspage"
 	"github.com/krb5-exporter/krb5-exporter/kdclog"
 	"github.com/krb5-exporter/krb5-exporter/logging"
 	"github.com/krb5-exporter/krb5-exporter/prober"
@@ -169,11 +170,15 @@ func (s *serveCmd) run(stdout, stderr io.Writer) int {
 		}
 	}()
 
-	mux, err := s.routes(logger, reg, reloader, probes)
-	if err != nil {
-		level.Error(logger).Log("msg", "cannot build the web interface", "err", err)
-		return 1
-	}
+	// The landing page reads the managers' state when it is asked for.
+	page := statuspage.New(statuspage.Config{
+		Version:     version.Version,
+		MetricsPath: s.metricsPath,
+		Probes:      probes.Status,
+		Logs:        logs.Sources,
+		Host:        func() collector.Status { return host.Status(statusMaxAge) },
+	})
+	mux := s.routes(logger, reg, reloader, probes, page)
 	// The listeners are bound (a taken port failed before any log was
 	// read); they answer once the logs are held open again at their
 	// saved positions, so that "the exporter answers" means no rotation
@@ -260,7 +265,7 @@ func (s *serveCmd) listen() ([]net.Listener, error) {
 
 // reservedPaths are the daemon's own endpoints: --web.telemetry-path must
 // not shadow them.
-var reservedPaths = []string{"/probe", "/-/healthy", "/-/ready", "/-/reload"}
+var reservedPaths = []string{"/probe", "/" + statuspage.LogsPath, "/-/healthy", "/-/ready", "/-/reload"}
 
 // checkFlags validates flag values kingpin cannot.
 func (s *serveCmd) checkFlags() error {
@@ -299,8 +304,12 @@ func (s *serveCmd) check(stdout io.Writer, logger log.Logger) int {
 	return 0
 }
 
+// statusMaxAge: the landing page runs the host collectors itself when the
+// last scrape is older than this.
+const statusMaxAge = 10 * time.Second
+
 // routes builds the HTTP endpoints of the daemon.
-func (s *serveCmd) routes(logger log.Logger, reg *prometheus.Registry, reloader *config.Reloader, probes *prober.Manager) (*http.ServeMux, error) {
+func (s *serveCmd) routes(logger log.Logger, reg *prometheus.Registry, reloader *config.Reloader, probes *prober.Manager, page *statuspage.Handler) *http.ServeMux {
 	mux := http.NewServeMux()
 	limit := logging.NewLimiter(logRepeatInterval)
 	mux.Handle(s.metricsPath, clientGone(logger, limit, collector.MetricsHandler(reg, promhttp.HandlerOpts{
@@ -329,22 +338,9 @@ func (s *serveCmd) routes(logger log.Logger, reg *prometheus.Registry, reloader 
 		fmt.Fprintln(w, "configuration reloaded")
 	})
 	if s.metricsPath != "/" {
-		landing, err := web.NewLandingPage(web.LandingConfig{
-			Name:        "krb5-exporter",
-			Description: "Prometheus exporter for MIT Kerberos KDCs",
-			Version:     version.Info(),
-			Links: []web.LandingLinks{
-				{Address: s.metricsPath, Text: "Metrics"},
-				{Address: "/probe?target=127.0.0.1:88&module=default", Text: "Probe a KDC (module from the configuration file)"},
-				{Address: "/-/healthy", Text: "Health"},
-			},
-		})
-		if err != nil {
-			return nil, err
-		}
-		mux.Handle("/", landing)
+		mux.Handle(page.Prefix(), page)
 	}
-	return mux, nil
+	return mux
 }
 
 // promErrorLogger sends promhttp's errors to the project logger, at most

@@ -1,0 +1,227 @@
+// Package statuspage is the exporter's landing page: whether the KDC is
+// OK, from the probes' last results, the log sources' positions and the
+// KDC processes found, with links to /metrics, /probe and the docs.
+//
+// It is rendered on request from read-only views the daemon passes in
+// (nothing runs while no one looks), by html/template, which escapes
+// every value: probe names, log paths and a KDC's error texts are
+// attacker-influenced. The page has no script and no external asset; its
+// one inline style is allowed by hash in a strict Content-Security-Policy.
+package statuspage
+
+import (
+	"crypto/sha256"
+	_ "embed"
+	"encoding/base64"
+	"html/template"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/krb5-exporter/krb5-exporter/collector"
+	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
+	"github.com/krb5-exporter/krb5-exporter/kdclog"
+	"github.com/krb5-exporter/krb5-exporter/prober"
+)
+
+// Config wires the page to the daemon. Nil views are shown as not
+// configured.
+type Config struct {
+	Version string
+	// RoutePrefix is where the page is served ("/" by default); its links
+	// are relative to it, as exporter-toolkit's landing page's are, so it
+	// works behind a reverse proxy under a path.
+	RoutePrefix string
+	MetricsPath string
+	Probes      func() []prober.TargetStatus
+	Logs        func() []kdclog.SourceStatus
+	Host        func() collector.Status
+	// Now is the clock (tests); nil: time.Now.
+	Now func() time.Time
+}
+
+// LogsPath is the page of one target's last probes' debug logs, relative
+// to the route prefix.
+const LogsPath = "probe-logs"
+
+var (
+	//go:embed status.css
+	css string
+	//go:embed status.html
+	pageHTML string
+
+	page = template.Must(template.New("status").Funcs(template.FuncMap{
+		"ago": ago, "ms": ms, "bytes": byteSize, "join": joinInts,
+	}).Parse(pageHTML))
+
+	// csp allows the page's one <style> by its hash and nothing else:
+	// an injected script, style, image or form goes nowhere.
+	csp = "default-src 'none'; style-src 'sha256-" + hash(css) + "'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+
+func hash(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return base64.StdEncoding.EncodeToString(h[:])
+}
+
+// Handler serves the page at the route prefix and the probe logs beside
+// it; any other path is not found (as exporter-toolkit's page does).
+type Handler struct {
+	cfg    Config
+	prefix string
+}
+
+// New returns the page's handler.
+func New(cfg Config) *Handler {
+	p := cfg.RoutePrefix
+	if p == "" {
+		p = "/"
+	} else if !strings.HasSuffix(p, "/") {
+		p += "/"
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Handler{cfg: cfg, prefix: p}
+}
+
+// Prefix is the path the page answers on.
+func (h *Handler) Prefix() string { return h.prefix }
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var v view
+	switch r.URL.Path {
+	case h.prefix:
+		v = h.overview()
+	case h.prefix + LogsPath:
+		name := r.URL.Query().Get("target")
+		v = h.logs(name)
+		if v.Target == nil {
+			w.Header().Set("Content-Security-Policy", csp)
+			http.Error(w, "no such probe target", http.StatusNotFound)
+			return
+		}
+	default:
+		http.NotFound(w, r)
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "GET only", http.StatusMethodNotAllowed)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Content-Security-Policy", csp)
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Cache-Control", "no-store")
+	v.CSS = template.CSS(css)
+	v.Version = h.cfg.Version
+	v.Metrics = strings.TrimPrefix(h.cfg.MetricsPath, "/")
+	v.LogsPath = LogsPath
+	_ = page.Execute(w, &v) // a write error is a client gone
+}
+
+// view is what the template renders.
+type view struct {
+	CSS     template.CSS
+	Version string
+	Metrics string
+	Now     time.Time
+	Refresh int // seconds; 0: no refresh
+
+	OK       bool
+	Problems []string
+
+	ProbesOff bool
+	Probes    []probeRow
+	LogsOff   bool
+	Logs      []kdclog.SourceStatus
+	HostOff   bool
+	Host      collector.Status
+
+	Target   *prober.TargetStatus // the logs page
+	LogsPath string
+}
+
+type probeRow struct {
+	prober.TargetStatus
+	Last *prober.ProbeRecord
+}
+
+// behindWarn is the lag from which a log source counts as a problem.
+const behindWarn = 1 << 20
+
+// hostMaxAge: a collection older than this is run again for the page.
+const hostMaxAge = 10 * time.Second
+
+func (h *Handler) overview() view {
+	v := view{Now: h.cfg.Now(), Refresh: 10}
+	if h.cfg.Probes == nil {
+		v.ProbesOff = true
+	} else {
+		for _, t := range h.cfg.Probes() {
+			row := probeRow{TargetStatus: t}
+			if len(t.Recent) > 0 {
+				row.Last = &t.Recent[0]
+			}
+			switch {
+			case row.Last == nil:
+				v.Problems = append(v.Problems, "probe "+t.Name+": no probe finished yet")
+			case !row.Last.Success:
+				v.Problems = append(v.Problems, "probe "+t.Name+" failing: "+failure(row.Last))
+			}
+			v.Probes = append(v.Probes, row)
+		}
+	}
+	if h.cfg.Logs == nil {
+		v.LogsOff = true
+	} else {
+		v.Logs = h.cfg.Logs()
+		for _, s := range v.Logs {
+			switch {
+			case !s.Open && s.Journal:
+				v.Problems = append(v.Problems, "log "+s.Path+": journalctl is not running")
+			case !s.Open:
+				v.Problems = append(v.Problems, "log "+s.Path+": no such file")
+			case s.BytesBehind > behindWarn:
+				v.Problems = append(v.Problems, "log "+s.Path+": "+byteSize(s.BytesBehind)+" behind")
+			}
+		}
+	}
+	if h.cfg.Host == nil {
+		v.HostOff = true
+	} else {
+		v.Host = h.cfg.Host()
+		for _, p := range v.Host.Programs {
+			if p.Name == "krb5kdc" && !p.Running {
+				v.Problems = append(v.Problems, "krb5kdc is not running")
+			}
+		}
+		for _, f := range v.Host.Failing {
+			v.Problems = append(v.Problems, "collector "+f.Name+" failing: "+f.Err)
+		}
+	}
+	v.OK = len(v.Problems) == 0
+	return v
+}
+
+func (h *Handler) logs(name string) view {
+	v := view{Now: h.cfg.Now()}
+	if h.cfg.Probes == nil {
+		return v
+	}
+	for _, t := range h.cfg.Probes() {
+		if t.Name == name {
+			v.Target = &t
+			break
+		}
+	}
+	return v
+}
+
+func failure(r *prober.ProbeRecord) string {
+	if r.AS != krb5.ClassSuccess {
+		return "login " + r.AS
+	}
+	return "service ticket " + r.TGS
+}

@@ -1,0 +1,147 @@
+package statuspage
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/krb5-exporter/krb5-exporter/collector"
+	"github.com/krb5-exporter/krb5-exporter/kdclog"
+	"github.com/krb5-exporter/krb5-exporter/prober"
+)
+
+const hostile = `<script>document.title="pwned"</script><img src=x onerror=alert(1)>"'&`
+
+func fixture() Config {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	rec := prober.ProbeRecord{Start: now.Add(-3 * time.Second), Duration: 12 * time.Millisecond, AS: "KDC_ERR_C_PRINCIPAL_UNKNOWN",
+		TGS: "no_tgt", Err: hostile, Log: "level=error msg=" + hostile + "\n"}
+	return Config{
+		Version:     "1.2.3",
+		MetricsPath: "/metrics",
+		Now:         func() time.Time { return now },
+		Probes: func() []prober.TargetStatus {
+			return []prober.TargetStatus{{Name: hostile, Address: "127.0.0.1:88", Module: "m&" + hostile, Interval: time.Second,
+				Recent: []prober.ProbeRecord{rec}}}
+		},
+		Logs: func() []kdclog.SourceStatus {
+			return []kdclog.SourceStatus{{Path: "/var/log/" + hostile, Type: "kdc", Open: true, Offset: 4096, Lines: 7}}
+		},
+		Host: func() collector.Status {
+			return collector.Status{At: now, Enabled: []string{"process"},
+				Programs: []collector.ProgramStatus{{Name: "krb5kdc", Running: true, PID: 42, Workers: []int{43, 44}}},
+				Failing:  []collector.CollectorError{{Name: "kdcconf", Err: hostile}}}
+		},
+	}
+}
+
+func get(t *testing.T, h http.Handler, target string) (*http.Response, string) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, target, nil))
+	res := rec.Result()
+	b, _ := io.ReadAll(res.Body)
+	return res, string(b)
+}
+
+// Every value the page prints comes out escaped: no tag of the hostile
+// name, module, error, log path or log line reaches the HTML as a tag.
+func TestHostileValuesEscaped(t *testing.T) {
+	h := New(fixture())
+	for _, path := range []string{"/", "/" + LogsPath + "?target=" + urlQuery(hostile)} {
+		res, body := get(t, h, path)
+		if res.StatusCode != 200 {
+			t.Fatalf("%s: %d %s", path, res.StatusCode, body)
+		}
+		for _, raw := range []string{"<script", "<img"} {
+			if strings.Contains(body, raw) {
+				t.Errorf("%s: the page holds %q unescaped", path, raw)
+			}
+		}
+		if !strings.Contains(body, "&lt;script&gt;") {
+			t.Errorf("%s: the hostile value is not shown (escaped)", path)
+		}
+	}
+	_, body := get(t, h, "/")
+	for _, want := range []string{"The KDC needs a look", "KDC_ERR_C_PRINCIPAL_UNKNOWN", "43, 44", "4096 B", "kdcconf failing"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+}
+
+func urlQuery(s string) string {
+	r := strings.NewReplacer("%", "%25", "&", "%26", "#", "%23", " ", "%20", "<", "%3C", ">", "%3E", `"`, "%22", "'", "%27", "=", "%3D", "(", "%28", ")", "%29")
+	return r.Replace(s)
+}
+
+// The Content-Security-Policy allows exactly the page's <style>: its hash
+// is the hash of the style element's text as served.
+func TestCSPAllowsTheStyleOnly(t *testing.T) {
+	res, body := get(t, New(fixture()), "/")
+	policy := res.Header.Get("Content-Security-Policy")
+	if !strings.Contains(policy, "default-src 'none'") || strings.Contains(policy, "unsafe-inline") || strings.Contains(policy, "script-src") {
+		t.Errorf("policy %q: want default-src 'none', no script source, no unsafe-inline", policy)
+	}
+	m := regexp.MustCompile(`(?s)<style>(.*?)</style>`).FindAllStringSubmatch(body, -1)
+	if len(m) != 1 {
+		t.Fatalf("want one <style>, got %d", len(m))
+	}
+	sum := sha256.Sum256([]byte(m[0][1]))
+	if want := "'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'"; !strings.Contains(policy, want) {
+		t.Errorf("policy %q does not allow the served style (%s)", policy, want)
+	}
+	for _, ref := range []string{"<script", "<link", "<img", "<iframe", "@import", "url("} {
+		if strings.Contains(body, ref) {
+			t.Errorf("the page loads something: %q", ref)
+		}
+	}
+}
+
+// As exporter-toolkit's landing page: only the route prefix (and the logs
+// page beside it) answer, and links are relative to the prefix.
+func TestRoutePrefix(t *testing.T) {
+	cfg := fixture()
+	cfg.RoutePrefix = "/krb5"
+	h := New(cfg)
+	if res, _ := get(t, h, "/"); res.StatusCode != http.StatusNotFound {
+		t.Errorf("/ under prefix /krb5/: %d, want 404", res.StatusCode)
+	}
+	if res, _ := get(t, h, "/krb5/nosuch"); res.StatusCode != http.StatusNotFound {
+		t.Errorf("/krb5/nosuch: %d, want 404", res.StatusCode)
+	}
+	res, body := get(t, h, "/krb5/")
+	if res.StatusCode != 200 || !strings.Contains(body, `href="metrics"`) || !strings.Contains(body, `href="probe-logs?target=`) {
+		t.Errorf("/krb5/: %d, want relative links to metrics and the probe logs:\n%s", res.StatusCode, body)
+	}
+	if res, _ := get(t, h, "/krb5/"+LogsPath+"?target=nosuch"); res.StatusCode != http.StatusNotFound {
+		t.Errorf("logs of an unknown target: %d, want 404", res.StatusCode)
+	}
+}
+
+// A healthy KDC says so; views not wired say they are off.
+func TestVerdictOK(t *testing.T) {
+	cfg := fixture()
+	cfg.Probes = func() []prober.TargetStatus {
+		return []prober.TargetStatus{{Name: "kdc1", Recent: []prober.ProbeRecord{{Success: true, AS: "success"}}}}
+	}
+	cfg.Host = func() collector.Status {
+		return collector.Status{Programs: []collector.ProgramStatus{{Name: "krb5kdc", Running: true, PID: 1}}}
+	}
+	_, body := get(t, New(cfg), "/")
+	if !strings.Contains(body, "The KDC is OK") {
+		t.Errorf("healthy views: no OK verdict:\n%s", body)
+	}
+	_, body = get(t, New(Config{}), "/")
+	for _, want := range []string{"Probes are not enabled", "log collector is not enabled", "host collectors are not enabled"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("no views: the page lacks %q", want)
+		}
+	}
+}
