@@ -32,9 +32,8 @@ type run struct {
 	prog    *progress
 	pace    time.Duration // Suite.pace
 
-	errMu    sync.Mutex
-	errTexts map[string]string
-	methods  map[string]int // logins by pre-authentication method
+	errMu   sync.Mutex
+	methods map[string]int // logins by pre-authentication method
 }
 
 // method counts a login's pre-authentication method (krb5.Method*).
@@ -97,7 +96,7 @@ func (s *Suite) Progress() (test string, started time.Time, ok, failed int64) {
 	if p := s.prog.test.Load(); p != nil {
 		test = *p
 	}
-	return test, time.Unix(0, s.prog.started.Load()), s.prog.ok.Load(), s.prog.failed.Load()
+	return test, time.Unix(0, s.prog.started.Load()), s.prog.counts.OK.Load(), s.prog.counts.Failed.Load()
 }
 
 // Run runs the chosen tests in order and returns the report. The error
@@ -256,7 +255,7 @@ func (r *run) as(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r.rep.AS = r.finish(l)
+	r.rep.AS = l
 	r.checkKDCBusy("as", l.CPU)
 	if err := r.checkLoad("as", l); err != nil {
 		return err
@@ -276,7 +275,7 @@ func (r *run) tgs(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r.rep.TGS = r.finish(l)
+	r.rep.TGS = l
 	r.checkKDCBusy("tgs", l.CPU)
 	if err := r.checkLoad("tgs", l); err != nil {
 		return err
@@ -413,7 +412,7 @@ func (r *run) concurrency(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		c.Levels = append(c.Levels, r.finish(l))
+		c.Levels = append(c.Levels, l)
 		c.PeakRate = max(c.PeakRate, l.Rate)
 		r.checkGenerator(fmt.Sprintf("concurrency (%d clients)", n), l.CPU)
 	}
@@ -436,7 +435,7 @@ func (r *run) tcp(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	t := &TCP{Load: r.finish(l)}
+	t := &TCP{Load: l}
 	if r.rep.AS != nil && r.rep.AS.Rate > 0 {
 		t.UDPRateRef = r.rep.AS.Rate
 		t.PctOfUDP = 100 * l.Rate / r.rep.AS.Rate

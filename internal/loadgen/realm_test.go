@@ -1,0 +1,71 @@
+package loadgen
+
+import (
+	"testing"
+	"time"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
+	"github.com/krb5-exporter/krb5-exporter/realm"
+)
+
+// upRealm starts a small realm for one test (8 users, 4 services, no
+// fillers unless opts says otherwise).
+func upRealm(t *testing.T, opts realm.Options) *realm.Realm {
+	t.Helper()
+	if opts.Users == 0 {
+		opts.Users = 8
+	}
+	if opts.Services == 0 {
+		opts.Services = 4
+	}
+	return testutil.Realm(t, opts)
+}
+
+// realmConfig is a load's configuration against r: its users from their
+// keytab, its services, the bench's default 5 s timeout.
+func realmConfig(t *testing.T, r *realm.Realm, preauth krb5.PreauthMode) Config {
+	t.Helper()
+	ps := make([]krb5.Principal, r.Opts.Users)
+	for i := range ps {
+		p, err := krb5.ParsePrincipal(r.User(i+1), r.Realm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps[i] = p
+	}
+	creds, err := krb5.NewKeytabCredentialsFor(r.UserKeytab, ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Config{
+		KDC:   r.KDCAddr,
+		Users: len(ps),
+		Client: func(i int, tr krb5.Transport) (*krb5.Client, error) {
+			u := (i - 1) % len(ps)
+			return krb5.NewClient(krb5.Options{KDC: r.KDCAddr, Transport: tr, Client: ps[u], Credentials: creds[u], UDPRetransmit: time.Second, Preauth: preauth})
+		},
+		Services: r.Opts.Services,
+		Service: func(c *krb5.Client, i int) *krb5.Service {
+			p, err := krb5.ParsePrincipal(r.Service((i-1)%r.Opts.Services+1), r.Realm)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c.PrepareService(p)
+		},
+		Timeout: 5 * time.Second,
+	}
+}
+
+// count is the records of kind and of them the failed.
+func count(recs []Record, kind string) (n, failed int) {
+	for _, rc := range recs {
+		if rc.Kind == kind {
+			n++
+			if rc.Class != krb5.ClassSuccess {
+				failed++
+			}
+		}
+	}
+	return n, failed
+}
