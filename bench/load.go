@@ -136,13 +136,6 @@ func (r *run) gen(w *window) loadgen.Config {
 
 func (r *run) window() *window { return &window{s: r.sampler} }
 
-// took counts the logins of a load by pre-authentication method.
-func (r *run) took(res *loadgen.Result) {
-	for m, n := range res.Methods {
-		r.method(m, n)
-	}
-}
-
 // load is the report's account of a load of kind on one transport.
 func (r *run) load(res *loadgen.Result, kind string, clients int, t krb5.Transport, w *window) *Load {
 	r.took(res)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/krb5-exporter/krb5-exporter/bench/report"
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
+	"github.com/krb5-exporter/krb5-exporter/internal/loadgen"
 )
 
 // errSkipped marks a test that cannot run against this system.
@@ -32,28 +33,27 @@ type run struct {
 	prog    *progress
 	pace    time.Duration // Suite.pace
 
-	errMu   sync.Mutex
+	mu      sync.Mutex
 	methods map[string]int // logins by pre-authentication method
 }
 
-// method counts a login's pre-authentication method (krb5.Method*).
-func (r *run) method(m string, n int) {
-	if m == "" || n <= 0 {
-		return
+// took counts the logins of a load by pre-authentication method.
+func (r *run) took(res *loadgen.Result) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for m, n := range res.Methods {
+		if r.methods == nil {
+			r.methods = map[string]int{}
+		}
+		r.methods[m] += n
 	}
-	r.errMu.Lock()
-	if r.methods == nil {
-		r.methods = map[string]int{}
-	}
-	r.methods[m] += n
-	r.errMu.Unlock()
 }
 
 // preauthUsed says how the generator's logins pre-authenticated: the
 // setting and the methods its logins used, most used first.
 func (r *run) preauthUsed() string {
-	r.errMu.Lock()
-	defer r.errMu.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	ms := make([]string, 0, len(r.methods))
 	for m := range r.methods {
 		ms = append(ms, m)

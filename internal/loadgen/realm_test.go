@@ -9,16 +9,11 @@ import (
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
-// upRealm starts a small realm for one test (8 users, 4 services, no
-// fillers unless opts says otherwise).
+// upRealm starts a small realm for one test: 8 users, 4 services, no
+// kadmind.
 func upRealm(t *testing.T, opts realm.Options) *realm.Realm {
 	t.Helper()
-	if opts.Users == 0 {
-		opts.Users = 8
-	}
-	if opts.Services == 0 {
-		opts.Services = 4
-	}
+	opts.Users, opts.Services, opts.NoKadmind = 8, 4, true
 	return testutil.Realm(t, opts)
 }
 

@@ -2,8 +2,6 @@ package loadgen
 
 import (
 	"context"
-	"net"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,53 +9,6 @@ import (
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
-
-// delayProxy is a UDP relay on 127.0.0.1 in front of the KDC at kdc: it
-// passes every datagram of its one client to the KDC d after it came,
-// and the KDC's answers back at once. Every round trip through it takes
-// at least d.
-func delayProxy(t *testing.T, kdc string, d time.Duration) string {
-	t.Helper()
-	ln, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ka, err := net.ResolveUDPAddr("udp", kdc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	up, err := net.DialUDP("udp", nil, ka)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close(); up.Close() })
-	var client atomic.Pointer[net.UDPAddr]
-	go func() {
-		buf := make([]byte, 65536)
-		for {
-			n, from, err := ln.ReadFromUDP(buf)
-			if err != nil {
-				return
-			}
-			client.Store(from)
-			b := append([]byte(nil), buf[:n]...)
-			time.AfterFunc(d, func() { up.Write(b) })
-		}
-	}()
-	go func() {
-		buf := make([]byte, 65536)
-		for {
-			n, err := up.Read(buf)
-			if err != nil {
-				return
-			}
-			if c := client.Load(); c != nil {
-				ln.WriteToUDP(buf[:n], c)
-			}
-		}
-	}()
-	return ln.LocalAddr().String()
-}
 
 // TestTimeoutPerRoundTrip: the UDP cycle times a request out per round
 // trip, from that round trip's first send, under both of its load shapes
@@ -87,7 +38,9 @@ func TestTimeoutPerRoundTrip(t *testing.T) {
 			// A relay of its own: one shared would hand this load the
 			// answers to requests the last one left behind.
 			cfg := realmConfig(t, r, krb5.PreauthEncTimestamp)
-			cfg.KDC = delayProxy(t, r.KDCAddr, delay)
+			cfg.KDC = testutil.UDPRelay(t, "127.0.0.1:0", r.KDCAddr, func(b []byte, send func([]byte)) {
+				time.AfterFunc(delay, func() { send(b) })
+			})
 			cfg.Timeout = timeout
 			from := testutil.LogSize(t, r.KDCLog)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
