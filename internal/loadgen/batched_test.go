@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
-	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
 // TestStageQueues: the oldest request waiting in a set of stages, stale
@@ -66,7 +65,7 @@ func TestStageQueues(t *testing.T) {
 // every request succeeds, and each sleep begins with every slot's
 // request in flight (the KDC's queue full, not run down to half).
 func TestBatchedWakeups(t *testing.T) {
-	r := upRealm(t, realm.Options{NoKadmind: true, DisableLastSuccess: true})
+	r := upRealm(t)
 	for _, kind := range []string{KindAS, KindTGS} {
 		cfg := realmConfig(t, r, krb5.PreauthEncTimestamp)
 		const n = 3000

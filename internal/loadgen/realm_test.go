@@ -1,6 +1,9 @@
 package loadgen
 
 import (
+	"context"
+	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -9,12 +12,45 @@ import (
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
-// upRealm starts a small realm for one test: 8 users, 4 services, no
-// kadmind.
-func upRealm(t *testing.T, opts realm.Options) *realm.Realm {
+// The realm tests share one realm (8 users, 4 services, no kadmind, the
+// KDC CPU-bound: no last-success writes), started by the first that needs
+// it and removed after the last: one start instead of one per test.
+var shared struct {
+	once sync.Once
+	dir  string
+	r    *realm.Realm
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared.r != nil {
+		shared.r.Down()
+	}
+	if shared.dir != "" {
+		os.RemoveAll(shared.dir)
+	}
+	os.Exit(code)
+}
+
+// upRealm returns the shared realm, with every request sent to its KDC
+// so far logged (an earlier test's load cut off at its end leaves some).
+func upRealm(t *testing.T) *realm.Realm {
 	t.Helper()
-	opts.Users, opts.Services, opts.NoKadmind = 8, 4, true
-	return testutil.Realm(t, opts)
+	testutil.RequireMIT(t)
+	shared.once.Do(func() {
+		if shared.dir, shared.err = os.MkdirTemp("", "loadgen-realm"); shared.err != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		shared.r, shared.err = realm.Up(ctx, realm.Options{Dir: shared.dir, Users: 8, Services: 4, Fillers: -1, NoKadmind: true, DisableLastSuccess: true})
+	})
+	if shared.err != nil {
+		t.Fatalf("realm: %v", shared.err)
+	}
+	testutil.DrainKDC(t, shared.r)
+	return shared.r
 }
 
 // realmConfig is a load's configuration against r: its users from their

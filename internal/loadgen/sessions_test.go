@@ -7,7 +7,6 @@ import (
 
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
-	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
 // Sessions (a login, then its tickets) on the batched generator, against
@@ -19,7 +18,7 @@ import (
 // generator waiting for each reply blocks once per round trip at least.
 // In the open loop every session is started and its lateness recorded.
 func TestSessionsBatched(t *testing.T) {
-	r := upRealm(t, realm.Options{NoKadmind: true, DisableLastSuccess: true})
+	r := upRealm(t)
 	for _, tc := range []struct {
 		preauth krb5.PreauthMode
 		trips   int // round trips of a login

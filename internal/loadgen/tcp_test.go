@@ -17,7 +17,6 @@ import (
 
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
-	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
 // tcpActiveOpens is the kernel's count of TCP connections this machine
@@ -56,7 +55,7 @@ func tcpActiveOpens(t *testing.T) int64 {
 // of logins (not after a time: how many a time allows depends on the
 // machine's load); bench's TestBatchedTCP shows the load in the report.
 func TestBatchedTCP(t *testing.T) {
-	r := upRealm(t, realm.Options{NoKadmind: true})
+	r := upRealm(t)
 	for _, tc := range []struct {
 		preauth krb5.PreauthMode
 		trips   int

@@ -7,7 +7,6 @@ import (
 
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
-	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
 // TestTimeoutPerRoundTrip: the UDP cycle times a request out per round
@@ -20,7 +19,7 @@ import (
 // KDC's log issued each. Timed from the login's first send, every login
 // would time out.
 func TestTimeoutPerRoundTrip(t *testing.T) {
-	r := upRealm(t, realm.Options{NoKadmind: true})
+	r := upRealm(t)
 	const delay, timeout = 400 * time.Millisecond, 600 * time.Millisecond
 	for _, tc := range []struct {
 		name   string
