@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"context"
+	"net"
 	"testing"
 	"time"
 
@@ -67,5 +68,76 @@ func TestTimeoutPerRoundTrip(t *testing.T) {
 				t.Errorf("%d logins counted, the KDC issued %d", logins, n)
 			}
 		})
+	}
+}
+
+// orderLoad is a load of two requests for TestOldestIsSentFirst: slot 1's
+// request is encoded before slot 0's, and the cycle sends them in slot
+// order; an answer that names no request is given to udpCycle.oldest.
+type orderLoad struct {
+	cy     *udpCycle
+	filled bool
+	ended  bool
+	got    int // the slot oldest chose
+}
+
+func (o *orderLoad) over(time.Time) bool { return o.ended }
+func (o *orderLoad) more() bool          { return !o.ended }
+func (o *orderLoad) wake() time.Time     { return time.Time{} }
+func (o *orderLoad) sent(int)            {}
+func (o *orderLoad) phase(int) string    { return krb5.PhaseASRep }
+func (o *orderLoad) fill(c *udpCycle, _ time.Time) {
+	if !o.filled {
+		o.filled = true
+		c.ask(1, []byte("request 1"), 1)
+		c.ask(0, []byte("request 0"), 2)
+	}
+}
+func (o *orderLoad) finish(i int, _ time.Time, _ error) { o.cy.end(i) }
+func (o *orderLoad) reply([]byte, time.Time) {
+	o.got, o.ended = o.cy.oldest(), true
+}
+
+// TestOldestIsSentFirst: an answer that names no request goes to the
+// request that went out first (the KDC takes datagrams in the order they
+// arrive), not to the one encoded first: slot 1's request is encoded
+// first, slot 0's goes out first in the cycle's one sendmmsg, and the
+// peer (a UDP socket on 127.0.0.1) reads it first.
+func TestOldestIsSentFirst(t *testing.T) {
+	peer, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	first := make(chan string, 1)
+	go func() {
+		buf := make([]byte, 64)
+		n, from, err := peer.ReadFromUDP(buf)
+		if err != nil {
+			first <- err.Error()
+			return
+		}
+		first <- string(buf[:n])
+		peer.ReadFromUDP(buf) // the second request
+		peer.WriteToUDP([]byte("an answer that names no request"), from)
+	}()
+	u, err := dialRawUDP(peer.LocalAddr().String(), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.close()
+	var out recordLog
+	o := &orderLoad{got: -1}
+	o.cy = newUDPCycle(u, 2, 10*time.Second, false, &out)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := o.cy.run(ctx, o, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if !o.ended {
+		t.Fatal("no answer came")
+	}
+	if f := <-first; f != "request 0" || o.got != 0 {
+		t.Fatalf("the peer read %q first; the answer went to slot %d, want 0 (sent first; slot 1's request was encoded first)", f, o.got)
 	}
 }
