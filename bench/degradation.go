@@ -3,11 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
-	"sync"
-	"sync/atomic"
-	"time"
 
-	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
+	"github.com/krb5-exporter/krb5-exporter/internal/loadgen"
 )
 
 // degradation repeats the same work, DegradationLogins logins each
@@ -18,13 +15,7 @@ import (
 func (r *run) degradation(ctx context.Context) error {
 	d := &Degradation{LoginsPerRound: r.set.DegradationLogins}
 	r.rep.Degradation = d
-	var err error
-	if r.set.Generator == GeneratorBatched {
-		err = r.degradationSessions(ctx, d)
-	} else {
-		err = r.degradationBlocking(ctx, d)
-	}
-	if err != nil {
+	if err := r.degradationRounds(ctx, d); err != nil {
 		return err
 	}
 	if d.Errors == d.LoginsPerRound*len(d.RoundsS) {
@@ -40,72 +31,26 @@ func (r *run) degradation(ctx context.Context) error {
 	return nil
 }
 
-// degradationSessions makes the rounds on the raw-socket generator
-// (sessions.go): Clients sessions in flight, each started as soon as one
-// ends.
-func (r *run) degradationSessions(ctx context.Context, d *Degradation) error {
+// degradationRounds makes the rounds: Clients sessions in flight, each
+// started as soon as one ends, on the batched generator (as the latency
+// load's sessions) or the blocking one (a goroutine per client).
+func (r *run) degradationRounds(ctx context.Context, d *Degradation) error {
 	for round := 0; round < r.set.DegradationRounds; round++ {
 		r.prog.reset(fmt.Sprintf("degradation round %d", round+1))
-		sr, err := r.runSessions(ctx, sessionPlan{n: d.LoginsPerRound, tgsPer: 1}, r.set.Clients)
+		var res *loadgen.Result
+		var err error
+		if r.set.Generator == GeneratorBatched {
+			w := r.window()
+			res, err = loadgen.Sessions(ctx, r.gen(w), loadgen.SessionPlan{N: d.LoginsPerRound, TGSPer: 1}, r.set.Clients)
+		} else {
+			res, err = loadgen.BlockingSessions(ctx, r.gen(nil), d.LoginsPerRound, r.set.Clients)
+		}
 		if err != nil {
 			return err
 		}
-		d.RoundsS = append(d.RoundsS, sr.wall.Seconds())
-		d.Errors += sr.failed
-	}
-	return nil
-}
-
-// degradationBlocking makes the rounds with Clients goroutines on the
-// blocking client.
-func (r *run) degradationBlocking(ctx context.Context, d *Degradation) error {
-	clients := r.set.Clients
-	cs := make([]*krb5.Client, clients)
-	svcs := make([]*krb5.Service, clients)
-	defer func() {
-		for _, c := range cs {
-			if c != nil {
-				c.Close()
-			}
-		}
-	}()
-	for i := range cs {
-		c, err := r.fleet.client(i+1, krb5.UDP)
-		if err != nil {
-			return err
-		}
-		cs[i], svcs[i] = c, r.fleet.service(c, i+1)
-	}
-	for round := 0; round < r.set.DegradationRounds; round++ {
-		r.prog.reset(fmt.Sprintf("degradation round %d", round+1))
-		var next, failed atomic.Int64
-		var wg sync.WaitGroup
-		start := time.Now()
-		for w := range cs {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for next.Add(1) <= int64(d.LoginsPerRound) && ctx.Err() == nil {
-					rctx, cancel := context.WithTimeout(ctx, r.set.Timeout)
-					lr, err := cs[w].Login(rctx)
-					if err == nil {
-						r.method(lr.Method, 1)
-						_, err = cs[w].ServiceTicket(rctx, svcs[w])
-					}
-					cancel()
-					r.note(record{Class: krb5.Classify(err)}, err)
-					if err != nil {
-						failed.Add(1)
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		d.RoundsS = append(d.RoundsS, time.Since(start).Seconds())
-		d.Errors += int(failed.Load())
+		r.took(res)
+		d.RoundsS = append(d.RoundsS, res.Wall.Seconds())
+		d.Errors += res.Failed
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
+	"github.com/krb5-exporter/krb5-exporter/internal/loadgen"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
@@ -139,18 +140,20 @@ func BenchmarkDegradationGenerator(b *testing.B) {
 	}
 	ru := &run{sys: sys, set: Defaults(), prog: &progress{}, fleet: &fleet{sys: sys, preauth: krb5.PreauthEncTimestamp}, sampler: newSampler(r.KDCPids), rep: &Report{}}
 	b.ResetTimer()
-	sr, err := ru.runSessions(context.Background(), sessionPlan{n: b.N, tgsPer: 1}, 8)
+	w := ru.window()
+	sr, err := loadgen.Sessions(context.Background(), ru.gen(w), loadgen.SessionPlan{N: b.N, TGSPer: 1}, 8)
 	b.StopTimer()
 	if err != nil {
 		b.Fatal(err)
 	}
-	if sr.failed > 0 {
-		b.Fatalf("%d sessions failed: %v", sr.failed, ru.errTexts)
+	if sr.Failed > 0 {
+		b.Fatalf("%d sessions failed: %v", sr.Failed, sr.ErrorTexts)
 	}
-	b.ReportMetric(sr.cpu.GeneratorPerRequestUS, "gen-cpu-us/req")
-	b.ReportMetric(sr.cpu.KDCPerRequestUS, "kdc-cpu-us/req")
-	b.ReportMetric(sr.cpu.Ratio, "gen/kdc")
-	b.ReportMetric(float64(b.N)/sr.wall.Seconds(), "sessions/s")
+	u := w.use(len(sr.Records))
+	b.ReportMetric(u.GeneratorPerRequestUS, "gen-cpu-us/req")
+	b.ReportMetric(u.KDCPerRequestUS, "kdc-cpu-us/req")
+	b.ReportMetric(u.Ratio, "gen/kdc")
+	b.ReportMetric(float64(b.N)/sr.Wall.Seconds(), "sessions/s")
 }
 
 func upRealmB(b *testing.B) *realm.Realm {

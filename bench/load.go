@@ -11,6 +11,7 @@ import (
 
 	"github.com/krb5-exporter/krb5-exporter/bench/report"
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
+	"github.com/krb5-exporter/krb5-exporter/internal/loadgen"
 )
 
 // Request kinds in records and raw CSVs.
@@ -23,15 +24,14 @@ const (
 type progress struct {
 	test    atomic.Pointer[string]
 	started atomic.Int64 // unix ns
-	ok      atomic.Int64
-	failed  atomic.Int64
+	counts  loadgen.Progress
 }
 
 func (p *progress) reset(test string) {
 	p.test.Store(&test)
 	p.started.Store(time.Now().UnixNano())
-	p.ok.Store(0)
-	p.failed.Store(0)
+	p.counts.OK.Store(0)
+	p.counts.Failed.Store(0)
 }
 
 // fleet makes engine clients for the users of the system, sharing each
@@ -104,141 +104,154 @@ func (f *fleet) service(c *krb5.Client, i int) *krb5.Service {
 	return c.PrepareService(p)
 }
 
-// maxClients bounds engine clients alive at once (each holds a socket and
-// a 64 KiB receive buffer).
-const maxClients = 256
+// window is a load's CPU readings: one just before its first request and
+// one after its last (each also a resource sample of the report).
+type window struct {
+	s     *sampler
+	marks []Sample
+}
 
-// closedLoop runs `clients` goroutines that each send their next request
-// as soon as the last is answered, for dur. kind as: full logins over the
-// worker's share of the users; kind tgs: one login per worker (not
-// counted), then tickets for the services in turn.
+func (w *window) mark() { w.marks = append(w.marks, w.s.read()) }
+
+func (w *window) use(requests int) CPUUse {
+	if len(w.marks) < 2 {
+		return CPUUse{}
+	}
+	return cpuUse(w.marks[0], w.marks[len(w.marks)-1], requests)
+}
+
+// gen is the generator's configuration for a load of this run; w (if
+// not nil) takes its CPU readings.
+func (r *run) gen(w *window) loadgen.Config {
+	cfg := loadgen.Config{
+		KDC: r.sys.KDC, Client: r.fleet.client, Users: r.fleet.users(),
+		Service: r.fleet.service, Services: r.sys.Services,
+		Timeout: r.set.Timeout, Pace: r.pace, Progress: &r.prog.counts,
+	}
+	if w != nil {
+		cfg.Measure = w.mark
+	}
+	return cfg
+}
+
+func (r *run) window() *window { return &window{s: r.sampler} }
+
+// load is the report's account of a load of kind on one transport.
+func (r *run) load(res *loadgen.Result, kind string, clients int, t krb5.Transport, w *window) *Load {
+	r.took(res)
+	l := summarizeLoad(records(res.Records), kind, clients, res.Wall, t)
+	errorTexts(l, res)
+	l.CPU = w.use(l.Requests)
+	l.GeneratorWaits, l.Lowest, l.Sockets = res.Waits, res.Lowest, res.Sockets
+	return l
+}
+
+// errorTexts attaches the first error text of each class seen.
+func errorTexts(l *Load, res *loadgen.Result) {
+	for c := range l.ErrorClasses {
+		if l.ErrorTexts == nil {
+			l.ErrorTexts = map[string]string{}
+		}
+		l.ErrorTexts[c] = res.ErrorTexts[l.Kind+"/"+c]
+	}
+}
+
+// records are the generator's records as the report's.
+func records(rs []loadgen.Record) []record {
+	out := make([]record, len(rs))
+	for i, x := range rs {
+		out[i] = record(x)
+	}
+	return out
+}
+
+// batched is the as or tgs load on the batched generator.
+func (r *run) batched(ctx context.Context, kind string, inflight int, dur time.Duration, limit int64) (*Load, error) {
+	w := r.window()
+	res, err := loadgen.Batched(ctx, r.gen(w), kind, inflight, dur, limit)
+	if res == nil {
+		return nil, err
+	}
+	return r.load(res, kind, inflight, krb5.UDP, w), err
+}
+
+func (r *run) batchedAS(ctx context.Context, inflight int, dur time.Duration, limit int64) (*Load, error) {
+	return r.batched(ctx, kindAS, inflight, dur, limit)
+}
+
+func (r *run) batchedTGS(ctx context.Context, inflight int, dur time.Duration, limit int64) (*Load, error) {
+	return r.batched(ctx, kindTGS, inflight, dur, limit)
+}
+
+// closedLoop is the as or tgs load on the blocking generator: clients
+// goroutines for dur.
 func (r *run) closedLoop(ctx context.Context, kind string, t krb5.Transport, clients int, dur time.Duration) (*Load, error) {
-	perWorker := 1
-	if kind == kindAS {
-		perWorker = max(1, min((r.fleet.users()+clients-1)/clients, maxClients/clients))
-	}
-	type worker struct {
-		cs   []*krb5.Client
-		svcs []*krb5.Service
-	}
-	ws := make([]worker, clients)
-	defer func() {
-		for _, w := range ws {
-			for _, c := range w.cs {
-				c.Close()
-			}
-		}
-	}()
-	for w := range ws {
-		for j := 0; j < perWorker; j++ {
-			c, err := r.fleet.client(w+1+j*clients, t)
-			if err != nil {
-				return nil, err
-			}
-			ws[w].cs = append(ws[w].cs, c)
-		}
-		if kind == kindTGS {
-			c := ws[w].cs[0]
-			lctx, cancel := context.WithTimeout(ctx, r.set.Timeout)
-			res, err := c.Login(lctx)
-			cancel()
-			r.method(res.Method, 1)
-			if err != nil {
-				return nil, fmt.Errorf("the login before the tickets failed: %w", err)
-			}
-			for s := 1; s <= max(1, r.sys.Services); s++ {
-				ws[w].svcs = append(ws[w].svcs, r.fleet.service(c, (w+s-1)%max(1, r.sys.Services)+1))
-			}
-		}
-	}
-	recs := make([][]record, clients)
-	r.resetErrors()
-	a := r.sampler.read()
-	start := time.Now()
-	end := start.Add(dur)
-	ctx, cancel := context.WithDeadline(ctx, end)
-	defer cancel()
-	var wg sync.WaitGroup
-	for w := range ws {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			wk := &ws[w]
-			for i := 0; ctx.Err() == nil; i++ {
-				sent := time.Now()
-				rctx, rcancel := context.WithTimeout(ctx, r.set.Timeout)
-				var err error
-				var d time.Duration
-				if kind == kindAS {
-					var res krb5.ASResult
-					res, err = wk.cs[i%len(wk.cs)].Login(rctx)
-					d = res.Duration
-					if err == nil {
-						r.method(res.Method, 1)
-					}
-				} else {
-					var res krb5.TGSResult
-					res, err = wk.cs[0].ServiceTicket(rctx, wk.svcs[i%len(wk.svcs)])
-					d = res.Duration
-				}
-				rcancel()
-				if err != nil && (ctx.Err() != nil || !time.Now().Before(end)) {
-					// Cut off by the end of the load (the engine may see
-					// the deadline before the context's timer fires), not
-					// a KDC failure.
-					return
-				}
-				recs[w] = append(recs[w], r.note(record{Start: sent.Sub(start), Latency: d, Kind: kind, Class: krb5.Classify(err)}, err))
-				if r.pace > 0 {
-					select {
-					case <-ctx.Done():
-					case <-time.After(r.pace):
-					}
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	wall := time.Since(start)
-	b := r.sampler.read()
-	var all []record
-	for _, rs := range recs {
-		all = append(all, rs...)
-	}
-	l := summarizeLoad(all, kind, clients, wall, t)
-	l.CPU = cpuUse(a, b, l.Requests)
-	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		return l, err
-	}
-	if ctx.Err() != nil && time.Since(start) < dur {
-		return l, ctx.Err()
-	}
-	return l, nil
+	return r.closedLoopLimit(ctx, kind, t, clients, dur, 0)
 }
 
-// resetErrors starts the error texts of a new load.
-func (r *run) resetErrors() {
-	r.errMu.Lock()
-	r.errTexts = nil
-	r.errMu.Unlock()
+// closedLoopN is closedLoop stopped after about n requests instead of
+// after a duration (benchmarks).
+func (r *run) closedLoopN(kind string, t krb5.Transport, clients, n int) (*Load, error) {
+	return r.closedLoopLimit(context.Background(), kind, t, clients, time.Hour, int64(n))
 }
 
-// note updates the live progress and keeps the first text of each error.
-func (r *run) note(rec record, err error) record {
-	if err == nil {
-		r.prog.ok.Add(1)
-		return rec
+func (r *run) closedLoopLimit(ctx context.Context, kind string, t krb5.Transport, clients int, dur time.Duration, limit int64) (*Load, error) {
+	w := r.window()
+	res, err := loadgen.ClosedLoop(ctx, r.gen(w), kind, t, clients, dur, limit)
+	if res == nil {
+		return nil, err
 	}
-	r.prog.failed.Add(1)
-	r.errMu.Lock()
-	if r.errTexts == nil {
-		r.errTexts = map[string]string{}
+	return r.load(res, kind, clients, t, w), err
+}
+
+// batchedTCP is the tcp load on the batched generator.
+func (r *run) batchedTCP(ctx context.Context, inflight int, dur time.Duration, limit int64) (*Load, error) {
+	w := r.window()
+	res, err := loadgen.TCP(ctx, r.gen(w), inflight, dur, limit)
+	if res == nil {
+		return nil, err
 	}
-	if k := rec.Kind + "/" + rec.Class; r.errTexts[k] == "" {
-		r.errTexts[k] = err.Error()
+	return r.load(res, kindAS, max(1, min(inflight, loadgen.TCPMaxInflight)), krb5.TCP, w), err
+}
+
+// openLoop schedules rate sessions per second for dur, each a login and
+// tgsPer tickets, on the chosen generator.
+func (r *run) openLoop(ctx context.Context, rate float64, tgsPer int, dur time.Duration) (*OpenLoop, error) {
+	plan := loadgen.SessionPlan{N: int(rate * dur.Seconds()), Rate: rate, TGSPer: tgsPer}
+	nc := loadgen.OpenLoopClients(r.fleet.users())
+	w := r.window()
+	var res *loadgen.Result
+	var err error
+	if r.set.Generator == GeneratorBatched {
+		res, err = loadgen.Sessions(ctx, r.gen(w), plan, nc)
+	} else {
+		res, err = loadgen.BlockingOpenLoop(ctx, r.gen(w), plan, nc)
 	}
-	r.errMu.Unlock()
-	return rec
+	if res == nil {
+		return nil, err
+	}
+	r.took(res)
+	recs := records(res.Records)
+	ol := &OpenLoop{LoginRate: rate, TGSPerLogin: tgsPer, Sessions: len(res.Late)}
+	for _, l := range res.Late {
+		if l > time.Millisecond {
+			ol.Behind++
+		}
+		ol.MaxBehindMS = max(ol.MaxBehindMS, ms(l))
+	}
+	ol.Logins = summarizeLoad(recs, kindAS, nc, res.Wall, krb5.UDP)
+	ol.Tickets = summarizeLoad(recs, kindTGS, nc, res.Wall, krb5.UDP)
+	errorTexts(ol.Logins, res)
+	errorTexts(ol.Tickets, res)
+	ol.Logins.Records = recs
+	ol.Logins.GeneratorWaits = res.Waits
+	ol.Tickets.Records = nil
+	total := ol.Logins.Requests + ol.Tickets.Requests
+	if total > 0 {
+		ol.ErrorPct = 100 * float64(ol.Logins.Errors+ol.Tickets.Errors) / float64(total)
+	}
+	ol.CPU = w.use(total)
+	return ol, err
 }
 
 func summarizeLoad(recs []record, kind string, clients int, wall time.Duration, t krb5.Transport) *Load {
@@ -267,71 +280,4 @@ func summarizeLoad(recs []record, kind string, clients int, wall time.Duration, 
 		l.FailedPct = 100 * float64(l.Errors) / float64(l.Requests)
 	}
 	return l
-}
-
-// closedLoopN is closedLoop stopped after about n requests instead of
-// after a duration (benchmarks).
-func (r *run) closedLoopN(kind string, t krb5.Transport, clients, n int) (*Load, error) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	r.prog.ok.Store(0)
-	r.prog.failed.Store(0)
-	go func() {
-		for ctx.Err() == nil && r.prog.ok.Load()+r.prog.failed.Load() < int64(n) {
-			time.Sleep(time.Millisecond)
-		}
-		cancel()
-	}()
-	l, err := r.closedLoop(ctx, kind, t, clients, time.Hour)
-	if errors.Is(err, context.Canceled) {
-		err = nil
-	}
-	return l, err
-}
-
-// recordLog collects the records of one load goroutine in fixed chunks:
-// appending never copies what is there (a growing slice of tens of
-// thousands of records would copy and fault in fresh pages while the
-// load's CPU is measured).
-type recordLog struct {
-	chunks  [][]record
-	waits   int // times the goroutine blocked (Load.GeneratorWaits)
-	sockets int // sockets it opened
-	// lowest is the fewest requests in flight when the goroutine began a
-	// batch wait (0: it never did): the KDC's queue during its sleeps.
-	lowest int
-}
-
-// waited counts a batch wait begun with n requests in flight.
-func (l *recordLog) waited(n int) {
-	l.waits++
-	if l.lowest == 0 || n < l.lowest {
-		l.lowest = n
-	}
-}
-
-const recordChunk = 4096
-
-func (l *recordLog) add(rec record) {
-	if n := len(l.chunks); n == 0 || len(l.chunks[n-1]) == cap(l.chunks[n-1]) {
-		l.chunks = append(l.chunks, make([]record, 0, recordChunk))
-	}
-	c := &l.chunks[len(l.chunks)-1]
-	*c = append(*c, rec)
-}
-
-func (l *recordLog) len() int {
-	n := 0
-	for _, c := range l.chunks {
-		n += len(c)
-	}
-	return n
-}
-
-// appendTo appends every record to dst.
-func (l *recordLog) appendTo(dst []record) []record {
-	for _, c := range l.chunks {
-		dst = append(dst, c...)
-	}
-	return dst
 }

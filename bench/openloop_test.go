@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
@@ -29,7 +30,7 @@ func TestOpenLoopKeepsScheduleThroughStall(t *testing.T) {
 			s.TGSPerLogin = 1
 			s.Duration = 3 * time.Second
 			s.Timeout = 10 * time.Second // the stall is a slow answer, not a failure
-			from := logSize(t, r.KDCLog)
+			from := testutil.LogSize(t, r.KDCLog)
 
 			// Stop the KDC once it has issued ten logins of the load (well
 			// inside the schedule), for stall.
@@ -39,7 +40,7 @@ func TestOpenLoopKeepsScheduleThroughStall(t *testing.T) {
 			defer cancel()
 			go func() {
 				defer close(stalled)
-				re := regexp.MustCompile(asIssue)
+				re := regexp.MustCompile(testutil.ASIssue)
 				for ctx.Err() == nil {
 					b, err := os.ReadFile(r.KDCLog)
 					if err == nil && len(re.FindAll(b[from:], -1)) >= 10 {
@@ -76,7 +77,7 @@ func TestOpenLoopKeepsScheduleThroughStall(t *testing.T) {
 			if ol.Logins.Errors > 0 || ol.Tickets.Errors > 0 {
 				t.Errorf("errors: logins %v, tickets %v", ol.Logins.ErrorTexts, ol.Tickets.ErrorTexts)
 			}
-			if got, ok := logCount(t, r.KDCLog, from, asIssue), ol.Logins.Requests-ol.Logins.Errors; got != ok {
+			if got, ok := testutil.LogCount(t, r.KDCLog, from, testutil.ASIssue), ol.Logins.Requests-ol.Logins.Errors; got != ok {
 				t.Errorf("logins: report %d, KDC log %d", ok, got)
 			}
 			// Sessions due in the first stall−100 ms of the stall cannot

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
@@ -32,7 +33,7 @@ func TestBatchedLoginPreauth(t *testing.T) {
 		{krb5.PreauthEncTimestamp, krb5.MethodEncTimestamp},
 		{krb5.PreauthSPAKE, krb5.MethodSPAKE},
 	} {
-		from := logSize(t, r.KDCLog)
+		from := testutil.LogSize(t, r.KDCLog)
 		s := small("as")
 		s.Preauth = string(tc.preauth)
 		s.BatchInflight = 8
@@ -45,8 +46,8 @@ func TestBatchedLoginPreauth(t *testing.T) {
 		if ok == 0 || l.Errors > 0 {
 			t.Fatalf("%s: %d logins, %d errors: %v", tc.preauth, l.Requests, l.Errors, l.ErrorTexts)
 		}
-		issued := logCount(t, r.KDCLog, from, asIssue)
-		support := logCount(t, r.KDCLog, from, spakeSupportAnswer)
+		issued := testutil.LogCount(t, r.KDCLog, from, testutil.ASIssue)
+		support := testutil.LogCount(t, r.KDCLog, from, spakeSupportAnswer)
 		if issued < ok || issued > ok+s.BatchInflight {
 			t.Errorf("%s: %d logins counted, the KDC issued %d", tc.preauth, ok, issued)
 		}
@@ -122,7 +123,7 @@ func TestBatchedSPAKERefusedFallsBack(t *testing.T) {
 		{"as", func(rep *Report) *Load { return rep.AS }},
 		{"latency", func(rep *Report) *Load { return rep.Latency.Logins }},
 	} {
-		from := logSize(t, r.KDCLog)
+		from := testutil.LogSize(t, r.KDCLog)
 		s := small(tc.test)
 		s.BatchInflight = 8
 		rep := runSuite(t, sys, s)
@@ -131,7 +132,7 @@ func TestBatchedSPAKERefusedFallsBack(t *testing.T) {
 		if l.Requests == 0 || l.Errors > 0 || !strings.HasPrefix(rep.System.Preauth, krb5.MethodEncTimestamp) {
 			t.Fatalf("%s, auto against a KDC refusing our SPAKE groups: %q %s", tc.test, rep.System.Preauth, summary(l))
 		}
-		if refused, issued := logCount(t, r.KDCLog, from, spakeRefused), logCount(t, r.KDCLog, from, asIssue); refused < ok || issued < ok {
+		if refused, issued := testutil.LogCount(t, r.KDCLog, from, spakeRefused), testutil.LogCount(t, r.KDCLog, from, testutil.ASIssue); refused < ok || issued < ok {
 			t.Errorf("%s: %d logins counted; the KDC refused %d SPAKE support messages and issued %d", tc.test, ok, refused, issued)
 		}
 

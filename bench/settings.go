@@ -9,6 +9,17 @@ import (
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
 )
 
+// Generators of the loads (Settings.Generator).
+const (
+	// GeneratorBatched keeps many requests in flight per socket, matches
+	// replies by nonce and batches the system calls (loadgen.Batched,
+	// Sessions, TCP).
+	GeneratorBatched = "batched"
+	// GeneratorBlocking is one goroutine per client, one request at a
+	// time, on the engine's blocking client.
+	GeneratorBlocking = "blocking"
+)
+
 // TestNames are the tests in the order they run. cpu and memory are
 // measured during latency's load and need it.
 var TestNames = []string{"startup", "as", "tgs", "latency", "cpu", "memory", "concurrency", "tcp", "kadmin", "dump", "degradation"}

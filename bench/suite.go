@@ -12,6 +12,7 @@ import (
 
 	"github.com/krb5-exporter/krb5-exporter/bench/report"
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
+	"github.com/krb5-exporter/krb5-exporter/internal/loadgen"
 )
 
 // errSkipped marks a test that cannot run against this system.
@@ -32,29 +33,27 @@ type run struct {
 	prog    *progress
 	pace    time.Duration // Suite.pace
 
-	errMu    sync.Mutex
-	errTexts map[string]string
-	methods  map[string]int // logins by pre-authentication method
+	mu      sync.Mutex
+	methods map[string]int // logins by pre-authentication method
 }
 
-// method counts a login's pre-authentication method (krb5.Method*).
-func (r *run) method(m string, n int) {
-	if m == "" || n <= 0 {
-		return
+// took counts the logins of a load by pre-authentication method.
+func (r *run) took(res *loadgen.Result) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for m, n := range res.Methods {
+		if r.methods == nil {
+			r.methods = map[string]int{}
+		}
+		r.methods[m] += n
 	}
-	r.errMu.Lock()
-	if r.methods == nil {
-		r.methods = map[string]int{}
-	}
-	r.methods[m] += n
-	r.errMu.Unlock()
 }
 
 // preauthUsed says how the generator's logins pre-authenticated: the
 // setting and the methods its logins used, most used first.
 func (r *run) preauthUsed() string {
-	r.errMu.Lock()
-	defer r.errMu.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	ms := make([]string, 0, len(r.methods))
 	for m := range r.methods {
 		ms = append(ms, m)
@@ -97,7 +96,7 @@ func (s *Suite) Progress() (test string, started time.Time, ok, failed int64) {
 	if p := s.prog.test.Load(); p != nil {
 		test = *p
 	}
-	return test, time.Unix(0, s.prog.started.Load()), s.prog.ok.Load(), s.prog.failed.Load()
+	return test, time.Unix(0, s.prog.started.Load()), s.prog.counts.OK.Load(), s.prog.counts.Failed.Load()
 }
 
 // Run runs the chosen tests in order and returns the report. The error
@@ -263,7 +262,7 @@ func (r *run) as(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r.rep.AS = r.finish(l)
+	r.rep.AS = l
 	r.checkKDCBusy("as", l.CPU)
 	if err := r.checkLoad("as", l); err != nil {
 		return err
@@ -283,7 +282,7 @@ func (r *run) tgs(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r.rep.TGS = r.finish(l)
+	r.rep.TGS = l
 	r.checkKDCBusy("tgs", l.CPU)
 	if err := r.checkLoad("tgs", l); err != nil {
 		return err
@@ -420,7 +419,7 @@ func (r *run) concurrency(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		c.Levels = append(c.Levels, r.finish(l))
+		c.Levels = append(c.Levels, l)
 		c.PeakRate = max(c.PeakRate, l.Rate)
 		r.checkGenerator(fmt.Sprintf("concurrency (%d clients)", n), l.CPU)
 	}
@@ -443,7 +442,7 @@ func (r *run) tcp(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	t := &TCP{Load: r.finish(l)}
+	t := &TCP{Load: l}
 	if r.rep.AS != nil && r.rep.AS.Rate > 0 {
 		t.UDPRateRef = r.rep.AS.Rate
 		t.PctOfUDP = 100 * l.Rate / r.rep.AS.Rate

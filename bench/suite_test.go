@@ -2,13 +2,10 @@ package bench
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,57 +59,6 @@ func runSuite(t *testing.T, sys *System, s Settings, opts ...func(*Suite)) *Repo
 	return rep
 }
 
-// drainKDC returns once the KDC has logged every request sent to it so
-// far: a load cut off at its end leaves requests queued at the KDC, which
-// it answers (and logs) afterwards. One KDC process takes its UDP
-// datagrams in order and logs each before it replies, so once a login of
-// an unknown principal sent now has failed, its log line (and every
-// earlier one) is in the log.
-func drainKDC(t *testing.T, r *realm.Realm) {
-	t.Helper()
-	name := fmt.Sprintf("drain%d", drains.Add(1))
-	cmd := exec.Command("kinit", name)
-	cmd.Env = append(os.Environ(), r.Env()...)
-	out, err := cmd.CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "not found") {
-		t.Fatalf("kinit %s: %v: %s", name, err, out)
-	}
-	re := regexp.MustCompile(`CLIENT_NOT_FOUND: ` + name + `@`)
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		b, err := os.ReadFile(r.KDCLog)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if re.Match(b) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the KDC never logged the login of %s", name)
-		}
-		time.Sleep(5 * time.Millisecond) // should the log be written after the reply
-	}
-}
-
-var drains atomic.Int64
-
-// logCount counts the lines of a daemon log matching re, from offset.
-func logCount(t *testing.T, path string, from int64, re string) int {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return len(regexp.MustCompile(re).FindAll(b[from:], -1))
-}
-
-func logSize(t *testing.T, path string) int64 {
-	fi, err := os.Stat(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fi.Size()
-}
-
 func test(rep *Report, name string) TestResult {
 	for _, t := range rep.Tests {
 		if t.Name == name {
@@ -121,11 +67,6 @@ func test(rep *Report, name string) TestResult {
 	}
 	return TestResult{}
 }
-
-const (
-	asIssue  = `AS_REQ .* 127\.0\.0\.1: ISSUE: .* user\d+@PERF\.TEST for krbtgt/`
-	tgsIssue = `TGS_REQ .* 127\.0\.0\.1: ISSUE: .* user\d+@PERF\.TEST for HTTP/web`
-)
 
 // The load tests' counts agree with the KDC's own log: every login and
 // ticket the report counts as successful was issued by the KDC.
@@ -139,16 +80,16 @@ func TestLoadsAgreeWithKDCLog(t *testing.T) {
 		load            func(*Report) *Load
 		re              string
 	}{
-		{"as", GeneratorBatched, func(rep *Report) *Load { return rep.AS }, asIssue},
-		{"as", GeneratorBlocking, func(rep *Report) *Load { return rep.AS }, asIssue},
-		{"tgs", GeneratorBatched, func(rep *Report) *Load { return rep.TGS }, tgsIssue},
-		{"tgs", GeneratorBlocking, func(rep *Report) *Load { return rep.TGS }, tgsIssue},
-		{"tcp", GeneratorBatched, func(rep *Report) *Load { return rep.TCP.Load }, asIssue},
+		{"as", GeneratorBatched, func(rep *Report) *Load { return rep.AS }, testutil.ASIssue},
+		{"as", GeneratorBlocking, func(rep *Report) *Load { return rep.AS }, testutil.ASIssue},
+		{"tgs", GeneratorBatched, func(rep *Report) *Load { return rep.TGS }, testutil.TGSIssue},
+		{"tgs", GeneratorBlocking, func(rep *Report) *Load { return rep.TGS }, testutil.TGSIssue},
+		{"tcp", GeneratorBatched, func(rep *Report) *Load { return rep.TCP.Load }, testutil.ASIssue},
 	} {
 		// The requests the last load left queued at the KDC are logged
 		// before this one starts counting.
-		drainKDC(t, r)
-		from := logSize(t, r.KDCLog)
+		testutil.DrainKDC(t, r)
+		from := testutil.LogSize(t, r.KDCLog)
 		s.Tests = []string{tc.test}
 		s.Generator = tc.generator
 		s.BatchInflight = 6 // more than one per goroutine of the batched generator
@@ -168,8 +109,8 @@ func TestLoadsAgreeWithKDCLog(t *testing.T) {
 		if tc.generator == GeneratorBatched {
 			inflight *= s.BatchInflight
 		}
-		drainKDC(t, r)
-		got := logCount(t, r.KDCLog, from, tc.re)
+		testutil.DrainKDC(t, r)
+		got := testutil.LogCount(t, r.KDCLog, from, tc.re)
 		if got < ok || got > ok+inflight {
 			t.Errorf("%s: the report counts %d successes and %d errors, the KDC logged %d issues (clients %d, in flight at most %d)",
 				tc.test, ok, l.Errors, got, l.Clients, inflight)
@@ -193,7 +134,7 @@ func TestLatencyCPUMemory(t *testing.T) {
 	r := upRealm(t, realm.Options{NoKadmind: true})
 	sys := RealmSystem(r)
 	s := small("latency", "cpu", "memory")
-	from := logSize(t, r.KDCLog)
+	from := testutil.LogSize(t, r.KDCLog)
 	rep := runSuite(t, sys, s)
 	for _, n := range s.Tests {
 		if st := test(rep, n); st.Status == "error" || st.Status == "skipped" {
@@ -205,10 +146,10 @@ func TestLatencyCPUMemory(t *testing.T) {
 	if ol.Sessions != want || ol.Logins.Requests != want {
 		t.Errorf("sessions %d, logins %d; want %d", ol.Sessions, ol.Logins.Requests, want)
 	}
-	if got, ok := logCount(t, r.KDCLog, from, asIssue), ol.Logins.Requests-ol.Logins.Errors; got != ok {
+	if got, ok := testutil.LogCount(t, r.KDCLog, from, testutil.ASIssue), ol.Logins.Requests-ol.Logins.Errors; got != ok {
 		t.Errorf("logins: report %d, KDC log %d", ok, got)
 	}
-	if got, ok := logCount(t, r.KDCLog, from, tgsIssue), ol.Tickets.Requests-ol.Tickets.Errors; got != ok {
+	if got, ok := testutil.LogCount(t, r.KDCLog, from, testutil.TGSIssue), ol.Tickets.Requests-ol.Tickets.Errors; got != ok {
 		t.Errorf("tickets: report %d, KDC log %d", ok, got)
 	}
 	if ol.Tickets.Requests != (ol.Logins.Requests-ol.Logins.Errors)*s.TGSPerLogin {
@@ -244,8 +185,8 @@ func TestStartupKadminDumpDegradation(t *testing.T) {
 	t.Setenv("TMPDIR", tmp)
 	s := small("startup", "kadmin", "dump", "degradation")
 	pid0 := r.KDCPids()[0]
-	kfrom := logSize(t, r.KadmindLog)
-	from := logSize(t, r.KDCLog)
+	kfrom := testutil.LogSize(t, r.KadmindLog)
+	from := testutil.LogSize(t, r.KDCLog)
 	rep := runSuite(t, sys, s)
 	for _, n := range s.Tests {
 		if st := test(rep, n); st.Status == "error" || st.Status == "skipped" {
@@ -258,7 +199,7 @@ func TestStartupKadminDumpDegradation(t *testing.T) {
 	if p := r.KDCPids(); len(p) == 0 || p[0] == pid0 {
 		t.Errorf("the KDC was not restarted: pids %v, before %d", p, pid0)
 	}
-	if n := logCount(t, r.KDCLog, from, `commencing operation`); n != s.StartupRounds {
+	if n := testutil.LogCount(t, r.KDCLog, from, `commencing operation`); n != s.StartupRounds {
 		t.Errorf("KDC log: %d starts, want %d", n, s.StartupRounds)
 	}
 
@@ -269,7 +210,7 @@ func TestStartupKadminDumpDegradation(t *testing.T) {
 		}
 	}
 	for _, op := range []string{"kadm5_create_principal", "kadm5_get_principal", "kadm5_randkey_principal", "kadm5_delete_principal"} {
-		if n := logCount(t, r.KadmindLog, kfrom, `Request: `+op+`, `+regexp.QuoteMeta(k.Prefix)+`\d+@PERF\.TEST, success`); n != s.KadminOperations {
+		if n := testutil.LogCount(t, r.KadmindLog, kfrom, `Request: `+op+`, `+regexp.QuoteMeta(k.Prefix)+`\d+@PERF\.TEST, success`); n != s.KadminOperations {
 			t.Errorf("kadmind log: %d successful %s, want %d", n, op, s.KadminOperations)
 		}
 	}
@@ -288,7 +229,7 @@ func TestStartupKadminDumpDegradation(t *testing.T) {
 	if len(d.RoundsS) != s.DegradationRounds || d.Errors != 0 {
 		t.Errorf("degradation: %+v", d)
 	}
-	if n := logCount(t, r.KDCLog, from, tgsIssue); n != s.DegradationRounds*s.DegradationLogins {
+	if n := testutil.LogCount(t, r.KDCLog, from, testutil.TGSIssue); n != s.DegradationRounds*s.DegradationLogins {
 		t.Errorf("KDC log: %d tickets issued, want %d", n, s.DegradationRounds*s.DegradationLogins)
 	}
 }
@@ -327,7 +268,7 @@ func TestKadminInterruptedCleansUp(t *testing.T) {
 	sys := RealmSystem(r)
 	s := small("kadmin")
 	s.KadminOperations = 3000
-	kfrom := logSize(t, r.KadmindLog)
+	kfrom := testutil.LogSize(t, r.KadmindLog)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	created := regexp.MustCompile(`kadm5_create_principal, ` + kadminPrefix + `[0-9a-f]+-\d+@PERF\.TEST, success`)

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
+	"github.com/krb5-exporter/krb5-exporter/internal/loadgen"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
@@ -73,4 +75,35 @@ func TestKDCAnswersOneRequestPerTCPConnection(t *testing.T) {
 func isReset(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) && op.Op == "read"
+}
+
+// The suite's tcp test on the batched generator (the default), with
+// encrypted timestamp and with SPAKE: the report's tcp load has logins
+// and no errors, over tcp with loadgen.TCPMaxInflight in flight, and
+// names the method the logins used (loadgen's TestBatchedTCP checks the
+// load itself against the KDC's log and the kernel's counts).
+func TestBatchedTCP(t *testing.T) {
+	r := upRealm(t, realm.Options{NoKadmind: true})
+	sys := RealmSystem(r)
+	if err := sys.validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, preauth := range []krb5.PreauthMode{krb5.PreauthEncTimestamp, krb5.PreauthSPAKE} {
+		s := small("tcp")
+		s.Preauth = string(preauth)
+		rep := runSuite(t, sys, s)
+		if st := test(rep, "tcp"); st.Status == "error" {
+			t.Fatalf("%s: %+v", preauth, st)
+		}
+		l := rep.TCP.Load
+		if l.Requests-l.Errors < 1 || l.Errors > 0 {
+			t.Fatalf("%s: %d logins, %d errors: %v", preauth, l.Requests, l.Errors, l.ErrorTexts)
+		}
+		if l.Transport != "tcp" || l.Clients != loadgen.TCPMaxInflight {
+			t.Errorf("%s: transport %s, %d in flight; want tcp, %d", preauth, l.Transport, l.Clients, loadgen.TCPMaxInflight)
+		}
+		if !strings.Contains(rep.System.Preauth, string(preauth)) {
+			t.Errorf("%s: report says the generator used %q", preauth, rep.System.Preauth)
+		}
+	}
 }

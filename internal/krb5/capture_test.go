@@ -14,6 +14,7 @@ import (
 
 	"github.com/jcmturner/gokrb5/v8/messages"
 
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
@@ -34,7 +35,7 @@ func (rr *recordingRelay) last() (req, rep []byte) {
 }
 
 func startRecordingRelay(t *testing.T, kdc string) (string, *recordingRelay) {
-	front, back := relaySockets(t, "127.0.0.1:0", kdc)
+	front, back := testutil.RelaySockets(t, "127.0.0.1:0", kdc)
 	rr := &recordingRelay{}
 	go func() {
 		buf := make([]byte, 65536)

@@ -2,7 +2,6 @@ package krb5
 
 import (
 	"context"
-	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"io"
 	"net"
 	"os"
@@ -12,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
@@ -21,59 +21,16 @@ func lossyRelay(t *testing.T, kdc string, drop int32) (addr string, dropped *ato
 	return lossyRelayOn(t, "127.0.0.1:0", kdc, drop)
 }
 
-// relaySockets opens the two sides of a test relay: front listens for the
-// client on listen, back is connected to the KDC. Both close with the test.
-func relaySockets(t *testing.T, listen, kdc string) (front, back *net.UDPConn) {
-	t.Helper()
-	la, err := net.ResolveUDPAddr("udp", listen)
-	if err != nil {
-		t.Fatal(err)
-	}
-	front, err = net.ListenUDP("udp", la)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kaddr, _ := net.ResolveUDPAddr("udp", kdc)
-	back, err = net.DialUDP("udp", nil, kaddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { front.Close(); back.Close() })
-	return front, back
-}
-
 func lossyRelayOn(t *testing.T, listen, kdc string, drop int32) (addr string, dropped *atomic.Int32) {
-	front, back := relaySockets(t, listen, kdc)
 	dropped = new(atomic.Int32)
-	var client atomic.Pointer[net.UDPAddr]
-	go func() {
-		buf := make([]byte, 65536)
-		for {
-			n, from, err := front.ReadFromUDP(buf)
-			if err != nil {
-				return
-			}
-			client.Store(from)
-			if dropped.Load() < drop {
-				dropped.Add(1)
-				continue
-			}
-			back.Write(buf[:n])
+	addr = testutil.UDPRelay(t, listen, kdc, func(b []byte, send func([]byte)) {
+		if dropped.Load() < drop {
+			dropped.Add(1)
+			return
 		}
-	}()
-	go func() {
-		buf := make([]byte, 65536)
-		for {
-			n, err := back.Read(buf)
-			if err != nil {
-				return
-			}
-			if c := client.Load(); c != nil {
-				front.WriteToUDP(buf[:n], c)
-			}
-		}
-	}()
-	return front.LocalAddr().String(), dropped
+		send(b)
+	})
+	return addr, dropped
 }
 
 func TestUDPRetransmit(t *testing.T) {

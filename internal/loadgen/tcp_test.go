@@ -1,4 +1,4 @@
-package bench
+package loadgen
 
 import (
 	"bytes"
@@ -16,7 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
-	"github.com/krb5-exporter/krb5-exporter/realm"
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 )
 
 // tcpActiveOpens is the kernel's count of TCP connections this machine
@@ -51,66 +51,46 @@ func tcpActiveOpens(t *testing.T) int64 {
 // few connections in flight and one wait per several round trips. The
 // connections come from one socket per login in flight, reconnected for
 // each round trip (connect(AF_UNSPEC) then connect), not a socket per
-// connection. The suite's tcp test shows it in the report; the counts
-// are checked on a load stopped after a number of logins (not after a
-// time: how many a time allows depends on the machine's load).
+// connection. The counts are checked on a load stopped after a number
+// of logins (not after a time: how many a time allows depends on the
+// machine's load); bench's TestBatchedTCP shows the load in the report.
 func TestBatchedTCP(t *testing.T) {
-	r := upRealm(t, realm.Options{NoKadmind: true})
-	sys := RealmSystem(r)
-	if err := sys.validate(); err != nil {
-		t.Fatal(err)
-	}
+	r := upRealm(t)
 	for _, tc := range []struct {
 		preauth krb5.PreauthMode
 		trips   int
 	}{{krb5.PreauthEncTimestamp, 2}, {krb5.PreauthSPAKE, 3}} {
-		s := small("tcp")
-		s.Preauth = string(tc.preauth)
-		rep := runSuite(t, sys, s)
-		if st := test(rep, "tcp"); st.Status == "error" {
-			t.Fatalf("%s: %+v", tc.preauth, st)
-		}
-		l := rep.TCP.Load
-		if l.Requests-l.Errors < 1 || l.Errors > 0 {
-			t.Fatalf("%s: %d logins, %d errors: %v", tc.preauth, l.Requests, l.Errors, l.ErrorTexts)
-		}
-		if l.Transport != "tcp" || l.Clients != tcpMaxInflight {
-			t.Errorf("%s: transport %s, %d in flight; want tcp, %d", tc.preauth, l.Transport, l.Clients, tcpMaxInflight)
-		}
-		if want := tc.preauth; !strings.Contains(rep.System.Preauth, string(want)) {
-			t.Errorf("%s: report says the generator used %q", tc.preauth, rep.System.Preauth)
-		}
-
 		const n = 60
-		ru := &run{sys: sys, set: Defaults(), prog: &progress{}, fleet: &fleet{sys: sys, preauth: tc.preauth}, sampler: newSampler(r.KDCPids), rep: &Report{}}
-		drainKDC(t, r)
-		from := logSize(t, r.KDCLog)
+		cfg := realmConfig(t, r, tc.preauth)
+		testutil.DrainKDC(t, r)
+		from := testutil.LogSize(t, r.KDCLog)
 		opens := tcpActiveOpens(t)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		l, err := ru.batchedTCP(ctx, tcpMaxInflight, time.Minute, n)
+		res, err := TCP(ctx, cfg, TCPMaxInflight, time.Minute, n)
 		cancel()
 		if err != nil {
 			t.Fatalf("%s: %v", tc.preauth, err)
 		}
-		drainKDC(t, r)
-		ok := l.Requests - l.Errors
-		if ok < n || l.Errors > 0 {
-			t.Fatalf("%s: %d logins, %d errors: %v", tc.preauth, l.Requests, l.Errors, ru.errTexts)
+		testutil.DrainKDC(t, r)
+		logins, failed := count(res.Records, KindAS)
+		ok := logins - failed
+		if ok < n || failed > 0 {
+			t.Fatalf("%s: %d logins, %d errors: %v", tc.preauth, logins, failed, res.ErrorTexts)
 		}
-		if l.GeneratorWaits == 0 || l.GeneratorWaits > ok*tc.trips {
-			t.Errorf("%s: %d waits for %d round trips", tc.preauth, l.GeneratorWaits, ok*tc.trips)
+		if res.Waits == 0 || res.Waits > ok*tc.trips {
+			t.Errorf("%s: %d waits for %d round trips", tc.preauth, res.Waits, ok*tc.trips)
 		}
-		issued := logCount(t, r.KDCLog, from, asIssue)
-		if issued < ok || issued > ok+tcpMaxInflight {
+		issued := testutil.LogCount(t, r.KDCLog, from, testutil.ASIssue)
+		if issued < ok || issued > ok+TCPMaxInflight {
 			t.Errorf("%s: %d logins counted, the KDC issued %d", tc.preauth, ok, issued)
 		}
 		if n := tcpActiveOpens(t) - opens; n < int64(ok*tc.trips) {
 			t.Errorf("%s: %d logins of %d round trips, but only %d TCP connections opened", tc.preauth, ok, tc.trips, n)
 		}
-		if l.Sockets < 1 || l.Sockets > tcpMaxInflight {
-			t.Errorf("%s: the generator opened %d sockets for %d connections, want one per login in flight (at most %d)", tc.preauth, l.Sockets, ok*tc.trips, tcpMaxInflight)
+		if res.Sockets < 1 || res.Sockets > TCPMaxInflight {
+			t.Errorf("%s: the generator opened %d sockets for %d connections, want one per login in flight (at most %d)", tc.preauth, res.Sockets, ok*tc.trips, TCPMaxInflight)
 		}
-		t.Logf("%s: %d logins, %d waits, %d sockets", tc.preauth, ok, l.GeneratorWaits, l.Sockets)
+		t.Logf("%s: %d logins, %d waits, %d sockets", tc.preauth, ok, res.Waits, res.Sockets)
 	}
 }
 

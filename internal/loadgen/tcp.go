@@ -1,4 +1,4 @@
-package bench
+package loadgen
 
 import (
 	"context"
@@ -49,11 +49,11 @@ import (
 //
 // MIT's KDC listens with a backlog of 5: connections beyond the ones it
 // has accepted and 6 waiting are dropped at the SYN and retried by the
-// kernel after a second, so the load keeps at most tcpMaxInflight
+// kernel after a second, so the load keeps at most TCPMaxInflight
 // connections open.
 
-// tcpMaxInflight bounds the connections in flight of the batched tcp load.
-const tcpMaxInflight = 6
+// TCPMaxInflight bounds the connections in flight of the batched tcp load.
+const TCPMaxInflight = 6
 
 // tcpSlot is one login in flight over TCP: its socket (kept for the
 // whole load, reconnected for each round trip) and buffers.
@@ -72,17 +72,17 @@ type tcpSlot struct {
 	arrived   time.Time // kernel stamp of the reply's last bytes
 }
 
-// batchedTCP is the tcp load on the batched generator: inflight logins
-// (at most tcpMaxInflight) in flight for dur, or until limit successful
+// TCP is the tcp load on the batched generator: inflight logins (at
+// most TCPMaxInflight) in flight for dur, or until limit successful
 // logins when limit > 0.
-func (r *run) batchedTCP(ctx context.Context, inflight int, dur time.Duration, limit int64) (*Load, error) {
-	depth := max(1, min(inflight, tcpMaxInflight))
-	c, err := r.fleet.client(1, krb5.TCP)
+func TCP(ctx context.Context, cfg Config, inflight int, dur time.Duration, limit int64) (*Result, error) {
+	depth := max(1, min(inflight, TCPMaxInflight))
+	c, err := cfg.Client(1, krb5.TCP)
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
-	sa, err := sockaddrOf(r.sys.KDC)
+	sa, err := sockaddrOf(cfg.KDC)
 	if err != nil {
 		return nil, err
 	}
@@ -91,21 +91,19 @@ func (r *run) batchedTCP(ctx context.Context, inflight int, dur time.Duration, l
 		return nil, fmt.Errorf("epoll: %w", err)
 	}
 	defer unix.Close(ep)
-	r.resetErrors()
+	tl := newTally(&cfg)
 	var out recordLog
-	a := r.sampler.read()
+	cfg.measure()
 	start := time.Now()
-	err = r.tcpWorker(ctx, c, sa, ep, depth, start, start.Add(dur), limit, &out)
-	wall := time.Since(start)
-	b := r.sampler.read()
-	l := r.finish(summarizeLoad(out.appendTo(nil), kindAS, depth, wall, krb5.TCP))
-	l.CPU = cpuUse(a, b, l.Requests)
-	l.GeneratorWaits = out.waits
-	l.Sockets = out.sockets
+	err = tcpWorker(ctx, &cfg, tl, c, sa, ep, depth, start, start.Add(dur), limit, &out)
+	res := &Result{Wall: time.Since(start)}
+	cfg.measure()
+	res.Records, res.Waits, res.Sockets = out.appendTo(nil), out.waits, out.sockets
+	tl.result(res)
 	if err != nil {
-		return l, err
+		return res, err
 	}
-	return l, ctx.Err()
+	return res, ctx.Err()
 }
 
 // isLoopback: sa is on this machine's loopback (127.0.0.0/8, ::1).
@@ -134,7 +132,7 @@ func sockaddrOf(addr string) (unix.Sockaddr, error) {
 	return s, nil
 }
 
-func (r *run) tcpWorker(ctx context.Context, c *krb5.Client, sa unix.Sockaddr, ep, depth int, start, end time.Time, limit int64, out *recordLog) error {
+func tcpWorker(ctx context.Context, cfg *Config, tl *tally, c *krb5.Client, sa unix.Sockaddr, ep, depth int, start, end time.Time, limit int64, out *recordLog) error {
 	slots := make([]tcpSlot, depth)
 	for i := range slots {
 		slots[i].fd = -1
@@ -145,11 +143,7 @@ func (r *run) tcpWorker(ctx context.Context, c *krb5.Client, sa unix.Sockaddr, e
 		}
 	}()
 	var methods [krb5.StageResponse + 1]int
-	defer func() {
-		for st, n := range methods {
-			r.method(stageMethod(krb5.LoginStage(st)), n)
-		}
-	}()
+	defer tl.stages(&methods)
 	fam, rsa, rsaLen := rawSockaddr(sa)
 	synData := isLoopback(sa)
 	var ok int64
@@ -161,7 +155,7 @@ func (r *run) tcpWorker(ctx context.Context, c *krb5.Client, sa unix.Sockaddr, e
 			methods[s.fl.Stage]++
 			ok++
 		}
-		out.add(r.note(record{Start: s.first.Sub(start), Latency: at.Sub(s.first), Kind: kindAS, Class: krb5.Classify(err)}, err))
+		out.add(tl.note(Record{Start: s.first.Sub(start), Latency: at.Sub(s.first), Kind: KindAS, Class: krb5.Classify(err)}, err))
 	}
 	// roundTrip connects slot i's socket for the request in s.req and
 	// sends it (see connect).
@@ -219,12 +213,12 @@ func (r *run) tcpWorker(ctx context.Context, c *krb5.Client, sa unix.Sockaddr, e
 			case !s.busy:
 				s.busy, s.first, s.fl = true, now, krb5.LoginFlight{}
 				next(i, now, true)
-			case now.Sub(s.sent) >= r.set.Timeout:
+			case now.Sub(s.sent) >= cfg.Timeout:
 				finish(s, now, &krb5.Error{Class: krb5.ClassTimeout, Phase: krb5.PhaseASRep, Err: os.ErrDeadlineExceeded})
 			}
 		}
 		if now.Sub(yielded) >= yieldEvery {
-			runtime.Gosched() // see batchedWorker
+			runtime.Gosched() // see udpCycle.run
 			yielded = now
 		}
 		if answered > 0 && depth >= 4 {
@@ -275,7 +269,7 @@ func (r *run) tcpWorker(ctx context.Context, c *krb5.Client, sa unix.Sockaddr, e
 				continue
 			}
 			answered++
-			r.tcpReply(c, int(ev.Fd), s, s.rbuf[4:], finish, next)
+			tcpReply(c, int(ev.Fd), s, s.rbuf[4:], finish, next)
 		}
 	}
 }
@@ -428,9 +422,9 @@ func (s *tcpSlot) read(now time.Time) (done bool, err error) {
 	}
 }
 
-// tcpReply handles the reply to slot s's round trip, as sessionReply does
+// tcpReply handles the reply to slot s's round trip, as sessionLoad.reply does
 // for UDP: the login goes on to its next round trip or ends.
-func (r *run) tcpReply(c *krb5.Client, i int, s *tcpSlot, reply []byte, finish func(*tcpSlot, time.Time, error), next func(int, time.Time, bool)) {
+func tcpReply(c *krb5.Client, i int, s *tcpSlot, reply []byte, finish func(*tcpSlot, time.Time, error), next func(int, time.Time, bool)) {
 	at := s.arrived
 	kind, err := c.ReadLoginReply(reply)
 	if err != nil && s.fl.Stage == krb5.StageSupport {
@@ -486,7 +480,7 @@ func rawSockaddr(sa unix.Sockaddr) (fam int, p unsafe.Pointer, n uintptr) {
 		pp[0], pp[1] = byte(a.Port>>8), byte(a.Port)
 		return unix.AF_INET6, unsafe.Pointer(r), unsafe.Sizeof(*r)
 	}
-	panic("bench: not an IP socket address")
+	panic("loadgen: not an IP socket address")
 }
 
 func errnoErr(e unix.Errno) error {

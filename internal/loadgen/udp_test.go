@@ -1,0 +1,143 @@
+package loadgen
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
+)
+
+// TestTimeoutPerRoundTrip: the UDP cycle times a request out per round
+// trip, from that round trip's first send, under both of its load shapes
+// (the batched as load; sessions of a login and a ticket). Through a
+// relay that holds every request 400 ms, each round trip of an
+// encrypted-timestamp login (two round trips) takes 400 ms and more,
+// under the 600 ms timeout, while the login takes 800 ms and more, over
+// it: every login succeeds, its latency beyond the timeout, and the
+// KDC's log issued each. Timed from the login's first send, every login
+// would time out.
+func TestTimeoutPerRoundTrip(t *testing.T) {
+	r := upRealm(t)
+	const delay, timeout = 400 * time.Millisecond, 600 * time.Millisecond
+	for _, tc := range []struct {
+		name   string
+		logins int
+		load   func(context.Context, Config) (*Result, error)
+	}{
+		{"batched", 2, func(ctx context.Context, cfg Config) (*Result, error) {
+			return Batched(ctx, cfg, KindAS, 2, 5*time.Second, 2)
+		}},
+		{"sessions", 2, func(ctx context.Context, cfg Config) (*Result, error) {
+			return Sessions(ctx, cfg, SessionPlan{N: 2, TGSPer: 1}, 2)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// A relay of its own: one shared would hand this load the
+			// answers to requests the last one left behind.
+			cfg := realmConfig(t, r, krb5.PreauthEncTimestamp)
+			cfg.KDC = testutil.UDPRelay(t, "127.0.0.1:0", r.KDCAddr, func(b []byte, send func([]byte)) {
+				time.AfterFunc(delay, func() { send(b) })
+			})
+			cfg.Timeout = timeout
+			from := testutil.LogSize(t, r.KDCLog)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			res, err := tc.load(ctx, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			testutil.DrainKDC(t, r)
+			logins, failed := count(res.Records, KindAS)
+			if logins < tc.logins || failed > 0 {
+				t.Fatalf("%d logins, %d failed (%v); want %d, none failed: each round trip took about %v, under the %v timeout", logins, failed, res.ErrorTexts, tc.logins, delay, timeout)
+			}
+			for _, rc := range res.Records {
+				if rc.Kind == KindAS && rc.Latency < 2*delay {
+					t.Errorf("a login took %v, under its two round trips of %v each: the relay did not hold it", rc.Latency, delay)
+				}
+			}
+			if _, tf := count(res.Records, KindTGS); tf > 0 {
+				t.Errorf("%d tickets failed: %v", tf, res.ErrorTexts)
+			}
+			// The batched load stops at its second login; one it had
+			// begun meanwhile may still reach the KDC through the relay.
+			if n := testutil.LogCount(t, r.KDCLog, from, testutil.ASIssue); n < logins || n > logins+2 {
+				t.Errorf("%d logins counted, the KDC issued %d", logins, n)
+			}
+		})
+	}
+}
+
+// orderLoad is a load of two requests for TestOldestIsSentFirst: slot 1's
+// request is encoded before slot 0's, and the cycle sends them in slot
+// order; an answer that names no request is given to udpCycle.oldest.
+type orderLoad struct {
+	cy     *udpCycle
+	filled bool
+	ended  bool
+	got    int // the slot oldest chose
+}
+
+func (o *orderLoad) over(time.Time) bool { return o.ended }
+func (o *orderLoad) more() bool          { return !o.ended }
+func (o *orderLoad) wake() time.Time     { return time.Time{} }
+func (o *orderLoad) sent(int)            {}
+func (o *orderLoad) phase(int) string    { return krb5.PhaseASRep }
+func (o *orderLoad) fill(c *udpCycle, _ time.Time) {
+	if !o.filled {
+		o.filled = true
+		c.ask(1, []byte("request 1"), 1)
+		c.ask(0, []byte("request 0"), 2)
+	}
+}
+func (o *orderLoad) finish(i int, _ time.Time, _ error) { o.cy.end(i) }
+func (o *orderLoad) reply([]byte, time.Time) {
+	o.got, o.ended = o.cy.oldest(), true
+}
+
+// TestOldestIsSentFirst: an answer that names no request goes to the
+// request that went out first (the KDC takes datagrams in the order they
+// arrive), not to the one encoded first: slot 1's request is encoded
+// first, slot 0's goes out first in the cycle's one sendmmsg, and the
+// peer (a UDP socket on 127.0.0.1) reads it first.
+func TestOldestIsSentFirst(t *testing.T) {
+	peer, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	first := make(chan string, 1)
+	go func() {
+		buf := make([]byte, 64)
+		n, from, err := peer.ReadFromUDP(buf)
+		if err != nil {
+			first <- err.Error()
+			return
+		}
+		first <- string(buf[:n])
+		peer.ReadFromUDP(buf) // the second request
+		peer.WriteToUDP([]byte("an answer that names no request"), from)
+	}()
+	u, err := dialRawUDP(peer.LocalAddr().String(), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.close()
+	var out recordLog
+	o := &orderLoad{got: -1}
+	o.cy = newUDPCycle(u, 2, 10*time.Second, false, &out)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := o.cy.run(ctx, o, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if !o.ended {
+		t.Fatal("no answer came")
+	}
+	if f := <-first; f != "request 0" || o.got != 0 {
+		t.Fatalf("the peer read %q first; the answer went to slot %d, want 0 (sent first; slot 1's request was encoded first)", f, o.got)
+	}
+}
