@@ -123,6 +123,7 @@ type Event struct {
 	Ses         Etype
 	Client      []byte // client principal as logged (to tell probe traffic apart)
 	Addr        []byte
+	AfterClient []byte // the rest after Client: " for SERVER[, TEXT]" (attack signals)
 
 	// KindPreauthFailure.
 	Method        []byte
