@@ -17,6 +17,13 @@ import (
 type AttackSignals struct {
 	// Disabled turns the detector off (no attack series, no cost).
 	Disabled bool `yaml:"disabled"`
+	// FollowLogins turns on AS-REP roasting: every AS request is checked
+	// for a pre-authentication step before its ISSUE. Off, only failures
+	// cost anything.
+	FollowLogins bool `yaml:"follow_logins"`
+	// FollowServiceTickets counts every service ticket's service for
+	// Kerberoasting, not only RC4 ones.
+	FollowServiceTickets bool `yaml:"follow_service_tickets"`
 	// TopK is how many offenders each signal keeps (and exports).
 	TopK int `yaml:"top_k"`
 	// Window is the tumbling window the per-offender counts run over.

@@ -36,9 +36,11 @@ var (
 // at a batch's first request line and released by the batch's flush, so
 // a line costs no lock; Collect takes mu for its snapshot.
 type attackState struct {
-	on atomic.Bool
-	mu sync.Mutex
-	d  *attack.Detector
+	on        atomic.Bool
+	followAS  atomic.Bool // follow_logins
+	followTGS atomic.Bool // follow_service_tickets
+	mu        sync.Mutex
+	d         *attack.Detector
 }
 
 func newAttackState() *attackState {
@@ -53,6 +55,8 @@ func (a *attackState) apply(c config.AttackSignals) {
 	defer a.mu.Unlock()
 	a.d.SetConfig(c)
 	a.on.Store(!c.Disabled)
+	a.followAS.Store(c.FollowLogins)
+	a.followTGS.Store(c.FollowServiceTickets)
 }
 
 // observeAttack feeds one request line (not a probe's) to the detector.
@@ -61,13 +65,33 @@ func (s *source) observeAttack(e *Event, si int) {
 	if !a.on.Load() {
 		return
 	}
-	r := attack.Request{TGS: e.Request == RequestTGS, Client: e.Client, Addr: e.Addr}
+	// The common lines, a healthy login's steps and service tickets,
+	// matter only when followed (or, for logins, while failures await
+	// their recovery): they cost a few loads, no lock and no call.
+	switch {
+	case si == idxIssue && e.Request == RequestTGS:
+		if !a.followTGS.Load() && e.Rep != etypeRC4 && e.Tkt != etypeRC4 {
+			return
+		}
+	case si == idxNeededPreauth || si == idxMorePreauth:
+		if !a.followAS.Load() {
+			return
+		}
+	case si == idxIssue:
+		if !a.followAS.Load() && !a.d.Waiting() {
+			return
+		}
+	}
+	r := &s.attackReq
+	r.TGS, r.Client, r.Addr, r.Outcome, r.SPAKE = e.Request == RequestTGS, e.Client, e.Addr, attack.OutcomeOther, false
 	switch si {
 	case idxIssue:
 		r.Outcome = attack.OutcomeIssue
 		if r.TGS {
 			r.Server = serverOf(e.AfterClient)
 			r.RC4 = e.Rep == etypeRC4 || e.Tkt == etypeRC4
+		} else {
+			r.Server, r.RC4 = nil, false
 		}
 	case idxNeededPreauth:
 		r.Outcome = attack.OutcomeNeededPreauth
@@ -78,6 +102,10 @@ func (s *source) observeAttack(e *Event, si int) {
 		// clock skew or an etype the KDC lacks.
 		if bytes.HasSuffix(e.AfterClient, []byte(", Preauthentication failed")) || bytes.HasSuffix(e.AfterClient, []byte(", Decrypt integrity check failed")) {
 			r.Outcome = attack.OutcomeWrongKey
+			// The verify failure line just before, from the same
+			// process, names the method (see countRequest).
+			slot := &s.pidMethod[uint(e.PID)%uint(len(s.pidMethod))]
+			r.SPAKE = slot.pid == e.PID && s.c.methods.name(slot.method) == "spake"
 		}
 	case idxClientNotFound:
 		r.Outcome = attack.OutcomeUnknownClient
@@ -94,7 +122,7 @@ func (s *source) observeAttack(e *Event, si int) {
 		s.attackHeld = true
 		a.d.Tick(time.Now())
 	}
-	a.d.Observe(&r)
+	a.d.Observe(r)
 }
 
 // flushAttack ends the batch: Collect may take the detector.
@@ -112,7 +140,7 @@ const etypeRC4 Etype = 23
 // serverOf reads SERVER from " for SERVER[, TEXT]".
 func serverOf(after []byte) []byte {
 	after = bytes.TrimPrefix(after, []byte(" for "))
-	if i := bytes.Index(after, []byte(", ")); i >= 0 {
+	if i := bytes.IndexByte(after, ','); i >= 0 { // ", 2nd tkt client ...", an error text
 		return after[:i]
 	}
 	return after

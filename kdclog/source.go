@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/krb5-exporter/krb5-exporter/config"
+	"github.com/krb5-exporter/krb5-exporter/kdclog/attack"
 )
 
 // sourceStats are a source's parse counters (its tailer has its own).
@@ -52,7 +53,8 @@ type source struct {
 	pidMethod [16]struct{ pid, method int }
 	workers   sourceWorkers // workers.go
 
-	attackHeld bool // the detector's lock, held until flush (attacksignals.go)
+	attackHeld bool           // the detector's lock, held until flush (attacksignals.go)
+	attackReq  attack.Request // reused
 }
 
 func newSource(cfg config.LogSource, c *counts, st *sourceStats) *source {

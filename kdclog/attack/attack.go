@@ -17,17 +17,18 @@
 // and address follows within RecoveryWait (or within the next
 // RecoverLines AS requests): a SPAKE group the KDC lacks, or a client
 // falling back from one method to another, recovers at once and is not a
-// guess. Failures of one attempt (no NEEDED_PREAUTH between them: a
-// P-256-only client's SPAKE failure, then its encrypted timestamp one)
-// count once.
+// guess. A SPAKE failure and the failure of another method right after
+// it (a P-256-only client's group mismatch, then its encrypted timestamp
+// with a wrong password) are one attempt and count once.
 package attack
 
 import (
+	"bytes"
 	"hash/maphash"
 	"math"
-	"math/bits"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/krb5-exporter/krb5-exporter/config"
@@ -56,6 +57,7 @@ type Request struct {
 	Addr    []byte // client address as logged
 	Server  []byte // TGS: the service principal
 	RC4     bool   // TGS ISSUE: the ticket or the reply is RC4 (etype 23)
+	SPAKE   bool   // OutcomeWrongKey: the SPAKE module's verify failure preceded it
 }
 
 // Signal is a kind of attack.
@@ -106,8 +108,72 @@ const RecoverLines = 1024
 const (
 	pendingCap  = 256  // wrong-key failures awaiting recovery
 	pendingIdx  = 1024 // their index by client and address, direct-mapped
-	preauthSlot = 4096 // recent pre-authentication steps, direct-mapped
+	preauthSets = 1024 // recent pre-authentication steps, 4-way set-associative
+	tgsSets     = 1024 // clients' recent services, 2-way set-associative
+	tgsPromote  = 4    // distinct services at which a client enters the top k
 )
+
+// preauthSet holds the clients (32 bits of their hash, the low bits
+// chose the set) that got a pre-authentication step lately, with the AS
+// sequence number of it: half a cache line, and a login is wrongly taken
+// for one without pre-authentication only when four others of the same
+// set are in flight at once.
+type preauthSet [4]struct{ key, seq uint32 }
+
+func preauthKey(c uint64) uint32 { return uint32(c>>32) | 1 } // 0 marks a free way
+
+func (p *preauthSet) mark(c, seq uint64) {
+	k, w := preauthKey(c), -1
+	for i := range p {
+		switch {
+		case p[i].key == k:
+			p[i].seq = uint32(seq)
+			return
+		case w >= 0 && p[w].key == 0:
+		case p[i].key == 0, w < 0, uint32(seq)-p[i].seq > uint32(seq)-p[w].seq:
+			w = i // free, or the oldest
+		}
+	}
+	p[w].key, p[w].seq = k, uint32(seq)
+}
+
+// take reports whether c had a step within RecoverLines AS lines and
+// frees its way.
+func (p *preauthSet) take(c, seq uint64) bool {
+	k := preauthKey(c)
+	for i := range p {
+		if p[i].key == k {
+			p[i].key = 0
+			return uint32(seq)-p[i].seq <= RecoverLines
+		}
+	}
+	return false
+}
+
+// tgsSlot is a client's distinct services seen since it took the slot,
+// as their sketch bit indexes: a count in the low 3 bits, then 9 bits per
+// service. Most clients ask for a few services; only one with tgsPromote
+// of them costs the top k's work (an offender name copied, the summary's
+// slot taken), which keeps the TGS path cheap. Its services then go into
+// its sketch as they are, so none counts twice.
+type tgsSlot struct{ client, services uint64 }
+
+const tgsPromoted = 7 // the count of a client handed to the top k
+
+func (w *tgsSlot) n() int             { return int(w.services & 7) }
+func (w *tgsSlot) index(i int) uint64 { return w.services >> (3 + 9*i) & 511 }
+
+// add adds a service's sketch index and reports whether it was new.
+func (w *tgsSlot) add(b uint64) bool {
+	n := w.n()
+	for i := range n {
+		if w.index(i) == b {
+			return false
+		}
+	}
+	w.services = w.services&^7 | b<<(3+9*n) | uint64(n+1)
+	return true
+}
 
 // Detector holds every signal's state. It is not safe for concurrent use.
 type Detector struct {
@@ -123,11 +189,14 @@ type Detector struct {
 	top        [NumSignals]topK
 	zmax       [NumSignals]int // distinct thresholds as "at most this many zero bits"
 	zmaxRC4    int
+	promote    int // tgsPromote, or the Kerberoasting threshold if lower
 
 	pending    [pendingCap]pending
-	head, tail uint64 // pending[head%cap] ... pending[(tail-1)%cap]
+	head, tail uint64       // pending[head%cap] ... pending[(tail-1)%cap]
+	waiting    atomic.Int64 // tail-head, for Waiting
 	idx        [pendingIdx]uint64
-	preauth    [preauthSlot]struct{ key, seq uint64 }
+	preauth    [preauthSets]preauthSet
+	tgs        [tgsSets][2]tgsSlot // clients' recent services, before the top k
 }
 
 type pending struct {
@@ -136,7 +205,8 @@ type pending struct {
 	seq       uint64
 	at        time.Time
 	recovered bool
-	closed    bool // a NEEDED_PREAUTH began another attempt since
+	spake     bool // the failure was SPAKE's
+	fellBack  bool // a failure of another method followed it, in the same attempt
 	client    name
 	addr      name
 }
@@ -154,7 +224,7 @@ func (d *Detector) SetConfig(c config.AttackSignals) {
 	c = c.WithDefaults()
 	if c.TopK != d.cfg.TopK {
 		for s := range d.top {
-			d.top[s] = topK{e: make([]entry, 0, c.TopK)}
+			d.top[s] = newTopK(c.TopK)
 		}
 	}
 	d.cfg = c
@@ -163,6 +233,7 @@ func (d *Detector) SetConfig(c config.AttackSignals) {
 	d.zmax[Kerberoasting] = zeroBitsFor(c.KerberoastingServices)
 	d.zmax[ASREPRoasting] = zeroBitsFor(c.ASREPRoastingPrincipals)
 	d.zmaxRC4 = zeroBitsFor(c.KerberoastingRC4Services)
+	d.promote = min(tgsPromote, c.KerberoastingServices)
 }
 
 // Tick sets the clock for the requests that follow: it starts a new
@@ -174,11 +245,17 @@ func (d *Detector) Tick(now time.Time) {
 	if d.windowStart.IsZero() || now.Sub(d.windowStart) >= d.cfg.Window || now.Before(d.windowStart) {
 		d.windowStart = now
 		for s := range d.top {
-			d.top[s].e = d.top[s].e[:0]
+			d.top[s].reset()
 		}
+		d.tgs = [tgsSets][2]tgsSlot{}
 	}
 	d.expire()
 }
+
+// Waiting reports whether failures await their recovery: only then do a
+// login's steps and its ISSUE matter to a detector that does not follow
+// logins. Safe to call concurrently with the other methods.
+func (d *Detector) Waiting() bool { return d.waiting.Load() != 0 }
 
 // Observe counts one request.
 func (d *Detector) Observe(r *Request) {
@@ -191,48 +268,51 @@ func (d *Detector) Observe(r *Request) {
 	d.asSeq++
 	switch r.Outcome {
 	case OutcomeIssue:
-		key := d.key(r)
-		// A pending failure of this client and address recovered.
-		if p := d.lookup(key); p != nil {
-			p.recovered = true
+		if d.tail == d.head && !d.cfg.FollowLogins {
+			return // the common case costs no hash
 		}
-		s := &d.preauth[key%preauthSlot]
-		if s.key == key && s.seq != 0 && d.asSeq-s.seq <= RecoverLines {
-			*s = struct{ key, seq uint64 }{}
-		} else {
-			d.events[EventNoPreauthTicket]++
-			var a, c name
-			a.set(d.seed, r.Addr)
-			c.set(d.seed, r.Client)
-			d.add(ASREPRoasting, &a, c.item, false)
-		}
-	case OutcomeNeededPreauth, OutcomeMorePreauth:
-		key := d.key(r)
-		d.preauth[key%preauthSlot] = struct{ key, seq uint64 }{key, d.asSeq}
-		if r.Outcome == OutcomeNeededPreauth {
-			if p := d.lookup(key); p != nil {
-				p.closed = true
+		c := maphash.Bytes(d.seed, r.Client)
+		if d.tail > d.head {
+			// A pending failure of this client and address recovered.
+			if p := d.lookup(c, r.Addr); p != nil {
+				p.recovered = true
 			}
 		}
+		// Keyed by client alone: the KDC asks a principal that requires
+		// pre-authentication for it whatever the address.
+		if d.cfg.FollowLogins && !d.preauth[c%preauthSets].take(c, d.asSeq) {
+			d.events[EventNoPreauthTicket]++
+			d.add(ASREPRoasting, d.ref(r.Addr), c, false)
+		}
+	case OutcomeNeededPreauth, OutcomeMorePreauth:
+		if d.tail == d.head && !d.cfg.FollowLogins {
+			return
+		}
+		c := maphash.Bytes(d.seed, r.Client)
+		if d.cfg.FollowLogins {
+			d.preauth[c%preauthSets].mark(c, d.asSeq)
+		}
 	case OutcomeWrongKey:
-		key := d.key(r)
-		d.preauth[key%preauthSlot] = struct{ key, seq uint64 }{key, d.asSeq}
-		if p := d.lookup(key); p != nil && !p.closed && !p.recovered {
-			// The same attempt failing with another method: one guess.
-			p.seq, p.at = d.asSeq, d.now
+		c := maphash.Bytes(d.seed, r.Client)
+		if d.cfg.FollowLogins {
+			d.preauth[c%preauthSets].mark(c, d.asSeq)
+		}
+		if p := d.lookup(c, r.Addr); p != nil && !p.recovered && p.spake && !p.fellBack && !r.SPAKE {
+			// A client without the KDC's SPAKE group falling back to
+			// another method, with the same wrong password: one guess.
+			p.seq, p.at, p.fellBack = d.asSeq, d.now, true
 			break
 		}
-		d.push(key, r)
+		d.push(c, r)
 	case OutcomeUnknownClient:
 		d.events[EventUnknownClient]++
-		var a, c name
-		a.set(d.seed, r.Addr)
-		c.set(d.seed, r.Client)
-		d.add(UserEnumeration, &a, c.item, false)
+		d.add(UserEnumeration, d.ref(r.Addr), maphash.Bytes(d.seed, r.Client), false)
 	case OutcomeLockedOut:
 		d.events[EventLockout]++
 	}
-	d.expire()
+	if d.tail > d.head {
+		d.expire()
+	}
 }
 
 func (d *Detector) serviceTicket(r *Request) {
@@ -240,28 +320,52 @@ func (d *Detector) serviceTicket(r *Request) {
 	if r.RC4 {
 		d.events[EventRC4ServiceTicket]++
 	}
-	var c name
-	c.set(d.seed, r.Client)
-	d.add(Kerberoasting, &c, maphash.Bytes(d.seed, r.Server), r.RC4)
-}
-
-// key identifies a login by client and address.
-func (d *Detector) key(r *Request) uint64 {
-	k := maphash.Bytes(d.seed, r.Client) ^ bits.RotateLeft64(maphash.Bytes(d.seed, r.Addr), 17)
-	if k == 0 {
-		k = 1 // 0 marks an empty slot
+	if !r.RC4 && !d.cfg.FollowServiceTickets {
+		return // the common case costs no hash
 	}
-	return k
+	c, svc := maphash.Bytes(d.seed, r.Client), maphash.Bytes(d.seed, r.Server)
+	if r.RC4 {
+		d.add(Kerberoasting, d.ref(r.Client), svc, true)
+		return
+	}
+	set := &d.tgs[c%tgsSets]
+	w := &set[0]
+	switch {
+	case set[0].client == c:
+	case set[1].client == c:
+		w = &set[1]
+	default:
+		// The slot with fewer services goes: a client collecting
+		// services holds on against ones asking for one or two.
+		if set[1].n() < set[0].n() {
+			w = &set[1]
+		}
+		*w = tgsSlot{client: c}
+	}
+	if w.n() == tgsPromoted { // the top k counts it now
+		d.add(Kerberoasting, d.ref(r.Client), svc, false)
+		return
+	}
+	if !w.add(sketchIndex(svc)) || w.n() < d.promote {
+		return
+	}
+	e := d.add(Kerberoasting, d.ref(r.Client), svc, false)
+	for i := range w.n() - 1 { // the services seen before, the sketch's bits
+		e.distinct.set(w.index(i))
+	}
+	d.check(Kerberoasting, e)
+	w.services = tgsPromoted
 }
 
-// lookup returns the live pending failure of key, if any.
-func (d *Detector) lookup(key uint64) *pending {
-	pos := d.idx[key%pendingIdx]
+// lookup returns the live pending failure of the client whose hash is c
+// at addr, if any.
+func (d *Detector) lookup(c uint64, addr []byte) *pending {
+	pos := d.idx[c%pendingIdx]
 	if pos == 0 || pos-1 < d.head || pos-1 >= d.tail {
 		return nil
 	}
 	p := &d.pending[(pos-1)%pendingCap]
-	if p.pos != pos-1 || p.key != key {
+	if p.pos != pos-1 || p.key != c || !bytes.Equal(p.addr.b[:p.addr.n], addr[:min(len(addr), MaxName)]) {
 		return nil
 	}
 	return p
@@ -273,10 +377,11 @@ func (d *Detector) push(key uint64, r *Request) {
 	}
 	pos := d.tail
 	p := &d.pending[pos%pendingCap]
-	*p = pending{pos: pos, key: key, seq: d.asSeq, at: d.now}
-	p.client.set(d.seed, r.Client)
-	p.addr.set(d.seed, r.Addr)
+	*p = pending{pos: pos, key: key, seq: d.asSeq, at: d.now, spake: r.SPAKE}
+	p.client.set(d.ref(r.Client))
+	p.addr.set(d.ref(r.Addr))
 	d.tail++
+	d.waiting.Add(1)
 	d.idx[key%pendingIdx] = pos + 1
 }
 
@@ -294,23 +399,32 @@ func (d *Detector) expire() {
 func (d *Detector) pop() {
 	p := &d.pending[d.head%pendingCap]
 	d.head++
+	d.waiting.Add(-1)
 	if p.recovered {
 		return
 	}
 	d.events[EventWrongPassword]++
-	d.add(PasswordSpraying, &p.addr, p.client.item, false)
-	d.add(BruteForce, &p.client, p.addr.item, false)
+	d.add(PasswordSpraying, p.addr.ref(), p.client.item, false)
+	d.add(BruteForce, p.client.ref(), p.addr.item, false)
 }
 
 // add counts one event of offender o with item (the principal, service or
 // address it concerns) and records a detection when o crosses the
 // signal's threshold in this window.
-func (d *Detector) add(s Signal, o *name, item uint64, rc4 bool) {
+func (d *Detector) add(s Signal, o ref, item uint64, rc4 bool) *entry {
 	e := d.top[s].add(o)
-	e.distinct.add(item)
+	grew := e.distinct.add(item)
 	if rc4 {
-		e.rc4.add(item)
+		grew = e.rc4.add(item) || grew
 	}
+	if grew || s == BruteForce {
+		d.check(s, e)
+	}
+	return e
+}
+
+// check records a detection when e reaches its signal's threshold.
+func (d *Detector) check(s Signal, e *entry) {
 	if e.fired {
 		return
 	}
@@ -382,9 +496,24 @@ func (d *Detector) Snapshot(s *Snapshot) {
 // Config returns the configuration in effect, defaults filled in.
 func (d *Detector) Config() config.AttackSignals { return d.cfg }
 
-// name is an offender's or item's name: its first MaxName bytes, the hash
-// of those (the offender's identity, so that names cut alike are one
+// ref is a name in a log line: its first MaxName bytes, the hash of
+// those (the offender's identity, so that names cut alike are one
 // offender) and the hash of the whole (the item's identity in a sketch).
+type ref struct {
+	id, item uint64
+	b        []byte // at most MaxName bytes
+	cut      bool
+}
+
+func (d *Detector) ref(v []byte) ref {
+	if len(v) > MaxName {
+		return ref{id: maphash.Bytes(d.seed, v[:MaxName]), item: maphash.Bytes(d.seed, v), b: v[:MaxName], cut: true}
+	}
+	h := maphash.Bytes(d.seed, v)
+	return ref{id: h, item: h, b: v}
+}
+
+// name is a ref kept: its bytes copied.
 type name struct {
 	id, item uint64
 	n        uint8
@@ -392,18 +521,12 @@ type name struct {
 	b        [MaxName]byte
 }
 
-func (n *name) set(seed maphash.Seed, v []byte) {
-	n.cut = len(v) > MaxName
-	if n.cut {
-		n.n = uint8(copy(n.b[:], v[:MaxName]))
-		n.id = maphash.Bytes(seed, n.b[:n.n])
-		n.item = maphash.Bytes(seed, v)
-		return
-	}
-	n.n = uint8(copy(n.b[:], v))
-	n.id = maphash.Bytes(seed, v)
-	n.item = n.id
+func (n *name) set(r ref) {
+	n.id, n.item, n.cut = r.id, r.item, r.cut
+	n.n = uint8(copy(n.b[:], r.b))
 }
+
+func (n *name) ref() ref { return ref{id: n.id, item: n.item, b: n.b[:n.n], cut: n.cut} }
 
 func (n *name) String() string { return sanitize(n.b[:n.n], n.cut) }
 
@@ -442,19 +565,30 @@ func sanitize(v []byte, cut bool) string {
 
 // sketch counts distinct items by linear counting over 512 bits: exact
 // enough for the thresholds (up to config.MaxAttackThreshold), fixed size.
-type sketch [8]uint64
+type sketch struct {
+	w    [8]uint64
+	ones int
+}
 
 const sketchBits = 512
 
-func (s *sketch) add(h uint64) { b := h >> 55; s[b>>6] |= 1 << (b & 63) }
+func sketchIndex(h uint64) uint64 { return h >> 55 }
 
-func (s *sketch) zeros() int {
-	n := 0
-	for _, w := range s {
-		n += bits.OnesCount64(w)
+// add sets h's bit and reports whether it was clear.
+func (s *sketch) add(h uint64) bool { return s.set(sketchIndex(h)) }
+
+// set sets bit b and reports whether it was clear.
+func (s *sketch) set(b uint64) bool {
+	w, m := &s.w[b>>6], uint64(1)<<(b&63)
+	if *w&m != 0 {
+		return false
 	}
-	return sketchBits - n
+	*w |= m
+	s.ones++
+	return true
 }
+
+func (s *sketch) zeros() int { return sketchBits - s.ones }
 
 func (s *sketch) estimate() float64 {
 	z := s.zeros()
@@ -481,30 +615,48 @@ type entry struct {
 }
 
 // topK is a Space-Saving summary of at most cap(e) offenders. k is small
-// (config.MaxAttackTopK): a linear scan beats a map and allocates nothing.
-type topK struct{ e []entry }
+// (config.MaxAttackTopK): a linear scan of their ids (apart, in a few
+// cache lines) beats a map and allocates nothing.
+type topK struct {
+	e      []entry
+	ids    []uint64 // e[i].name.id
+	counts []uint64 // e[i].count
+}
+
+func newTopK(k int) topK {
+	return topK{e: make([]entry, 0, k), ids: make([]uint64, 0, k), counts: make([]uint64, 0, k)}
+}
+
+func (t *topK) reset() { t.e, t.ids, t.counts = t.e[:0], t.ids[:0], t.counts[:0] }
 
 // add counts one event of o and returns its entry: a new offender takes
 // the slot of the one with the fewest events and inherits its count as
 // its possible error.
-func (t *topK) add(o *name) *entry {
-	for i := range t.e {
-		if t.e[i].name.id == o.id {
+func (t *topK) add(o ref) *entry {
+	for i, id := range t.ids {
+		if id == o.id {
 			t.e[i].count++
+			t.counts[i]++
 			return &t.e[i]
 		}
 	}
 	if len(t.e) < cap(t.e) {
-		t.e = append(t.e, entry{name: *o, count: 1})
-		return &t.e[len(t.e)-1]
+		t.e = append(t.e, entry{count: 1})
+		t.ids = append(t.ids, o.id)
+		t.counts = append(t.counts, 1)
+		e := &t.e[len(t.e)-1]
+		e.name.set(o)
+		return e
 	}
 	m := 0
-	for i := range t.e {
-		if t.e[i].count < t.e[m].count {
+	for i, c := range t.counts {
+		if c < t.counts[m] {
 			m = i
 		}
 	}
-	min := t.e[m].count
-	t.e[m] = entry{name: *o, count: min + 1, err: min}
+	min := t.counts[m]
+	t.e[m] = entry{count: min + 1, err: min}
+	t.e[m].name.set(o)
+	t.ids[m], t.counts[m] = o.id, min+1
 	return &t.e[m]
 }

@@ -29,6 +29,11 @@ func (f *feeder) as(o Outcome, client, addr string) {
 	f.d.Observe(&Request{Outcome: o, Client: []byte(client), Addr: []byte(addr)})
 }
 
+// spakeFailed is a PREAUTH_FAILED after SPAKE's verify failure.
+func (f *feeder) spakeFailed(client, addr string) {
+	f.d.Observe(&Request{Outcome: OutcomeWrongKey, Client: []byte(client), Addr: []byte(addr), SPAKE: true})
+}
+
 func (f *feeder) tgs(client, server string, rc4 bool) {
 	f.d.Observe(&Request{TGS: true, Outcome: OutcomeIssue, Client: []byte(client), Addr: []byte("10.0.0.1"), Server: []byte(server), RC4: rc4})
 }
@@ -37,7 +42,7 @@ func (f *feeder) tgs(client, server string, rc4 bool) {
 func (f *feeder) wrongPassword(client, addr string) {
 	f.as(OutcomeNeededPreauth, client, addr)
 	f.as(OutcomeMorePreauth, client, addr)
-	f.as(OutcomeWrongKey, client, addr)
+	f.spakeFailed(client, addr)
 }
 
 func (f *feeder) wait(d time.Duration) { f.now = f.now.Add(d); f.d.Tick(f.now) }
@@ -85,24 +90,35 @@ func TestSpraying(t *testing.T) {
 
 // TestFallbackIsNoGuess: a SPAKE group the KDC lacks fails and recovers
 // (no wrong password); a P-256-only client with a wrong password fails
-// twice in one attempt (SPAKE, then encrypted timestamp): one.
+// twice in one attempt (SPAKE, then encrypted timestamp): one guess per
+// attempt.
 func TestFallbackIsNoGuess(t *testing.T) {
 	f := newFeeder(config.AttackSignals{SprayingPrincipals: 1, BruteForceFailures: 1})
 	for i := range 20 {
 		f.as(OutcomeNeededPreauth, user(i), "10.1.2.3")
-		f.as(OutcomeWrongKey, user(i), "10.1.2.3")
+		f.spakeFailed(user(i), "10.1.2.3")
 		f.as(OutcomeIssue, user(i), "10.1.2.3")
 	}
 	f.wait(time.Minute)
 	if s := f.snap(); s.Events[EventWrongPassword] != 0 || s.Detections != [NumSignals]uint64{} {
 		t.Fatalf("group fallbacks counted: events %v detections %v", s.Events, s.Detections)
 	}
-	f.as(OutcomeNeededPreauth, user(1), "10.1.2.3")
-	f.as(OutcomeWrongKey, user(1), "10.1.2.3")
-	f.as(OutcomeWrongKey, user(1), "10.1.2.3")
+	for range 3 { // three attempts, each with two methods
+		f.as(OutcomeNeededPreauth, user(1), "10.1.2.3")
+		f.spakeFailed(user(1), "10.1.2.3")
+		f.as(OutcomeWrongKey, user(1), "10.1.2.3")
+	}
 	f.wait(time.Minute)
-	if s := f.snap(); s.Events[EventWrongPassword] != 1 {
-		t.Errorf("one attempt with two methods: %d wrong passwords, want 1", s.Events[EventWrongPassword])
+	if s := f.snap(); s.Events[EventWrongPassword] != 3 {
+		t.Errorf("three attempts with two methods: %d wrong passwords, want 3", s.Events[EventWrongPassword])
+	}
+	for range 2 { // encrypted timestamp only: every failure an attempt
+		f.as(OutcomeNeededPreauth, user(2), "10.1.2.3")
+		f.as(OutcomeWrongKey, user(2), "10.1.2.3")
+	}
+	f.wait(time.Minute)
+	if s := f.snap(); s.Events[EventWrongPassword] != 5 {
+		t.Errorf("then two timestamp failures: %d wrong passwords, want 5", s.Events[EventWrongPassword])
 	}
 }
 
@@ -138,7 +154,7 @@ func TestEnumeration(t *testing.T) {
 }
 
 func TestKerberoasting(t *testing.T) {
-	f := newFeeder(config.AttackSignals{})
+	f := newFeeder(config.AttackSignals{FollowServiceTickets: true})
 	for range 50 { // a busy healthy client: few services
 		f.tgs("web@PERF.TEST", "HTTP/a@PERF.TEST", false)
 		f.tgs("web@PERF.TEST", "ldap/b@PERF.TEST", false)
@@ -167,7 +183,7 @@ func TestKerberoasting(t *testing.T) {
 }
 
 func TestASREPRoasting(t *testing.T) {
-	f := newFeeder(config.AttackSignals{})
+	f := newFeeder(config.AttackSignals{FollowLogins: true})
 	for i := range 20 { // kinit -k: NEEDED_PREAUTH first; SPAKE: a round trip more
 		f.as(OutcomeNeededPreauth, user(i), "10.0.0.1")
 		if i%2 == 0 {
@@ -228,7 +244,7 @@ func TestHeavyHitterKept(t *testing.T) {
 // values of at most 4*MaxName+3 printable bytes, and the heap where it
 // was.
 func TestHostileInput(t *testing.T) {
-	f := newFeeder(config.AttackSignals{})
+	f := newFeeder(config.AttackSignals{FollowLogins: true, FollowServiceTickets: true})
 	long := strings.Repeat("\x1b[31m\r\n\x00\xff\\", 100)
 	feed := func(n int) {
 		for i := range n {
@@ -236,7 +252,7 @@ func TestHostileInput(t *testing.T) {
 			client := fmt.Sprintf("%s%d@PERF.TEST", long[:i%len(long)], i)
 			f.wrongPassword(client, addr)
 			f.as(OutcomeUnknownClient, client, addr)
-			f.as(OutcomeIssue, client, "192.0.2.1") // without pre-authentication
+			f.as(OutcomeIssue, "np"+client, addr) // without pre-authentication
 			f.tgs(client, client, true)
 			if i%1000 == 0 {
 				f.wait(time.Second)
@@ -282,9 +298,9 @@ func TestHostileInput(t *testing.T) {
 
 func detectorSize() int {
 	var d Detector
-	n := int(unsafeSizeof(d))
+	n := int(unsafe.Sizeof(d))
 	for range NumSignals {
-		n += config.DefaultAttackTopK * int(unsafeSizeof(entry{}))
+		n += config.DefaultAttackTopK * int(unsafe.Sizeof(entry{})+16)
 	}
 	return n
 }
@@ -307,4 +323,23 @@ func TestSanitize(t *testing.T) {
 	}
 }
 
-func unsafeSizeof[T any](v T) uintptr { return unsafe.Sizeof(v) }
+// TestDefaultsCheap: by default only failures and RC4 service tickets are
+// followed; a login without pre-authentication and AES service tickets
+// need follow_logins and follow_service_tickets.
+func TestDefaultsCheap(t *testing.T) {
+	f := newFeeder(config.AttackSignals{})
+	f.as(OutcomeIssue, "svc-nopreauth@PERF.TEST", "10.6.6.6")
+	for i := range 40 {
+		f.tgs("aes@PERF.TEST", fmt.Sprintf("HTTP/web%d@PERF.TEST", i), false)
+	}
+	for i := range 6 {
+		f.tgs("roaster@PERF.TEST", fmt.Sprintf("HTTP/web%d@PERF.TEST", i), true)
+	}
+	s := f.snap()
+	if s.Events[EventNoPreauthTicket] != 0 || s.Detections[ASREPRoasting] != 0 {
+		t.Errorf("no-preauth tickets followed by default: %v %v", s.Events, s.Detections)
+	}
+	if s.Detections[Kerberoasting] != 1 || len(s.Offenders[Kerberoasting]) != 1 || s.Offenders[Kerberoasting][0].Name != "roaster@PERF.TEST" {
+		t.Errorf("kerberoasting by default: %v %+v, want the RC4 client only", s.Detections, s.Offenders[Kerberoasting])
+	}
+}
