@@ -125,9 +125,6 @@ func TestAttackSignalsRealKDC(t *testing.T) {
 				t.Errorf("%s = %v under healthy load", e, v)
 			}
 		}
-		if v := got[key(MetricAttackEvents, "event", "service_ticket")]; v != 18 {
-			t.Errorf("service tickets %v, want 18 (6 kvno of 3)", v)
-		}
 		// The P-256 client's fallback really happened: its SPAKE attempts
 		// failed and were recovered.
 		if v := got[key("krb5_kdc_preauth_failures_recovered_total", "method", "spake")]; v != 8 {

@@ -22,7 +22,7 @@ const (
 
 var (
 	descAttackEvents = prometheus.NewDesc(MetricAttackEvents,
-		"Request lines behind the attack signals, counted exactly: wrong_password (a PREAUTH_FAILED attempt no ISSUE recovered), lockout, unknown_client, service_ticket, rc4_service_ticket, no_preauth_ticket.",
+		"Request lines behind the attack signals, counted exactly: wrong_password (a PREAUTH_FAILED attempt no ISSUE recovered), lockout, unknown_client, rc4_service_ticket, no_preauth_ticket.",
 		[]string{"event"}, nil)
 	descAttackDetections = prometheus.NewDesc(MetricAttackDetections,
 		"Offenders (addresses or principals) that crossed a signal's threshold within a window, each once per window.",

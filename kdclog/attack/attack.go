@@ -87,14 +87,13 @@ const (
 	EventWrongPassword    Event = iota // an attempt failed with a wrong key, not recovered
 	EventLockout                       // LOCKED_OUT
 	EventUnknownClient                 // CLIENT_NOT_FOUND
-	EventServiceTicket                 // TGS ISSUE
 	EventRC4ServiceTicket              // TGS ISSUE with an RC4 ticket or reply
 	EventNoPreauthTicket               // AS ISSUE with no pre-authentication step before it
 	NumEvents
 )
 
 // EventNames are the events' label values.
-var EventNames = [NumEvents]string{"wrong_password", "lockout", "unknown_client", "service_ticket", "rc4_service_ticket", "no_preauth_ticket"}
+var EventNames = [NumEvents]string{"wrong_password", "lockout", "unknown_client", "rc4_service_ticket", "no_preauth_ticket"}
 
 // MaxName is how many bytes of an offender's name are kept; a longer
 // name is cut and shown with "..." after it.
@@ -316,7 +315,6 @@ func (d *Detector) Observe(r *Request) {
 }
 
 func (d *Detector) serviceTicket(r *Request) {
-	d.events[EventServiceTicket]++
 	if r.RC4 {
 		d.events[EventRC4ServiceTicket]++
 	}
