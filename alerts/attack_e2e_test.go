@@ -26,22 +26,12 @@ var attackAlerts = []string{"KDCPasswordSpraying", "KDCBruteForce", "KDCUserEnum
 // with RC4-only keys and a principal without requires_preauth fire each
 // of the five.
 func TestAttackAlertsEndToEnd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end test: real KDC, exporter and Prometheus")
-	}
-	testutil.RequireMIT(t)
-	promBin, err := exec.LookPath("prometheus")
-	if err != nil {
-		t.Fatal("prometheus not found: install the Debian package prometheus (make deps)")
-	}
+	promBin := needPrometheus(t)
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	tmp := t.TempDir()
-	bin := filepath.Join(tmp, "krb5-exporter")
-	if err := testutil.BuildExporter(ctx, bin); err != nil {
-		t.Fatal(err)
-	}
+	bin := buildExporter(t, ctx, tmp)
 	r := testutil.Realm(t, realm.Options{Users: 8, Services: 6, Fillers: -1, NoKadmind: true, DisableLastSuccess: true,
 		Enctypes: append(append([]string{}, realm.RHEL9Enctypes...), "arcfour-hmac")})
 
@@ -67,22 +57,9 @@ attack_signals:
 		t.Fatal(err)
 	}
 	writeFile(t, rules, string(b))
-	promAddr := freeAddr(t)
-	promCfg := filepath.Join(tmp, "prometheus.yml")
-	writeFile(t, promCfg, fmt.Sprintf(`global:
-  scrape_interval: 1s
-  scrape_timeout: 1s
-  evaluation_interval: 1s
-rule_files: [%s]
-scrape_configs:
+	prom, _ := startPrometheus(t, ctx, promBin, tmp, []string{rules}, fmt.Sprintf(`
   - job_name: krb5
-    static_configs: [{targets: ["%s"]}]
-`, rules, exporterAddr))
-	promLog := &testutil.LockedBuffer{}
-	start(t, promLog, promBin, "--config.file", promCfg, "--storage.tsdb.path", filepath.Join(tmp, "tsdb"),
-		"--web.listen-address", promAddr)
-	prom := "http://" + promAddr
-	waitHTTP(t, ctx, prom+"/-/ready", promLog)
+    static_configs: [{targets: ["%s"]}]`, exporterAddr))
 
 	run := func(conf, stdin string, args ...string) error {
 		cmd := exec.CommandContext(ctx, args[0], args[1:]...)

@@ -4,13 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"regexp"
-	"sort"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/krb5-exporter/krb5-exporter/config"
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
@@ -80,27 +76,18 @@ func TestAttackSignalsRealKDC(t *testing.T) {
 	// settled waits until every line of the log is read and no failure
 	// awaits its recovery any more (each scrape counts those whose wait
 	// is over), then returns the series and checks the wrong passwords.
-	settled := func(t *testing.T, wrongPasswords float64) series {
+	settled := func(t *testing.T, wrongPasswords float64) *testutil.Scrape {
 		t.Helper()
 		waitValue(t, tm.reg, completeLines(t, r.KDCLog), "krb5_kdc_log_lines_read_total", "path", r.KDCLog)
 		testutil.Eventually(t, 15*time.Second, "the failures' recovery wait", func() bool {
-			gatherAttack(t, tm.reg)
+			testutil.Gather(t, tm.reg)
 			return !tm.m.counts.attack.d.Waiting()
 		})
-		got := gatherAttack(t, tm.reg)
-		if v := got[key(MetricAttackEvents, "event", "wrong_password")]; v != wrongPasswords {
+		got := testutil.Gather(t, tm.reg)
+		if v := got.Value(MetricAttackEvents, "event", "wrong_password"); v != wrongPasswords {
 			t.Errorf("wrong passwords %v, want %v", v, wrongPasswords)
 		}
 		return got
-	}
-	detections := func(got series) map[string]float64 {
-		d := map[string]float64{}
-		for k, v := range got {
-			if m := regexp.MustCompile(`^krb5_kdc_attack_detections_total\{signal="([a-z_]+)"\}$`).FindStringSubmatch(k); m != nil && v > 0 {
-				d[m[1]] = v
-			}
-		}
-		return d
 	}
 
 	t.Run("healthy and SPAKE mismatch stay silent", func(t *testing.T) {
@@ -117,17 +104,17 @@ func TestAttackSignalsRealKDC(t *testing.T) {
 		}
 		// One wrong password above, nothing else.
 		got := settled(t, 1)
-		if d := detections(got); len(d) != 0 {
-			t.Errorf("detections under healthy load and SPAKE group fallbacks: %v", d)
+		if d := got.Sum(MetricAttackDetections); d != 0 {
+			t.Errorf("%v detections under healthy load and SPAKE group fallbacks", d)
 		}
 		for _, e := range []string{"lockout", "unknown_client", "rc4_service_ticket", "no_preauth_ticket"} {
-			if v := got[key(MetricAttackEvents, "event", e)]; v != 0 {
+			if v := got.Value(MetricAttackEvents, "event", e); v != 0 {
 				t.Errorf("%s = %v under healthy load", e, v)
 			}
 		}
 		// The P-256 client's fallback really happened: its SPAKE attempts
 		// failed and were recovered.
-		if v := got[key("krb5_kdc_preauth_failures_recovered_total", "method", "spake")]; v != 8 {
+		if v := got.Value("krb5_kdc_preauth_failures_recovered_total", "method", "spake"); v != 8 {
 			t.Errorf("recovered SPAKE failures %v, want 8", v)
 		}
 	})
@@ -189,19 +176,22 @@ func TestAttackSignalsRealKDC(t *testing.T) {
 		}
 
 		got := settled(t, wrongTotal)
-		for k, want := range map[string]float64{
-			key(MetricAttackEvents, "event", "lockout"):                1,
-			key(MetricAttackEvents, "event", "unknown_client"):         6,
-			key(MetricAttackEvents, "event", "rc4_service_ticket"):     8, // user 18's 4, and 4 of user 17's 12
-			key(MetricAttackEvents, "event", "no_preauth_ticket"):      2,
-			key(MetricAttackDetections, "signal", "password_spraying"): 2, // 127.0.0.1, 127.0.0.2
-			key(MetricAttackDetections, "signal", "brute_force"):       1,
-			key(MetricAttackDetections, "signal", "user_enumeration"):  1,
-			key(MetricAttackDetections, "signal", "kerberoasting"):     2, // RC4 and AES
-			key(MetricAttackDetections, "signal", "asrep_roasting"):    1,
+		for _, w := range []struct {
+			name, label, value string
+			want               float64
+		}{
+			{MetricAttackEvents, "event", "lockout", 1},
+			{MetricAttackEvents, "event", "unknown_client", 6},
+			{MetricAttackEvents, "event", "rc4_service_ticket", 8}, // user 18's 4, and 4 of user 17's 12
+			{MetricAttackEvents, "event", "no_preauth_ticket", 2},
+			{MetricAttackDetections, "signal", "password_spraying", 2}, // 127.0.0.1, 127.0.0.2
+			{MetricAttackDetections, "signal", "brute_force", 1},
+			{MetricAttackDetections, "signal", "user_enumeration", 1},
+			{MetricAttackDetections, "signal", "kerberoasting", 2}, // RC4 and AES
+			{MetricAttackDetections, "signal", "asrep_roasting", 1},
 		} {
-			if got[k] != want {
-				t.Errorf("%s = %v, want %v", k, got[k], want)
+			if v := got.Value(w.name, w.label, w.value); v != w.want {
+				t.Errorf("%s{%s=%q} = %v, want %v", w.name, w.label, w.value, v, w.want)
 			}
 		}
 		for _, o := range []struct {
@@ -216,41 +206,14 @@ func TestAttackSignalsRealKDC(t *testing.T) {
 			{"kerberoasting", user(17), 12},
 			{"asrep_roasting", "127.0.0.1", 2},
 		} {
-			if v := got[key(MetricAttackOffender, "offender", o.offender, "signal", o.signal)]; v < o.min-1 { // a sketch bit shared by two
+			if v, _ := got.Find(MetricAttackOffender, "offender", o.offender, "signal", o.signal); v < o.min-1 { // a sketch bit shared by two
 				t.Errorf("%s offender %s score %v, want about %v", o.signal, o.offender, v, o.min)
 			}
 		}
 		if t.Failed() {
-			for k, v := range got {
-				if strings.HasPrefix(k, "krb5_kdc_attack") {
-					t.Logf("%s %v", k, v)
-				}
+			for _, m := range got.MFs[MetricAttackOffender].GetMetric() {
+				t.Logf("offender %v: %v", m.GetLabel(), m.GetGauge().GetValue())
 			}
 		}
 	})
-}
-
-// gatherAttack returns the attack series of g (counters and gauges).
-func gatherAttack(t *testing.T, g prometheus.Gatherer) series {
-	t.Helper()
-	mfs, err := g.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := series{}
-	for _, mf := range mfs {
-		if !strings.HasPrefix(mf.GetName(), "krb5_kdc_attack_") && mf.GetName() != "krb5_kdc_preauth_failures_recovered_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			var kv []string
-			lps := m.GetLabel()
-			sort.Slice(lps, func(i, j int) bool { return lps[i].GetName() < lps[j].GetName() })
-			for _, lp := range lps {
-				kv = append(kv, lp.GetName(), lp.GetValue())
-			}
-			got[key(mf.GetName(), kv...)] = m.GetCounter().GetValue() + m.GetGauge().GetValue()
-		}
-	}
-	return got
 }

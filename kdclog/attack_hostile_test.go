@@ -2,13 +2,13 @@ package kdclog
 
 import (
 	"fmt"
-	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/krb5-exporter/krb5-exporter/config"
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/kdclog/attack"
 )
 
@@ -46,14 +46,11 @@ func TestAttackHostileLines(t *testing.T) {
 		n = 10000
 	}
 	feed(2000)
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
+	before := testutil.HeapAfterGC()
 	feed(n)
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	growth := int64(after.HeapAlloc) - int64(before.HeapAlloc)
-	t.Logf("heap %d -> %d bytes (%+d) over %d forged addresses and hostile names (%d lines)", before.HeapAlloc, after.HeapAlloc, growth, n, 5*n)
+	after := testutil.HeapAfterGC()
+	growth := int64(after) - int64(before)
+	t.Logf("heap %d -> %d bytes (%+d) over %d forged addresses and hostile names (%d lines)", before, after, growth, n, 5*n)
 	if growth > 256<<10 {
 		t.Errorf("heap grew by %d bytes", growth)
 	}

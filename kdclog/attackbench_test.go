@@ -2,12 +2,7 @@ package kdclog
 
 import (
 	"bytes"
-	"context"
-	"path/filepath"
 	"testing"
-	"time"
-
-	"github.com/go-kit/log"
 
 	"github.com/krb5-exporter/krb5-exporter/config"
 	"github.com/krb5-exporter/krb5-exporter/kdclog/attack"
@@ -35,31 +30,9 @@ func BenchmarkAttackSignals(b *testing.B) {
 	path, data := benchLog(b)
 	n := uint64(bytes.Count(data, []byte{'\n'}))
 	src := config.LogSource{Path: path, Type: "kdc", StartAt: "beginning", ProbePrincipals: []string{"krb5-exporter-probe@PERF.TEST"}}
-	follow := func(c config.AttackSignals) float64 {
-		c0 := cpuSeconds()
-		m, err := NewManager(log.NewNopLogger(), nil, Config{PositionFile: filepath.Join(b.TempDir(), "positions.json")})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := m.ApplyConfig(&config.Config{Logs: []config.LogSource{src}, AttackSignals: c}); err != nil {
-			b.Fatal(err)
-		}
-		go m.Run(context.Background())
-		for !m.linesRead(path, n) {
-			time.Sleep(time.Millisecond)
-		}
-		m.Stop()
-		m.Close()
-		return cpuSeconds() - c0
-	}
-	cpu := make([]float64, len(attackModes))
-	b.ResetTimer()
-	for i := range b.N {
-		for j := range attackModes {
-			k := (i + j) % len(attackModes)
-			cpu[k] += follow(attackModes[k].cfg)
-		}
-	}
+	cpu := interleaved(b, func(c config.AttackSignals) {
+		followLog(b, &config.Config{Logs: []config.LogSource{src}, AttackSignals: c}, path, n)
+	})
 	total := float64(n) * float64(b.N)
 	for k, m := range attackModes {
 		b.ReportMetric(total/cpu[k], m.name+"-lines/cpu-s")
@@ -76,11 +49,10 @@ func BenchmarkAttackSignals(b *testing.B) {
 func BenchmarkAttackHandle(b *testing.B) {
 	_, data := benchLog(b)
 	lines := splitLines(data)
-	run := func(cfg config.AttackSignals) float64 {
+	run := func(cfg config.AttackSignals) {
 		c := newCounts()
 		c.attack.apply(cfg)
 		src := newSource(config.LogSource{Path: "bench", Type: "kdc", ProbePrincipals: []string{"krb5-exporter-probe@PERF.TEST"}}, c, &sourceStats{})
-		c0 := cpuSeconds()
 		for i, l := range lines {
 			src.handle(l, false)
 			if i%4096 == 4095 { // a tailer's batch
@@ -88,7 +60,6 @@ func BenchmarkAttackHandle(b *testing.B) {
 			}
 		}
 		src.flush()
-		cpu := cpuSeconds() - c0
 		if cfg.FollowLogins {
 			var snap attack.Snapshot
 			c.attack.d.Snapshot(&snap)
@@ -98,19 +69,27 @@ func BenchmarkAttackHandle(b *testing.B) {
 				b.Fatalf("events %v: tickets without pre-authentication in a log that has none, or no wrong password", snap.Events)
 			}
 		}
-		return cpu
 	}
-	cpu := make([]float64, len(attackModes))
-	b.ResetTimer()
-	for i := range b.N {
-		for j := range attackModes {
-			k := (i + j) % len(attackModes)
-			cpu[k] += run(attackModes[k].cfg)
-		}
-	}
+	cpu := interleaved(b, run)
 	total := float64(len(lines)) * float64(b.N)
 	for k, m := range attackModes {
 		b.ReportMetric(cpu[k]/total*1e9, m.name+"-ns/line")
 	}
 	b.ReportMetric(0, "ns/op")
+}
+
+// interleaved runs f with each of attackModes in turn, b.N times, the
+// order rotating, and returns the CPU seconds of each mode.
+func interleaved(b *testing.B, f func(config.AttackSignals)) []float64 {
+	cpu := make([]float64, len(attackModes))
+	b.ResetTimer()
+	for i := range b.N {
+		for j := range attackModes {
+			k := (i + j) % len(attackModes)
+			c0 := cpuSeconds()
+			f(attackModes[k].cfg)
+			cpu[k] += cpuSeconds() - c0
+		}
+	}
+	return cpu
 }

@@ -2,13 +2,13 @@ package attack
 
 import (
 	"fmt"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 	"unsafe"
 
 	"github.com/krb5-exporter/krb5-exporter/config"
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 )
 
 var t0 = time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
@@ -265,14 +265,11 @@ func TestHostileInput(t *testing.T) {
 		n = 10000
 	}
 	feed(1000) // warm up: every table at its size
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
+	before := testutil.HeapAfterGC()
 	feed(n)
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	growth := int64(after.HeapAlloc) - int64(before.HeapAlloc)
-	t.Logf("heap %d -> %d bytes (%+d) over %d forged addresses and hostile names; detector %d bytes", before.HeapAlloc, after.HeapAlloc, growth, n, detectorSize())
+	after := testutil.HeapAfterGC()
+	growth := int64(after) - int64(before)
+	t.Logf("heap %d -> %d bytes (%+d) over %d forged addresses and hostile names; detector %d bytes", before, after, growth, n, detectorSize())
 	if growth > 64<<10 {
 		t.Errorf("heap grew by %d bytes", growth)
 	}
