@@ -95,7 +95,7 @@ func (a *AttackSignals) Validate() error {
 	}
 	d := a.WithDefaults()
 	if a.RecoveryWait < 0 || d.RecoveryWait > d.Window {
-		return fieldErr(fmt.Sprintf("must be positive and at most the window (%s), got %s", d.Window, a.RecoveryWait), "recovery_wait")
+		return fieldErr(fmt.Sprintf("must be positive and at most the window (%s), got %s (the default when unset)", d.Window, d.RecoveryWait), "recovery_wait")
 	}
 	for _, t := range []struct {
 		key string
