@@ -28,10 +28,13 @@ var attackAlerts = []string{"KDCPasswordSpraying", "KDCBruteForce", "KDCUserEnum
 func TestAttackAlertsEndToEnd(t *testing.T) {
 	promBin := needPrometheus(t)
 	t.Parallel()
+	began := time.Now()
+	phase := func(what string) { t.Logf("%.1fs: %s", time.Since(began).Seconds(), what) }
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	tmp := t.TempDir()
-	bin := buildExporter(t, ctx, tmp)
+	bin := buildExporter(t, ctx)
+	phase("exporter built")
 	r := testutil.Realm(t, realm.Options{Users: 8, Services: 6, Fillers: -1, NoKadmind: true, DisableLastSuccess: true,
 		Enctypes: append(append([]string{}, realm.RHEL9Enctypes...), "arcfour-hmac")})
 
@@ -91,6 +94,7 @@ attack_signals:
 
 	// The counters' zeros scraped first: an increase is seen from there.
 	waitQuery(`krb5_kdc_attack_detections_total{signal="password_spraying"} == 0`)
+	phase("realm, exporter and Prometheus up")
 
 	// Healthy logins and service tickets, and 6 principals (spraying's
 	// threshold is 5) logging in with P-256 as their only SPAKE group.
@@ -111,6 +115,7 @@ attack_signals:
 	testutil.Eventually(t, 30*time.Second, "the attack rules evaluated 3 s after the load was scraped", func() bool {
 		return lastEvaluation(t, ctx, prom, "krb5-attack").After(seen.Add(3 * time.Second))
 	})
+	phase("healthy load evaluated")
 	active := activeAlerts(t, ctx, prom)
 	t.Logf("active alerts after the healthy load: %v", active)
 	for _, a := range attackAlerts {
@@ -161,9 +166,11 @@ attack_signals:
 			}
 		}
 	}()
+	phase("attacks done")
 	for _, a := range attackAlerts {
 		waitFiring(t, ctx, prom, a)
 	}
+	phase("every attack alert firing")
 }
 
 // lastEvaluation is when Prometheus last evaluated the rule group.

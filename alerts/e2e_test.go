@@ -47,7 +47,7 @@ func TestEndToEnd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	tmp := t.TempDir()
-	bin := buildExporter(t, ctx, tmp)
+	bin := buildExporter(t, ctx)
 
 	// The bench daemon first: its suite runs while the realms come up.
 	benchAddr := freeAddr(t)
@@ -297,14 +297,36 @@ scrape_configs:%s
 	return prom, promLog
 }
 
-// buildExporter builds the exporter into tmp as users build it.
-func buildExporter(t *testing.T, ctx context.Context, tmp string) string {
+// The exporter the end-to-end tests run, built once for all of them (they
+// run in parallel: two builds would compile it twice at once).
+var exporterBuild struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+// buildExporter returns the exporter built as users build it.
+func buildExporter(t *testing.T, ctx context.Context) string {
 	t.Helper()
-	bin := filepath.Join(tmp, "krb5-exporter")
-	if err := testutil.BuildExporter(ctx, bin); err != nil {
-		t.Fatal(err)
+	b := &exporterBuild
+	b.once.Do(func() {
+		if b.dir, b.err = os.MkdirTemp("", "alerts-e2e-"); b.err == nil {
+			b.err = testutil.BuildExporter(ctx, filepath.Join(b.dir, "krb5-exporter"))
+		}
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	return bin
+	return filepath.Join(b.dir, "krb5-exporter")
+}
+
+// TestMain removes the shared build after the tests.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if exporterBuild.dir != "" {
+		os.RemoveAll(exporterBuild.dir)
+	}
+	os.Exit(code)
 }
 
 // waitFiring waits up to 45 s for an alert to fire.
