@@ -42,24 +42,12 @@ var shortened = []string{"KDCProbeFailing", "KDCRealmUnavailable", "KDCDown", "K
 // KDCRealmUnavailable and KDCDown. The rules are the committed files with
 // one change: the for: of the alerts in shortened is 5s.
 func TestEndToEnd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end test: real KDC, exporter and Prometheus")
-	}
-	testutil.RequireMIT(t)
-	promBin, err := exec.LookPath("prometheus")
-	if err != nil {
-		t.Fatal("prometheus not found: install the Debian package prometheus (make deps)")
-	}
+	promBin := needPrometheus(t)
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	tmp := t.TempDir()
-
-	// The exporter, built as users build it.
-	bin := filepath.Join(tmp, "krb5-exporter")
-	if err := testutil.BuildExporter(ctx, bin); err != nil {
-		t.Fatal(err)
-	}
+	bin := buildExporter(t, ctx)
 
 	// The bench daemon first: its suite runs while the realms come up.
 	benchAddr := freeAddr(t)
@@ -147,14 +135,7 @@ logs:
 		writeFile(t, filepath.Join(rulesDir, f), text)
 		copies = append(copies, filepath.Join(rulesDir, f))
 	}
-	promAddr := freeAddr(t)
-	promCfg := filepath.Join(tmp, "prometheus.yml")
-	writeFile(t, promCfg, fmt.Sprintf(`global:
-  scrape_interval: 1s
-  scrape_timeout: 1s
-  evaluation_interval: 1s
-rule_files: [%s]
-scrape_configs:
+	prom, promLog := startPrometheus(t, ctx, promBin, tmp, copies, fmt.Sprintf(`
   - job_name: krb5
     static_configs: [{targets: ["%s", "%s"]}]
   - job_name: krb5-bench
@@ -169,12 +150,7 @@ scrape_configs:
       - {source_labels: [__address__], target_label: __param_target}
       - {source_labels: [__param_target], target_label: instance}
       - {target_label: __address__, replacement: "%s"}
-`, strings.Join(copies, ", "), exporterAddr, replicaAddr, benchAddr, r.KDCAddr, exporterAddr))
-	promLog := &testutil.LockedBuffer{}
-	start(t, promLog, promBin, "--config.file", promCfg, "--storage.tsdb.path", filepath.Join(tmp, "tsdb"),
-		"--web.listen-address", promAddr)
-	prom := "http://" + promAddr
-	waitHTTP(t, ctx, prom+"/-/ready", promLog)
+`, exporterAddr, replicaAddr, benchAddr, r.KDCAddr, exporterAddr))
 
 	// A small steady load of real MIT clients: logins and service
 	// tickets, one in ten for a service that does not exist.
@@ -282,6 +258,75 @@ scrape_configs:
 	}
 	waitFiring(t, ctx, prom, "KDCRealmUnavailable")
 	waitFiring(t, ctx, prom, "KDCDown")
+}
+
+// needPrometheus skips an end-to-end test under -short and returns the
+// prometheus binary; a missing MIT krb5 or prometheus fails it.
+func needPrometheus(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end test: real KDC, exporter and Prometheus")
+	}
+	testutil.RequireMIT(t)
+	promBin, err := exec.LookPath("prometheus")
+	if err != nil {
+		t.Fatal("prometheus not found: install the Debian package prometheus (make deps)")
+	}
+	return promBin
+}
+
+// startPrometheus runs a Prometheus for the rest of the test that
+// scrapes and evaluates rules every second, with scrapeConfigs (YAML list
+// items) and the rule files, and returns its URL and output.
+func startPrometheus(t *testing.T, ctx context.Context, promBin, tmp string, rules []string, scrapeConfigs string) (string, *testutil.LockedBuffer) {
+	t.Helper()
+	promAddr := freeAddr(t)
+	promCfg := filepath.Join(tmp, "prometheus.yml")
+	writeFile(t, promCfg, fmt.Sprintf(`global:
+  scrape_interval: 1s
+  scrape_timeout: 1s
+  evaluation_interval: 1s
+rule_files: [%s]
+scrape_configs:%s
+`, strings.Join(rules, ", "), scrapeConfigs))
+	promLog := &testutil.LockedBuffer{}
+	start(t, promLog, promBin, "--config.file", promCfg, "--storage.tsdb.path", filepath.Join(tmp, "tsdb"),
+		"--web.listen-address", promAddr)
+	prom := "http://" + promAddr
+	waitHTTP(t, ctx, prom+"/-/ready", promLog)
+	return prom, promLog
+}
+
+// The exporter the end-to-end tests run, built once for all of them (they
+// run in parallel: two builds would compile it twice at once).
+var exporterBuild struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+// buildExporter returns the exporter built as users build it.
+func buildExporter(t *testing.T, ctx context.Context) string {
+	t.Helper()
+	b := &exporterBuild
+	b.once.Do(func() {
+		if b.dir, b.err = os.MkdirTemp("", "alerts-e2e-"); b.err == nil {
+			b.err = testutil.BuildExporter(ctx, filepath.Join(b.dir, "krb5-exporter"))
+		}
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return filepath.Join(b.dir, "krb5-exporter")
+}
+
+// TestMain removes the shared build after the tests.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if exporterBuild.dir != "" {
+		os.RemoveAll(exporterBuild.dir)
+	}
+	os.Exit(code)
 }
 
 // waitFiring waits up to 45 s for an alert to fire.

@@ -29,6 +29,8 @@ type Config struct {
 	Probes []ProbeTarget `yaml:"probes"`
 	// Logs are the KDC and kadmind log files turned into request counters.
 	Logs []LogSource `yaml:"logs"`
+	// AttackSignals tune the attack signals read from the KDC logs.
+	AttackSignals AttackSignals `yaml:"attack_signals"`
 }
 
 // FieldError is a validation error at a path of keys in the file
@@ -82,6 +84,9 @@ func (c *Config) Validate() error {
 		if err := l.Validate(); err != nil {
 			return prefix(err, "logs", strconv.Itoa(i))
 		}
+	}
+	if err := c.AttackSignals.Validate(); err != nil {
+		return prefix(err, "attack_signals")
 	}
 	return checkLogFiles(c.Logs)
 }

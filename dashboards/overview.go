@@ -70,9 +70,21 @@ func Overview() *dashboard.DashboardBuilder {
 		[]query{q(`sum by (worker) (rate(krb5_kdc_worker_requests_total{`+sel+`, worker!~"unknown|other"}[$__rate_interval]))`, "worker {{worker}}")}))
 	b.WithPanel(graph("Worker share of requests", "Each worker's share of the KDC's requests over 5 minutes (1/N each when balanced); next to its CPU above, a worker with neither is blocked.", "percentunit", 12, 8,
 		[]query{q(`instance_worker:krb5_kdc_worker_requests:share5m{`+sel+`}`, "worker {{worker}}")}))
+	attackPanels(b)
 
 	replication(b)
 	return b
+}
+
+// attackPanels show the attack signals of the KDC log (kdclog/attack):
+// detections per signal, the alerts of alerts/attack.rules.yml, and the
+// events behind them. The offenders themselves are names, not rates:
+// krb5_kdc_attack_offender_score and top's attack view list them.
+func attackPanels(b *dashboard.DashboardBuilder) {
+	b.WithPanel(graph("Attack signals", "Offenders (addresses or principals) that reached a signal's threshold in the last 15 minutes: password spraying, brute force, user enumeration, Kerberoasting, AS-REP roasting (each fires its alert). Who: krb5_kdc_attack_offender_score{signal=...} or the attack view of krb5-exporter top.", "none", 12, 8,
+		[]query{q(`sum by (signal) (increase(krb5_kdc_attack_detections_total{`+sel+`}[15m]))`, "{{signal}}")}))
+	b.WithPanel(graph("Attack events", "The log lines behind the attack signals: wrong passwords (failures no success of the same client recovered: SPAKE group fallbacks left out), lockouts, unknown principals, RC4 service tickets, tickets without pre-authentication.", "reqps", 12, 8,
+		[]query{q(`sum by (event) (rate(krb5_kdc_attack_events_total{`+sel+`}[$__rate_interval]))`, "{{event}}")}))
 }
 
 // replication is a row across the selected KDCs (not repeated: replication

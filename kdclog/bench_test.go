@@ -110,27 +110,32 @@ func BenchmarkTailParseCount(b *testing.B) {
 	b.ResetTimer()
 	m0, c0 := mallocs(), cpuSeconds()
 	for range b.N {
-		// A fresh position file each time: written every second as in
-		// production, and at the stop.
-		pos := filepath.Join(b.TempDir(), "positions.json")
-		m, err := NewManager(log.NewNopLogger(), nil, Config{PositionFile: pos})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := m.ApplyConfig(&config.Config{Logs: []config.LogSource{src}}); err != nil {
-			b.Fatal(err)
-		}
-		go m.Run(context.Background())
-		for !m.linesRead(path, n) {
-			time.Sleep(time.Millisecond)
-		}
-		m.Stop()
-		m.Close()
-		if _, err := os.Stat(pos); err != nil {
-			b.Fatalf("position not saved: %v", err)
-		}
+		followLog(b, &config.Config{Logs: []config.LogSource{src}}, path, n)
 	}
 	reportPerLine(b, int(n), cpuSeconds()-c0, mallocs()-m0)
+}
+
+// followLog runs a Manager with cfg until path's n lines are counted.
+// A fresh position file each time: written every second as in
+// production, and at the stop.
+func followLog(b *testing.B, cfg *config.Config, path string, n uint64) {
+	pos := filepath.Join(b.TempDir(), "positions.json")
+	m, err := NewManager(log.NewNopLogger(), nil, Config{PositionFile: pos})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := m.ApplyConfig(cfg); err != nil {
+		b.Fatal(err)
+	}
+	go m.Run(context.Background())
+	for !m.linesRead(path, n) {
+		time.Sleep(time.Millisecond)
+	}
+	m.Stop()
+	m.Close()
+	if _, err := os.Stat(pos); err != nil {
+		b.Fatalf("position not saved: %v", err)
+	}
 }
 
 // linesRead reports whether path's tailer has handed on n lines.

@@ -126,6 +126,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- d
 	}
 	describeKpropd(ch)
+	describeAttack(ch)
 }
 
 func counter(ch chan<- prometheus.Metric, d *prometheus.Desc, v uint64, labels ...string) {
@@ -179,6 +180,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	k.workers.collect(ch, k.statuses)
+	if kdc {
+		k.attack.collect(ch)
+	}
 	for m := range k.preauth {
 		for r := range numPreauthReasons {
 			if v := k.preauth[m][r].Load(); v > 0 {

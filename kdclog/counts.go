@@ -64,6 +64,7 @@ type counts struct {
 	*tally[atomic.Uint64]
 	kpropd  kpropdCounts // kpropd.go
 	workers workerCounts // workers.go
+	attack  *attackState // attacksignals.go
 }
 
 func newCounts() *counts {
@@ -71,6 +72,7 @@ func newCounts() *counts {
 		statuses: newBoundedLabels(knownStatuses, maxDynamicStatuses, statusChar),
 		methods:  newBoundedLabels(knownPreauthMethods, maxDynamicMethods, identChar),
 		ops:      newBoundedLabels(knownKadminOps, maxDynamicOps, identChar),
+		attack:   newAttackState(),
 	}
 	c.tally = newTally[atomic.Uint64](c)
 	return c

@@ -4,7 +4,8 @@
 // encryption types, preauth failures, retransmits, daemon lifecycle and
 // kadmind operations. The parser is a byte scanner that allocates nothing;
 // label values come from fixed tables or a small bounded set, never from a
-// principal, service or address.
+// principal, service or address, but for the attack signals' k worst
+// offenders (kdclog/attack: escaped, cut, k per signal).
 package kdclog
 
 // Kind says what a line is.
@@ -123,6 +124,7 @@ type Event struct {
 	Ses         Etype
 	Client      []byte // client principal as logged (to tell probe traffic apart)
 	Addr        []byte
+	AfterClient []byte // the rest after Client: " for SERVER[, TEXT]" (attack signals)
 
 	// KindPreauthFailure.
 	Method        []byte

@@ -241,7 +241,7 @@ func parseAfterEtypes(p *Parser, m []byte, e *Event) Reason {
 	e.Client = m
 	for i := 0; i+4 < len(m); i++ {
 		if m[i] == ' ' && m[i+1] == 'f' && m[i+2] == 'o' && m[i+3] == 'r' && m[i+4] == ' ' {
-			e.Client = m[:i]
+			e.Client, e.AfterClient = m[:i], m[i:]
 			break
 		}
 	}

@@ -108,6 +108,10 @@ func (m *Manager) ApplyConfig(cfg *config.Config) error {
 			level.Warn(m.logger).Log("msg", "probe_principals of a log leaves out the client of a probe module: its logins count as user traffic", "path", srcs[i].Key(), "missing", strings.Join(missing, ","))
 		}
 	}
+	if err := cfg.AttackSignals.Validate(); err != nil {
+		return fmt.Errorf("attack_signals: %w", err)
+	}
+	m.counts.attack.apply(cfg.AttackSignals)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	want := map[string]config.LogSource{}

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/krb5-exporter/krb5-exporter/config"
+	"github.com/krb5-exporter/krb5-exporter/kdclog/attack"
 )
 
 // sourceStats are a source's parse counters (its tailer has its own).
@@ -51,6 +52,9 @@ type source struct {
 	pending   [pendingSlots]pendingFailure
 	pidMethod [16]struct{ pid, method int }
 	workers   sourceWorkers // workers.go
+
+	attackHeld bool           // the detector's lock, held until flush (attacksignals.go)
+	attackReq  attack.Request // reused
 }
 
 func newSource(cfg config.LogSource, c *counts, st *sourceStats) *source {
@@ -81,6 +85,7 @@ func newSource(cfg config.LogSource, c *counts, st *sourceStats) *source {
 func (s *source) flush() {
 	flush(s.c.tally, s.local)
 	s.workers.flush()
+	s.flushAttack()
 	if s.parsed != 0 {
 		s.st.parsed.Add(s.parsed)
 		s.parsed = 0
@@ -175,6 +180,7 @@ func (s *source) countRequest(e *Event) {
 	}
 	l.requests[e.Request][si]++
 	s.workers.count(e.PID, e.Request, si, len(l.requests[e.Request]))
+	s.observeAttack(e, si)
 	if e.OfferedWeak > 0 {
 		l.weak[e.Request][weakOffered]++
 		if e.OfferedWeak == e.Offered {

@@ -56,6 +56,7 @@ func Write(w io.Writer, snap Snapshot, v View) error {
 		}
 		b.WriteString("\n")
 	}
+	writeOffenders(&b, snap.Offenders)
 	b.WriteString("\n" + Header + "\n")
 	rows := VisibleRows(snap, v)
 	for i := range rows {
@@ -64,6 +65,29 @@ func Write(w io.Writer, snap Snapshot, v View) error {
 	b.WriteString(Line(&snap.Total) + "\n")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// maxOffendersShown bounds the offenders shown per signal (the daemon
+// exports its top k, 10 by default).
+const maxOffendersShown = 3
+
+// writeOffenders writes one line per attack signal with offenders in the
+// daemon's window: the worst first, with their score, escaped.
+func writeOffenders(b *strings.Builder, offs []Offender) {
+	for i := 0; i < len(offs); {
+		sig := offs[i].Signal
+		fmt.Fprintf(b, "attack %s:", Printable(sig))
+		n := 0
+		for ; i < len(offs) && offs[i].Signal == sig; i++ {
+			if n++; n <= maxOffendersShown {
+				fmt.Fprintf(b, " %s (%s)", Printable(offs[i].Name), strconv.FormatFloat(offs[i].Score, 'f', -1, 64))
+			}
+		}
+		if n > maxOffendersShown {
+			fmt.Fprintf(b, " and %d more", n-maxOffendersShown)
+		}
+		b.WriteString("\n")
+	}
 }
 
 // VisibleRows are the rows v shows, in v's order.

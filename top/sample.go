@@ -84,6 +84,15 @@ type Snapshot struct {
 	// HasKadmin and HasNetwork say whether those series were gathered at
 	// all (top's own sources have neither), so no 0 is shown for unknown.
 	HasKadmin, HasNetwork bool
+	// Offenders are the daemon's attack signals' offenders of the current
+	// window (krb5_kdc_attack_offender_score), by signal, best first.
+	Offenders []Offender
+}
+
+// Offender is one of an attack signal's top k in the daemon's window.
+type Offender struct {
+	Signal, Name string // Name as the daemon exports it: show it with Printable
+	Score        float64
 }
 
 // The series the view is made of (see docs/metrics.md).
@@ -103,6 +112,7 @@ const (
 	mTCPOverflows   = collector.MetricTCPListenOverflows
 	mProbeSuccess   = prober.MetricSuccess
 	mProbeDuration  = prober.MetricDuration
+	mAttackOffender = kdclog.MetricAttackOffender
 )
 
 // Sampler turns gathers of g into Snapshots.
@@ -245,6 +255,8 @@ func (s *Sampler) Sample(now time.Time) (Snapshot, error) {
 			case mTCPOverflows:
 				snap.HasNetwork = true
 				snap.TCPOverflows += rate(key, v)
+			case mAttackOffender:
+				snap.Offenders = append(snap.Offenders, Offender{Signal: l["signal"], Name: l["offender"], Score: v})
 			case mProbeSuccess:
 				probe(l).OK = v == 1
 			case mProbeDuration:
@@ -318,6 +330,12 @@ func (s *Sampler) Sample(now time.Time) (Snapshot, error) {
 	SortRows(snap.Rows, ByName)
 	slices.SortFunc(snap.Probes, func(a, b Probe) int {
 		return strings.Compare(a.Target+"/"+a.Exchange, b.Target+"/"+b.Exchange)
+	})
+	slices.SortFunc(snap.Offenders, func(a, b Offender) int {
+		if c := strings.Compare(a.Signal, b.Signal); c != 0 {
+			return c
+		}
+		return cmpDesc(a.Score, b.Score)
 	})
 	s.prev, s.prevAt = cur, now
 	return snap, nil

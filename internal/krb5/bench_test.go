@@ -380,7 +380,7 @@ func benchUDPRoundTrip(b *testing.B, delay string) {
 			b.Fatal(err)
 		}
 	}
-	s, err := dialUDPSocket(ap)
+	s, err := dialUDPSocket(netip.Addr{}, ap)
 	if err != nil {
 		b.Fatal(err)
 	}

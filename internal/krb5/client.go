@@ -47,6 +47,9 @@ type Options struct {
 	Logger log.Logger
 	// Now is the wall clock used in requests (tests shift it); default time.Now.
 	Now func() time.Time
+	// LocalAddr, if valid, is the address requests are sent from (a
+	// loopback alias in tests: 127.0.0.2); default: the kernel's choice.
+	LocalAddr netip.Addr
 }
 
 // Client is one Kerberos client talking to one KDC. It holds its TGT and all
@@ -56,6 +59,7 @@ type Client struct {
 	kdc        string
 	kdcAddr    netip.AddrPort // set when the KDC is an IP literal
 	dialer     net.Dialer
+	localAddr  netip.Addr // Options.LocalAddr
 	udp        *udpSocket // idle connected UDP socket, kept between clean exchanges
 	udpUsed    time.Time  // when udp last completed an exchange
 	transport  Transport
@@ -183,6 +187,10 @@ func NewClient(o Options) (*Client, error) {
 	}
 	if c.now == nil {
 		c.now = time.Now
+	}
+	if o.LocalAddr.IsValid() {
+		c.localAddr = o.LocalAddr
+		c.dialer.LocalAddr = &net.TCPAddr{IP: o.LocalAddr.AsSlice()}
 	}
 	if ap, err := netip.ParseAddrPort(kdc); err == nil {
 		c.kdcAddr = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())

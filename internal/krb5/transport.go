@@ -152,7 +152,7 @@ func (c *Client) udpRoundTrip(ctx context.Context, req []byte, st *exchangeStats
 		if err != nil {
 			return nil, err
 		}
-		if s, err = dialUDPSocket(ap); err != nil {
+		if s, err = dialUDPSocket(c.localAddr, ap); err != nil {
 			return nil, err
 		}
 	}

@@ -17,8 +17,12 @@ const pollSlice = 100 * time.Millisecond
 // udpSocket is a connected UDP socket.
 type udpSocket struct{ conn *net.UDPConn }
 
-func dialUDPSocket(ap netip.AddrPort) (*udpSocket, error) {
-	c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(ap))
+func dialUDPSocket(local netip.Addr, ap netip.AddrPort) (*udpSocket, error) {
+	var laddr *net.UDPAddr
+	if local.IsValid() {
+		laddr = &net.UDPAddr{IP: local.AsSlice()}
+	}
+	c, err := net.DialUDP("udp", laddr, net.UDPAddrFromAddrPort(ap))
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -447,4 +448,13 @@ func PreauthLoad(t testing.TB, r *realm.Realm, clients, n int) int {
 	}
 	wg.Wait()
 	return replies
+}
+
+// HeapAfterGC is the live heap after a collection: what a test that
+// checks memory stays bounded compares before and after a load.
+func HeapAfterGC() uint64 {
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
 }

@@ -1,0 +1,660 @@
+// Package attack turns the requests a KDC logs into attack signals:
+// password spraying, brute force against one account, user enumeration,
+// Kerberoasting and AS-REP roasting. It knows nothing of log formats or
+// Prometheus: kdclog feeds it one Request per AS or TGS line and exports
+// its Snapshot.
+//
+// Memory is fixed at construction whatever the log holds: exact counters
+// per kind of event, and per signal the worst offenders of the current
+// window only, k of them, kept with the Space-Saving heavy-hitter
+// algorithm (Metwally et al., 2005: any offender with more than 1/k of a
+// signal's events in a window is kept). The distinct principals or
+// services of an offender are counted with a fixed 512-bit linear-counting
+// sketch, and offender names are stored cut to MaxName bytes. A spray from
+// 100,000 forged addresses churns the k slots; it grows nothing.
+//
+// A wrong password is a PREAUTH_FAILED that no ISSUE for the same client
+// and address follows within RecoveryWait (or within the next
+// RecoverLines AS requests): a SPAKE group the KDC lacks, or a client
+// falling back from one method to another, recovers at once and is not a
+// guess. A SPAKE failure and the failure of another method right after
+// it (a P-256-only client's group mismatch, then its encrypted timestamp
+// with a wrong password) are one attempt and count once.
+package attack
+
+import (
+	"bytes"
+	"hash/maphash"
+	"math"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/krb5-exporter/krb5-exporter/config"
+)
+
+// Outcome is what the KDC answered, as far as the signals care.
+type Outcome uint8
+
+// Outcomes.
+const (
+	OutcomeOther         Outcome = iota
+	OutcomeIssue                 // ISSUE
+	OutcomeNeededPreauth         // NEEDED_PREAUTH: an attempt starts
+	OutcomeMorePreauth           // MORE_PREAUTH_DATA_REQUIRED: a SPAKE round trip
+	OutcomeWrongKey              // PREAUTH_FAILED "Preauthentication failed" (or "Decrypt integrity check failed"): a wrong key or a method fallback
+	OutcomeUnknownClient         // CLIENT_NOT_FOUND
+	OutcomeLockedOut             // LOCKED_OUT: the lockout policy's pw_max_fail reached
+)
+
+// Request is one AS or TGS request line. The byte slices are only read
+// during Observe.
+type Request struct {
+	TGS     bool
+	Outcome Outcome
+	Client  []byte // client principal as logged
+	Addr    []byte // client address as logged
+	Server  []byte // TGS: the service principal
+	RC4     bool   // TGS ISSUE: the ticket or the reply is RC4 (etype 23)
+	SPAKE   bool   // OutcomeWrongKey: the SPAKE module's verify failure preceded it
+}
+
+// Signal is a kind of attack.
+type Signal uint8
+
+// Signals; label values in SignalNames.
+const (
+	PasswordSpraying Signal = iota // address: distinct principals with a wrong password
+	BruteForce                     // principal: wrong passwords (from any address)
+	UserEnumeration                // address: distinct unknown principals
+	Kerberoasting                  // client: distinct services ticketed (RC4 apart)
+	ASREPRoasting                  // address: distinct principals ticketed without pre-authentication
+	NumSignals
+)
+
+// SignalNames are the signals' label values.
+var SignalNames = [NumSignals]string{"password_spraying", "brute_force", "user_enumeration", "kerberoasting", "asrep_roasting"}
+
+// OffenderKinds say what an offender of each signal is.
+var OffenderKinds = [NumSignals]string{"address", "principal", "address", "principal", "address"}
+
+// Event is a kind of event counted exactly.
+type Event uint8
+
+// Events; label values in EventNames.
+const (
+	EventWrongPassword    Event = iota // an attempt failed with a wrong key, not recovered
+	EventLockout                       // LOCKED_OUT
+	EventUnknownClient                 // CLIENT_NOT_FOUND
+	EventRC4ServiceTicket              // TGS ISSUE with an RC4 ticket or reply
+	EventNoPreauthTicket               // AS ISSUE with no pre-authentication step before it
+	NumEvents
+)
+
+// EventNames are the events' label values.
+var EventNames = [NumEvents]string{"wrong_password", "lockout", "unknown_client", "rc4_service_ticket", "no_preauth_ticket"}
+
+// MaxName is how many bytes of an offender's name are kept; a longer
+// name is cut and shown with "..." after it.
+const MaxName = 48
+
+// RecoverLines bounds the recovery wait in AS requests as well as in
+// time, so that a log read from its beginning at full speed pairs lines
+// as they were written (kdclog's recovery window is the same).
+const RecoverLines = 1024
+
+const (
+	pendingCap  = 256  // wrong-key failures awaiting recovery
+	pendingIdx  = 1024 // their index by client and address, direct-mapped
+	preauthSets = 1024 // recent pre-authentication steps, 4-way set-associative
+	tgsSets     = 1024 // clients' recent services, 2-way set-associative
+	tgsPromote  = 4    // distinct services at which a client enters the top k
+)
+
+// preauthSet holds the clients (32 bits of their hash, the low bits
+// chose the set) that got a pre-authentication step lately, with the AS
+// sequence number of it: half a cache line, and a login is wrongly taken
+// for one without pre-authentication only when four others of the same
+// set are in flight at once.
+type preauthSet [4]struct{ key, seq uint32 }
+
+func preauthKey(c uint64) uint32 { return uint32(c>>32) | 1 } // 0 marks a free way
+
+func (p *preauthSet) mark(c, seq uint64) {
+	k, w := preauthKey(c), -1
+	for i := range p {
+		switch {
+		case p[i].key == k:
+			p[i].seq = uint32(seq)
+			return
+		case w >= 0 && p[w].key == 0:
+		case p[i].key == 0, w < 0, uint32(seq)-p[i].seq > uint32(seq)-p[w].seq:
+			w = i // free, or the oldest
+		}
+	}
+	p[w].key, p[w].seq = k, uint32(seq)
+}
+
+// take reports whether c had a step within RecoverLines AS lines and
+// frees its way.
+func (p *preauthSet) take(c, seq uint64) bool {
+	k := preauthKey(c)
+	for i := range p {
+		if p[i].key == k {
+			p[i].key = 0
+			return uint32(seq)-p[i].seq <= RecoverLines
+		}
+	}
+	return false
+}
+
+// tgsSlot is a client's distinct services seen since it took the slot,
+// as their sketch bit indexes: a count in the low 3 bits, then 9 bits per
+// service. Most clients ask for a few services; only one with tgsPromote
+// of them costs the top k's work (an offender name copied, the summary's
+// slot taken), which keeps the TGS path cheap. Its services then go into
+// its sketch as they are, so none counts twice.
+type tgsSlot struct{ client, services uint64 }
+
+const tgsPromoted = 7 // the count of a client handed to the top k
+
+func (w *tgsSlot) n() int             { return int(w.services & 7) }
+func (w *tgsSlot) index(i int) uint64 { return w.services >> (3 + 9*i) & 511 }
+
+// add adds a service's sketch index and reports whether it was new.
+func (w *tgsSlot) add(b uint64) bool {
+	n := w.n()
+	for i := range n {
+		if w.index(i) == b {
+			return false
+		}
+	}
+	w.services = w.services&^7 | b<<(3+9*n) | uint64(n+1)
+	return true
+}
+
+// Detector holds every signal's state. It is not safe for concurrent use.
+type Detector struct {
+	cfg  config.AttackSignals
+	seed maphash.Seed
+
+	now         time.Time
+	windowStart time.Time
+	asSeq       uint64
+
+	events     [NumEvents]uint64
+	detections [NumSignals]uint64
+	top        [NumSignals]topK
+	zmax       [NumSignals]int // distinct thresholds as "at most this many zero bits"
+	zmaxRC4    int
+	promote    int // tgsPromote, or the Kerberoasting threshold if lower
+
+	pending    [pendingCap]pending
+	head, tail uint64       // pending[head%cap] ... pending[(tail-1)%cap]
+	waiting    atomic.Int64 // tail-head, for Waiting
+	idx        [pendingIdx]uint64
+	preauth    [preauthSets]preauthSet
+	tgs        [tgsSets][2]tgsSlot // clients' recent services, before the top k
+}
+
+type pending struct {
+	pos       uint64 // absolute position in the ring, to check idx
+	key       uint64
+	seq       uint64
+	at        time.Time
+	recovered bool
+	spake     bool // the failure was SPAKE's
+	fellBack  bool // a failure of another method followed it, in the same attempt
+	client    name
+	addr      name
+}
+
+// New returns a detector configured by c (zero values take the defaults).
+func New(c config.AttackSignals) *Detector {
+	d := &Detector{seed: maphash.MakeSeed()}
+	d.SetConfig(c)
+	return d
+}
+
+// SetConfig changes the thresholds, the window and k; the counts stay,
+// the offenders of the current window go if k changed.
+func (d *Detector) SetConfig(c config.AttackSignals) {
+	c = c.WithDefaults()
+	if c.TopK != d.cfg.TopK {
+		for s := range d.top {
+			d.top[s] = newTopK(c.TopK)
+		}
+	}
+	d.cfg = c
+	d.zmax[PasswordSpraying] = zeroBitsFor(c.SprayingPrincipals)
+	d.zmax[UserEnumeration] = zeroBitsFor(c.EnumerationPrincipals)
+	d.zmax[Kerberoasting] = zeroBitsFor(c.KerberoastingServices)
+	d.zmax[ASREPRoasting] = zeroBitsFor(c.ASREPRoastingPrincipals)
+	d.zmaxRC4 = zeroBitsFor(c.KerberoastingRC4Services)
+	d.promote = min(tgsPromote, c.KerberoastingServices)
+}
+
+// Tick sets the clock for the requests that follow: it starts a new
+// window when the current one is over, and counts the failures whose
+// recovery wait has passed. Call it before each batch of requests and
+// before Snapshot.
+func (d *Detector) Tick(now time.Time) {
+	d.now = now
+	if d.windowStart.IsZero() || now.Sub(d.windowStart) >= d.cfg.Window || now.Before(d.windowStart) {
+		d.windowStart = now
+		for s := range d.top {
+			d.top[s].reset()
+		}
+		d.tgs = [tgsSets][2]tgsSlot{}
+	}
+	d.expire()
+}
+
+// Waiting reports whether failures await their recovery: only then do a
+// login's steps and its ISSUE matter to a detector that does not follow
+// logins. Safe to call concurrently with the other methods.
+func (d *Detector) Waiting() bool { return d.waiting.Load() != 0 }
+
+// Observe counts one request.
+func (d *Detector) Observe(r *Request) {
+	if r.TGS {
+		if r.Outcome == OutcomeIssue {
+			d.serviceTicket(r)
+		}
+		return
+	}
+	d.asSeq++
+	switch r.Outcome {
+	case OutcomeIssue:
+		if d.tail == d.head && !d.cfg.FollowLogins {
+			return // the common case costs no hash
+		}
+		c := maphash.Bytes(d.seed, r.Client)
+		if d.tail > d.head {
+			// A pending failure of this client and address recovered.
+			if p := d.lookup(c, r.Addr); p != nil {
+				p.recovered = true
+			}
+		}
+		// Keyed by client alone: the KDC asks a principal that requires
+		// pre-authentication for it whatever the address.
+		if d.cfg.FollowLogins && !d.preauth[c%preauthSets].take(c, d.asSeq) {
+			d.events[EventNoPreauthTicket]++
+			d.add(ASREPRoasting, d.ref(r.Addr), c, false)
+		}
+	case OutcomeNeededPreauth, OutcomeMorePreauth:
+		if d.tail == d.head && !d.cfg.FollowLogins {
+			return
+		}
+		c := maphash.Bytes(d.seed, r.Client)
+		if d.cfg.FollowLogins {
+			d.preauth[c%preauthSets].mark(c, d.asSeq)
+		}
+	case OutcomeWrongKey:
+		c := maphash.Bytes(d.seed, r.Client)
+		if d.cfg.FollowLogins {
+			d.preauth[c%preauthSets].mark(c, d.asSeq)
+		}
+		if p := d.lookup(c, r.Addr); p != nil && !p.recovered && p.spake && !p.fellBack && !r.SPAKE {
+			// A client without the KDC's SPAKE group falling back to
+			// another method, with the same wrong password: one guess.
+			p.seq, p.at, p.fellBack = d.asSeq, d.now, true
+			break
+		}
+		d.push(c, r)
+	case OutcomeUnknownClient:
+		d.events[EventUnknownClient]++
+		d.add(UserEnumeration, d.ref(r.Addr), maphash.Bytes(d.seed, r.Client), false)
+	case OutcomeLockedOut:
+		d.events[EventLockout]++
+	}
+	if d.tail > d.head {
+		d.expire()
+	}
+}
+
+func (d *Detector) serviceTicket(r *Request) {
+	if r.RC4 {
+		d.events[EventRC4ServiceTicket]++
+	}
+	if !r.RC4 && !d.cfg.FollowServiceTickets {
+		return // the common case costs no hash
+	}
+	c, svc := maphash.Bytes(d.seed, r.Client), maphash.Bytes(d.seed, r.Server)
+	if r.RC4 {
+		d.add(Kerberoasting, d.ref(r.Client), svc, true)
+		return
+	}
+	set := &d.tgs[c%tgsSets]
+	w := &set[0]
+	switch {
+	case set[0].client == c:
+	case set[1].client == c:
+		w = &set[1]
+	default:
+		// The slot with fewer services goes: a client collecting
+		// services holds on against ones asking for one or two.
+		if set[1].n() < set[0].n() {
+			w = &set[1]
+		}
+		*w = tgsSlot{client: c}
+	}
+	if w.n() == tgsPromoted { // the top k counts it now
+		d.add(Kerberoasting, d.ref(r.Client), svc, false)
+		return
+	}
+	if !w.add(sketchIndex(svc)) || w.n() < d.promote {
+		return
+	}
+	e := d.add(Kerberoasting, d.ref(r.Client), svc, false)
+	for i := range w.n() - 1 { // the services seen before, the sketch's bits
+		e.distinct.set(w.index(i))
+	}
+	d.check(Kerberoasting, e)
+	w.services = tgsPromoted
+}
+
+// lookup returns the live pending failure of the client whose hash is c
+// at addr, if any.
+func (d *Detector) lookup(c uint64, addr []byte) *pending {
+	pos := d.idx[c%pendingIdx]
+	if pos == 0 || pos-1 < d.head || pos-1 >= d.tail {
+		return nil
+	}
+	p := &d.pending[(pos-1)%pendingCap]
+	if p.pos != pos-1 || p.key != c || !bytes.Equal(p.addr.b[:p.addr.n], addr[:min(len(addr), MaxName)]) {
+		return nil
+	}
+	return p
+}
+
+func (d *Detector) push(key uint64, r *Request) {
+	if d.tail-d.head == pendingCap {
+		d.pop() // the oldest counts now, unrecovered so far
+	}
+	pos := d.tail
+	p := &d.pending[pos%pendingCap]
+	*p = pending{pos: pos, key: key, seq: d.asSeq, at: d.now, spake: r.SPAKE}
+	p.client.set(d.ref(r.Client))
+	p.addr.set(d.ref(r.Addr))
+	d.tail++
+	d.waiting.Add(1)
+	d.idx[key%pendingIdx] = pos + 1
+}
+
+// expire counts the failures whose wait is over.
+func (d *Detector) expire() {
+	for d.head < d.tail {
+		p := &d.pending[d.head%pendingCap]
+		if !p.recovered && d.now.Sub(p.at) < d.cfg.RecoveryWait && d.asSeq-p.seq <= RecoverLines {
+			return
+		}
+		d.pop()
+	}
+}
+
+func (d *Detector) pop() {
+	p := &d.pending[d.head%pendingCap]
+	d.head++
+	d.waiting.Add(-1)
+	if p.recovered {
+		return
+	}
+	d.events[EventWrongPassword]++
+	d.add(PasswordSpraying, p.addr.ref(), p.client.item, false)
+	d.add(BruteForce, p.client.ref(), p.addr.item, false)
+}
+
+// add counts one event of offender o with item (the principal, service or
+// address it concerns) and records a detection when o crosses the
+// signal's threshold in this window.
+func (d *Detector) add(s Signal, o ref, item uint64, rc4 bool) *entry {
+	e := d.top[s].add(o)
+	grew := e.distinct.add(item)
+	if rc4 {
+		grew = e.rc4.add(item) || grew
+	}
+	if grew || s == BruteForce {
+		d.check(s, e)
+	}
+	return e
+}
+
+// check records a detection when e reaches its signal's threshold.
+func (d *Detector) check(s Signal, e *entry) {
+	if e.fired {
+		return
+	}
+	var hit bool
+	switch s {
+	case BruteForce:
+		hit = e.count-e.err >= uint64(d.cfg.BruteForceFailures)
+	case Kerberoasting:
+		hit = e.distinct.zeros() <= d.zmax[s] || e.rc4.zeros() <= d.zmaxRC4
+	default:
+		hit = e.distinct.zeros() <= d.zmax[s]
+	}
+	if hit {
+		e.fired = true
+		d.detections[s]++
+	}
+}
+
+// Offender is one of a signal's top k in the current window.
+type Offender struct {
+	Name     string  // sanitized (Sanitize), at most 4*MaxName+3 bytes
+	Score    float64 // what the threshold applies to: distinct principals/services, or failures (brute force)
+	Events   uint64  // the offender's events in the window (Space-Saving: at most Error too many)
+	Error    uint64
+	Detected bool // crossed the threshold in this window
+}
+
+// Snapshot is the detector's state for export.
+type Snapshot struct {
+	Events      [NumEvents]uint64
+	Detections  [NumSignals]uint64
+	Offenders   [NumSignals][]Offender // best first, names unique per signal
+	WindowStart time.Time
+}
+
+// Snapshot fills s (its slices are reused).
+func (d *Detector) Snapshot(s *Snapshot) {
+	s.Events, s.Detections, s.WindowStart = d.events, d.detections, d.windowStart
+	for sig := range d.top {
+		out := s.Offenders[sig][:0]
+		seen := map[string]int{}
+		for i := range d.top[sig].e {
+			e := &d.top[sig].e[i]
+			o := Offender{Name: e.name.String(), Events: e.count, Error: e.err, Detected: e.fired}
+			if Signal(sig) == BruteForce {
+				o.Score = float64(e.count - e.err)
+			} else {
+				o.Score = e.distinct.estimate()
+			}
+			if j, ok := seen[o.Name]; ok { // two names cut to the same prefix
+				if o.Score > out[j].Score {
+					out[j] = o
+				}
+				continue
+			}
+			seen[o.Name] = len(out)
+			out = append(out, o)
+		}
+		sort.Slice(out, func(i, j int) bool {
+			if out[i].Score != out[j].Score {
+				return out[i].Score > out[j].Score
+			}
+			return out[i].Name < out[j].Name
+		})
+		s.Offenders[sig] = out
+	}
+}
+
+// Config returns the configuration in effect, defaults filled in.
+func (d *Detector) Config() config.AttackSignals { return d.cfg }
+
+// ref is a name in a log line: its first MaxName bytes, the hash of
+// those (the offender's identity, so that names cut alike are one
+// offender) and the hash of the whole (the item's identity in a sketch).
+type ref struct {
+	id, item uint64
+	b        []byte // at most MaxName bytes
+	cut      bool
+}
+
+func (d *Detector) ref(v []byte) ref {
+	if len(v) > MaxName {
+		return ref{id: maphash.Bytes(d.seed, v[:MaxName]), item: maphash.Bytes(d.seed, v), b: v[:MaxName], cut: true}
+	}
+	h := maphash.Bytes(d.seed, v)
+	return ref{id: h, item: h, b: v}
+}
+
+// name is a ref kept: its bytes copied.
+type name struct {
+	id, item uint64
+	n        uint8
+	cut      bool
+	b        [MaxName]byte
+}
+
+func (n *name) set(r ref) {
+	n.id, n.item, n.cut = r.id, r.item, r.cut
+	n.n = uint8(copy(n.b[:], r.b))
+}
+
+func (n *name) ref() ref { return ref{id: n.id, item: n.item, b: n.b[:n.n], cut: n.cut} }
+
+func (n *name) String() string { return sanitize(n.b[:n.n], n.cut) }
+
+// Sanitize makes a log field a label value: printable ASCII as it is,
+// every other byte and the backslash escaped (\xNN, \\), cut to MaxName
+// bytes with "..." after. Distinct inputs of at most MaxName bytes give
+// distinct outputs.
+func Sanitize(v []byte) string {
+	if len(v) > MaxName {
+		return sanitize(v[:MaxName], true)
+	}
+	return sanitize(v, false)
+}
+
+func sanitize(v []byte, cut bool) string {
+	var b strings.Builder
+	b.Grow(len(v) + 3)
+	const hex = "0123456789abcdef"
+	for _, c := range v {
+		switch {
+		case c == '\\':
+			b.WriteString(`\\`)
+		case c < 0x20 || c >= 0x7f:
+			b.WriteString(`\x`)
+			b.WriteByte(hex[c>>4])
+			b.WriteByte(hex[c&15])
+		default:
+			b.WriteByte(c)
+		}
+	}
+	if cut {
+		b.WriteString("...")
+	}
+	return b.String()
+}
+
+// sketch counts distinct items by linear counting over 512 bits: exact
+// enough for the thresholds (up to config.MaxAttackThreshold), fixed size.
+type sketch struct {
+	w    [8]uint64
+	ones int
+}
+
+const sketchBits = 512
+
+func sketchIndex(h uint64) uint64 { return h >> 55 }
+
+// add sets h's bit and reports whether it was clear.
+func (s *sketch) add(h uint64) bool { return s.set(sketchIndex(h)) }
+
+// set sets bit b and reports whether it was clear.
+func (s *sketch) set(b uint64) bool {
+	w, m := &s.w[b>>6], uint64(1)<<(b&63)
+	if *w&m != 0 {
+		return false
+	}
+	*w |= m
+	s.ones++
+	return true
+}
+
+func (s *sketch) zeros() int { return sketchBits - s.ones }
+
+func (s *sketch) estimate() float64 {
+	z := s.zeros()
+	if z == 0 {
+		z = 1 // saturated: the largest estimate it can give
+	}
+	return math.Round(-sketchBits*math.Log(float64(z)/sketchBits)*10) / 10
+}
+
+// zeroBitsFor is the largest number of zero bits at which the estimate
+// reaches t distinct items.
+func zeroBitsFor(t int) int {
+	return int(math.Floor(sketchBits * math.Exp(-float64(t)/sketchBits)))
+}
+
+// entry is one offender of a Space-Saving summary.
+type entry struct {
+	name     name
+	count    uint64 // events, over-counted by at most err
+	err      uint64
+	distinct sketch
+	rc4      sketch
+	fired    bool
+}
+
+// topK is a Space-Saving summary of at most cap(e) offenders. k is small
+// (config.MaxAttackTopK): a linear scan of their ids (apart, in a few
+// cache lines) beats a map and allocates nothing.
+type topK struct {
+	e      []entry
+	ids    []uint64 // e[i].name.id
+	counts []uint64 // e[i].count
+}
+
+func newTopK(k int) topK {
+	return topK{e: make([]entry, 0, k), ids: make([]uint64, 0, k), counts: make([]uint64, 0, k)}
+}
+
+func (t *topK) reset() { t.e, t.ids, t.counts = t.e[:0], t.ids[:0], t.counts[:0] }
+
+// add counts one event of o and returns its entry: a new offender takes
+// the slot of the one with the fewest events and inherits its count as
+// its possible error.
+func (t *topK) add(o ref) *entry {
+	for i, id := range t.ids {
+		if id == o.id {
+			t.e[i].count++
+			t.counts[i]++
+			return &t.e[i]
+		}
+	}
+	if len(t.e) < cap(t.e) {
+		t.e = append(t.e, entry{count: 1})
+		t.ids = append(t.ids, o.id)
+		t.counts = append(t.counts, 1)
+		e := &t.e[len(t.e)-1]
+		e.name.set(o)
+		return e
+	}
+	m := 0
+	for i, c := range t.counts {
+		if c < t.counts[m] {
+			m = i
+		}
+	}
+	min := t.counts[m]
+	t.e[m] = entry{count: min + 1, err: min}
+	t.e[m].name.set(o)
+	t.ids[m], t.counts[m] = o.id, min+1
+	return &t.e[m]
+}
