@@ -33,10 +33,10 @@ func Overview() *dashboard.DashboardBuilder {
 	b.WithPanel(graph("Service ticket latency (probe)", "Duration of the exporter's synthetic service ticket requests through this KDC. Targets: p95 10 ms, p99 25 ms (dashed).", "s", 12, 8,
 		latencyQueries("tgs"), limit{0.010, "orange"}, limit{0.025, "red"}))
 
-	b.WithPanel(graph("Error ratio", "Share of logins and service tickets that failed (final status other than ISSUE; protocol steps and recovered preauth failures left out), over 5 minutes and 1 hour. Target: 0.1 % (dashed).", "percentunit", 12, 8,
+	b.WithPanel(graph("Availability (error budget)", "Share of the valid requests the KDC failed: no answer (kernel drops, probes timed out or refused) or a server-side error status, over 5 minutes and 1 hour. Client errors (wrong passwords, unknown names) are not failures of the KDC (alerts/runbook.md, What the SLI counts). Target: 0.1 % (dashed).", "percentunit", 12, 8,
 		[]query{
-			q(`instance_request:krb5_kdc_requests_failed:ratio_rate5m{`+sel+`}`, "{{request}} 5m"),
-			q(`instance_request:krb5_kdc_requests_failed:ratio_rate1h{`+sel+`}`, "{{request}} 1h"),
+			q(`instance:krb5_kdc_availability_errors:ratio_rate5m{`+sel+`}`, "failed 5m"),
+			q(`instance:krb5_kdc_availability_errors:ratio_rate1h{`+sel+`}`, "failed 1h"),
 		}, limit{0.001, "red"}))
 	b.WithPanel(graph("CPU (share of one core)", "CPU of all krb5kdc processes and of each worker, as a share of one core. A single process can never use more than one; the headroom target is 50 % (dashed).", "percentunit", 12, 8,
 		[]query{
