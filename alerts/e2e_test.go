@@ -198,8 +198,18 @@ scrape_configs:
 		"krb5-bench.json":        {job: "krb5-bench", instances: []string{benchAddr}},
 	}
 	queries := map[string]string{} // query -> where it comes from
+	// The disk waits exist only while the kernel's task delay accounting
+	// is on; off, the exporter says so instead.
+	delayacct, _ := os.ReadFile("/proc/sys/kernel/task_delayacct")
+	noDiskWaits := strings.TrimSpace(string(delayacct)) == "0"
 	for where, expr := range dashboardQueries(t, vars) {
+		if noDiskWaits && strings.Contains(expr, "_disk_wait_seconds_total") {
+			continue
+		}
 		queries[expr] = where
+	}
+	if noDiskWaits {
+		queries[`krb5_exporter_task_delayacct_enabled == 0`] = "kernel.task_delayacct is 0"
 	}
 	for _, rl := range allRules(t) {
 		if rl.Record != "" {
