@@ -57,10 +57,7 @@ func TestEndToEnd(t *testing.T) {
 	tmp := t.TempDir()
 
 	// The exporter, built as users build it.
-	bin := filepath.Join(tmp, "krb5-exporter")
-	if err := testutil.BuildExporter(ctx, bin); err != nil {
-		t.Fatal(err)
-	}
+	bin := exporterBinary(t)
 
 	// The bench daemon first: its suite runs while the realms come up.
 	benchAddr := freeAddr(t)
