@@ -157,23 +157,14 @@ func TestAlertmanagerEndToEnd(t *testing.T) {
 
 	// The exporter, probing its KDC every second.
 	cfg := filepath.Join(tmp, "exporter.yml")
-	writeFile(t, cfg, fmt.Sprintf(`modules:
-  udp:
-    realm: %[1]s
-    client: %[2]s
-    keytab: %[3]s
-    service: %[4]s
-    transport: udp
-    timeout: 5s
-    allowed_kdcs: ["%[5]s"]
-probes:
-  - {name: kdc, address: "%[5]s", module: udp, interval: 1s}
+	writeFile(t, cfg, "modules:\n"+probeModule(r, "udp", 5*time.Second)+fmt.Sprintf(`probes:
+  - {name: kdc, address: "%s", module: udp, interval: 1s}
 logs:
-  - path: %[6]s
+  - path: %s
     type: kdc
     start_at: beginning
-    probe_principals: [%[2]s]
-`, r.Realm, r.ProbePrincipal, r.ProbeKeytab, r.Service(1), r.KDCAddr, r.KDCLog))
+    probe_principals: [%s]
+`, r.KDCAddr, r.KDCLog, r.ProbePrincipal))
 	exporterAddr := freeAddr(t)
 	exporterLog := &testutil.LockedBuffer{}
 	start(t, exporterLog, bin, "--web.listen-address", exporterAddr, "--config.file", cfg,
@@ -184,44 +175,19 @@ logs:
 
 	// Prometheus, the realm as a target label, every for: but the burn
 	// rates' cut to 3s.
-	rulesDir := filepath.Join(tmp, "rules")
-	if err := os.Mkdir(rulesDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	var copies []string
-	for _, f := range ruleFiles(t) {
-		text := string(testutil.MustRead(t, f))
-		var rf ruleFile
-		readYAML(t, f, &rf)
-		for _, g := range rf.Groups {
-			for _, rl := range g.Rules {
-				if rl.For != "" && !strings.HasPrefix(rl.Alert, "KDCErrorBudgetBurn") {
-					text = shortenFor(t, text, rl.Alert, "3s")
-				}
-			}
+	copies := ruleCopies(t, filepath.Join(tmp, "rules"), func(r rule) string {
+		if r.For == "" || strings.HasPrefix(r.Alert, "KDCErrorBudgetBurn") {
+			return ""
 		}
-		writeFile(t, filepath.Join(rulesDir, f), text)
-		copies = append(copies, filepath.Join(rulesDir, f))
-	}
-	promAddr := freeAddr(t)
-	promCfg := filepath.Join(tmp, "prometheus.yml")
-	writeFile(t, promCfg, fmt.Sprintf(`global:
-  scrape_interval: 1s
-  scrape_timeout: 1s
-  evaluation_interval: 1s
-rule_files: [%s]
-alerting:
+		return "3s"
+	})
+	prom, _ := startPrometheus(t, ctx, promBin, tmp, copies, fmt.Sprintf(`alerting:
   alertmanagers:
     - static_configs: [{targets: ["%s"]}]
 scrape_configs:
   - job_name: krb5
     static_configs: [{targets: ["%s"], labels: {realm: %q}}]
-`, strings.Join(copies, ", "), amAddr, exporterAddr, r.Realm))
-	promLog := &testutil.LockedBuffer{}
-	start(t, promLog, promBin, "--config.file", promCfg, "--storage.tsdb.path", filepath.Join(tmp, "tsdb"),
-		"--web.listen-address", promAddr)
-	prom := "http://" + promAddr
-	waitHTTP(t, ctx, prom+"/-/ready", promLog)
+`, amAddr, exporterAddr, r.Realm))
 	waitQuery(t, ctx, prom, `krb5_probe_success{exchange="as"} == 1`)
 	t.Logf("KDC, exporter, Prometheus and Alertmanager ready after %.1fs", time.Since(begin).Seconds())
 	if n := len(shortenedFor(t, copies)); n < 10 {

@@ -73,32 +73,15 @@ func TestEndToEnd(t *testing.T) {
 	}
 
 	cfg := filepath.Join(tmp, "exporter.yml")
-	writeFile(t, cfg, fmt.Sprintf(`modules:
-  udp:
-    realm: %[1]s
-    client: %[2]s
-    keytab: %[3]s
-    service: %[4]s
-    transport: udp
-    timeout: 2s
-    allowed_kdcs: ["%[5]s"]
-  tcp:
-    realm: %[1]s
-    client: %[2]s
-    keytab: %[3]s
-    service: %[4]s
-    transport: tcp
-    timeout: 2s
-    allowed_kdcs: ["%[5]s"]
-probes:
-  - {name: kdc-udp, address: "%[5]s", module: udp, interval: 1s}
-  - {name: kdc-tcp, address: "%[5]s", module: tcp, interval: 1s}
+	writeFile(t, cfg, "modules:\n"+probeModule(r, "udp", 2*time.Second)+probeModule(r, "tcp", 2*time.Second)+fmt.Sprintf(`probes:
+  - {name: kdc-udp, address: "%[1]s", module: udp, interval: 1s}
+  - {name: kdc-tcp, address: "%[1]s", module: tcp, interval: 1s}
 logs:
-  - path: %[6]s
+  - path: %[2]s
     type: kdc
     start_at: beginning
-    probe_principals: [%[2]s]
-`, r.Realm, r.ProbePrincipal, r.ProbeKeytab, r.Service(1), r.KDCAddr, r.KDCLog))
+    probe_principals: [%[3]s]
+`, r.KDCAddr, r.KDCLog, r.ProbePrincipal))
 
 	exporterAddr := freeAddr(t)
 	exporterLog := &testutil.LockedBuffer{}
@@ -128,31 +111,13 @@ logs:
 	waitHTTP(t, ctx, "http://"+replicaAddr+"/-/ready", replicaLog)
 
 	// Prometheus, with the rule files as committed except for one for:.
-	rulesDir := filepath.Join(tmp, "rules")
-	if err := os.Mkdir(rulesDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	var copies []string
-	for _, f := range ruleFiles(t) {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
+	copies := ruleCopies(t, filepath.Join(tmp, "rules"), func(r rule) string {
+		if slices.Contains(shortened, r.Alert) {
+			return "5s"
 		}
-		text := string(b)
-		for _, alert := range shortened {
-			text = shortenFor(t, text, alert, "5s")
-		}
-		writeFile(t, filepath.Join(rulesDir, f), text)
-		copies = append(copies, filepath.Join(rulesDir, f))
-	}
-	promAddr := freeAddr(t)
-	promCfg := filepath.Join(tmp, "prometheus.yml")
-	writeFile(t, promCfg, fmt.Sprintf(`global:
-  scrape_interval: 1s
-  scrape_timeout: 1s
-  evaluation_interval: 1s
-rule_files: [%s]
-scrape_configs:
+		return ""
+	})
+	prom, promLog := startPrometheus(t, ctx, promBin, tmp, copies, fmt.Sprintf(`scrape_configs:
   - job_name: krb5
     static_configs: [{targets: ["%s", "%s"]}]
   - job_name: krb5-bench
@@ -167,12 +132,7 @@ scrape_configs:
       - {source_labels: [__address__], target_label: __param_target}
       - {source_labels: [__param_target], target_label: instance}
       - {target_label: __address__, replacement: "%s"}
-`, strings.Join(copies, ", "), exporterAddr, replicaAddr, benchAddr, r.KDCAddr, exporterAddr))
-	promLog := &testutil.LockedBuffer{}
-	start(t, promLog, promBin, "--config.file", promCfg, "--storage.tsdb.path", filepath.Join(tmp, "tsdb"),
-		"--web.listen-address", promAddr)
-	prom := "http://" + promAddr
-	waitHTTP(t, ctx, prom+"/-/ready", promLog)
+`, exporterAddr, replicaAddr, benchAddr, r.KDCAddr, exporterAddr))
 
 	// A small steady load of real MIT clients: logins and service
 	// tickets, one in ten for a service that does not exist.
@@ -328,6 +288,69 @@ func waitFiring(t *testing.T, ctx context.Context, prom, alert string) {
 		sleep(ctx, 200*time.Millisecond)
 	}
 	t.Logf("%s firing", alert)
+}
+
+// probeModule is a module of the exporter's configuration that logs the
+// realm's probe principal in through its KDC over transport (its name).
+func probeModule(r *realm.Realm, transport string, timeout time.Duration) string {
+	return fmt.Sprintf(`  %[1]s:
+    realm: %[2]s
+    client: %[3]s
+    keytab: %[4]s
+    service: %[5]s
+    transport: %[1]s
+    timeout: %[6]s
+    allowed_kdcs: ["%[7]s"]
+`, transport, r.Realm, r.ProbePrincipal, r.ProbeKeytab, r.Service(1), timeout, r.KDCAddr)
+}
+
+// startPrometheus runs Prometheus for the rest of the test, scraping and
+// evaluating every second, with the rule files rules and the rest of its
+// configuration (scrape_configs, alerting) in config; it returns its URL
+// once ready, and its log.
+func startPrometheus(t *testing.T, ctx context.Context, bin, tmp string, rules []string, config string) (string, *testutil.LockedBuffer) {
+	t.Helper()
+	addr := freeAddr(t)
+	cfg := filepath.Join(tmp, "prometheus.yml")
+	writeFile(t, cfg, fmt.Sprintf(`global:
+  scrape_interval: 1s
+  scrape_timeout: 1s
+  evaluation_interval: 1s
+rule_files: [%s]
+`, strings.Join(rules, ", "))+config)
+	log := &testutil.LockedBuffer{}
+	start(t, log, bin, "--config.file", cfg, "--storage.tsdb.path", filepath.Join(tmp, "tsdb"), "--web.listen-address", addr)
+	url := "http://" + addr
+	waitHTTP(t, ctx, url+"/-/ready", log)
+	return url, log
+}
+
+// ruleCopies writes the rule files into dir, each alert's for: replaced
+// by what forOf returns for it (unless empty), and returns their paths.
+func ruleCopies(t *testing.T, dir string, forOf func(rule) string) []string {
+	t.Helper()
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var copies []string
+	for _, f := range ruleFiles(t) {
+		text := string(testutil.MustRead(t, f))
+		var rf ruleFile
+		readYAML(t, f, &rf)
+		for _, g := range rf.Groups {
+			for _, r := range g.Rules {
+				if d := forOf(r); r.Alert != "" && d != "" {
+					if r.For == "" {
+						t.Fatalf("%s: alert %s has no for: to shorten", f, r.Alert)
+					}
+					text = shortenFor(t, text, r.Alert, d)
+				}
+			}
+		}
+		writeFile(t, filepath.Join(dir, f), text)
+		copies = append(copies, filepath.Join(dir, f))
+	}
+	return copies
 }
 
 // shortenFor sets the for: of one alert in a rule file's text.

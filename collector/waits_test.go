@@ -2,7 +2,6 @@ package collector
 
 import (
 	"errors"
-	"net"
 	"os"
 	"os/exec"
 	"slices"
@@ -72,14 +71,7 @@ func hog(t *testing.T, cpu int) func() {
 // matter.
 func flood(t *testing.T, r *realm.Realm, d time.Duration) {
 	t.Helper()
-	pkt, err := realm.ASRequest(r.Realm, "collector-flood")
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := net.Dial("udp", r.KDCAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn, pkt := asConn(t, r, "collector-flood")
 	defer conn.Close()
 	done := make(chan struct{})
 	go func() {
