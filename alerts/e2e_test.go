@@ -325,8 +325,9 @@ rule_files: [%s]
 	return url, log
 }
 
-// ruleCopies writes the rule files into dir, each alert's for: replaced
-// by what forOf returns for it (unless empty), and returns their paths.
+// ruleCopies writes the rule files into dir, each alert's for: (and
+// keep_firing_for:) replaced by what forOf returns for it (unless empty),
+// and returns their paths.
 func ruleCopies(t *testing.T, dir string, forOf func(rule) string) []string {
 	t.Helper()
 	if err := os.Mkdir(dir, 0o755); err != nil {
@@ -343,7 +344,10 @@ func ruleCopies(t *testing.T, dir string, forOf func(rule) string) []string {
 					if r.For == "" {
 						t.Fatalf("%s: alert %s has no for: to shorten", f, r.Alert)
 					}
-					text = shortenFor(t, text, r.Alert, d)
+					text = shortenFor(t, text, r.Alert, "for", d)
+					if r.KeepFiring != "" {
+						text = shortenFor(t, text, r.Alert, "keep_firing_for", d)
+					}
 				}
 			}
 		}
@@ -353,10 +357,11 @@ func ruleCopies(t *testing.T, dir string, forOf func(rule) string) []string {
 	return copies
 }
 
-// shortenFor sets the for: of one alert in a rule file's text.
-func shortenFor(t *testing.T, text, alert, d string) string {
+// shortenFor sets the for: (or another duration, field) of one alert in
+// a rule file's text.
+func shortenFor(t *testing.T, text, alert, field, d string) string {
 	t.Helper()
-	re := regexp.MustCompile(`(?s)(- alert: ` + alert + `\n.*?\n\s+for: )\S+`)
+	re := regexp.MustCompile(`(?s)(- alert: ` + alert + `\n.*?\n\s+` + field + `: )\S+`)
 	if !re.MatchString(text) {
 		return text
 	}
