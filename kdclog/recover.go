@@ -57,6 +57,7 @@ type pidMethod struct{ pid, method int }
 type recoveries struct {
 	pending    [pendingSlots]pendingClient
 	pidMethods [16]pidMethod
+	inUse      int // entries of pidMethods with a pid: none for most AS lines
 }
 
 func (r *recoveries) init() {
@@ -81,6 +82,8 @@ func (r *recoveries) verifyFailure(pid, method int) {
 	}
 	if free < 0 {
 		free = int(uint(pid) % uint(len(r.pidMethods)))
+	} else {
+		r.inUse++
 	}
 	r.pidMethods[free] = pidMethod{pid, method}
 }
@@ -88,10 +91,14 @@ func (r *recoveries) verifyFailure(pid, method int) {
 // takeMethod returns the method of pid's verify failure line before its
 // AS line, and forgets it: it belongs to that line alone.
 func (r *recoveries) takeMethod(pid int) (int, bool) {
+	if r.inUse == 0 {
+		return 0, false
+	}
 	for i := range r.pidMethods {
 		if r.pidMethods[i].pid == pid {
 			m := r.pidMethods[i].method
 			r.pidMethods[i].pid = -1
+			r.inUse--
 			return m, true
 		}
 	}
@@ -128,6 +135,8 @@ func (r *recoveries) failure(key, seq uint64, method int) {
 		copy(p.seqs[:], p.seqs[1:])
 		p.n--
 	}
+	// A method index fits a uint8: there are at most the known methods,
+	// maxDynamicMethods others and other.
 	p.methods[p.n], p.seqs[p.n] = uint8(method), seq
 	p.n++
 }
