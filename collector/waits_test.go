@@ -249,7 +249,7 @@ func TestDiskWaitReported(t *testing.T) {
 	w0 := read()
 	env := append(os.Environ(), r.Env()...)
 	env = append(env, "KRB5CCNAME=FILE:"+t.TempDir()+"/cc")
-	const logins = 100
+	const logins = 200
 	start := time.Now()
 	for i := range logins {
 		kinit := exec.Command("kinit", "-k", "-t", r.UserKeytab, r.User(i%5+1))
