@@ -33,7 +33,7 @@ func TestAttackAlertsEndToEnd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	tmp := t.TempDir()
-	bin := buildExporter(t, ctx)
+	bin := exporterBinary(t)
 	phase("exporter built")
 	r := testutil.Realm(t, realm.Options{Users: 8, Services: 6, Fillers: -1, NoKadmind: true, DisableLastSuccess: true,
 		Enctypes: append(append([]string{}, realm.RHEL9Enctypes...), "arcfour-hmac")})
@@ -60,7 +60,7 @@ attack_signals:
 		t.Fatal(err)
 	}
 	writeFile(t, rules, string(b))
-	prom, _ := startPrometheus(t, ctx, promBin, tmp, []string{rules}, fmt.Sprintf(`
+	prom, _ := startPrometheus(t, ctx, promBin, tmp, []string{rules}, fmt.Sprintf(`scrape_configs:
   - job_name: krb5
     static_configs: [{targets: ["%s"]}]`, exporterAddr))
 

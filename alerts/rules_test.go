@@ -27,6 +27,7 @@ type rule struct {
 	Alert       string            `yaml:"alert"`
 	Expr        string            `yaml:"expr"`
 	For         string            `yaml:"for"`
+	KeepFiring  string            `yaml:"keep_firing_for"`
 	Labels      map[string]string `yaml:"labels"`
 	Annotations map[string]string `yaml:"annotations"`
 }

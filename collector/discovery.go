@@ -41,6 +41,10 @@ type kdcProc struct {
 	// idle: it was not scheduled since, so memo's values still hold.
 	memo *procMemo
 	idle bool
+	// runDelay is schedstat's run_delay in nanoseconds (haveRunDelay:
+	// schedstat was read).
+	runDelay     uint64
+	haveRunDelay bool
 }
 
 func (p *kdcProc) id() procID { return procID{p.pid, p.stat.Starttime} }
@@ -307,7 +311,13 @@ func (s *procScanner) live(pid int, name string) *kdcProc {
 	if st.State == "Z" || st.State == "X" || st.Comm != name {
 		return nil
 	}
-	return &kdcProc{pid: pid, dir: dir, stat: st, memo: m, idle: idle}
+	pr := &kdcProc{pid: pid, dir: dir, stat: st, memo: m, idle: idle}
+	if m != nil && m.n > 0 {
+		// The schedstat memoFor read (not again: an idle process's is the
+		// one kept, equal to the file's).
+		pr.runDelay, pr.haveRunDelay = schedRunDelay(m.sched[:m.n])
+	}
+	return pr
 }
 
 // readCmdline returns the NUL-separated words of /proc/PID/cmdline.

@@ -46,14 +46,7 @@ func realmConfig(r *realm.Realm) Config {
 // some CPU.
 func asLoad(t *testing.T, r *realm.Realm, n int) {
 	t.Helper()
-	b, err := realm.ASRequest(r.Realm, "collector-load")
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := net.Dial("udp", r.KDCAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn, b := asConn(t, r, "collector-load")
 	defer conn.Close()
 	buf := make([]byte, 4096)
 	deadline := time.Now().Add(20 * time.Second)
@@ -66,6 +59,21 @@ func asLoad(t *testing.T, r *realm.Realm, n int) {
 			t.Fatalf("request %d: %v", i, err)
 		}
 	}
+}
+
+// asConn returns a UDP connection to the realm's KDC and an AS request
+// for name, a principal that does not exist.
+func asConn(t *testing.T, r *realm.Realm, name string) (net.Conn, []byte) {
+	t.Helper()
+	b, err := realm.ASRequest(r.Realm, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("udp", r.KDCAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conn, b
 }
 
 // loadUntilTick sends AS requests in batches of 500 until the pids' own

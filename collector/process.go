@@ -5,6 +5,7 @@ import (
 	"os"
 
 	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/kdcproc"
@@ -18,7 +19,12 @@ type processCollector struct {
 	pageSz float64
 
 	up, processes, restarts, cpu, rss, vms, openFDs, maxFDs, threads,
-	startTime, ctxSwitches, ioRead, ioWrite, workers, workerCPU, workerStart *prometheus.Desc
+	startTime, ctxSwitches, ioRead, ioWrite, workers, workerCPU, workerStart,
+	cpuWait, diskWait, workerCPUWait, workerDiskWait, delayacct *prometheus.Desc
+
+	logger   log.Logger
+	delayOn  int // kernel.task_delayacct at the last scrape: -1 unknown
+	sysctlFn string
 
 	lastMain  map[string]procID // main process seen by the previous scrape
 	restartN  map[string]float64
@@ -31,27 +37,35 @@ type processCollector struct {
 func newProcessCollector(scan *procScanner, slots *kdcproc.Workers, logger log.Logger) *processCollector {
 	prog := []string{"program"}
 	c := &processCollector{
-		scan:        scan,
-		slots:       slots,
-		pageSz:      float64(os.Getpagesize()),
-		up:          desc("process", "up", "1 if a process of the program is running (zombies do not count), else 0.", prog...),
-		processes:   desc("process", "processes", "Number of running processes of the program, supervisor and workers included.", prog...),
-		restarts:    desc("process", "restarts_total", "Times the program's main process was seen replaced by a new one (its pid or start time changed) since the exporter started.", prog...),
-		cpu:         prometheus.NewDesc(MetricProcessCPU, "CPU time of all processes of the program, by mode, including the children its main process reaped (exited workers).", []string{"program", "mode"}, nil),
-		rss:         prometheus.NewDesc(MetricProcessRSS, "Resident memory of all processes of the program.", prog, nil),
-		vms:         desc("process", "virtual_memory_bytes", "Virtual memory of all processes of the program.", prog...),
-		openFDs:     desc("process", "open_fds", "Open file descriptors of all processes of the program.", prog...),
-		maxFDs:      desc("process", "max_fds", "Soft limit on open file descriptors of the program's main process (workers inherit it).", prog...),
-		threads:     desc("process", "threads", "Threads of all processes of the program.", prog...),
-		startTime:   desc("process", "start_time_seconds", "Start time of the program's oldest process, seconds since the Unix epoch.", prog...),
-		ctxSwitches: desc("process", "context_switches_total", "Context switches of all processes of the program.", "program", "ctxswitch"),
-		ioRead:      desc("process", "io_read_bytes_total", "Bytes the program's processes caused to be read from storage.", prog...),
-		ioWrite:     desc("process", "io_write_bytes_total", "Bytes the program's processes caused to be written to storage.", prog...),
-		workers:     desc("kdc", "workers", "Running worker processes of krb5kdc -w N (0 for a single-process KDC).", nil...),
-		workerCPU:   desc("kdc", "worker_cpu_seconds_total", "CPU time of one krb5kdc worker process, by mode; worker is a stable index below the number of workers, reused by a replacement.", "worker", "mode"),
-		workerStart: desc("kdc", "worker_start_time_seconds", "Start time of the krb5kdc worker process holding this index, seconds since the Unix epoch.", "worker"),
-		lastMain:    map[string]procID{},
-		restartN:    map[string]float64{},
+		scan:           scan,
+		slots:          slots,
+		pageSz:         float64(os.Getpagesize()),
+		up:             desc("process", "up", "1 if a process of the program is running (zombies do not count), else 0.", prog...),
+		processes:      desc("process", "processes", "Number of running processes of the program, supervisor and workers included.", prog...),
+		restarts:       desc("process", "restarts_total", "Times the program's main process was seen replaced by a new one (its pid or start time changed) since the exporter started.", prog...),
+		cpu:            prometheus.NewDesc(MetricProcessCPU, "CPU time of all processes of the program, by mode, including the children its main process reaped (exited workers).", []string{"program", "mode"}, nil),
+		rss:            prometheus.NewDesc(MetricProcessRSS, "Resident memory of all processes of the program.", prog, nil),
+		vms:            desc("process", "virtual_memory_bytes", "Virtual memory of all processes of the program.", prog...),
+		openFDs:        desc("process", "open_fds", "Open file descriptors of all processes of the program.", prog...),
+		maxFDs:         desc("process", "max_fds", "Soft limit on open file descriptors of the program's main process (workers inherit it).", prog...),
+		threads:        desc("process", "threads", "Threads of all processes of the program.", prog...),
+		startTime:      desc("process", "start_time_seconds", "Start time of the program's oldest process, seconds since the Unix epoch.", prog...),
+		ctxSwitches:    desc("process", "context_switches_total", "Context switches of all processes of the program.", "program", "ctxswitch"),
+		ioRead:         desc("process", "io_read_bytes_total", "Bytes the program's processes caused to be read from storage.", prog...),
+		ioWrite:        desc("process", "io_write_bytes_total", "Bytes the program's processes caused to be written to storage.", prog...),
+		workers:        desc("kdc", "workers", "Running worker processes of krb5kdc -w N (0 for a single-process KDC).", nil...),
+		workerCPU:      desc("kdc", "worker_cpu_seconds_total", "CPU time of one krb5kdc worker process, by mode; worker is a stable index below the number of workers, reused by a replacement.", "worker", "mode"),
+		workerStart:    desc("kdc", "worker_start_time_seconds", "Start time of the krb5kdc worker process holding this index, seconds since the Unix epoch.", "worker"),
+		cpuWait:        desc("process", "cpu_wait_seconds_total", "Time the program's processes spent runnable, waiting for a CPU (schedstat run_delay), summed.", prog...),
+		diskWait:       desc("process", "disk_wait_seconds_total", "Time the program's processes spent waiting for synchronous block I/O (delayacct_blkio_ticks), summed; only while task delay accounting is on.", prog...),
+		workerCPUWait:  desc("kdc", "worker_cpu_wait_seconds_total", "Time one krb5kdc worker process spent runnable, waiting for a CPU (schedstat run_delay).", "worker"),
+		workerDiskWait: desc("kdc", "worker_disk_wait_seconds_total", "Time one krb5kdc worker process spent waiting for synchronous block I/O (delayacct_blkio_ticks); only while task delay accounting is on.", "worker"),
+		delayacct:      desc("exporter", "task_delayacct_enabled", "1 if the kernel's task delay accounting is on (kernel.task_delayacct), which the disk wait metrics need; 0 if off.", nil...),
+		logger:         logger,
+		delayOn:        -1,
+		sysctlFn:       scan.procPath + "/sys/kernel/task_delayacct",
+		lastMain:       map[string]procID{},
+		restartN:       map[string]float64{},
 	}
 	c.wlabels = workerLabelSet{cpu: c.workerCPU, start: c.workerStart}
 	return c
@@ -59,7 +73,8 @@ func newProcessCollector(scan *procScanner, slots *kdcproc.Workers, logger log.L
 
 func (c *processCollector) describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.up, c.processes, c.restarts, c.cpu, c.rss, c.vms, c.openFDs, c.maxFDs,
-		c.threads, c.startTime, c.ctxSwitches, c.ioRead, c.ioWrite, c.workers, c.workerCPU, c.workerStart} {
+		c.threads, c.startTime, c.ctxSwitches, c.ioRead, c.ioWrite, c.workers, c.workerCPU, c.workerStart,
+		c.cpuWait, c.diskWait, c.workerCPUWait, c.workerDiskWait, c.delayacct} {
 		ch <- d
 	}
 }
@@ -69,6 +84,7 @@ func (c *processCollector) Update(ch chan<- prometheus.Metric) error {
 	if err != nil {
 		return err
 	}
+	diskWaits := c.delayAccounting(ch)
 	var errs []error
 	for i := range snap.programs {
 		p := &snap.programs[i]
@@ -83,9 +99,10 @@ func (c *processCollector) Update(ch chan<- prometheus.Metric) error {
 		ch <- gauge(c.processes, float64(len(p.procs)), p.name)
 		ch <- counter(c.restarts, c.restartN[p.name], p.name)
 		if p.name == progKDC {
-			c.updateWorkers(ch, snap, p)
+			c.updateWorkers(ch, snap, p, diskWaits)
 		}
 		if p.running() {
+			c.updateWaits(ch, p, diskWaits)
 			if err := c.updateProgram(ch, snap, p); err != nil {
 				errs = append(errs, err)
 			}
@@ -204,7 +221,53 @@ func (c *processCollector) updateProgram(ch chan<- prometheus.Metric, snap *snap
 	return errors.Join(fds.err, cs.err, io.err, lim.err)
 }
 
-func (c *processCollector) updateWorkers(ch chan<- prometheus.Metric, snap *snapshot, p *programProcs) {
+// delayAccounting reports kernel.task_delayacct and whether the disk
+// waits can be reported: on (1), or a live /proc without the switch
+// (kernels before 5.14, where delay accounting is on unless booted with
+// nodelayacct). Each change is one log line: off says why the disk waits
+// are missing.
+func (c *processCollector) delayAccounting(ch chan<- prometheus.Metric) bool {
+	b, err := c.scan.files.readSingle(c.sysctlFn)
+	if err != nil {
+		return c.scan.onProcfs && errors.Is(err, os.ErrNotExist)
+	}
+	on := 0
+	if len(b) > 0 && b[0] == '1' {
+		on = 1
+	}
+	ch <- gauge(c.delayacct, float64(on))
+	if on != c.delayOn {
+		if on == 0 {
+			level.Warn(c.logger).Log("msg", "task delay accounting is off (kernel.task_delayacct = 0): the KDC's disk waits are not measured and krb5_process_disk_wait_seconds_total is omitted; sysctl -w kernel.task_delayacct=1 (or boot with delayacct) turns it on", "file", c.sysctlFn)
+		} else if c.delayOn == 0 {
+			level.Info(c.logger).Log("msg", "task delay accounting is on again: disk waits are measured from now", "file", c.sysctlFn)
+		}
+		c.delayOn = on
+	}
+	return on == 1
+}
+
+// updateWaits reports the program's waits for a CPU and for its disk,
+// summed over its processes; a family is omitted unless every process's
+// value was read.
+func (c *processCollector) updateWaits(ch chan<- prometheus.Metric, p *programProcs, diskWaits bool) {
+	var run, blkio uint64
+	haveRun, haveBlkio := true, diskWaits
+	for _, pr := range p.procs {
+		run += pr.runDelay
+		blkio += pr.stat.BlkioTicks
+		haveRun = haveRun && pr.haveRunDelay
+		haveBlkio = haveBlkio && pr.stat.HaveBlkio
+	}
+	if haveRun {
+		ch <- counter(c.cpuWait, float64(run)/1e9, p.name)
+	}
+	if haveBlkio {
+		ch <- counter(c.diskWait, float64(blkio)/userHZ, p.name)
+	}
+}
+
+func (c *processCollector) updateWorkers(ch chan<- prometheus.Metric, snap *snapshot, p *programProcs, diskWaits bool) {
 	// A single-process KDC answers requests itself: it holds index 0.
 	answering := c.answering[:0]
 	for _, w := range p.workers {
@@ -232,5 +295,18 @@ func (c *processCollector) updateWorkers(ch chan<- prometheus.Metric, snap *snap
 	}
 	for _, i := range order {
 		ch <- &presetMetric{c.workerStart, c.wlabels.get(idx[i]).start, snap.bootTime + float64(p.workers[i].stat.Starttime)/userHZ, false}
+	}
+	// The waits have the start time's one label, worker.
+	for _, i := range order {
+		if w := p.workers[i]; w.haveRunDelay {
+			ch <- &presetMetric{c.workerCPUWait, c.wlabels.get(idx[i]).start, float64(w.runDelay) / 1e9, true}
+		}
+	}
+	if diskWaits {
+		for _, i := range order {
+			if w := p.workers[i]; w.stat.HaveBlkio {
+				ch <- &presetMetric{c.workerDiskWait, c.wlabels.get(idx[i]).start, float64(w.stat.BlkioTicks) / userHZ, true}
+			}
+		}
 	}
 }

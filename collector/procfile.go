@@ -226,6 +226,12 @@ type procStat struct {
 	Starttime      uint64 // (22)
 	VSize          uint64 // (23)
 	RSS            int64  // (24)
+	// BlkioTicks is delayacct_blkio_ticks (42): clock ticks spent waiting
+	// for synchronous block I/O, counted only while task delay accounting
+	// is on (kernel.task_delayacct); HaveBlkio is false for a stat that
+	// ends before it.
+	BlkioTicks uint64
+	HaveBlkio  bool
 }
 
 // parseStat parses /proc/PID/stat. comm may hold spaces and parentheses:
@@ -238,7 +244,7 @@ func parseStat(b []byte) (procStat, error) {
 	}
 	st.Comm = string(b[l+1 : r])
 	rest := b[r+2:]
-	for field := 3; len(rest) > 0 && field <= 24; field++ {
+	for field := 3; len(rest) > 0 && field <= 42; field++ {
 		var w []byte
 		if i := bytes.IndexByte(rest, ' '); i >= 0 {
 			w, rest = rest[:i], rest[i+1:]
@@ -267,13 +273,33 @@ func parseStat(b []byte) (procStat, error) {
 			st.VSize, err = atou(w)
 		case 24:
 			st.RSS, err = atoi64(w)
+		case 42:
+			st.BlkioTicks, err = atou(w)
+			st.HaveBlkio = err == nil
 			return st, err
 		}
 		if err != nil {
 			return st, fmt.Errorf("stat field %d: %w", field, err)
 		}
+		if field >= 24 && len(rest) == 0 {
+			return st, nil // a kernel without field 42
+		}
 	}
 	return st, fmt.Errorf("short stat %q", truncate(b))
+}
+
+// schedRunDelay returns the second number of /proc/PID/schedstat: the
+// nanoseconds the process spent runnable, waiting for a CPU (run_delay).
+func schedRunDelay(b []byte) (uint64, bool) {
+	_, rest, ok := bytes.Cut(b, []byte{' '})
+	if !ok {
+		return 0, false
+	}
+	if i := bytes.IndexByte(rest, ' '); i >= 0 {
+		rest = rest[:i]
+	}
+	v, err := atou(bytes.TrimRight(rest, "\n"))
+	return v, err == nil
 }
 
 // statusCtxt returns the voluntary and nonvoluntary context switches of

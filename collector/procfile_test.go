@@ -107,16 +107,59 @@ func TestFileCacheSweep(t *testing.T) {
 }
 
 func TestParseStat(t *testing.T) {
-	// comm with a space and a parenthesis; fields 3..24 (proc(5)).
-	line := "4242 (kdc (x) y) S 17 4242 4242 0 -1 4194560 100 0 0 0 31 12 5 -3 20 0 1 0 987654 31944704 2553 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n"
+	// comm with a space and a parenthesis; fields 3..24 and 42 (proc(5)).
+	line := "4242 (kdc (x) y) S 17 4242 4242 0 -1 4194560 100 0 0 0 31 12 5 -3 20 0 1 0 987654 31944704 2553 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 73 0 0\n"
 	st, err := parseStat([]byte(line))
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := procStat{Comm: "kdc (x) y", State: "S", PPID: 17, UTime: 31, STime: 12, CUTime: 5, CSTime: -3,
-		NumThreads: 1, Starttime: 987654, VSize: 31944704, RSS: 2553}
+		NumThreads: 1, Starttime: 987654, VSize: 31944704, RSS: 2553, BlkioTicks: 73, HaveBlkio: true}
 	if st != want {
 		t.Errorf("parsed %+v\nwant   %+v", st, want)
+	}
+	// A kernel whose stat ends at field 24 has no disk waits to give.
+	short := "4242 (kdc) S 17 4242 4242 0 -1 4194560 100 0 0 0 31 12 5 -3 20 0 1 0 987654 31944704 2553\n"
+	if st, err := parseStat([]byte(short)); err != nil || st.HaveBlkio || st.RSS != 2553 {
+		t.Errorf("stat ending at field 24: %+v, %v", st, err)
+	}
+	// This process's own files against procfs's parsers.
+	fs, err := procfs.NewDefaultFS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, err := fs.Self()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, err := self.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := parseStat(b); err != nil || !st.HaveBlkio || st.BlkioTicks != ps.DelayAcctBlkIOTicks {
+		t.Errorf("/proc/self/stat: blkio ticks %d (%v, %v), procfs %d", st.BlkioTicks, st.HaveBlkio, err, ps.DelayAcctBlkIOTicks)
+	}
+	// run_delay of a thread that does not run meanwhile (this one is
+	// running, so its own line changes between two reads).
+	if sched, err := os.ReadFile("/proc/1/schedstat"); err == nil {
+		p1, _ := fs.Proc(1)
+		ss, err := p1.Schedstat()
+		got, ok := schedRunDelay(sched)
+		if err != nil || !ok || got > ss.WaitingNanoseconds || got+1e9 < ss.WaitingNanoseconds {
+			t.Errorf("/proc/1/schedstat %q: run delay %d (%v), procfs %d (%v)", sched, got, ok, ss.WaitingNanoseconds, err)
+		}
+	}
+	for _, bad := range []string{"", "12", "12 x 3"} {
+		if _, ok := schedRunDelay([]byte(bad)); ok {
+			t.Errorf("schedstat %q parsed", bad)
+		}
+	}
+	if v, ok := schedRunDelay([]byte("31457 2718281828 9\n")); !ok || v != 2718281828 {
+		t.Errorf("schedstat: run delay %d, %v", v, ok)
 	}
 	for _, bad := range []string{"", "4242 kdc S 1", "4242 (kdc) S 17 4242", "4242 (kdc) S x 4242 4242 0 -1 4194560 100 0 0 0 31 12 5 -3 20 0 1 0 987654 31944704 2553"} {
 		if _, err := parseStat([]byte(bad)); err == nil {

@@ -78,7 +78,8 @@ func kdcDown(t *testing.T, s *scrape) {
 		t.Errorf("krb5kdc processes = %v, want 0", v)
 	}
 	for _, name := range []string{"krb5_process_cpu_seconds_total", "krb5_process_resident_memory_bytes",
-		"krb5_process_open_fds", "krb5_process_start_time_seconds", "krb5_process_io_read_bytes_total"} {
+		"krb5_process_open_fds", "krb5_process_start_time_seconds", "krb5_process_io_read_bytes_total",
+		"krb5_process_cpu_wait_seconds_total", "krb5_process_disk_wait_seconds_total"} {
 		if n := s.Count(name, "program", "krb5kdc"); n != 0 {
 			t.Errorf("%d stale %s series for krb5kdc", n, name)
 		}

@@ -32,11 +32,18 @@ func Overview() *dashboard.DashboardBuilder {
 		latencyQueries("as"), limit{0.020, "orange"}, limit{0.050, "red"}))
 	b.WithPanel(graph("Service ticket latency (probe)", "Duration of the exporter's synthetic service ticket requests through this KDC. Targets: p95 10 ms, p99 25 ms (dashed).", "s", 12, 8,
 		latencyQueries("tgs"), limit{0.010, "orange"}, limit{0.025, "red"}))
-
-	b.WithPanel(graph("Error ratio", "Share of logins and service tickets that failed (final status other than ISSUE; protocol steps and recovered preauth failures left out), over 5 minutes and 1 hour. Target: 0.1 % (dashed).", "percentunit", 12, 8,
+	b.WithPanel(graph("Why slow: waiting for a CPU or the disk", "Share of the time krb5kdc (all its processes) and each worker spent runnable but waiting for a CPU (schedstat run delay: CPU contention, steal) or waiting for its disk (last_success and lockout writes; needs task delay accounting, krb5_exporter_task_delayacct_enabled, else absent). A worker that waits about as long as it runs makes every request wait with it: set next to the latency above.", "percentunit", 24, 7,
 		[]query{
-			q(`instance_request:krb5_kdc_requests_failed:ratio_rate5m{`+sel+`}`, "{{request}} 5m"),
-			q(`instance_request:krb5_kdc_requests_failed:ratio_rate1h{`+sel+`}`, "{{request}} 1h"),
+			q(`rate(krb5_process_cpu_wait_seconds_total{`+sel+`, program="krb5kdc"}[$__rate_interval])`, "krb5kdc CPU wait"),
+			q(`sum by (worker) (rate(krb5_kdc_worker_cpu_wait_seconds_total{`+sel+`}[$__rate_interval]))`, "worker {{worker}} CPU wait"),
+			q(`rate(krb5_process_disk_wait_seconds_total{`+sel+`, program="krb5kdc"}[$__rate_interval])`, "krb5kdc disk wait"),
+			q(`sum by (worker) (rate(krb5_kdc_worker_disk_wait_seconds_total{`+sel+`}[$__rate_interval]))`, "worker {{worker}} disk wait"),
+		}))
+
+	b.WithPanel(graph("Availability (error budget)", "Share of the valid requests the KDC failed: no answer (kernel drops, probes timed out or refused) or a server-side error status, over 5 minutes and 1 hour. Client errors (wrong passwords, unknown names) are not failures of the KDC (alerts/runbook.md, What the SLI counts). Target: 0.1 % (dashed).", "percentunit", 12, 8,
+		[]query{
+			q(`instance:krb5_kdc_availability_errors:ratio_rate5m{`+sel+`}`, "failed 5m"),
+			q(`instance:krb5_kdc_availability_errors:ratio_rate1h{`+sel+`}`, "failed 1h"),
 		}, limit{0.001, "red"}))
 	b.WithPanel(graph("CPU (share of one core)", "CPU of all krb5kdc processes and of each worker, as a share of one core. A single process can never use more than one; the headroom target is 50 % (dashed).", "percentunit", 12, 8,
 		[]query{

@@ -104,8 +104,8 @@ func (s *source) observeAttack(e *Event, si int) {
 			r.Outcome = attack.OutcomeWrongKey
 			// The verify failure line just before, from the same
 			// process, names the method (see countRequest).
-			slot := &s.pidMethod[uint(e.PID)%uint(len(s.pidMethod))]
-			r.SPAKE = slot.pid == e.PID && s.c.methods.name(slot.method) == "spake"
+			m, ok := s.rec.peekMethod(e.PID)
+			r.SPAKE = ok && s.c.methods.name(m) == "spake"
 		}
 	case idxClientNotFound:
 		r.Outcome = attack.OutcomeUnknownClient

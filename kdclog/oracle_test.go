@@ -167,7 +167,7 @@ func oracle(t *testing.T, probes []string, files ...string) series {
 		seq    int
 		method string
 	}
-	pending := map[string]failure{} // client+addr of a real PREAUTH_FAILED
+	pending := map[string][]failure{} // client+addr -> its real PREAUTH_FAILEDs
 	lastMethod := map[string]string{}
 	asSeq := 0
 	for _, path := range files {
@@ -289,14 +289,19 @@ func oracle(t *testing.T, probes []string, files ...string) series {
 						if method == "" {
 							method = "other"
 						}
-						delete(lastMethod, pid)
-						pending[id] = failure{asSeq, method}
+						pending[id] = append(pending[id], failure{asSeq, method})
 					case "ISSUE":
-						if p, ok := pending[id]; ok && asSeq-p.seq <= oRecoverWindow {
-							want.add("krb5_kdc_preauth_failures_recovered_total", "method", p.method)
+						// Every failure this ISSUE follows within the window.
+						for _, p := range pending[id] {
+							if asSeq-p.seq <= oRecoverWindow {
+								want.add("krb5_kdc_preauth_failures_recovered_total", "method", p.method)
+							}
 						}
 						delete(pending, id)
 					}
+					// The process's verify failure line belongs to
+					// this AS line alone.
+					delete(lastMethod, pid)
 				}
 			}
 		}

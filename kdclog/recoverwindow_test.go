@@ -1,13 +1,21 @@
 package kdclog
 
 import (
+	"context"
+	"maps"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/krb5-exporter/krb5-exporter/config"
+	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
 // documentedRecoverWindow is N of "within the next N AS lines" in
@@ -75,4 +83,176 @@ func TestRecoverWindow(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRecoverAcrossWorkers: failures and their recoveries as krb5kdc -w N
+// logs them, each line from the worker (pid) that answered, interleaved.
+// Every PREAUTH_FAILED followed within the window by an ISSUE for the same
+// client and address counts, by the method of its own worker's verify
+// failure line, also when two workers' pids are equal modulo 16.
+func TestRecoverAcrossWorkers(t *testing.T) {
+	by := func(pid int, line string) string {
+		return strings.Replace(line, "krb5kdc[7559]", "krb5kdc["+strconv.Itoa(pid)+"]", 1)
+	}
+	verify := func(pid int, method string) string {
+		return by(pid, hdr+"preauth ("+method+") verify failure: Preauthentication failed")
+	}
+	failed := func(pid int, client string) string {
+		return by(pid, asLine("PREAUTH_FAILED", client, ", Preauthentication failed"))
+	}
+	issue := func(pid int, client string) string { return by(pid, asIssue(client)) }
+	const alice, bob = "alice@PERF.TEST", "bob@PERF.TEST"
+	for _, tc := range []struct {
+		name  string
+		lines []string
+		want  map[string]float64
+	}{
+		{"two fallbacks of one client on two workers, ISSUEs after both", []string{
+			verify(100, "spake"), failed(100, alice),
+			verify(101, "spake"), failed(101, alice),
+			issue(101, alice), issue(100, alice),
+		}, map[string]float64{"spake": 2}},
+		{"verify lines of two workers before their AS lines", []string{
+			verify(100, "spake"), verify(116, "encrypted_timestamp"),
+			failed(116, bob), failed(100, alice),
+			issue(117, alice), issue(101, bob),
+		}, map[string]float64{"spake": 1, "encrypted_timestamp": 1}},
+		{"a retyped password: both failures followed by the ISSUE", []string{
+			verify(100, "encrypted_timestamp"), failed(100, alice),
+			verify(101, "encrypted_timestamp"), failed(101, alice),
+			issue(100, alice),
+		}, map[string]float64{"encrypted_timestamp": 2}},
+		{"a verify line belongs to its own AS line only", []string{
+			verify(100, "spake"), issue(100, bob),
+			failed(100, alice), issue(100, alice),
+		}, map[string]float64{"other": 1}},
+		{"more failures of one client than are kept: the oldest is dropped", []string{
+			failed(100, alice), failed(101, alice), failed(100, alice),
+			failed(101, alice), failed(100, alice), issue(101, alice),
+		}, map[string]float64{"other": maxPendingPerClient}},
+		{"another client's ISSUE recovers nothing", []string{
+			verify(100, "spake"), failed(100, alice), issue(101, bob),
+		}, map[string]float64{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCounts()
+			s := newSource(config.LogSource{Path: "t", Type: "kdc"}, c, &sourceStats{})
+			for _, l := range tc.lines {
+				s.handle([]byte(l), false)
+			}
+			s.flush()
+			got := map[string]float64{}
+			for m := range c.recovered {
+				if v := c.recovered[m].Load(); v > 0 {
+					got[c.methods.name(m)] += float64(v)
+				}
+			}
+			if !maps.Equal(got, tc.want) {
+				t.Errorf("recovered %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestRecoverSlotsShared: clients whose failures wait in the same slot
+// pair are all matched (two fit), and a third drops the one whose newest
+// failure is oldest.
+func TestRecoverSlotsShared(t *testing.T) {
+	var r recoveries
+	r.init()
+	// Three keys on slots 6 and 7.
+	k1, k2, k3 := uint64(6), uint64(6+pendingSlots), uint64(7+2*pendingSlots)
+	recovered := make([]uint64, 4)
+	r.failure(k1, 1, 1)
+	r.failure(k2, 2, 2)
+	r.issue(k2, 3, recovered)
+	r.issue(k1, 4, recovered)
+	if recovered[1] != 1 || recovered[2] != 1 {
+		t.Errorf("two clients sharing a slot pair: recovered %v, want one each of methods 1 and 2", recovered)
+	}
+	clear(recovered)
+	r.failure(k1, 10, 1)
+	r.failure(k2, 11, 2)
+	r.failure(k3, 12, 3) // drops k1's
+	for _, k := range []uint64{k1, k2, k3} {
+		r.issue(k, 13, recovered)
+	}
+	if want := []uint64{0, 0, 1, 1}; !slices.Equal(recovered, want) {
+		t.Errorf("three clients on one slot pair: recovered %v, want %v", recovered, want)
+	}
+	// An expired failure's slot is free again.
+	clear(recovered)
+	r.failure(k1, 100, 1)
+	r.failure(k2, 101, 2)
+	r.failure(k3, 101+recoverWindow+1, 3)
+	r.issue(k3, 101+recoverWindow+2, recovered)
+	if want := []uint64{0, 0, 0, 1}; !slices.Equal(recovered, want) {
+		t.Errorf("expired failures in the way: recovered %v, want %v", recovered, want)
+	}
+}
+
+// TestSPAKEFallbacksAcrossWorkers: MIT kinit with only a SPAKE group the
+// KDC lacks (P-256 against the harness's edwards25519) fails its SPAKE
+// step and logs in with encrypted timestamp instead, against krb5kdc -w 2.
+// Four clients at once, two per principal, so that one principal's
+// fallbacks overlap and are answered by either worker: every kinit
+// succeeded (the clients' own word), so every one of their PREAUTH_FAILED
+// lines was followed by an ISSUE, and all are counted recovered under
+// spake; the oracle agrees line by line.
+func TestSPAKEFallbacksAcrossWorkers(t *testing.T) {
+	needMIT(t)
+	r, tm := followedRealm(t, realm.Options{Users: 2, Services: 1, Fillers: -1, Workers: 2, NoKadmind: true, DisableLastSuccess: true})
+	conf, err := os.ReadFile(r.Krb5Conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(conf), "spake_preauth_groups = edwards25519") {
+		t.Fatalf("%s does not offer edwards25519:\n%s", r.Krb5Conf, conf)
+	}
+	clientConf := filepath.Join(t.TempDir(), "krb5.conf")
+	if err := os.WriteFile(clientConf, []byte(strings.Replace(string(conf), "spake_preauth_groups = edwards25519", "spake_preauth_groups = P-256", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const clients, each = 4, 8
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	logins := 0
+	for c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			env := append(os.Environ(), r.Env()...)
+			env = append(env, "KRB5_CONFIG="+clientConf, "KRB5CCNAME=FILE:"+filepath.Join(t.TempDir(), "cc"))
+			for range each {
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				cmd := exec.CommandContext(ctx, "kinit", "-k", "-t", r.UserKeytab, r.User(c%2+1))
+				cmd.Env = env
+				out, err := cmd.CombinedOutput()
+				cancel()
+				if err != nil {
+					t.Errorf("kinit with P-256 only: %v: %s", err, out)
+					return
+				}
+				mu.Lock()
+				logins++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if err := r.StopKDC(); err != nil {
+		t.Fatal(err)
+	}
+	waitValue(t, tm.reg, completeLines(t, r.KDCLog), "krb5_kdc_log_lines_read_total", "path", r.KDCLog)
+	got := gather(t, tm.reg)
+	failed := got[key("krb5_kdc_requests_total", "request", "as", "status", "PREAUTH_FAILED")]
+	recovered := got[key("krb5_kdc_preauth_failures_recovered_total", "method", "spake")]
+	t.Logf("%d logins: %v PREAUTH_FAILED, %v recovered from spake", logins, failed, recovered)
+	if failed < float64(logins) {
+		t.Errorf("%d logins falling back logged %v PREAUTH_FAILED, want one each at least", logins, failed)
+	}
+	if recovered != failed {
+		t.Errorf("%v PREAUTH_FAILED of logins that all succeeded, %v counted recovered from spake", failed, recovered)
+	}
+	compareSeries(t, got, oracle(t, []string{realm.ReadyPrincipal}, r.KDCLog))
 }

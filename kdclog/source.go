@@ -23,15 +23,6 @@ type sourceStats struct {
 // so even at thousands of logins per second this is ample.
 const recoverWindow = 1024
 
-// pendingSlots is the size of the table of recent preauth failures.
-const pendingSlots = 1024
-
-type pendingFailure struct {
-	key    uint64
-	seq    uint64
-	method int
-}
-
 // source counts the lines of one log file. handle and flush run on the
 // file's tailer goroutine only: the local tally and the correlation state
 // need no lock, and flush publishes the tally after every batch of lines.
@@ -46,12 +37,11 @@ type source struct {
 	parsed   uint64
 	unparsed [numReasons]uint64
 
-	parser    Parser
-	seed      maphash.Seed
-	asSeq     uint64
-	pending   [pendingSlots]pendingFailure
-	pidMethod [16]struct{ pid, method int }
-	workers   sourceWorkers // workers.go
+	parser  Parser
+	seed    maphash.Seed
+	asSeq   uint64
+	rec     recoveries    // recover.go
+	workers sourceWorkers // workers.go
 
 	attackHeld bool           // the detector's lock, held until flush (attacksignals.go)
 	attackReq  attack.Request // reused
@@ -59,9 +49,7 @@ type source struct {
 
 func newSource(cfg config.LogSource, c *counts, st *sourceStats) *source {
 	s := &source{cfg: cfg, c: c, st: st, local: newTally[uint64](c), seed: maphash.MakeSeed(), workers: sourceWorkers{shared: &c.workers}}
-	for i := range s.pidMethod {
-		s.pidMethod[i].pid = -1
-	}
+	s.rec.init()
 	switch cfg.Type {
 	case "kpropd":
 		c.kpropd.configured.Store(true)
@@ -150,8 +138,7 @@ func (s *source) count(e *Event) {
 	case KindPreauthFailure:
 		m := c.methodIndex(e.Method)
 		l.preauth[m][e.PreauthReason]++
-		slot := &s.pidMethod[uint(e.PID)%uint(len(s.pidMethod))]
-		slot.pid, slot.method = e.PID, m
+		s.rec.verifyFailure(e.PID, m)
 	case KindRetransmit:
 		l.retrans[e.Retransmit]++
 	case KindTooManyConns:
@@ -207,25 +194,17 @@ func (s *source) countRequest(e *Event) {
 		return
 	}
 	s.asSeq++
+	// The verify failure line just before, from the same process, belongs
+	// to this AS line whatever its status.
+	m, verified := s.rec.takeMethod(e.PID)
 	switch {
 	case issue:
-		key := s.key(e)
-		p := &s.pending[key%pendingSlots]
-		if p.key == key && p.seq != 0 {
-			if s.asSeq-p.seq <= recoverWindow {
-				l.recovered[p.method]++
-			}
-			*p = pendingFailure{}
-		}
+		s.rec.issue(s.key(e), s.asSeq, l.recovered)
 	case !e.MorePreauth && string(e.Status) == "PREAUTH_FAILED":
-		key := s.key(e)
-		m := c.methods.other()
-		// The verify failure line just before, from the same process.
-		if slot := &s.pidMethod[uint(e.PID)%uint(len(s.pidMethod))]; slot.pid == e.PID {
-			m = slot.method
-			slot.pid = -1
+		if !verified {
+			m = c.methods.other()
 		}
-		s.pending[key%pendingSlots] = pendingFailure{key: key, seq: s.asSeq, method: m}
+		s.rec.failure(s.key(e), s.asSeq, m)
 	}
 }
 

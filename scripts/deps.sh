@@ -11,6 +11,8 @@
 set -euo pipefail
 
 packages=(krb5-kdc krb5-admin-server krb5-user krb5-kpropd prometheus systemd-journal-remote systemd rpm logrotate acl chromium tmux faketime ${EXTRA_PACKAGES:-})
+# alerts/: the Alertmanager end-to-end test and amtool check-config.
+packages+=(prometheus-alertmanager)
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
