@@ -683,7 +683,13 @@ func startBench(t *testing.T, log *testutil.LockedBuffer, bin, tmp, addr string)
 	if err := os.Mkdir(benchTmp, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "bench", "--web.listen-address", addr, "--interval", "1h",
+	// A stored run as the baseline, so that the bench dashboard's
+	// comparison panels have data (the daemon's --baseline path).
+	baseline, err := filepath.Abs(filepath.Join("..", "bench", "compare", "testdata", "slow"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "bench", "--web.listen-address", addr, "--interval", "1h", "--baseline", baseline,
 		"--output-dir", filepath.Join(tmp, "bench-results"), "--tests", "as,latency,cpu,memory,dump",
 		"--realm.users=6", "--realm.services=3", "--realm.fillers=-1",
 		"--clients", "2", "--duration", "500ms", "--login-rate", "30", "--tgs-per-login", "1", "--dump-rounds", "1")
