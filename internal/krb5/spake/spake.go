@@ -140,10 +140,12 @@ func (e *Exchange) finish(support, msg, theirs []byte) error {
 		}
 	} else {
 		e.elen = elemLen
-		keygen((*[elemLen]byte)(e.pub[:elemLen]), &e.y, &e.key.wN)
-		if err := result((*[elemLen]byte)(e.shared[:elemLen]), &e.y, &e.key.wM, theirs); err != nil {
+		var s, k edwards25519.Point
+		keygenPoint(&s, &e.y, &e.key.wN)
+		if err := resultPoint(&k, &e.y, &e.key.wM, theirs); err != nil {
 			return err
 		}
+		encodePair((*[elemLen]byte)(e.pub[:elemLen]), (*[elemLen]byte)(e.shared[:elemLen]), &s, &k)
 	}
 	if e.h == nil {
 		e.h = sha256.New()

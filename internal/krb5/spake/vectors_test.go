@@ -175,3 +175,63 @@ func TestVectors(t *testing.T) {
 		})
 	}
 }
+
+// TestPreparedKeyReused: a Key prepared once and reused for several logins
+// (as a Client caches it per long-term key) gives the same messages and
+// K'[n] as a Key prepared afresh for each login, and both give the
+// vectors'; a Key of another long-term key (a new kvno) gives other ones.
+func TestPreparedKeyReused(t *testing.T) {
+	for _, v := range vectors {
+		t.Run(v.name, func(t *testing.T) {
+			cached, err := NewKey(v.etype, unh(t, v.ikey), GroupEdwards25519)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var support []byte
+			if v.support != "" {
+				support = unh(t, v.support)
+			}
+			msg := unh(t, v.challenge)
+			var ch Challenge
+			if err := ParseChallenge(msg, &ch); err != nil {
+				t.Fatal(err)
+			}
+			login := func(key *Key) []byte {
+				var e Exchange
+				rnd := [32]byte(shr3(unh(t, v.y)))
+				if err := e.Challenge(key, support, msg, &ch, &rnd); err != nil {
+					t.Fatal(err)
+				}
+				out := append(append(append([]byte(nil), e.Public()...), e.Shared()...), e.Transcript()...)
+				for n := range 4 {
+					if out, err = e.DeriveKey(out, unh(t, v.body), uint32(n)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				return out
+			}
+			want := unh(t, v.S+v.K+v.thash+v.k0+v.k1+v.k2+v.k3)
+			for i := range 3 {
+				fresh, err := NewKey(v.etype, unh(t, v.ikey), GroupEdwards25519)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := login(cached); !bytes.Equal(got, want) {
+					t.Fatalf("login %d with the cached key: %X, want %X", i, got, want)
+				}
+				if got := login(fresh); !bytes.Equal(got, want) {
+					t.Fatalf("login %d with a fresh key: %X, want %X", i, got, want)
+				}
+			}
+			other := unh(t, v.ikey)
+			other[0] ^= 1
+			newer, err := NewKey(v.etype, other, GroupEdwards25519)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := login(newer); bytes.Equal(got[:elemLen], want[:elemLen]) || bytes.Equal(got[elemLen:2*elemLen], want[elemLen:2*elemLen]) {
+				t.Fatalf("another key gives the same S or K")
+			}
+		})
+	}
+}
