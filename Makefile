@@ -48,7 +48,7 @@ SHIPPED := CGO_ENABLED=0 GOFLAGS=-trimpath
 test: deps vet fmt-check
 	$(MAKE) --no-print-directory -j2 -Oline test-race test-packaging
 	$(SHIPPED) $(GO) test -vet=off -count=1 -timeout 5m $(NORACE)
-	$(SHIPPED) ./scripts/test-allocs.sh
+	$(SHIPPED) ./scripts/test-alone.sh
 
 test-race:
 	$(GO) test -race -vet=off -count=1 -p 4 -timeout 15m $$($(GO) list ./... | grep -v -x -F "$$($(GO) list $(NORACE))")

@@ -30,6 +30,7 @@ import (
 // floor, as TestRealAAAndAB's). Shards
 // of different runs are refused, each with the reason.
 func TestMergeRealShards(t *testing.T) {
+	testutil.Alone(t)
 	testutil.RequireProgram(t, "taskset")
 	opts := realm.Options{Users: 16, Services: 4, NoKadmind: true, DisableLastSuccess: true}
 	r1, r2 := upRealm(t, opts), upRealm(t, opts)

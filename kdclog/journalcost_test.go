@@ -26,7 +26,7 @@ func TestJournalCost(t *testing.T) {
 	}
 	if raceEnabled {
 		// Measured under -race: journal source 2.1 times journalctl.
-		t.Skip("the race detector multiplies the exporter's CPU, not journalctl's; scripts/test-allocs.sh runs this test without it")
+		t.Skip("the race detector multiplies the exporter's CPU, not journalctl's; scripts/test-alone.sh runs this test without it")
 	}
 	testutil.RequireProgram(t, "journalctl")
 	if _, err := os.Stat(journalRemote); err != nil {

@@ -33,6 +33,7 @@ const realFloorPct = 40
 // A/A: no metric called. A/B: logins slower, service tickets (which
 // write nothing) not; the differing setting comes first.
 func TestRealAAAndAB(t *testing.T) {
+	testutil.Alone(t)
 	testutil.RequireProgram(t, "taskset")
 	opts := func(lastSuccess bool) realm.Options {
 		return realm.Options{Users: 16, Services: 4, NoKadmind: true, DisableLastSuccess: !lastSuccess}
