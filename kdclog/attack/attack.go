@@ -49,11 +49,14 @@ const (
 )
 
 // Request is one AS or TGS request line. The byte slices are only read
-// during Observe.
+// during Observe. An AS request carries its client's hash: the caller
+// hashes the client for its own matching anyway (kdclog's recoveries),
+// once for a login's several lines.
 type Request struct {
 	TGS     bool
 	Outcome Outcome
 	Client  []byte // client principal as logged
+	Hash    uint64 // AS: maphash.Bytes(Seed(), Client), which the caller has at hand
 	Addr    []byte // client address as logged
 	Server  []byte // TGS: the service principal
 	RC4     bool   // TGS ISSUE: the ticket or the reply is RC4 (etype 23)
@@ -268,9 +271,9 @@ func (d *Detector) Observe(r *Request) {
 	switch r.Outcome {
 	case OutcomeIssue:
 		if d.tail == d.head && !d.cfg.FollowLogins {
-			return // the common case costs no hash
+			return
 		}
-		c := maphash.Bytes(d.seed, r.Client)
+		c := r.Hash
 		if d.tail > d.head {
 			// A pending failure of this client and address recovered.
 			if p := d.lookup(c, r.Addr); p != nil {
@@ -284,15 +287,11 @@ func (d *Detector) Observe(r *Request) {
 			d.add(ASREPRoasting, d.ref(r.Addr), c, false)
 		}
 	case OutcomeNeededPreauth, OutcomeMorePreauth:
-		if d.tail == d.head && !d.cfg.FollowLogins {
-			return
-		}
-		c := maphash.Bytes(d.seed, r.Client)
 		if d.cfg.FollowLogins {
-			d.preauth[c%preauthSets].mark(c, d.asSeq)
+			d.preauth[r.Hash%preauthSets].mark(r.Hash, d.asSeq)
 		}
 	case OutcomeWrongKey:
-		c := maphash.Bytes(d.seed, r.Client)
+		c := r.Hash
 		if d.cfg.FollowLogins {
 			d.preauth[c%preauthSets].mark(c, d.asSeq)
 		}
@@ -305,7 +304,7 @@ func (d *Detector) Observe(r *Request) {
 		d.push(c, r)
 	case OutcomeUnknownClient:
 		d.events[EventUnknownClient]++
-		d.add(UserEnumeration, d.ref(r.Addr), maphash.Bytes(d.seed, r.Client), false)
+		d.add(UserEnumeration, d.ref(r.Addr), r.Hash, false)
 	case OutcomeLockedOut:
 		d.events[EventLockout]++
 	}
@@ -490,6 +489,9 @@ func (d *Detector) Snapshot(s *Snapshot) {
 		s.Offenders[sig] = out
 	}
 }
+
+// Seed is the seed of the hashes in a Request.
+func (d *Detector) Seed() maphash.Seed { return d.seed }
 
 // Config returns the configuration in effect, defaults filled in.
 func (d *Detector) Config() config.AttackSignals { return d.cfg }

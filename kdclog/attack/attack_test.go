@@ -2,6 +2,7 @@ package attack
 
 import (
 	"fmt"
+	"hash/maphash"
 	"strings"
 	"testing"
 	"time"
@@ -26,12 +27,12 @@ func newFeeder(c config.AttackSignals) *feeder {
 }
 
 func (f *feeder) as(o Outcome, client, addr string) {
-	f.d.Observe(&Request{Outcome: o, Client: []byte(client), Addr: []byte(addr)})
+	f.d.Observe(&Request{Outcome: o, Client: []byte(client), Hash: maphash.String(f.d.Seed(), client), Addr: []byte(addr)})
 }
 
 // spakeFailed is a PREAUTH_FAILED after SPAKE's verify failure.
 func (f *feeder) spakeFailed(client, addr string) {
-	f.d.Observe(&Request{Outcome: OutcomeWrongKey, Client: []byte(client), Addr: []byte(addr), SPAKE: true})
+	f.d.Observe(&Request{Outcome: OutcomeWrongKey, Client: []byte(client), Hash: maphash.String(f.d.Seed(), client), Addr: []byte(addr), SPAKE: true})
 }
 
 func (f *feeder) tgs(client, server string, rc4 bool) {
