@@ -207,6 +207,56 @@ func TestASREPRoasting(t *testing.T) {
 	}
 }
 
+// TestASREPRoastingInterleaved: logins whose steps and ISSUEs interleave
+// with others' (several workers, several clients at once) are
+// pre-authenticated; a step a login has used up does not cover a later
+// ISSUE without one, whether the step waited as the last one or behind
+// others'.
+func TestASREPRoastingInterleaved(t *testing.T) {
+	f := newFeeder(config.AttackSignals{FollowLogins: true})
+	const n = 50
+	for i := range n {
+		f.as(OutcomeNeededPreauth, user(i), "10.0.0.1")
+	}
+	for i := range n {
+		f.as(OutcomeMorePreauth, user(i), "10.0.0.1")
+	}
+	for i := range n {
+		f.as(OutcomeIssue, user(n-1-i), "10.0.0.1")
+	}
+	if s := f.snap(); s.Events[EventNoPreauthTicket] != 0 {
+		t.Fatalf("interleaved pre-authenticated logins counted: %v", s.Events)
+	}
+	// a's step goes behind b's, a steps again and logs in: both of a's
+	// steps are used up, and a's next ISSUE has none.
+	f.as(OutcomeNeededPreauth, "a@PERF.TEST", "10.0.0.2")
+	f.as(OutcomeNeededPreauth, "b@PERF.TEST", "10.0.0.3")
+	f.as(OutcomeMorePreauth, "a@PERF.TEST", "10.0.0.2")
+	f.as(OutcomeIssue, "a@PERF.TEST", "10.0.0.2")
+	f.as(OutcomeIssue, "a@PERF.TEST", "10.0.0.2")
+	// b's step, behind a's, still covers its ISSUE once.
+	f.as(OutcomeIssue, "b@PERF.TEST", "10.0.0.3")
+	f.as(OutcomeIssue, "b@PERF.TEST", "10.0.0.3")
+	s := f.snap()
+	if s.Events[EventNoPreauthTicket] != 2 {
+		t.Errorf("no-preauth tickets %d, want 2 (a's and b's second ISSUE)", s.Events[EventNoPreauthTicket])
+	}
+	// Steps older than RecoverLines are swept from the table: its marks
+	// go with them, and a late ISSUE is one without pre-authentication.
+	f.as(OutcomeNeededPreauth, "c@PERF.TEST", "10.0.0.4")
+	f.as(OutcomeNeededPreauth, "d@PERF.TEST", "10.0.0.5")
+	for range 2 * RecoverLines {
+		f.as(OutcomeNeededPreauth, "e@PERF.TEST", "10.0.0.1")
+	}
+	if live := f.d.steps.live; live != [len(live)]uint64{} {
+		t.Errorf("sets marked after %d AS lines of one client: %x", 2*RecoverLines, live)
+	}
+	f.as(OutcomeIssue, "c@PERF.TEST", "10.0.0.4")
+	if s := f.snap(); s.Events[EventNoPreauthTicket] != 3 {
+		t.Errorf("no-preauth tickets %d, want 3 (c's step is too old)", s.Events[EventNoPreauthTicket])
+	}
+}
+
 // TestWindow: counts per offender start again with each window; the
 // exact counters do not.
 func TestWindow(t *testing.T) {
