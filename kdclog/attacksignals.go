@@ -84,6 +84,9 @@ func (s *source) observeAttack(e *Event, si int) {
 	}
 	r := &s.attackReq
 	r.TGS, r.Client, r.Addr, r.Outcome, r.SPAKE = e.Request == RequestTGS, e.Client, e.Addr, attack.OutcomeOther, false
+	if !r.TGS {
+		r.Hash = s.client.of(s.seed, e.Client)
+	}
 	switch si {
 	case idxIssue:
 		r.Outcome = attack.OutcomeIssue

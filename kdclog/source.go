@@ -38,8 +38,10 @@ type source struct {
 	unparsed [numReasons]uint64
 
 	parser  Parser
-	seed    maphash.Seed
+	seed    maphash.Seed // the attack detector's: its requests carry our hashes
 	asSeq   uint64
+	client  memoHash // the last AS line's client and address, hashed
+	addr    memoHash
 	rec     recoveries    // recover.go
 	workers sourceWorkers // workers.go
 
@@ -48,7 +50,8 @@ type source struct {
 }
 
 func newSource(cfg config.LogSource, c *counts, st *sourceStats) *source {
-	s := &source{cfg: cfg, c: c, st: st, local: newTally[uint64](c), seed: maphash.MakeSeed(), workers: sourceWorkers{shared: &c.workers}}
+	s := &source{cfg: cfg, c: c, st: st, local: newTally[uint64](c), seed: c.attack.d.Seed(), workers: sourceWorkers{shared: &c.workers}}
+	s.client.n, s.addr.n = -1, -1
 	s.rec.init()
 	switch cfg.Type {
 	case "kpropd":
@@ -210,7 +213,29 @@ func (s *source) countRequest(e *Event) {
 
 // key identifies a login attempt by client and address.
 func (s *source) key(e *Event) uint64 {
-	return maphash.Bytes(s.seed, e.Client) ^ bits.RotateLeft64(maphash.Bytes(s.seed, e.Addr), 17)
+	return s.client.of(s.seed, e.Client) ^ bits.RotateLeft64(s.addr.of(s.seed, e.Addr), 17)
+}
+
+// memoHash is the hash of the last value hashed: a login's AS lines
+// (NEEDED_PREAUTH, MORE_PREAUTH, ISSUE) mostly follow one another, and
+// the recovery matching and the attack signals both hash their client,
+// so a login costs one hash of it, not four.
+type memoHash struct {
+	n int // -1: none (or longer than b)
+	h uint64
+	b [64]byte
+}
+
+func (m *memoHash) of(seed maphash.Seed, v []byte) uint64 {
+	if len(v) == m.n && bytes.Equal(m.b[:m.n], v) {
+		return m.h
+	}
+	m.h = maphash.Bytes(seed, v)
+	m.n = -1
+	if len(v) <= len(m.b) {
+		m.n = copy(m.b[:], v)
+	}
+	return m.h
 }
 
 func (s *source) isProbe(client []byte) bool {

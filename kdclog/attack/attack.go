@@ -26,6 +26,7 @@ import (
 	"bytes"
 	"hash/maphash"
 	"math"
+	"math/bits"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -49,11 +50,14 @@ const (
 )
 
 // Request is one AS or TGS request line. The byte slices are only read
-// during Observe.
+// during Observe. An AS request carries its client's hash: the caller
+// hashes the client for its own matching anyway (kdclog's recoveries),
+// once for a login's several lines.
 type Request struct {
 	TGS     bool
 	Outcome Outcome
 	Client  []byte // client principal as logged
+	Hash    uint64 // AS: maphash.Bytes(Seed(), Client), which the caller has at hand
 	Addr    []byte // client address as logged
 	Server  []byte // TGS: the service principal
 	RC4     bool   // TGS ISSUE: the ticket or the reply is RC4 (etype 23)
@@ -149,6 +153,74 @@ func (p *preauthSet) take(c, seq uint64) bool {
 	return false
 }
 
+// steps are the clients' recent pre-authentication steps. A login's
+// steps and its ISSUE mostly follow one another: the last step's client
+// is kept apart, and only another client's step moves it into the
+// set-associative table (a cache miss on a busy KDC). The table's sets
+// that may hold a step younger than RecoverLines are marked, so that an
+// ISSUE after its own step costs no look at the table; every
+// RecoverLines AS lines the marks of sets without one are cleared.
+type steps struct {
+	last    uint64 // the last step's client hash, if lastOK
+	lastSeq uint64
+	lastOK  bool
+	swept   uint64                   // the AS line of the last sweep
+	live    [preauthSets / 64]uint64 // sets that may hold a step
+	table   [preauthSets]preauthSet
+}
+
+func (t *steps) mark(c, seq uint64) {
+	if seq-t.swept >= RecoverLines {
+		t.sweep(seq)
+	}
+	if t.lastOK && t.last == c {
+		t.lastSeq = seq
+		return
+	}
+	if t.lastOK && seq-t.lastSeq <= RecoverLines {
+		i := t.last % preauthSets
+		t.table[i].mark(t.last, t.lastSeq)
+		t.live[i/64] |= 1 << (i % 64)
+	}
+	t.last, t.lastSeq, t.lastOK = c, seq, true
+}
+
+// take reports whether c had a step within RecoverLines AS lines and
+// forgets its steps.
+func (t *steps) take(c, seq uint64) bool {
+	ok := false
+	if t.lastOK && t.last == c {
+		t.lastOK = false
+		ok = seq-t.lastSeq <= RecoverLines
+	}
+	if i := c % preauthSets; t.live[i/64]&(1<<(i%64)) != 0 {
+		ok = t.table[i].take(c, seq) || ok // an older step of c goes too
+	}
+	return ok
+}
+
+// sweep frees the table's steps older than RecoverLines and unmarks the
+// sets left empty.
+func (t *steps) sweep(seq uint64) {
+	t.swept = seq
+	for w := range t.live {
+		for m := t.live[w]; m != 0; m &= m - 1 {
+			i := w*64 + bits.TrailingZeros64(m)
+			empty := true
+			for j := range t.table[i] {
+				e := &t.table[i][j]
+				if e.key != 0 && uint32(seq)-e.seq > RecoverLines {
+					e.key = 0
+				}
+				empty = empty && e.key == 0
+			}
+			if empty {
+				t.live[w] &^= 1 << (i % 64)
+			}
+		}
+	}
+}
+
 // tgsSlot is a client's distinct services seen since it took the slot,
 // as their sketch bit indexes: a count in the low 3 bits, then 9 bits per
 // service. Most clients ask for a few services; only one with tgsPromote
@@ -194,7 +266,7 @@ type Detector struct {
 	head, tail uint64       // pending[head%cap] ... pending[(tail-1)%cap]
 	waiting    atomic.Int64 // tail-head, for Waiting
 	idx        [pendingIdx]uint64
-	preauth    [preauthSets]preauthSet
+	steps      steps
 	tgs        [tgsSets][2]tgsSlot // clients' recent services, before the top k
 }
 
@@ -268,9 +340,9 @@ func (d *Detector) Observe(r *Request) {
 	switch r.Outcome {
 	case OutcomeIssue:
 		if d.tail == d.head && !d.cfg.FollowLogins {
-			return // the common case costs no hash
+			return
 		}
-		c := maphash.Bytes(d.seed, r.Client)
+		c := r.Hash
 		if d.tail > d.head {
 			// A pending failure of this client and address recovered.
 			if p := d.lookup(c, r.Addr); p != nil {
@@ -279,22 +351,18 @@ func (d *Detector) Observe(r *Request) {
 		}
 		// Keyed by client alone: the KDC asks a principal that requires
 		// pre-authentication for it whatever the address.
-		if d.cfg.FollowLogins && !d.preauth[c%preauthSets].take(c, d.asSeq) {
+		if d.cfg.FollowLogins && !d.steps.take(c, d.asSeq) {
 			d.events[EventNoPreauthTicket]++
 			d.add(ASREPRoasting, d.ref(r.Addr), c, false)
 		}
 	case OutcomeNeededPreauth, OutcomeMorePreauth:
-		if d.tail == d.head && !d.cfg.FollowLogins {
-			return
-		}
-		c := maphash.Bytes(d.seed, r.Client)
 		if d.cfg.FollowLogins {
-			d.preauth[c%preauthSets].mark(c, d.asSeq)
+			d.steps.mark(r.Hash, d.asSeq)
 		}
 	case OutcomeWrongKey:
-		c := maphash.Bytes(d.seed, r.Client)
+		c := r.Hash
 		if d.cfg.FollowLogins {
-			d.preauth[c%preauthSets].mark(c, d.asSeq)
+			d.steps.mark(c, d.asSeq)
 		}
 		if p := d.lookup(c, r.Addr); p != nil && !p.recovered && p.spake && !p.fellBack && !r.SPAKE {
 			// A client without the KDC's SPAKE group falling back to
@@ -305,7 +373,7 @@ func (d *Detector) Observe(r *Request) {
 		d.push(c, r)
 	case OutcomeUnknownClient:
 		d.events[EventUnknownClient]++
-		d.add(UserEnumeration, d.ref(r.Addr), maphash.Bytes(d.seed, r.Client), false)
+		d.add(UserEnumeration, d.ref(r.Addr), r.Hash, false)
 	case OutcomeLockedOut:
 		d.events[EventLockout]++
 	}
@@ -490,6 +558,9 @@ func (d *Detector) Snapshot(s *Snapshot) {
 		s.Offenders[sig] = out
 	}
 }
+
+// Seed is the seed of the hashes in a Request.
+func (d *Detector) Seed() maphash.Seed { return d.seed }
 
 // Config returns the configuration in effect, defaults filled in.
 func (d *Detector) Config() config.AttackSignals { return d.cfg }

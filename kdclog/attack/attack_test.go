@@ -2,6 +2,7 @@ package attack
 
 import (
 	"fmt"
+	"hash/maphash"
 	"strings"
 	"testing"
 	"time"
@@ -26,12 +27,12 @@ func newFeeder(c config.AttackSignals) *feeder {
 }
 
 func (f *feeder) as(o Outcome, client, addr string) {
-	f.d.Observe(&Request{Outcome: o, Client: []byte(client), Addr: []byte(addr)})
+	f.d.Observe(&Request{Outcome: o, Client: []byte(client), Hash: maphash.String(f.d.Seed(), client), Addr: []byte(addr)})
 }
 
 // spakeFailed is a PREAUTH_FAILED after SPAKE's verify failure.
 func (f *feeder) spakeFailed(client, addr string) {
-	f.d.Observe(&Request{Outcome: OutcomeWrongKey, Client: []byte(client), Addr: []byte(addr), SPAKE: true})
+	f.d.Observe(&Request{Outcome: OutcomeWrongKey, Client: []byte(client), Hash: maphash.String(f.d.Seed(), client), Addr: []byte(addr), SPAKE: true})
 }
 
 func (f *feeder) tgs(client, server string, rc4 bool) {
@@ -203,6 +204,56 @@ func TestASREPRoasting(t *testing.T) {
 	s := f.snap()
 	if s.Events[EventNoPreauthTicket] != 1 || s.Detections[ASREPRoasting] != 1 || s.Offenders[ASREPRoasting][0].Name != "10.6.6.6" {
 		t.Errorf("events %v detections %v offenders %+v", s.Events, s.Detections, s.Offenders[ASREPRoasting])
+	}
+}
+
+// TestASREPRoastingInterleaved: logins whose steps and ISSUEs interleave
+// with others' (several workers, several clients at once) are
+// pre-authenticated; a step a login has used up does not cover a later
+// ISSUE without one, whether the step waited as the last one or behind
+// others'.
+func TestASREPRoastingInterleaved(t *testing.T) {
+	f := newFeeder(config.AttackSignals{FollowLogins: true})
+	const n = 50
+	for i := range n {
+		f.as(OutcomeNeededPreauth, user(i), "10.0.0.1")
+	}
+	for i := range n {
+		f.as(OutcomeMorePreauth, user(i), "10.0.0.1")
+	}
+	for i := range n {
+		f.as(OutcomeIssue, user(n-1-i), "10.0.0.1")
+	}
+	if s := f.snap(); s.Events[EventNoPreauthTicket] != 0 {
+		t.Fatalf("interleaved pre-authenticated logins counted: %v", s.Events)
+	}
+	// a's step goes behind b's, a steps again and logs in: both of a's
+	// steps are used up, and a's next ISSUE has none.
+	f.as(OutcomeNeededPreauth, "a@PERF.TEST", "10.0.0.2")
+	f.as(OutcomeNeededPreauth, "b@PERF.TEST", "10.0.0.3")
+	f.as(OutcomeMorePreauth, "a@PERF.TEST", "10.0.0.2")
+	f.as(OutcomeIssue, "a@PERF.TEST", "10.0.0.2")
+	f.as(OutcomeIssue, "a@PERF.TEST", "10.0.0.2")
+	// b's step, behind a's, still covers its ISSUE once.
+	f.as(OutcomeIssue, "b@PERF.TEST", "10.0.0.3")
+	f.as(OutcomeIssue, "b@PERF.TEST", "10.0.0.3")
+	s := f.snap()
+	if s.Events[EventNoPreauthTicket] != 2 {
+		t.Errorf("no-preauth tickets %d, want 2 (a's and b's second ISSUE)", s.Events[EventNoPreauthTicket])
+	}
+	// Steps older than RecoverLines are swept from the table: its marks
+	// go with them, and a late ISSUE is one without pre-authentication.
+	f.as(OutcomeNeededPreauth, "c@PERF.TEST", "10.0.0.4")
+	f.as(OutcomeNeededPreauth, "d@PERF.TEST", "10.0.0.5")
+	for range 2 * RecoverLines {
+		f.as(OutcomeNeededPreauth, "e@PERF.TEST", "10.0.0.1")
+	}
+	if live := f.d.steps.live; live != [len(live)]uint64{} {
+		t.Errorf("sets marked after %d AS lines of one client: %x", 2*RecoverLines, live)
+	}
+	f.as(OutcomeIssue, "c@PERF.TEST", "10.0.0.4")
+	if s := f.snap(); s.Events[EventNoPreauthTicket] != 3 {
+		t.Errorf("no-preauth tickets %d, want 3 (c's step is too old)", s.Events[EventNoPreauthTicket])
 	}
 }
 
