@@ -9,15 +9,26 @@
 #
 # DEMO_FAULT=NAME injects one fault DEMO_FAULT_AFTER seconds (default 30)
 # after the start, or at once on `kill -USR1 $(cat .demo/fault.pid)`, so
-# that its alert goes pending, then firing:
-#   kdc-stopped      krb5kdc killed: KDCDown (1m), KDCProbeFailing and
-#                    KDCRealmUnavailable (2m)
-#   wrong-passwords  a burst of logins with wrong passwords:
-#                    KDCErrorBudgetBurnFast (2m), KDCWrongPasswordsRising (10m)
-#   unknown-service  service tickets asked for services that do not exist:
+# that its alert goes pending, then firing (README's "The demo" has the
+# times seen). Client errors do not spend the error budget: the attack
+# faults come from an address of their own on loopback, as an attacker's
+# host, and fire the attack signals.
+#   kdc-stopped      krb5kdc killed: KDCDown and KDCRealmUnavailable (1m),
+#                    KDCProbeFailing and KDCErrorBudgetBurnFast (2m: the
+#                    probes refused, a stopped KDC logs nothing)
+#   wrong-passwords  a wrong password a second for user0001 from 127.0.0.2:
+#                    KDCBruteForce (at once), KDCWrongPasswordsRising (10m)
+#   spray            a wrong password a second from 127.0.0.3, each for
+#                    another of the first 100 users: KDCPasswordSpraying (at once),
+#                    KDCWrongPasswordsRising (10m)
+#   unknown-user     a login a second of principals that do not exist, 50
+#                    names in turn, from 127.0.0.4: KDCUserEnumeration (at once)
+#   keyless-service  service tickets for a service created without keys
+#                    (the realm's fault, FINDING_SERVER_KEY):
 #                    KDCErrorBudgetBurnFast (2m)
 #   udp-drops        krb5kdc paused while 3,000 datagrams arrive, so its
-#                    socket's buffer overflows: KDCUDPDrops (5m)
+#                    socket's buffer overflows, once a minute for 10 minutes:
+#                    KDCErrorBudgetBurnFast (2m), KDCUDPDrops (5m)
 # DEMO_REPLICA=1 adds a replica (its own KDC and database, kpropd pulling
 # by iprop; needs krb5-kpropd) with a second exporter on the next port.
 # For tests: DEMO_REALM_ARGS (realm up's size flags instead of the
@@ -34,10 +45,17 @@ alerts=$(realpath "${DEMO_ALERTS_DIR:-$here/../alerts}")
 interval=${DEMO_INTERVAL:-5s}
 fault=${DEMO_FAULT:-}
 after=${DEMO_FAULT_AFTER:-30}
+# What each fault fires, for the hint printed below.
 case "$fault" in
-'' | kdc-stopped | wrong-passwords | unknown-service | udp-drops) ;;
+'') ;;
+kdc-stopped) expect="KDCDown in about a minute, then KDCProbeFailing, KDCRealmUnavailable, KDCErrorBudgetBurnFast" ;;
+wrong-passwords) expect="KDCBruteForce within a minute, KDCWrongPasswordsRising after 10 minutes" ;;
+spray) expect="KDCPasswordSpraying within a minute, KDCWrongPasswordsRising after 10 minutes" ;;
+unknown-user) expect="KDCUserEnumeration within a minute" ;;
+keyless-service) expect="KDCErrorBudgetBurnFast in about 2 minutes" ;;
+udp-drops) expect="KDCErrorBudgetBurnFast in about 2 minutes, KDCUDPDrops in about 6" ;;
 *)
-	echo "DEMO_FAULT=$fault: want kdc-stopped, wrong-passwords, unknown-service or udp-drops" >&2
+	echo "DEMO_FAULT=$fault: want kdc-stopped, wrong-passwords, spray, unknown-user, keyless-service or udp-drops" >&2
 	exit 2
 	;;
 esac
@@ -139,28 +157,52 @@ inject() {
 	wait "$child" || true
 	trap - USR1
 	echo "DEMO_FAULT=$fault: injecting now ($(date -u +%T) UTC)"
+	# The faults' loads: their one kind of request, a second each, for 20 minutes.
+	base=(realm load --dir "$r" --duration 20m --tickets 0 --weak-enctype-every 0)
 	case "$fault" in
 	kdc-stopped) kill "$(cat "$r/krb5kdc.pid")" ;;
 	wrong-passwords)
-		"$bin" realm load --dir "$r" --duration 20m --rate 2 --tickets 0 --wrong-password-every 1 \
-			--unknown-user-every 0 --weak-enctype-every 0 >"$dir/fault.log" 2>&1 &
+		"$bin" "${base[@]}" --source 127.0.0.2 --rate 1 --users 1 --wrong-password-every 1 \
+			--unknown-user-every 0 >"$dir/fault.log" 2>&1 &
 		;;
-	unknown-service)
-		"$bin" realm load --dir "$r" --duration 20m --rate 2 --tickets 2 --unknown-service-every 1 \
-			--wrong-password-every 0 --unknown-user-every 0 --weak-enctype-every 0 >"$dir/fault.log" 2>&1 &
+	spray)
+		# Each user once in 100 s: 6 wrong passwords in the detector's 10
+		# minutes, under the brute-force threshold (10).
+		users=$(sed -n 's/^ *"users": \([0-9]*\),$/\1/p' "$r/realm.json" | head -1)
+		"$bin" "${base[@]}" --source 127.0.0.3 --rate 1 --users "$((users < 100 ? users : 100))" \
+			--wrong-password-every 1 --unknown-user-every 0 >"$dir/fault.log" 2>&1 &
+		;;
+	unknown-user)
+		"$bin" "${base[@]}" --source 127.0.0.4 --rate 1 --unknown-user-every 1 --unknown-users 50 \
+			--wrong-password-every 0 >"$dir/fault.log" 2>&1 &
+		;;
+	keyless-service)
+		(
+			eval "$("$bin" realm env --dir "$r")"
+			kadmin.local -q "addprinc -nokey HTTP/demo-nokey" >"$dir/fault.log" 2>&1
+		)
+		"$bin" realm load --dir "$r" --duration 20m --rate 2 --tickets 2 --service HTTP/demo-nokey \
+			--wrong-password-every 0 --unknown-user-every 0 --weak-enctype-every 0 >>"$dir/fault.log" 2>&1 &
 		;;
 	udp-drops)
-		# The supervisor and its workers, which share its sockets.
+		# The supervisor and its workers, which share its sockets. A burst
+		# a minute for 10 minutes: the drops' 5-minute rate must stay above
+		# 0 for KDCUDPDrops' 5 minutes (one burst left it pending).
 		kdc=$(cat "$r/krb5kdc.pid")
 		# shellcheck disable=SC2207
 		kdcs=("$kdc" $(cat /proc/"$kdc"/task/*/children))
 		port=$(sed -n 's/.*kdc_listen = 127.0.0.1:\([0-9]*\).*/\1/p' "$r/kdc.conf" | head -1)
-		kill -STOP "${kdcs[@]}"
-		for _ in $(seq 3000); do printf 'demo' >/dev/udp/127.0.0.1/"$port" || true; done
-		sleep 5 &
-		child=$!
-		wait "$child"
-		kill -CONT "${kdcs[@]}"
+		for _ in $(seq 10); do
+			kill -STOP "${kdcs[@]}"
+			for _ in $(seq 3000); do printf 'demo' >/dev/udp/127.0.0.1/"$port" || true; done
+			sleep 5 &
+			child=$!
+			wait "$child"
+			kill -CONT "${kdcs[@]}"
+			sleep 55 &
+			child=$!
+			wait "$child"
+		done
 		;;
 	esac
 	child=$!
@@ -189,8 +231,9 @@ a light load of logins (log: $dir/load.log) and Prometheus (log: $dir/prometheus
 MSG
 if [ -n "$fault" ]; then
 	echo "  fault:          DEMO_FAULT=$fault in ${after}s (now: kill -USR1 \$(cat $dir/fault.pid)); watch http://$plisten/alerts"
+	echo "                  for $expect"
 else
-	echo "  a fault:        Ctrl-C, then DEMO_FAULT=kdc-stopped make demo (or wrong-passwords, unknown-service, udp-drops)"
+	echo "  a fault:        Ctrl-C, then DEMO_FAULT=kdc-stopped make demo (or wrong-passwords, spray, unknown-user, keyless-service, udp-drops)"
 fi
 echo "Press Ctrl-C to stop everything and remove the realm."
 echo

@@ -21,14 +21,15 @@ import (
 )
 
 // TestDemo runs `make demo`'s script as a user does, with a small realm,
-// a 1 s interval and a copy of alerts/ where KDCDown's for: is 5s, and
-// DEMO_FAULT=kdc-stopped: the demo's Prometheus loads every rule group of
-// alerts/ and evaluates every rule without error, the recording rules
-// return data from the demo's load (the replication ones need
-// DEMO_REPLICA), the fault, injected on the documented signal, makes
-// KDCDown fire and the landing page (in chromium) say krb5kdc is not
-// running; Ctrl-C (SIGINT to the process group) leaves no process and no
-// directory behind.
+// a 1 s interval and a copy of alerts/ where the for: of KDCDown and
+// KDCErrorBudgetBurnFast is 5s, and DEMO_FAULT=kdc-stopped: the demo's
+// Prometheus loads every rule group of alerts/ and evaluates every rule
+// without error, the recording rules return data from the demo's load
+// (the replication ones need DEMO_REPLICA), the fault, injected on the
+// documented signal, makes KDCDown fire, and KDCErrorBudgetBurnFast
+// through the probes' refusals (a stopped KDC logs nothing), and the
+// landing page (in chromium) say krb5kdc is not running; Ctrl-C (SIGINT
+// to the process group) leaves no process and no directory behind.
 func TestDemo(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the demo: a realm, a load, the exporter and Prometheus")
@@ -39,7 +40,7 @@ func TestDemo(t *testing.T) {
 	ctx, problems := browser(t)
 	tmp := t.TempDir()
 	alerts := filepath.Join(tmp, "alerts")
-	groups := shortenedRules(t, alerts, "KDCDown")
+	groups := shortenedRules(t, alerts, "KDCDown", "KDCErrorBudgetBurnFast")
 	dir := filepath.Join(tmp, "demo")
 	listen, plisten := testutil.Addr(t), testutil.Addr(t)
 	cmd := exec.Command("../../scripts/demo.sh", binary)
@@ -132,7 +133,8 @@ func TestDemo(t *testing.T) {
 		return promGet(prom+"/api/v1/query?query="+url.QueryEscape(q), &res) == nil && len(res.Result) == 1
 	})
 
-	// The fault, now: KDCDown fires; the landing page says why.
+	// The fault, now: KDCDown and the error budget's alert fire; the
+	// landing page says why.
 	b, err := os.ReadFile(filepath.Join(dir, "fault.pid"))
 	if err != nil {
 		fail("%v", err)
@@ -141,7 +143,8 @@ func TestDemo(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGUSR1); err != nil {
 		fail("the fault's process: %v", err)
 	}
-	testutil.Eventually(t, 60*time.Second, "KDCDown to fire", func() bool {
+	firing := map[string]bool{}
+	testutil.Eventually(t, 60*time.Second, "KDCDown and KDCErrorBudgetBurnFast to fire", func() bool {
 		var res struct {
 			Alerts []struct {
 				Labels map[string]string
@@ -152,11 +155,11 @@ func TestDemo(t *testing.T) {
 			return false
 		}
 		for _, a := range res.Alerts {
-			if a.Labels["alertname"] == "KDCDown" && a.State == "firing" {
-				return true
+			if a.State == "firing" {
+				firing[a.Labels["alertname"]] = true
 			}
 		}
-		return false
+		return firing["KDCDown"] && firing["KDCErrorBudgetBurnFast"]
 	})
 	var verdict string
 	testutil.Eventually(t, 30*time.Second, "the landing page to say krb5kdc is not running (it says: "+verdict+")", func() bool {

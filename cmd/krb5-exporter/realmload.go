@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -26,14 +27,17 @@ import (
 // throwaway realm, as a handful of users make it (logins, service
 // tickets, now and then a wrong password, an unknown principal, a client
 // offering RC4), for `make demo`; bounded in time and count. The faults of
-// the demo are the same load with the errors made frequent.
+// the demo are the same load with the errors made frequent, from an
+// address of their own (--source) so that the attack signals see one
+// offender and the steady load's logins do not recover its failures.
 type realmLoadCmd struct {
 	cmd                                           *kingpin.CmdClause
 	dir                                           string
 	rate                                          float64
 	duration                                      time.Duration
-	users, tickets                                int
+	users, tickets, unknownUsers                  int
 	wrongEvery, unknownEvery, weakEvery, svcEvery int
+	source, service                               string
 }
 
 func addRealmLoadCommand(parent *kingpin.CmdClause) *realmLoadCmd {
@@ -43,12 +47,15 @@ func addRealmLoadCommand(parent *kingpin.CmdClause) *realmLoadCmd {
 	c.Flag("dir", "Directory of the realm.").Required().StringVar(&l.dir)
 	c.Flag("rate", "Logins per second (at most 50).").Default("3").Float64Var(&l.rate)
 	c.Flag("duration", "Stop after this long (at most 24h).").Default("1h").DurationVar(&l.duration)
-	c.Flag("users", "Users that log in, user0001 on (at most the realm's).").Default("5").IntVar(&l.users)
+	c.Flag("users", "Users that log in, user0001 on (at most the realm's); the wrong passwords take turns among them too.").Default("5").IntVar(&l.users)
 	c.Flag("tickets", "Service tickets per login.").Default("2").IntVar(&l.tickets)
 	c.Flag("wrong-password-every", "Every Nth login uses a wrong password; 0: never.").Default("250").IntVar(&l.wrongEvery)
 	c.Flag("unknown-user-every", "Every Nth login is of a principal the realm does not have; 0: never.").Default("400").IntVar(&l.unknownEvery)
 	c.Flag("weak-enctype-every", "Every Nth login is MIT kinit offering RC4 after AES (needs kinit); 0: never.").Default("100").IntVar(&l.weakEvery)
 	c.Flag("unknown-service-every", "Every Nth service ticket is for a service the realm does not have; 0: never.").Default("0").IntVar(&l.svcEvery)
+	c.Flag("unknown-users", "How many distinct unknown principals the unknown logins take turns among (at most 1000).").Default("1").IntVar(&l.unknownUsers)
+	c.Flag("service", "Ask every service ticket for this service of the realm (e.g. one created without keys) instead of the users' HTTP/webNNNN.").PlaceHolder("NAME").StringVar(&l.service)
+	c.Flag("source", "Send every request from this loopback address (127.0.0.0/8), as another host would (kinit's RC4 logins excepted); default: the kernel's choice.").PlaceHolder("ADDR").StringVar(&l.source)
 	return l
 }
 
@@ -57,6 +64,7 @@ const (
 	maxLoadRate     = 50
 	maxLoadDuration = 24 * time.Hour
 	maxLoadTickets  = 10
+	maxLoadUnknown  = 1000
 )
 
 func (l *realmLoadCmd) run(stdout, stderr io.Writer) int {
@@ -73,6 +81,16 @@ func (l *realmLoadCmd) run(stdout, stderr io.Writer) int {
 		return fail(fmt.Errorf("--tickets %d: want 0 to %d", l.tickets, maxLoadTickets))
 	case l.wrongEvery < 0 || l.unknownEvery < 0 || l.weakEvery < 0 || l.svcEvery < 0:
 		return fail(errors.New("the --...-every flags must not be negative"))
+	case l.unknownUsers < 1 || l.unknownUsers > maxLoadUnknown:
+		return fail(fmt.Errorf("--unknown-users %d: want 1 to %d", l.unknownUsers, maxLoadUnknown))
+	}
+	var source netip.Addr
+	if l.source != "" {
+		a, err := netip.ParseAddr(l.source)
+		if err != nil || !a.Is4() || !a.IsLoopback() {
+			return fail(fmt.Errorf("--source %q: want an address of 127.0.0.0/8 (the load stays on loopback)", l.source))
+		}
+		source = a
 	}
 	r, err := realm.Load(l.dir)
 	if err != nil {
@@ -85,7 +103,7 @@ func (l *realmLoadCmd) run(stdout, stderr io.Writer) int {
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, l.duration)
 	defer cancel()
-	g, err := newLoadGen(r, l)
+	g, err := newLoadGen(r, l, source)
 	if err != nil {
 		return fail(err)
 	}
@@ -100,57 +118,49 @@ func (l *realmLoadCmd) run(stdout, stderr io.Writer) int {
 type loadGen struct {
 	r        *realm.Realm
 	l        *realmLoadCmd
+	source   netip.Addr
 	users    []*krb5.Client
 	svcs     [][]*krb5.Service // per user
-	nosuch   *krb5.Service     // per user 0's client; see ticket
-	wrong    *krb5.Client
-	unknown  *krb5.Client
-	weakConf string // krb5.conf offering RC4; "" without kinit
+	wrong    []*krb5.Client    // per user, made at its first wrong password
+	unknown  []*krb5.Client    // per unknown principal, made at its first login
+	weakConf string            // krb5.conf offering RC4; "" without kinit
 	results  map[string]int
 }
 
-func newLoadGen(r *realm.Realm, l *realmLoadCmd) (*loadGen, error) {
-	g := &loadGen{r: r, l: l, results: map[string]int{}}
-	client := func(name string, creds func(krb5.Principal) (*krb5.Credentials, error)) (*krb5.Client, error) {
-		p, err := krb5.ParsePrincipal(name, r.Realm)
+func newLoadGen(r *realm.Realm, l *realmLoadCmd, source netip.Addr) (*loadGen, error) {
+	g := &loadGen{r: r, l: l, source: source, results: map[string]int{},
+		wrong: make([]*krb5.Client, l.users), unknown: make([]*krb5.Client, l.unknownUsers)}
+	var service krb5.Principal
+	if l.service != "" {
+		p, err := krb5.ParsePrincipal(l.service, r.Realm)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("--service %q: %w", l.service, err)
 		}
-		c, err := creds(p)
-		if err != nil {
-			return nil, err
-		}
-		return krb5.NewClient(krb5.Options{KDC: r.KDCAddr, Client: p, Credentials: c, UDPRetransmit: time.Second})
-	}
-	keytab := func(p krb5.Principal) (*krb5.Credentials, error) { return krb5.NewKeytabCredentials(r.UserKeytab, p) }
-	password := func(p krb5.Principal) (*krb5.Credentials, error) {
-		return krb5.NewPasswordCredentials("not the password", p), nil
+		service = p
 	}
 	services := max(r.Opts.Services, 0)
 	for i := 1; i <= l.users; i++ {
-		c, err := client(r.User(i), keytab)
+		c, err := g.client(r.User(i), func(p krb5.Principal) (*krb5.Credentials, error) {
+			return krb5.NewKeytabCredentials(r.UserKeytab, p)
+		})
 		if err != nil {
 			g.close()
 			return nil, err
 		}
 		g.users = append(g.users, c)
 		var svcs []*krb5.Service
-		for k := 0; k < min(services, 3); k++ {
-			sp, _ := krb5.ParsePrincipal(r.Service((i+k-1)%services+1), r.Realm)
-			svcs = append(svcs, c.PrepareService(sp))
+		if l.service != "" {
+			svcs = append(svcs, c.PrepareService(service))
+		} else {
+			for k := 0; k < min(services, 3); k++ {
+				sp, _ := krb5.ParsePrincipal(r.Service((i+k-1)%services+1), r.Realm)
+				svcs = append(svcs, c.PrepareService(sp))
+			}
 		}
 		g.svcs = append(g.svcs, svcs)
 	}
-	var err error
-	if g.wrong, err = client(r.User(1), password); err != nil {
-		g.close()
-		return nil, err
-	}
-	if g.unknown, err = client("demo-nosuch-user", password); err != nil {
-		g.close()
-		return nil, err
-	}
 	if l.weakEvery > 0 {
+		var err error
 		if g.weakConf, err = weakClientConf(r); err != nil {
 			g.close()
 			return nil, err
@@ -159,8 +169,35 @@ func newLoadGen(r *realm.Realm, l *realmLoadCmd) (*loadGen, error) {
 	return g, nil
 }
 
+func (g *loadGen) client(name string, creds func(krb5.Principal) (*krb5.Credentials, error)) (*krb5.Client, error) {
+	p, err := krb5.ParsePrincipal(name, g.r.Realm)
+	if err != nil {
+		return nil, err
+	}
+	c, err := creds(p)
+	if err != nil {
+		return nil, err
+	}
+	return krb5.NewClient(krb5.Options{KDC: g.r.KDCAddr, Client: p, Credentials: c, UDPRetransmit: time.Second, LocalAddr: g.source})
+}
+
+// passwordClient returns (*cs)[i], made for name with a wrong password at
+// its first use.
+func (g *loadGen) passwordClient(cs []*krb5.Client, i int, name string) (*krb5.Client, error) {
+	if cs[i] == nil {
+		c, err := g.client(name, func(p krb5.Principal) (*krb5.Credentials, error) {
+			return krb5.NewPasswordCredentials("not the password", p), nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		cs[i] = c
+	}
+	return cs[i], nil
+}
+
 func (g *loadGen) close() {
-	for _, c := range append(g.users, g.wrong, g.unknown) {
+	for _, c := range slices.Concat(g.users, g.wrong, g.unknown) {
 		if c != nil {
 			c.Close()
 		}
@@ -207,18 +244,27 @@ func hits(n, every int) bool { return every > 0 && n%every == 0 }
 
 // login is the nth login (and its service tickets).
 func (g *loadGen) login(ctx context.Context, n int, t *int) {
+	i := n % len(g.users)
 	switch {
 	case hits(n, g.l.wrongEvery):
-		g.as(ctx, "wrong_password", g.wrong)
+		if c, err := g.passwordClient(g.wrong, i, g.r.User(i+1)); err != nil {
+			g.count("wrong_password", err)
+		} else {
+			g.as(ctx, "wrong_password", c)
+		}
 		return
 	case hits(n, g.l.unknownEvery):
-		g.as(ctx, "unknown_user", g.unknown)
+		k := n / g.l.unknownEvery % len(g.unknown)
+		if c, err := g.passwordClient(g.unknown, k, fmt.Sprintf("demo-nosuch-user%04d", k+1)); err != nil {
+			g.count("unknown_user", err)
+		} else {
+			g.as(ctx, "unknown_user", c)
+		}
 		return
 	case hits(n, g.l.weakEvery) && g.weakConf != "":
 		g.kinitWeak(ctx, n)
 		return
 	}
-	i := n % len(g.users)
 	c := g.users[i]
 	if !g.as(ctx, "login", c) {
 		return

@@ -36,8 +36,8 @@ func TestRealmLoad(t *testing.T) {
 		return strconv.Itoa(len(regexp.MustCompile(re).FindAllString(log, -1)))
 	}
 	for kind, re := range map[string]string{
-		"wrong_password KDC_ERR_PREAUTH_FAILED":       `PREAUTH_FAILED: user0001@` + r.Realm + ` for krbtgt/\S+, Preauthentication failed`,
-		"unknown_user KDC_ERR_C_PRINCIPAL_UNKNOWN":    `CLIENT_NOT_FOUND: demo-nosuch-user@`,
+		"wrong_password KDC_ERR_PREAUTH_FAILED":       `PREAUTH_FAILED: user000[1-5]@` + r.Realm + ` for krbtgt/\S+, Preauthentication failed`,
+		"unknown_user KDC_ERR_C_PRINCIPAL_UNKNOWN":    `CLIENT_NOT_FOUND: demo-nosuch-user000[1-3]@`,
 		"unknown_service KDC_ERR_S_PRINCIPAL_UNKNOWN": `TGS_REQ .* LOOKING_UP_SERVER: .* for HTTP/nosuch`,
 		"weak_enctype_offered":                        `AS_REQ .*arcfour-hmac\(23\)\}\) \S+: ISSUE: `,
 		"ticket":                                      `TGS_REQ .* ISSUE: .* for HTTP/web`,
@@ -50,8 +50,40 @@ func TestRealmLoad(t *testing.T) {
 		t.Errorf("only %d ISSUE lines in 2 s at 20 logins/s:\n%s", n, out)
 	}
 
+	// The demo's attackers: from an address of their own, wrong passwords
+	// taking turns among the users, unknown names among --unknown-users,
+	// every service ticket for --service.
+	before = len(testutil.MustRead(t, r.KDCLog))
+	svc := r.Service(2)
+	out, stderr, code = exporter(t, "realm", "load", "--dir", r.Dir, "--rate", "20", "--duration", "2s", "--source", "127.0.0.2",
+		"--wrong-password-every", "2", "--unknown-user-every", "3", "--unknown-users", "3", "--weak-enctype-every", "0", "--service", svc)
+	if code != 0 {
+		t.Fatalf("exit %d: %s%s", code, out, stderr)
+	}
+	log = string(testutil.MustRead(t, r.KDCLog)[before:])
+	distinct := func(re string) int {
+		seen := map[string]bool{}
+		for _, m := range regexp.MustCompile(re).FindAllStringSubmatch(log, -1) {
+			seen[m[1]] = true
+		}
+		return len(seen)
+	}
+	if n, from := len(regexp.MustCompile(`_REQ \(`).FindAllString(log, -1)), strings.Count(log, ") 127.0.0.2: "); n < 20 || from != n {
+		t.Errorf("--source 127.0.0.2: %d of %d requests logged from it:\n%s", from, n, log)
+	}
+	if n := distinct(`PREAUTH_FAILED: (user\d+)@`); n != 5 {
+		t.Errorf("wrong passwords for %d distinct users, want the 5 of --users:\n%s", n, out)
+	}
+	if n := distinct(`CLIENT_NOT_FOUND: (demo-nosuch-user\d+)@`); n != 3 {
+		t.Errorf("%d distinct unknown principals, want --unknown-users 3:\n%s", n, out)
+	}
+	if tgs, to := strings.Count(log, "TGS_REQ"), strings.Count(log, " for "+svc); tgs == 0 || to != tgs {
+		t.Errorf("--service %s: %d of %d service ticket requests for it:\n%s", svc, to, tgs, log)
+	}
+
 	// Its bounds: a demo's load, not the bench's.
-	for _, args := range [][]string{{"--rate", "500"}, {"--duration", "48h"}, {"--users", "6"}, {"--tickets=-1"}} {
+	for _, args := range [][]string{{"--rate", "500"}, {"--duration", "48h"}, {"--users", "6"}, {"--tickets=-1"},
+		{"--unknown-users", "0"}, {"--source", "10.0.0.1"}, {"--source", "::1"}} {
 		_, stderr, code := exporter(t, append([]string{"realm", "load", "--dir", r.Dir}, args...)...)
 		if flag, _, _ := strings.Cut(args[0], "="); code != 1 || !strings.Contains(stderr, flag) {
 			t.Errorf("%v: exit %d, %q; want 1 and the flag named", args, code, stderr)
