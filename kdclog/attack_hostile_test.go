@@ -42,7 +42,7 @@ func TestAttackHostileLines(t *testing.T) {
 	// 100,000 forged addresses; 10,000 under the race detector (ten
 	// times slower), still forty times each table's size.
 	n := 100000
-	if raceEnabled {
+	if testutil.Race {
 		n = 10000
 	}
 	feed(2000)

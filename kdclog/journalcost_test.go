@@ -24,7 +24,7 @@ func TestJournalCost(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a measurement of a few seconds of CPU")
 	}
-	if raceEnabled {
+	if testutil.Race {
 		// Measured under -race: journal source 2.1 times journalctl.
 		t.Skip("the race detector multiplies the exporter's CPU, not journalctl's; scripts/test-alone.sh runs this test without it")
 	}

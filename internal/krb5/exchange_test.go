@@ -359,7 +359,7 @@ func TestKDCByHostName(t *testing.T) {
 // pre-encoded, replies parsed in place, key schedules kept, the socket reused.
 // (A SPAKE login derives two fresh keys; BenchmarkExchange reports its cost.)
 func TestExchangesDoNotAllocate(t *testing.T) {
-	if raceEnabled {
+	if testutil.Race {
 		t.Skip("the race detector changes allocation counts")
 	}
 	r := upRealm(t, realm.Options{DisableLastSuccess: true})

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5/spake"
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
@@ -312,7 +313,7 @@ func FuzzSPAKEMethodData(f *testing.F) {
 // their Ke and Ki and (aes-sha1) the PRF re-key AES and HMAC in place.
 // Encrypted timestamp is at zero too (TestExchangesDoNotAllocate).
 func TestSPAKELoginAllocations(t *testing.T) {
-	if raceEnabled {
+	if testutil.Race {
 		t.Skip("the race detector changes allocation counts")
 	}
 	r := upRealm(t, realm.Options{DisableLastSuccess: true})

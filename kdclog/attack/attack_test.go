@@ -312,7 +312,7 @@ func TestHostileInput(t *testing.T) {
 		f.wait(time.Minute)
 	}
 	n := 100000
-	if raceEnabled { // ten times slower; still far beyond every table's size
+	if testutil.Race { // ten times slower; still far beyond every table's size
 		n = 10000
 	}
 	feed(1000) // warm up: every table at its size

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"filippo.io/edwards25519"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 )
 
 // kdcChallenge plays MIT's KDC: T = x·G + w·M for a random x, encoded and
@@ -165,7 +167,7 @@ func offCurve(t testing.TB) []byte {
 // A warm Exchange allocates nothing per login, for every enctype (AES is
 // re-keyed in place by aesx).
 func TestClientAllocations(t *testing.T) {
-	if raceEnabled {
+	if testutil.Race {
 		t.Skip("the race detector changes allocation counts")
 	}
 	for _, c := range []struct {

@@ -1,5 +1,0 @@
-//go:build race
-
-package krb5
-
-const raceEnabled = true

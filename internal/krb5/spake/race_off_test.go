@@ -1,5 +1,0 @@
-//go:build !race
-
-package spake
-
-const raceEnabled = false

@@ -1,5 +1,0 @@
-//go:build !race
-
-package kdclog
-
-const raceEnabled = false
