@@ -91,32 +91,35 @@ func (r *recoveries) verifyFailure(pid, method int) {
 // takeMethod returns the method of pid's verify failure line before its
 // AS line, and forgets it: it belongs to that line alone.
 func (r *recoveries) takeMethod(pid int) (int, bool) {
-	if r.inUse == 0 {
+	i := r.find(pid)
+	if i < 0 {
 		return 0, false
 	}
-	for i := range r.pidMethods {
-		if r.pidMethods[i].pid == pid {
-			m := r.pidMethods[i].method
-			r.pidMethods[i].pid = -1
-			r.inUse--
-			return m, true
-		}
-	}
-	return 0, false
+	r.pidMethods[i].pid = -1
+	r.inUse--
+	return r.pidMethods[i].method, true
 }
 
 // peekMethod is takeMethod without forgetting: the method of pid's verify
 // failure line, for a reader of the AS line before countRequest takes it.
 func (r *recoveries) peekMethod(pid int) (int, bool) {
-	if r.inUse == 0 {
-		return 0, false
+	if i := r.find(pid); i >= 0 {
+		return r.pidMethods[i].method, true
+	}
+	return 0, false
+}
+
+// find returns the entry of pidMethods holding pid, or -1.
+func (r *recoveries) find(pid int) int {
+	if r.inUse == 0 { // most AS lines: no verify failure waits
+		return -1
 	}
 	for i := range r.pidMethods {
 		if r.pidMethods[i].pid == pid {
-			return r.pidMethods[i].method, true
+			return i
 		}
 	}
-	return 0, false
+	return -1
 }
 
 // slots returns the two slots a key may use.
