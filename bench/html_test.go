@@ -5,16 +5,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/log"
-	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
 	"github.com/krb5-exporter/krb5-exporter/bench/report"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil/browser"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
@@ -22,7 +20,7 @@ import (
 // every chart is there, drawn (non-empty SVG with paths), and the page
 // logs no error.
 func TestReportHTMLInBrowser(t *testing.T) {
-	browser := testutil.RequireProgram(t, "chromium", "chromium-browser", "google-chrome")
+	bin := testutil.RequireProgram(t, "chromium", "chromium-browser", "google-chrome")
 	r := upRealm(t, realm.Options{NoKadmind: true})
 	s := small("latency", "concurrency", "degradation")
 	rep := runSuite(t, RealmSystem(r), s)
@@ -33,36 +31,12 @@ func TestReportHTMLInBrowser(t *testing.T) {
 	page := filepath.Join(dir, "report.html")
 	want := []string{"concurrency-rate", "concurrency-latency", "latency-distribution", "cpu-over-time", "rss-over-time", "degradation-rounds"}
 
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(browser),
-		chromedp.Flag("headless", true),
-		chromedp.Flag("no-sandbox", true),
-		chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("no-first-run", true),
-		chromedp.UserDataDir(t.TempDir()),
+	bctx, stop, err := browser.Start(bin, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
 	}
-	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancel()
-	var mu sync.Mutex
-	var problems []string
-	listen := chromedp.WithListener(func(ev any) {
-		mu.Lock()
-		defer mu.Unlock()
-		switch e := ev.(type) {
-		case *runtime.EventConsoleAPICalled:
-			if e.Type == runtime.ConsoleAPICalledTypeError || e.Type == runtime.ConsoleAPICalledTypeWarning {
-				problems = append(problems, "console "+string(e.Type))
-			}
-		case *runtime.EventExceptionThrown:
-			problems = append(problems, "exception: "+e.ExceptionDetails.Text)
-		case *log.EventEntryAdded:
-			if e.Entry.Level == log.EntryLevelError || e.Entry.Level == log.EntryLevelWarning {
-				problems = append(problems, "log: "+e.Entry.Text)
-			}
-		}
-	})
-	ctx, cancel := chromedp.NewContext(actx, listen)
+	defer stop()
+	ctx, cancel, problems := browser.Tab(bctx)
 	defer cancel()
 	ctx, cancel = context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
@@ -98,10 +72,8 @@ func TestReportHTMLInBrowser(t *testing.T) {
 			t.Errorf("chart %s is empty: %+v", id, c)
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(problems) > 0 {
-		t.Errorf("the page logged: %v", problems)
+	if p := problems(); len(p) > 0 {
+		t.Errorf("the page logged: %v", p)
 	}
 	b, err := os.ReadFile(page)
 	if err != nil {
