@@ -350,9 +350,9 @@ func ruleCopies(t *testing.T, dir string, forOf func(rule) string) []string {
 					if r.For == "" {
 						t.Fatalf("%s: alert %s has no for: to shorten", f, r.Alert)
 					}
-					text = shortenFor(t, text, r.Alert, "for", d)
+					text = testutil.ShortenFor(text, r.Alert, "for", d)
 					if r.KeepFiring != "" {
-						text = shortenFor(t, text, r.Alert, "keep_firing_for", d)
+						text = testutil.ShortenFor(text, r.Alert, "keep_firing_for", d)
 					}
 				}
 			}
@@ -361,17 +361,6 @@ func ruleCopies(t *testing.T, dir string, forOf func(rule) string) []string {
 		copies = append(copies, filepath.Join(dir, f))
 	}
 	return copies
-}
-
-// shortenFor sets the for: (or another duration, field) of one alert in
-// a rule file's text.
-func shortenFor(t *testing.T, text, alert, field, d string) string {
-	t.Helper()
-	re := regexp.MustCompile(`(?s)(- alert: ` + alert + `\n.*?\n\s+` + field + `: )\S+`)
-	if !re.MatchString(text) {
-		return text
-	}
-	return re.ReplaceAllString(text, "${1}"+d)
 }
 
 // dashboardVars are the values of one dashboard's template variables in

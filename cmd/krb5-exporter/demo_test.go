@@ -224,8 +224,7 @@ func shortenedRules(t *testing.T, dir string, alerts ...string) []string {
 	for _, f := range files {
 		b := string(testutil.MustRead(t, f))
 		for _, a := range alerts {
-			re := regexp.MustCompile(`(?s)(- alert: ` + a + `\n.*?for: )\S+`)
-			b = re.ReplaceAllString(b, "${1}5s")
+			b = testutil.ShortenFor(b, a, "for", "5s")
 		}
 		for _, m := range regexp.MustCompile(`(?m)^  - name: (\S+)`).FindAllStringSubmatch(b, -1) {
 			groups = append(groups, m[1])
