@@ -7,12 +7,12 @@
 # they measured their neighbours). Each must really run and pass here.
 set -euo pipefail
 export PATH="$PATH:/usr/local/go/bin"
-tests='TestExchangesDoNotAllocate TestParseAllocatesNothing TestSPAKELoginAllocations TestClientAllocations TestSetKeyDoesNotAllocate TestRekeyDoesNotAllocate TestJournalCost TestRealAAAndAB TestMergeRealShards'
-run='Allocat|^TestJournalCost$|^TestRealAAAndAB$|^TestMergeRealShards$'
+tests='TestExchangesDoNotAllocate TestParseAllocatesNothing TestSPAKELoginAllocations TestClientAllocations TestSetKeyDoesNotAllocate TestRekeyDoesNotAllocate TestJournalCost TestRealAAAndAB TestMergeRealShards TestBenchBaselineExitCode'
+run='Allocat|^TestJournalCost$|^TestRealAAAndAB$|^TestMergeRealShards$|^TestBenchBaselineExitCode$'
 # Only the packages that hold such tests: building and linking every other
 # package's test binary a second time, without -race, found nothing and cost
 # a cold machine minutes. -p 1: one package's loads at a time.
-pkgs=$(grep -rlE --include='*_test.go' '^func Test([A-Za-z0-9_]*Allocat|JournalCost\(|RealAAAndAB\(|MergeRealShards\()' . | xargs -n1 dirname | sort -u)
+pkgs=$(grep -rlE --include='*_test.go' '^func Test([A-Za-z0-9_]*Allocat|JournalCost\(|RealAAAndAB\(|MergeRealShards\(|BenchBaselineExitCode\()' . | xargs -n1 dirname | sort -u)
 out=$(go test -count=1 -p 1 -timeout 5m -run "$run" -v $pkgs 2>&1) || { echo "$out"; exit 1; }
 grep -E '^(--- |ok|FAIL)' <<<"$out" | grep -v 'no test files' || true
 for t in $tests; do

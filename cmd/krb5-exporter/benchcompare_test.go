@@ -70,6 +70,7 @@ func TestBenchCompareCommand(t *testing.T) {
 // statistics are TestRealAAAndAB's, with the runs side by side. A
 // baseline that cannot be read stops the run before it starts (exit 2).
 func TestBenchBaselineExitCode(t *testing.T) {
+	testutil.Alone(t) // a run with last_success against one without, one after the other
 	testutil.RequireMIT(t)
 	args := func(out, base, floor string) []string {
 		return []string{"bench", "--once", "--output-dir", out, "--realm.users=6", "--realm.services=3", "--realm.fillers=-1",
