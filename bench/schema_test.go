@@ -29,6 +29,10 @@ func TestReportSchemaStillDecodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	have := jsonKeys(t, stored)
+	// Keys only a test that errored writes (the stored run had none;
+	// report's TestErroredTestRows renders them). A loaded machine can
+	// make a test of this small run error (CI saw "no request completed").
+	have["tests.error"] = true
 	var missing []string
 	for k := range jsonKeys(t, fresh) {
 		if !have[k] {

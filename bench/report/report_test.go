@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -159,5 +160,39 @@ func TestWriteAllReplacesPlantedLinks(t *testing.T) {
 	left, _ := filepath.Glob(filepath.Join(dir, ".*"))
 	if len(left) > 0 {
 		t.Errorf("temporary files left: %v", left)
+	}
+}
+
+// A test that errored (the stored run has none) is a row of its own in the
+// summary, report.md and report.html, with its error on one line, and
+// report.json keeps the error: its text is the KDC's or the network's, so
+// the HTML escapes it and the markdown keeps its table intact.
+func TestErroredTestRows(t *testing.T) {
+	rep, _ := stored(t)
+	const msg = "no request completed: <b>KDC</b> | down\nsecond line"
+	rep.Tests = append(rep.Tests, TestResult{Name: "tcp", Status: "error", Error: msg})
+	var sum, md bytes.Buffer
+	WriteSummary(&sum, rep)
+	if !regexp.MustCompile(`(?m)^tcp +no request completed: <b>KDC</b> \| down second line +ERROR$`).Match(sum.Bytes()) {
+		t.Errorf("summary has no one-line ERROR row for tcp:\n%s", sum.String())
+	}
+	WriteMarkdown(&md, rep)
+	if !strings.Contains(md.String(), "| – | `tcp` | no request completed: <b>KDC</b> \\| down second line | | | **ERROR** |\n") {
+		t.Errorf("report.md has no escaped ERROR row for tcp")
+	}
+	html, err := HTML(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(html), "<td>tcp</td><td colspan=\"3\">no request completed: &lt;b&gt;KDC&lt;/b&gt; | down\nsecond line</td><td>error</td>") {
+		t.Errorf("report.html has no escaped error row for tcp")
+	}
+	js, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if err := json.Unmarshal(js, &back); err != nil || back.Tests[len(back.Tests)-1].Error != msg {
+		t.Errorf("report.json lost the error: %v", err)
 	}
 }

@@ -72,10 +72,10 @@ func Batched(ctx context.Context, cfg Config, kind string, inflight int, dur tim
 	var done sync.WaitGroup
 	cfg.measure()
 	start := time.Now()
-	end := start.Add(dur)
+	tl.dl = newDeadline(start, dur, cfg.Timeout)
 	errs := make([]error, g)
 	for i, w := range ws {
-		w.start, w.end = start, end
+		w.start, w.dl = start, tl.dl
 		done.Add(1)
 		go func() {
 			defer done.Done()
@@ -108,15 +108,16 @@ const batchedPerWorker = 64
 // batchedLoad is one goroutine of Batched: the as or tgs load on the
 // UDP cycle.
 type batchedLoad struct {
-	c          *krb5.Client
-	svcs       []*krb5.Service
-	kind       string
-	cy         *udpCycle
-	q          *stageQueues // logins in flight, by stage
-	next       int          // the next service
-	start, end time.Time
-	out        recordLog
-	tl         *tally
+	c     *krb5.Client
+	svcs  []*krb5.Service
+	kind  string
+	cy    *udpCycle
+	q     *stageQueues // logins in flight, by stage
+	next  int          // the next service
+	start time.Time
+	dl    *deadline
+	out   recordLog
+	tl    *tally
 	// Successful logins by the stage that ended them, for the report.
 	methods [krb5.StageResponse + 1]int
 	limit   int64
@@ -134,11 +135,11 @@ func (b *batchedLoad) run(ctx context.Context) error {
 }
 
 func (b *batchedLoad) over(now time.Time) bool {
-	return !now.Before(b.end) || b.stop.Load() || b.err != nil
+	return b.dl.over(now) || b.stop.Load() || b.err != nil
 }
 
 func (b *batchedLoad) more() bool      { return true }
-func (b *batchedLoad) wake() time.Time { return b.end }
+func (b *batchedLoad) wake() time.Time { return b.dl.next(time.Now()) }
 
 func (b *batchedLoad) fill(c *udpCycle, now time.Time) {
 	for i := range c.slots {

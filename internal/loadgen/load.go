@@ -100,6 +100,7 @@ func (c *Config) measure() {
 // goroutines.
 type tally struct {
 	prog *Progress
+	dl   *deadline // set when the measured load starts
 
 	mu      sync.Mutex
 	texts   map[string]string
@@ -110,6 +111,9 @@ func newTally(cfg *Config) *tally { return &tally{prog: cfg.Progress} }
 
 // note counts rec and keeps the first text of each error.
 func (t *tally) note(rec Record, err error) Record {
+	if t.dl != nil {
+		t.dl.ended()
+	}
 	if err == nil {
 		if t.prog != nil {
 			t.prog.OK.Add(1)
@@ -208,10 +212,19 @@ func ClosedLoop(ctx context.Context, cfg Config, kind string, t krb5.Transport, 
 	cfg.measure()
 	start := time.Now()
 	end := start.Add(dur)
-	ctx, cancel := context.WithDeadline(ctx, end)
+	tl.dl = newDeadline(start, dur, cfg.Timeout)
+	ctx, cancel := context.WithDeadline(ctx, tl.dl.last)
 	defer cancel()
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
+	// The load ends at end if a request has ended by then, else when the
+	// first one ends (see deadline).
+	atEnd := time.AfterFunc(dur, func() {
+		if tl.dl.any.Load() {
+			stop(context.DeadlineExceeded)
+		}
+	})
+	defer atEnd.Stop()
 	var wg sync.WaitGroup
 	for w := range ws {
 		wg.Add(1)
@@ -246,6 +259,9 @@ func ClosedLoop(ctx context.Context, cfg Config, kind string, t krb5.Transport, 
 				if limit > 0 && ended.Add(1) >= limit {
 					stop(errLimit)
 				}
+				if !time.Now().Before(end) {
+					stop(context.DeadlineExceeded) // the first request to end, past the end
+				}
 				if cfg.Pace > 0 {
 					select {
 					case <-ctx.Done():
@@ -269,6 +285,42 @@ func ClosedLoop(ctx context.Context, cfg Config, kind string, t krb5.Transport, 
 		return res, ctx.Err()
 	}
 	return res, nil
+}
+
+// A deadline ends a load at its duration, or, while none of its requests
+// has ended yet, up to one request timeout later: a rate needs an answer,
+// and a KDC starved of CPU may give none within a short load (a 500 ms
+// as load on a loaded 2-core CI machine, its KDC waiting for a CPU 88 %
+// of the time, ended with "no request completed"). A KDC that is down
+// ends requests at once (refused) or at their timeout, so the load still
+// ends within one timeout of its duration.
+type deadline struct {
+	end, last time.Time
+	any       atomic.Bool // a request ended
+}
+
+func newDeadline(start time.Time, dur, timeout time.Duration) *deadline {
+	end := start.Add(dur)
+	return &deadline{end: end, last: end.Add(timeout)}
+}
+
+func (d *deadline) ended() {
+	if !d.any.Load() { // a load, not a store, per request: no cache line bouncing between goroutines
+		d.any.Store(true)
+	}
+}
+
+// over: the load ends at now.
+func (d *deadline) over(now time.Time) bool {
+	return !now.Before(d.end) && (d.any.Load() || !now.Before(d.last))
+}
+
+// next is the moment over may next become true after now.
+func (d *deadline) next(now time.Time) time.Time {
+	if now.Before(d.end) {
+		return d.end
+	}
+	return d.last
 }
 
 // loginFirst makes the login whose TGT a tgs load's tickets use (not

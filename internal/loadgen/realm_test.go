@@ -57,6 +57,13 @@ func upRealm(t *testing.T) *realm.Realm {
 // keytab, its services, the bench's default 5 s timeout.
 func realmConfig(t *testing.T, r *realm.Realm, preauth krb5.PreauthMode) Config {
 	t.Helper()
+	return realmConfigVia(t, r, preauth, r.KDCAddr)
+}
+
+// realmConfigVia is realmConfig with every client, of both generators,
+// sending to kdc (a relay in front of r's KDC).
+func realmConfigVia(t *testing.T, r *realm.Realm, preauth krb5.PreauthMode, kdc string) Config {
+	t.Helper()
 	ps := make([]krb5.Principal, r.Opts.Users)
 	for i := range ps {
 		p, err := krb5.ParsePrincipal(r.User(i+1), r.Realm)
@@ -70,11 +77,11 @@ func realmConfig(t *testing.T, r *realm.Realm, preauth krb5.PreauthMode) Config 
 		t.Fatal(err)
 	}
 	return Config{
-		KDC:   r.KDCAddr,
+		KDC:   kdc,
 		Users: len(ps),
 		Client: func(i int, tr krb5.Transport) (*krb5.Client, error) {
 			u := (i - 1) % len(ps)
-			return krb5.NewClient(krb5.Options{KDC: r.KDCAddr, Transport: tr, Client: ps[u], Credentials: creds[u], UDPRetransmit: time.Second, Preauth: preauth})
+			return krb5.NewClient(krb5.Options{KDC: kdc, Transport: tr, Client: ps[u], Credentials: creds[u], UDPRetransmit: time.Second, Preauth: preauth})
 		},
 		Services: r.Opts.Services,
 		Service: func(c *krb5.Client, i int) *krb5.Service {

@@ -95,7 +95,8 @@ func TCP(ctx context.Context, cfg Config, inflight int, dur time.Duration, limit
 	var out recordLog
 	cfg.measure()
 	start := time.Now()
-	err = tcpWorker(ctx, &cfg, tl, c, sa, ep, depth, start, start.Add(dur), limit, &out)
+	tl.dl = newDeadline(start, dur, cfg.Timeout)
+	err = tcpWorker(ctx, &cfg, tl, c, sa, ep, depth, start, tl.dl, limit, &out)
 	res := &Result{Wall: time.Since(start)}
 	cfg.measure()
 	res.Records, res.Waits, res.Sockets = out.appendTo(nil), out.waits, out.sockets
@@ -132,7 +133,7 @@ func sockaddrOf(addr string) (unix.Sockaddr, error) {
 	return s, nil
 }
 
-func tcpWorker(ctx context.Context, cfg *Config, tl *tally, c *krb5.Client, sa unix.Sockaddr, ep, depth int, start, end time.Time, limit int64, out *recordLog) error {
+func tcpWorker(ctx context.Context, cfg *Config, tl *tally, c *krb5.Client, sa unix.Sockaddr, ep, depth int, start time.Time, dl *deadline, limit int64, out *recordLog) error {
 	slots := make([]tcpSlot, depth)
 	for i := range slots {
 		slots[i].fd = -1
@@ -204,7 +205,7 @@ func tcpWorker(ctx context.Context, cfg *Config, tl *tally, c *krb5.Client, sa u
 	yielded := start
 	for {
 		now := time.Now()
-		if !now.Before(end) || ctx.Err() != nil || (limit > 0 && ok >= limit) {
+		if dl.over(now) || ctx.Err() != nil || (limit > 0 && ok >= limit) {
 			return nil // logins still in flight are cut off, as in the closed loop
 		}
 		for i := range slots {
@@ -223,13 +224,13 @@ func tcpWorker(ctx context.Context, cfg *Config, tl *tally, c *krb5.Client, sa u
 		}
 		if answered > 0 && depth >= 4 {
 			per := now.Sub(start) / time.Duration(answered)
-			rawSleep(min(max(per*time.Duration(batch), minBatchWait), maxBatchWait, end.Sub(now)))
+			rawSleep(min(max(per*time.Duration(batch), minBatchWait), maxBatchWait, dl.next(now).Sub(now)))
 			out.waits++
 		}
 		n, err := epollWait(ep, events, 0)
 		if err == nil && n == 0 {
 			out.waits++
-			n, err = epollWait(ep, events, max(0, min(100*time.Millisecond, time.Until(end)))) // past the end: a negative timeout would block forever, holding a P
+			n, err = epollWait(ep, events, max(0, min(100*time.Millisecond, time.Until(dl.next(now))))) // past the end: a negative timeout would block forever, holding a P
 		}
 		if err != nil {
 			return fmt.Errorf("epoll_wait: %w", err)

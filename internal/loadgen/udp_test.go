@@ -71,6 +71,47 @@ func TestTimeoutPerRoundTrip(t *testing.T) {
 	}
 }
 
+// TestShortLoadWaitsForFirstAnswer: a load shorter than the KDC's answer
+// (100 ms against two round trips of 300 ms through a relay) runs on
+// until its first request ends, not past it, and not past one timeout:
+// a starved KDC gives a slow rate, not "no request completed".
+func TestShortLoadWaitsForFirstAnswer(t *testing.T) {
+	r := upRealm(t)
+	const delay, dur, timeout = 300 * time.Millisecond, 100 * time.Millisecond, 3 * time.Second
+	for _, tc := range []struct {
+		name string
+		load func(context.Context, Config) (*Result, error)
+	}{
+		{"batched", func(ctx context.Context, cfg Config) (*Result, error) { return Batched(ctx, cfg, KindAS, 2, dur, 0) }},
+		{"closed loop", func(ctx context.Context, cfg Config) (*Result, error) {
+			return ClosedLoop(ctx, cfg, KindAS, krb5.UDP, 1, dur, 0) // one socket: the relay answers its last sender
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := realmConfigVia(t, r, krb5.PreauthEncTimestamp, testutil.UDPRelay(t, "127.0.0.1:0", r.KDCAddr, func(b []byte, send func([]byte)) {
+				time.AfterFunc(delay, func() { send(b) })
+			}))
+			cfg.Timeout = timeout
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			res, err := tc.load(ctx, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			testutil.DrainKDC(t, r)
+			logins, failed := count(res.Records, KindAS)
+			if logins == 0 || failed > 0 {
+				t.Fatalf("%d logins, %d failed (%v) in %v; want the first login's answer", logins, failed, res.ErrorTexts, res.Wall)
+			}
+			// The first login ends after its two round trips; the load
+			// stops there, long before dur + timeout.
+			if res.Wall < 2*delay || res.Wall >= dur+timeout/2 {
+				t.Errorf("the load took %v; want from %v (the first answer) to well under %v", res.Wall, 2*delay, dur+timeout)
+			}
+		})
+	}
+}
+
 // orderLoad is a load of two requests for TestOldestIsSentFirst: slot 1's
 // request is encoded before slot 0's, and the cycle sends them in slot
 // order; an answer that names no request is given to udpCycle.oldest.
