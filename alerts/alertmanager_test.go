@@ -150,8 +150,9 @@ func TestAlertmanagerEndToEnd(t *testing.T) {
 	writeFile(t, amCfg, amText)
 	amAddr := freeAddr(t)
 	amLog := &testutil.LockedBuffer{}
+	// At debug level Alertmanager logs each flush of a group (waitFlushes).
 	start(t, amLog, amBin, "--config.file", amCfg, "--storage.path", filepath.Join(tmp, "am"),
-		"--web.listen-address", amAddr, "--cluster.listen-address=")
+		"--web.listen-address", amAddr, "--cluster.listen-address=", "--log.level=debug")
 	am := "http://" + amAddr
 	waitHTTP(t, ctx, am+"/-/ready", amLog)
 
@@ -254,8 +255,12 @@ scrape_configs:
 	t.Logf("paged %.1fs after the KDC stopped", time.Since(stopped).Seconds())
 	// KDCDown fires too: a page for it could only come at its group's
 	// first flush, amCriticalGroupWait after it reached Alertmanager.
+	// Alertmanager notifies a group's flush before the next flush of that
+	// group: once its second flush is logged, any page of the first has
+	// reached the webhook.
 	waitAMAlert(t, ctx, am, "KDCDown")
-	sleep(ctx, amCriticalGroupWait+amGroupInterval)
+	waitFlushes(t, ctx, amLog, "KDCDown", 2)
+	t.Logf("KDCDown's group flushed twice %.1fs after the KDC stopped", time.Since(stopped).Seconds())
 	pages := hook.sent("pager")
 	if len(pages) != 1 || len(pages[0].Alerts) != 1 || pages[0].Receiver != "pager-example-com" ||
 		pages[0].Alerts[0].Labels["alertname"] != "KDCRealmUnavailable" || pages[0].Alerts[0].Labels["realm"] != r.Realm {
@@ -315,6 +320,28 @@ func waitNotification(t *testing.T, ctx context.Context, hook *webhook, receiver
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			t.Fatalf("no %s notification of %s to %s within 60s; sent: %v", status, alert, receiver, hook.sent(""))
+		}
+		sleep(ctx, 100*time.Millisecond)
+	}
+}
+
+// waitFlushes waits up to 60 s for Alertmanager (at debug level) to log n
+// flushes of groups holding alert.
+func waitFlushes(t *testing.T, ctx context.Context, amLog *testutil.LockedBuffer, alert string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		flushes := 0
+		for _, l := range strings.Split(amLog.String(), "\n") {
+			if strings.Contains(l, "msg=flushing") && strings.Contains(l, alert+"[") {
+				flushes++
+			}
+		}
+		if flushes >= n {
+			return
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			t.Fatalf("%d flushes of %s in Alertmanager's log within 60s, want %d:\n%s", flushes, alert, n, amLog.String())
 		}
 		sleep(ctx, 100*time.Millisecond)
 	}

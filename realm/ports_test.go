@@ -42,6 +42,7 @@ func TestPortLeaseChild(t *testing.T) {
 // at the same time: every port is different, none is in the kernel's ephemeral range, and a port
 // another process holds cannot be claimed until that process exits.
 func TestPortLeasesAcrossProcesses(t *testing.T) {
+	t.Parallel()
 	low, high, err := EphemeralRange()
 	if err != nil {
 		t.Fatal(err)

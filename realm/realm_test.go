@@ -47,6 +47,7 @@ func run(t *testing.T, r *Realm, name string, args ...string) string {
 // default-size realm, a keytab login and a service ticket with the MIT
 // tools, and a teardown that leaves nothing behind.
 func TestDefaultRealm(t *testing.T) {
+	t.Parallel()
 	needMIT(t)
 	if testing.Short() {
 		t.Skip("default-size realm (11,100 principals) skipped in -short mode")
@@ -93,6 +94,7 @@ func TestDefaultRealm(t *testing.T) {
 }
 
 func TestWorkersAndRestart(t *testing.T) {
+	t.Parallel()
 	needMIT(t)
 	r, err := Up(context.Background(), Options{Dir: t.TempDir() + "/r", Users: 3, Services: 1, Fillers: -1, Workers: 2, NoKadmind: true, DisableLastSuccess: true})
 	if err != nil {

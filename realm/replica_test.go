@@ -28,6 +28,7 @@ func smallPrimary(t *testing.T) *Realm {
 // resync, then follows additions by iprop; with its kpropd stopped it
 // falls behind, and catches up when kpropd runs again.
 func TestReplicaFollows(t *testing.T) {
+	t.Parallel()
 	needKpropd(t)
 	p := smallPrimary(t)
 	ctx := context.Background()
@@ -108,6 +109,7 @@ func onlyKDC(t *testing.T, r *Realm) string {
 // iprop_resync_timeout; and a kpropd whose listener died is reported by
 // WaitSerial at once, not when its context ends.
 func TestReplicaResyncDiagnostics(t *testing.T) {
+	t.Parallel()
 	needKpropd(t)
 	p := smallPrimary(t)
 	ctx := context.Background()
@@ -205,6 +207,7 @@ func TestReplicaResyncDiagnostics(t *testing.T) {
 // and UpReplica still brings the replica up, well within its wait (MIT's
 // default timeout, 5m, would not).
 func TestReplicaResyncRetried(t *testing.T) {
+	t.Parallel()
 	needKpropd(t)
 	p := smallPrimary(t)
 	if err := os.Mkdir(p.DumpFile, 0o700); err != nil {

@@ -62,6 +62,7 @@ func TestUpRefusesForeignOrLinkedDirectory(t *testing.T) {
 // (issue 10 item 3: a user who could write realm.json made root's
 // `realm down` remove any directory).
 func TestDownTrustsOnlyItsDirectory(t *testing.T) {
+	t.Parallel()
 	needMIT(t)
 	ctx := context.Background()
 	// B is a running realm that A's forged state must not reach.

@@ -60,6 +60,7 @@ func journalEntries(t *testing.T, dir string) []entry {
 // real journal file with the fields journald gives them (identifier, the
 // kernel's pid of the sender), the host's /dev untouched.
 func TestLogToSyslog(t *testing.T) {
+	t.Parallel()
 	needSyslog(t)
 	dir := filepath.Join(t.TempDir(), "r")
 	r, err := Up(context.Background(), Options{Dir: dir, Users: 2, Services: 1, Fillers: -1, LogToSyslog: true})

@@ -47,6 +47,7 @@ func resultDir(t *testing.T, out string) string {
 // A passing run exits 0 and writes every output; an impossible target
 // gives FAIL and exit code 1.
 func TestBenchOnceVerdictAndExitCode(t *testing.T) {
+	t.Parallel()
 	testutil.RequireMIT(t)
 	out := t.TempDir()
 	textfile := filepath.Join(t.TempDir(), "bench.prom")
@@ -126,7 +127,9 @@ func TestBenchConfigErrors(t *testing.T) {
 // its pid file, and a second bench against the same realm at the same
 // time is refused.
 func TestBenchExistingRealm(t *testing.T) {
-	t.Setenv("TMPDIR", t.TempDir()) // the lock file
+	t.Parallel()
+	tmp := t.TempDir() // the benches' TMPDIR: the lock file
+	env := []string{"TMPDIR=" + tmp}
 	r := testutil.Realm(t, realm.Options{Users: 6, Services: 3})
 	cfg := filepath.Join(t.TempDir(), "bench.yml")
 	yml := fmt.Sprintf(`clients: 2
@@ -153,12 +156,13 @@ realm:
 	}
 	out := t.TempDir()
 	first := exec.Command(binary, "bench", "--once", "--config.file", cfg, "--output-dir", out, "--tests", "latency,memory,kadmin,dump")
+	first.Env = append(os.Environ(), env...)
 	var o1, e1 bytes.Buffer
 	first.Stdout, first.Stderr = &o1, &e1
 	if err := first.Start(); err != nil {
 		t.Fatal(err)
 	}
-	lock := filepath.Join(os.TempDir(), "krb5-bench-"+r.Realm+"_"+strings.ReplaceAll(r.KDCAddr, ":", "_")+".lock")
+	lock := filepath.Join(tmp, "krb5-bench-"+r.Realm+"_"+strings.ReplaceAll(r.KDCAddr, ":", "_")+".lock")
 	testutil.Eventually(t, 30*time.Second, "the first bench holds its lock", func() bool {
 		f, err := os.Open(lock)
 		if err != nil {
@@ -171,7 +175,7 @@ realm:
 		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 		return false
 	})
-	_, stderr, code := exporter(t, "bench", "--once", "--config.file", cfg, "--output-dir", t.TempDir(), "--tests", "as")
+	_, stderr, code := exporterEnv(t, env, "bench", "--once", "--config.file", cfg, "--output-dir", t.TempDir(), "--tests", "as")
 	if code != 2 || !strings.Contains(stderr, "another bench is running against realm "+r.Realm) {
 		t.Errorf("second bench: exit %d, %q", code, stderr)
 	}
@@ -239,7 +243,8 @@ func TestBenchDaemonServesResults(t *testing.T) {
 // time: both run (the lock is per shard), and each logs in only its own
 // users (odd, even), as many times as its report counts (the KDC's log).
 func TestBenchShards(t *testing.T) {
-	t.Setenv("TMPDIR", t.TempDir()) // the lock files
+	t.Parallel()
+	tmp := t.TempDir() // the generators' TMPDIR: the lock files
 	r := testutil.Realm(t, realm.Options{Users: 6, Services: 3, NoKadmind: true})
 	cfg := filepath.Join(t.TempDir(), "bench.yml")
 	yml := fmt.Sprintf("clients: 2\nduration: 2s\nrealm: {name: %s, kdc: %q, domain: %s, users_keytab: %s, users: 6, services: 3}\n",
@@ -252,6 +257,7 @@ func TestBenchShards(t *testing.T) {
 	var cmds []*exec.Cmd
 	for i, out := range outs {
 		c := exec.Command(binary, "bench", "--once", "--config.file", cfg, "--output-dir", out, "--tests", "as", "--target.as-min-rate", "1", "--shard", fmt.Sprintf("%d/2", i+1))
+		c.Env = append(os.Environ(), "TMPDIR="+tmp)
 		var e bytes.Buffer
 		c.Stderr = &e
 		if err := c.Start(); err != nil {

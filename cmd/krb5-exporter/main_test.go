@@ -43,9 +43,19 @@ func TestMain(m *testing.M) {
 // exporter runs the binary to completion.
 func exporter(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
+	return exporterEnv(t, nil, args...)
+}
+
+// exporterEnv is exporter with env added to the binary's environment (a
+// parallel test cannot t.Setenv).
+func exporterEnv(t *testing.T, env []string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
 	err := cmd.Run()

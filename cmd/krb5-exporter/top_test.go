@@ -90,6 +90,7 @@ func parseSnapshot(t *testing.T, text string) snapshot {
 // shown. A killed worker takes the KDC down (MIT 1.20): every row then
 // shows as gone.
 func TestTopBatchAgainstWorkers(t *testing.T) {
+	t.Parallel()
 	r, args := topRealm(t, 4)
 	cmd := exec.Command(binary, append(args, "--batch", "--iterations", "40", "--interval", "1s")...)
 	out, err := cmd.StdoutPipe()
@@ -209,6 +210,7 @@ func TestTopBatchAgainstWorkers(t *testing.T) {
 // processes, kadmind, the network and the daemon's probes appear, the `s`
 // key changes the order, `q` quits.
 func TestTopInteractive(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("tmux"); err != nil {
 		if testutil.InCI() {
 			t.Fatal("tmux missing in CI")
@@ -245,6 +247,7 @@ func TestTopInteractive(t *testing.T) {
 // `top --once` prints one snapshot and exits 0: the KDC's rows and the
 // summary lines an admin pastes into a ticket.
 func TestTopOnce(t *testing.T) {
+	t.Parallel()
 	_, args := topRealm(t, 2)
 	stdout, stderr, code := exporter(t, append(args, "--once", "--interval", "1500ms")...)
 	if code != 0 {
