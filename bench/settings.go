@@ -114,7 +114,7 @@ func ValidateSettings(s *Settings) error {
 	if _, _, err := ParseShard(s.Shard); err != nil {
 		return err
 	}
-	if err := ValidateCount(s.Count); err != nil {
+	if err := ValidateCount(s.Count, true); err != nil {
 		return err
 	}
 	if _, err := krb5.ParsePreauthMode(s.Preauth); err != nil {
@@ -143,9 +143,10 @@ func ValidateSettings(s *Settings) error {
 // about half an hour.
 const MaxCount = 20
 
-// ValidateCount checks a repetition count (0 means 1).
-func ValidateCount(n int) error {
-	if n < 0 || n > MaxCount {
+// ValidateCount checks a repetition count (0, unset, means 1 when
+// zeroOK).
+func ValidateCount(n int, zeroOK bool) error {
+	if n < 1 && !(zeroOK && n == 0) || n > MaxCount {
 		return fmt.Errorf("count %d out of range 1..%d (how many times the load tests run; 5 makes a comparison of runs meaningful)", n, MaxCount)
 	}
 	return nil

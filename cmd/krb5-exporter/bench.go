@@ -144,11 +144,8 @@ func addBenchCommand(app *kingpin.Application) *benchCmd {
 		if err != nil {
 			return err
 		}
-		if n < 1 {
-			return bench.ValidateCount(-1)
-		}
 		c.Count = n
-		return bench.ValidateCount(n)
+		return bench.ValidateCount(n, false)
 	})
 	str("shard", "i/n: be the i-th of n generators against one KDC (every n-th user, 1/n of the latency rate; startup, kadmin and dump in shard 1 only).", func(c *bench.Config, v string) error { c.Shard = v; return nil })
 	str("request-timeout", "Timeout of one request, UDP resends after 1 s and 2 s included (5s).", durf(func(c *bench.Config) *time.Duration { return &c.Timeout }))
