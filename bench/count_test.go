@@ -18,7 +18,7 @@ import (
 // order records the tests in the order the suite starts them.
 type order struct{ started []string }
 
-func (o *order) TestStarted(name string)      { o.started = append(o.started, name) }
+func (o *order) TestStarted(name string)     { o.started = append(o.started, name) }
 func (o *order) TestDone(string, TestResult) {}
 
 // --count 3: round k runs repetition k of as and latency (memory, run

@@ -47,7 +47,8 @@ type run struct {
 	repeated bool
 	values   map[string][]float64
 	scales   map[string]float64
-	details  map[string][]func()
+	details  map[string][]func() // nil for a test without a section (cpu)
+	ran      map[string]int
 	repWarns []*repWarn
 }
 
@@ -224,7 +225,7 @@ func (s *Suite) runTest(ctx context.Context, r *run, name, label string, test fu
 		}
 	}
 	if r.values == nil {
-		r.values, r.details = map[string][]float64{}, map[string][]func(){}
+		r.values, r.details, r.ran = map[string][]float64{}, map[string][]func(){}, map[string]int{}
 	}
 	for _, m := range r.rep.Metrics[nMetrics:] {
 		r.values[m.Name] = append(r.values[m.Name], m.Value)
@@ -234,6 +235,7 @@ func (s *Suite) runTest(ctx context.Context, r *run, name, label string, test fu
 	}
 	if r.repeated {
 		r.details[name] = append(r.details[name], r.detail(name))
+		r.ran[name]++
 	}
 	if s.Observer != nil {
 		s.Observer.TestDone(label, res)
@@ -242,7 +244,7 @@ func (s *Suite) runTest(ctx context.Context, r *run, name, label string, test fu
 }
 
 // detail returns what restores the report's section of a repeated test
-// to this repetition's.
+// to this repetition's; nil for cpu, which has none (it reads latency's).
 func (r *run) detail(name string) func() {
 	rep := r.rep
 	switch as, tgs, lat, conc, tcp := rep.AS, rep.TGS, rep.Latency, rep.Concurrency, rep.TCP; name {
@@ -257,7 +259,7 @@ func (r *run) detail(name string) func() {
 	case "tcp":
 		return func() { rep.TCP = tcp }
 	}
-	return func() {}
+	return nil
 }
 
 // medians makes each repeated metric's value the median of its
@@ -286,15 +288,15 @@ func (r *run) medians() {
 	}
 	for i := range r.rep.Tests {
 		t := &r.rep.Tests[i]
-		d := r.details[t.Name]
-		if len(d) == 0 {
+		if r.ran[t.Name] == 0 {
 			continue
 		}
-		t.Repeats = len(d)
+		t.Repeats = r.ran[t.Name]
 		if t.Status == "pass" || t.Status == "fail" {
 			t.Status = map[bool]string{true: "fail", false: "pass"}[failed[t.Name]]
 		}
-		if vs := r.values[first[t.Name]]; len(vs) == len(d) {
+		d := r.details[t.Name]
+		if vs := r.values[first[t.Name]]; len(vs) == len(d) && d[0] != nil {
 			med, best := report.Median(vs), 0
 			for k, v := range vs {
 				if math.Abs(v-med) < math.Abs(vs[best]-med) {

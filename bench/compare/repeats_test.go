@@ -61,16 +61,7 @@ func TestRepetitionsAreTheSamples(t *testing.T) {
 		if !m.RunLevel || m.OldN != len(tc.xs) || m.NewN != len(tc.ys) || !strings.Contains(m.Samples, "repetition") {
 			t.Errorf("%s: run level %v, %d + %d samples (%s)", tc.name, m.RunLevel, m.OldN, m.NewN, m.Samples)
 		}
-		if u := bruteU(tc.xs, tc.ys); m.U != u {
-			t.Errorf("%s: U %g, counted %g", tc.name, m.U, u)
-		}
-		if p := permutationP(tc.xs, tc.ys); !near(m.P, p) {
-			t.Errorf("%s: P %g, by permutation %g", tc.name, m.P, p)
-		}
-		est, lo, hi := hodgesLehmann(tc.xs, tc.ys)
-		if !near(m.ChangePct, est) || !near(m.LowPct, lo) || !near(m.HighPct, hi) {
-			t.Errorf("%s: change %g [%g, %g] %%, computed %g [%g, %g]", tc.name, m.ChangePct, m.LowPct, m.HighPct, est, lo, hi)
-		}
+		checkStats(t, tc.name, m, tc.xs, tc.ys)
 		if m.Verdict != tc.verdict || !m.Tested {
 			t.Errorf("%s: verdict %q (tested %v, note %q), want %q", tc.name, m.Verdict, m.Tested, m.Note, tc.verdict)
 		}
