@@ -63,6 +63,15 @@ type RunRef struct {
 	Count int `json:"count"`
 }
 
+// about is a run's start, verdict and, with --count, its repetitions.
+func (r RunRef) about() string {
+	s := r.Started.UTC().Format(time.RFC3339) + ", " + r.Verdict
+	if r.Count > 1 {
+		s += fmt.Sprintf(", loads ×%d", r.Count)
+	}
+	return s
+}
+
 // SettingPair is one setting of both runs.
 type SettingPair struct {
 	Name   string `json:"name"`
@@ -119,8 +128,7 @@ type Change struct {
 // change, interval and verdict, the verdict with how sure, and the
 // settings both runs share.
 func WriteComparison(w io.Writer, c *Comparison) {
-	fmt.Fprintf(w, "old: %s (%s, %s)\nnew: %s (%s, %s)\n", c.Old.Path, c.Old.Started.UTC().Format(time.RFC3339), c.Old.Verdict,
-		c.New.Path, c.New.Started.UTC().Format(time.RFC3339), c.New.Verdict)
+	fmt.Fprintf(w, "old: %s (%s)\nnew: %s (%s)\n", c.Old.Path, c.Old.about(), c.New.Path, c.New.about())
 	if c.Differ > 0 {
 		fmt.Fprintf(w, "\nSETTINGS DIFFER (%d): the runs answer different questions; read the changes below with that in mind\n", c.Differ)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -242,8 +250,7 @@ func signed(v float64) string {
 // writeComparisonMarkdown is report.md's section of a comparison.
 func writeComparisonMarkdown(w io.Writer, c *Comparison, title string) {
 	fmt.Fprintf(w, "\n## %s\n\n", title)
-	fmt.Fprintf(w, "Old: `%s` (%s, %s); new: `%s` (%s, %s).\n\n", c.Old.Path, c.Old.Started.UTC().Format(time.RFC3339), c.Old.Verdict,
-		c.New.Path, c.New.Started.UTC().Format(time.RFC3339), c.New.Verdict)
+	fmt.Fprintf(w, "Old: `%s` (%s); new: `%s` (%s).\n\n", c.Old.Path, c.Old.about(), c.New.Path, c.New.about())
 	if c.Differ > 0 {
 		fmt.Fprintf(w, "**%d setting(s) differ**: the runs answer different questions.\n\n", c.Differ)
 	}
