@@ -88,6 +88,10 @@ func TestCountRepeatsAlternating(t *testing.T) {
 		!strings.Contains(md.String(), "ran 3 times, alternating") {
 		t.Errorf("report.md:\n%s", md.String())
 	}
+	page, err := report.HTML(rep)
+	if err != nil || !bytes.Contains(page, []byte("median of 3 (")) || !bytes.Contains(page, []byte("ran 3 times, alternating")) {
+		t.Errorf("report.html: %v\n%s", err, page)
+	}
 	js, _ := json.Marshal(rep)
 	var back Report
 	if err := json.Unmarshal(js, &back); err != nil || back.Settings.Count != 3 || !slices.Equal(back.Metrics[0].Repeats, rep.Metrics[0].Repeats) {
