@@ -20,7 +20,7 @@ type compareArgs struct {
 
 func (b *benchCmd) addCompare(c *kingpin.CmdClause) {
 	a := &b.cmp
-	a.cmd = c.Command("compare", "Compare two runs (results/<timestamp> directories or their report.json): per metric the change, its 95 % confidence interval and a verdict (slower, faster, no significant change), the settings side by side. Exit 1 when a metric got significantly worse beyond --change-floor, 2 when the runs cannot be read.")
+	a.cmd = c.Command("compare", "Compare two runs (results/<timestamp> directories or their report.json): per metric the change, its 95 % confidence interval and a verdict (slower, faster, no significant change), the settings side by side. Runs of bench --count 5 are compared repetition against repetition (floor --change-floor); a run of one repetition only by its seconds (floor --single-run-floor, 2x). Exit 1 when a metric got significantly worse beyond its floor, 2 when the runs cannot be read.")
 	a.cmd.Arg("old", "The earlier run.").Required().StringVar(&a.old)
 	a.cmd.Arg("new", "The later run.").Required().StringVar(&a.new)
 	a.cmd.Flag("format", "text (a terminal's screen), md (markdown) or json.").Default("text").EnumVar(&a.format, "text", "md", "json")
