@@ -1,9 +1,12 @@
 // Package compare tells whether a bench run got slower than another: per
 // metric of the suite, the change, its confidence interval and a verdict,
-// from the runs' samples (each second of a load's requests, each resource
-// reading, each round), with the Mann-Whitney U test that benchstat uses
+// from the runs' samples, with the Mann-Whitney U test that benchstat uses
 // (golang.org/x/perf/benchmath) and a floor below which no change is
-// called. The result is a report.Comparison, which package report renders.
+// called. The samples are the repetitions of runs made with --count (the
+// floor a %), else pieces of each run (each second of a load's requests,
+// each resource reading, each round), which show only a run's own noise
+// (the floor a factor). The result is a report.Comparison, which package
+// report renders.
 package compare
 
 import (

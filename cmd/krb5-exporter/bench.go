@@ -67,7 +67,7 @@ func addBenchCommand(app *kingpin.Application) *benchCmd {
 	realm.RegisterFlags(c, "realm.", &b.realmOpts)
 	c.Flag("realm.keep", "Ephemeral realm: leave it running afterwards (prints its directory).").BoolVar(&b.keepRealm)
 	c.Flag("baseline", "With --once (or each run of the daemon): compare the run with this earlier one (a results/<timestamp> directory or its report.json) in the reports and metrics, and exit 1 when a metric got significantly worse beyond --change-floor, even if it passes its target.").StringVar(&b.baseline)
-	c.Flag("change-floor", "With --baseline and bench compare: a change smaller than this % of the old value is never called slower or faster.").Default("5").Float64Var(&b.floorPct)
+	c.Flag("change-floor", "With --baseline and bench compare, runs with --count: a change smaller than this % of the old value is never called slower or faster.").Default("5").Float64Var(&b.floorPct)
 	c.Flag("single-run-floor", "With --baseline and bench compare: when either run ran its loads once (no --count), a metric is called only when new/old is at least this factor or at most its inverse: the seconds of one run show that run's noise, not how much two runs differ.").Default("2").Float64Var(&b.singleRun)
 	b.runCmd = c.Command("run", "Run the suite (the default).").Default().Hidden()
 	b.addCompare(c)
