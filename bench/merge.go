@@ -28,8 +28,9 @@ type Shard struct {
 // are taken from the shard that has them, and each metric is judged
 // again against its target on the merged numbers. It refuses shards that
 // are not of one run: another realm or KDC, other settings, a shard
-// number twice or missing, or starts further apart than half of the
-// loads' duration (their loads would not have run together).
+// number twice or missing, starts further apart than half of the
+// loads' duration (their loads would not have run together), or shards
+// that repeated their loads (--count).
 func Merge(shards []Shard) (*Report, error) {
 	if len(shards) < 2 {
 		return nil, errors.New("merge needs the results of at least two shards")
@@ -195,6 +196,12 @@ func sameRun(shards []Shard) error {
 		}
 		if p, ok := seen[i]; ok {
 			return fmt.Errorf("%s and %s are both shard %d/%d", p, s.Path, i, n)
+		}
+		if r.Settings.Count > 1 {
+			// Shards' repetitions run on their own clocks: repetition k of
+			// one shard need not overlap repetition k of another, and a
+			// median of sums is not a sum of medians.
+			return fmt.Errorf("%s ran its loads %d times (--count %d): merging repeated shards is not supported; run the shards with --count 1 (each shard's runs can be compared with bench compare)", s.Path, r.Settings.Count, r.Settings.Count)
 		}
 		seen[i] = s.Path
 		for _, d := range []struct{ what, a, b string }{

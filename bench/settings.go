@@ -114,6 +114,9 @@ func ValidateSettings(s *Settings) error {
 	if _, _, err := ParseShard(s.Shard); err != nil {
 		return err
 	}
+	if err := ValidateCount(s.Count, true); err != nil {
+		return err
+	}
 	if _, err := krb5.ParsePreauthMode(s.Preauth); err != nil {
 		return fmt.Errorf("preauth: %w", err)
 	}
@@ -135,6 +138,19 @@ func ValidateSettings(s *Settings) error {
 }
 
 // has reports whether test t was asked for.
+
+// MaxCount bounds --count: 20 repetitions of the default loads take
+// about half an hour.
+const MaxCount = 20
+
+// ValidateCount checks a repetition count (0, unset, means 1 when
+// zeroOK).
+func ValidateCount(n int, zeroOK bool) error {
+	if n < 1 && !(zeroOK && n == 0) || n > MaxCount {
+		return fmt.Errorf("count %d out of range 1..%d (how many times the load tests run; 5 makes a comparison of runs meaningful)", n, MaxCount)
+	}
+	return nil
+}
 
 // ParseShard parses "i/n" (1 <= i <= n); empty is 1/1.
 func ParseShard(v string) (i, n int, err error) {

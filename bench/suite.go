@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -35,6 +37,19 @@ type run struct {
 
 	mu      sync.Mutex
 	methods map[string]int // logins by pre-authentication method
+
+	// The repetitions (Settings.Count): count of them, the round running
+	// and whether its test is repeated; each metric's values and scale,
+	// each repeated test's sections per repetition, the warnings of the
+	// repetitions.
+	count    int
+	round    int
+	repeated bool
+	values   map[string][]float64
+	scales   map[string]float64
+	details  map[string][]func() // nil for a test without a section (cpu)
+	ran      map[string]int
+	repWarns []*repWarn
 }
 
 // took counts the logins of a load by pre-authentication method.
@@ -128,46 +143,35 @@ func (s *Suite) Run(ctx context.Context) (*Report, error) {
 		"startup": r.startup, "as": r.as, "tgs": r.tgs, "latency": r.latency, "cpu": r.cpu, "memory": r.memory,
 		"concurrency": r.concurrency, "tcp": r.tcp, "kadmin": r.kadmin, "dump": r.dump, "degradation": r.degradation,
 	}
-	for _, name := range TestNames {
-		if !slices.Contains(s.Settings.Tests, name) {
-			continue
-		}
-		if ctx.Err() != nil {
-			r.rep.Tests = append(r.rep.Tests, TestResult{Name: name, Status: "error", Error: "not run: interrupted"})
-			continue
-		}
-		if s.Observer != nil {
-			s.Observer.TestStarted(name)
-		}
-		r.prog.reset(name)
-		start := time.Now()
-		r.sampler.begin(name)
-		nMetrics := len(r.rep.Metrics)
-		var err error
-		if shard > 1 && (name == "startup" || name == "kadmin" || name == "dump") {
-			err = skip(fmt.Sprintf("runs in shard 1 of %d only", shards))
-		} else {
-			err = tests[name](ctx)
-		}
-		r.sampler.end()
-		res := TestResult{Name: name, Status: "pass", Duration: time.Since(start).Seconds()}
-		switch {
-		case errors.Is(err, errSkipped):
-			res.Status, res.Error = "skipped", err.Error()
-		case err != nil:
-			res.Status, res.Error = "error", err.Error()
-		default:
-			for _, m := range r.rep.Metrics[nMetrics:] {
-				if m.Verdict == Fail {
-					res.Status = "fail"
-				}
+	r.count = max(1, s.Settings.Count)
+	// Round k runs repetition k of every chosen repeated test, in the
+	// suite's order (the first round also the tests that run once), so
+	// that a slow drift of the machine falls on every test alike.
+	for round := 1; round <= r.count; round++ {
+		for _, name := range TestNames {
+			repeated := r.count > 1 && slices.Contains(Repeated, name)
+			if !slices.Contains(s.Settings.Tests, name) || round > 1 && !repeated {
+				continue
+			}
+			r.round, r.repeated = round, repeated
+			label := name
+			if repeated {
+				label = fmt.Sprintf("%s %d/%d", name, round, r.count)
+			}
+			res := s.runTest(ctx, r, name, label, tests[name])
+			if round == 1 {
+				r.rep.Tests = append(r.rep.Tests, res)
+				continue
+			}
+			t := &r.rep.Tests[slices.IndexFunc(r.rep.Tests, func(t TestResult) bool { return t.Name == name })]
+			t.Duration += res.Duration
+			if res.Status == "error" && t.Status != "error" {
+				t.Status, t.Error = "error", fmt.Sprintf("repetition %d of %d: %s", round, r.count, res.Error)
 			}
 		}
-		r.rep.Tests = append(r.rep.Tests, res)
-		if s.Observer != nil {
-			s.Observer.TestDone(name, res)
-		}
 	}
+	r.repeated = false
+	r.medians()
 	r.prog.reset("")
 	r.rep.System.Preauth = r.preauthUsed()
 	r.rep.Samples = r.sampler.all()
@@ -181,11 +185,155 @@ func (s *Suite) Run(ctx context.Context) (*Report, error) {
 	return r.rep, nil
 }
 
+// Repeated are the tests --count repeats: the loads whose metrics a
+// comparison of runs tests. The others (startup, memory, kadmin, dump,
+// degradation) run once, in the first round.
+var Repeated = []string{"as", "tgs", "latency", "cpu", "concurrency", "tcp"}
+
+// runTest runs one repetition of one test and returns its result; the
+// metrics it records are kept in r.values, those of a repetition after
+// the first only there (medians puts their median into the report).
+func (s *Suite) runTest(ctx context.Context, r *run, name, label string, test func(context.Context) error) TestResult {
+	if ctx.Err() != nil {
+		return TestResult{Name: name, Status: "error", Error: "not run: interrupted"}
+	}
+	if s.Observer != nil {
+		s.Observer.TestStarted(label)
+	}
+	r.prog.reset(label)
+	start := time.Now()
+	r.sampler.begin(name)
+	nMetrics := len(r.rep.Metrics)
+	var err error
+	if shard, shards, _ := ParseShard(s.Settings.Shard); shard > 1 && (name == "startup" || name == "kadmin" || name == "dump") {
+		err = skip(fmt.Sprintf("runs in shard 1 of %d only", shards))
+	} else {
+		err = test(ctx)
+	}
+	r.sampler.end()
+	res := TestResult{Name: name, Status: "pass", Duration: time.Since(start).Seconds()}
+	switch {
+	case errors.Is(err, errSkipped):
+		res.Status, res.Error = "skipped", err.Error()
+	case err != nil:
+		res.Status, res.Error = "error", err.Error()
+	default:
+		for _, m := range r.rep.Metrics[nMetrics:] {
+			if m.Verdict == Fail {
+				res.Status = "fail"
+			}
+		}
+	}
+	if r.values == nil {
+		r.values, r.details, r.ran = map[string][]float64{}, map[string][]func(){}, map[string]int{}
+	}
+	for _, m := range r.rep.Metrics[nMetrics:] {
+		r.values[m.Name] = append(r.values[m.Name], m.Value)
+	}
+	if r.round > 1 {
+		r.rep.Metrics = r.rep.Metrics[:nMetrics]
+	}
+	if r.repeated {
+		r.details[name] = append(r.details[name], r.detail(name))
+		r.ran[name]++
+	}
+	if s.Observer != nil {
+		s.Observer.TestDone(label, res)
+	}
+	return res
+}
+
+// detail returns what restores the report's section of a repeated test
+// to this repetition's; nil for cpu, which has none (it reads latency's).
+func (r *run) detail(name string) func() {
+	rep := r.rep
+	switch as, tgs, lat, conc, tcp := rep.AS, rep.TGS, rep.Latency, rep.Concurrency, rep.TCP; name {
+	case "as":
+		return func() { rep.AS = as }
+	case "tgs":
+		return func() { rep.TGS = tgs }
+	case "latency":
+		return func() { rep.Latency = lat }
+	case "concurrency":
+		return func() { rep.Concurrency = conc }
+	case "tcp":
+		return func() { rep.TCP = tcp }
+	}
+	return nil
+}
+
+// medians makes each repeated metric's value the median of its
+// repetitions (Repeats keeps them all) and judges it again; a test fails
+// when a median does. Each repeated test's section (and raw CSVs) is its
+// repetition nearest the median of its first metric, and the warnings of
+// the repetitions are said once each.
+func (r *run) medians() {
+	if r.count == 1 {
+		return
+	}
+	failed := map[string]bool{}
+	first := map[string]string{}
+	for i := range r.rep.Metrics {
+		m := &r.rep.Metrics[i]
+		if _, ok := first[m.Test]; !ok {
+			first[m.Test] = m.Name
+		}
+		if vs := r.values[m.Name]; len(vs) > 1 {
+			m.Repeats = vs
+			judge(m, report.Median(vs), r.scales[m.Name])
+		}
+		if m.Verdict == Fail {
+			failed[m.Test] = true
+		}
+	}
+	for i := range r.rep.Tests {
+		t := &r.rep.Tests[i]
+		if r.ran[t.Name] == 0 {
+			continue
+		}
+		t.Repeats = r.ran[t.Name]
+		if t.Status == "pass" || t.Status == "fail" {
+			t.Status = map[bool]string{true: "fail", false: "pass"}[failed[t.Name]]
+		}
+		d := r.details[t.Name]
+		if vs := r.values[first[t.Name]]; len(vs) == len(d) && d[0] != nil {
+			med, best := report.Median(vs), 0
+			for k, v := range vs {
+				if math.Abs(v-med) < math.Abs(vs[best]-med) {
+					best = k
+				}
+			}
+			d[best]()
+			t.Detail = best + 1
+		}
+	}
+	for _, w := range r.repWarns {
+		if len(w.rounds) == 1 {
+			r.rep.Warnings = append(r.rep.Warnings, fmt.Sprintf("%s (repetition %d of %d)", w.text, w.rounds[0], r.count))
+			continue
+		}
+		r.rep.Warnings = append(r.rep.Warnings, fmt.Sprintf("%s (in %d of %d repetitions: %s; the numbers are repetition %d's)",
+			w.text, len(w.rounds), r.count, joinInts(w.rounds), w.rounds[0]))
+	}
+}
+
+func joinInts(ns []int) string {
+	s := make([]string, len(ns))
+	for i, n := range ns {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ", ")
+}
+
 // metric records one verdict. value and target are in display units;
 // scale converts display units to base units.
 func (r *run) metric(test, name, label, unit string, value float64, op string, target, scale float64) {
 	m := Metric{Test: test, Name: name, Label: label, Unit: unit, Op: op, Target: target}
 	judge(&m, value, scale)
+	if r.scales == nil {
+		r.scales = map[string]float64{}
+	}
+	r.scales[name] = scale
 	r.rep.Metrics = append(r.rep.Metrics, m)
 }
 
@@ -203,8 +351,33 @@ func judge(m *Metric, value, scale float64) {
 	}
 }
 
+// warn records a warning. A repeated test's warnings are said once per
+// kind (its format and the test it names) with the repetitions that gave
+// it, not once per repetition.
 func (r *run) warn(format string, args ...any) {
-	r.rep.Warnings = append(r.rep.Warnings, fmt.Sprintf(format, args...))
+	text := fmt.Sprintf(format, args...)
+	if !r.repeated {
+		r.rep.Warnings = append(r.rep.Warnings, text)
+		return
+	}
+	test, _, _ := strings.Cut(text, ":")
+	key := format + "\x00" + test
+	for _, w := range r.repWarns {
+		if w.key == key {
+			if !slices.Contains(w.rounds, r.round) {
+				w.rounds = append(w.rounds, r.round)
+			}
+			return
+		}
+	}
+	r.repWarns = append(r.repWarns, &repWarn{key: key, text: text, rounds: []int{r.round}})
+}
+
+// repWarn is a kind of warning of the repetitions: the first text and
+// the repetitions that gave it.
+type repWarn struct {
+	key, text string
+	rounds    []int
 }
 
 // checkGenerator warns when the generator spent more than the warn factor
@@ -320,10 +493,13 @@ func (r *run) latency(ctx context.Context) error {
 		return err
 	}
 	r.rep.Latency = ol
-	r.rep.Memory = &Memory{IdleBytes: idle.KDCRSS}
-	for _, smp := range r.sampler.all() {
-		if smp.Test == "latency" {
-			r.rep.Memory.PeakBytes = max(r.rep.Memory.PeakBytes, smp.KDCRSS)
+	// The memory test reads the first repetition's.
+	if r.rep.Memory == nil {
+		r.rep.Memory = &Memory{IdleBytes: idle.KDCRSS}
+		for _, smp := range r.sampler.all() {
+			if smp.Test == "latency" {
+				r.rep.Memory.PeakBytes = max(r.rep.Memory.PeakBytes, smp.KDCRSS)
+			}
 		}
 	}
 	r.checkGenerator("latency", ol.CPU)

@@ -1,9 +1,12 @@
 // Package compare tells whether a bench run got slower than another: per
 // metric of the suite, the change, its confidence interval and a verdict,
-// from the runs' samples (each second of a load's requests, each resource
-// reading, each round), with the Mann-Whitney U test that benchstat uses
+// from the runs' samples, with the Mann-Whitney U test that benchstat uses
 // (golang.org/x/perf/benchmath) and a floor below which no change is
-// called. The result is a report.Comparison, which package report renders.
+// called. The samples are the repetitions of runs made with --count (the
+// floor a %), else pieces of each run (each second of a load's requests,
+// each resource reading, each round), which show only a run's own noise
+// (the floor a factor). The result is a report.Comparison, which package
+// report renders.
 package compare
 
 import (
@@ -25,13 +28,27 @@ type Options struct {
 	// Confidence of the intervals (DefaultConfidence when 0); the test's
 	// alpha is 1 - Confidence.
 	Confidence float64
+	// SingleRunFactor is the floor of a metric compared within runs,
+	// when either run has one repetition of it: only new/old >= it or
+	// <= 1/it is called (DefaultSingleRunFactor when 0). Blocks of one
+	// run show that run's own noise, not how much two runs of the same
+	// thing differ, which is much more (docs/bench.md).
+	SingleRunFactor float64
 }
 
-// Defaults of Options.
+// Defaults of Options. DefaultSingleRunFactor is above what unchanged
+// runs one after the other showed here (as +48 %, tcp -21 %: 1.48x) and
+// below what one database write per login does (about 4x).
 const (
-	DefaultFloorPct   = 5
-	DefaultConfidence = 0.95
+	DefaultFloorPct        = 5
+	DefaultConfidence      = 0.95
+	DefaultSingleRunFactor = 2
 )
+
+// minRepetitions is the fewest repetitions a side for a run-level test:
+// with 4 and 4 the U test's smallest p-value is 0.029 and a 95 %
+// interval exists; with 3 and 3 neither.
+const minRepetitions = 4
 
 // minBlocks is the fewest blocks a load is cut into: a load shorter than
 // 8 s is cut into 8 blocks rather than seconds, enough for the U test
@@ -52,10 +69,14 @@ func Compare(old, cur *report.Report, o Options) report.Comparison {
 	if o.Confidence == 0 {
 		o.Confidence = DefaultConfidence
 	}
+	if o.SingleRunFactor == 0 {
+		o.SingleRunFactor = DefaultSingleRunFactor
+	}
 	c := report.Comparison{
-		Old:      report.RunRef{Started: old.Started, Verdict: old.Verdict, Requests: hasRecords(old)},
-		New:      report.RunRef{Started: cur.Started, Verdict: cur.Verdict, Requests: hasRecords(cur)},
+		Old:      report.RunRef{Started: old.Started, Verdict: old.Verdict, Requests: hasRecords(old), Count: max(1, old.Settings.Count)},
+		New:      report.RunRef{Started: cur.Started, Verdict: cur.Verdict, Requests: hasRecords(cur), Count: max(1, cur.Settings.Count)},
 		FloorPct: o.FloorPct, Confidence: o.Confidence, Alpha: math.Round((1-o.Confidence)*1e9) / 1e9,
+		SingleRunFactor: o.SingleRunFactor,
 	}
 	c.Settings = settingPairs(old, cur)
 	for _, s := range c.Settings {
@@ -88,6 +109,9 @@ func Compare(old, cur *report.Report, o Options) report.Comparison {
 		if m.IsWorse {
 			c.Worse++
 		}
+		if m.Tested && !m.RunLevel {
+			c.SingleRun = true
+		}
 	}
 	return c
 }
@@ -110,12 +134,20 @@ func metric(old, cur *report.Report, om, m report.Metric, o Options) report.Chan
 	if om.Value != 0 {
 		ch.ChangePct = 100 * (m.Value - om.Value) / om.Value // replaced by the estimate when tested
 	}
-	src, ok := sources[m.Name]
-	if !ok {
-		ch.Note = "one value per run: not tested"
-		return ch
+	var xs, ys []float64
+	var what string
+	if len(om.Repeats) > 1 && len(m.Repeats) > 1 {
+		// Run-level: each repetition is a sample, as benchstat's runs.
+		ch.RunLevel = true
+		xs, ys, what = slices.Clone(om.Repeats), slices.Clone(m.Repeats), "a repetition (its value in one run of the test)"
+	} else {
+		src, ok := sources[m.Name]
+		if !ok {
+			ch.Note = "one value per run: not tested"
+			return ch
+		}
+		xs, ys, what = src(old, cur)
 	}
-	xs, ys, what := src(old, cur)
 	ch.Samples, ch.OldN, ch.NewN = what, len(xs), len(ys)
 	if len(xs) == 0 || len(ys) == 0 {
 		ch.Note = "no samples in " + map[bool]string{true: "the old run", false: "the new run"}[len(xs) == 0] + " (raw/*-requests.csv missing?)"
@@ -136,7 +168,7 @@ func metric(old, cur *report.Report, om, m report.Metric, o Options) report.Chan
 		if logScale {
 			return 100 * math.Expm1(v)
 		}
-		base := median(xs)
+		base := report.Median(xs)
 		if base == 0 {
 			base = max(mean(xs), mean(ys)) // the old value 0: % of the larger mean
 		}
@@ -146,16 +178,30 @@ func metric(old, cur *report.Report, om, m report.Metric, o Options) report.Chan
 		return 100 * v / base
 	}
 	ch.ChangePct = pct(t.est)
+	if ch.RunLevel && min(len(xs), len(ys)) < minRepetitions {
+		ch.Note = fmt.Sprintf("too few repetitions (%d and %d): --count 5 each", len(xs), len(ys))
+		return ch
+	}
 	if !t.interval {
 		ch.Note = fmt.Sprintf("too few samples (%d and %d) for a %g %% interval", len(xs), len(ys), 100*o.Confidence)
 		return ch
 	}
 	ch.Tested, ch.LowPct, ch.HighPct, ch.Confidence = true, pct(t.lo), pct(t.hi), t.conf
 	significant := t.p < alpha && (t.lo > 0 || t.hi < 0)
-	beyond := math.Abs(ch.ChangePct) >= o.FloorPct || !logScale && median(xs) == 0 && t.est != 0
+	beyond := math.Abs(ch.ChangePct) >= o.FloorPct
+	if !ch.RunLevel {
+		// Within runs: the change must be a factor, as large up as down.
+		// (1e-9: a change of exactly the factor, up to rounding, is called.)
+		ratio := 1 + ch.ChangePct/100
+		beyond = ratio >= o.SingleRunFactor*(1-1e-9) || ratio <= (1+1e-9)/o.SingleRunFactor
+	}
+	beyond = beyond || !logScale && report.Median(xs) == 0 && t.est != 0
 	if !significant || !beyond {
-		if significant {
+		switch {
+		case significant && ch.RunLevel:
 			ch.Note = fmt.Sprintf("a real change, within the %g %% floor", o.FloorPct)
+		case significant:
+			ch.Note = fmt.Sprintf("beyond each run's own noise, within the %gx floor of a comparison within runs", o.SingleRunFactor)
 		}
 		return ch
 	}

@@ -215,6 +215,22 @@ func hodgesLehmann(xs, ys []float64) (est, lo, hi float64) {
 	return pct(med), pct(d[c]), pct(d[n-1-c])
 }
 
+// checkStats checks a change's U, P, estimate and interval against the
+// brute-force computations above on the samples xs (old) and ys (new).
+func checkStats(t *testing.T, name string, m report.Change, xs, ys []float64) {
+	t.Helper()
+	if u := bruteU(xs, ys); m.U != u {
+		t.Errorf("%s: U %g, counted %g", name, m.U, u)
+	}
+	if p := permutationP(xs, ys); !near(m.P, p) {
+		t.Errorf("%s: P %g, by permutation %g", name, m.P, p)
+	}
+	est, lo, hi := hodgesLehmann(xs, ys)
+	if !near(m.ChangePct, est) || !near(m.LowPct, lo) || !near(m.HighPct, hi) {
+		t.Errorf("%s: change %g [%g, %g] %%, computed %g [%g, %g]", name, m.ChangePct, m.LowPct, m.HighPct, est, lo, hi)
+	}
+}
+
 func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*max(1, math.Abs(a), math.Abs(b)) }
 
 // The comparison of the stored pair, value by value, against the samples
@@ -315,16 +331,7 @@ func TestStoredPairValueByValue(t *testing.T) {
 		if m.OldN != len(w.xs) || m.NewN != len(w.ys) {
 			t.Errorf("%s: %d + %d samples, computed %d + %d", w.name, m.OldN, m.NewN, len(w.xs), len(w.ys))
 		}
-		if u := bruteU(w.xs, w.ys); m.U != u {
-			t.Errorf("%s: U %g, counted %g", w.name, m.U, u)
-		}
-		if p := permutationP(w.xs, w.ys); !near(m.P, p) {
-			t.Errorf("%s: P %g, by permutation %g", w.name, m.P, p)
-		}
-		est, lo, hi := hodgesLehmann(w.xs, w.ys)
-		if !near(m.ChangePct, est) || !near(m.LowPct, lo) || !near(m.HighPct, hi) {
-			t.Errorf("%s: change %g [%g, %g] %%, computed %g [%g, %g]", w.name, m.ChangePct, m.LowPct, m.HighPct, est, lo, hi)
-		}
+		checkStats(t, w.name, m, w.xs, w.ys)
 		if !m.Tested || m.Confidence < 0.95 {
 			t.Errorf("%s: tested %v at %g", w.name, m.Tested, m.Confidence)
 		}

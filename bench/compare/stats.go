@@ -97,16 +97,3 @@ func uCDF(n1, n2, u int) float64 {
 	sigma := math.Sqrt(float64(n1*n2*(n1+n2+1)) / 12)
 	return stats.NormalDist{Mu: mu, Sigma: sigma}.CDF(float64(u) + 0.5)
 }
-
-func median(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	n := len(s)
-	switch {
-	case n == 0:
-		return 0
-	case n%2 == 1:
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
-}

@@ -35,6 +35,12 @@ type Comparison struct {
 	// FloorPct: a change smaller than this (% of the old value) is never
 	// called slower or faster, however sure.
 	FloorPct float64 `json:"floor_pct"`
+	// SingleRunFactor is the floor of a metric compared within runs
+	// (either run ran its test once, so the samples are pieces of one
+	// run): called only when new/old >= SingleRunFactor or <= its
+	// inverse. SingleRun says some metric was compared so.
+	SingleRunFactor float64 `json:"single_run_factor"`
+	SingleRun       bool    `json:"single_run"`
 	// Confidence asked of the intervals (0.95); Alpha of the test (0.05).
 	Confidence float64 `json:"confidence"`
 	Alpha      float64 `json:"alpha"`
@@ -53,6 +59,17 @@ type RunRef struct {
 	Started  time.Time `json:"started"`
 	Verdict  string    `json:"verdict"`
 	Requests bool      `json:"requests"` // its raw/*-requests.csv were read
+	// Count is how many times its load tests ran (bench --count).
+	Count int `json:"count"`
+}
+
+// about is a run's start, verdict and, with --count, its repetitions.
+func (r RunRef) about() string {
+	s := r.Started.UTC().Format(time.RFC3339) + ", " + r.Verdict
+	if r.Count > 1 {
+		s += fmt.Sprintf(", loads ×%d", r.Count)
+	}
+	return s
 }
 
 // SettingPair is one setting of both runs.
@@ -80,6 +97,10 @@ type Change struct {
 	Samples string `json:"samples,omitempty"`
 	OldN    int    `json:"old_n"`
 	NewN    int    `json:"new_n"`
+	// RunLevel: the samples are the runs' repetitions (bench --count),
+	// judged with FloorPct; otherwise pieces of one run each, judged
+	// with SingleRunFactor.
+	RunLevel bool `json:"run_level"`
 	// U is the Mann-Whitney statistic of the new samples against the old
 	// (pairs in which the new sample is larger, ties counting half) and P
 	// its two-sided p-value.
@@ -107,8 +128,7 @@ type Change struct {
 // change, interval and verdict, the verdict with how sure, and the
 // settings both runs share.
 func WriteComparison(w io.Writer, c *Comparison) {
-	fmt.Fprintf(w, "old: %s (%s, %s)\nnew: %s (%s, %s)\n", c.Old.Path, c.Old.Started.UTC().Format(time.RFC3339), c.Old.Verdict,
-		c.New.Path, c.New.Started.UTC().Format(time.RFC3339), c.New.Verdict)
+	fmt.Fprintf(w, "old: %s (%s)\nnew: %s (%s)\n", c.Old.Path, c.Old.about(), c.New.Path, c.New.about())
 	if c.Differ > 0 {
 		fmt.Fprintf(w, "\nSETTINGS DIFFER (%d): the runs answer different questions; read the changes below with that in mind\n", c.Differ)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -154,12 +174,40 @@ func ComparisonVerdict(c *Comparison) string {
 			worse = append(worse, fmt.Sprintf("%s %s %s %s, p = %.2g", m.Label, m.Verdict, changeOf(m), intervalOf(m), m.P))
 		}
 	}
-	how := fmt.Sprintf("a metric is called when the Mann-Whitney U test finds p < %g, its %g %% interval excludes 0 and the change is at least %g %%",
-		c.Alpha, 100*c.Confidence, c.FloorPct)
+	how := fmt.Sprintf("a metric is called when the Mann-Whitney U test finds p < %g, its %g %% interval excludes 0 and the change is at least %s",
+		c.Alpha, 100*c.Confidence, floorText(c))
+	if c.SingleRun {
+		once := "one run each: only changes beyond %gx are called; use --count 5"
+		switch {
+		case c.Old.Count > 1 && c.New.Count > 1:
+			once = "the tests that ran once (startup, dump) are compared within each run: only changes beyond %gx are called"
+		case c.Old.Count > 1:
+			once = "the new run ran its loads once: only changes beyond %gx are called; use --count 5 in both"
+		case c.New.Count > 1:
+			once = "the old run ran its loads once: only changes beyond %gx are called; use --count 5 in both"
+		}
+		how = fmt.Sprintf(once, c.SingleRunFactor) + "; " + how
+	}
 	if len(worse) == 0 {
 		return "verdict: nothing got significantly worse (" + how + ")"
 	}
 	return fmt.Sprintf("verdict: %d metric(s) significantly worse: %s (%s)", len(worse), strings.Join(worse, "; "), how)
+}
+
+// floorText is the floor of the comparison's metrics: the % floor
+// between repetitions, the factor within runs, or both.
+func floorText(c *Comparison) string {
+	runLevel := false
+	for _, m := range c.Metrics {
+		runLevel = runLevel || m.Tested && m.RunLevel
+	}
+	switch {
+	case !c.SingleRun:
+		return fmt.Sprintf("%g %%", c.FloorPct)
+	case runLevel:
+		return fmt.Sprintf("%g %% between repetitions, %gx up or down within runs", c.FloorPct, c.SingleRunFactor)
+	}
+	return fmt.Sprintf("%gx up or down", c.SingleRunFactor)
 }
 
 // short cuts a setting's value to fit a terminal's column.
@@ -202,8 +250,7 @@ func signed(v float64) string {
 // writeComparisonMarkdown is report.md's section of a comparison.
 func writeComparisonMarkdown(w io.Writer, c *Comparison, title string) {
 	fmt.Fprintf(w, "\n## %s\n\n", title)
-	fmt.Fprintf(w, "Old: `%s` (%s, %s); new: `%s` (%s, %s).\n\n", c.Old.Path, c.Old.Started.UTC().Format(time.RFC3339), c.Old.Verdict,
-		c.New.Path, c.New.Started.UTC().Format(time.RFC3339), c.New.Verdict)
+	fmt.Fprintf(w, "Old: `%s` (%s); new: `%s` (%s).\n\n", c.Old.Path, c.Old.about(), c.New.Path, c.New.about())
 	if c.Differ > 0 {
 		fmt.Fprintf(w, "**%d setting(s) differ**: the runs answer different questions.\n\n", c.Differ)
 	}
@@ -240,6 +287,15 @@ func WriteComparisonMarkdown(w io.Writer, c *Comparison) {
 	writeComparisonMarkdown(w, c, "Changes")
 }
 
+// floorBand is the changes, % of the old value, that are never called:
+// the single-run factor's when a metric was compared within runs.
+func floorBand(c *Comparison) (lo, hi float64) {
+	if c.SingleRun && c.SingleRunFactor > 1 {
+		return 100 * (1/c.SingleRunFactor - 1), 100 * (c.SingleRunFactor - 1)
+	}
+	return -c.FloorPct, c.FloorPct
+}
+
 // comparisonChart plots each tested metric's change with its interval,
 // and the floor on either side: a point outside the band with its whole
 // interval on one side of 0 is a change called.
@@ -258,7 +314,8 @@ func comparisonChart(c *Comparison) (*plot.Plot, error) {
 	if len(pts) == 0 {
 		return nil, nil
 	}
-	p := newPlot(fmt.Sprintf("change, %% of the old value (%g %% interval; dashed: ±%g %%)", 100*c.Confidence, c.FloorPct), "")
+	lo, hi := floorBand(c)
+	p := newPlot(fmt.Sprintf("change, %% of the old value (%g %% interval; dashed: the floor, %s to %s %%)", 100*c.Confidence, signed(lo), signed(hi)), "")
 	p.Legend.Top = false
 	p.NominalY(names...)
 	xe := &struct {
@@ -277,13 +334,13 @@ func comparisonChart(c *Comparison) (*plot.Plot, error) {
 	}
 	s.Color = blue
 	p.Add(bars, s)
-	lo, hi := -c.FloorPct, c.FloorPct
+	bandLo, bandHi := lo, hi
 	for _, m := range c.Metrics {
 		if m.Tested {
 			lo, hi = min(lo, m.LowPct), max(hi, m.HighPct)
 		}
 	}
-	for _, x := range []float64{-c.FloorPct, 0, c.FloorPct} {
+	for _, x := range []float64{bandLo, 0, bandHi} {
 		l, err := plotter.NewLine(plotter.XYs{{X: x, Y: -0.5}, {X: x, Y: float64(len(names)) - 0.5}})
 		if err != nil {
 			return nil, err

@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-var pageTmpl = template.Must(template.New("report").Funcs(template.FuncMap{"num": fmtNum, "signed": signed,
+var pageTmpl = template.Must(template.New("report").Funcs(template.FuncMap{"num": fmtNum, "signed": signed, "value": ValueText, "repetitions": repetitionsNote,
 	"pct":     func(f float64) float64 { return 100 * f },
 	"verdict": func(c *Comparison) string { return strings.TrimPrefix(ComparisonVerdict(c), "verdict: ") }}).Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>KDC performance report: {{.Verdict}}</title>
@@ -16,9 +16,10 @@ var pageTmpl = template.Must(template.New("report").Funcs(template.FuncMap{"num"
 <h1>KDC performance report: <span class="{{.Verdict}}">{{.Verdict}}</span></h1>
 <p>{{.Started.UTC.Format "2006-01-02 15:04:05"}} UTC, {{.Machine.Cores}} cores ({{.Machine.Model}}), MIT krb5 {{.Machine.KRB5Version}}, realm {{.System.Realm}}.</p>
 <table><tr><th>Test</th><th>Metric</th><th>Value</th><th>Target</th><th>Result</th></tr>
-{{range .Metrics}}<tr><td>{{.Test}}</td><td>{{.Label}}</td><td>{{num .Value}} {{.Unit}}</td><td>{{.Op}} {{num .Target}} {{.Unit}}</td><td class="{{.Verdict}}">{{.Verdict}}</td></tr>
+{{range .Metrics}}<tr><td>{{.Test}}</td><td>{{.Label}}</td><td>{{value .}}</td><td>{{.Op}} {{num .Target}} {{.Unit}}</td><td class="{{.Verdict}}">{{.Verdict}}</td></tr>
 {{end}}{{range .Tests}}{{if or (eq .Status "error") (eq .Status "skipped")}}<tr><td>{{.Name}}</td><td colspan="3">{{.Error}}</td><td>{{.Status}}</td></tr>{{end}}
 {{end}}</table>
+{{if gt .Settings.Count 1}}<p>{{repetitions $.Report}}.</p>{{end}}
 {{with .Baseline}}<h2>Compared with the baseline</h2>
 <p>Old: {{.Old.Path}} ({{.Old.Started.UTC.Format "2006-01-02 15:04:05"}} UTC, {{.Old.Verdict}}); new: this run.{{if .Differ}} <strong>{{.Differ}} setting(s) differ</strong>: the runs answer different questions.{{end}}</p>
 <table><tr><th>Test</th><th>Metric</th><th>Old</th><th>New</th><th>Change</th><th>{{pct .Confidence}} % interval</th><th>Verdict</th></tr>

@@ -61,6 +61,44 @@ func WriteAll(rep *Report, dir, textfile string) error {
 	return nil
 }
 
+// ValueText is a metric's value with its unit and, for a repeated test,
+// "median of N (min–max)".
+func ValueText(m Metric) string {
+	v := fmtNum(m.Value) + " " + m.Unit
+	if len(m.Repeats) > 1 {
+		v += fmt.Sprintf(", median of %d (%s–%s)", len(m.Repeats), fmtNum(slices.Min(m.Repeats)), fmtNum(slices.Max(m.Repeats)))
+	}
+	return v
+}
+
+// repetitionsNote says how the load tests were repeated and which
+// repetition each section shows.
+func repetitionsNote(rep *Report) string {
+	var shown []string
+	for _, t := range rep.Tests {
+		if t.Detail > 0 {
+			shown = append(shown, fmt.Sprintf("%s %d", t.Name, t.Detail))
+		}
+	}
+	s := fmt.Sprintf("The load tests (%s) ran %d times, alternating (round k: repetition k of each); a value is the median of its repetitions, judged against the target",
+		strings.Join(Repeated(rep), ", "), rep.Settings.Count)
+	if len(shown) > 0 {
+		s += "; each test's section and raw CSVs show its repetition nearest the median (" + strings.Join(shown, ", ") + ")"
+	}
+	return s
+}
+
+// Repeated are the tests of rep that ran more than once.
+func Repeated(rep *Report) []string {
+	var out []string
+	for _, t := range rep.Tests {
+		if t.Repeats > 1 {
+			out = append(out, t.Name)
+		}
+	}
+	return out
+}
+
 // fmtNum prints a value with precision that suits its size.
 func fmtNum(v float64) string {
 	switch {
@@ -81,7 +119,7 @@ func WriteSummary(w io.Writer, rep *Report) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TEST\tMETRIC\tVALUE\tTARGET\tRESULT")
 	for _, m := range rep.Metrics {
-		fmt.Fprintf(tw, "%s\t%s\t%s %s\t%s %s\t%s\n", m.Test, m.Label, fmtNum(m.Value), m.Unit, m.Op, fmtNum(m.Target), m.Verdict)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s %s\t%s\n", m.Test, m.Label, ValueText(m), m.Op, fmtNum(m.Target), m.Verdict)
 	}
 	for _, t := range rep.Tests {
 		if t.Status == "error" || t.Status == "skipped" {
@@ -91,6 +129,9 @@ func WriteSummary(w io.Writer, rep *Report) {
 	tw.Flush()
 	for _, wn := range rep.Warnings {
 		fmt.Fprintf(w, "WARNING: %s\n", wn)
+	}
+	if rep.Settings.Count > 1 {
+		fmt.Fprintf(w, "%s.\n", repetitionsNote(rep))
 	}
 	fmt.Fprintf(w, "verdict: %s (%d metrics, %s)\n", rep.Verdict, len(rep.Metrics), rep.Finished.Sub(rep.Started).Round(100*time.Millisecond))
 }
@@ -113,7 +154,10 @@ func WriteMarkdown(w io.Writer, rep *Report) {
 	fmt.Fprintln(w, "| # | Test | Metric | Value | Target | Result |")
 	fmt.Fprintln(w, "|---|---|---|---:|---:|---|")
 	for i, m := range rep.Metrics {
-		fmt.Fprintf(w, "| %d | `%s` | %s | %s %s | %s %s %s | **%s** |\n", i+1, m.Test, m.Label, fmtNum(m.Value), m.Unit, m.Op, fmtNum(m.Target), m.Unit, m.Verdict)
+		fmt.Fprintf(w, "| %d | `%s` | %s | %s | %s %s %s | **%s** |\n", i+1, m.Test, m.Label, ValueText(m), m.Op, fmtNum(m.Target), m.Unit, m.Verdict)
+	}
+	if n := rep.Settings.Count; n > 1 {
+		fmt.Fprintf(w, "\n%s.\n", repetitionsNote(rep))
 	}
 	for _, t := range rep.Tests {
 		if t.Status == "error" || t.Status == "skipped" {

@@ -5,6 +5,7 @@
 package report
 
 import (
+	"slices"
 	"time"
 )
 
@@ -81,6 +82,11 @@ type Metric struct {
 	Target  float64 `json:"target"`
 	Verdict string  `json:"verdict"`
 	Base    float64 `json:"base_value"`
+	// Repeats are the metric's values in each repetition of its test
+	// (bench --count N, N > 1), in Unit and in the order they ran; Value
+	// is their median and the verdict is the median's. Absent for a test
+	// that ran once.
+	Repeats []float64 `json:"repeats,omitempty"`
 }
 
 // TestResult says whether a test ran.
@@ -88,7 +94,12 @@ type TestResult struct {
 	Name     string  `json:"name"`
 	Status   string  `json:"status"` // "pass", "fail", "error", "skipped"
 	Error    string  `json:"error,omitempty"`
-	Duration float64 `json:"duration_s"`
+	Duration float64 `json:"duration_s"` // all its repetitions
+	// Repeats is how many times it ran (bench --count); absent: once.
+	Repeats int `json:"repeats,omitempty"`
+	// Detail is the repetition whose numbers the test's section and raw
+	// CSVs show (1-based; the one nearest the median); absent: the only.
+	Detail int `json:"detail_repetition,omitempty"`
 }
 
 // Per-test details.
@@ -299,6 +310,10 @@ type Settings struct {
 	// uses every n-th user (a disjoint set) and 1/n of the latency rate;
 	// startup, kadmin and dump run in shard 1 only. Empty: "1/1".
 	Shard string `yaml:"shard" json:"shard,omitempty"`
+	// Count is how many times the load tests (as, tgs, latency, cpu,
+	// concurrency, tcp) run, alternating: each metric's value is the
+	// median of its repetitions. 0 means 1.
+	Count int `yaml:"count" json:"count,omitempty"`
 	// Timeout bounds one request (a login's two round trips count apart).
 	Timeout time.Duration `yaml:"request_timeout" json:"request_timeout_ns"`
 	Targets Targets       `yaml:"targets" json:"targets"`
@@ -340,3 +355,18 @@ type Latency struct {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }
+
+// Median of xs (the mean of the middle two when their number is even);
+// 0 for none.
+func Median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := len(s)
+	switch {
+	case n == 0:
+		return 0
+	case n%2 == 1:
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}

@@ -46,6 +46,7 @@ type benchCmd struct {
 	keepRealm  bool
 	baseline   string
 	floorPct   float64
+	singleRun  float64
 
 	// applied after the configuration file, only when given
 	flags []func(*bench.Config) error
@@ -66,7 +67,8 @@ func addBenchCommand(app *kingpin.Application) *benchCmd {
 	realm.RegisterFlags(c, "realm.", &b.realmOpts)
 	c.Flag("realm.keep", "Ephemeral realm: leave it running afterwards (prints its directory).").BoolVar(&b.keepRealm)
 	c.Flag("baseline", "With --once (or each run of the daemon): compare the run with this earlier one (a results/<timestamp> directory or its report.json) in the reports and metrics, and exit 1 when a metric got significantly worse beyond --change-floor, even if it passes its target.").StringVar(&b.baseline)
-	c.Flag("change-floor", "With --baseline and bench compare: a change smaller than this % of the old value is never called slower or faster.").Default("5").Float64Var(&b.floorPct)
+	c.Flag("change-floor", "With --baseline and bench compare, runs with --count: a change smaller than this % of the old value is never called slower or faster.").Default("5").Float64Var(&b.floorPct)
+	c.Flag("single-run-floor", "With --baseline and bench compare: when either run ran its loads once (no --count), a metric is called only when new/old is at least this factor or at most its inverse: the seconds of one run show that run's noise, not how much two runs differ.").Default("2").Float64Var(&b.singleRun)
 	b.runCmd = c.Command("run", "Run the suite (the default).").Default().Hidden()
 	b.addCompare(c)
 	b.addMerge(c)
@@ -137,6 +139,14 @@ func addBenchCommand(app *kingpin.Application) *benchCmd {
 	str("generator", "Generator of the as and tgs loads: batched (many requests in flight per socket, sendmmsg/recvmmsg) or blocking (a goroutine per client).", func(c *bench.Config, v string) error { c.Generator = v; return nil })
 	str("preauth", "How the generator's logins pre-authenticate: auto (SPAKE when the KDC offers it, as kinit), spake or encrypted_timestamp (auto).", func(c *bench.Config, v string) error { c.Preauth = v; return nil })
 	str("batch-inflight", "Requests the batched generator keeps in flight (64).", intf(func(c *bench.Config) *int { return &c.BatchInflight }))
+	str("count", "N: run the load tests (as, tgs, latency, cpu, concurrency, tcp) N times, alternating, each metric the median of its N; 5 lets bench compare test runs against runs (1..20, default 1).", func(c *bench.Config, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return err
+		}
+		c.Count = n
+		return bench.ValidateCount(n, false)
+	})
 	str("shard", "i/n: be the i-th of n generators against one KDC (every n-th user, 1/n of the latency rate; startup, kadmin and dump in shard 1 only).", func(c *bench.Config, v string) error { c.Shard = v; return nil })
 	str("request-timeout", "Timeout of one request, UDP resends after 1 s and 2 s included (5s).", durf(func(c *bench.Config) *time.Duration { return &c.Timeout }))
 	str("output-dir", "Results go to DIR/<timestamp>/ (results).", func(c *bench.Config, v string) error { c.OutputDir = v; return nil })

@@ -120,6 +120,22 @@ func TestBenchConfigErrors(t *testing.T) {
 	if code != 2 || !strings.Contains(stderr, "duration must be positive") {
 		t.Errorf("exit %d, stderr %q", code, stderr)
 	}
+	// --count 1..20, from the flag and the file; the comparison's factor
+	// floor at least 1.
+	for _, a := range [][]string{{"--count", "0"}, {"--count", "21"}, {"--count=-3"}} {
+		_, stderr, code = exporter(t, append([]string{"bench", "--once"}, a...)...)
+		if code != 2 || !strings.Contains(stderr, "--count: count ") || !strings.Contains(stderr, "out of range 1..20") {
+			t.Errorf("%v: exit %d, stderr %q", a, code, stderr)
+		}
+	}
+	os.WriteFile(cfg, []byte("count: 50\n"), 0o600)
+	if _, stderr, code = exporter(t, "bench", "--once", "--config.file", cfg); code != 2 || !strings.Contains(stderr, "count 50 out of range 1..20") {
+		t.Errorf("count: 50 in the file: exit %d, stderr %q", code, stderr)
+	}
+	_, stderr, code = exporter(t, "bench", "compare", "--single-run-floor", "0.5", "a", "b")
+	if code != 2 || !strings.Contains(stderr, "--single-run-floor must be a factor >= 1") {
+		t.Errorf("--single-run-floor 0.5: exit %d, stderr %q", code, stderr)
+	}
 }
 
 // Against an existing realm (a configuration file): read-only by default

@@ -20,7 +20,7 @@ type compareArgs struct {
 
 func (b *benchCmd) addCompare(c *kingpin.CmdClause) {
 	a := &b.cmp
-	a.cmd = c.Command("compare", "Compare two runs (results/<timestamp> directories or their report.json): per metric the change, its 95 % confidence interval and a verdict (slower, faster, no significant change), the settings side by side. Exit 1 when a metric got significantly worse beyond --change-floor, 2 when the runs cannot be read.")
+	a.cmd = c.Command("compare", "Compare two runs (results/<timestamp> directories or their report.json): per metric the change, its 95 % confidence interval and a verdict (slower, faster, no significant change), the settings side by side. Runs of bench --count 5 are compared repetition against repetition (floor --change-floor); a run of one repetition only by its seconds (floor --single-run-floor, 2x). Exit 1 when a metric got significantly worse beyond its floor, 2 when the runs cannot be read.")
 	a.cmd.Arg("old", "The earlier run.").Required().StringVar(&a.old)
 	a.cmd.Arg("new", "The later run.").Required().StringVar(&a.new)
 	a.cmd.Flag("format", "text (a terminal's screen), md (markdown) or json.").Default("text").EnumVar(&a.format, "text", "md", "json")
@@ -28,7 +28,7 @@ func (b *benchCmd) addCompare(c *kingpin.CmdClause) {
 
 // comparison of two loaded runs with the command line's options.
 func (b *benchCmd) comparison(old, cur *report.Report, oldPath, newPath string) *report.Comparison {
-	c := compare.Compare(old, cur, compare.Options{FloorPct: b.floorPct})
+	c := compare.Compare(old, cur, compare.Options{FloorPct: b.floorPct, SingleRunFactor: b.singleRun})
 	c.Old.Path, c.New.Path = oldPath, newPath
 	return &c
 }
@@ -36,8 +36,8 @@ func (b *benchCmd) comparison(old, cur *report.Report, oldPath, newPath string) 
 // compare is `bench compare OLD NEW`: 0 when nothing got worse, 1 when a
 // metric did, 2 when a run cannot be read.
 func (b *benchCmd) compare(stdout, stderr io.Writer) int {
-	if b.floorPct < 0 {
-		fmt.Fprintln(stderr, "krb5-exporter bench compare: --change-floor must be >= 0")
+	if err := b.floors(); err != nil {
+		fmt.Fprintf(stderr, "krb5-exporter bench compare: %v\n", err)
 		return 2
 	}
 	old, oldDir, err := report.ReadRun(b.cmp.old)
@@ -66,13 +66,24 @@ func (b *benchCmd) compare(stdout, stderr io.Writer) int {
 	return 0
 }
 
+// floors checks --change-floor and --single-run-floor.
+func (b *benchCmd) floors() error {
+	if b.floorPct < 0 {
+		return fmt.Errorf("--change-floor must be >= 0")
+	}
+	if !(b.singleRun >= 1) {
+		return fmt.Errorf("--single-run-floor must be a factor >= 1 (2: only a halving or a doubling is called), not %g", b.singleRun)
+	}
+	return nil
+}
+
 // loadBaseline reads --baseline's run (nil without one).
 func (b *benchCmd) loadBaseline() (*report.Report, error) {
 	if b.baseline == "" {
 		return nil, nil
 	}
-	if b.floorPct < 0 {
-		return nil, fmt.Errorf("--change-floor must be >= 0")
+	if err := b.floors(); err != nil {
+		return nil, err
 	}
 	rep, dir, err := report.ReadRun(b.baseline)
 	if err != nil {
