@@ -200,6 +200,33 @@ func TestAlertConventions(t *testing.T) {
 	}
 }
 
+// TestRulesKeepTheRealm: every aggregation or match that keeps the
+// instance keeps the realm too. alertmanager.yml routes by realm and lets
+// KDCRealmUnavailable inhibit the alerts with its realm (equal: [job,
+// realm]); a rule that summed the realm away (by (job, instance), or a
+// one-to-one match on (job, instance), which keeps only those labels)
+// paged on its own through a realm outage. (A set operation's on, "and
+// on (job, instance)", matches on those labels and keeps the left side's
+// whole.) The promtool tests give their input series a realm and expect
+// it on every alert and recorded series.
+func TestRulesKeepTheRealm(t *testing.T) {
+	clause := regexp.MustCompile(`(\w+)?\s*\b(by|on)\s*\(([^)]*)\)`)
+	for _, r := range allRules(t) {
+		for _, m := range clause.FindAllStringSubmatch(r.Expr, -1) {
+			if m[2] == "on" && slices.Contains([]string{"and", "or", "unless"}, m[1]) {
+				continue
+			}
+			labels := strings.Split(m[3], ",")
+			for i := range labels {
+				labels[i] = strings.TrimSpace(labels[i])
+			}
+			if slices.Contains(labels, "instance") && !slices.Contains(labels, "realm") {
+				t.Errorf("%s%s: %q drops the realm label", r.Alert, r.Record, m[0])
+			}
+		}
+	}
+}
+
 // TestRunbook checks that every alert has a "## Name" section in
 // runbook.md and every section names an alert.
 func TestRunbook(t *testing.T) {
