@@ -25,6 +25,7 @@ specs=(
 	"bench;^(TestSummarize|TestSlope|TestDefaultTargetsAreTheDocumented|TestVerdictAtTheEdge|TestMetricBaseValue)\$;"
 	"config;.;"
 	"kdclog;^(TestFixtures|TestRewrites|TestFastIndexes|TestParseKpropd|TestKpropdFixture|TestLabelCharsets|TestForgedLinesMakeNoLabel|TestDocumentedLabelCaps|TestParseMessageMatchesParse|TestParse|TestEtypes|TestBoundedLabels|TestRecoverWindow)\$;^(manager|collector|counts|workers|kpropd|labels|source|flags)\.go$"
+	"kdclog/attack;.;"
 )
 
 want=("$@")

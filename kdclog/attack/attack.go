@@ -451,11 +451,12 @@ func (d *Detector) push(key uint64, r *Request) {
 	d.idx[key%pendingIdx] = pos + 1
 }
 
-// expire counts the failures whose wait is over.
+// expire counts the failures whose wait is over: the next AS line would
+// be more than RecoverLines after the failure.
 func (d *Detector) expire() {
 	for d.head < d.tail {
 		p := &d.pending[d.head%pendingCap]
-		if !p.recovered && d.now.Sub(p.at) < d.cfg.RecoveryWait && d.asSeq-p.seq <= RecoverLines {
+		if !p.recovered && d.now.Sub(p.at) < d.cfg.RecoveryWait && d.asSeq-p.seq < RecoverLines {
 			return
 		}
 		d.pop()
