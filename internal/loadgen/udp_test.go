@@ -8,6 +8,7 @@ import (
 
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
+	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
 // TestTimeoutPerRoundTrip: the UDP cycle times a request out per round
@@ -35,21 +36,8 @@ func TestTimeoutPerRoundTrip(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			// A relay of its own: one shared would hand this load the
-			// answers to requests the last one left behind.
-			cfg := realmConfig(t, r, krb5.PreauthEncTimestamp)
-			cfg.KDC = testutil.UDPRelay(t, "127.0.0.1:0", r.KDCAddr, func(b []byte, send func([]byte)) {
-				time.AfterFunc(delay, func() { send(b) })
-			})
-			cfg.Timeout = timeout
 			from := testutil.LogSize(t, r.KDCLog)
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			res, err := tc.load(ctx, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			testutil.DrainKDC(t, r)
+			res := relayedLoad(t, r, delay, timeout, tc.load)
 			logins, failed := count(res.Records, KindAS)
 			if logins < tc.logins || failed > 0 {
 				t.Fatalf("%d logins, %d failed (%v); want %d, none failed: each round trip took about %v, under the %v timeout", logins, failed, res.ErrorTexts, tc.logins, delay, timeout)
@@ -88,17 +76,7 @@ func TestShortLoadWaitsForFirstAnswer(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := realmConfigVia(t, r, krb5.PreauthEncTimestamp, testutil.UDPRelay(t, "127.0.0.1:0", r.KDCAddr, func(b []byte, send func([]byte)) {
-				time.AfterFunc(delay, func() { send(b) })
-			}))
-			cfg.Timeout = timeout
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			res, err := tc.load(ctx, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			testutil.DrainKDC(t, r)
+			res := relayedLoad(t, r, delay, timeout, tc.load)
 			logins, failed := count(res.Records, KindAS)
 			if logins == 0 || failed > 0 {
 				t.Fatalf("%d logins, %d failed (%v) in %v; want the first login's answer", logins, failed, res.ErrorTexts, res.Wall)
@@ -110,6 +88,26 @@ func TestShortLoadWaitsForFirstAnswer(t *testing.T) {
 			}
 		})
 	}
+}
+
+// relayedLoad runs load (encrypted-timestamp logins, the given request
+// timeout) through a relay of its own that holds every request delay on
+// its way to r's KDC (one shared would hand a load the answers to the
+// requests the last one left behind), and waits for the KDC's log.
+func relayedLoad(t *testing.T, r *realm.Realm, delay, timeout time.Duration, load func(context.Context, Config) (*Result, error)) *Result {
+	t.Helper()
+	cfg := realmConfigVia(t, r, krb5.PreauthEncTimestamp, testutil.UDPRelay(t, "127.0.0.1:0", r.KDCAddr, func(b []byte, send func([]byte)) {
+		time.AfterFunc(delay, func() { send(b) })
+	}))
+	cfg.Timeout = timeout
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := load(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.DrainKDC(t, r)
+	return res
 }
 
 // orderLoad is a load of two requests for TestOldestIsSentFirst: slot 1's
