@@ -139,7 +139,7 @@ func (b *batchedLoad) over(now time.Time) bool {
 }
 
 func (b *batchedLoad) more() bool      { return true }
-func (b *batchedLoad) wake() time.Time { return b.dl.next(time.Now()) }
+func (b *batchedLoad) wake() time.Time { return b.dl.next() }
 
 func (b *batchedLoad) fill(c *udpCycle, now time.Time) {
 	for i := range c.slots {

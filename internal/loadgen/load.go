@@ -315,9 +315,11 @@ func (d *deadline) over(now time.Time) bool {
 	return !now.Before(d.end) && (d.any.Load() || !now.Before(d.last))
 }
 
-// next is the moment over may next become true after now.
-func (d *deadline) next(now time.Time) time.Time {
-	if now.Before(d.end) {
+// next is the moment over may next become true without a request
+// ending (which comes with a reply the load is woken for anyway): the end
+// once a request has ended, else the last moment.
+func (d *deadline) next() time.Time {
+	if d.any.Load() {
 		return d.end
 	}
 	return d.last

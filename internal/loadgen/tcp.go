@@ -224,13 +224,13 @@ func tcpWorker(ctx context.Context, cfg *Config, tl *tally, c *krb5.Client, sa u
 		}
 		if answered > 0 && depth >= 4 {
 			per := now.Sub(start) / time.Duration(answered)
-			rawSleep(min(max(per*time.Duration(batch), minBatchWait), maxBatchWait, dl.next(now).Sub(now)))
+			rawSleep(min(max(per*time.Duration(batch), minBatchWait), maxBatchWait, dl.next().Sub(now)))
 			out.waits++
 		}
 		n, err := epollWait(ep, events, 0)
 		if err == nil && n == 0 {
 			out.waits++
-			n, err = epollWait(ep, events, max(0, min(100*time.Millisecond, time.Until(dl.next(now))))) // past the end: a negative timeout would block forever, holding a P
+			n, err = epollWait(ep, events, max(0, min(100*time.Millisecond, time.Until(dl.next())))) // past the end: a negative timeout would block forever, holding a P
 		}
 		if err != nil {
 			return fmt.Errorf("epoll_wait: %w", err)
