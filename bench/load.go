@@ -139,7 +139,7 @@ func (r *run) window() *window { return &window{s: r.sampler} }
 // load is the report's account of a load of kind on one transport.
 func (r *run) load(res *loadgen.Result, kind string, clients int, t krb5.Transport, w *window) *Load {
 	r.took(res)
-	l := summarizeLoad(records(res.Records), kind, clients, res.Wall, t)
+	l := summarizeLoad(res.Records, kind, clients, res.Wall, t)
 	errorTexts(l, res)
 	l.CPU = w.use(l.Requests)
 	l.GeneratorWaits, l.Lowest, l.Sockets = res.Waits, res.Lowest, res.Sockets
@@ -154,15 +154,6 @@ func errorTexts(l *Load, res *loadgen.Result) {
 		}
 		l.ErrorTexts[c] = res.ErrorTexts[l.Kind+"/"+c]
 	}
-}
-
-// records are the generator's records as the report's.
-func records(rs []loadgen.Record) []record {
-	out := make([]record, len(rs))
-	for i, x := range rs {
-		out[i] = record(x)
-	}
-	return out
 }
 
 // batched is the as or tgs load on the batched generator.
@@ -231,7 +222,7 @@ func (r *run) openLoop(ctx context.Context, rate float64, tgsPer int, dur time.D
 		return nil, err
 	}
 	r.took(res)
-	recs := records(res.Records)
+	recs := res.Records
 	ol := &OpenLoop{LoginRate: rate, TGSPerLogin: tgsPer, Sessions: len(res.Late)}
 	for _, l := range res.Late {
 		if l > time.Millisecond {

@@ -5,6 +5,7 @@
 package report
 
 import (
+	"github.com/krb5-exporter/krb5-exporter/internal/loadgen"
 	"slices"
 	"time"
 )
@@ -162,20 +163,17 @@ type (
 	}
 )
 
-// Request kinds in records and raw CSVs.
+// Request kinds in records and raw CSVs: the generator's.
 const (
-	KindAS  = "as"
-	KindTGS = "tgs"
+	KindAS  = loadgen.KindAS
+	KindTGS = loadgen.KindTGS
 )
 
-// Record is one request: when it was due (open loop) or sent (closed
-// loop), relative to the start of its load, and how long it took.
-type Record struct {
-	Start   time.Duration
-	Latency time.Duration
-	Kind    string
-	Class   string // krb5.ClassSuccess or the error class
-}
+// Record is one request as the generator wrote it: when it was due (open
+// loop) or sent (closed loop), relative to the start of its load, how
+// long it took, its kind and krb5.ClassSuccess or its error class. The
+// generator's own type, so a load's records reach the report uncopied.
+type Record = loadgen.Record
 
 // Load is the result of one load (as, tgs, tcp, a concurrency level,
 // latency, a degradation round).
