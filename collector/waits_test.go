@@ -21,9 +21,9 @@ import (
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
-// schedstat returns pid's run_delay and run time from /proc/PID/schedstat
-// in seconds, read by procfs (not the collector's parser).
-func schedstat(t *testing.T, pid int) (wait, run float64) {
+// procOf is pid in procfs: the tests read /proc through it, not through
+// the collector's parsers.
+func procOf(t *testing.T, pid int) procfs.Proc {
 	t.Helper()
 	fs, err := procfs.NewDefaultFS()
 	if err != nil {
@@ -33,7 +33,14 @@ func schedstat(t *testing.T, pid int) (wait, run float64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ss, err := p.Schedstat()
+	return p
+}
+
+// schedstat returns pid's run_delay and run time from /proc/PID/schedstat
+// in seconds, read by procfs (not the collector's parser).
+func schedstat(t *testing.T, pid int) (wait, run float64) {
+	t.Helper()
+	ss, err := procOf(t, pid).Schedstat()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,15 +227,7 @@ func TestDiskWaitReported(t *testing.T) {
 	}
 	worker := pids[1]
 	statTicks := func() float64 {
-		fs, err := procfs.NewDefaultFS()
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := fs.Proc(worker)
-		if err != nil {
-			t.Fatal(err)
-		}
-		st, err := p.Stat()
+		st, err := procOf(t, worker).Stat()
 		if err != nil {
 			t.Fatal(err)
 		}
