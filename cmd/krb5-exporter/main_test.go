@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"debug/elf"
 	"fmt"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"net"
@@ -84,6 +85,25 @@ func oneErrorLine(t *testing.T, stderr string, want ...string) {
 		if !strings.Contains(errs[0], w) {
 			t.Errorf("error line %q lacks %q", errs[0], w)
 		}
+	}
+}
+
+// TestBuildMode: the binary the tests run is the build mode asked for
+// (testutil.BuildModeEnv; `make test-pie`), so that the PIE run cannot
+// quietly test the default build: a PIE is an ELF shared object (ET_DYN),
+// the default static build an executable (ET_EXEC).
+func TestBuildMode(t *testing.T) {
+	f, err := elf.Open(binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	want := elf.ET_EXEC
+	if os.Getenv(testutil.BuildModeEnv) == "pie" {
+		want = elf.ET_DYN
+	}
+	if f.Type != want {
+		t.Errorf("%s=%q built a %v, want %v", testutil.BuildModeEnv, os.Getenv(testutil.BuildModeEnv), f.Type, want)
 	}
 }
 
