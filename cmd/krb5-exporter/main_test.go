@@ -214,10 +214,26 @@ func daemon(t *testing.T, args ...string) (string, *exec.Cmd, *testutil.LockedBu
 			resp.Body.Close()
 			return base, cmd, logs
 		}
+		if exited(cmd.Process.Pid) {
+			t.Fatalf("exporter exited at start: %s", logs.String())
+		}
 		if time.Now().After(deadline) {
 			t.Fatalf("exporter did not come up within 60s: %s", logs.String())
 		}
 	}
+}
+
+// exited reports a child that has ended but is not reaped yet (a zombie),
+// without reaping it: the caller may still Wait for it. A daemon that
+// crashes at start (a PIE build did, issue #36) fails the test at once
+// instead of after daemon's 60 s.
+func exited(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i > 0 && i+2 < len(b) && b[i+2] == 'Z'
 }
 
 // metric returns the first sample line of a metric from /metrics.
