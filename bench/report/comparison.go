@@ -2,15 +2,10 @@ package report
 
 import (
 	"fmt"
-	"image/color"
 	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
-
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/vg"
 )
 
 // Verdicts of a metric in a Comparison: slower/faster for rates and
@@ -299,41 +294,26 @@ func floorBand(c *Comparison) (lo, hi float64) {
 // comparisonChart plots each tested metric's change with its interval,
 // and the floor on either side: a point outside the band with its whole
 // interval on one side of 0 is a change called.
-func comparisonChart(c *Comparison) (*plot.Plot, error) {
-	var pts plotter.XYs
-	var errs plotter.XErrors
+func comparisonChart(c *Comparison) *figure {
+	var pts []xy
+	var los, his []float64
 	var names []string
 	for _, m := range c.Metrics {
 		if !m.Tested {
 			continue
 		}
-		pts = append(pts, plotter.XY{X: m.ChangePct, Y: float64(len(names))})
-		errs = append(errs, struct{ Low, High float64 }{m.ChangePct - m.LowPct, m.HighPct - m.ChangePct})
+		pts = append(pts, xy{X: m.ChangePct, Y: float64(len(names))})
+		los, his = append(los, m.LowPct), append(his, m.HighPct)
 		names = append(names, m.Name)
 	}
 	if len(pts) == 0 {
-		return nil, nil
+		return nil
 	}
 	lo, hi := floorBand(c)
-	p := newPlot(fmt.Sprintf("change, %% of the old value (%g %% interval; dashed: the floor, %s to %s %%)", 100*c.Confidence, signed(lo), signed(hi)), "")
-	p.Legend.Top = false
-	p.NominalY(names...)
-	xe := &struct {
-		plotter.XYs
-		plotter.XErrors
-	}{pts, errs}
-	bars, err := plotter.NewXErrorBars(xe)
-	if err != nil {
-		return nil, err
-	}
-	bars.Color = blue
-	bars.LineStyle.Width = vg.Points(1.5)
-	s, err := plotter.NewScatter(pts)
-	if err != nil {
-		return nil, err
-	}
-	s.Color = blue
-	p.Add(bars, s)
+	p := newFigure(fmt.Sprintf("change, %% of the old value (%g %% interval; dashed: the floor, %s to %s %%)", 100*c.Confidence, signed(lo), signed(hi)), "")
+	p.legend = false
+	p.yNames = names
+	p.marks = append(p.marks, mark{kind: xErrMark, color: blue, pts: pts, lo: los, hi: his}, mark{kind: dotMark, color: blue, pts: pts})
 	bandLo, bandHi := lo, hi
 	for _, m := range c.Metrics {
 		if m.Tested {
@@ -341,18 +321,13 @@ func comparisonChart(c *Comparison) (*plot.Plot, error) {
 		}
 	}
 	for _, x := range []float64{bandLo, 0, bandHi} {
-		l, err := plotter.NewLine(plotter.XYs{{X: x, Y: -0.5}, {X: x, Y: float64(len(names)) - 0.5}})
-		if err != nil {
-			return nil, err
-		}
-		l.Color = orange
+		col := orange
 		if x == 0 {
-			l.Color = color.Gray{Y: 100}
+			col = gray
 		}
-		l.Dashes = []vg.Length{vg.Points(3), vg.Points(3)}
-		p.Add(l)
+		p.marks = append(p.marks, mark{kind: lineMark, color: col, dashed: true, pts: []xy{{X: x, Y: -0.5}, {X: x, Y: float64(len(names)) - 0.5}}})
 	}
 	pad := 0.05 * (hi - lo)
-	p.X.Min, p.X.Max = lo-pad, hi+pad
-	return p, nil
+	p.xMin, p.xMax = lo-pad, hi+pad
+	return p
 }

@@ -2,7 +2,6 @@ package report
 
 import (
 	"bytes"
-	"fmt"
 	"html/template"
 	"strings"
 )
@@ -44,29 +43,17 @@ type chart struct {
 // HTML renders report.html: self-contained (no script, no network), the
 // summary table and the charts as inline SVG.
 func HTML(rep *Report) ([]byte, error) {
-	charts, err := charts(rep)
-	if err != nil {
-		return nil, err
-	}
 	var b bytes.Buffer
 	var base *chart
 	if rep.Baseline != nil {
-		p, err := comparisonChart(rep.Baseline)
-		if err != nil {
-			return nil, fmt.Errorf("chart baseline-change: %w", err)
-		}
-		if p != nil {
-			svg, err := renderSVG(p)
-			if err != nil {
-				return nil, fmt.Errorf("chart baseline-change: %w", err)
-			}
-			base = &chart{ID: "baseline-change", Title: "Change from the baseline per metric, with its interval", SVG: template.HTML(svg)}
+		if f := comparisonChart(rep.Baseline); f != nil {
+			base = &chart{ID: "baseline-change", Title: "Change from the baseline per metric, with its interval", SVG: f.svg()}
 		}
 	}
-	err = pageTmpl.Execute(&b, struct {
+	err := pageTmpl.Execute(&b, struct {
 		*Report
 		Charts        []chart
 		BaselineChart *chart
-	}{rep, charts, base})
+	}{rep, charts(rep), base})
 	return b.Bytes(), err
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"debug/elf"
 	"fmt"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -84,6 +86,27 @@ func oneErrorLine(t *testing.T, stderr string, want ...string) {
 		if !strings.Contains(errs[0], w) {
 			t.Errorf("error line %q lacks %q", errs[0], w)
 		}
+	}
+}
+
+// TestBuildMode: the binary the tests run is the build mode asked for
+// (testutil.BuildModeEnv; `make test-pie`), so that the PIE run cannot
+// quietly test the default build: a PIE is an ELF shared object (ET_DYN),
+// the default static build an executable (ET_EXEC).
+func TestBuildMode(t *testing.T) {
+	f, err := elf.Open(binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	// A distribution's check step may ask for it in GOFLAGS instead
+	// (go-rpm-macros does), which the build inherits.
+	want := elf.ET_EXEC
+	if os.Getenv(testutil.BuildModeEnv) == "pie" || slices.Contains(strings.Fields(os.Getenv("GOFLAGS")), "-buildmode=pie") {
+		want = elf.ET_DYN
+	}
+	if f.Type != want {
+		t.Errorf("%s=%q built a %v, want %v", testutil.BuildModeEnv, os.Getenv(testutil.BuildModeEnv), f.Type, want)
 	}
 }
 
@@ -194,10 +217,26 @@ func daemon(t *testing.T, args ...string) (string, *exec.Cmd, *testutil.LockedBu
 			resp.Body.Close()
 			return base, cmd, logs
 		}
+		if exited(cmd.Process.Pid) {
+			t.Fatalf("exporter exited at start: %s", logs.String())
+		}
 		if time.Now().After(deadline) {
 			t.Fatalf("exporter did not come up within 60s: %s", logs.String())
 		}
 	}
+}
+
+// exited reports a child that has ended but is not reaped yet (a zombie),
+// without reaping it: the caller may still Wait for it. A daemon that
+// crashes at start (a PIE build did, issue #36) fails the test at once
+// instead of after daemon's 60 s.
+func exited(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i > 0 && i+2 < len(b) && b[i+2] == 'Z'
 }
 
 // metric returns the first sample line of a metric from /metrics.

@@ -189,7 +189,6 @@ func (s *serveCmd) run(stdout, stderr io.Writer) int {
 		level.Warn(logger).Log("msg", "the log collector is not ready yet; serving metrics anyway", "waited", readyWait)
 	case <-ctx.Done():
 	}
-	dropStartupPages(logger)
 	// exporter-toolkit's web configuration sets no timeouts: without an
 	// idle timeout every keep-alive connection a client leaves open holds
 	// a file descriptor for ever. Requests' contexts end with ctx: on

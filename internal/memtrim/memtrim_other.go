@@ -1,5 +1,0 @@
-//go:build !linux
-
-package memtrim
-
-func dontNeed(addr, length uint64) error { return nil }
