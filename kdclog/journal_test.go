@@ -53,8 +53,8 @@ func writeJournal(t *testing.T, file string, ts *int64, entries []journalEntry) 
 	var b bytes.Buffer
 	for _, e := range entries {
 		*ts++
-		fmt.Fprintf(&b, "__REALTIME_TIMESTAMP=%d\n__MONOTONIC_TIMESTAMP=%d\n_BOOT_ID=0123456789abcdef0123456789abcdef\nSYSLOG_IDENTIFIER=%s\n_PID=%d\nMESSAGE=%s\n\n",
-			*ts, *ts-1764556800000000, e.ident, e.pid, e.msg)
+		fmt.Fprintf(&b, "__REALTIME_TIMESTAMP=%d\n__MONOTONIC_TIMESTAMP=%d\n_BOOT_ID=0123456789abcdef0123456789abcdef\nSYSLOG_IDENTIFIER=%s\n_COMM=%s\n_UID=0\n_PID=%d\nMESSAGE=%s\n\n",
+			*ts, *ts-1764556800000000, e.ident, e.ident, e.pid, e.msg)
 	}
 	cmd := exec.Command(journalRemote, "-o", file, "-")
 	cmd.Stdin = &b
