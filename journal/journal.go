@@ -14,7 +14,8 @@
 // restart resumes right after it: nothing counted twice, nothing skipped.
 // A cursor the journal no longer holds (rotated or vacuumed away) is noticed
 // at start, counted and logged once, and reading resumes at the oldest entry
-// still there. Every boot after the cursor is read.
+// still there, but never at an entry at or before the lost one (its time
+// and boot are in the cursor). Every boot after the cursor is read.
 // journald's own entries (_TRANSPORT=driver, _UID=0) saying it dropped
 // messages of a KDC process under its rate limit (OBJECT_COMM, OBJECT_UID
 // and OBJECT_SYSTEMD_UNIT as above) are counted (Stats.Suppressed), not
@@ -142,6 +143,53 @@ type Follower struct {
 	// (Programs cut to the kernel's length; root and UIDs).
 	comms []string
 	uids  []uint32
+	// floor, once the saved cursor was found lost, is where that entry
+	// was: an entry at or before it was read before the stop and is not
+	// handed on again, wherever journalctl --cursor starts.
+	floor position
+}
+
+// position is an entry's place in the journal, from its cursor: boot id
+// (b=), monotonic (m=) and realtime (t=) timestamps in µs.
+type position struct {
+	set             bool
+	boot            string
+	monotonic, real uint64
+}
+
+// covers reports whether j is at or before p: written no later by the
+// wall clock, or earlier in the same boot by the monotonic clock (which
+// never goes back). Another boot's entry written later with its clock set
+// back before p's time is taken as read: counting it twice is what must
+// not happen.
+func (p *position) covers(j *jsonEntry) bool {
+	if !p.set {
+		return false
+	}
+	if j.realtime != 0 && j.realtime <= p.real {
+		return true
+	}
+	return j.monotonic != 0 && j.monotonic <= p.monotonic && string(j.boot) == p.boot
+}
+
+// positionOf reads a cursor's position; set is false if it holds none.
+func positionOf(cur string) position {
+	var p position
+	haveT := false
+	for _, part := range strings.Split(cur, ";") {
+		k, v, _ := strings.Cut(part, "=")
+		switch k {
+		case "b":
+			p.boot = v
+		case "m":
+			p.monotonic, _ = strconv.ParseUint(v, 16, 64)
+		case "t":
+			n, err := strconv.ParseUint(v, 16, 64)
+			p.real, haveT = n, err == nil
+		}
+	}
+	p.set = haveT || (p.boot != "" && p.monotonic != 0)
+	return p
 }
 
 // kdcs reports whether journald says a KDC process wrote an entry: comm,
@@ -435,6 +483,8 @@ func (f *Follower) read(r io.Reader) error {
 			case len(line) == 0:
 			case !j.parse(line) || j.cursor == nil:
 				f.stats.Malformed.Add(1)
+			case f.floor.covers(&j):
+				last = string(j.cursor) // read before the stop
 			case j.dropped:
 				if j.uid == 0 && f.kdcs(j.objComm, j.objUnit, j.objUID) {
 					f.stats.Suppressed.Add(droppedCount(&j))
@@ -545,6 +595,7 @@ func (f *Follower) checkCursor(ctx context.Context, cur string) {
 		return
 	}
 	f.stats.CursorLost.Add(1)
+	f.floor = positionOf(cur)
 	f.mu.Lock()
 	if first != "" {
 		f.startAt = first

@@ -522,3 +522,89 @@ func TestReadTrustsOnlyTheKDCsFields(t *testing.T) {
 		t.Errorf("cursor %q, want the last entry's (skipped entries are read past)", got)
 	}
 }
+
+// exportEntry is one entry of ours in the journal export format, at the
+// given realtime and monotonic timestamps (µs) of boot.
+func exportEntry(b *bytes.Buffer, boot string, realtime, monotonic int64, msg string) {
+	fmt.Fprintf(b, "__REALTIME_TIMESTAMP=%d\n__MONOTONIC_TIMESTAMP=%d\n_BOOT_ID=%s\nSYSLOG_IDENTIFIER=krb5kdc\n_COMM=krb5kdc\n_UID=0\n_PID=7\nMESSAGE=%s\n\n",
+		realtime, monotonic, boot, msg)
+}
+
+// The saved cursor's file is vacuumed away, and the file left holds
+// entries of the same boot whose monotonic clock overlaps the lost
+// entry's: journalctl --cursor starts at one written at an earlier
+// realtime (seen: it seeks by boot and monotonic time). Entries at or
+// before the lost cursor's realtime were read before the stop and are not
+// handed on again; the one after it is. On the old fallback the two
+// earlier ones are handed on a second time (seen).
+func TestCursorLostNeverRereads(t *testing.T) {
+	needJournal(t)
+	dir := t.TempDir()
+	w := newWriter(t, dir)
+	const rt = 1764556800000000
+	var b bytes.Buffer
+	for i := 1; i <= 3; i++ {
+		exportEntry(&b, w.boot, rt+int64(i), 100*int64(i), fmt.Sprintf("AS_REQ e%d", i))
+	}
+	w.append(&b)
+	store := &memStore{m: map[string]string{}}
+	c := &collect{}
+	opts := Options{Programs: []string{"krb5kdc"}, Directory: dir, FromBeginning: true}
+	r := start(t, opts, store, c)
+	c.waitLast(t, record{"krb5kdc", 7, "AS_REQ e3"})
+	r.stop()
+
+	w2 := *w
+	w2.path = filepath.Join(dir, "remote2.journal")
+	b.Reset()
+	exportEntry(&b, w.boot, rt+1, 350, "AS_REQ e1 again") // at e1's time
+	exportEntry(&b, w.boot, rt+3, 360, "AS_REQ e3 again") // at the cursor's
+	exportEntry(&b, w.boot, rt+4, 400, "AS_REQ e4")
+	w2.append(&b)
+	if err := os.Remove(w.path); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("journalctl", "--directory="+dir, "--cursor="+store.Cursor("journal:test"), "--output=cat", "--lines=1").Output()
+	if err != nil || strings.TrimSpace(string(out)) != "AS_REQ e1 again" {
+		t.Fatalf("journalctl --cursor at the lost entry starts at %q (%v): the case is not made", out, err)
+	}
+	r = start(t, opts, store, c)
+	c.waitLast(t, record{"krb5kdc", 7, "AS_REQ e4"})
+	r.stop()
+	want := []record{{"krb5kdc", 7, "AS_REQ e1"}, {"krb5kdc", 7, "AS_REQ e2"}, {"krb5kdc", 7, "AS_REQ e3"}, {"krb5kdc", 7, "AS_REQ e4"}}
+	if !slices.Equal(c.got, want) {
+		t.Errorf("handed on %v, want %v", c.got, want)
+	}
+	if r.stats.CursorLost.Load() != 1 {
+		t.Errorf("cursor lost counted %d times, want 1", r.stats.CursorLost.Load())
+	}
+}
+
+// A lost cursor's position covers what was written no later by the wall
+// clock, and, in its boot, no later by the monotonic clock.
+func TestPositionCovers(t *testing.T) {
+	p := positionOf("s=abc;i=3;b=b1;m=12c;t=644dae5400003;x=9")
+	if !p.set || p.boot != "b1" || p.monotonic != 300 || p.real != 0x644dae5400003 {
+		t.Fatalf("position %+v", p)
+	}
+	for _, c := range []struct {
+		real, mono uint64
+		boot       string
+		covered    bool
+	}{
+		{p.real, 999, "b2", true},
+		{p.real - 1, 999, "b2", true},
+		{p.real + 1, 999, "b1", false},
+		{p.real + 1, 300, "b1", true},
+		{p.real + 1, 299, "b2", false},
+		{0, 0, "b1", false},
+	} {
+		j := jsonEntry{realtime: c.real, monotonic: c.mono, boot: []byte(c.boot)}
+		if got := p.covers(&j); got != c.covered {
+			t.Errorf("%+v: covered %v", c, got)
+		}
+	}
+	if g := positionOf("garbage"); g.covers(&jsonEntry{realtime: 1}) {
+		t.Error("a cursor without a position covers an entry")
+	}
+}

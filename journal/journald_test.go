@@ -329,7 +329,7 @@ const nobodyUID = 65534
 // the program and by one of the program in the KDC's unit, and only the
 // KDC's suppressed lines are counted (none here). What journald stored,
 // read by journalctl on its own, says every forgery was written. With the
-// old SYSLOG_IDENTIFIER and OBJECT_COMM matches this fails: 25 forged
+// old SYSLOG_IDENTIFIER and OBJECT_COMM matches this fails: 28 forged
 // lines handed on, and the flood's suppression counted (seen).
 func TestJournaldForgedLinesNotCounted(t *testing.T) {
 	needJournal(t)

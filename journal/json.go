@@ -22,6 +22,10 @@ type jsonEntry struct {
 	uid              int64
 	objComm, objUnit []byte
 	objUID           int64
+	// Where the entry is in the journal: __REALTIME_TIMESTAMP,
+	// __MONOTONIC_TIMESTAMP (µs, 0 when absent) and _BOOT_ID.
+	realtime, monotonic uint64
+	boot                []byte
 	// dropped: MESSAGE_ID is journald's suppression entry's and
 	// _TRANSPORT is "driver" (journald's own, a field no client can set);
 	// nDropped is N_DROPPED.
@@ -48,15 +52,18 @@ const (
 	fObjComm
 	fObjUID
 	fObjUnit
+	fRealtime
+	fMonotonic
+	fBoot
 	fOther
 )
 
 // slotOf is the scratch buffer of a kept string field.
-var slotOf = [fOther + 1]int8{fMessage: 1, fIdent: 2, fCursor: 3, fComm: 4, fUnit: 5, fObjComm: 6, fObjUnit: 7}
+var slotOf = [fOther + 1]int8{fMessage: 1, fIdent: 2, fCursor: 3, fComm: 4, fUnit: 5, fObjComm: 6, fObjUnit: 7, fBoot: 8}
 
 const (
 	slotScratch = 0
-	nSlots      = 8
+	nSlots      = 9
 )
 
 func fieldOf(key []byte) int {
@@ -89,6 +96,12 @@ func fieldOf(key []byte) int {
 		return fObjUID
 	case "OBJECT_SYSTEMD_UNIT":
 		return fObjUnit
+	case "__REALTIME_TIMESTAMP":
+		return fRealtime
+	case "__MONOTONIC_TIMESTAMP":
+		return fMonotonic
+	case "_BOOT_ID":
+		return fBoot
 	}
 	return fOther
 }
@@ -99,6 +112,7 @@ func (j *jsonEntry) parse(line []byte) bool {
 	j.message, j.ident, j.cursor, j.pid = nil, nil, nil, 0
 	j.dropped, j.nDropped = false, 0
 	j.comm, j.unit, j.uid, j.objComm, j.objUnit, j.objUID = nil, nil, -1, nil, nil, -1
+	j.realtime, j.monotonic, j.boot = 0, 0, nil
 	syslogPID := 0
 	droppedID, driver := false, false
 	s := scanner{b: line}
@@ -159,6 +173,12 @@ func (j *jsonEntry) parse(line []byte) bool {
 			j.objUID = atoiUID(val)
 		case fObjUnit:
 			j.objUnit = val
+		case fRealtime:
+			j.realtime, _ = strconv.ParseUint(string(val), 10, 64)
+		case fMonotonic:
+			j.monotonic, _ = strconv.ParseUint(string(val), 10, 64)
+		case fBoot:
+			j.boot = val
 		}
 		switch s.next() {
 		case ',':
