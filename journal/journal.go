@@ -192,10 +192,10 @@ func positionOf(cur string) position {
 	return p
 }
 
-// kdcs reports whether journald says a KDC process wrote an entry: comm,
+// fromKDC reports whether journald says a KDC process wrote an entry: comm,
 // unit and uid are the entry's trusted fields (_COMM...) or, for its
 // suppression entries, those of the process they are about (OBJECT_*).
-func (f *Follower) kdcs(comm, unit []byte, uid int64) bool {
+func (f *Follower) fromKDC(comm, unit []byte, uid int64) bool {
 	if uid < 0 || !slices.Contains(f.uids, uint32(uid)) {
 		return false
 	}
@@ -486,11 +486,11 @@ func (f *Follower) read(r io.Reader) error {
 			case f.floor.covers(&j):
 				last = string(j.cursor) // read before the stop
 			case j.dropped:
-				if j.uid == 0 && f.kdcs(j.objComm, j.objUnit, j.objUID) {
+				if j.uid == 0 && f.fromKDC(j.objComm, j.objUnit, j.objUID) {
 					f.stats.Suppressed.Add(droppedCount(&j))
 				}
 				last = string(j.cursor)
-			case !f.kdcs(j.comm, j.unit, j.uid):
+			case !f.fromKDC(j.comm, j.unit, j.uid):
 				last = string(j.cursor) // journalctl matched no such entry
 			default:
 				e = Entry{Identifier: j.ident, PID: j.pid, Message: j.message, Cursor: j.cursor}

@@ -431,7 +431,8 @@ func TestNewRejectsBadMatches(t *testing.T) {
 	for _, o := range []Options{
 		{},
 		{Programs: []string{"krb5kdc=1"}},
-		{Units: []string{"a b"}},
+		{Units: []string{"krb5-kdc.service"}}, // no program
+		{Programs: []string{"krb5kdc"}, Units: []string{"a b"}},
 		{Programs: []string{"+"}},
 		{Programs: []string{"krb5kdc"}, Directory: "/d", Files: []string{"/f"}},
 	} {
@@ -483,7 +484,7 @@ func TestMatchesSystemJournal(t *testing.T) {
 // The reader's own check of the trust rule, on what journalctl could hand
 // it: only an entry whose _COMM, _UID and _SYSTEMD_UNIT are the KDC's is
 // handed on, and only journald's suppression entries about a KDC process
-// count. With kdcs always true, or the driver entry's _UID unchecked, it
+// count. With fromKDC always true, or the driver entry's _UID unchecked, it
 // fails (seen).
 func TestReadTrustsOnlyTheKDCsFields(t *testing.T) {
 	const unit = `"_SYSTEMD_UNIT":"krb5-kdc.service"`
