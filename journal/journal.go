@@ -9,9 +9,9 @@
 // (_SYSTEMD_UNIT) one of the units where units are given; SYSLOG_IDENTIFIER,
 // which any local user sets (logger -t krb5kdc), decides nothing. Entries
 // are handed on with their identifier (SYSLOG_IDENTIFIER), pid and
-// message; the journal
-// cursor of the last entry handed on is kept in a CursorStore, so that a
-// restart resumes right after it: nothing counted twice, nothing skipped.
+// message; the journal cursor of the last entry handed on is kept in a
+// CursorStore, so that a restart resumes right after it: nothing counted
+// twice, nothing skipped.
 // A cursor the journal no longer holds (rotated or vacuumed away) is noticed
 // at start, counted and logged once, and reading resumes at the oldest entry
 // still there, but never at an entry at or before the lost one (its time
