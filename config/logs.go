@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"os"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -58,30 +59,66 @@ type LogSource struct {
 //
 //	logs:
 //	  - type: kdc
-//	    journal: {}                        # SYSLOG_IDENTIFIER=krb5kdc, the system journal
+//	    journal: {}                        # process krb5kdc run by root, the system journal
 //	  - type: kadmind
-//	    journal: {units: [krb5-admin-server.service]}
+//	    journal: {units: [krb5-admin-server.service], user: kadmin}
+//
+// An entry is read only when journald's own record of its sender, which no
+// client can set, says the KDC wrote it: its process name (_COMM) is one
+// of the identifiers, its uid (_UID) root or user, and, where units are
+// given, its unit (_SYSTEMD_UNIT) one of them. SYSLOG_IDENTIFIER, which
+// any local user sets (logger -t krb5kdc), decides nothing.
 type JournalSource struct {
-	// Identifiers match SYSLOG_IDENTIFIER; Units match _SYSTEMD_UNIT. With
-	// neither, the identifiers of the type: krb5kdc, kadmind, both for
-	// "any", kpropd.
+	// Identifiers are the daemons' program names, matched against their
+	// process name (_COMM, cut by the kernel at 15 bytes); absent, those
+	// of the type: krb5kdc, kadmind, both for "any", kpropd.
 	Identifiers []string `yaml:"identifiers"`
-	Units       []string `yaml:"units"`
+	// Units, if given, must also hold the entry (_SYSTEMD_UNIT).
+	Units []string `yaml:"units"`
+	// User is the account the daemons run as when not root: a name or a
+	// uid. Entries of root's processes are always read.
+	User string `yaml:"user"`
 	// Directory or Files read a journal other than the system's
 	// (journalctl --directory/--file): containers, copies, tests.
 	Directory string   `yaml:"directory"`
 	Files     []string `yaml:"files"`
 }
 
-// JournalIdentifiers are the SYSLOG_IDENTIFIERs a journal source matches.
-func (l *LogSource) JournalIdentifiers() []string {
+// JournalPrograms are the process names (_COMM) a journal source reads.
+func (l *LogSource) JournalPrograms() []string {
 	switch {
 	case l.Journal == nil:
 		return nil
-	case len(l.Journal.Identifiers) > 0 || len(l.Journal.Units) > 0:
+	case len(l.Journal.Identifiers) > 0:
 		return l.Journal.Identifiers
 	}
-	switch l.Type {
+	return typePrograms(l.Type)
+}
+
+// JournalUIDs are the uids besides root whose entries a journal source
+// reads: its user's.
+func (l *LogSource) JournalUIDs() ([]uint32, error) {
+	if l.Journal == nil || l.Journal.User == "" {
+		return nil, nil
+	}
+	u := l.Journal.User
+	if n, err := strconv.ParseUint(u, 10, 32); err == nil {
+		return []uint32{uint32(n)}, nil
+	}
+	acct, err := user.Lookup(u)
+	if err != nil {
+		return nil, fmt.Errorf("user %q: %v", u, err)
+	}
+	n, err := strconv.ParseUint(acct.Uid, 10, 32)
+	if err != nil {
+		return nil, fmt.Errorf("user %q: uid %q: %v", u, acct.Uid, err)
+	}
+	return []uint32{uint32(n)}, nil
+}
+
+// typePrograms are the daemons whose lines a source of that type counts.
+func typePrograms(typ string) []string {
+	switch typ {
 	case "kdc":
 		return []string{"krb5kdc"}
 	case "kadmind":
@@ -106,7 +143,13 @@ func (l *LogSource) Key() string {
 	case len(j.Files) > 0:
 		where = strings.Join(j.Files, ",")
 	}
-	what := append(append([]string{}, l.JournalIdentifiers()...), j.Units...)
+	// What it was named by when units alone selected entries: a saved
+	// cursor stays found.
+	ids := j.Identifiers
+	if len(ids) == 0 && len(j.Units) == 0 {
+		ids = typePrograms(l.Type)
+	}
+	what := append(append([]string{}, ids...), j.Units...)
 	return "journal:" + where + ":" + strings.Join(what, ",")
 }
 
@@ -125,6 +168,9 @@ func (l *LogSource) Validate() error {
 		}
 		if err := l.Journal.validate(); err != nil {
 			return err
+		}
+		if _, err := l.JournalUIDs(); err != nil {
+			return fieldErr(err.Error(), "journal", "user")
 		}
 	} else if strings.TrimSpace(l.Path) == "" {
 		return fieldErr("path (or journal) is required", "path")

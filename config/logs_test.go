@@ -46,6 +46,8 @@ func TestLogSourceErrors(t *testing.T) {
 		{"logs:\n  - type: kdc\n    journal: {identifiers: [\"a=b\"]}\n", "not an identifier or unit name"},
 		{"logs:\n  - type: kdc\n    journal: {units: [\"\"]}\n", "not an identifier or unit name"},
 		{"logs:\n  - type: kdc\n    journal: {directory: /d, files: [/f]}\n", "directory and files are exclusive"},
+		{"logs:\n  - type: kdc\n    journal:\n      user: no-such-user-here\n", `test.yml:4: logs.0.journal.user: user "no-such-user-here"`},
+		{"logs:\n  - type: kdc\n    journal: {user: \"-1\"}\n", `logs.0.journal.user: user "-1"`},
 		{"logs:\n  - type: kdc\n    journal: {}\n  - type: kdc\n    journal: {}\n", "journal source listed twice"},
 		{"logs:\n  - path: /x\n", `type is required`},
 		{"logs:\n  - path: /x\n    type: heimdal\n", `test.yml:3: logs.0.type: type "heimdal": must be "kdc", "kadmind", "any" or "kpropd"`},
@@ -84,6 +86,25 @@ func TestJournalSourceKey(t *testing.T) {
 
 // TestOneLogFileTwoSpellings: one file under two names would be counted
 // twice; the second is refused with its line.
+// The journal's trust rule: the programs of the type or the identifiers,
+// and root plus the user, given as a name or a uid.
+func TestJournalProgramsAndUIDs(t *testing.T) {
+	for _, c := range []struct {
+		src      LogSource
+		programs []string
+		uids     []uint32
+	}{
+		{LogSource{Type: "kdc", Journal: &JournalSource{}}, []string{"krb5kdc"}, nil},
+		{LogSource{Type: "kadmind", Journal: &JournalSource{Units: []string{"krb5-admin-server.service"}, User: "nobody"}}, []string{"kadmind"}, []uint32{65534}},
+		{LogSource{Type: "any", Journal: &JournalSource{Identifiers: []string{"krb5kdc"}, User: "107"}}, []string{"krb5kdc"}, []uint32{107}},
+	} {
+		uids, err := c.src.JournalUIDs()
+		if err != nil || !slices.Equal(uids, c.uids) || !slices.Equal(c.src.JournalPrograms(), c.programs) {
+			t.Errorf("%+v: programs %q, uids %v (%v), want %q, %v", c.src.Journal, c.src.JournalPrograms(), uids, err, c.programs, c.uids)
+		}
+	}
+}
+
 func TestOneLogFileTwoSpellings(t *testing.T) {
 	dir := t.TempDir()
 	real := filepath.Join(dir, "krb5kdc.log")

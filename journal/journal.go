@@ -2,15 +2,24 @@
 // stock Debian 12 KDC logs (no [logging] section in its kdc.conf, no
 // syslog daemon): a supervised `journalctl --follow --output=json` child,
 // as established log shippers do without cgo, restarted with back-off when
-// it exits, its stderr in our log, killed with us. Entries are handed on
-// with their identifier (SYSLOG_IDENTIFIER), pid and message; the journal
-// cursor of the last entry handed on is kept in a CursorStore, so that a
-// restart resumes right after it: nothing counted twice, nothing skipped.
+// it exits, its stderr in our log, killed with us. Only entries whose
+// trusted fields, which journald records from the kernel and no client can
+// set, say the KDC wrote them are read: the process name (_COMM) is one of
+// the programs, its uid (_UID) root or one of the KDC's users, and its unit
+// (_SYSTEMD_UNIT) one of the units where units are given; SYSLOG_IDENTIFIER,
+// which any local user sets (logger -t krb5kdc), decides nothing. Entries
+// are handed on with their identifier (SYSLOG_IDENTIFIER), pid and
+// message; the journal cursor of the last entry handed on is kept in a
+// CursorStore, so that a restart resumes right after it: nothing counted
+// twice, nothing skipped.
 // A cursor the journal no longer holds (rotated or vacuumed away) is noticed
 // at start, counted and logged once, and reading resumes at the oldest entry
-// still there. Every boot after the cursor is read. journald's own entries
-// saying it dropped messages of the followed services under its rate limit
-// are counted (Stats.Suppressed), not handed on.
+// still there, but never at an entry at or before the lost one (its time
+// and boot are in the cursor). Every boot after the cursor is read.
+// journald's own entries (_TRANSPORT=driver, _UID=0) saying it dropped
+// messages of a KDC process under its rate limit (OBJECT_COMM, OBJECT_UID
+// and OBJECT_SYSTEMD_UNIT as above) are counted (Stats.Suppressed), not
+// handed on.
 package journal
 
 import (
@@ -37,11 +46,16 @@ import (
 
 // Options say which entries to follow.
 type Options struct {
-	// Identifiers match SYSLOG_IDENTIFIER (krb5kdc, kadmind); Units match
-	// _SYSTEMD_UNIT (krb5-kdc.service); an entry matching either is read.
-	// At least one of the two is required.
-	Identifiers []string
-	Units       []string
+	// Programs are the daemons' process names (krb5kdc, kadmind, kpropd),
+	// matched against _COMM: the kernel's name of the process, at most 15
+	// bytes (a longer name is cut). At least one is required.
+	Programs []string
+	// UIDs are the users the daemons may run as besides root (uid 0,
+	// always accepted): an entry of another _UID is not read.
+	UIDs []uint32
+	// Units, if any, must also hold the entry (_SYSTEMD_UNIT, such as
+	// krb5-kdc.service).
+	Units []string
 	// Directory or Files read a journal other than the system's (journalctl
 	// --directory/--file): containers, copies, tests.
 	Directory string
@@ -125,16 +139,84 @@ type Follower struct {
 	fromEnd bool // the journal holds nothing at or after a lost cursor
 	// machineID restricts the system journal to this machine's entries.
 	machineID string
+	// comms and uids are the _COMM and _UID values of the KDC's entries
+	// (Programs cut to the kernel's length; root and UIDs).
+	comms []string
+	uids  []uint32
+	// floor, once the saved cursor was found lost, is where that entry
+	// was: an entry at or before it was read before the stop and is not
+	// handed on again, wherever journalctl --cursor starts.
+	floor position
 }
+
+// position is an entry's place in the journal, from its cursor: boot id
+// (b=), monotonic (m=) and realtime (t=) timestamps in µs.
+type position struct {
+	set             bool
+	boot            string
+	monotonic, real uint64
+}
+
+// covers reports whether j is at or before p: written no later by the
+// wall clock, or earlier in the same boot by the monotonic clock (which
+// never goes back). Another boot's entry written later with its clock set
+// back before p's time is taken as read: counting it twice is what must
+// not happen.
+func (p *position) covers(j *jsonEntry) bool {
+	if !p.set {
+		return false
+	}
+	if j.realtime != 0 && j.realtime <= p.real {
+		return true
+	}
+	return j.monotonic != 0 && j.monotonic <= p.monotonic && string(j.boot) == p.boot
+}
+
+// positionOf reads a cursor's position; set is false if it holds none.
+func positionOf(cur string) position {
+	var p position
+	haveT := false
+	for _, part := range strings.Split(cur, ";") {
+		k, v, _ := strings.Cut(part, "=")
+		switch k {
+		case "b":
+			p.boot = v
+		case "m":
+			p.monotonic, _ = strconv.ParseUint(v, 16, 64)
+		case "t":
+			n, err := strconv.ParseUint(v, 16, 64)
+			p.real, haveT = n, err == nil
+		}
+	}
+	p.set = haveT || (p.boot != "" && p.monotonic != 0)
+	return p
+}
+
+// fromKDC reports whether journald says a KDC process wrote an entry: comm,
+// unit and uid are the entry's trusted fields (_COMM...) or, for its
+// suppression entries, those of the process they are about (OBJECT_*).
+func (f *Follower) fromKDC(comm, unit []byte, uid int64) bool {
+	if uid < 0 || !slices.Contains(f.uids, uint32(uid)) {
+		return false
+	}
+	if !slices.ContainsFunc(f.comms, func(c string) bool { return string(comm) == c }) {
+		return false
+	}
+	return len(f.opts.Units) == 0 || slices.ContainsFunc(f.opts.Units, func(u string) bool { return string(unit) == u })
+}
+
+// commLen is the most of a process name the kernel keeps (TASK_COMM_LEN
+// less its NUL): journald's _COMM is cut there.
+const commLen = 15
 
 // New returns a Follower; Run starts it. key names the source in store.
 func New(opts Options, key string, logger log.Logger, store CursorStore, stats *Stats, h Handler) (*Follower, error) {
-	if len(opts.Identifiers) == 0 && len(opts.Units) == 0 {
-		return nil, errors.New("journal: no identifier or unit to match")
+	if len(opts.Programs) == 0 {
+		return nil, errors.New("journal: no program to match")
 	}
-	for _, s := range append(append([]string{}, opts.Identifiers...), opts.Units...) {
+	for _, s := range append(append([]string{}, opts.Programs...), opts.Units...) {
 		if s == "" || strings.ContainsAny(s, "= \t\n+") {
-			return nil, fmt.Errorf("journal: bad identifier or unit %q", s)
+			return nil, fmt.Errorf("journal: bad program or unit %q", s)
 		}
 	}
 	if opts.Directory != "" && len(opts.Files) > 0 {
@@ -150,6 +232,17 @@ func New(opts Options, key string, logger log.Logger, store CursorStore, stats *
 		opts.Coalesce = 50 * time.Millisecond
 	}
 	f := &Follower{opts: opts, key: key, logger: logger, store: store, stats: stats, h: h}
+	for _, p := range opts.Programs {
+		if c := p[:min(len(p), commLen)]; !slices.Contains(f.comms, c) {
+			f.comms = append(f.comms, c)
+		}
+	}
+	f.uids = []uint32{0}
+	for _, u := range opts.UIDs {
+		if !slices.Contains(f.uids, u) {
+			f.uids = append(f.uids, u)
+		}
+	}
 	if opts.Directory == "" && len(opts.Files) == 0 {
 		f.machineID = localMachineID()
 	}
@@ -185,29 +278,28 @@ func (f *Follower) source() []string {
 const DroppedMessageID = "a596d6fe7bfa4994828e72309e95d61e"
 
 // matches are journalctl's match arguments: one field's values are ORed,
-// different fields ANDed, "+" ORs groups: the identifier group, the unit
-// group, and journald's suppression entries about those identifiers
-// (OBJECT_COMM: the rate limit is per unit, the entry names the unit and
-// the process that logged next) or units. Reading the system journal with
-// --merge (see followArgs), every group also matches this machine's id,
-// as journalctl's default of local journals only would.
+// different fields ANDed, "+" ORs groups. Two groups: the KDC's entries
+// (_COMM, _UID, _SYSTEMD_UNIT: fields journald sets from the kernel and the
+// sender's cgroup, which it drops from what a client sends), and journald's
+// own suppression entries (_TRANSPORT=driver and _UID=0, journald's, set
+// the same way) about a KDC process: the rate limit is per unit, and the
+// entry's OBJECT_* fields are the process that logged next, read by
+// journald as it reads a sender's. read checks the same again. Reading
+// the system journal with --merge (see followArgs), every group also
+// matches this machine's id, as journalctl's default of local journals
+// only would.
 func (f *Follower) matches() []string {
-	var groups [][]string
-	ids, units := f.opts.Identifiers, f.opts.Units
-	if len(ids) > 0 {
-		groups = append(groups, prefixed("SYSLOG_IDENTIFIER=", ids))
+	uids := make([]string, len(f.uids))
+	for i, u := range f.uids {
+		uids[i] = strconv.FormatUint(uint64(u), 10)
 	}
-	if len(units) > 0 {
-		groups = append(groups, prefixed("_SYSTEMD_UNIT=", units))
+	kdc := func(comm, uid, unit string) []string {
+		return append(append(prefixed(comm, f.comms), prefixed(uid, uids)...), prefixed(unit, f.opts.Units)...)
 	}
-	dropped := func(field string, vals []string) []string {
-		return append([]string{"MESSAGE_ID=" + DroppedMessageID, "_TRANSPORT=driver"}, prefixed(field, vals)...)
-	}
-	if len(ids) > 0 {
-		groups = append(groups, dropped("OBJECT_COMM=", ids))
-	}
-	if len(units) > 0 {
-		groups = append(groups, dropped("OBJECT_SYSTEMD_UNIT=", units))
+	groups := [][]string{
+		kdc("_COMM=", "_UID=", "_SYSTEMD_UNIT="),
+		append([]string{"MESSAGE_ID=" + DroppedMessageID, "_TRANSPORT=driver", "_UID=0"},
+			kdc("OBJECT_COMM=", "OBJECT_UID=", "OBJECT_SYSTEMD_UNIT=")...),
 	}
 	var a []string
 	for i, g := range groups {
@@ -248,7 +340,7 @@ func localMachineID() string {
 // journalctl writes a field over 4 KiB as null, which bounds an entry.
 func (f *Follower) followArgs() []string {
 	a := append(f.source(), "--follow", "--merge", "--output=json", "--no-pager", "--quiet",
-		"--output-fields=MESSAGE,_PID,SYSLOG_PID,SYSLOG_IDENTIFIER,MESSAGE_ID,_TRANSPORT,N_DROPPED")
+		"--output-fields="+outputFields)
 	f.mu.Lock()
 	startAt, fromEnd := f.startAt, f.fromEnd
 	f.mu.Unlock()
@@ -266,6 +358,11 @@ func (f *Follower) followArgs() []string {
 	}
 	return append(a, f.matches()...)
 }
+
+// outputFields are the fields journalctl writes of each entry (and always
+// __CURSOR, __REALTIME_TIMESTAMP, __MONOTONIC_TIMESTAMP and _BOOT_ID).
+const outputFields = "MESSAGE,_PID,SYSLOG_PID,SYSLOG_IDENTIFIER,MESSAGE_ID,_TRANSPORT,N_DROPPED," +
+	"_COMM,_UID,_SYSTEMD_UNIT,OBJECT_COMM,OBJECT_UID,OBJECT_SYSTEMD_UNIT"
 
 // Run follows the journal until ctx ends, starting journalctl again with
 // back-off whenever it exits. It returns nil when ctx ends.
@@ -386,9 +483,15 @@ func (f *Follower) read(r io.Reader) error {
 			case len(line) == 0:
 			case !j.parse(line) || j.cursor == nil:
 				f.stats.Malformed.Add(1)
+			case f.floor.covers(&j):
+				last = string(j.cursor) // read before the stop
 			case j.dropped:
-				f.stats.Suppressed.Add(droppedCount(&j))
+				if j.uid == 0 && f.fromKDC(j.objComm, j.objUnit, j.objUID) {
+					f.stats.Suppressed.Add(droppedCount(&j))
+				}
 				last = string(j.cursor)
+			case !f.fromKDC(j.comm, j.unit, j.uid):
+				last = string(j.cursor) // journalctl matched no such entry
 			default:
 				e = Entry{Identifier: j.ident, PID: j.pid, Message: j.message, Cursor: j.cursor}
 				f.h(&e)
@@ -492,6 +595,7 @@ func (f *Follower) checkCursor(ctx context.Context, cur string) {
 		return
 	}
 	f.stats.CursorLost.Add(1)
+	f.floor = positionOf(cur)
 	f.mu.Lock()
 	if first != "" {
 		f.startAt = first

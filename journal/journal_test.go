@@ -62,8 +62,8 @@ func (w *writer) write(recs ...record) {
 	var b bytes.Buffer
 	for _, r := range recs {
 		w.ts++
-		fmt.Fprintf(&b, "__REALTIME_TIMESTAMP=%d\n_BOOT_ID=%s\nSYSLOG_IDENTIFIER=%s\n_PID=%d\nPRIORITY=6\nMESSAGE=%s\n\n",
-			w.ts, w.boot, r.ident, r.pid, r.msg)
+		fmt.Fprintf(&b, "__REALTIME_TIMESTAMP=%d\n_BOOT_ID=%s\nSYSLOG_IDENTIFIER=%s\n_COMM=%s\n_UID=0\n_PID=%d\nPRIORITY=6\nMESSAGE=%s\n\n",
+			w.ts, w.boot, r.ident, r.ident, r.pid, r.msg)
 	}
 	w.append(&b)
 }
@@ -84,7 +84,7 @@ func (w *writer) writeMessage(ident string, msg []byte) {
 	w.t.Helper()
 	w.ts++
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "__REALTIME_TIMESTAMP=%d\n_BOOT_ID=%s\nSYSLOG_IDENTIFIER=%s\n_PID=1\nMESSAGE\n", w.ts, w.boot, ident)
+	fmt.Fprintf(&b, "__REALTIME_TIMESTAMP=%d\n_BOOT_ID=%s\nSYSLOG_IDENTIFIER=%s\n_COMM=%s\n_UID=0\n_PID=1\nMESSAGE\n", w.ts, w.boot, ident, ident)
 	binary.Write(&b, binary.LittleEndian, uint64(len(msg)))
 	b.Write(msg)
 	b.WriteString("\n\n")
@@ -193,7 +193,7 @@ func TestFollowExactlyOnceAcrossRestarts(t *testing.T) {
 	w := newWriter(t, dir)
 	store := &memStore{m: map[string]string{}}
 	c := &collect{}
-	opts := Options{Identifiers: []string{"krb5kdc", "kadmind"}, Directory: dir, FromBeginning: true}
+	opts := Options{Programs: []string{"krb5kdc", "kadmind"}, Directory: dir, FromBeginning: true}
 	var want []record
 	add := func(from, n int) {
 		all, ours := batch(from, n)
@@ -249,7 +249,7 @@ func TestFollowAcrossReboot(t *testing.T) {
 				t.Log(kv...)
 				return nil
 			})
-			opts := Options{Identifiers: []string{"krb5kdc", "kadmind"}, Directory: dir, FromBeginning: true}
+			opts := Options{Programs: []string{"krb5kdc", "kadmind"}, Directory: dir, FromBeginning: true}
 			var want []record
 			add := func(w *writer, from, n int) {
 				all, ours := batch(from, n)
@@ -305,7 +305,7 @@ func TestOversizedEntry(t *testing.T) {
 	after, oursAfter := batch(10, 6)
 	w.write(after...)
 	c := &collect{}
-	r := start(t, Options{Identifiers: []string{"krb5kdc", "kadmind"}, Directory: dir, FromBeginning: true}, nil, c)
+	r := start(t, Options{Programs: []string{"krb5kdc", "kadmind"}, Directory: dir, FromBeginning: true}, nil, c)
 	c.waitLast(t, oursAfter[len(oursAfter)-1])
 	if got, want := c.n(), len(oursBefore)+1+len(oursAfter); got != want {
 		t.Errorf("%d entries handed on, want %d", got, want)
@@ -319,13 +319,13 @@ func TestOversizedEntry(t *testing.T) {
 	// The same journal as journalctl --all writes it: the big entry's
 	// line is 18 MiB.
 	out, err := exec.Command("journalctl", "--directory="+dir, "--output=json", "--all",
-		"--output-fields=MESSAGE,_PID,SYSLOG_IDENTIFIER", "SYSLOG_IDENTIFIER=krb5kdc", "SYSLOG_IDENTIFIER=kadmind").Output()
+		"--output-fields="+outputFields, "SYSLOG_IDENTIFIER=krb5kdc", "SYSLOG_IDENTIFIER=kadmind").Output()
 	if err != nil {
 		t.Fatal(err)
 	}
 	c2 := &collect{}
 	stats := &Stats{}
-	f, err := New(Options{Identifiers: []string{"krb5kdc"}, Coalesce: -1}, "journal:test", testutil.Logger(t), nil, stats, c2.handle)
+	f, err := New(Options{Programs: []string{"krb5kdc", "kadmind"}, Coalesce: -1}, "journal:test", testutil.Logger(t), nil, stats, c2.handle)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,7 +345,7 @@ func TestFollowFromEnd(t *testing.T) {
 	all, _ := batch(0, 9)
 	w.write(all...)
 	c := &collect{}
-	r := start(t, Options{Identifiers: []string{"krb5kdc"}, Directory: dir}, &memStore{m: map[string]string{}}, c)
+	r := start(t, Options{Programs: []string{"krb5kdc"}, Directory: dir}, &memStore{m: map[string]string{}}, c)
 	testutil.Eventually(t, 30*time.Second, "journalctl to run", func() bool { return r.stats.Running.Load() })
 	// journalctl --lines=0 may still be seeking to the end: wait until a
 	// marker entry written now is seen, then nothing older than it may be.
@@ -375,7 +375,7 @@ func TestCursorLost(t *testing.T) {
 	w := newWriter(t, dir)
 	store := &memStore{m: map[string]string{}}
 	c := &collect{}
-	opts := Options{Identifiers: []string{"krb5kdc", "kadmind"}, Directory: dir, FromBeginning: true}
+	opts := Options{Programs: []string{"krb5kdc", "kadmind"}, Directory: dir, FromBeginning: true}
 	all, ours := batch(0, 12)
 	w.write(all...)
 	r := start(t, opts, store, c)
@@ -406,8 +406,8 @@ func TestJournalctlFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, opts := range map[string]Options{
-		"exits":       {Identifiers: []string{"krb5kdc"}, Journalctl: script, MaxBackoff: 50 * time.Millisecond},
-		"no such dir": {Identifiers: []string{"krb5kdc"}, Directory: filepath.Join(t.TempDir(), "nonexistent"), MaxBackoff: 50 * time.Millisecond},
+		"exits":       {Programs: []string{"krb5kdc"}, Journalctl: script, MaxBackoff: 50 * time.Millisecond},
+		"no such dir": {Programs: []string{"krb5kdc"}, Directory: filepath.Join(t.TempDir(), "nonexistent"), MaxBackoff: 50 * time.Millisecond},
 	} {
 		t.Run(name, func(t *testing.T) {
 			c := &collect{}
@@ -430,10 +430,11 @@ func TestJournalctlFailures(t *testing.T) {
 func TestNewRejectsBadMatches(t *testing.T) {
 	for _, o := range []Options{
 		{},
-		{Identifiers: []string{"krb5kdc=1"}},
-		{Units: []string{"a b"}},
-		{Identifiers: []string{"+"}},
-		{Identifiers: []string{"krb5kdc"}, Directory: "/d", Files: []string{"/f"}},
+		{Programs: []string{"krb5kdc=1"}},
+		{Units: []string{"krb5-kdc.service"}}, // no program
+		{Programs: []string{"krb5kdc"}, Units: []string{"a b"}},
+		{Programs: []string{"+"}},
+		{Programs: []string{"krb5kdc"}, Directory: "/d", Files: []string{"/f"}},
 	} {
 		if _, err := New(o, "k", nil, nil, &Stats{}, func(*Entry) {}); err == nil {
 			t.Errorf("%+v accepted", o)
@@ -465,14 +466,146 @@ func TestCursorGap(t *testing.T) {
 // The system journal read with --merge is matched to this machine in
 // every group, as journalctl's default (local journals only) would be.
 func TestMatchesSystemJournal(t *testing.T) {
-	f := &Follower{opts: Options{Identifiers: []string{"krb5kdc"}, Units: []string{"krb5-kdc.service"}}, machineID: "m"}
+	f, err := New(Options{Programs: []string{"krb5kdc", "a-program-name-of-20"}, UIDs: []uint32{107}, Units: []string{"krb5-kdc.service"}}, "k", nil, nil, &Stats{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.machineID = "m"
 	want := []string{
-		"_MACHINE_ID=m", "SYSLOG_IDENTIFIER=krb5kdc", "+",
-		"_MACHINE_ID=m", "_SYSTEMD_UNIT=krb5-kdc.service", "+",
-		"_MACHINE_ID=m", "MESSAGE_ID=" + DroppedMessageID, "_TRANSPORT=driver", "OBJECT_COMM=krb5kdc", "+",
-		"_MACHINE_ID=m", "MESSAGE_ID=" + DroppedMessageID, "_TRANSPORT=driver", "OBJECT_SYSTEMD_UNIT=krb5-kdc.service",
+		"_MACHINE_ID=m", "_COMM=krb5kdc", "_COMM=a-program-name-", "_UID=0", "_UID=107", "_SYSTEMD_UNIT=krb5-kdc.service", "+",
+		"_MACHINE_ID=m", "MESSAGE_ID=" + DroppedMessageID, "_TRANSPORT=driver", "_UID=0",
+		"OBJECT_COMM=krb5kdc", "OBJECT_COMM=a-program-name-", "OBJECT_UID=0", "OBJECT_UID=107", "OBJECT_SYSTEMD_UNIT=krb5-kdc.service",
 	}
 	if got := f.matches(); !slices.Equal(got, want) {
 		t.Errorf("matches:\ngot  %q\nwant %q", got, want)
+	}
+}
+
+// The reader's own check of the trust rule, on what journalctl could hand
+// it: only an entry whose _COMM, _UID and _SYSTEMD_UNIT are the KDC's is
+// handed on, and only journald's suppression entries about a KDC process
+// count. With fromKDC always true, or the driver entry's _UID unchecked, it
+// fails (seen).
+func TestReadTrustsOnlyTheKDCsFields(t *testing.T) {
+	const unit = `"_SYSTEMD_UNIT":"krb5-kdc.service"`
+	drop := `"MESSAGE_ID":"` + DroppedMessageID + `","_TRANSPORT":"driver","N_DROPPED":"7",`
+	lines := []string{
+		`{"__CURSOR":"c1","SYSLOG_IDENTIFIER":"krb5kdc","_COMM":"krb5kdc","_UID":"0",` + unit + `,"MESSAGE":"root's krb5kdc"}`,
+		`{"__CURSOR":"c2","SYSLOG_IDENTIFIER":"krb5kdc","_COMM":"krb5kdc","_UID":"107",` + unit + `,"MESSAGE":"the KDC user's krb5kdc"}`,
+		`{"__CURSOR":"c3","SYSLOG_IDENTIFIER":"krb5kdc","_COMM":"krb5kdc","_UID":"65534",` + unit + `,"MESSAGE":"nobody's krb5kdc"}`,
+		`{"__CURSOR":"c4","SYSLOG_IDENTIFIER":"krb5kdc","_COMM":"logger","_UID":"0",` + unit + `,"MESSAGE":"root's logger -t krb5kdc"}`,
+		`{"__CURSOR":"c5","SYSLOG_IDENTIFIER":"krb5kdc","_COMM":"krb5kdc","_UID":"0","_SYSTEMD_UNIT":"other.service","MESSAGE":"another unit's"}`,
+		`{"__CURSOR":"c6","SYSLOG_IDENTIFIER":"krb5kdc","_COMM":"krb5kdc",` + unit + `,"MESSAGE":"no uid"}`,
+		`{"__CURSOR":"c7","SYSLOG_IDENTIFIER":"krb5kdc","_UID":"0",` + unit + `,"MESSAGE":"no comm"}`,
+		`{"__CURSOR":"c8",` + drop + `"_UID":"0","OBJECT_COMM":"krb5kdc","OBJECT_UID":"65534","OBJECT_SYSTEMD_UNIT":"krb5-kdc.service"}`,
+		`{"__CURSOR":"c9",` + drop + `"_UID":"65534","OBJECT_COMM":"krb5kdc","OBJECT_UID":"0","OBJECT_SYSTEMD_UNIT":"krb5-kdc.service"}`,
+		`{"__CURSOR":"c10",` + drop + `"_UID":"0","OBJECT_COMM":"krb5kdc","OBJECT_UID":"0","OBJECT_SYSTEMD_UNIT":"other.service"}`,
+		`{"__CURSOR":"c11",` + drop + `"_UID":"0","OBJECT_COMM":"krb5kdc","OBJECT_UID":"107","OBJECT_SYSTEMD_UNIT":"krb5-kdc.service"}`,
+	}
+	c := &collect{}
+	stats := &Stats{}
+	store := &memStore{m: map[string]string{}}
+	f, err := New(Options{Programs: []string{"krb5kdc"}, UIDs: []uint32{107}, Units: []string{"krb5-kdc.service"}, Coalesce: -1}, "k", testutil.Logger(t), store, stats, c.handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.read(strings.NewReader(strings.Join(lines, "\n") + "\n")); err != nil {
+		t.Fatal(err)
+	}
+	want := []record{{"krb5kdc", 0, "root's krb5kdc"}, {"krb5kdc", 0, "the KDC user's krb5kdc"}}
+	if !slices.Equal(c.got, want) {
+		t.Errorf("handed on %v, want %v", c.got, want)
+	}
+	if got := stats.Suppressed.Load(); got != 7 {
+		t.Errorf("%d suppressed lines counted, want the 7 of the one entry about the KDC", got)
+	}
+	if got := store.Cursor("k"); got != "c11" {
+		t.Errorf("cursor %q, want the last entry's (skipped entries are read past)", got)
+	}
+}
+
+// exportEntry is one entry of ours in the journal export format, at the
+// given realtime and monotonic timestamps (µs) of boot.
+func exportEntry(b *bytes.Buffer, boot string, realtime, monotonic int64, msg string) {
+	fmt.Fprintf(b, "__REALTIME_TIMESTAMP=%d\n__MONOTONIC_TIMESTAMP=%d\n_BOOT_ID=%s\nSYSLOG_IDENTIFIER=krb5kdc\n_COMM=krb5kdc\n_UID=0\n_PID=7\nMESSAGE=%s\n\n",
+		realtime, monotonic, boot, msg)
+}
+
+// The saved cursor's file is vacuumed away, and the file left holds
+// entries of the same boot whose monotonic clock overlaps the lost
+// entry's: journalctl --cursor starts at one written at an earlier
+// realtime (seen: it seeks by boot and monotonic time). Entries at or
+// before the lost cursor's realtime were read before the stop and are not
+// handed on again; the one after it is. On the old fallback the two
+// earlier ones are handed on a second time (seen).
+func TestCursorLostNeverRereads(t *testing.T) {
+	needJournal(t)
+	dir := t.TempDir()
+	w := newWriter(t, dir)
+	const rt = 1764556800000000
+	var b bytes.Buffer
+	for i := 1; i <= 3; i++ {
+		exportEntry(&b, w.boot, rt+int64(i), 100*int64(i), fmt.Sprintf("AS_REQ e%d", i))
+	}
+	w.append(&b)
+	store := &memStore{m: map[string]string{}}
+	c := &collect{}
+	opts := Options{Programs: []string{"krb5kdc"}, Directory: dir, FromBeginning: true}
+	r := start(t, opts, store, c)
+	c.waitLast(t, record{"krb5kdc", 7, "AS_REQ e3"})
+	r.stop()
+
+	w2 := *w
+	w2.path = filepath.Join(dir, "remote2.journal")
+	b.Reset()
+	exportEntry(&b, w.boot, rt+1, 350, "AS_REQ e1 again") // at e1's time
+	exportEntry(&b, w.boot, rt+3, 360, "AS_REQ e3 again") // at the cursor's
+	exportEntry(&b, w.boot, rt+4, 400, "AS_REQ e4")
+	w2.append(&b)
+	if err := os.Remove(w.path); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("journalctl", "--directory="+dir, "--cursor="+store.Cursor("journal:test"), "--output=cat", "--lines=1").Output()
+	if err != nil || strings.TrimSpace(string(out)) != "AS_REQ e1 again" {
+		t.Fatalf("journalctl --cursor at the lost entry starts at %q (%v): the case is not made", out, err)
+	}
+	r = start(t, opts, store, c)
+	c.waitLast(t, record{"krb5kdc", 7, "AS_REQ e4"})
+	r.stop()
+	want := []record{{"krb5kdc", 7, "AS_REQ e1"}, {"krb5kdc", 7, "AS_REQ e2"}, {"krb5kdc", 7, "AS_REQ e3"}, {"krb5kdc", 7, "AS_REQ e4"}}
+	if !slices.Equal(c.got, want) {
+		t.Errorf("handed on %v, want %v", c.got, want)
+	}
+	if r.stats.CursorLost.Load() != 1 {
+		t.Errorf("cursor lost counted %d times, want 1", r.stats.CursorLost.Load())
+	}
+}
+
+// A lost cursor's position covers what was written no later by the wall
+// clock, and, in its boot, no later by the monotonic clock.
+func TestPositionCovers(t *testing.T) {
+	p := positionOf("s=abc;i=3;b=b1;m=12c;t=644dae5400003;x=9")
+	if !p.set || p.boot != "b1" || p.monotonic != 300 || p.real != 0x644dae5400003 {
+		t.Fatalf("position %+v", p)
+	}
+	for _, c := range []struct {
+		real, mono uint64
+		boot       string
+		covered    bool
+	}{
+		{p.real, 999, "b2", true},
+		{p.real - 1, 999, "b2", true},
+		{p.real + 1, 999, "b1", false},
+		{p.real + 1, 300, "b1", true},
+		{p.real + 1, 299, "b2", false},
+		{0, 0, "b1", false},
+	} {
+		j := jsonEntry{realtime: c.real, monotonic: c.mono, boot: []byte(c.boot)}
+		if got := p.covers(&j); got != c.covered {
+			t.Errorf("%+v: covered %v", c, got)
+		}
+	}
+	if g := positionOf("garbage"); g.covers(&jsonEntry{realtime: 1}) {
+		t.Error("a cursor without a position covers an entry")
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -51,11 +52,11 @@ func startJournald(t *testing.T, conf string) *journald {
 		t.Skipf("%s not installed: %v", journaldBin, err)
 	}
 	if os.Geteuid() != 0 {
-		t.Skip("a private journald needs root (mount namespace, cgroups)")
+		unavailable(t, "a private journald needs root (mount namespace, cgroups)")
 	}
 	cg := cgroup2Mount()
 	if cg == "" {
-		t.Skip("no cgroup v2 hierarchy: journald would see no unit")
+		unavailable(t, "no cgroup v2 hierarchy: journald would see no unit")
 	}
 	dir := t.TempDir()
 	confPath := filepath.Join(dir, "journald.conf")
@@ -67,7 +68,7 @@ func startJournald(t *testing.T, conf string) *journald {
 	out := &strings.Builder{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
-		t.Skipf("unshare: %v", err)
+		unavailable(t, "unshare: %v", err)
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
@@ -87,7 +88,7 @@ func startJournald(t *testing.T, conf string) *journald {
 	for {
 		select {
 		case err := <-exited:
-			t.Skipf("journald in a private mount namespace did not start (%v): %s", err, out)
+			unavailable(t, "journald in a private mount namespace did not start (%v): %s", err, out)
 		default:
 		}
 		if fi, err := os.Stat(j.devLog); err == nil && fi.Mode()&os.ModeSocket != 0 {
@@ -100,6 +101,17 @@ func startJournald(t *testing.T, conf string) *journald {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// unavailable skips a test this machine cannot run, and fails it in CI,
+// whose machine can (scripts/deps.sh, root): there a skip would pass a
+// test that never ran.
+func unavailable(t *testing.T, format string, args ...any) {
+	t.Helper()
+	if testutil.InCI() {
+		t.Fatalf("in CI: "+format, args...)
+	}
+	t.Skipf(format, args...)
 }
 
 // cgroup2Mount is where the unified cgroup hierarchy is mounted (journald
@@ -122,7 +134,7 @@ func cgroup2Mount() string {
 
 // service is a process logging to journald's syslog socket from the
 // cgroup of a unit: logger(1) reading lines from a pipe, run under the
-// name comm (so its /proc comm is that, as krb5kdc's is).
+// name comm (so its /proc comm is that, as krb5kdc's is), as root.
 type service struct {
 	t     *testing.T
 	cmd   *exec.Cmd
@@ -133,23 +145,45 @@ type service struct {
 }
 
 func (j *journald) service(t *testing.T, unit, comm, ident string) *service {
+	return j.serviceAs(t, unit, comm, ident, 0)
+}
+
+// serviceAs is a service run by uid; a unit of "" is none (the test's
+// own cgroup). Another uid than root cannot reach journald's socket
+// through /proc/PID/root: it is run in journald's mount namespace.
+func (j *journald) serviceAs(t *testing.T, unit, comm, ident string, uid int) *service {
 	t.Helper()
 	logger, err := exec.LookPath("logger")
 	if err != nil {
 		t.Fatalf("logger: %v", err)
 	}
-	cg := filepath.Join(j.cgroupParent, unit)
-	if err := os.Mkdir(cg, 0o755); err != nil {
-		t.Skipf("cannot make a cgroup for %s: %v", unit, err)
+	cg := ""
+	if unit != "" {
+		cg = filepath.Join(j.cgroupParent, unit)
+		if err := os.Mkdir(cg, 0o755); err != nil {
+			unavailable(t, "cannot make a cgroup for %s: %v", unit, err)
+		}
+		t.Cleanup(func() { os.Remove(cg) })
 	}
-	t.Cleanup(func() { os.Remove(cg) })
-	bin := filepath.Join(t.TempDir(), comm)
+	dir, err := os.MkdirTemp("", "journald-service-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755) // another uid runs bin
+	bin := filepath.Join(dir, comm)
 	if err := os.Symlink(logger, bin); err != nil {
 		t.Fatal(err)
 	}
 	// The shell joins the cgroup, then becomes logger: every message
 	// comes from a process of the unit.
-	cmd := exec.Command("/bin/sh", "-c", `echo $$ > "$1/cgroup.procs" && exec "$2" -u "$3" -t "$4"`, "sh", cg, bin, j.devLog, ident)
+	script := `[ -z "$1" ] || echo $$ > "$1/cgroup.procs" && exec "$2" -u "$3" -t "$4"`
+	args := []string{"sh", cg, bin, j.devLog, ident}
+	if uid != 0 {
+		script = `[ -z "$1" ] || echo $$ > "$1/cgroup.procs" && exec nsenter -t "$5" -m -- setpriv --reuid="$6" --regid="$6" --clear-groups -- "$2" -u /run/systemd/journal/dev-log -t "$4"`
+		args = append(args, strconv.Itoa(j.cmd.Process.Pid), strconv.Itoa(uid))
+	}
+	cmd := exec.Command("/bin/sh", append([]string{"-c", script}, args...)...)
 	cmd.Stderr = os.Stderr
 	w, err := cmd.StdinPipe()
 	if err != nil {
@@ -206,8 +240,8 @@ func (j *journald) entries(t *testing.T, matches ...string) []map[string]any {
 
 // A real journald rate-limits a burst of the KDC's unit and of another
 // service, then writes its own "Suppressed N messages" entries: the
-// follower counts the KDC's N (matched by unit, or by the identifier that
-// is the KDC's process name) and not the other's, and no suppression
+// follower counts the KDC's N (matched by its process name and uid, with
+// or without its unit) and not the other's, and no suppression
 // entry is handed on as a KDC line. The lines journald stored plus those
 // it says it dropped are the lines sent.
 func TestJournaldSuppressionCounted(t *testing.T) {
@@ -216,8 +250,8 @@ func TestJournaldSuppressionCounted(t *testing.T) {
 	unit := fmt.Sprintf("krb5-kdc-test-%d.service", os.Getpid())
 	other := fmt.Sprintf("other-test-%d.service", os.Getpid())
 	byIdent, byUnit := &collect{}, &collect{}
-	ri := start(t, Options{Identifiers: []string{"krb5kdc"}, Directory: j.dir, FromBeginning: true}, nil, byIdent)
-	ru := start(t, Options{Units: []string{unit}, Directory: j.dir, FromBeginning: true}, nil, byUnit)
+	ri := start(t, Options{Programs: []string{"krb5kdc"}, Directory: j.dir, FromBeginning: true}, nil, byIdent)
+	ru := start(t, Options{Programs: []string{"krb5kdc"}, Units: []string{unit}, Directory: j.dir, FromBeginning: true}, nil, byUnit)
 
 	kdc := j.service(t, unit, "krb5kdc", "krb5kdc")
 	noisy := j.service(t, other, "sshd", "sshd")
@@ -252,7 +286,7 @@ func TestJournaldSuppressionCounted(t *testing.T) {
 			break
 		}
 		if i == 10 && stored(unit) == 0 {
-			t.Skip("journald stored nothing under the KDC's unit: it sees no unit for a process in a cgroup of its own here")
+			unavailable(t, "journald stored nothing under the KDC's unit: it sees no unit for a process in a cgroup of its own here")
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("after 30 s journald stored %d and dropped %d of the KDC's %d lines", stored(unit), dropped(unit), kdc.lines)
@@ -281,5 +315,103 @@ func TestJournaldSuppressionCounted(t *testing.T) {
 	}
 	if byIdent.n() != int(ours) || byUnit.n() != int(ours) {
 		t.Errorf("%d and %d entries handed on, want %d", byIdent.n(), byUnit.n(), ours)
+	}
+}
+
+// nobodyUID is the unprivileged user the forgers run as.
+const nobodyUID = 65534
+
+// Local users forge KDC lines, and a real journald records who sent them:
+// nobody's logger -t krb5kdc, nobody's process named krb5kdc (flooding its
+// own unit until journald writes a suppression entry about it, OBJECT_COMM
+// krb5kdc), and root's logger -t krb5kdc (not the KDC's program). Only the
+// lines of root's process named krb5kdc are handed on, by a follower of
+// the program and by one of the program in the KDC's unit, and only the
+// KDC's suppressed lines are counted (none here). What journald stored,
+// read by journalctl on its own, says every forgery was written. With the
+// old SYSLOG_IDENTIFIER and OBJECT_COMM matches this fails: 28 forged
+// lines handed on, and the flood's suppression counted (seen).
+func TestJournaldForgedLinesNotCounted(t *testing.T) {
+	needJournal(t)
+	testutil.RequireProgram(t, "setpriv")
+	testutil.RequireProgram(t, "nsenter")
+	j := startJournald(t, "RateLimitIntervalSec=1s\nRateLimitBurst=5\n")
+	kdcUnit := fmt.Sprintf("krb5-kdc-test-%d.service", os.Getpid())
+	floodUnit := fmt.Sprintf("forger-test-%d.service", os.Getpid())
+	byProgram, byUnit := &collect{}, &collect{}
+	rp := start(t, Options{Programs: []string{"krb5kdc"}, Directory: j.dir, FromBeginning: true}, nil, byProgram)
+	ru := start(t, Options{Programs: []string{"krb5kdc"}, Units: []string{kdcUnit}, Directory: j.dir, FromBeginning: true}, nil, byUnit)
+
+	const forged = "AS_REQ (2 etypes {aes256-cts-hmac-sha1-96(18)}) 10.6.6.6: PREAUTH_FAILED: victim@EXAMPLE.COM for krbtgt/EXAMPLE.COM@EXAMPLE.COM, Preauthentication failed"
+	kdc := j.service(t, kdcUnit, "krb5kdc", "krb5kdc")
+	tagged := j.serviceAs(t, "", "logger", "krb5kdc", nobodyUID)
+	named := j.serviceAs(t, floodUnit, "krb5kdc", "krb5kdc", nobodyUID)
+	rootTagged := j.serviceAs(t, "", "logger", "krb5kdc", 0)
+	for i := range 3 {
+		kdc.log("AS_REQ genuine %d", i)
+	}
+	kdc.flush()
+	for i := range 10 {
+		tagged.log("%s %d", forged, i)
+		rootTagged.log("%s %d", forged, i)
+	}
+	tagged.stop()
+	rootTagged.stop()
+	for i := range 100 {
+		named.log("%s flood %d", forged, i)
+	}
+	named.flush()
+	// The flood's suppression entry is written when its next line passes
+	// after the interval.
+	floodDropped := func() []map[string]any {
+		return j.entries(t, "MESSAGE_ID="+DroppedMessageID, "OBJECT_SYSTEMD_UNIT="+floodUnit)
+	}
+	testutil.Eventually(t, 30*time.Second, "journald's suppression entry about the flood", func() bool {
+		if len(floodDropped()) > 0 {
+			return true
+		}
+		named.log("%s after the flood", forged)
+		named.flush()
+		time.Sleep(500 * time.Millisecond)
+		return false
+	})
+	named.stop()
+	for _, e := range floodDropped() {
+		if e["OBJECT_COMM"] != "krb5kdc" || e["OBJECT_UID"] != strconv.Itoa(nobodyUID) || e["_TRANSPORT"] != "driver" {
+			t.Fatalf("journald's suppression entry is not about nobody's krb5kdc: %v", e)
+		}
+	}
+	if n := len(j.entries(t, "_UID="+strconv.Itoa(nobodyUID), "SYSLOG_IDENTIFIER=krb5kdc")); n < 15 {
+		t.Fatalf("journald stored %d of nobody's lines tagged krb5kdc, want the 10 of logger and some of the flood", n)
+	}
+	if n := len(j.entries(t, "_UID=0", "_COMM=logger", "SYSLOG_IDENTIFIER=krb5kdc")); n != 10 {
+		t.Fatalf("journald stored %d of root's logger lines tagged krb5kdc, want 10", n)
+	}
+	// The KDC's last line, after every forgery: once it is handed on,
+	// every forged entry has been read.
+	kdc.log("AS_REQ genuine last")
+	kdc.stop()
+	var want []record
+	for _, e := range j.entries(t, "_SYSTEMD_UNIT="+kdcUnit, "_TRANSPORT=syslog") {
+		pid, _ := strconv.Atoi(fmt.Sprint(e["_PID"]))
+		want = append(want, record{"krb5kdc", pid, fmt.Sprint(e["MESSAGE"])})
+	}
+	if len(want) != 4 {
+		t.Fatalf("journald stored %d of the KDC's 4 lines", len(want))
+	}
+	kdcDropped := uint64(len(j.entries(t, "MESSAGE_ID="+DroppedMessageID, "OBJECT_SYSTEMD_UNIT="+kdcUnit)))
+	for _, f := range []struct {
+		c *collect
+		r *running
+	}{{byProgram, rp}, {byUnit, ru}} {
+		f.c.waitLast(t, want[len(want)-1])
+		f.c.mu.Lock()
+		if !slices.Equal(f.c.got, want) {
+			t.Errorf("handed on %d entries, want the KDC's %d:\ngot  %v\nwant %v", len(f.c.got), len(want), f.c.got, want)
+		}
+		f.c.mu.Unlock()
+		if got := f.r.stats.Suppressed.Load(); got != kdcDropped {
+			t.Errorf("%d suppressed lines counted, journald dropped %d of the KDC's (and wrote %d suppression entries about nobody's flood)", got, kdcDropped, len(floodDropped()))
+		}
 	}
 }

@@ -15,6 +15,17 @@ import (
 type jsonEntry struct {
 	message, ident, cursor []byte
 	pid                    int
+	// What journald recorded of the sender, which no client can set: its
+	// process name, uid and unit (uid -1 when absent); for a suppression
+	// entry the same of the process it is about (OBJECT_*).
+	comm, unit       []byte
+	uid              int64
+	objComm, objUnit []byte
+	objUID           int64
+	// Where the entry is in the journal: __REALTIME_TIMESTAMP,
+	// __MONOTONIC_TIMESTAMP (µs, 0 when absent) and _BOOT_ID.
+	realtime, monotonic uint64
+	boot                []byte
 	// dropped: MESSAGE_ID is journald's suppression entry's and
 	// _TRANSPORT is "driver" (journald's own, a field no client can set);
 	// nDropped is N_DROPPED.
@@ -22,7 +33,8 @@ type jsonEntry struct {
 	nDropped uint64
 
 	// one scratch buffer per field kept: unescaped strings land here
-	bufs [4][]byte
+	// (slotScratch for keys and fields not kept)
+	bufs [nSlots][]byte
 }
 
 const (
@@ -34,7 +46,24 @@ const (
 	fMessageID
 	fTransport
 	fNDropped
+	fComm
+	fUID
+	fUnit
+	fObjComm
+	fObjUID
+	fObjUnit
+	fRealtime
+	fMonotonic
+	fBoot
 	fOther
+)
+
+// slotOf is the scratch buffer of a kept string field.
+var slotOf = [fOther + 1]int8{fMessage: 1, fIdent: 2, fCursor: 3, fComm: 4, fUnit: 5, fObjComm: 6, fObjUnit: 7, fBoot: 8}
+
+const (
+	slotScratch = 0
+	nSlots      = 9
 )
 
 func fieldOf(key []byte) int {
@@ -55,6 +84,24 @@ func fieldOf(key []byte) int {
 		return fTransport
 	case "N_DROPPED":
 		return fNDropped
+	case "_COMM":
+		return fComm
+	case "_UID":
+		return fUID
+	case "_SYSTEMD_UNIT":
+		return fUnit
+	case "OBJECT_COMM":
+		return fObjComm
+	case "OBJECT_UID":
+		return fObjUID
+	case "OBJECT_SYSTEMD_UNIT":
+		return fObjUnit
+	case "__REALTIME_TIMESTAMP":
+		return fRealtime
+	case "__MONOTONIC_TIMESTAMP":
+		return fMonotonic
+	case "_BOOT_ID":
+		return fBoot
 	}
 	return fOther
 }
@@ -64,6 +111,8 @@ func fieldOf(key []byte) int {
 func (j *jsonEntry) parse(line []byte) bool {
 	j.message, j.ident, j.cursor, j.pid = nil, nil, nil, 0
 	j.dropped, j.nDropped = false, 0
+	j.comm, j.unit, j.uid, j.objComm, j.objUnit, j.objUID = nil, nil, -1, nil, nil, -1
+	j.realtime, j.monotonic, j.boot = 0, 0, nil
 	syslogPID := 0
 	droppedID, driver := false, false
 	s := scanner{b: line}
@@ -75,20 +124,12 @@ func (j *jsonEntry) parse(line []byte) bool {
 		return s.end()
 	}
 	for {
-		key, ok := s.str(&j.bufs[3])
+		key, ok := s.str(&j.bufs[slotScratch])
 		if !ok || !s.skip(':') {
 			return false
 		}
 		f := fieldOf(key)
-		slot := 3
-		switch f {
-		case fMessage:
-			slot = 0
-		case fIdent:
-			slot = 1
-		case fCursor:
-			slot = 2
-		}
+		slot := slotOf[f]
 		var val []byte
 		switch s.peek() {
 		case '"':
@@ -120,6 +161,24 @@ func (j *jsonEntry) parse(line []byte) bool {
 			driver = string(val) == "driver"
 		case fNDropped:
 			j.nDropped, _ = strconv.ParseUint(string(val), 10, 32)
+		case fComm:
+			j.comm = val
+		case fUID:
+			j.uid = atoiUID(val)
+		case fUnit:
+			j.unit = val
+		case fObjComm:
+			j.objComm = val
+		case fObjUID:
+			j.objUID = atoiUID(val)
+		case fObjUnit:
+			j.objUnit = val
+		case fRealtime:
+			j.realtime, _ = strconv.ParseUint(string(val), 10, 64)
+		case fMonotonic:
+			j.monotonic, _ = strconv.ParseUint(string(val), 10, 64)
+		case fBoot:
+			j.boot = val
 		}
 		switch s.next() {
 		case ',':
@@ -142,6 +201,15 @@ func atoiPID(b []byte) int {
 		return 0
 	}
 	return n
+}
+
+// atoiUID is a uid field's value, -1 if it is none.
+func atoiUID(b []byte) int64 {
+	n, err := strconv.ParseUint(string(b), 10, 32)
+	if err != nil {
+		return -1
+	}
+	return int64(n)
 }
 
 type scanner struct {

@@ -17,12 +17,12 @@ func (p pipeReader) Read(b []byte) (int, error) { return p.r.Read(b[:min(len(b),
 // it, between two short ones: what an entry that size costs the reader.
 func BenchmarkReadLongEntry(b *testing.B) {
 	var in bytes.Buffer
-	in.WriteString(`{"__CURSOR":"s=1;i=1","SYSLOG_IDENTIFIER":"krb5kdc","MESSAGE":"short"}` + "\n")
-	in.WriteString(`{"__CURSOR":"s=1;i=2","SYSLOG_IDENTIFIER":"krb5kdc","MESSAGE":"`)
+	in.WriteString(`{"__CURSOR":"s=1;i=1","SYSLOG_IDENTIFIER":"krb5kdc","_COMM":"krb5kdc","_UID":"0","MESSAGE":"short"}` + "\n")
+	in.WriteString(`{"__CURSOR":"s=1;i=2","SYSLOG_IDENTIFIER":"krb5kdc","_COMM":"krb5kdc","_UID":"0","MESSAGE":"`)
 	in.Write(bytes.Repeat([]byte("x"), 15<<20))
 	in.WriteString(`"}` + "\n")
-	in.WriteString(`{"__CURSOR":"s=1;i=3","SYSLOG_IDENTIFIER":"krb5kdc","MESSAGE":"short"}` + "\n")
-	f, err := New(Options{Identifiers: []string{"krb5kdc"}, Coalesce: -1}, "bench", log.NewNopLogger(), nil, &Stats{}, func(*Entry) {})
+	in.WriteString(`{"__CURSOR":"s=1;i=3","SYSLOG_IDENTIFIER":"krb5kdc","_COMM":"krb5kdc","_UID":"0","MESSAGE":"short"}` + "\n")
+	f, err := New(Options{Programs: []string{"krb5kdc"}, Coalesce: -1}, "bench", log.NewNopLogger(), nil, &Stats{}, func(*Entry) {})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -53,8 +53,8 @@ func journalBenchData(b *testing.B) (dir, file string, n uint64) {
 				continue
 			}
 			ts++
-			fmt.Fprintf(&exp, "__REALTIME_TIMESTAMP=%d\n__MONOTONIC_TIMESTAMP=%d\n_BOOT_ID=0123456789abcdef0123456789abcdef\nSYSLOG_IDENTIFIER=%s\n_PID=%s\nSYSLOG_PID=%s\nPRIORITY=6\nMESSAGE=%s\n\n",
-				ts, ts-1764556800000000, m[1], m[2], m[2], m[3])
+			fmt.Fprintf(&exp, "__REALTIME_TIMESTAMP=%d\n__MONOTONIC_TIMESTAMP=%d\n_BOOT_ID=0123456789abcdef0123456789abcdef\nSYSLOG_IDENTIFIER=%s\n_COMM=%s\n_UID=0\n_PID=%s\nSYSLOG_PID=%s\nPRIORITY=6\nMESSAGE=%s\n\n",
+				ts, ts-1764556800000000, m[1], m[1], m[2], m[2], m[3])
 			lines.Write(l)
 			lines.WriteByte('\n')
 			journalBench.n++

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -96,7 +97,7 @@ func TestJournalSourceRealKDC(t *testing.T) {
 	r := syslogRealm(t, realm.Options{Users: 6, Services: 3, Fillers: -1, NoKadmind: true, DisableLastSuccess: true})
 	c := &tracedClients{clients: clients{t: t, r: r}}
 	src := config.LogSource{Type: "kdc", StartAt: "beginning", ProbePrincipals: []string{realm.ReadyPrincipal},
-		Journal: &config.JournalSource{Directory: r.JournalDir}}
+		Journal: &config.JournalSource{Directory: r.JournalDir, User: strconv.Itoa(os.Getuid())}}
 	pos := filepath.Join(t.TempDir(), "positions.json")
 	type status = string
 	want := map[status]float64{}
@@ -243,7 +244,7 @@ func TestKpropdJournalE2E(t *testing.T) {
 			t.Fatalf("%v: %s", err, out)
 		}
 	}
-	src := config.LogSource{Type: "kpropd", StartAt: "beginning", Journal: &config.JournalSource{Directory: r.JournalDir}}
+	src := config.LogSource{Type: "kpropd", StartAt: "beginning", Journal: &config.JournalSource{Directory: r.JournalDir, User: strconv.Itoa(os.Getuid())}}
 	pos := filepath.Join(t.TempDir(), "positions.json")
 	m1 := startManager(t, pos, src)
 	add(0, 10)

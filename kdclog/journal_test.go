@@ -3,6 +3,7 @@ package kdclog
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"fmt"
 	"os"
 	"os/exec"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/krb5-exporter/krb5-exporter/config"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
+	"github.com/krb5-exporter/krb5-exporter/journal"
 )
 
 const journalRemote = "/lib/systemd/systemd-journal-remote"
@@ -25,6 +27,10 @@ const journalRemote = "/lib/systemd/systemd-journal-remote"
 type journalEntry struct {
 	ident, msg string
 	pid        int
+	// comm and uid are journald's record of the sender (_COMM, _UID):
+	// comm "" is ident.
+	comm string
+	uid  int
 }
 
 func fixtureEntries(t *testing.T, files ...string) (entries []journalEntry, lines []string) {
@@ -53,8 +59,8 @@ func writeJournal(t *testing.T, file string, ts *int64, entries []journalEntry) 
 	var b bytes.Buffer
 	for _, e := range entries {
 		*ts++
-		fmt.Fprintf(&b, "__REALTIME_TIMESTAMP=%d\n__MONOTONIC_TIMESTAMP=%d\n_BOOT_ID=0123456789abcdef0123456789abcdef\nSYSLOG_IDENTIFIER=%s\n_PID=%d\nMESSAGE=%s\n\n",
-			*ts, *ts-1764556800000000, e.ident, e.pid, e.msg)
+		fmt.Fprintf(&b, "__REALTIME_TIMESTAMP=%d\n__MONOTONIC_TIMESTAMP=%d\n_BOOT_ID=0123456789abcdef0123456789abcdef\nSYSLOG_IDENTIFIER=%s\n_COMM=%s\n_UID=%d\n_PID=%d\nMESSAGE=%s\n\n",
+			*ts, *ts-1764556800000000, e.ident, cmp.Or(e.comm, e.ident), e.uid, e.pid, e.msg)
 	}
 	cmd := exec.Command(journalRemote, "-o", file, "-")
 	cmd.Stdin = &b
@@ -172,5 +178,102 @@ func TestJournalSourceCountsLikeFiles(t *testing.T) {
 	}
 	if v := value(t, m2.reg, "krb5_kdc_log_journalctl_running", "path", key); v != 1 {
 		t.Errorf("journalctl_running = %v", v)
+	}
+}
+
+// What local users forge in the journal counts nowhere: lines tagged
+// krb5kdc by nobody's logger, by nobody's process named krb5kdc and by
+// root's logger, each a burst of wrong passwords for victim@ from
+// 10.6.6.6, and journald's suppression entry about nobody's flood. The
+// journal source counts what the file source counts of the KDC's lines
+// alone (every request, wrong password and suppressed line, with the
+// attack signals on), and no offender is the forgers' address or victim.
+// The KDC's own suppression entry still counts. On the old
+// SYSLOG_IDENTIFIER match this fails (seen: the forged requests and wrong
+// passwords counted, 10.6.6.6 and victim@ offenders, 5,986 lines
+// suppressed).
+func TestJournalForgeriesCountNowhere(t *testing.T) {
+	testutil.RequireProgram(t, "journalctl")
+	if _, err := os.Stat(journalRemote); err != nil {
+		if testutil.InCI() {
+			t.Fatalf("%s missing in CI: %v", journalRemote, err)
+		}
+		t.Skip(err)
+	}
+	entries, lines := fixtureEntries(t, "testdata/mit-1.20-kdc.log")
+	n := min(len(entries), 300)
+	entries, lines = entries[:n], lines[:n]
+	dir := t.TempDir()
+	logFile := filepath.Join(dir, "krb5kdc.log")
+	if err := os.WriteFile(logFile, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fileM := startManager(t, "", src(logFile))
+	if err := fileM.m.ApplyConfig(&config.Config{Logs: []config.LogSource{src(logFile)}, AttackSignals: attackTestSignals}); err != nil {
+		t.Fatal(err)
+	}
+	waitValue(t, fileM.reg, float64(len(lines)), "krb5_kdc_log_lines_read_total", "path", logFile)
+	want := requestCounts(t, fileM.reg)
+	fileM.stop()
+
+	const forged = "AS_REQ (2 etypes {aes256-cts-hmac-sha1-96(18)}) 10.6.6.6: PREAUTH_FAILED: victim@PERF.TEST for krbtgt/PERF.TEST@PERF.TEST, Preauthentication failed"
+	var all []journalEntry
+	for i, e := range entries {
+		all = append(all, e)
+		if i%10 == 0 {
+			all = append(all,
+				journalEntry{ident: "krb5kdc", comm: "logger", uid: 65534, pid: 666, msg: forged},
+				journalEntry{ident: "krb5kdc", comm: "krb5kdc", uid: 65534, pid: 667, msg: forged},
+				journalEntry{ident: "krb5kdc", comm: "logger", uid: 0, pid: 668, msg: forged})
+		}
+	}
+	jdir := filepath.Join(dir, "journal")
+	if err := os.Mkdir(jdir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	jfile := filepath.Join(jdir, "remote.journal")
+	ts := int64(1764556800000000)
+	writeJournal(t, jfile, &ts, all)
+	// journald's suppression entries (its own: _TRANSPORT=driver, _UID=0)
+	// about nobody's krb5kdc and about the KDC.
+	var exp bytes.Buffer
+	for i, obj := range []struct{ uid, n int }{{65534, 5986}, {0, 3}} {
+		fmt.Fprintf(&exp, "__REALTIME_TIMESTAMP=%d\n_BOOT_ID=0123456789abcdef0123456789abcdef\n_TRANSPORT=driver\n_UID=0\n_PID=%d\n_COMM=systemd-journal\nMESSAGE_ID=%s\nMESSAGE=Suppressed %d messages from krb5-kdc.service\nN_DROPPED=%d\nOBJECT_PID=667\nOBJECT_UID=%d\nOBJECT_COMM=krb5kdc\nOBJECT_SYSTEMD_UNIT=krb5-kdc.service\n\n",
+			ts+1+int64(i), 100, journal.DroppedMessageID, obj.n, obj.n, obj.uid)
+	}
+	cmd := exec.Command(journalRemote, "-o", jfile, "-")
+	cmd.Stdin = &exp
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("systemd-journal-remote: %v\n%s", err, out)
+	}
+	jsrc := config.LogSource{Type: "kdc", StartAt: "beginning", Journal: &config.JournalSource{Directory: jdir}}
+	jm := startManager(t, "", jsrc)
+	if err := jm.m.ApplyConfig(&config.Config{Logs: []config.LogSource{jsrc}, AttackSignals: attackTestSignals}); err != nil {
+		t.Fatal(err)
+	}
+	waitValue(t, jm.reg, 3, "krb5_kdc_log_journal_lines_suppressed_total", "path", jsrc.Key())
+	waitValue(t, jm.reg, float64(len(entries)), "krb5_kdc_log_lines_read_total", "path", jsrc.Key())
+	got := requestCounts(t, jm.reg)
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: journal %v, file %v", k, got[k], v)
+		}
+	}
+	for k, v := range got {
+		if _, ok := want[k]; !ok {
+			t.Errorf("%s: journal %v, file nothing", k, v)
+		}
+	}
+	for name, mf := range testutil.Gather(t, jm.reg).MFs {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if strings.Contains(l.GetValue(), "10.6.6.6") || strings.Contains(l.GetValue(), "victim") {
+					t.Errorf("a forger is in %s: %v", name, m)
+				}
+			}
+		}
+	}
+	if v := value(t, jm.reg, "krb5_kdc_log_journal_lines_suppressed_total", "path", jsrc.Key()); v != 3 {
+		t.Errorf("%v lines suppressed counted, journald's entry about the KDC says 3", v)
 	}
 }

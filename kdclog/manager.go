@@ -216,8 +216,10 @@ func (m *Manager) startJournalLocked(ctx context.Context, ps *pathState) {
 		}
 		s.handleEntry(e.Identifier, e.PID, e.Message)
 	}
+	uids, uerr := ps.cfg.JournalUIDs() // the user may have gone since Validate
 	f, err := journal.New(journal.Options{
-		Identifiers:   ps.cfg.JournalIdentifiers(),
+		Programs:      ps.cfg.JournalPrograms(),
+		UIDs:          uids,
 		Units:         j.Units,
 		Directory:     j.Directory,
 		Files:         j.Files,
@@ -228,7 +230,10 @@ func (m *Manager) startJournalLocked(ctx context.Context, ps *pathState) {
 			}
 		},
 	}, ps.path, m.logger, m.store, &ps.jour, handle)
-	if err != nil { // Validate accepted it: a bug, said once
+	if err == nil {
+		err = uerr
+	}
+	if err != nil { // Validate accepted it: a bug or a user gone, said once
 		level.Error(m.logger).Log("msg", "cannot follow the journal", "path", ps.path, "err", err)
 		ps.cancel()
 		close(ps.done)

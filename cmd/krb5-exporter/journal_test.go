@@ -33,7 +33,7 @@ func TestSIGTERMWithStoppedJournalctl(t *testing.T) {
 	os.Mkdir(jdir, 0o700)
 	var export bytes.Buffer
 	for i := range 20 {
-		fmt.Fprintf(&export, "__REALTIME_TIMESTAMP=%d\n_BOOT_ID=0123456789abcdef0123456789abcdef\nSYSLOG_IDENTIFIER=krb5kdc\n_PID=7\nMESSAGE=AS_REQ line %d\n\n", 1764556800000000+i, i)
+		fmt.Fprintf(&export, "__REALTIME_TIMESTAMP=%d\n_BOOT_ID=0123456789abcdef0123456789abcdef\nSYSLOG_IDENTIFIER=krb5kdc\n_COMM=krb5kdc\n_UID=0\n_PID=7\nMESSAGE=AS_REQ line %d\n\n", 1764556800000000+i, i)
 	}
 	remote := exec.Command(realm.JournalRemote, "--output="+filepath.Join(jdir, "system.journal"), "-")
 	remote.Stdin = &export

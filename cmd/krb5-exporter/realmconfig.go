@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"text/template"
 
@@ -47,18 +48,19 @@ probes:
 logs:
 {{- if .JournalDir}}
   # the daemons log through syslog into the journal in {{.JournalDir}}
+  # (their entries count as the user running them: root, or user)
   - type: kdc
-    journal: {directory: {{.JournalDir}}}
+    journal: {directory: {{.JournalDir}}{{.JournalUser}}}
     start_at: beginning
     probe_principals: [{{.ProbePrincipal}}]
 {{- if .KadmindLog}}
   - type: kadmind
-    journal: {directory: {{.JournalDir}}}
+    journal: {directory: {{.JournalDir}}{{.JournalUser}}}
     start_at: beginning
 {{- end}}
 {{- if .KpropdLog}}
   - type: kpropd
-    journal: {directory: {{.JournalDir}}}
+    journal: {directory: {{.JournalDir}}{{.JournalUser}}}
     start_at: beginning
 {{- end}}
 {{- else}}
@@ -79,6 +81,15 @@ logs:
 {{- end}}
 `))
 
+// journalUser is the journal sources' user: option for daemons run by
+// uid (journal entries of root's count without it).
+func journalUser(uid int) string {
+	if uid == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", user: \"%d\"", uid)
+}
+
 // writeRealmConfig writes the exporter configuration for r to path.
 func writeRealmConfig(r *realm.Realm, path string) error {
 	var b strings.Builder
@@ -94,7 +105,7 @@ func writeRealmConfig(r *realm.Realm, path string) error {
 		"Realm": r.Realm, "Dir": r.Dir, "Module": strings.ToLower(strings.ReplaceAll(r.Realm, ".", "_")),
 		"ProbePrincipal": r.ProbePrincipal, "ProbeKeytab": r.ProbeKeytab, "Service": service,
 		"KDCAddr": r.KDCAddr, "KDCLog": r.KDCLog, "KadmindLog": kadmindLog, "KpropdLog": kpropdLog,
-		"JournalDir": r.JournalDir,
+		"JournalDir": r.JournalDir, "JournalUser": journalUser(os.Getuid()),
 	})
 	if err != nil {
 		return err

@@ -41,7 +41,7 @@ func TestRealmUpLogToSyslog(t *testing.T) {
 	if cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(relay) + "/cmdline"); !strings.Contains(string(cmdline), realm.RelayCommand) {
 		t.Fatalf("no relay running as pid %d: %q", relay, cmdline)
 	}
-	if c, _ := os.ReadFile(cfg); !strings.Contains(string(c), "journal: {directory: "+filepath.Join(dir, "journal")+"}") {
+	if c, _ := os.ReadFile(cfg); !strings.Contains(string(c), "journal: {directory: "+filepath.Join(dir, "journal")+journalUser(os.Getuid())+"}") {
 		t.Fatalf("the configuration does not follow the journal:\n%s", c)
 	}
 	r, err := realm.Load(dir)
