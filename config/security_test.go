@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -123,6 +124,28 @@ func TestKDCPatternCIDRWithPort(t *testing.T) {
 		got, err := parseKDCPattern(s)
 		if err != nil || got != want {
 			t.Errorf("parseKDCPattern(%q) = %+v, %v; want %+v", s, got, err, want)
+		}
+	}
+	// The entries docs/security.md shows parse.
+	doc, err := os.ReadFile("../docs/security.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shown []string
+	if m := regexp.MustCompile(`allowed_kdcs: \[(.*)\]`).FindSubmatch(doc); m != nil {
+		for _, e := range strings.Split(string(m[1]), ",") {
+			shown = append(shown, strings.Trim(strings.TrimSpace(e), `"`))
+		}
+	}
+	if m := regexp.MustCompile("in brackets: `([^`]+)`, `([^`]+)`").FindSubmatch(doc); m != nil {
+		shown = append(shown, string(m[1]), string(m[2]))
+	}
+	if len(shown) < 6 {
+		t.Fatalf("docs/security.md: found only %q", shown)
+	}
+	for _, e := range shown {
+		if _, err := parseKDCPattern(e); err != nil {
+			t.Errorf("docs/security.md's %q: %v", e, err)
 		}
 	}
 	for s, want := range map[string]string{
