@@ -237,10 +237,7 @@ func awaitPair(t *testing.T, p *realm.Realm, pReg, rReg prometheus.Gatherer, lim
 // the primary's are at theirs.
 func runPromtool(t *testing.T, realmName string, inSync, behind pairSample) {
 	t.Helper()
-	promtool, err := exec.LookPath("promtool")
-	if err != nil {
-		t.Skip("promtool not installed (Debian package prometheus; scripts/deps.sh installs it)")
-	}
+	promtool := testutil.RequireProgram(t, "promtool") // Debian's package prometheus
 	rules, err := filepath.Abs("../alerts/replication.rules.yml")
 	if err != nil {
 		t.Fatal(err)

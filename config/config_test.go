@@ -1,14 +1,18 @@
 package config
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/krb5-exporter/krb5-exporter/logging"
 )
 
 func TestParseErrorsNameFileLineAndKey(t *testing.T) {
@@ -51,7 +55,7 @@ func TestReloaderKeepsOldConfigOnError(t *testing.T) {
 	}
 	write("logs:\n  - {path: /var/log/a.log, type: kdc}\n")
 	reg := prometheus.NewRegistry()
-	r := NewReloader(path, log.NewNopLogger(), reg)
+	r := NewReloader(path, log.NewNopLogger(), logging.NewLimiter(time.Minute), reg)
 	var applied []*Config
 	r.OnReload(func(c *Config) error { applied = append(applied, c); return nil })
 	if err := r.Reload(); err != nil {
@@ -79,5 +83,40 @@ func TestReloaderKeepsOldConfigOnError(t *testing.T) {
 	}
 	if len(r.Current().Logs) != 0 || len(applied) != 2 || testutil.ToFloat64(r.success) != 1 {
 		t.Error("good reload after a bad one not applied")
+	}
+}
+
+// TestReloadLogIsRateLimited: 100 reloads in a row (a client posting
+// /-/reload in a loop) log one line, the limiter's one per interval; a
+// changed outcome, failure after success and back, is logged at once, the
+// success after the held failures counting them.
+func TestReloadLogIsRateLimited(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yml")
+	var buf bytes.Buffer
+	r := NewReloader(path, log.NewLogfmtLogger(&buf), logging.NewLimiter(time.Hour), prometheus.NewRegistry())
+	reload := func(yaml string, ok bool) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for range 100 {
+			if err := r.Reload(); (err == nil) != ok {
+				t.Fatalf("reload: %v", err)
+			}
+		}
+	}
+	lines := func() []string { return strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n") }
+
+	reload("logs: []\n", true)
+	if l := lines(); len(l) != 1 || !strings.Contains(l[0], "configuration loaded") {
+		t.Fatalf("100 good reloads logged %d lines:\n%s", len(l), buf.String())
+	}
+	reload("logs: 3\n", false)
+	if l := lines(); len(l) != 2 || !strings.Contains(l[1], "configuration not reloaded") {
+		t.Fatalf("100 failed reloads after a good one logged:\n%s", buf.String())
+	}
+	reload("logs: []\n", true)
+	if l := lines(); len(l) != 3 || !strings.Contains(l[2], "configuration loaded") || !strings.Contains(l[2], "earlier_not_logged=99") {
+		t.Fatalf("a good reload after 100 failed ones logged:\n%s", buf.String())
 	}
 }

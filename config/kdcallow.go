@@ -17,16 +17,12 @@ type kdcPattern struct {
 }
 
 // parseKDCPattern accepts a host name, an IP address or a CIDR, each
-// optionally followed by :port ([v6]:port for an IPv6 address).
+// optionally followed by :port ([v6]:port and [v6/bits]:port for IPv6).
 func parseKDCPattern(s string) (kdcPattern, error) {
 	var p kdcPattern
 	host := strings.TrimSpace(s)
 	if host == "" {
 		return p, fmt.Errorf("empty KDC pattern")
-	}
-	if pr, err := netip.ParsePrefix(host); err == nil {
-		p.prefix = pr.Masked()
-		return p, nil
 	}
 	if h, port, err := net.SplitHostPort(host); err == nil {
 		n, err := net.LookupPort("udp", port)
@@ -34,6 +30,11 @@ func parseKDCPattern(s string) (kdcPattern, error) {
 			return p, fmt.Errorf("KDC pattern %q: bad port %q", s, port)
 		}
 		host, p.port = h, n
+	}
+	// A CIDR with a port as an address with one: 10.0.0.0/8:88, [2001:db8::/32]:88.
+	if pr, err := netip.ParsePrefix(strings.Trim(host, "[]")); err == nil {
+		p.prefix = pr.Masked()
+		return p, nil
 	}
 	if a, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
 		a = a.Unmap()

@@ -2,11 +2,14 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/krb5-exporter/krb5-exporter/logging"
 )
 
 // Applier takes a new, valid configuration into use (probe loops, log
@@ -15,25 +18,31 @@ type Applier func(*Config) error
 
 // Reloader owns the current configuration. A reload that fails to load or
 // validate keeps the old configuration in force and says so in a log line
-// and in krb5_exporter_config_last_reload_successful.
+// and in krb5_exporter_config_last_reload_successful. The log line of a
+// reload is rate-limited (a client posting /-/reload in a loop would write
+// a line each), but a changed outcome is always logged.
 type Reloader struct {
 	path     string
 	logger   log.Logger
+	limit    *logging.Limiter
 	appliers []Applier
 
-	mu  sync.Mutex // serialises reloads (SIGHUP and /-/reload may race)
-	cur *Config
+	mu     sync.Mutex // serialises reloads (SIGHUP and /-/reload may race)
+	cur    *Config
+	logged string // the outcome last logged
 
 	success   prometheus.Gauge
 	timestamp prometheus.Gauge
 }
 
 // NewReloader registers the reload metrics on reg. An empty path means no
-// configuration file: the empty configuration is in force.
-func NewReloader(path string, logger log.Logger, reg prometheus.Registerer) *Reloader {
+// configuration file: the empty configuration is in force. limit holds
+// back repeats of a reload's log line.
+func NewReloader(path string, logger log.Logger, limit *logging.Limiter, reg prometheus.Registerer) *Reloader {
 	r := &Reloader{
 		path:   path,
 		logger: logger,
+		limit:  limit,
 		cur:    &Config{},
 		success: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "krb5_exporter_config_last_reload_successful",
@@ -69,7 +78,7 @@ func (r *Reloader) Reload() error {
 		var err error
 		if cfg, err = Load(r.path); err != nil {
 			r.success.Set(0)
-			level.Error(r.logger).Log("msg", "configuration not reloaded, keeping the previous one", "err", err)
+			r.log(level.Error, "msg", "configuration not reloaded, keeping the previous one", "err", err)
 			return err
 		}
 	}
@@ -81,13 +90,30 @@ func (r *Reloader) Reload() error {
 	}
 	if err := errors.Join(errs...); err != nil {
 		r.success.Set(0)
-		level.Error(r.logger).Log("msg", "configuration applied with errors", "file", r.path, "err", err)
+		r.log(level.Error, "msg", "configuration applied with errors", "file", r.path, "err", err)
 		r.cur = cfg
 		return err
 	}
 	r.cur = cfg
 	r.success.Set(1)
 	r.timestamp.SetToCurrentTime()
-	level.Info(r.logger).Log("msg", "configuration loaded", "file", r.path, "modules", len(cfg.Modules), "probes", len(cfg.Probes), "logs", len(cfg.Logs))
+	r.log(level.Info, "msg", "configuration loaded", "file", r.path, "modules", len(cfg.Modules), "probes", len(cfg.Probes), "logs", len(cfg.Logs))
 	return nil
+}
+
+// log writes a reload's line when its outcome (the line's values) differs
+// from the last one logged, else at most once per the limiter's interval,
+// with the count of identical ones held back.
+func (r *Reloader) log(lvl func(log.Logger) log.Logger, kv ...any) {
+	outcome := fmt.Sprint(kv...)
+	var held int
+	if outcome != r.logged {
+		held = r.limit.Pass("configuration reload")
+	} else if n, ok := r.limit.Allow("configuration reload"); ok {
+		held = n
+	} else {
+		return
+	}
+	r.logged = outcome
+	lvl(r.logger).Log(append(kv, "earlier_not_logged", held)...)
 }

@@ -1,8 +1,10 @@
 package config
 
 import (
+	"net/netip"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -63,7 +65,8 @@ func TestSecondDocumentIsAnError(t *testing.T) {
 }
 
 func TestAllowsKDC(t *testing.T) {
-	m := ProbeModule{AllowedKDCs: []string{"kdc1.example.com", "kdc2.example.com:750", "10.1.0.0/16", "192.0.2.7", "[2001:db8::1]:88", "127.0.0.1:8888"}}
+	m := ProbeModule{AllowedKDCs: []string{"kdc1.example.com", "kdc2.example.com:750", "10.1.0.0/16", "192.0.2.7", "[2001:db8::1]:88", "127.0.0.1:8888",
+		"10.8.0.0/16:88", "[2001:db8:1::/48]:750"}}
 	for addr, want := range map[string]bool{
 		"kdc1.example.com:88":  true,
 		"KDC1.example.com.:88": true,
@@ -83,6 +86,15 @@ func TestAllowsKDC(t *testing.T) {
 		"kdc1.example.com":     true,
 		"10.1.0.1":             true,
 		"evil.example.com:88":  false,
+		// CIDRs with a port: in the net at the port only.
+		"10.8.255.255:88":          true,
+		"10.8.0.1":                 true,
+		"10.8.0.1:89":              false,
+		"10.9.0.0:88":              false,
+		"[2001:db8:1:ffff::1]:750": true,
+		"[2001:db8:1::1]:88":       false,
+		"[2001:db8:2::1]:750":      false,
+		"[::ffff:10.8.1.1]:88":     true,
 	} {
 		if got := m.AllowsKDC(addr); got != want {
 			t.Errorf("AllowsKDC(%q) = %v, want %v", addr, got, want)
@@ -90,6 +102,65 @@ func TestAllowsKDC(t *testing.T) {
 	}
 	if (&ProbeModule{}).AllowsKDC("127.0.0.1:88") {
 		t.Error("a module without allowed_kdcs allows a KDC")
+	}
+}
+
+// TestKDCPatternCIDRWithPort: docs/security.md and the error message allow
+// a CIDR with :port (an IPv6 one in brackets, as an IPv6 address); the
+// port's and the prefix length's edges are accepted, one past them and an
+// IPv6 CIDR with a port but no brackets are refused.
+func TestKDCPatternCIDRWithPort(t *testing.T) {
+	for s, want := range map[string]kdcPattern{
+		"10.0.0.0/8:88":         {prefix: netip.MustParsePrefix("10.0.0.0/8"), port: 88},
+		"10.1.2.3/8:1":          {prefix: netip.MustParsePrefix("10.0.0.0/8"), port: 1},
+		"0.0.0.0/0:65535":       {prefix: netip.MustParsePrefix("0.0.0.0/0"), port: 65535},
+		"192.0.2.7/32:kerberos": {prefix: netip.MustParsePrefix("192.0.2.7/32"), port: 88},
+		"[::1/128]:88":          {prefix: netip.MustParsePrefix("::1/128"), port: 88},
+		"[2001:db8::/32]:750":   {prefix: netip.MustParsePrefix("2001:db8::/32"), port: 750},
+		"[2001:db8::/32]":       {prefix: netip.MustParsePrefix("2001:db8::/32")},
+		"2001:db8::/32":         {prefix: netip.MustParsePrefix("2001:db8::/32")},
+		"10.0.0.0/8":            {prefix: netip.MustParsePrefix("10.0.0.0/8")},
+	} {
+		got, err := parseKDCPattern(s)
+		if err != nil || got != want {
+			t.Errorf("parseKDCPattern(%q) = %+v, %v; want %+v", s, got, err, want)
+		}
+	}
+	// The entries docs/security.md shows parse.
+	doc, err := os.ReadFile("../docs/security.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shown []string
+	if m := regexp.MustCompile(`allowed_kdcs: \[(.*)\]`).FindSubmatch(doc); m != nil {
+		for _, e := range strings.Split(string(m[1]), ",") {
+			shown = append(shown, strings.Trim(strings.TrimSpace(e), `"`))
+		}
+	}
+	if m := regexp.MustCompile("in brackets: `([^`]+)`, `([^`]+)`").FindSubmatch(doc); m != nil {
+		shown = append(shown, string(m[1]), string(m[2]))
+	}
+	if len(shown) < 6 {
+		t.Fatalf("docs/security.md: found only %q", shown)
+	}
+	for _, e := range shown {
+		if _, err := parseKDCPattern(e); err != nil {
+			t.Errorf("docs/security.md's %q: %v", e, err)
+		}
+	}
+	for s, want := range map[string]string{
+		"10.0.0.0/8:0":     `bad port "0"`,
+		"10.0.0.0/8:65536": `bad port "65536"`,
+		"10.0.0.0/8:":      `bad port ""`,
+		"10.0.0.0/33:88":   "want a host name, an IP address or a CIDR",
+		"[::1/129]:88":     "want a host name, an IP address or a CIDR",
+		"2001:db8::/32:88": "want a host name, an IP address or a CIDR",
+		"10.0.0.0/8:88:88": "want a host name, an IP address or a CIDR",
+		"kdc.example/8:88": "want a host name, an IP address or a CIDR",
+	} {
+		if _, err := parseKDCPattern(s); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("parseKDCPattern(%q) = %v, want an error containing %q", s, err, want)
+		}
 	}
 }
 

@@ -45,3 +45,19 @@ func (l *Limiter) Allow(key string) (held int, ok bool) {
 	held, s.held, s.last = s.held, 0, now
 	return held, true
 }
+
+// Pass records an event of key logged whatever the interval (a changed
+// condition is news, not a repeat): it returns how many were held back
+// and starts the interval again.
+func (l *Limiter) Pass(key string) (held int) {
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.keys[key]
+	if s == nil {
+		s = &limitState{}
+		l.keys[key] = s
+	}
+	held, s.held, s.last = s.held, 0, now
+	return held
+}

@@ -147,4 +147,16 @@ func TestLimiter(t *testing.T) {
 	if _, ok := l.Allow("a"); ok {
 		t.Error("the interval did not start again")
 	}
+	// Pass logs whatever the interval, says how many were held and
+	// starts the interval again.
+	l.Allow("a")
+	if held := l.Pass("a"); held != 2 {
+		t.Errorf("Pass: %d held, want 2", held)
+	}
+	if _, ok := l.Allow("a"); ok {
+		t.Error("the interval did not start again after Pass")
+	}
+	if held := l.Pass("c"); held != 0 {
+		t.Errorf("Pass of a new key: %d held", held)
+	}
 }

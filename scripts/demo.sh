@@ -38,7 +38,11 @@
 set -euo pipefail
 bin=$(realpath "${1:-./krb5-exporter}")
 here=$(dirname "$(realpath "$0")")
-dir=$(realpath -m "${DEMO_DIR:-.demo}")
+# The parent's path resolved, the directory's own name not: it is removed
+# at the start and on the way out, so a planted link must not send that
+# rm -rf elsewhere.
+dir=${DEMO_DIR:-.demo}
+dir="$(realpath -m "$(dirname "$dir")")/$(basename "$dir")"
 listen=${LISTEN:-127.0.0.1:10088}
 plisten=${PROMETHEUS_LISTEN:-127.0.0.1:10090}
 alerts=$(realpath "${DEMO_ALERTS_DIR:-$here/../alerts}")
@@ -66,6 +70,13 @@ for a in "$listen" "$plisten"; do
 		;;
 	esac
 done
+if [ -L "$dir" ]; then
+	echo "$dir is a symbolic link: the demo removes its directory, so it refuses one (remove the link)" >&2
+	exit 2
+elif [ -e "$dir" ] && { [ ! -d "$dir" ] || [ ! -O "$dir" ]; }; then
+	echo "$dir is not a directory of $(id -un): the demo removes its directory, so it refuses another's" >&2
+	exit 2
+fi
 prom=$(command -v prometheus) || {
 	echo "prometheus not found: make deps installs Debian's package" >&2
 	exit 1
@@ -82,7 +93,8 @@ fi
 if [ -f "$dir/replica/realm.json" ]; then "$bin" realm down --dir "$dir/replica" >/dev/null || true; fi
 if [ -f "$dir/realm/realm.json" ]; then "$bin" realm down --dir "$dir/realm" >/dev/null || true; fi
 rm -rf "$dir"
-mkdir -p "$dir"
+mkdir -p "$(dirname "$dir")"
+mkdir -m 0700 "$dir"
 
 # Everything started in the background is stopped on the way out, by pid.
 pids=()

@@ -395,6 +395,43 @@ func TestRestarts(t *testing.T) {
 	checkExact(t, h.recorder.snapshot(), want)
 }
 
+// TestRestartMidLine: the file ends mid-line at each stop, the part
+// read together with whole lines before it (so that those lines move the
+// saved offset), and the line is completed after the restart: the whole
+// line is handed on once and its first part never alone. TestRestarts'
+// partial step writes its half line alone, which moves no offset; the
+// saved offset set past the partial part (fl.off = fl.readOff) passed it.
+func TestRestartMidLine(t *testing.T) {
+	h := newHarness(t)
+	appendFile(t, h.path, "before start\n")
+	var want []string
+	for i, parts := range [][]string{
+		{"whole 0\nhalf ", "done 0\n"},
+		{"whole 1\nfirst ", "second ", "third 1\n"}, // two restarts within the line
+		{"whole 2\nwhole 3\nhalf ", "done 2\nwhole 4\n"},
+	} {
+		h.start()
+		for j, p := range parts {
+			if j > 0 {
+				h.stop()
+				appendFile(t, h.path, p)
+				h.start()
+			} else {
+				appendFile(t, h.path, p) // one write: one read of whole lines and a part
+			}
+			whole := strings.Count(strings.Join(parts[:j+1], ""), "\n")
+			h.waitLines(len(want) + whole)
+			time.Sleep(40 * time.Millisecond) // nothing more may arrive
+		}
+		h.stop()
+		want = append(want, strings.Split(strings.TrimSuffix(strings.Join(parts, ""), "\n"), "\n")...)
+		checkExact(t, h.recorder.snapshot(), want)
+		if t.Failed() {
+			t.Fatalf("round %d", i)
+		}
+	}
+}
+
 func TestPollingOnly(t *testing.T) {
 	h := newHarness(t)
 	h.opts.NoInotify = true

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -106,6 +107,11 @@ func TestDemo(t *testing.T) {
 		}
 	}
 
+	// The script made its directory, the user's alone.
+	if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+		t.Errorf("the demo's directory: %v, want a directory of mode 0700 (%v)", fi.Mode(), err)
+	}
+
 	// Every recording rule returns data from the load and the probes.
 	// (testutil.Eventually would not say which.)
 	var empty []string
@@ -181,6 +187,75 @@ func TestDemo(t *testing.T) {
 	}
 	if left := groupMembers(cmd.Process.Pid); len(left) > 0 {
 		t.Errorf("processes of the demo left after Ctrl-C: %v", left)
+	}
+}
+
+// TestDemoRefusesPlantedDirectory: the demo removes its directory at the
+// start, so a DEMO_DIR that is a symbolic link (to a directory holding a
+// file), another user's directory or not a directory at all is refused
+// with exit 2 and a message saying so, before anything is started or
+// removed: the file behind it survives.
+func TestDemoRefusesPlantedDirectory(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		plant func(t *testing.T, demo, victim string)
+		want  string
+	}{
+		{"symbolic link", func(t *testing.T, demo, victim string) {
+			if err := os.Symlink(victim, demo); err != nil {
+				t.Fatal(err)
+			}
+		}, "is a symbolic link"},
+		{"another user's directory", func(t *testing.T, demo, victim string) {
+			if os.Geteuid() != 0 {
+				t.Skip("giving a directory to another user needs root")
+			}
+			if err := os.Rename(victim, demo); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chown(demo, 65534, 65534); err != nil {
+				t.Fatal(err)
+			}
+		}, "is not a directory of"},
+		{"a file", func(t *testing.T, demo, victim string) {
+			if err := os.Rename(filepath.Join(victim, "keep"), demo); err != nil {
+				t.Fatal(err)
+			}
+		}, "is not a directory of"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tmp := t.TempDir()
+			victim, demo := filepath.Join(tmp, "victim"), filepath.Join(tmp, "demo")
+			if err := os.Mkdir(victim, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(victim, "keep"), []byte("keep me\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			tc.plant(t, demo, victim)
+			// Bounded, and a realm up that fails at once should the
+			// script go past its check.
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, "../../scripts/demo.sh", binary)
+			cmd.Env = append(os.Environ(), "DEMO_DIR="+demo, "LISTEN="+testutil.Addr(t), "PROMETHEUS_LISTEN="+testutil.Addr(t),
+				"DEMO_REALM_ARGS=--no-such-flag")
+			out, err := cmd.CombinedOutput()
+			if code := cmd.ProcessState.ExitCode(); code != 2 || !strings.Contains(string(out), tc.want) {
+				t.Errorf("demo.sh exited %d (%v), want 2 and %q:\n%s", code, err, tc.want, out)
+			}
+			kept := 0
+			for _, f := range []string{filepath.Join(victim, "keep"), filepath.Join(demo, "keep"), demo} {
+				if b, err := os.ReadFile(f); err == nil && string(b) == "keep me\n" {
+					kept++
+				}
+			}
+			if kept == 0 {
+				t.Error("the planted file did not survive")
+			}
+		})
 	}
 }
 

@@ -138,7 +138,7 @@ func (s *serveCmd) run(stdout, stderr io.Writer) int {
 	}
 	defer logs.Close()
 	logs.SetWorkerIndex(workers)
-	reloader := config.NewReloader(s.configFile, logger, reg)
+	reloader := config.NewReloader(s.configFile, logger, logging.NewLimiter(logRepeatInterval), reg)
 	reloader.OnReload(probes.ApplyConfig)
 	reloader.OnReload(logs.ApplyConfig)
 	if err := reloader.Reload(); err != nil {

@@ -101,6 +101,9 @@ func TestResponseTooBigFallsBackToTCP(t *testing.T) {
 func openFDs(t *testing.T) int {
 	ents, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
+		if testutil.InCI() {
+			t.Fatalf("no /proc/self/fd in CI: %v", err)
+		}
 		t.Skipf("no /proc/self/fd: %v", err)
 	}
 	return len(ents)
