@@ -15,7 +15,9 @@ type Applier func(*Config) error
 
 // Reloader owns the current configuration. A reload that fails to load or
 // validate keeps the old configuration in force and says so in a log line
-// and in krb5_exporter_config_last_reload_successful.
+// and in krb5_exporter_config_last_reload_successful. The modules' key
+// files are not read here (LoadDeferringKeys): a bad one fails its
+// module's probes.
 type Reloader struct {
 	path     string
 	logger   log.Logger
@@ -67,7 +69,7 @@ func (r *Reloader) Reload() error {
 	cfg := &Config{}
 	if r.path != "" {
 		var err error
-		if cfg, err = Load(r.path); err != nil {
+		if cfg, err = LoadDeferringKeys(r.path); err != nil {
 			r.success.Set(0)
 			level.Error(r.logger).Log("msg", "configuration not reloaded, keeping the previous one", "err", err)
 			return err
