@@ -133,10 +133,11 @@ const MaxFileSize = 4 << 20
 // regular file (a FIFO is an error, not a hang) of at most MaxFileSize.
 func Load(path string) (*Config, error) { return load(path, true) }
 
-// LoadDeferringKeys is Load without reading the modules' keytabs and
-// password files: the daemon's, whose probes check and load them
-// (ProbeModule.CheckKeyFile) and fail with result="keytab" while one does
-// not load. Keytabs are provisioned and rotated apart from the exporter:
+// LoadDeferringKeys is Load where a module's keytab or password file
+// that does not pass ProbeModule.CheckKeyFile does not fail the load: the
+// finding is kept for that module (KeyFileError). The daemon's: its probes
+// check and load the file themselves and fail with result="keytab" while
+// it does not load. Keytabs are provisioned and rotated apart from the exporter:
 // one module's must not keep the host collectors and log counters from
 // starting, nor a reload from applying.
 func LoadDeferringKeys(path string) (*Config, error) { return load(path, false) }

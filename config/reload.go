@@ -15,9 +15,9 @@ type Applier func(*Config) error
 
 // Reloader owns the current configuration. A reload that fails to load or
 // validate keeps the old configuration in force and says so in a log line
-// and in krb5_exporter_config_last_reload_successful. The modules' key
-// files are not read here (LoadDeferringKeys): a bad one fails its
-// module's probes.
+// and in krb5_exporter_config_last_reload_successful. A module's bad key
+// file does not fail a reload (LoadDeferringKeys): it fails that module's
+// probes.
 type Reloader struct {
 	path     string
 	logger   log.Logger
