@@ -75,6 +75,8 @@ func TestIntegrationFDsFollowWatched(t *testing.T) {
 // (read from this process's fd links), and once they are gone the open
 // files are back to the figure before the first came. 50 cycles without
 // the race detector (scripts/test-alone.sh), 5 under make test's race run.
+// Then the watched krb5kdc is restarted: the exited one's files are closed
+// at the next scrape.
 // Not parallel: it counts this process's descriptors. Finding every
 // krb5kdc and kadmind by name as soon as one program had no pid file, it
 // held 3 files of each process of the other realm and more after each
@@ -129,6 +131,19 @@ func TestIntegrationOtherRealmsNotHeld(t *testing.T) {
 		t.Errorf("%d files open after %d other realms came and went, %d before", n, cycles, start)
 	}
 	t.Logf("%d files open before and after %d cycles", start, cycles)
+	// The watched KDC replaced: the files of the exited one are closed at
+	// the next scrape.
+	exited := r.KDCPids()
+	if err := r.StopKDC(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.StartKDC(ctx); err != nil {
+		t.Fatal(err)
+	}
+	gather(t, reg)
+	if held := heldProcs(t, exited); len(held) > 0 {
+		t.Errorf("files of the exited watched krb5kdc %v still open after a scrape: %v", exited, held)
+	}
 }
 
 // heldProcs returns the /proc/PID files of pids this process holds open,
