@@ -74,7 +74,8 @@ func New(logger log.Logger, cfg Config) (*KDCCollector, error) {
 		return nil, fmt.Errorf("collector: --path.procfs: %w", err)
 	}
 	kdcPaths := cfg.kdcConfPaths()
-	scan := &procScanner{fs: pfs, procPath: cfg.ProcFS, files: newFileCache(), dirBuf: make([]byte, 8192), onProcfs: isProcfs(cfg.ProcFS), warn: newOnceLogger(logger), access: newAccessTracker(logger), pids: newPidLister(cfg.ProcFS, isWatched), pidFiles: cfg.pidFiles()}
+	pidFiles := cfg.pidFiles()
+	scan := &procScanner{fs: pfs, procPath: cfg.ProcFS, files: newFileCache(), dirBuf: make([]byte, 8192), onProcfs: isProcfs(cfg.ProcFS), warn: newOnceLogger(logger), access: newAccessTracker(logger), pids: newPidLister(cfg.ProcFS, foundByName(pidFiles)), pidFiles: pidFiles}
 	conf := newConfSource(logger, kdcPaths, cfg.krb5ConfPaths())
 	k := &KDCCollector{
 		logger:  logger,

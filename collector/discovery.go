@@ -155,17 +155,26 @@ func (s *procScanner) scan() (*snapshot, error) {
 		}
 		roots[name] = pid
 	}
-	// With a pid file for every program, the pid files' processes and
-	// their descendants are all that matter: no need to look at every
-	// process of the machine (each costs a few syscalls).
+	// A program with a pid file is its pid-file process and that
+	// process's descendants: only those are opened, never another realm's
+	// daemons of the same name (their files would be held until they
+	// exit, and one scan costs a few syscalls per process). Only the
+	// programs without a pid file are looked for among every process.
 	var cands map[string][]*kdcProc
-	if len(s.pidFiles) == len(programNames) {
+	if len(s.pidFiles) > 0 {
 		cands = s.fromPidFiles(roots)
 	}
-	if cands == nil {
-		var err error
-		if cands, err = s.allCandidates(); err != nil {
+	all := cands == nil // no pid file, or a kernel without children files
+	if all || len(s.pidFiles) < len(programNames) {
+		byName, err := s.allCandidates(all)
+		if err != nil {
 			return nil, err
+		}
+		if all {
+			cands = byName
+		}
+		for name, procs := range byName {
+			cands[name] = procs
 		}
 	}
 	snap := &snapshot{bootTime: s.bootTime}
@@ -187,8 +196,9 @@ func (s *procScanner) scan() (*snapshot, error) {
 }
 
 // allCandidates reads the small comm file of every process and stats
-// only the watched ones.
-func (s *procScanner) allCandidates() (map[string][]*kdcProc, error) {
+// only the watched ones: of every program when all, else of those
+// without a pid file.
+func (s *procScanner) allCandidates(all bool) (map[string][]*kdcProc, error) {
 	pids, err := s.pids.list()
 	if err != nil {
 		return nil, fmt.Errorf("listing processes: %w", err)
@@ -200,8 +210,8 @@ func (s *procScanner) allCandidates() (map[string][]*kdcProc, error) {
 			continue // gone meanwhile
 		}
 		name := watchedName(b)
-		if name == "" {
-			continue // not ours
+		if _, byFile := s.pidFiles[name]; name == "" || byFile && !all {
+			continue // not ours, or found from its pid file
 		}
 		if kp := s.live(pid, name); kp != nil {
 			cands[name] = append(cands[name], kp)
@@ -343,8 +353,15 @@ func watchedName(comm []byte) string {
 	return ""
 }
 
-// isWatched tells a watched program's comm (pidLister keeps its file).
-func isWatched(comm []byte) bool { return watchedName(comm) != "" }
+// foundByName tells the comm of a watched program that has no pid file in
+// pidFiles: pidLister keeps only those comm files open.
+func foundByName(pidFiles map[string]string) func(comm []byte) bool {
+	return func(comm []byte) bool {
+		name := watchedName(comm)
+		_, byFile := pidFiles[name]
+		return name != "" && !byFile
+	}
+}
 
 // group picks the program's processes among the candidates: the pid-file
 // process and its descendants, or every candidate when found by name.

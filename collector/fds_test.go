@@ -2,11 +2,14 @@ package collector
 
 import (
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
+	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
 // TestIntegrationFDsFollowWatched: with 1,000 other processes on the host,
@@ -62,4 +65,110 @@ func TestIntegrationFDsFollowWatched(t *testing.T) {
 	if v := s.Value("krb5_process_open_fds", "program", "krb5kdc"); v != float64(fds) {
 		t.Errorf("krb5kdc open fds = %v, its fd directories hold %d", v, fds)
 	}
+}
+
+// TestIntegrationOtherRealmsNotHeld: with pid files for krb5kdc and kadmind
+// (kpropd found by name), the collector opens the files of the pid-file
+// processes and their children only. Another realm's krb5kdc (a supervisor
+// and a worker) and kadmind start and stop again and again beside the
+// watched realm: while they run, no file under their /proc/PID is open
+// (read from this process's fd links), and once they are gone the open
+// files are back to the figure before the first came. 50 cycles without
+// the race detector (scripts/test-alone.sh), 5 under make test's race run.
+// Then the watched krb5kdc is restarted: the exited one's files are closed
+// at the next scrape.
+// Not parallel: it counts this process's descriptors. Finding every
+// krb5kdc and kadmind by name as soon as one program had no pid file, it
+// held 3 files of each process of the other realm and more after each
+// cycle.
+func TestIntegrationOtherRealmsNotHeld(t *testing.T) {
+	r := upRealm(t, 0, true)
+	other := testutil.Realm(t, realm.Options{Realm: "OTHER.TEST", Domain: "other.test", Users: -1, Services: -1, Workers: 1})
+	cfg := realmConfig(r)
+	cfg.KpropdPidFile = ""
+	stopOther := func() {
+		t.Helper()
+		if err := other.StopKDC(); err != nil {
+			t.Fatal(err)
+		}
+		if err := other.StopKadmind(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stopOther()
+	_, reg := newTestCollector(t, cfg)
+	for i := 0; i < 3; i++ {
+		gather(t, reg)
+	}
+	start := testutil.OpenFDs(t)
+	cycles := 50
+	if testutil.Race {
+		cycles = 5
+	}
+	ctx := testutil.Context(t, 5*time.Minute)
+	for i := 0; i < cycles; i++ {
+		if err := other.StartKDC(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := other.StartKadmind(ctx); err != nil {
+			t.Fatal(err)
+		}
+		s := gather(t, reg)
+		if v := s.Value("krb5_process_processes", "program", "krb5kdc"); v != 1 {
+			t.Fatalf("cycle %d: krb5kdc processes = %v, want the watched realm's 1", i, v)
+		}
+		others := append(other.KDCPids(), other.KadmindPid())
+		if len(others) != 3 {
+			t.Fatalf("cycle %d: other realm's processes %v, want krb5kdc, its worker and kadmind", i, others)
+		}
+		if held := heldProcs(t, others); len(held) > 0 {
+			t.Fatalf("cycle %d: files of the other realm's processes %v held open: %v", i, others, held)
+		}
+		stopOther()
+		gather(t, reg)
+	}
+	if n := testutil.OpenFDs(t); n != start {
+		t.Errorf("%d files open after %d other realms came and went, %d before", n, cycles, start)
+	}
+	t.Logf("%d files open before and after %d cycles", start, cycles)
+	// The watched KDC replaced: the files of the exited one are closed at
+	// the next scrape.
+	exited := r.KDCPids()
+	if err := r.StopKDC(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.StartKDC(ctx); err != nil {
+		t.Fatal(err)
+	}
+	gather(t, reg)
+	if held := heldProcs(t, exited); len(held) > 0 {
+		t.Errorf("files of the exited watched krb5kdc %v still open after a scrape: %v", exited, held)
+	}
+}
+
+// heldProcs returns the /proc/PID files of pids this process holds open,
+// from its fd links (an earlier test's collector may still hold its own
+// realm's).
+func heldProcs(t *testing.T, pids []int) map[int][]string {
+	t.Helper()
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := map[int][]string{}
+	for _, e := range entries {
+		target, err := os.Readlink("/proc/self/fd/" + e.Name())
+		if err != nil {
+			continue // the directory's own descriptor, closed by now
+		}
+		rest, ok := strings.CutPrefix(target, "/proc/")
+		if !ok {
+			continue
+		}
+		num, file, _ := strings.Cut(rest, "/")
+		if pid, err := strconv.Atoi(num); err == nil && slices.Contains(pids, pid) {
+			held[pid] = append(held[pid], file)
+		}
+	}
+	return held
 }

@@ -26,7 +26,7 @@ func TestPidListerFixture(t *testing.T) {
 			want = append(want, n)
 		}
 	}
-	l := newPidLister(dir, isWatched)
+	l := newPidLister(dir, foundByName(nil))
 	for i := 0; i < 2; i++ {
 		got, err := l.list()
 		if err != nil {

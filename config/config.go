@@ -31,6 +31,10 @@ type Config struct {
 	Logs []LogSource `yaml:"logs"`
 	// AttackSignals tune the attack signals read from the KDC logs.
 	AttackSignals AttackSignals `yaml:"attack_signals"`
+
+	// keyFileErrs are the modules' key files that did not pass
+	// CheckKeyFile in LoadDeferringKeys, by module.
+	keyFileErrs map[string]error
 }
 
 // FieldError is a validation error at a path of keys in the file
@@ -57,13 +61,21 @@ func fieldErr(msg string, path ...string) *FieldError {
 }
 
 // Validate checks values that YAML types cannot express and cross
-// references between sections.
-func (c *Config) Validate() error {
+// references between sections, and reads the modules' key files.
+func (c *Config) Validate() error { return c.validate(true) }
+
+func (c *Config) validate(keyFiles bool) error {
 	for name, m := range c.Modules {
 		if err := checkName("module name", name); err != nil {
 			return fieldErr(err.Error(), "modules", name)
 		}
 		if err := m.Validate(); err != nil {
+			return prefix(err, "modules", name)
+		}
+		if !keyFiles {
+			continue
+		}
+		if err := m.CheckKeyFile(); err != nil {
 			return prefix(err, "modules", name)
 		}
 	}
@@ -119,33 +131,67 @@ const MaxFileSize = 4 << 20
 
 // Load reads, strictly decodes and validates a configuration file: a
 // regular file (a FIFO is an error, not a hang) of at most MaxFileSize.
-func Load(path string) (*Config, error) {
+func Load(path string) (*Config, error) { return load(path, true) }
+
+// LoadDeferringKeys is Load where a module's keytab or password file
+// that does not pass ProbeModule.CheckKeyFile does not fail the load: the
+// finding is kept for that module (KeyFileError). The daemon's: its probes
+// check and load the file themselves and fail with result="keytab" while
+// it does not load. Keytabs are provisioned and rotated apart from the exporter:
+// one module's must not keep the host collectors and log counters from
+// starting, nor a reload from applying.
+func LoadDeferringKeys(path string) (*Config, error) { return load(path, false) }
+
+func load(path string, keyFiles bool) (*Config, error) {
 	data, _, err := safefile.ReadFile(path, MaxFileSize, 0)
 	if err != nil {
 		return nil, err
 	}
-	return Parse(data, path)
+	return parse(data, path, keyFiles)
 }
 
 // Parse decodes and validates data; name is used in error messages.
-func Parse(data []byte, name string) (*Config, error) {
+func Parse(data []byte, name string) (*Config, error) { return parse(data, name, true) }
+
+func parse(data []byte, name string, keyFiles bool) (*Config, error) {
 	cfg := &Config{}
 	if err := Decode(data, name, cfg); err != nil {
 		return nil, err
 	}
-	if err := cfg.Validate(); err != nil {
-		var fe *FieldError
-		if errors.As(err, &fe) {
-			var root yaml.Node
-			if yaml.Unmarshal(data, &root) == nil {
-				if line := lineOf(&root, fe.Path); line > 0 {
-					return nil, fmt.Errorf("%s:%d: %s", name, line, fe.Error())
+	if err := cfg.validate(keyFiles); err != nil {
+		return nil, atLine(data, name, err)
+	}
+	if !keyFiles {
+		for mname, m := range cfg.Modules {
+			if err := m.CheckKeyFile(); err != nil {
+				if cfg.keyFileErrs == nil {
+					cfg.keyFileErrs = map[string]error{}
 				}
+				cfg.keyFileErrs[mname] = atLine(data, name, prefix(err, "modules", mname))
 			}
 		}
-		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return cfg, nil
+}
+
+// KeyFileError is why the module's keytab or password file did not pass
+// CheckKeyFile when LoadDeferringKeys read the configuration, with the
+// file and line of the module's keytab or password_file (never the key
+// file's path); nil when it passed or was not checked.
+func (c *Config) KeyFileError(module string) error { return c.keyFileErrs[module] }
+
+// atLine puts the file and, for a FieldError, the line in front of err.
+func atLine(data []byte, name string, err error) error {
+	var fe *FieldError
+	if errors.As(err, &fe) {
+		var root yaml.Node
+		if yaml.Unmarshal(data, &root) == nil {
+			if line := lineOf(&root, fe.Path); line > 0 {
+				return fmt.Errorf("%s:%d: %s", name, line, fe.Error())
+			}
+		}
+	}
+	return fmt.Errorf("%s: %w", name, err)
 }
 
 // Decode strictly decodes data, one YAML document, onto v (its values are

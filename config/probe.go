@@ -112,14 +112,6 @@ func (m *ProbeModule) Validate() error {
 	case m.Keytab != "" && m.PasswordFile != "":
 		return fieldErr("keytab and password_file are exclusive", "password_file")
 	}
-	// A missing, unreadable, too widely readable or broken file must fail
-	// --config.check and startup with a file:LINE, not later in the daemon.
-	if err := checkKeyFile("keytab", m.Keytab, maxModuleKeytab, m.AllowReadableKeys, m.keytabHoldsClient); err != nil {
-		return fieldErr(err.Error(), "keytab")
-	}
-	if err := checkKeyFile("password file", m.PasswordFile, keytab.MaxPasswordFile, m.AllowReadableKeys, nil); err != nil {
-		return fieldErr(err.Error(), "password_file")
-	}
 	if m.Service != "" {
 		if err := checkProbePrincipal(m.Service); err != nil {
 			return fieldErr(err.Error(), "service")
@@ -174,6 +166,22 @@ func (m *ProbeModule) Validate() error {
 			return fieldErr(fmt.Sprintf("enctype %q listed twice", e), "enctypes", fmt.Sprint(i))
 		}
 		seen[id] = true
+	}
+	return nil
+}
+
+// CheckKeyFile reads the module's keytab or password file: a missing,
+// unreadable, too widely readable or broken file is an error at the
+// module's keytab or password_file line. Load checks it (--config.check
+// fails with a file:LINE); the daemon loads with LoadDeferringKeys and
+// its probes check it before each load (prober.ModuleCredentials), so
+// that one module's file fails that module's probes, not the exporter.
+func (m *ProbeModule) CheckKeyFile() error {
+	if err := checkKeyFile("keytab", m.Keytab, maxModuleKeytab, m.AllowReadableKeys, m.keytabHoldsClient); err != nil {
+		return fieldErr(err.Error(), "keytab")
+	}
+	if err := checkKeyFile("password file", m.PasswordFile, keytab.MaxPasswordFile, m.AllowReadableKeys, nil); err != nil {
+		return fieldErr(err.Error(), "password_file")
 	}
 	return nil
 }

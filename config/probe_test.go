@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jcmturner/gokrb5/v8/keytab"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 )
 
 // probeFiles creates the keytab (keys of every client the test
@@ -141,5 +143,39 @@ func TestProbeConfigErrors(t *testing.T) {
 				t.Fatalf("want error containing %q, got %v", tc.want, err)
 			}
 		})
+	}
+}
+
+// TestLoadDeferringKeys: a module whose keytab is truncated fails Load
+// (--config.check) at its keytab line, while LoadDeferringKeys (the
+// daemon's) returns the configuration with the same finding for that
+// module alone, naming the configuration file and line, not the keytab.
+func TestLoadDeferringKeys(t *testing.T) {
+	dir := t.TempDir()
+	good, bad := filepath.Join(dir, "good.keytab"), filepath.Join(dir, "bad.keytab")
+	testutil.WriteKeytab(t, good, "probe@EXAMPLE.COM", "secret")
+	b, err := os.ReadFile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, b[:len(b)/2], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "c.yml")
+	os.WriteFile(cfg, []byte("modules:\n  good:\n    realm: EXAMPLE.COM\n    client: probe\n    keytab: "+good+
+		"\n  bad:\n    realm: EXAMPLE.COM\n    client: probe\n    keytab: "+bad+"\n"), 0o600)
+	want := cfg + ":9: modules.bad.keytab: malformed keytab"
+	if _, err := Load(cfg); err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("Load: %v, want %q...", err, want)
+	}
+	c, err := LoadDeferringKeys(cfg)
+	if err != nil {
+		t.Fatalf("LoadDeferringKeys: %v", err)
+	}
+	if err := c.KeyFileError("bad"); err == nil || !strings.HasPrefix(err.Error(), want) || strings.Contains(err.Error(), bad) {
+		t.Errorf("KeyFileError(bad) = %v, want %q... without the keytab's path", err, want)
+	}
+	if err := c.KeyFileError("good"); err != nil {
+		t.Errorf("KeyFileError(good) = %v", err)
 	}
 }

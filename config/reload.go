@@ -18,9 +18,11 @@ type Applier func(*Config) error
 
 // Reloader owns the current configuration. A reload that fails to load or
 // validate keeps the old configuration in force and says so in a log line
-// and in krb5_exporter_config_last_reload_successful. The log line of a
-// reload is rate-limited (a client posting /-/reload in a loop would write
-// a line each), but a changed outcome is always logged.
+// and in krb5_exporter_config_last_reload_successful. A module's bad key
+// file does not fail a reload (LoadDeferringKeys): it fails that module's
+// probes. The log line of a reload is rate-limited (a client posting
+// /-/reload in a loop would write a line each), but a changed outcome is
+// always logged.
 type Reloader struct {
 	path     string
 	logger   log.Logger
@@ -76,7 +78,7 @@ func (r *Reloader) Reload() error {
 	cfg := &Config{}
 	if r.path != "" {
 		var err error
-		if cfg, err = Load(r.path); err != nil {
+		if cfg, err = LoadDeferringKeys(r.path); err != nil {
 			r.success.Set(0)
 			r.log(level.Error, "msg", "configuration not reloaded, keeping the previous one", "err", err)
 			return err

@@ -80,7 +80,7 @@ func (m *Manager) ApplyConfig(cfg *config.Config) error {
 			next[t.Name] = old
 			continue
 		}
-		l, err := m.newLoop(t, mod)
+		l, err := m.newLoop(t, mod, cfg.KeyFileError(t.Module))
 		if err != nil {
 			errs = append(errs, fmt.Errorf("probe %q: %w", t.Name, err))
 			if old != nil {
@@ -105,9 +105,15 @@ func (m *Manager) ApplyConfig(cfg *config.Config) error {
 	return errors.Join(errs...)
 }
 
-func (m *Manager) newLoop(t config.ProbeTarget, mod config.ProbeModule) (*loop, error) {
+// newLoop sets up a target; keyErr is the configuration's finding on the
+// module's key file (config.KeyFileError), which names the configuration
+// file and line where the key file's path must not be logged.
+func (m *Manager) newLoop(t config.ProbeTarget, mod config.ProbeModule, keyErr error) (*loop, error) {
 	creds, err := ModuleCredentials(&mod)
 	if err != nil {
+		if keyErr != nil {
+			err = keyErr
+		}
 		p, perr := krb5.ParsePrincipal(mod.Client, mod.Realm)
 		if perr != nil {
 			return nil, perr
@@ -115,8 +121,8 @@ func (m *Manager) newLoop(t config.ProbeTarget, mod config.ProbeModule) (*loop, 
 		// The target still runs: each probe tries the file again and is
 		// recorded as result="keytab" until it loads, rather than the
 		// target vanishing from the metrics.
-		level.Warn(m.logger).Log("msg", "probe keys not loaded; retrying on every probe", "probe", t.Name, "err", err)
-		creds = krb5.PendingCredentials(mod.Keytab, mod.PasswordFile, p)
+		level.Warn(m.logger).Log("msg", "probe keys not loaded; the probe fails with result=keytab and retries the file on every probe", "probe", t.Name, "module", t.Module, "err", err)
+		creds = PendingModuleCredentials(&mod, p)
 	}
 	dlog := &probeLog{}
 	dlogger := newProbeLogger(dlog)

@@ -209,7 +209,9 @@ func TestManagerReload(t *testing.T) {
 	})
 
 	// A changed module restarts the target with the new settings; its
-	// keytab here is readable by everyone, which is said once and shown.
+	// keytab here is readable by everyone: without allow_readable_keys it
+	// does not load (the configuration check's refusal, which the daemon
+	// leaves to the probes), not even on a later probe.
 	open := filepath.Join(t.TempDir(), "open.keytab")
 	if err := os.WriteFile(open, testutil.MustRead(t, r.ProbeKeytab), 0o644); err != nil {
 		t.Fatal(err)
@@ -225,6 +227,18 @@ func TestManagerReload(t *testing.T) {
 	}
 	if m.loops["kdc-udp"] == udpLoop {
 		t.Error("a changed target was not restarted")
+	}
+	testutil.Eventually(t, 20*time.Second, `result="keytab" for a keytab others can read`, func() bool {
+		return counter(pm.total, "kdc-udp", ExchangeAS, krb5.ClassKeytab) >= 2
+	})
+	if gauge(pm.success, "kdc-udp", ExchangeAS) != 0 {
+		t.Error("a keytab others can read was used")
+	}
+	// With allow_readable_keys it loads, which is said once and shown.
+	mod.AllowReadableKeys = true
+	cfg3.Modules["default"] = mod
+	if err := m.ApplyConfig(cfg3); err != nil {
+		t.Fatal(err)
 	}
 	testutil.Eventually(t, 20*time.Second, "a probe with pre-authentication up front", func() bool {
 		return counter(pm.total, "kdc-udp", ExchangeAS, krb5.ClassSuccess) >= 1

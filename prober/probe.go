@@ -21,10 +21,22 @@ func ModuleCredentials(m *config.ProbeModule) (*krb5.Credentials, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The configuration's own check first: it refuses a file that others
+	// can read (unless allow_readable_keys), which loading does not.
+	if err := m.CheckKeyFile(); err != nil {
+		return nil, err
+	}
 	if m.Keytab != "" {
 		return krb5.NewKeytabCredentials(m.Keytab, p)
 	}
 	return krb5.NewPasswordFileCredentials(m.PasswordFile, p)
+}
+
+// PendingModuleCredentials are the credentials of a module whose file
+// did not load (ModuleCredentials failed): each probe checks the file as
+// ModuleCredentials does and loads it once the check passes.
+func PendingModuleCredentials(m *config.ProbeModule, p krb5.Principal) *krb5.Credentials {
+	return krb5.PendingCredentials(m.Keytab, m.PasswordFile, p, m.CheckKeyFile)
 }
 
 // Target is one KDC probed with one module: a Client, the prepared service

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
@@ -52,29 +51,7 @@ func TestDaemonAgainstRealm(t *testing.T) {
 	if os.Getenv("GOGC") == "" {
 		want["go_gc_gogc_percent"] = strconv.Itoa(daemonGOGC) // memory.go
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		missing := []string{}
-		for series, value := range want {
-			name, _, _ := strings.Cut(series, "{")
-			got := ""
-			for _, line := range metricLines(t, base, name) {
-				if strings.HasPrefix(line, series+" ") {
-					got = strings.TrimPrefix(line, series+" ")
-				}
-			}
-			if got != value {
-				missing = append(missing, series+" = "+got+" (want "+value+")")
-			}
-		}
-		if len(missing) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after 60s: %v\nexporter log:\n%s", missing, logs.String())
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	waitSeries(t, base, logs, want)
 
 	// /probe works against the realm's KDC, which realm up listed in the
 	// module's allowed_kdcs, and refuses any other target.

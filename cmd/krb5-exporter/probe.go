@@ -133,6 +133,9 @@ func (p *probeCmd) run(stdout, stderr io.Writer) int {
 		err = mod.Validate()
 	}
 	if err == nil {
+		err = mod.CheckKeyFile()
+	}
+	if err == nil {
 		// Checked here rather than by kingpin so that a missing address
 		// exits UNKNOWN (3), as a monitoring check must.
 		err = kdcaddr.Check(p.kdc)

@@ -39,6 +39,8 @@ type Credentials struct {
 	password string
 	s2k      map[s2kInput][]byte
 	s2kSlot  chan struct{} // held while a string-to-key runs: one at a time
+	// pendingCheck runs before each load of PendingCredentials' file.
+	pendingCheck func() error
 }
 
 type ltKey struct {
@@ -83,12 +85,14 @@ func NewPasswordFileCredentials(path string, p Principal) (*Credentials, error) 
 
 // PendingCredentials are the credentials of a module whose keytab or
 // password file could not be loaded: every refresh (each probe) tries again,
-// and fails with the reason until the file loads.
-func PendingCredentials(keytabPath, passwordPath string, p Principal) *Credentials {
+// and fails with the reason until the file loads. check, when not nil, is
+// run before each try (the configuration's own check of the file) and its
+// error is the refresh's.
+func PendingCredentials(keytabPath, passwordPath string, p Principal, check func() error) *Credentials {
 	if keytabPath != "" {
-		return &Credentials{principal: p, path: keytabPath}
+		return &Credentials{principal: p, path: keytabPath, pendingCheck: check}
 	}
-	return &Credentials{principal: p, pwPath: passwordPath, s2k: map[s2kInput][]byte{}}
+	return &Credentials{principal: p, pwPath: passwordPath, s2k: map[s2kInput][]byte{}, pendingCheck: check}
 }
 
 func (c *Credentials) loadPasswordLocked() error {
@@ -143,12 +147,18 @@ func (c *Credentials) refresh(now time.Time) (uint64, error) {
 	if c.path == "" {
 		if c.pwPath != "" && c.password == "" {
 			// Not loaded yet (PendingCredentials).
+			if err := c.checkPending(); err != nil {
+				return c.generation, err
+			}
 			return c.generation, c.loadPasswordLocked()
 		}
 		return c.generation, nil
 	}
 	if c.keys == nil {
 		// Never loaded (PendingCredentials): try on every probe.
+		if err := c.checkPending(); err != nil {
+			return c.generation, err
+		}
 		err := c.loadLocked(now)
 		return c.generation, err
 	}
@@ -168,6 +178,13 @@ func (c *Credentials) refresh(now time.Time) (uint64, error) {
 	}
 	err = c.loadLocked(now)
 	return c.generation, err // the generation after the load
+}
+
+func (c *Credentials) checkPending() error {
+	if c.pendingCheck == nil {
+		return nil
+	}
+	return c.pendingCheck()
 }
 
 func (c *Credentials) load(now time.Time) error {

@@ -190,7 +190,7 @@ func TestPendingCredentials(t *testing.T) {
 	dir := t.TempDir()
 	p := mustPrincipal(t, "probe@PERF.TEST")
 	kt, pw := filepath.Join(dir, "k.keytab"), filepath.Join(dir, "pw")
-	for _, c := range []*Credentials{PendingCredentials(kt, "", p), PendingCredentials("", pw, p)} {
+	for _, c := range []*Credentials{PendingCredentials(kt, "", p, nil), PendingCredentials("", pw, p, nil)} {
 		if _, err := c.refresh(time.Now()); err == nil || !strings.Contains(err.Error(), "no such file") {
 			t.Errorf("refresh without the file: %v", err)
 		}
@@ -199,7 +199,7 @@ func TestPendingCredentials(t *testing.T) {
 	if err := os.WriteFile(pw, []byte("secret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ktc, pwc := PendingCredentials(kt, "", p), PendingCredentials("", pw, p)
+	ktc, pwc := PendingCredentials(kt, "", p, nil), PendingCredentials("", pw, p, nil)
 	for _, c := range []*Credentials{ktc, pwc} {
 		if _, err := c.refresh(time.Now()); err != nil {
 			t.Errorf("refresh with the file: %v", err)
@@ -283,7 +283,7 @@ func TestKeyFileFIFO(t *testing.T) {
 	if err := syscall.Mkfifo(path, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	pw := PendingCredentials("", path, p)
+	pw := PendingCredentials("", path, p, nil)
 	for what, refresh := range map[string]func() error{
 		"keytab": func() error {
 			_, err := c.refresh(time.Now().Add(2 * keytabRecheck))
