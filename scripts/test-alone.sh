@@ -5,15 +5,16 @@
 # TestJournalCost (a CPU ratio the race detector skews), and the bench tests
 # that compare real loads run side by side (testutil.Alone: under the race run
 # they measured their neighbours), and TestCPUWaitUnderContention (a KDC's
-# CPU wait alone against beside busy loops). Each must really run and pass here.
+# CPU wait alone against beside busy loops), TestGeneratorBlamedFromEvidence
+# (the generator blamed only where it shares the KDC's CPU). Each must really run and pass here.
 set -euo pipefail
 export PATH="$PATH:/usr/local/go/bin"
-tests='TestExchangesDoNotAllocate TestParseAllocatesNothing TestSPAKELoginAllocations TestClientAllocations TestSetKeyDoesNotAllocate TestRekeyDoesNotAllocate TestJournalCost TestRealAAAndAB TestMergeRealShards TestBenchBaselineExitCode TestCPUWaitUnderContention'
-run='Allocat|^TestJournalCost$|^TestRealAAAndAB$|^TestMergeRealShards$|^TestBenchBaselineExitCode$|^TestCPUWaitUnderContention$'
+tests='TestExchangesDoNotAllocate TestParseAllocatesNothing TestSPAKELoginAllocations TestClientAllocations TestSetKeyDoesNotAllocate TestRekeyDoesNotAllocate TestJournalCost TestRealAAAndAB TestMergeRealShards TestBenchBaselineExitCode TestCPUWaitUnderContention TestGeneratorBlamedFromEvidence'
+run='Allocat|^TestJournalCost$|^TestRealAAAndAB$|^TestMergeRealShards$|^TestBenchBaselineExitCode$|^TestCPUWaitUnderContention$|^TestGeneratorBlamedFromEvidence$'
 # Only the packages that hold such tests: building and linking every other
 # package's test binary a second time, without -race, found nothing and cost
 # a cold machine minutes. -p 1: one package's loads at a time.
-pkgs=$(grep -rlE --include='*_test.go' '^func Test([A-Za-z0-9_]*Allocat|JournalCost\(|RealAAAndAB\(|MergeRealShards\(|BenchBaselineExitCode\(|CPUWaitUnderContention\()' . | xargs -n1 dirname | sort -u)
+pkgs=$(grep -rlE --include='*_test.go' '^func Test([A-Za-z0-9_]*Allocat|JournalCost\(|RealAAAndAB\(|MergeRealShards\(|BenchBaselineExitCode\(|CPUWaitUnderContention\(|GeneratorBlamedFromEvidence\()' . | xargs -n1 dirname | sort -u)
 out=$(go test -count=1 -p 1 -timeout 5m -run "$run" -v $pkgs 2>&1) || { echo "$out"; exit 1; }
 grep -E '^(--- |ok|FAIL)' <<<"$out" | grep -v 'no test files' || true
 for t in $tests; do
