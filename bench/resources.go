@@ -55,9 +55,14 @@ func pidsOf(s *sampler) []int {
 // krb5kdc -w, the parent of the others, serves none), at most as many as
 // the CPUs in their affinity masks together (taskset, cgroup cpusets).
 func coresOf(fs procfs.FS, pids []int) int {
-	serving := servingOf(fs, pids)
-	var all unix.CPUSet
-	for _, p := range serving {
+	n, all := kdcCPUs(fs, pids)
+	return min(n, all.Count())
+}
+
+// kdcCPUs is how many of pids serve and the CPUs they may run on together.
+func kdcCPUs(fs procfs.FS, pids []int) (serving int, all unix.CPUSet) {
+	ps := servingOf(fs, pids)
+	for _, p := range ps {
 		var set unix.CPUSet
 		if err := unix.SchedGetaffinity(p, &set); err != nil {
 			continue
@@ -66,7 +71,22 @@ func coresOf(fs procfs.FS, pids []int) int {
 			all[i] |= set[i]
 		}
 	}
-	return min(len(serving), all.Count())
+	return len(ps), all
+}
+
+// sharedCPUs is how many CPUs both the serving KDC processes and this
+// process (the generator, all its threads pinned alike: taskset -a) may
+// run on: 0 when they are pinned apart.
+func sharedCPUs(fs procfs.FS, pids []int) int {
+	_, kdc := kdcCPUs(fs, pids)
+	var self unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &self); err != nil {
+		return 0
+	}
+	for i := range kdc {
+		kdc[i] &= self[i]
+	}
+	return kdc.Count()
 }
 
 // servingOf is which of pids serve requests (kdcproc.Answering): the
@@ -146,6 +166,7 @@ func (s *sampler) read() Sample {
 		}
 	}
 	smp.KDCCores = coresOf(s.proc, pidsOf(s))
+	smp.SharedCPUs = sharedCPUs(s.proc, pidsOf(s))
 	s.states.cores.Store(int64(smp.KDCCores))
 	smp.GenCPU = selfCPU()
 	smp.KDCStateTicks = s.states.ticks.Load()
@@ -227,6 +248,7 @@ func cpuUse(a, b Sample, requests int) CPUUse {
 		if u.KDCCores = b.KDCCores; a.KDCCores > 0 {
 			u.KDCCores = min(u.KDCCores, a.KDCCores)
 		}
+		u.SharedCPUs = min(a.SharedCPUs, b.SharedCPUs)
 		if u.KDCCores > 0 {
 			u.KDCCoresBusyPct = 100 * float64(kdc) / float64(wall) / float64(u.KDCCores)
 			u.KDCCPUWaitPct = 100 * float64(b.KDCRunDelay-a.KDCRunDelay) / float64(wall) / float64(u.KDCCores)

@@ -355,13 +355,18 @@ func judge(m *Metric, value, scale float64) {
 // kind (its format and the test it names) with the repetitions that gave
 // it, not once per repetition.
 func (r *run) warn(format string, args ...any) {
-	text := fmt.Sprintf(format, args...)
+	r.warnKind(format, fmt.Sprintf(format, args...))
+}
+
+// warnKind records text, a warning of kind (with the test it names, what
+// a repeated test's warnings are merged by).
+func (r *run) warnKind(kind, text string) {
 	if !r.repeated {
 		r.rep.Warnings = append(r.rep.Warnings, text)
 		return
 	}
 	test, _, _ := strings.Cut(text, ":")
-	key := format + "\x00" + test
+	key := kind + "\x00" + test
 	for _, w := range r.repWarns {
 		if w.key == key {
 			if !slices.Contains(w.rounds, r.round) {
@@ -380,50 +385,6 @@ type repWarn struct {
 	rounds    []int
 }
 
-// checkGenerator warns when the generator spent more than the warn factor
-// of the KDC's CPU per request: on a shared machine it then took CPU from
-// the KDC and may have been the limit.
-func (r *run) checkGenerator(test string, u CPUUse) {
-	if r.sys.KDCPids == nil || u.Ratio == 0 {
-		return
-	}
-	if f := r.set.Targets.GeneratorWarnFactor; f > 0 && u.Ratio > f {
-		r.warn("%s: the generator used %.2fx the KDC's CPU per request (%.0f µs vs %.0f µs; warning above %.2fx): on one machine it takes CPU from the KDC and may have been the limit",
-			test, u.Ratio, u.GeneratorPerRequestUS, u.KDCPerRequestUS, f)
-	}
-}
-
-// checkKDCBusy warns when the KDC was not the limit of a full-speed load.
-// Busy counts its CPU time, its waits for a CPU and its waits for its own
-// disk writes. The waits come first: a KDC that waited, runnable, for a
-// CPU (other processes on its CPUs) or for its disk more than the warn
-// level leaves was held down by them, whatever else (processes that
-// take the KDC's CPU likely take the generator's too), so the generator
-// is not blamed first. Then, when the KDC was idle (waiting for
-// requests) more than the warn level allows, the generator (or the
-// network) held the rate down.
-func (r *run) checkKDCBusy(test string, u CPUUse) {
-	if r.sys.KDCPids == nil || u.KDCCores == 0 {
-		return
-	}
-	p := r.set.Targets.KDCBusyWarnPct
-	if p <= 0 {
-		return
-	}
-	if u.KDCCPUWaitPct >= 100-p {
-		r.warn("%s: the KDC waited, runnable, for a CPU %.0f %% of the time (busy %.0f %% of the %d core(s) it may use, CPU %.0f %%): other processes on its CPUs, the generator among them, held the rate down; pin them apart (--kdc-cpu, --generator-cpu)",
-			test, u.KDCCPUWaitPct, u.KDCBusyTotalPct, u.KDCCores, u.KDCCoresBusyPct)
-	}
-	if u.KDCDiskWaitPct >= 100-p {
-		r.warn("%s: the KDC waited for its database writes %.0f %% of the time (busy %.0f %% of the %d core(s) it may use, CPU %.0f %%): disable_last_success / disable_lockout / the database's disk decide the rate",
-			test, u.KDCDiskWaitPct, u.KDCBusyTotalPct, u.KDCCores, u.KDCCoresBusyPct)
-	}
-	if u.KDCBusyTotalPct < p {
-		r.warn("%s: the KDC was %.0f %% busy on the %d core(s) it may use (CPU %.0f %%, waiting for a CPU %.0f %%, waiting for its own disk writes %.0f %%; idle %.0f %%; warning below %.0f %%): the generator or the network, not the KDC, was the limit of the rate",
-			test, u.KDCBusyTotalPct, u.KDCCores, u.KDCCoresBusyPct, u.KDCCPUWaitPct, u.KDCDiskWaitPct, u.KDCIdlePct, p)
-	}
-}
-
 func (r *run) as(ctx context.Context) error {
 	var l *Load
 	var err error
@@ -436,7 +397,7 @@ func (r *run) as(ctx context.Context) error {
 		return err
 	}
 	r.rep.AS = l
-	r.checkKDCBusy("as", l.CPU)
+	r.checkLimits("as", l.CPU, true)
 	if err := r.checkLoad("as", l); err != nil {
 		return err
 	}
@@ -456,7 +417,7 @@ func (r *run) tgs(ctx context.Context) error {
 		return err
 	}
 	r.rep.TGS = l
-	r.checkKDCBusy("tgs", l.CPU)
+	r.checkLimits("tgs", l.CPU, true)
 	if err := r.checkLoad("tgs", l); err != nil {
 		return err
 	}
@@ -464,10 +425,9 @@ func (r *run) tgs(ctx context.Context) error {
 	return nil
 }
 
-// checkLoad warns about failed requests and a busy generator, and fails a
-// load in which nothing succeeded (a KDC that is down).
+// checkLoad warns about failed requests and fails a load in which
+// nothing succeeded (a KDC that is down).
 func (r *run) checkLoad(test string, l *Load) error {
-	r.checkGenerator(test, l.CPU)
 	if l.Requests == 0 {
 		return errors.New("no request completed")
 	}
@@ -502,7 +462,7 @@ func (r *run) latency(ctx context.Context) error {
 			}
 		}
 	}
-	r.checkGenerator("latency", ol.CPU)
+	r.checkLimits("latency", ol.CPU, false)
 	if ol.Behind > 0 {
 		r.warn("latency: the generator started %d of %d sessions more than 1 ms late (worst %.1f ms); latencies count from the scheduled time", ol.Behind, ol.Sessions, ol.MaxBehindMS)
 	}
@@ -597,7 +557,7 @@ func (r *run) concurrency(ctx context.Context) error {
 		}
 		c.Levels = append(c.Levels, l)
 		c.PeakRate = max(c.PeakRate, l.Rate)
-		r.checkGenerator(fmt.Sprintf("concurrency (%d clients)", n), l.CPU)
+		r.checkLimits(fmt.Sprintf("concurrency (%d clients)", n), l.CPU, false)
 	}
 	r.rep.Concurrency = c
 	if c.PeakRate > 0 {
@@ -624,6 +584,7 @@ func (r *run) tcp(ctx context.Context) error {
 		t.PctOfUDP = 100 * l.Rate / r.rep.AS.Rate
 	}
 	r.rep.TCP = t
+	r.checkLimits("tcp", l.CPU, false)
 	if err := r.checkLoad("tcp", l); err != nil {
 		return err
 	}
