@@ -62,8 +62,8 @@ func allocated(f func()) uint64 {
 // allocates about 20 MB; a crafted run may cost at most this much.
 const maxHostileAlloc = 200 << 20
 
-// A crafted results directory is input: bench compare (and merge, which
-// reads runs the same way) exits 2 naming the file and the field, within
+// A crafted results directory is input: bench compare, bench merge and
+// bench --baseline exit 2 naming the file and the field, within
 // bounded memory, instead of allocating what its numbers say (864 GB for
 // a wall time of 9e18 ns), panicking (a negative wall time), computing a
 // verdict from NaN or negative counts, or (30,000 repetitions) 7.2 GB of
@@ -114,10 +114,15 @@ func TestBenchCompareHostileRun(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			for _, args := range [][]string{{fast, dir}, {dir, fast}, {dir, dir}} {
-				var out, errb bytes.Buffer
+			out := t.TempDir()
+			for _, args := range [][]string{
+				{"bench", "compare", fast, dir}, {"bench", "compare", dir, fast}, {"bench", "compare", dir, dir},
+				{"bench", "merge", "--output-dir", out, fast, dir},
+				{"bench", "--once", "--output-dir", out, "--baseline", dir},
+			} {
+				var stdout, errb bytes.Buffer
 				var code int
-				n := allocated(func() { code = run(append([]string{"bench", "compare"}, args...), &out, &errb) })
+				n := allocated(func() { code = run(args, &stdout, &errb) })
 				if code != 2 || !strings.Contains(errb.String(), file) || !strings.Contains(errb.String(), c.want) {
 					t.Errorf("%v: exit %d, stderr %q, want 2 naming %s and %s", args, code, errb.String(), file, c.want)
 				}
