@@ -80,9 +80,10 @@ func TestBenchCompareHostileRun(t *testing.T) {
 		return out
 	}
 	for name, c := range map[string]struct {
-		edit func(r map[string]any)
-		csv  string // the first request of raw/as-requests.csv
-		want string // in the error, with the file's path
+		edit  func(r map[string]any)
+		csv   string // the first request of raw/as-requests.csv
+		want  string // in the error, with the file's path
+		inCSV bool   // the error is raw/as-requests.csv's (always when csv is set)
 	}{
 		"huge wall":     {edit: func(r map[string]any) { r["as"].(map[string]any)["wall_ns"] = 9e18 }, want: "as.wall_ns"},
 		"negative wall": {edit: func(r map[string]any) { r["as"].(map[string]any)["wall_ns"] = -5e9 }, want: "as.wall_ns"},
@@ -90,11 +91,12 @@ func TestBenchCompareHostileRun(t *testing.T) {
 		"30000 repeats": {edit: func(r map[string]any) {
 			metric(r, 0)["repeats"] = repeats(30000)
 		}, want: "metrics[0].repeats"},
-		"negative count":   {edit: func(r map[string]any) { r["as"].(map[string]any)["requests"] = -3 }, want: "as.requests"},
-		"NaN start":        {csv: "1,64,udp,as,NaN,1.0,success", want: "raw/as-requests.csv: line 2: start_s"},
-		"Inf latency":      {csv: "1,64,udp,as,0.5,+Inf,success", want: "raw/as-requests.csv: line 2: latency_ms"},
-		"negative latency": {csv: "1,64,udp,as,0.5,-3,success", want: "raw/as-requests.csv: line 2: latency_ms"},
-		"start past 24 h":  {csv: "1,64,udp,as,1e12,1,success", want: "raw/as-requests.csv: line 2: start_s"},
+		"more requests than made": {edit: func(r map[string]any) { r["as"].(map[string]any)["requests"] = 10 }, want: "line 12: more requests of load 1 than the 10 report.json says it made", inCSV: true},
+		"negative count":          {edit: func(r map[string]any) { r["as"].(map[string]any)["requests"] = -3 }, want: "as.requests"},
+		"NaN start":               {csv: "1,64,udp,as,NaN,1.0,success", want: "raw/as-requests.csv: line 2: start_s"},
+		"Inf latency":             {csv: "1,64,udp,as,0.5,+Inf,success", want: "raw/as-requests.csv: line 2: latency_ms"},
+		"negative latency":        {csv: "1,64,udp,as,0.5,-3,success", want: "raw/as-requests.csv: line 2: latency_ms"},
+		"start past 24 h":         {csv: "1,64,udp,as,1e12,1,success", want: "raw/as-requests.csv: line 2: start_s"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if c.edit == nil {
@@ -102,8 +104,10 @@ func TestBenchCompareHostileRun(t *testing.T) {
 			}
 			dir := hostileRun(t, c.edit)
 			file := filepath.Join(dir, "report.json")
-			if c.csv != "" {
+			if c.csv != "" || c.inCSV {
 				file = filepath.Join(dir, "raw", "as-requests.csv")
+			}
+			if c.csv != "" {
 				b, err := os.ReadFile(file)
 				if err != nil {
 					t.Fatal(err)
@@ -129,6 +133,7 @@ func TestBenchCompareHostileRun(t *testing.T) {
 				if n > maxHostileAlloc {
 					t.Errorf("%v: allocated %d MB", args, n>>20)
 				}
+				t.Logf("%s: %.1f MB allocated", args[1], float64(n)/(1<<20))
 			}
 		})
 	}
@@ -152,6 +157,7 @@ func TestBenchCompareShortAgainstLong(t *testing.T) {
 	if n > maxHostileAlloc {
 		t.Errorf("allocated %d MB", n>>20)
 	}
+	t.Logf("%.1f MB allocated", float64(n)/(1<<20))
 }
 
 // A sparse 2 GiB raw/as-requests.csv (no disk used) is refused within
@@ -174,6 +180,7 @@ func TestBenchCompareHugeRequestsCSV(t *testing.T) {
 	if n > maxHostileAlloc {
 		t.Errorf("allocated %d MB", n>>20)
 	}
+	t.Logf("%.1f MB allocated", float64(n)/(1<<20))
 }
 
 // Finite values whose change is not (a metric of 1e-300 then 1e300):
