@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/krb5-exporter/krb5-exporter/bench/report"
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
 )
 
@@ -139,9 +140,9 @@ func ValidateSettings(s *Settings) error {
 
 // has reports whether test t was asked for.
 
-// MaxCount bounds --count: 20 repetitions of the default loads take
-// about half an hour.
-const MaxCount = 20
+// MaxCount bounds --count (report.MaxCount, which bounds what a
+// report.json read back may hold).
+const MaxCount = report.MaxCount
 
 // ValidateCount checks a repetition count (0, unset, means 1 when
 // zeroOK).

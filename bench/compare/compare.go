@@ -59,6 +59,13 @@ const minBlocks = 8
 // seconds, 13 million pairs for the interval).
 const maxBlocks = 300
 
+// maxSamples bounds a metric's samples a run: the interval sorts every
+// difference of a pair (3,600², 100 MB, for an hour's once-a-second
+// resource readings). Blocks are at most about maxBlocks a load and
+// repetitions report.MaxCount; readings and rounds are what a
+// report.json says.
+const maxSamples = 3600
+
 // Compare compares the new run with the old. Their Records (the raw
 // requests, report.ReadRun) make the samples of the loads' metrics; a run
 // without them has those metrics untested.
@@ -97,7 +104,7 @@ func Compare(old, cur *report.Report, o Options) report.Comparison {
 				New: m.Value, Missing: "old", Verdict: report.NotCompared, Note: "only the new run has it"})
 			continue
 		}
-		c.Metrics = append(c.Metrics, metric(old, cur, om, m, o))
+		c.Metrics = append(c.Metrics, finite(metric(old, cur, om, m, o)))
 	}
 	for _, m := range old.Metrics {
 		if !seen[m.Name] {
@@ -151,6 +158,10 @@ func metric(old, cur *report.Report, om, m report.Metric, o Options) report.Chan
 	ch.Samples, ch.OldN, ch.NewN = what, len(xs), len(ys)
 	if len(xs) == 0 || len(ys) == 0 {
 		ch.Note = "no samples in " + map[bool]string{true: "the old run", false: "the new run"}[len(xs) == 0] + " (raw/*-requests.csv missing?)"
+		return ch
+	}
+	if max(len(xs), len(ys)) > maxSamples {
+		ch.Note = fmt.Sprintf("too many samples (%d and %d, at most %d a run): not tested", len(xs), len(ys), maxSamples)
 		return ch
 	}
 	alpha := math.Round((1-o.Confidence)*1e9) / 1e9
@@ -218,6 +229,20 @@ func metric(old, cur *report.Report, om, m report.Metric, o Options) report.Chan
 		ch.Verdict = report.Faster
 	default:
 		ch.Verdict = report.Better
+	}
+	return ch
+}
+
+// finite leaves a change that overflows a float64 (finite values as far
+// apart as 1e-300 and 1e300) uncalled: no verdict, JSON or chart can
+// hold an infinite per cent.
+func finite(ch report.Change) report.Change {
+	for _, v := range []float64{ch.ChangePct, ch.LowPct, ch.HighPct} {
+		if math.IsInf(v, 0) || math.IsNaN(v) {
+			ch.ChangePct, ch.LowPct, ch.HighPct, ch.Tested, ch.IsWorse = 0, 0, 0, false, false
+			ch.Verdict, ch.Note = report.NotCompared, fmt.Sprintf("the change from %g to %g is beyond what a float64 holds", ch.Old, ch.New)
+			return ch
+		}
 	}
 	return ch
 }
@@ -314,13 +339,14 @@ func orOne(s string) string {
 	return s
 }
 
-// blockOf is the length of the blocks both runs' loads are cut into:
-// a second, or an eighth of the shorter load when it is under 8 s (so
-// that each gives at least 8 samples), or whole seconds making at most
-// maxBlocks when it is longer than that many seconds; the same for both,
-// so that a quantile of a block means the same in each.
-func blockOf(a, b time.Duration) time.Duration {
-	w := min(a, b)
+// blockOf is the length of the blocks a load of wall time w is cut into:
+// a second, or an eighth of the load when it is under 8 s (so that it
+// gives at least 8 samples), or whole seconds making at most maxBlocks
+// when it is longer than that many seconds. Each run's from its own wall
+// time: a load's blocks are at most about maxBlocks, whatever the other
+// run's load lasted (a shared block of 1 ms, from a load of 8 ms, would
+// cut a day's load into 86 million).
+func blockOf(w time.Duration) time.Duration {
 	if w >= maxBlocks*time.Second {
 		// A long load: at most maxBlocks blocks, whole seconds, which
 		// bounds the pairs of the interval (maxBlocks² differences).

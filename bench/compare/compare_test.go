@@ -356,14 +356,16 @@ func TestStoredPairValueByValue(t *testing.T) {
 // Blocks: a second for loads of 8 to 300 s, an eighth of a shorter one,
 // whole seconds making at most 300 of a longer one.
 func TestBlockLength(t *testing.T) {
-	for _, tc := range []struct{ a, b, want time.Duration }{
-		{2004 * time.Millisecond, 2003 * time.Millisecond, 250 * time.Millisecond},
-		{10 * time.Second, 12 * time.Second, time.Second},
-		{300 * time.Second, 3600 * time.Second, time.Second},
-		{3600 * time.Second, 3601 * time.Second, 12 * time.Second},
+	for _, tc := range []struct{ wall, want time.Duration }{
+		{2004 * time.Millisecond, 250 * time.Millisecond},
+		{8 * time.Millisecond, time.Millisecond},
+		{10 * time.Second, time.Second},
+		{300 * time.Second, time.Second},
+		{3600 * time.Second, 12 * time.Second},
+		{24 * time.Hour, 288 * time.Second},
 	} {
-		if got := compare.BlockOf(tc.a, tc.b); got != tc.want {
-			t.Errorf("loads of %s and %s: blocks of %s, want %s", tc.a, tc.b, got, tc.want)
+		if got := compare.BlockOf(tc.wall); got != tc.want {
+			t.Errorf("a load of %s: blocks of %s, want %s", tc.wall, got, tc.want)
 		}
 	}
 }

@@ -107,12 +107,22 @@ func rate(load func(*report.Report) *report.Load, kind string) source {
 		if lo == nil || lc == nil {
 			return nil, nil, ""
 		}
-		b := blockOf(lo.Wall, lc.Wall)
-		f := func(recs []report.Record) (float64, bool) {
-			return float64(successes(recs)) / b.Seconds(), true
+		bo, bc := blockOf(lo.Wall), blockOf(lc.Wall)
+		f := func(b time.Duration) func([]report.Record) (float64, bool) {
+			return func(recs []report.Record) (float64, bool) {
+				return float64(successes(recs)) / b.Seconds(), true
+			}
 		}
-		return blocks(lo, kind, b, done, f), blocks(lc, kind, b, done, f), "the rate of " + blockName(b) + " of the load"
+		return blocks(lo, kind, bo, done, f(bo)), blocks(lc, kind, bc, done, f(bc)), "the rate of " + blockNames(bo, bc) + " of the load"
 	}
+}
+
+// blockNames says the blocks of both runs.
+func blockNames(bo, bc time.Duration) string {
+	if bo == bc {
+		return blockName(bo)
+	}
+	return fmt.Sprintf("%s (old run), %s (new run)", blockName(bo), blockName(bc))
 }
 
 func blockName(b time.Duration) string {
@@ -139,7 +149,7 @@ func quantile(kind string, q float64) source {
 		if lo == nil || lc == nil {
 			return nil, nil, ""
 		}
-		b := blockOf(lo.Wall, lc.Wall)
+		bo, bc := blockOf(lo.Wall), blockOf(lc.Wall)
 		f := func(recs []report.Record) (float64, bool) {
 			var ms []float64
 			for _, rc := range recs {
@@ -154,7 +164,7 @@ func quantile(kind string, q float64) source {
 			i := max(0, min(len(ms)-1, int(math.Ceil(q*float64(len(ms))))-1))
 			return ms[i], true
 		}
-		return blocks(lo, kind, b, start, f), blocks(lc, kind, b, start, f), fmt.Sprintf("the p%g of the requests due in %s", 100*q, blockName(b))
+		return blocks(lo, kind, bo, start, f), blocks(lc, kind, bc, start, f), fmt.Sprintf("the p%g of the requests due in %s", 100*q, blockNames(bo, bc))
 	}
 }
 
@@ -165,14 +175,14 @@ func errorPct(old, cur *report.Report) ([]float64, []float64, string) {
 	if lo == nil || lc == nil {
 		return nil, nil, ""
 	}
-	b := blockOf(lo.Wall, lc.Wall)
+	bo, bc := blockOf(lo.Wall), blockOf(lc.Wall)
 	f := func(recs []report.Record) (float64, bool) {
 		if len(recs) == 0 {
 			return 0, false
 		}
 		return 100 * float64(len(recs)-successes(recs)) / float64(len(recs)), true
 	}
-	return blocks(lo, "", b, start, f), blocks(lc, "", b, start, f), "the errors of the requests due in " + blockName(b)
+	return blocks(lo, "", bo, start, f), blocks(lc, "", bc, start, f), "the errors of the requests due in " + blockNames(bo, bc)
 }
 
 // topLevel: the rate of each block of the concurrency test's top level,
@@ -188,14 +198,14 @@ func topLevel(old, cur *report.Report) ([]float64, []float64, string) {
 	if lo == nil || lc == nil {
 		return nil, nil, ""
 	}
-	b := blockOf(lo.Wall, lc.Wall)
-	pct := func(peak float64) func([]report.Record) (float64, bool) {
+	bo, bc := blockOf(lo.Wall), blockOf(lc.Wall)
+	pct := func(b time.Duration, peak float64) func([]report.Record) (float64, bool) {
 		return func(recs []report.Record) (float64, bool) {
 			return 100 * float64(successes(recs)) / b.Seconds() / peak, true
 		}
 	}
-	return blocks(lo, report.KindAS, b, done, pct(old.Concurrency.PeakRate)), blocks(lc, report.KindAS, b, done, pct(cur.Concurrency.PeakRate)),
-		"the top level's rate of " + blockName(b) + ", % of the run's peak"
+	return blocks(lo, report.KindAS, bo, done, pct(bo, old.Concurrency.PeakRate)), blocks(lc, report.KindAS, bc, done, pct(bc, cur.Concurrency.PeakRate)),
+		"the top level's rate of " + blockNames(bo, bc) + ", % of the run's peak"
 }
 
 // readings: a value per pair of consecutive resource readings (about a

@@ -1,7 +1,7 @@
 package report
 
 import (
-	"bytes"
+	"bufio"
 	"encoding/csv"
 	"encoding/json"
 	"errors"
@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/safefile"
@@ -37,11 +38,12 @@ func requestLoads(rep *Report) map[string][]*Load {
 }
 
 // maxReportBytes bounds report.json (a real one is tens of kilobytes),
-// maxRequestsBytes a raw requests CSV (about 40 bytes a request: an
-// hour's load at 10,000/s is 1.4 GB; a day's at full speed is not read).
+// maxLine a line of a raw requests CSV (a real one is about 40 bytes);
+// the CSV is streamed, its records bounded by the requests report.json
+// says each load made.
 const (
-	maxReportBytes   = 64 << 20
-	maxRequestsBytes = 2 << 30
+	maxReportBytes = 64 << 20
+	maxLine        = 4096
 )
 
 // ReadRun reads a run written by WriteAll: path is its directory or its
@@ -67,20 +69,39 @@ func ReadRun(path string) (*Report, string, error) {
 	if rep.Schema != SchemaVersion {
 		return nil, "", fmt.Errorf("%s: schema %d, this krb5-exporter reads schema %d", file, rep.Schema, SchemaVersion)
 	}
+	if err := validate(&rep); err != nil {
+		return nil, "", fmt.Errorf("%s: %w", file, err)
+	}
 	for name, loads := range requestLoads(&rep) {
 		f := filepath.Join(dir, "raw", name)
-		data, err := readRegular(f, maxRequestsBytes)
+		fh, _, err := safefile.Open(f, 0)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
 		if err == nil {
-			err = readRequests(data, loads)
+			err = readRequests(fh, loads, requestsOf(&rep, name, loads))
+			fh.Close()
 		}
 		if err != nil {
 			return nil, "", fmt.Errorf("%s: %w", f, err)
 		}
 	}
 	return &rep, dir, nil
+}
+
+// requestsOf is how many requests report.json says each of loads (the
+// file name's) made: the records its CSV may hold.
+func requestsOf(rep *Report, name string, loads []*Load) []int {
+	n := make([]int, len(loads))
+	for i, l := range loads {
+		if l != nil {
+			n[i] = l.Requests
+		}
+	}
+	if name == fileLatency && rep.Latency.Tickets != nil {
+		n[0] += rep.Latency.Tickets.Requests // the session load's records are both kinds'
+	}
+	return n
 }
 
 // readRegular reads a regular file of at most limit bytes: not a FIFO
@@ -91,10 +112,11 @@ func readRegular(path string, limit int64) ([]byte, error) {
 }
 
 // readRequests puts the rows of a requests CSV into the Records of loads
-// (the load column's 1-based index).
-func readRequests(data []byte, loads []*Load) error {
-	cr := csv.NewReader(bytes.NewReader(data))
+// (the load column's 1-based index), at most limit[i] into loads[i].
+func readRequests(r io.Reader, loads []*Load, limit []int) error {
+	cr := csv.NewReader(bufio.NewReader(&lineLimit{r: r, line: 1}))
 	cr.FieldsPerRecord = -1 // the header says itself what is wrong
+	cr.ReuseRecord = true
 	head, err := cr.Read()
 	if err != nil {
 		return err
@@ -103,6 +125,19 @@ func readRequests(data []byte, loads []*Load) error {
 		return fmt.Errorf("columns %v, want %v", head, requestColumns)
 	}
 	cr.FieldsPerRecord = len(requestColumns)
+	// The kinds and classes repeat: one string each, not one a row.
+	names := map[string]string{}
+	intern := func(s string) (string, bool) {
+		if v, ok := names[s]; ok {
+			return v, true
+		}
+		if len(names) >= 64 {
+			return "", false
+		}
+		s = strings.Clone(s)
+		names[s] = s
+		return s, true
+	}
 	for {
 		row, err := cr.Read()
 		if err == io.EOF {
@@ -116,12 +151,56 @@ func readRequests(data []byte, loads []*Load) error {
 		if err != nil || i < 1 || i > len(loads) || loads[i-1] == nil {
 			return fmt.Errorf("line %d: load %q is not in report.json", line, row[0])
 		}
-		start, err1 := strconv.ParseFloat(row[4], 64)
-		lat, err2 := strconv.ParseFloat(row[5], 64)
-		if err := errors.Join(err1, err2); err != nil {
-			return fmt.Errorf("line %d: %w", line, err)
+		l := loads[i-1]
+		if len(l.Records) >= limit[i-1] {
+			return fmt.Errorf("line %d: more requests of load %d than the %d report.json says it made", line, i, limit[i-1])
 		}
-		loads[i-1].Records = append(loads[i-1].Records, Record{
-			Start: time.Duration(math.Round(start * 1e9)), Latency: time.Duration(math.Round(lat * 1e6)), Kind: row[3], Class: row[6]})
+		start, err := duration(row[4], time.Second)
+		if err != nil {
+			return fmt.Errorf("line %d: start_s: %w", line, err)
+		}
+		lat, err := duration(row[5], time.Millisecond)
+		if err != nil {
+			return fmt.Errorf("line %d: latency_ms: %w", line, err)
+		}
+		kind, ok1 := intern(row[3])
+		class, ok2 := intern(row[6])
+		if !ok1 || !ok2 {
+			return fmt.Errorf("line %d: more than 64 kinds and results", line)
+		}
+		l.Records = append(l.Records, Record{Start: start, Latency: lat, Kind: kind, Class: class})
 	}
+}
+
+// duration parses a number of units: finite, in [0, MaxWall].
+func duration(s string, unit time.Duration) (time.Duration, error) {
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return 0, err
+	}
+	if !(v >= 0 && v*float64(unit) <= float64(MaxWall)) {
+		return 0, fmt.Errorf("%s out of range 0..%s", s, MaxWall)
+	}
+	return time.Duration(math.Round(v * float64(unit))), nil
+}
+
+// lineLimit fails a read that would pass more than maxLine bytes without
+// a newline: csv.Reader holds a whole line.
+type lineLimit struct {
+	r       io.Reader
+	n, line int
+}
+
+func (l *lineLimit) Read(p []byte) (int, error) {
+	n, err := l.r.Read(p)
+	for _, c := range p[:n] {
+		l.n++
+		if c == '\n' {
+			l.n = 0
+			l.line++
+		} else if l.n > maxLine {
+			return 0, fmt.Errorf("line %d: longer than %d bytes", l.line, maxLine)
+		}
+	}
+	return n, err
 }

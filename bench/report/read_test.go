@@ -30,7 +30,7 @@ func TestReadRun(t *testing.T) {
 	}{
 		"a load not in report.json": {"raw/as-requests.csv", "load,clients,transport,kind,start_s,latency_ms,result\n2,64,udp,as,0.1,1.0,success\n", "as-requests.csv: line 2: load \"2\" is not in report.json"},
 		"other columns":             {"raw/as-requests.csv", "load,start_s\n1,0.1\n", "columns [load start_s]"},
-		"a bad number":              {"raw/as-requests.csv", "load,clients,transport,kind,start_s,latency_ms,result\n1,64,udp,as,0.1,fast,success\n", "line 2: strconv.ParseFloat"},
+		"a bad number":              {"raw/as-requests.csv", "load,clients,transport,kind,start_s,latency_ms,result\n1,64,udp,as,0.1,fast,success\n", "line 2: latency_ms: strconv.ParseFloat"},
 		"another schema":            {"report.json", `{"schema": 2}`, "schema 2, this krb5-exporter reads schema 1"},
 	} {
 		d := t.TempDir()

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -194,5 +195,30 @@ func TestErroredTestRows(t *testing.T) {
 	var back Report
 	if err := json.Unmarshal(js, &back); err != nil || back.Tests[len(back.Tests)-1].Error != msg {
 		t.Errorf("report.json lost the error: %v", err)
+	}
+}
+
+// Median of known numbers, written out by hand: the middle one of an odd
+// number (not the mean, 4 for 1, 1, 10), the mean of the middle two of
+// an even number, whatever the order; 0 for none; its argument unsorted.
+func TestMedian(t *testing.T) {
+	for _, tc := range []struct {
+		xs   []float64
+		want float64
+	}{
+		{nil, 0},
+		{[]float64{7}, 7},
+		{[]float64{10, 1, 1}, 1},
+		{[]float64{3, 1, 2}, 2},
+		{[]float64{100, 4, 1, 3}, 3.5},
+		{[]float64{5, -2, 9, 0, 1000}, 5},
+	} {
+		in := slices.Clone(tc.xs)
+		if got := Median(in); got != tc.want {
+			t.Errorf("Median(%v) = %g, want %g", tc.xs, got, tc.want)
+		}
+		if !slices.Equal(in, tc.xs) {
+			t.Errorf("Median sorted its argument: %v", in)
+		}
 	}
 }

@@ -55,7 +55,11 @@ func (b *benchCmd) compare(stdout, stderr io.Writer) int {
 	case "md":
 		report.WriteComparisonMarkdown(stdout, c)
 	case "json":
-		js, _ := json.MarshalIndent(c, "", "  ")
+		js, err := json.MarshalIndent(c, "", "  ")
+		if err != nil {
+			fmt.Fprintf(stderr, "krb5-exporter bench compare: the comparison as JSON: %v\n", err)
+			return 2
+		}
 		fmt.Fprintf(stdout, "%s\n", js)
 	default:
 		report.WriteComparison(stdout, c)
