@@ -47,11 +47,26 @@ func (w *Writer) RawString(s string) {
 	copy(w.buf[w.off:], s)
 }
 
-// Header prepends an identifier and a definite length.
+// Header prepends an identifier and a definite length. It writes in place
+// rather than through AppendHeader, which measured a third slower here;
+// FuzzReadTLV and TestHeaderLengthForms hold the two to the same bytes.
 func (w *Writer) Header(tag byte, n int) {
 	w.grow(5)
-	w.off -= HeaderLen(n)
-	AppendHeader(w.buf[w.off:w.off], tag, n)
+	switch {
+	case n < 0x80:
+		w.off -= 2
+		w.buf[w.off], w.buf[w.off+1] = tag, byte(n)
+	case n <= 0xff:
+		w.off -= 3
+		w.buf[w.off], w.buf[w.off+1], w.buf[w.off+2] = tag, 0x81, byte(n)
+	case n <= 0xffff:
+		w.off -= 4
+		w.buf[w.off], w.buf[w.off+1], w.buf[w.off+2], w.buf[w.off+3] = tag, 0x82, byte(n>>8), byte(n)
+	default:
+		w.off -= 5
+		w.buf[w.off], w.buf[w.off+1] = tag, 0x83
+		w.buf[w.off+2], w.buf[w.off+3], w.buf[w.off+4] = byte(n>>16), byte(n>>8), byte(n)
+	}
 }
 
 // Close prepends the header of a constructed element whose contents were
