@@ -124,11 +124,11 @@ func Fields(seq []byte, fn func(n int, inner []byte) error) error {
 
 // Int64 reads an INTEGER element that must fit in an int64.
 func Int64(b []byte) (int64, error) {
-	body, err := Only(b, TagInteger)
+	body, rest, err := Expect(b, TagInteger)
 	if err != nil {
 		return 0, err
 	}
-	if len(body) == 0 || len(body) > 8 {
+	if len(rest) != 0 || len(body) == 0 || len(body) > 8 {
 		return 0, errInteger
 	}
 	v := int64(int8(body[0])) // sign-extend the first octet
