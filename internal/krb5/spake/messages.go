@@ -61,9 +61,10 @@ func malformed(format string, a ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrMalformed}, a...)...)
 }
 
-// asMalformed makes an error of the DER reader one of ErrMalformed.
+// asMalformed makes an error of the DER reader one of ErrMalformed. The
+// adapters below call it only on error, so that they inline.
 func asMalformed(err error) error {
-	if err == nil || errors.Is(err, ErrMalformed) {
+	if errors.Is(err, ErrMalformed) {
 		return err
 	}
 	return fmt.Errorf("%w: %w", ErrMalformed, err)
@@ -71,17 +72,27 @@ func asMalformed(err error) error {
 
 func readTLV(b []byte) (tag byte, body, rest []byte, err error) {
 	tag, body, rest, err = der.ReadTLV(b)
-	return tag, body, rest, asMalformed(err)
+	if err != nil {
+		err = asMalformed(err)
+	}
+	return tag, body, rest, err
 }
 
 func only(b []byte, want byte) ([]byte, error) {
 	body, err := der.Only(b, want)
-	return body, asMalformed(err)
+	if err != nil {
+		err = asMalformed(err)
+	}
+	return body, err
 }
 
 // members walks a SEQUENCE body of [n] EXPLICIT members in increasing order.
 func members(seq []byte, fn func(n int, inner []byte) error) error {
-	return asMalformed(der.Fields(seq, fn))
+	err := der.Fields(seq, fn)
+	if err != nil {
+		err = asMalformed(err)
+	}
+	return err
 }
 
 // int32Of reads an INTEGER element that must fit in an Int32.
