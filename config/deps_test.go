@@ -21,3 +21,18 @@ func TestConfigDoesNotLinkTheEngine(t *testing.T) {
 		}
 	}
 }
+
+// TestDERIsALeaf: internal/der is shared by the engine and its SPAKE package,
+// so it must import nothing of the project.
+func TestDERIsALeaf(t *testing.T) {
+	out, err := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "list", "-deps", "../internal/der").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	const module = "github.com/krb5-exporter/krb5-exporter/"
+	for _, p := range strings.Fields(string(out)) {
+		if strings.HasPrefix(p, module) && p != module+"internal/der" {
+			t.Errorf("internal/der depends on %s", p)
+		}
+	}
+}

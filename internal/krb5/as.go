@@ -11,6 +11,8 @@ import (
 	"github.com/jcmturner/gokrb5/v8/iana/keyusage"
 	"github.com/jcmturner/gokrb5/v8/iana/msgtype"
 	"github.com/jcmturner/gokrb5/v8/iana/patype"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/der"
 )
 
 // Phases (round trips) of the exchanges, as reported in errors and metrics.
@@ -101,7 +103,7 @@ func (c *Client) login(ctx context.Context, res *ASResult) error {
 		if err != nil {
 			return err
 		}
-		if reply[0] == app(appASRep) {
+		if reply[0] == der.App(appASRep) {
 			// The principal does not require pre-authentication: one round trip.
 			res.PreauthRequired, res.ASRep, res.Method = 0, rt, MethodNone
 			return c.acceptASRep(reply, nil, PhaseASRep, res)
@@ -159,7 +161,7 @@ func (c *Client) login(ctx context.Context, res *ASResult) error {
 			return err
 		}
 		if phase == PhaseSPAKEChallenge {
-			if reply[0] == app(appASRep) {
+			if reply[0] == der.App(appASRep) {
 				// SPAKE up front for a principal that needs no
 				// pre-authentication: the KDC ignored it.
 				res.Method = MethodNone
@@ -175,7 +177,7 @@ func (c *Client) login(ctx context.Context, res *ASResult) error {
 			res.Method = choice.method() // encrypted timestamp if the challenge was unusable
 			continue
 		}
-		if reply[0] != app(appASRep) {
+		if reply[0] != der.App(appASRep) {
 			return errorf(ClassMalformedReply, PhaseASRep, "unexpected message 0x%02x", reply[0])
 		}
 		return c.acceptASRep(reply, &choice, PhaseASRep, res)
@@ -225,9 +227,9 @@ func (c *Client) checkASReply(reply []byte, next int32, phase string, res *ASRes
 	switch {
 	case len(reply) == 0:
 		return errorf(ClassMalformedReply, phase, "empty reply")
-	case reply[0] == app(appASRep):
+	case reply[0] == der.App(appASRep):
 		return nil
-	case reply[0] == app(appKRBError):
+	case reply[0] == der.App(appKRBError):
 		if err := parseKRBError(reply, &c.kerr); err != nil {
 			return wrapError(ClassMalformedReply, phase, err)
 		}
@@ -363,10 +365,10 @@ func (c *Client) s2kError(phase string, err error) *Error {
 // is set.
 func (c *Client) buildASReq(choice *preauthChoice, now time.Time) error {
 	w := &c.w
-	w.reset()
-	m := w.len()
-	w.raw(c.asBody.body)
-	w.close(ctx(4), m)
+	w.Reset()
+	m := w.Len()
+	w.Raw(c.asBody.body)
+	w.Close(der.Ctx(4), m)
 	if choice != nil && choice.spake != spakeOff {
 		if err := c.appendSPAKEPadata(choice, c.asBody.body); err != nil {
 			return err
@@ -385,14 +387,14 @@ func (c *Client) buildASReq(choice *preauthChoice, now time.Time) error {
 		}
 		// PA-ENC-TS-ENC ::= SEQUENCE { patimestamp [0] KerberosTime, pausec [1] Microseconds }
 		a := &c.aux
-		a.reset()
+		a.Reset()
 		var ts [15]byte
 		formatKrbTime(&ts, now)
-		a.explicitInt(1, int64(now.Nanosecond()/1000))
-		a.explicitTime(0, &ts)
-		a.close(tagSequence, 0)
-		c.ct = s.ts.seal(c.ct[:0], a.bytes(), c.rng)
-		pm := w.len()
+		a.ExplicitInt(1, int64(now.Nanosecond()/1000))
+		a.ExplicitTime(0, &ts)
+		a.Close(der.TagSequence, 0)
+		c.ct = s.ts.seal(c.ct[:0], a.Bytes(), c.rng)
+		pm := w.Len()
 		w.encryptedData(k.etype, 0, c.ct)
 		w.padata(pm, patype.PA_ENC_TIMESTAMP)
 	}
@@ -403,21 +405,21 @@ func (c *Client) buildASReq(choice *preauthChoice, now time.Time) error {
 // padata wraps what was written since mark as the value of the one PA-DATA
 // of a KDC-REQ: padata [3] SEQUENCE OF PA-DATA { padata-type [1], padata-value [2] }.
 func (w *derWriter) padata(mark int, typ int32) {
-	w.close(tagOctetString, mark)
-	w.close(ctx(2), mark)
-	w.explicitInt(1, int64(typ))
-	w.close(tagSequence, mark) // PA-DATA
-	w.close(tagSequence, mark) // SEQUENCE OF PA-DATA
-	w.close(ctx(3), mark)
+	w.Close(der.TagOctetString, mark)
+	w.Close(der.Ctx(2), mark)
+	w.ExplicitInt(1, int64(typ))
+	w.Close(der.TagSequence, mark) // PA-DATA
+	w.Close(der.TagSequence, mark) // SEQUENCE OF PA-DATA
+	w.Close(der.Ctx(3), mark)
 }
 
 // kdcReq closes a KDC-REQ whose padata and req-body were written since mark:
 // [APPLICATION tag] SEQUENCE { pvno [1] 5, msg-type [2], padata [3], req-body [4] }.
 func (w *derWriter) kdcReq(mark int, msgType int, tag int) {
-	w.explicitInt(2, int64(msgType))
-	w.explicitInt(1, 5)
-	w.close(tagSequence, mark)
-	w.close(app(tag), mark)
+	w.ExplicitInt(2, int64(msgType))
+	w.ExplicitInt(1, 5)
+	w.Close(der.TagSequence, mark)
+	w.Close(der.App(tag), mark)
 }
 
 // openReply decrypts a reply's encrypted part into c.pt. An integrity
@@ -436,13 +438,13 @@ func (c *Client) openReply(u *usageKey, cipher []byte, phase, what string) ([]by
 
 // encryptedData prepends EncryptedData { etype [0], kvno [1] OPTIONAL, cipher [2] }.
 func (w *derWriter) encryptedData(etype int32, kvno uint32, cipher []byte) {
-	m := w.len()
-	w.explicitOctets(2, cipher)
+	m := w.Len()
+	w.ExplicitOctets(2, cipher)
 	if kvno != 0 {
-		w.explicitInt(1, int64(kvno))
+		w.ExplicitInt(1, int64(kvno))
 	}
-	w.explicitInt(0, int64(etype))
-	w.close(tagSequence, m)
+	w.ExplicitInt(0, int64(etype))
+	w.Close(der.TagSequence, m)
 }
 
 // acceptASRep decrypts and checks an AS-REP and keeps its TGT.
@@ -544,7 +546,7 @@ func (c *Client) EncodeLogin(dst []byte, preauth bool) ([]byte, int64, error) {
 	if err := c.buildASReq(choice, now); err != nil {
 		return dst, 0, err
 	}
-	return append(dst, c.w.bytes()...), nonce, nil
+	return append(dst, c.w.Bytes()...), nonce, nil
 }
 
 // OpenLoginReply reads a reply to a request of EncodeLogin. A
@@ -557,7 +559,7 @@ func (c *Client) OpenLoginReply(reply []byte) (nonce int64, preauthRequired bool
 	switch {
 	case len(reply) == 0:
 		return 0, false, errorf(ClassMalformedReply, PhaseASRep, "empty reply")
-	case reply[0] == app(appKRBError):
+	case reply[0] == der.App(appKRBError):
 		if err := parseKRBError(reply, &c.kerr); err != nil {
 			return 0, false, wrapError(ClassMalformedReply, PhaseASRep, err)
 		}
@@ -570,7 +572,7 @@ func (c *Client) OpenLoginReply(reply []byte) (nonce int64, preauthRequired bool
 		}
 		c.choice, c.hasChoice = ch, true
 		return 0, true, nil
-	case reply[0] != app(appASRep):
+	case reply[0] != der.App(appASRep):
 		return 0, false, errorf(ClassMalformedReply, PhaseASRep, "unexpected message 0x%02x", reply[0])
 	}
 	var choice *preauthChoice

@@ -14,6 +14,7 @@ import (
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
 
+	"github.com/krb5-exporter/krb5-exporter/internal/der"
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5/spake"
 )
 
@@ -177,8 +178,8 @@ func NewClient(o Options) (*Client, error) {
 		now:        o.Now,
 		rng:        rand.NewChaCha8(seed),
 		rbuf:       make([]byte, udpBufSize),
-		w:          derWriter{buf: make([]byte, 2048)},
-		aux:        derWriter{buf: make([]byte, 512)},
+		w:          derWriter{der.NewWriter(2048)},
+		aux:        derWriter{der.NewWriter(512)},
 		ct:         make([]byte, 0, 512),
 		pt:         make([]byte, 0, 2048),
 	}
@@ -207,41 +208,41 @@ func (c *Client) Transport() Transport { return c.transport }
 // till [5], nonce [7], etype [8].
 func (c *Client) encodeBody(cname Principal, sname Principal) tmpl {
 	var w derWriter
-	w.reset()
-	m := w.len()
+	w.Reset()
+	m := w.Len()
 
-	etm := w.len()
+	etm := w.Len()
 	for i := len(c.etypes) - 1; i >= 0; i-- {
-		w.integer(int64(c.etypes[i]))
+		w.Integer(int64(c.etypes[i]))
 	}
-	w.close(tagSequence, etm)
-	w.close(ctx(8), etm)
+	w.Close(der.TagSequence, etm)
+	w.Close(der.Ctx(8), etm)
 
-	nm := w.len()
-	w.integer(0x7fffffff) // placeholder, always four content octets
-	nonceFromEnd := w.len() - 2
-	w.close(ctx(7), nm)
+	nm := w.Len()
+	w.Integer(0x7fffffff) // placeholder, always four content octets
+	nonceFromEnd := w.Len() - 2
+	w.Close(der.Ctx(7), nm)
 
 	var till [15]byte
 	formatKrbTime(&till, time.Unix(0, 0))
-	w.explicitTime(5, &till)
-	tillFromEnd := w.len() - 2 - 2
+	w.ExplicitTime(5, &till)
+	tillFromEnd := w.Len() - 2 - 2
 
-	sm := w.len()
+	sm := w.Len()
 	w.principalName(sname)
-	w.close(ctx(3), sm)
-	w.explicitString(2, sname.Realm)
+	w.Close(der.Ctx(3), sm)
+	w.ExplicitString(2, sname.Realm)
 	if cname.Realm != "" {
-		cm := w.len()
+		cm := w.Len()
 		w.principalName(cname)
-		w.close(ctx(1), cm)
+		w.Close(der.Ctx(1), cm)
 	}
-	km := w.len()
-	w.primitive(tagBitString, []byte{0, 0, 0, 0, 0}) // no KDC options
-	w.close(ctx(0), km)
-	w.close(tagSequence, m)
+	km := w.Len()
+	w.Primitive(der.TagBitString, []byte{0, 0, 0, 0, 0}) // no KDC options
+	w.Close(der.Ctx(0), km)
+	w.Close(der.TagSequence, m)
 
-	b := append([]byte(nil), w.bytes()...)
+	b := append([]byte(nil), w.Bytes()...)
 	return tmpl{body: b, nonceOff: len(b) - nonceFromEnd, tillOff: len(b) - tillFromEnd}
 }
 

@@ -11,7 +11,7 @@
 // Client allocates nothing per exchange (requests are pre-encoded and
 // patched, replies parsed in place, key schedules kept), so the prober and
 // load generators cost little next to the KDC they measure. Messages are
-// hand-written DER; gokrb5 supplies string-to-key, key derivation and
+// hand-written DER (internal/der); gokrb5 supplies string-to-key, key derivation and
 // keytab parsing, and serves as the reference decoder in tests.
 //
 // What it does not do: FAST, PKINIT, SPAKE second factors and groups other

@@ -53,7 +53,7 @@ func TestASReqDecodesWithGokrb5(t *testing.T) {
 				t.Fatal(err)
 			}
 			var req messages.ASReq
-			if err := req.Unmarshal(bytes.Clone(c.w.bytes())); err != nil {
+			if err := req.Unmarshal(bytes.Clone(c.w.Bytes())); err != nil {
 				t.Fatalf("%s: gokrb5 cannot decode our AS-REQ: %v", et.name, err)
 			}
 			b := req.ReqBody
@@ -144,7 +144,7 @@ func TestTGSReqDecodesWithGokrb5(t *testing.T) {
 			t.Fatal(err)
 		}
 		var req messages.TGSReq
-		if err := req.Unmarshal(bytes.Clone(c.w.bytes())); err != nil {
+		if err := req.Unmarshal(bytes.Clone(c.w.Bytes())); err != nil {
 			t.Fatalf("%s: gokrb5 cannot decode our TGS-REQ: %v", et.name, err)
 		}
 		b := req.ReqBody

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/jcmturner/gokrb5/v8/iana/errorcode"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/der"
 )
 
 // Logins in flight: message-level calls for a load generator that keeps
@@ -58,9 +60,9 @@ func (c *Client) ReadLoginReply(reply []byte) (LoginReply, error) {
 	switch {
 	case len(reply) == 0:
 		return 0, errorf(ClassMalformedReply, PhaseASRep, "empty reply")
-	case reply[0] == app(appASRep):
+	case reply[0] == der.App(appASRep):
 		return ReplyASRep, nil
-	case reply[0] != app(appKRBError):
+	case reply[0] != der.App(appKRBError):
 		return 0, errorf(ClassMalformedReply, PhaseASRep, "unexpected message 0x%02x", reply[0])
 	}
 	if err := parseKRBError(reply, &c.kerr); err != nil {

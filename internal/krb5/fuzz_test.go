@@ -11,6 +11,8 @@ import (
 
 	"github.com/jcmturner/gokrb5/v8/iana/errorcode"
 	"github.com/jcmturner/gokrb5/v8/messages"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/der"
 )
 
 // Fuzz targets over everything a KDC (or anyone who can send datagrams to
@@ -125,7 +127,7 @@ func asReply(c *Client, nonce int64, reply []byte) error {
 	if err := c.checkASReply(reply, errorcode.KDC_ERR_PREAUTH_REQUIRED, PhaseASRep, &res, c.now(), 0); err != nil {
 		return err
 	}
-	if reply[0] == app(appASRep) {
+	if reply[0] == der.App(appASRep) {
 		return c.acceptASRep(reply, nil, PhaseASRep, &res)
 	}
 	_, err := c.choosePreauth(PhasePreauthRequired)
@@ -144,7 +146,7 @@ func FuzzASReply(f *testing.F) {
 		if err != nil && !errors.As(err, &pe) {
 			t.Fatalf("error %T %v is not classified", err, err)
 		}
-		if err == nil && in[4] == app(appASRep) && !c.tgt.ok {
+		if err == nil && in[4] == der.App(appASRep) && !c.tgt.ok {
 			t.Fatal("accepted AS-REP left no usable TGT")
 		}
 	})

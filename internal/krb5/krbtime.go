@@ -3,6 +3,8 @@ package krb5
 import (
 	"fmt"
 	"time"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/der"
 )
 
 // KerberosTime is GeneralizedTime "YYYYMMDDHHMMSSZ" in UTC (RFC 4120 5.2.3):
@@ -31,12 +33,12 @@ func formatKrbTime(dst *[15]byte, t time.Time) {
 
 // parseKrbTime parses a KerberosTime element (tag included).
 func parseKrbTime(b []byte) (time.Time, error) {
-	body, rest, err := expect(b, tagGeneralizedTime)
+	body, rest, err := der.Expect(b, der.TagGeneralizedTime)
 	if err != nil {
 		return time.Time{}, err
 	}
 	if len(rest) != 0 || len(body) != 15 || body[14] != 'Z' {
-		return time.Time{}, fmt.Errorf("%w: KerberosTime %q", errDER, body)
+		return time.Time{}, fmt.Errorf("%w: KerberosTime %q", der.ErrMalformed, body)
 	}
 	var v [6]int
 	widths := [6]int{4, 2, 2, 2, 2, 2}
@@ -44,14 +46,14 @@ func parseKrbTime(b []byte) (time.Time, error) {
 	for i, w := range widths {
 		for _, c := range body[p : p+w] {
 			if c < '0' || c > '9' {
-				return time.Time{}, fmt.Errorf("%w: KerberosTime %q", errDER, body)
+				return time.Time{}, fmt.Errorf("%w: KerberosTime %q", der.ErrMalformed, body)
 			}
 			v[i] = v[i]*10 + int(c-'0')
 		}
 		p += w
 	}
 	if v[1] < 1 || v[1] > 12 || v[2] < 1 || v[2] > 31 || v[3] > 23 || v[4] > 59 || v[5] > 60 {
-		return time.Time{}, fmt.Errorf("%w: KerberosTime %q", errDER, body)
+		return time.Time{}, fmt.Errorf("%w: KerberosTime %q", der.ErrMalformed, body)
 	}
 	return time.Date(v[0], time.Month(v[1]), v[2], v[3], v[4], v[5], 0, time.UTC), nil
 }

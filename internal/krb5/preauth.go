@@ -7,6 +7,7 @@ import (
 
 	"github.com/jcmturner/gokrb5/v8/iana/keyusage"
 
+	"github.com/krb5-exporter/krb5-exporter/internal/der"
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5/spake"
 )
 
@@ -113,7 +114,7 @@ func newSPAKEState() spakeState {
 // methodData finds PA-SPAKE and PA-FX-COOKIE in METHOD-DATA (a KRB-ERROR's
 // e-data); their values slice b.
 func methodData(b []byte) (spakeVal []byte, hasSPAKE bool, cookie []byte, hasCookie bool, err error) {
-	seq, _, err := expect(b, tagSequence)
+	seq, _, err := der.Expect(b, der.TagSequence)
 	if err != nil {
 		return nil, false, nil, false, err
 	}
@@ -289,20 +290,20 @@ func (c *Client) appendSPAKEPadata(choice *preauthChoice, reqBody []byte) error 
 		}
 	}
 	w := &c.w
-	m := w.len()
+	m := w.Len()
 	w.paData(paSPAKE, s.msg)
 	if s.hasCookie {
 		w.paData(paFXCookie, s.cookie)
 	}
-	w.close(tagSequence, m) // SEQUENCE OF PA-DATA
-	w.close(ctx(3), m)
+	w.Close(der.TagSequence, m) // SEQUENCE OF PA-DATA
+	w.Close(der.Ctx(3), m)
 	return nil
 }
 
 // paData prepends one PA-DATA { padata-type [1], padata-value [2] }.
 func (w *derWriter) paData(typ int32, value []byte) {
-	m := w.len()
-	w.explicitOctets(2, value)
-	w.explicitInt(1, int64(typ))
-	w.close(tagSequence, m)
+	m := w.Len()
+	w.ExplicitOctets(2, value)
+	w.ExplicitInt(1, int64(typ))
+	w.Close(der.TagSequence, m)
 }

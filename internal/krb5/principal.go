@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/jcmturner/gokrb5/v8/iana/nametype"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/der"
 )
 
 // Principal is a parsed Kerberos principal name.
@@ -55,19 +57,17 @@ func (p Principal) salt() string { return p.Realm + strings.Join(p.Components, "
 
 // principalName prepends a PrincipalName SEQUENCE.
 func (w *derWriter) principalName(p Principal) {
-	m := w.len()
-	seq := w.len()
+	m := w.Len()
+	seq := w.Len()
 	for i := len(p.Components) - 1; i >= 0; i-- {
-		c := w.len()
-		w.grow(len(p.Components[i]))
-		w.off -= len(p.Components[i])
-		copy(w.buf[w.off:], p.Components[i])
-		w.close(tagGeneralString, c)
+		c := w.Len()
+		w.RawString(p.Components[i])
+		w.Close(der.TagGeneralString, c)
 	}
-	w.close(tagSequence, seq)
-	w.close(ctx(1), seq)
-	w.explicitInt(0, int64(p.nameType()))
-	w.close(tagSequence, m)
+	w.Close(der.TagSequence, seq)
+	w.Close(der.Ctx(1), seq)
+	w.ExplicitInt(0, int64(p.nameType()))
+	w.Close(der.TagSequence, m)
 }
 
 // krbtgt returns krbtgt/REALM@REALM.

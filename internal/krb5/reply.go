@@ -6,6 +6,8 @@ import (
 
 	"github.com/jcmturner/gokrb5/v8/iana/msgtype"
 	"github.com/jcmturner/gokrb5/v8/iana/patype"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/der"
 )
 
 // Parsing of KDC replies (RFC 4120 5.4.2, 5.9.1). The parsed structures point
@@ -28,20 +30,21 @@ const (
 // sequence parses a SEQUENCE of [n] EXPLICIT members, handing each to fn,
 // and checks that every member in required (bit n for [n]) was present.
 func sequence(b []byte, what string, required uint32, fn func(n int, inner []byte) error) error {
-	seq, _, err := expect(b, tagSequence)
+	seq, _, err := der.Expect(b, der.TagSequence)
 	if err != nil {
 		return err
 	}
 	var seen uint32
-	err = fields(seq, func(n int, in []byte) error {
+	err = der.Fields(seq, func(n int, in []byte) error {
 		seen |= 1 << n
 		return fn(n, in)
 	})
+
 	if err != nil {
 		return err
 	}
 	if seen&required != required {
-		return fmt.Errorf("%w: %s lacks required fields", errDER, what)
+		return fmt.Errorf("%w: %s lacks required fields", der.ErrMalformed, what)
 	}
 	return nil
 }
@@ -57,7 +60,7 @@ type krbError struct {
 // parseKRBError parses a KRB-ERROR message.
 func parseKRBError(b []byte, e *krbError) error {
 	*e = krbError{}
-	body, _, err := expect(b, app(appKRBError))
+	body, _, err := der.Expect(b, der.App(appKRBError))
 	if err != nil {
 		return err
 	}
@@ -73,16 +76,16 @@ func parseKRBError(b []byte, e *krbError) error {
 		case 4:
 			e.stime, err = parseKrbTime(in)
 		case 5:
-			susec, err = parseInt(in)
+			susec, err = der.Int64(in)
 			if err == nil && (susec < 0 || susec > 999999) {
-				err = fmt.Errorf("%w: susec %d", errDER, susec)
+				err = fmt.Errorf("%w: susec %d", der.ErrMalformed, susec)
 			}
 		case 6:
-			e.code, err = parseInt32(in)
+			e.code, err = der.Int32(in)
 		case 11:
-			e.text, err = parseGeneralString(in)
+			e.text, err = der.GeneralString(in)
 		case 12:
-			e.edata, err = parseOctets(in)
+			e.edata, err = der.Octets(in)
 		}
 		return err
 	})
@@ -94,12 +97,12 @@ func parseKRBError(b []byte, e *krbError) error {
 }
 
 func wantInt(in []byte, want int64, what string) error {
-	v, err := parseInt(in)
+	v, err := der.Int64(in)
 	if err != nil {
 		return err
 	}
 	if v != want {
-		return fmt.Errorf("%w: %s %d, want %d", errDER, what, v, want)
+		return fmt.Errorf("%w: %s %d, want %d", der.ErrMalformed, what, v, want)
 	}
 	return nil
 }
@@ -117,13 +120,13 @@ func parseEncryptedData(b []byte, ed *encryptedData) error {
 		var err error
 		switch n {
 		case 0:
-			ed.etype, err = parseInt32(in)
+			ed.etype, err = der.Int32(in)
 		case 1:
 			var v int64
-			v, err = parseInt(in)
+			v, err = der.Int64(in)
 			ed.kvno = uint32(v)
 		case 2:
-			ed.cipher, err = parseOctets(in)
+			ed.cipher, err = der.Octets(in)
 		}
 		return err
 	})
@@ -140,7 +143,7 @@ type kdcRep struct {
 // parseKDCRep parses an AS-REP (appASRep) or TGS-REP (appTGSRep).
 func parseKDCRep(b []byte, tag int, r *kdcRep) error {
 	*r = kdcRep{}
-	body, _, err := expect(b, app(tag))
+	body, _, err := der.Expect(b, der.App(tag))
 	if err != nil {
 		return err
 	}
@@ -153,7 +156,7 @@ func parseKDCRep(b []byte, tag int, r *kdcRep) error {
 		case 1:
 			err = wantInt(in, int64(tag), "msg-type")
 		case 2:
-			r.padata, _, err = expect(in, tagSequence)
+			r.padata, _, err = der.Expect(in, der.TagSequence)
 		case 5:
 			r.ticket = in
 			r.ticketEtype, err = parseTicketEtype(in)
@@ -167,12 +170,12 @@ func parseKDCRep(b []byte, tag int, r *kdcRep) error {
 // parseTicketEtype checks a Ticket's outer structure and returns the enctype
 // of its encrypted part (the service key the KDC chose).
 func parseTicketEtype(b []byte) (int32, error) {
-	body, rest, err := expect(b, app(appTicket))
+	body, rest, err := der.Expect(b, der.App(appTicket))
 	if err != nil {
 		return 0, err
 	}
 	if len(rest) != 0 {
-		return 0, errDER
+		return 0, der.ErrMalformed
 	}
 	var ed encryptedData
 	err = sequence(body, "Ticket", 0b1111, func(n int, in []byte) error {
@@ -198,12 +201,12 @@ type encRepPart struct {
 // tags are accepted for either reply: some KDCs send EncTGSRepPart in AS-REPs.
 func parseEncRepPart(b []byte, p *encRepPart) error {
 	*p = encRepPart{}
-	tag, body, _, err := readTLV(b)
+	tag, body, _, err := der.ReadTLV(b)
 	if err != nil {
 		return err
 	}
-	if tag != app(appEncASRepPart) && tag != app(appEncTGSRepPart) {
-		return fmt.Errorf("%w: tag 0x%02x is not EncKDCRepPart", errDER, tag)
+	if tag != der.App(appEncASRepPart) && tag != der.App(appEncTGSRepPart) {
+		return fmt.Errorf("%w: tag 0x%02x is not EncKDCRepPart", der.ErrMalformed, tag)
 	}
 	const required = 1<<0 | 1<<1 | 1<<2 | 1<<4 | 1<<5 | 1<<7 | 1<<9 | 1<<10
 	return sequence(body, "EncKDCRepPart", required, func(n int, in []byte) error {
@@ -212,7 +215,7 @@ func parseEncRepPart(b []byte, p *encRepPart) error {
 		case 0:
 			err = parseEncryptionKey(in, p)
 		case 2:
-			p.nonce, err = parseInt(in)
+			p.nonce, err = der.Int64(in)
 		case 5:
 			p.authtime, err = parseKrbTime(in)
 		case 6:
@@ -229,9 +232,9 @@ func parseEncryptionKey(b []byte, p *encRepPart) error {
 		var err error
 		switch n {
 		case 0:
-			p.keyType, err = parseInt32(in)
+			p.keyType, err = der.Int32(in)
 		case 1:
-			p.key, err = parseOctets(in)
+			p.key, err = der.Octets(in)
 		}
 		return err
 	})
@@ -240,16 +243,16 @@ func parseEncryptionKey(b []byte, p *encRepPart) error {
 // nextPAData splits the first PA-DATA { padata-type [1], padata-value [2] }
 // off a SEQUENCE OF PA-DATA body.
 func nextPAData(b []byte) (typ int32, val, rest []byte, err error) {
-	if _, _, rest, err = readTLV(b); err != nil {
+	if _, _, rest, err = der.ReadTLV(b); err != nil {
 		return 0, nil, nil, err
 	}
 	err = sequence(b[:len(b)-len(rest)], "PA-DATA", 0b110, func(n int, in []byte) error {
 		var err error
 		switch n {
 		case 1:
-			typ, err = parseInt32(in)
+			typ, err = der.Int32(in)
 		case 2:
-			val, err = parseOctets(in)
+			val, err = der.Octets(in)
 		}
 		return err
 	})
@@ -272,7 +275,7 @@ func findEtypeInfo2(b []byte, padataBody bool, use func(etype int32) bool) (etyp
 	var found etypeInfo2Entry
 	if !padataBody {
 		var err error
-		if b, _, err = expect(b, tagSequence); err != nil {
+		if b, _, err = der.Expect(b, der.TagSequence); err != nil {
 			return found, false, err
 		}
 	}
@@ -285,12 +288,12 @@ func findEtypeInfo2(b []byte, padataBody bool, use func(etype int32) bool) (etyp
 		if typ != patype.PA_ETYPE_INFO2 {
 			continue
 		}
-		entries, _, err := expect(val, tagSequence)
+		entries, _, err := der.Expect(val, der.TagSequence)
 		if err != nil {
 			return found, false, err
 		}
 		for len(entries) > 0 {
-			_, _, rest, err := readTLV(entries)
+			_, _, rest, err := der.ReadTLV(entries)
 			if err != nil {
 				return found, false, err
 			}
@@ -301,12 +304,12 @@ func findEtypeInfo2(b []byte, padataBody bool, use func(etype int32) bool) (etyp
 				var err error
 				switch n {
 				case 0:
-					e.etype, err = parseInt32(in)
+					e.etype, err = der.Int32(in)
 				case 1:
-					e.salt, err = parseGeneralString(in)
+					e.salt, err = der.GeneralString(in)
 					e.hasSalt = true
 				case 2:
-					e.s2kparams, err = parseOctets(in)
+					e.s2kparams, err = der.Octets(in)
 					e.hasS2K = true
 				}
 				return err

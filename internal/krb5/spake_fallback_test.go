@@ -14,6 +14,7 @@ import (
 
 	"filippo.io/edwards25519"
 
+	"github.com/krb5-exporter/krb5-exporter/internal/der"
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5/spake"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
@@ -39,7 +40,7 @@ const (
 // outlive a test, so it does not report: a reply passed on intact shows as
 // a SPAKE login in the KDC's log, which the tests reject.
 func corruptChallenge(reply []byte, mode string, noPoint []byte) []byte {
-	if len(reply) == 0 || reply[0] != app(appKRBError) {
+	if len(reply) == 0 || reply[0] != der.App(appKRBError) {
 		return reply
 	}
 	var kerr krbError
@@ -56,7 +57,7 @@ func corruptChallenge(reply []byte, mode string, noPoint []byte) []byte {
 	}
 	out := bytes.Clone(reply)
 	off := bytes.Index(reply, ch.PubKey)
-	if off < 2 || len(ch.PubKey) != 32 || reply[off-2] != tagOctetString {
+	if off < 2 || len(ch.PubKey) != 32 || reply[off-2] != der.TagOctetString {
 		return reply
 	}
 	switch mode {

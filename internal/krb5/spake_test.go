@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/krb5-exporter/krb5-exporter/internal/der"
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5/spake"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
@@ -266,12 +267,12 @@ func TestSPAKEIgnoresSkew(t *testing.T) {
 // methodDataSeed encodes METHOD-DATA holding PA-SPAKE (value spakeVal) and
 // PA-FX-COOKIE, as MIT's KDC sends them.
 func methodDataSeed(spakeVal []byte, cookie string) []byte {
-	w := derWriter{buf: make([]byte, 512)}
-	w.reset()
+	w := derWriter{der.NewWriter(512)}
+	w.Reset()
 	w.paData(paFXCookie, []byte(cookie))
 	w.paData(paSPAKE, spakeVal)
-	w.close(tagSequence, 0)
-	return bytes.Clone(w.bytes())
+	w.Close(der.TagSequence, 0)
+	return bytes.Clone(w.Bytes())
 }
 
 // FuzzSPAKEMethodData feeds the KDC-controlled METHOD-DATA of a

@@ -8,6 +8,8 @@ import (
 	"github.com/jcmturner/gokrb5/v8/iana/keyusage"
 	"github.com/jcmturner/gokrb5/v8/iana/msgtype"
 	"github.com/jcmturner/gokrb5/v8/iana/patype"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/der"
 )
 
 // tgtState is the Client's TGT with the schedules of its session key.
@@ -158,12 +160,12 @@ func (c *Client) openTGSRep(reply []byte, rep *kdcRep, ep *encRepPart) error {
 	switch {
 	case len(reply) == 0:
 		return errorf(ClassMalformedReply, PhaseTGSRep, "empty reply")
-	case reply[0] == app(appKRBError):
+	case reply[0] == der.App(appKRBError):
 		if err := parseKRBError(reply, &c.kerr); err != nil {
 			return wrapError(ClassMalformedReply, PhaseTGSRep, err)
 		}
 		return kdcError(PhaseTGSRep, c.kerr.code, string(c.kerr.text))
-	case reply[0] != app(appTGSRep):
+	case reply[0] != der.App(appTGSRep):
 		return errorf(ClassMalformedReply, PhaseTGSRep, "unexpected message 0x%02x", reply[0])
 	}
 	if err := parseKDCRep(reply, appTGSRep, rep); err != nil {
@@ -194,48 +196,48 @@ func (c *Client) buildTGSReq(s *Service, now time.Time) error {
 	// Authenticator ::= [APPLICATION 2] SEQUENCE { authenticator-vno [0],
 	//   crealm [1], cname [2], cksum [3], cusec [4], ctime [5] }
 	a := &c.aux
-	a.reset()
+	a.Reset()
 	var ts [15]byte
 	formatKrbTime(&ts, now)
-	a.explicitTime(5, &ts)
-	a.explicitInt(4, int64(now.Nanosecond()/1000))
-	cm := a.len()
+	a.ExplicitTime(5, &ts)
+	a.ExplicitInt(4, int64(now.Nanosecond()/1000))
+	cm := a.Len()
 	c.ct = t.cksum.checksum(c.ct[:0], body)
-	a.explicitOctets(1, c.ct)
-	a.explicitInt(0, int64(t.cksum.et.cksum))
-	a.close(tagSequence, cm)
-	a.close(ctx(3), cm)
-	nm := a.len()
+	a.ExplicitOctets(1, c.ct)
+	a.ExplicitInt(0, int64(t.cksum.et.cksum))
+	a.Close(der.TagSequence, cm)
+	a.Close(der.Ctx(3), cm)
+	nm := a.Len()
 	a.principalName(c.principal)
-	a.close(ctx(2), nm)
-	a.explicitString(1, c.realm)
-	a.explicitInt(0, 5)
-	a.close(tagSequence, 0)
-	a.close(app(appAuthenticator), 0)
-	c.ct = t.auth.seal(c.ct[:0], a.bytes(), c.rng)
+	a.Close(der.Ctx(2), nm)
+	a.ExplicitString(1, c.realm)
+	a.ExplicitInt(0, 5)
+	a.Close(der.TagSequence, 0)
+	a.Close(der.App(appAuthenticator), 0)
+	c.ct = t.auth.seal(c.ct[:0], a.Bytes(), c.rng)
 
 	w := &c.w
-	w.reset()
-	m := w.len()
-	w.raw(body)
-	w.close(ctx(4), m)
+	w.Reset()
+	m := w.Len()
+	w.Raw(body)
+	w.Close(der.Ctx(4), m)
 
-	pm := w.len()
+	pm := w.Len()
 	// AP-REQ ::= [APPLICATION 14] SEQUENCE { pvno [0], msg-type [1],
 	//   ap-options [2], ticket [3], authenticator [4] }
-	am := w.len()
+	am := w.Len()
 	w.encryptedData(t.keyType, 0, c.ct)
-	w.close(ctx(4), am)
-	tm := w.len()
-	w.raw(t.ticket)
-	w.close(ctx(3), tm)
-	om := w.len()
-	w.primitive(tagBitString, []byte{0, 0, 0, 0, 0})
-	w.close(ctx(2), om)
-	w.explicitInt(1, msgtype.KRB_AP_REQ)
-	w.explicitInt(0, 5)
-	w.close(tagSequence, pm)
-	w.close(app(appAPReq), pm)
+	w.Close(der.Ctx(4), am)
+	tm := w.Len()
+	w.Raw(t.ticket)
+	w.Close(der.Ctx(3), tm)
+	om := w.Len()
+	w.Primitive(der.TagBitString, []byte{0, 0, 0, 0, 0})
+	w.Close(der.Ctx(2), om)
+	w.ExplicitInt(1, msgtype.KRB_AP_REQ)
+	w.ExplicitInt(0, 5)
+	w.Close(der.TagSequence, pm)
+	w.Close(der.App(appAPReq), pm)
 	w.padata(pm, patype.PA_TGS_REQ)
 	w.kdcReq(m, msgtype.KRB_TGS_REQ, appTGSReq)
 	return nil
@@ -259,7 +261,7 @@ func (c *Client) EncodeServiceTicket(dst []byte, s *Service) ([]byte, int64, err
 	if err := c.buildTGSReq(s, now); err != nil {
 		return dst, 0, err
 	}
-	return append(dst, c.w.bytes()...), nonce, nil
+	return append(dst, c.w.Bytes()...), nonce, nil
 }
 
 // OpenServiceTicketReply decrypts a reply to a request of

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jcmturner/gokrb5/v8/iana/errorcode"
+	"github.com/krb5-exporter/krb5-exporter/internal/der"
 	"github.com/krb5-exporter/krb5-exporter/internal/kdcaddr"
 )
 
@@ -73,7 +74,7 @@ type exchangeStats struct {
 // which stays valid until the next round trip. It honours ctx's deadline and
 // cancellation on every socket operation.
 func (c *Client) roundTrip(ctx context.Context, phase string, st *exchangeStats) ([]byte, error) {
-	req := c.w.bytes()
+	req := c.w.Bytes()
 	if c.transport == UDP {
 		reply, err := c.udpRoundTrip(ctx, req, st)
 		if err != nil {
@@ -85,7 +86,7 @@ func (c *Client) roundTrip(ctx context.Context, phase string, st *exchangeStats)
 			// to another client. A fault of the network path, not of a KDC.
 			return nil, errorf(ClassNetwork, phase, "got a KDC request (0x%02x) instead of a reply: the datagram came back to a client", reply[0])
 		}
-		if len(reply) == 0 || reply[0] != app(appKRBError) ||
+		if len(reply) == 0 || reply[0] != der.App(appKRBError) ||
 			parseKRBError(reply, &c.kerr) != nil || c.kerr.code != errorcode.KRB_ERR_RESPONSE_TOO_BIG {
 			return reply, nil
 		}
@@ -94,8 +95,8 @@ func (c *Client) roundTrip(ctx context.Context, phase string, st *exchangeStats)
 	}
 	var l [4]byte
 	binary.BigEndian.PutUint32(l[:], uint32(len(req)))
-	c.w.raw(l[:])
-	reply, err := c.tcpRoundTrip(ctx, c.w.bytes())
+	c.w.Raw(l[:])
+	reply, err := c.tcpRoundTrip(ctx, c.w.Bytes())
 	if err != nil {
 		return nil, c.netError(ctx, phase, err)
 	}
@@ -104,7 +105,7 @@ func (c *Client) roundTrip(ctx context.Context, phase string, st *exchangeStats)
 
 // isKDCRequest reports whether msg is an AS-REQ or TGS-REQ.
 func isKDCRequest(msg []byte) bool {
-	return len(msg) > 0 && (msg[0] == app(appASReq) || msg[0] == app(appTGSReq))
+	return len(msg) > 0 && (msg[0] == der.App(appASReq) || msg[0] == der.App(appTGSReq))
 }
 
 // netError classifies a transport failure; ctx's own state wins because a

@@ -3,6 +3,8 @@ package spake
 import (
 	"errors"
 	"fmt"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/der"
 )
 
 // The PA-SPAKE messages (draft-ietf-kitten-krb-spake-preauth section 8;
@@ -55,88 +57,47 @@ type Response struct {
 	Factor EncryptedData
 }
 
-const (
-	tagInteger     = 0x02
-	tagOctetString = 0x04
-	tagSequence    = 0x30
-)
-
-func ctx(n int) byte { return 0xa0 | byte(n) }
-
 func malformed(format string, a ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrMalformed}, a...)...)
 }
 
-// readTLV splits b into its first element's identifier, contents and the
-// rest (low tag numbers, definite lengths up to 3 octets, as DER Kerberos).
-func readTLV(b []byte) (tag byte, body, rest []byte, err error) {
-	if len(b) < 2 {
-		return 0, nil, nil, malformed("truncated element")
+// asMalformed makes an error of the DER reader one of ErrMalformed. The
+// adapters below call it only on error, so that they inline.
+func asMalformed(err error) error {
+	if errors.Is(err, ErrMalformed) {
+		return err
 	}
-	tag = b[0]
-	if tag&0x1f == 0x1f {
-		return 0, nil, nil, malformed("high tag number")
-	}
-	n, off := int(b[1]), 2
-	if n >= 0x80 {
-		k := n & 0x7f
-		if k == 0 || k > 3 || len(b) < 2+k {
-			return 0, nil, nil, malformed("bad length")
-		}
-		n = 0
-		for _, c := range b[2 : 2+k] {
-			n = n<<8 | int(c)
-		}
-		off = 2 + k
-	}
-	if n > len(b)-off {
-		return 0, nil, nil, malformed("length %d beyond %d bytes", n, len(b)-off)
-	}
-	return tag, b[off : off+n], b[off+n:], nil
+	return fmt.Errorf("%w: %w", ErrMalformed, err)
 }
 
-// only reads exactly one element with identifier want from b.
-func only(b []byte, want byte) ([]byte, error) {
-	tag, body, rest, err := readTLV(b)
+func readTLV(b []byte) (tag byte, body, rest []byte, err error) {
+	tag, body, rest, err = der.ReadTLV(b)
 	if err != nil {
-		return nil, err
+		err = asMalformed(err)
 	}
-	if tag != want {
-		return nil, malformed("tag 0x%02x, want 0x%02x", tag, want)
+	return tag, body, rest, err
+}
+
+func only(b []byte, want byte) ([]byte, error) {
+	body, err := der.Only(b, want)
+	if err != nil {
+		err = asMalformed(err)
 	}
-	if len(rest) != 0 {
-		return nil, malformed("%d bytes after element", len(rest))
-	}
-	return body, nil
+	return body, err
 }
 
 // members walks a SEQUENCE body of [n] EXPLICIT members in increasing order.
 func members(seq []byte, fn func(n int, inner []byte) error) error {
-	last := -1
-	for len(seq) > 0 {
-		tag, body, rest, err := readTLV(seq)
-		if err != nil {
-			return err
-		}
-		if tag&0xe0 != 0xa0 {
-			return malformed("member tag 0x%02x is not [n]", tag)
-		}
-		n := int(tag & 0x1f)
-		if n <= last {
-			return malformed("member [%d] out of order", n)
-		}
-		last = n
-		if err := fn(n, body); err != nil {
-			return err
-		}
-		seq = rest
+	err := der.Fields(seq, fn)
+	if err != nil {
+		err = asMalformed(err)
 	}
-	return nil
+	return err
 }
 
 // int32Of reads an INTEGER element that must fit in an Int32.
 func int32Of(b []byte) (int32, error) {
-	body, err := only(b, tagInteger)
+	body, err := only(b, der.TagInteger)
 	if err != nil {
 		return 0, err
 	}
@@ -155,7 +116,7 @@ func int32Of(b []byte) (int32, error) {
 
 // uint32Of reads an INTEGER element that must fit in a UInt32.
 func uint32Of(b []byte) (uint32, error) {
-	body, err := only(b, tagInteger)
+	body, err := only(b, der.TagInteger)
 	if err != nil {
 		return 0, err
 	}
@@ -197,7 +158,7 @@ func ParseChallenge(b []byte, c *Challenge) error {
 	if typ != MsgChallenge {
 		return malformed("message type %d, want challenge", typ)
 	}
-	seq, err := only(body, tagSequence)
+	seq, err := only(body, der.TagSequence)
 	if err != nil {
 		return err
 	}
@@ -211,7 +172,7 @@ func ParseChallenge(b []byte, c *Challenge) error {
 			seen[0] = true
 			return err
 		case 1:
-			v, err := only(in, tagOctetString)
+			v, err := only(in, der.TagOctetString)
 			c.PubKey = v
 			seen[1] = true
 			return err
@@ -234,7 +195,7 @@ func ParseChallenge(b []byte, c *Challenge) error {
 }
 
 func parseFactors(in []byte, c *Challenge) error {
-	list, err := only(in, tagSequence)
+	list, err := only(in, der.TagSequence)
 	if err != nil {
 		return err
 	}
@@ -243,7 +204,7 @@ func parseFactors(in []byte, c *Challenge) error {
 		if err != nil {
 			return err
 		}
-		if tag != tagSequence {
+		if tag != der.TagSequence {
 			return malformed("factor tag 0x%02x", tag)
 		}
 		typ, _, err := ParseSecondFactorBody(f)
@@ -262,7 +223,7 @@ func parseFactors(in []byte, c *Challenge) error {
 // ParseSecondFactor decodes an encoded SPAKESecondFactor (the plaintext of a
 // SPAKEResponse's factor).
 func ParseSecondFactor(b []byte) (typ int32, data []byte, err error) {
-	body, err := only(b, tagSequence)
+	body, err := only(b, der.TagSequence)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -279,7 +240,7 @@ func ParseSecondFactorBody(body []byte) (typ int32, data []byte, err error) {
 			typ, seenType = v, true
 			return err
 		case 1:
-			v, err := only(in, tagOctetString)
+			v, err := only(in, der.TagOctetString)
 			data = v
 			return err
 		}
@@ -304,7 +265,7 @@ func ParseSupport(dst []int32, b []byte) ([]int32, error) {
 	if typ != MsgSupport {
 		return nil, malformed("message type %d, want support", typ)
 	}
-	seq, err := only(body, tagSequence)
+	seq, err := only(body, der.TagSequence)
 	if err != nil {
 		return nil, err
 	}
@@ -315,7 +276,7 @@ func ParseSupport(dst []int32, b []byte) ([]int32, error) {
 			return nil
 		}
 		seen = true
-		list, err := only(in, tagSequence)
+		list, err := only(in, der.TagSequence)
 		if err != nil {
 			return err
 		}
@@ -324,7 +285,7 @@ func ParseSupport(dst []int32, b []byte) ([]int32, error) {
 			if err != nil {
 				return err
 			}
-			if tag != tagInteger {
+			if tag != der.TagInteger {
 				return malformed("group tag 0x%02x", tag)
 			}
 			g, err := int32Of(list[:len(list)-len(rest)])
@@ -355,7 +316,7 @@ func ParseResponse(b []byte, r *Response) error {
 	if typ != MsgResponse {
 		return malformed("message type %d, want response", typ)
 	}
-	seq, err := only(body, tagSequence)
+	seq, err := only(body, der.TagSequence)
 	if err != nil {
 		return err
 	}
@@ -364,7 +325,7 @@ func ParseResponse(b []byte, r *Response) error {
 	err = members(seq, func(n int, in []byte) error {
 		switch n {
 		case 0:
-			v, err := only(in, tagOctetString)
+			v, err := only(in, der.TagOctetString)
 			r.PubKey, seen[0] = v, true
 			return err
 		case 1:
@@ -384,7 +345,7 @@ func ParseResponse(b []byte, r *Response) error {
 
 // ParseEncryptedData decodes an encoded EncryptedData.
 func ParseEncryptedData(b []byte, ed *EncryptedData) error {
-	seq, err := only(b, tagSequence)
+	seq, err := only(b, der.TagSequence)
 	if err != nil {
 		return err
 	}
@@ -401,7 +362,7 @@ func ParseEncryptedData(b []byte, ed *EncryptedData) error {
 			ed.Kvno, ed.HasKvno = v, true
 			return err
 		case 2:
-			v, err := only(in, tagOctetString)
+			v, err := only(in, der.TagOctetString)
 			ed.Cipher, seenCipher = v, true
 			return err
 		}
@@ -419,34 +380,6 @@ func ParseEncryptedData(b []byte, ed *EncryptedData) error {
 // Encoding. Every element's length is known before its header is written,
 // so the messages are appended front to back with no intermediate buffers.
 
-// hdrLen returns the size of an identifier and length for n content bytes.
-func hdrLen(n int) int {
-	switch {
-	case n < 0x80:
-		return 2
-	case n <= 0xff:
-		return 3
-	case n <= 0xffff:
-		return 4
-	}
-	return 5
-}
-
-// tlvLen returns the size of an element with n content bytes.
-func tlvLen(n int) int { return hdrLen(n) + n }
-
-func appendHdr(dst []byte, tag byte, n int) []byte {
-	switch {
-	case n < 0x80:
-		return append(dst, tag, byte(n))
-	case n <= 0xff:
-		return append(dst, tag, 0x81, byte(n))
-	case n <= 0xffff:
-		return append(dst, tag, 0x82, byte(n>>8), byte(n))
-	}
-	return append(dst, tag, 0x83, byte(n>>16), byte(n>>8), byte(n))
-}
-
 // intBytes returns the minimal two's-complement octets of v in b's tail.
 func intBytes(b *[4]byte, v int32) []byte {
 	b[0], b[1], b[2], b[3] = byte(v>>24), byte(v>>16), byte(v>>8), byte(v)
@@ -460,20 +393,20 @@ func intBytes(b *[4]byte, v int32) []byte {
 // explicitIntLen is the size of [n] INTEGER v.
 func explicitIntLen(v int32) int {
 	var b [4]byte
-	return tlvLen(tlvLen(len(intBytes(&b, v))))
+	return der.TLVLen(der.TLVLen(len(intBytes(&b, v))))
 }
 
 func appendExplicitInt(dst []byte, n int, v int32) []byte {
 	var b [4]byte
 	p := intBytes(&b, v)
-	dst = appendHdr(dst, ctx(n), tlvLen(len(p)))
-	dst = appendHdr(dst, tagInteger, len(p))
+	dst = der.AppendHeader(dst, der.Ctx(n), der.TLVLen(len(p)))
+	dst = der.AppendHeader(dst, der.TagInteger, len(p))
 	return append(dst, p...)
 }
 
 func appendExplicitOctets(dst []byte, n int, p []byte) []byte {
-	dst = appendHdr(dst, ctx(n), tlvLen(len(p)))
-	dst = appendHdr(dst, tagOctetString, len(p))
+	dst = der.AppendHeader(dst, der.Ctx(n), der.TLVLen(len(p)))
+	dst = der.AppendHeader(dst, der.TagOctetString, len(p))
 	return append(dst, p...)
 }
 
@@ -482,19 +415,19 @@ func AppendSupport(dst []byte, groups ...int32) []byte {
 	ints := 0
 	for _, g := range groups {
 		var b [4]byte
-		ints += tlvLen(len(intBytes(&b, g)))
+		ints += der.TLVLen(len(intBytes(&b, g)))
 	}
-	list := tlvLen(ints)   // SEQUENCE OF Int32
-	member := tlvLen(list) // [0]
-	seq := tlvLen(member)  // SPAKESupport
-	dst = appendHdr(dst, ctx(int(MsgSupport)), seq)
-	dst = appendHdr(dst, tagSequence, member)
-	dst = appendHdr(dst, ctx(0), list)
-	dst = appendHdr(dst, tagSequence, ints)
+	list := der.TLVLen(ints)   // SEQUENCE OF Int32
+	member := der.TLVLen(list) // [0]
+	seq := der.TLVLen(member)  // SPAKESupport
+	dst = der.AppendHeader(dst, der.Ctx(int(MsgSupport)), seq)
+	dst = der.AppendHeader(dst, der.TagSequence, member)
+	dst = der.AppendHeader(dst, der.Ctx(0), list)
+	dst = der.AppendHeader(dst, der.TagSequence, ints)
 	for _, g := range groups {
 		var b [4]byte
 		p := intBytes(&b, g)
-		dst = appendHdr(dst, tagInteger, len(p))
+		dst = der.AppendHeader(dst, der.TagInteger, len(p))
 		dst = append(dst, p...)
 	}
 	return dst
@@ -502,16 +435,16 @@ func AppendSupport(dst []byte, groups ...int32) []byte {
 
 // AppendFactorNone appends the SPAKESecondFactor { type SF-NONE }.
 func AppendFactorNone(dst []byte) []byte {
-	return append(dst, tagSequence, 0x05, ctx(0), 0x03, tagInteger, 0x01, byte(FactorNone))
+	return append(dst, der.TagSequence, 0x05, der.Ctx(0), 0x03, der.TagInteger, 0x01, byte(FactorNone))
 }
 
 // encryptedDataLen is the contents size of EncryptedData without kvno.
 func encryptedDataLen(etype int32, cipher int) int {
-	return explicitIntLen(etype) + tlvLen(tlvLen(cipher))
+	return explicitIntLen(etype) + der.TLVLen(der.TLVLen(cipher))
 }
 
 func appendEncryptedData(dst []byte, etype int32, cipher []byte) []byte {
-	dst = appendHdr(dst, tagSequence, encryptedDataLen(etype, len(cipher)))
+	dst = der.AppendHeader(dst, der.TagSequence, encryptedDataLen(etype, len(cipher)))
 	dst = appendExplicitInt(dst, 0, etype)
 	return appendExplicitOctets(dst, 2, cipher)
 }
@@ -520,12 +453,12 @@ func appendEncryptedData(dst []byte, etype int32, cipher []byte) []byte {
 // element S and the second factor encrypted with K'[1] (key usage 65) under
 // enctype etype, without kvno, as MIT sends it.
 func AppendResponse(dst []byte, pub []byte, etype int32, cipher []byte) []byte {
-	ed := tlvLen(encryptedDataLen(etype, len(cipher)))
-	body := tlvLen(tlvLen(len(pub))) + tlvLen(ed)
-	dst = appendHdr(dst, ctx(int(MsgResponse)), tlvLen(body))
-	dst = appendHdr(dst, tagSequence, body)
+	ed := der.TLVLen(encryptedDataLen(etype, len(cipher)))
+	body := der.TLVLen(der.TLVLen(len(pub))) + der.TLVLen(ed)
+	dst = der.AppendHeader(dst, der.Ctx(int(MsgResponse)), der.TLVLen(body))
+	dst = der.AppendHeader(dst, der.TagSequence, body)
 	dst = appendExplicitOctets(dst, 0, pub)
-	dst = appendHdr(dst, ctx(1), ed)
+	dst = der.AppendHeader(dst, der.Ctx(1), ed)
 	return appendEncryptedData(dst, etype, cipher)
 }
 
@@ -534,17 +467,17 @@ func AppendResponse(dst []byte, pub []byte, etype int32, cipher []byte) []byte {
 func AppendChallenge(dst []byte, group int32, pub []byte, factors ...int32) []byte {
 	flist := 0
 	for _, f := range factors {
-		flist += tlvLen(explicitIntLen(f))
+		flist += der.TLVLen(explicitIntLen(f))
 	}
-	body := explicitIntLen(group) + tlvLen(tlvLen(len(pub))) + tlvLen(tlvLen(flist))
-	dst = appendHdr(dst, ctx(int(MsgChallenge)), tlvLen(body))
-	dst = appendHdr(dst, tagSequence, body)
+	body := explicitIntLen(group) + der.TLVLen(der.TLVLen(len(pub))) + der.TLVLen(der.TLVLen(flist))
+	dst = der.AppendHeader(dst, der.Ctx(int(MsgChallenge)), der.TLVLen(body))
+	dst = der.AppendHeader(dst, der.TagSequence, body)
 	dst = appendExplicitInt(dst, 0, group)
 	dst = appendExplicitOctets(dst, 1, pub)
-	dst = appendHdr(dst, ctx(2), tlvLen(flist))
-	dst = appendHdr(dst, tagSequence, flist)
+	dst = der.AppendHeader(dst, der.Ctx(2), der.TLVLen(flist))
+	dst = der.AppendHeader(dst, der.TagSequence, flist)
 	for _, f := range factors {
-		dst = appendHdr(dst, tagSequence, explicitIntLen(f))
+		dst = der.AppendHeader(dst, der.TagSequence, explicitIntLen(f))
 		dst = appendExplicitInt(dst, 0, f)
 	}
 	return dst
