@@ -13,13 +13,17 @@
 // sketch, and offender names are stored cut to MaxName bytes. A spray from
 // 100,000 forged addresses churns the k slots; it grows nothing.
 //
-// A wrong password is a PREAUTH_FAILED that no ISSUE for the same client
-// and address follows within RecoveryWait (or within the next
-// RecoverLines AS requests): a SPAKE group the KDC lacks, or a client
-// falling back from one method to another, recovers at once and is not a
-// guess. A SPAKE failure and the failure of another method right after
-// it (a P-256-only client's group mismatch, then its encrypted timestamp
-// with a wrong password) are one attempt and count once.
+// The rule of recovery, one table for the attack signals and kdclog's
+// request counters (krb5_kdc_preauth_failures_recovered_total): an
+// attempt is a PREAUTH_FAILED, or a SPAKE failure together with the
+// failure of another method right after it (a P-256-only client's group
+// mismatch, then its encrypted timestamp); an ISSUE for principal P from
+// address A recovers P's attempts from A of the same file that are at most
+// RecoverLines AS lines and less than RecoveryWait old, at most
+// MaxRecovered of them (the newest); every other attempt is a wrong
+// password, decided when its wait ends or when a newer attempt of P from
+// A pushes it out of the MaxRecovered. So a brute force that ends in a
+// success leaves all but MaxRecovered of its failures wrong passwords.
 package attack
 
 import (
@@ -47,6 +51,7 @@ const (
 	OutcomeWrongKey              // PREAUTH_FAILED "Preauthentication failed" (or "Decrypt integrity check failed"): a wrong key or a method fallback
 	OutcomeUnknownClient         // CLIENT_NOT_FOUND
 	OutcomeLockedOut             // LOCKED_OUT: the lockout policy's pw_max_fail reached
+	OutcomePreauthFailed         // PREAUTH_FAILED for another reason (a clock skew): an attempt that may be recovered, never a wrong password
 )
 
 // Request is one AS or TGS request line. The byte slices are only read
@@ -62,7 +67,19 @@ type Request struct {
 	Server  []byte // TGS: the service principal
 	RC4     bool   // TGS ISSUE: the ticket or the reply is RC4 (etype 23)
 	SPAKE   bool   // OutcomeWrongKey: the SPAKE module's verify failure preceded it
+
+	// The pending-failure table's inputs (kdclog's request counters read
+	// the same table): zero values let the detector derive them.
+	Key       uint64   // AS: client and address hashed (KeyOf); 0: derived from Hash and Addr
+	Source    uint32   // AS: the file the line came from; a failure recovers only in its own file
+	Seq       uint64   // AS: the line's number among its file's AS lines; 0: the detector's own count of the AS lines it observed
+	Method    uint8    // OutcomeWrongKey: the caller's method index of the failure
+	Recovered []uint64 // OutcomeIssue: the failure lines this ISSUE recovers are added here, by Method
 }
+
+// KeyOf is the pending-failure table's key of a client (hashed with
+// Seed) and an address (likewise).
+func KeyOf(client, addr uint64) uint64 { return client ^ bits.RotateLeft64(addr, 17) }
 
 // Signal is a kind of attack.
 type Signal uint8
@@ -108,9 +125,13 @@ const MaxName = 48
 // as they were written (kdclog's recovery window is the same).
 const RecoverLines = 1024
 
+// MaxRecovered is how many attempts of one principal and address one
+// ISSUE recovers at most: a user's typos, or two logins falling back from
+// SPAKE at once; older ones are wrong passwords at once.
+const MaxRecovered = 4
+
 const (
-	pendingCap  = 256  // wrong-key failures awaiting recovery
-	pendingIdx  = 1024 // their index by client and address, direct-mapped
+	pendingCap  = 1024 // attempts awaiting recovery; a full table decides its oldest
 	preauthSets = 1024 // recent pre-authentication steps, 4-way set-associative
 	tgsSets     = 1024 // clients' recent services, 2-way set-associative
 	tgsPromote  = 4    // distinct services at which a client enters the top k
@@ -263,28 +284,34 @@ type Detector struct {
 	promote    int // tgsPromote, or the Kerberoasting threshold if lower
 
 	pending    [pendingCap]pending
-	head, tail uint64       // pending[head%cap] ... pending[(tail-1)%cap]
-	waiting    atomic.Int64 // tail-head, for Waiting
-	idx        [pendingIdx]uint64
+	head, tail uint64            // pending[head%cap] ... pending[(tail-1)%cap]
+	waiting    atomic.Int64      // tail-head, for Waiting
+	idx        map[uint64]uint64 // key -> pos+1 of its newest undecided attempt; at most pendingCap keys
 	steps      steps
 	tgs        [tgsSets][2]tgsSlot // clients' recent services, before the top k
 }
 
+// pending is one attempt awaiting its recovery.
 type pending struct {
-	pos       uint64 // absolute position in the ring, to check idx
-	key       uint64
-	seq       uint64
-	at        time.Time
-	recovered bool
-	spake     bool // the failure was SPAKE's
-	fellBack  bool // a failure of another method followed it, in the same attempt
-	client    name
-	addr      name
+	pos      uint64 // absolute position in the ring
+	key      uint64
+	prev     uint64 // pos+1 of the key's next older attempt, if still undecided
+	seq      uint64 // AS line of its source
+	src      uint32
+	at       time.Time
+	done     bool     // recovered, or decided a wrong password already
+	lines    uint8    // failure lines: 1, or 2 with a SPAKE fallback
+	methods  [2]uint8 // their Method
+	guess    bool     // a wrong key (OutcomeWrongKey): a wrong password unless recovered
+	spake    bool     // the first failure was SPAKE's
+	fellBack bool     // a failure of another method followed it, in the same attempt
+	client   name
+	addr     name
 }
 
 // New returns a detector configured by c (zero values take the defaults).
 func New(c config.AttackSignals) *Detector {
-	d := &Detector{seed: maphash.MakeSeed()}
+	d := &Detector{seed: maphash.MakeSeed(), idx: make(map[uint64]uint64, pendingCap)}
 	d.SetConfig(c)
 	return d
 }
@@ -320,7 +347,7 @@ func (d *Detector) Tick(now time.Time) {
 		}
 		d.tgs = [tgsSets][2]tgsSlot{}
 	}
-	d.expire()
+	d.expire(noSource, 0)
 }
 
 // Waiting reports whether failures await their recovery: only then do a
@@ -337,21 +364,22 @@ func (d *Detector) Observe(r *Request) {
 		return
 	}
 	d.asSeq++
+	seq := r.Seq
+	if seq == 0 {
+		seq = d.asSeq
+	}
 	switch r.Outcome {
 	case OutcomeIssue:
-		if d.tail == d.head && !d.cfg.FollowLogins {
-			return
-		}
 		c := r.Hash
 		if d.tail > d.head {
-			// A pending failure of this client and address recovered.
-			if p := d.lookup(c, r.Addr); p != nil {
-				p.recovered = true
-			}
+			d.recover(d.key(r), r.Source, seq, r.Addr, r.Recovered)
+		}
+		if !d.cfg.FollowLogins {
+			break
 		}
 		// Keyed by client alone: the KDC asks a principal that requires
 		// pre-authentication for it whatever the address.
-		if d.cfg.FollowLogins && !d.steps.take(c, d.asSeq) {
+		if !d.steps.take(c, d.asSeq) {
 			d.events[EventNoPreauthTicket]++
 			d.add(ASREPRoasting, d.ref(r.Addr), c, false)
 		}
@@ -359,18 +387,19 @@ func (d *Detector) Observe(r *Request) {
 		if d.cfg.FollowLogins {
 			d.steps.mark(r.Hash, d.asSeq)
 		}
-	case OutcomeWrongKey:
-		c := r.Hash
+	case OutcomeWrongKey, OutcomePreauthFailed:
 		if d.cfg.FollowLogins {
-			d.steps.mark(c, d.asSeq)
+			d.steps.mark(r.Hash, d.asSeq)
 		}
-		if p := d.lookup(c, r.Addr); p != nil && !p.recovered && p.spake && !p.fellBack && !r.SPAKE {
+		key := d.key(r)
+		if p := d.newest(key, r.Source, r.Addr); r.Outcome == OutcomeWrongKey && p != nil && p.guess && p.spake && !p.fellBack && !r.SPAKE && seq-p.seq <= RecoverLines && d.now.Sub(p.at) < d.cfg.RecoveryWait {
 			// A client without the KDC's SPAKE group falling back to
 			// another method, with the same wrong password: one guess.
-			p.seq, p.at, p.fellBack = d.asSeq, d.now, true
+			p.seq, p.at, p.fellBack = seq, d.now, true
+			p.methods[1], p.lines = r.Method, 2
 			break
 		}
-		d.push(c, r)
+		d.push(key, seq, r)
 	case OutcomeUnknownClient:
 		d.events[EventUnknownClient]++
 		d.add(UserEnumeration, d.ref(r.Addr), r.Hash, false)
@@ -378,9 +407,21 @@ func (d *Detector) Observe(r *Request) {
 		d.events[EventLockout]++
 	}
 	if d.tail > d.head {
-		d.expire()
+		d.expire(r.Source, seq)
 	}
 }
+
+// key is r's pending-failure key, its source mixed in.
+func (d *Detector) key(r *Request) uint64 {
+	k := r.Key
+	if k == 0 {
+		k = KeyOf(r.Hash, maphash.Bytes(d.seed, r.Addr))
+	}
+	return k ^ uint64(r.Source)*0x9e3779b97f4a7c15
+}
+
+// noSource is no file's: expire by time alone.
+const noSource = ^uint32(0)
 
 func (d *Detector) serviceTicket(r *Request) {
 	if r.RC4 {
@@ -423,40 +464,94 @@ func (d *Detector) serviceTicket(r *Request) {
 	w.services = tgsPromoted
 }
 
-// lookup returns the live pending failure of the client whose hash is c
-// at addr, if any.
-func (d *Detector) lookup(c uint64, addr []byte) *pending {
-	pos := d.idx[c%pendingIdx]
-	if pos == 0 || pos-1 < d.head || pos-1 >= d.tail {
+// at returns the undecided attempt at pos+1 (a link of idx or prev).
+func (d *Detector) at(link uint64) *pending {
+	if link == 0 || link-1 < d.head || link-1 >= d.tail {
 		return nil
 	}
-	p := &d.pending[(pos-1)%pendingCap]
-	if p.pos != pos-1 || p.key != c || !bytes.Equal(p.addr.b[:p.addr.n], addr[:min(len(addr), MaxName)]) {
-		return nil
+	if p := &d.pending[(link-1)%pendingCap]; p.pos == link-1 && !p.done {
+		return p
 	}
-	return p
+	return nil
 }
 
-func (d *Detector) push(key uint64, r *Request) {
+// same reports whether p is of the attempt's source and address (the key
+// holds the client and address hashed; the address bytes and the source
+// make a match exact).
+func (p *pending) same(src uint32, addr []byte) bool {
+	return p.src == src && bytes.Equal(p.addr.b[:p.addr.n], addr[:min(len(addr), MaxName)])
+}
+
+// newest returns key's newest undecided attempt in src from addr.
+func (d *Detector) newest(key uint64, src uint32, addr []byte) *pending {
+	if p := d.at(d.idx[key]); p != nil && p.key == key && p.same(src, addr) {
+		return p
+	}
+	return nil
+}
+
+// recover marks the attempts of key in src from addr within the window
+// at seq recovered, adding their failure lines to recovered by method.
+func (d *Detector) recover(key uint64, src uint32, seq uint64, addr []byte, recovered []uint64) {
+	link, ok := d.idx[key]
+	if !ok {
+		return
+	}
+	for p := d.at(link); p != nil && p.key == key; p = d.at(p.prev) {
+		if !p.same(src, addr) || seq-p.seq > RecoverLines || d.now.Sub(p.at) >= d.cfg.RecoveryWait {
+			continue // expires as a wrong password
+		}
+		p.done = true
+		for _, m := range p.methods[:p.lines] {
+			if int(m) < len(recovered) {
+				recovered[m]++
+			}
+		}
+	}
+	delete(d.idx, key)
+}
+
+// push adds a new attempt of key; an attempt of the same client and
+// address beyond the newest MaxRecovered is decided now.
+func (d *Detector) push(key, seq uint64, r *Request) {
 	if d.tail-d.head == pendingCap {
 		d.pop() // the oldest counts now, unrecovered so far
 	}
 	pos := d.tail
+	prev := d.idx[key]
+	n := 1
+	for q, last := d.at(prev), (*pending)(nil); q != nil && q.key == key; last, q = q, d.at(q.prev) {
+		if !q.same(r.Source, r.Addr) {
+			continue
+		}
+		if n == MaxRecovered {
+			d.decide(q)
+			if last != nil {
+				last.prev = q.prev
+			} else {
+				prev = q.prev
+			}
+			break
+		}
+		n++
+	}
 	p := &d.pending[pos%pendingCap]
-	*p = pending{pos: pos, key: key, seq: d.asSeq, at: d.now, spake: r.SPAKE}
+	*p = pending{pos: pos, key: key, prev: prev, seq: seq, src: r.Source, at: d.now, guess: r.Outcome == OutcomeWrongKey, spake: r.SPAKE, lines: 1}
+	p.methods[0] = r.Method
 	p.client.set(d.ref(r.Client))
 	p.addr.set(d.ref(r.Addr))
 	d.tail++
 	d.waiting.Add(1)
-	d.idx[key%pendingIdx] = pos + 1
+	d.idx[key] = pos + 1
 }
 
-// expire counts the failures whose wait is over: the next AS line would
-// be more than RecoverLines after the failure.
-func (d *Detector) expire() {
+// expire decides the attempts whose wait is over: by time, or when the
+// next AS line of their source would be more than RecoverLines after
+// them (src's line at hand is seq).
+func (d *Detector) expire(src uint32, seq uint64) {
 	for d.head < d.tail {
 		p := &d.pending[d.head%pendingCap]
-		if !p.recovered && d.now.Sub(p.at) < d.cfg.RecoveryWait && d.asSeq-p.seq < RecoverLines {
+		if !p.done && d.now.Sub(p.at) < d.cfg.RecoveryWait && (p.src != src || seq-p.seq < RecoverLines) {
 			return
 		}
 		d.pop()
@@ -467,7 +562,19 @@ func (d *Detector) pop() {
 	p := &d.pending[d.head%pendingCap]
 	d.head++
 	d.waiting.Add(-1)
-	if p.recovered {
+	if d.idx[p.key] == p.pos+1 {
+		delete(d.idx, p.key)
+	}
+	d.decide(p)
+}
+
+// decide counts p a wrong password unless it was recovered or decided.
+func (d *Detector) decide(p *pending) {
+	if p.done {
+		return
+	}
+	p.done = true
+	if !p.guess {
 		return
 	}
 	d.events[EventWrongPassword]++
