@@ -9,8 +9,10 @@
 // window only, k of them, kept with the Space-Saving heavy-hitter
 // algorithm (Metwally et al., 2005: any offender with more than 1/k of a
 // signal's events in a window is kept). The distinct principals or
-// services of an offender are counted with a fixed 512-bit linear-counting
-// sketch, and offender names are stored cut to MaxName bytes. A spray from
+// services of an offender are counted exactly up to its signal's
+// threshold (a table of their 64-bit hashes, O(k * threshold)) and
+// estimated beyond it by a 512-bit linear-counting sketch; offender names
+// are stored cut to MaxName bytes. A spray from
 // 100,000 forged addresses churns the k slots; it grows nothing.
 //
 // The rule of recovery, one table for the attack signals and kdclog's
@@ -243,27 +245,27 @@ func (t *steps) sweep(seq uint64) {
 }
 
 // tgsSlot is a client's distinct services seen since it took the slot,
-// as their sketch bit indexes: a count in the low 3 bits, then 9 bits per
-// service. Most clients ask for a few services; only one with tgsPromote
-// of them costs the top k's work (an offender name copied, the summary's
-// slot taken), which keeps the TGS path cheap. Its services then go into
-// its sketch as they are, so none counts twice.
-type tgsSlot struct{ client, services uint64 }
+// their hashes. Most clients ask for a few services; only one with
+// tgsPromote of them costs the top k's work (an offender name copied,
+// the summary's slot taken), which keeps the TGS path cheap. Its services
+// then go into its counts as they are, so none counts twice.
+type tgsSlot struct {
+	client uint64
+	n      uint8 // services held, or tgsPromoted
+	svc    [tgsPromote]uint64
+}
 
-const tgsPromoted = 7 // the count of a client handed to the top k
+const tgsPromoted = 255 // the n of a client handed to the top k
 
-func (w *tgsSlot) n() int             { return int(w.services & 7) }
-func (w *tgsSlot) index(i int) uint64 { return w.services >> (3 + 9*i) & 511 }
-
-// add adds a service's sketch index and reports whether it was new.
-func (w *tgsSlot) add(b uint64) bool {
-	n := w.n()
-	for i := range n {
-		if w.index(i) == b {
+// add adds a service and reports whether it was new.
+func (w *tgsSlot) add(h uint64) bool {
+	for _, v := range w.svc[:w.n] {
+		if v == h {
 			return false
 		}
 	}
-	w.services = w.services&^7 | b<<(3+9*n) | uint64(n+1)
+	w.svc[w.n] = h
+	w.n++
 	return true
 }
 
@@ -279,9 +281,8 @@ type Detector struct {
 	events     [NumEvents]uint64
 	detections [NumSignals]uint64
 	top        [NumSignals]topK
-	zmax       [NumSignals]int // distinct thresholds as "at most this many zero bits"
-	zmaxRC4    int
-	promote    int // tgsPromote, or the Kerberoasting threshold if lower
+	limits     [NumSignals][2]int // distinct thresholds (and Kerberoasting's RC4 one)
+	promote    int                // tgsPromote, or the Kerberoasting threshold if lower
 
 	pending    [pendingCap]pending
 	head, tail uint64            // pending[head%cap] ... pending[(tail-1)%cap]
@@ -320,17 +321,18 @@ func New(c config.AttackSignals) *Detector {
 // the offenders of the current window go if k changed.
 func (d *Detector) SetConfig(c config.AttackSignals) {
 	c = c.WithDefaults()
-	if c.TopK != d.cfg.TopK {
+	limits := [NumSignals][2]int{
+		PasswordSpraying: {c.SprayingPrincipals},
+		UserEnumeration:  {c.EnumerationPrincipals},
+		Kerberoasting:    {c.KerberoastingServices, c.KerberoastingRC4Services},
+		ASREPRoasting:    {c.ASREPRoastingPrincipals},
+	}
+	if c.TopK != d.cfg.TopK || limits != d.limits {
 		for s := range d.top {
-			d.top[s] = newTopK(c.TopK)
+			d.top[s] = newTopK(c.TopK, limits[s][0], limits[s][1])
 		}
 	}
-	d.cfg = c
-	d.zmax[PasswordSpraying] = zeroBitsFor(c.SprayingPrincipals)
-	d.zmax[UserEnumeration] = zeroBitsFor(c.EnumerationPrincipals)
-	d.zmax[Kerberoasting] = zeroBitsFor(c.KerberoastingServices)
-	d.zmax[ASREPRoasting] = zeroBitsFor(c.ASREPRoastingPrincipals)
-	d.zmaxRC4 = zeroBitsFor(c.KerberoastingRC4Services)
+	d.cfg, d.limits = c, limits
 	d.promote = min(tgsPromote, c.KerberoastingServices)
 }
 
@@ -444,24 +446,25 @@ func (d *Detector) serviceTicket(r *Request) {
 	default:
 		// The slot with fewer services goes: a client collecting
 		// services holds on against ones asking for one or two.
-		if set[1].n() < set[0].n() {
+		if set[1].n < set[0].n {
 			w = &set[1]
 		}
 		*w = tgsSlot{client: c}
 	}
-	if w.n() == tgsPromoted { // the top k counts it now
+	if w.n == tgsPromoted { // the top k counts it now
 		d.add(Kerberoasting, d.ref(r.Client), svc, false)
 		return
 	}
-	if !w.add(sketchIndex(svc)) || w.n() < d.promote {
+	if !w.add(svc) || int(w.n) < d.promote {
 		return
 	}
 	e := d.add(Kerberoasting, d.ref(r.Client), svc, false)
-	for i := range w.n() - 1 { // the services seen before, the sketch's bits
-		e.distinct.set(w.index(i))
+	for _, h := range w.svc[:w.n-1] { // the services seen before
+		e.distinct.add(h)
+		e.exact.add(h)
 	}
 	d.check(Kerberoasting, e)
-	w.services = tgsPromoted
+	w.n = tgsPromoted
 }
 
 // at returns the undecided attempt at pos+1 (a link of idx or prev).
@@ -587,9 +590,11 @@ func (d *Detector) decide(p *pending) {
 // signal's threshold in this window.
 func (d *Detector) add(s Signal, o ref, item uint64, rc4 bool) *entry {
 	e := d.top[s].add(o)
-	grew := e.distinct.add(item)
+	e.distinct.add(item)
+	grew := e.exact.add(item)
 	if rc4 {
-		grew = e.rc4.add(item) || grew
+		e.rc4.add(item)
+		grew = e.exactRC4.add(item) || grew
 	}
 	if grew || s == BruteForce {
 		d.check(s, e)
@@ -607,9 +612,9 @@ func (d *Detector) check(s Signal, e *entry) {
 	case BruteForce:
 		hit = e.count-e.err >= uint64(d.cfg.BruteForceFailures)
 	case Kerberoasting:
-		hit = e.distinct.zeros() <= d.zmax[s] || e.rc4.zeros() <= d.zmaxRC4
+		hit = e.exact.full() || e.exactRC4.full()
 	default:
-		hit = e.distinct.zeros() <= d.zmax[s]
+		hit = e.exact.full()
 	}
 	if hit {
 		e.fired = true
@@ -646,7 +651,7 @@ func (d *Detector) Snapshot(s *Snapshot) {
 			if Signal(sig) == BruteForce {
 				o.Score = float64(e.count - e.err)
 			} else {
-				o.Score = e.distinct.estimate()
+				o.Score = e.score()
 			}
 			if j, ok := seen[o.Name]; ok { // two names cut to the same prefix
 				if o.Score > out[j].Score {
@@ -740,8 +745,9 @@ func sanitize(v []byte, cut bool) string {
 	return b.String()
 }
 
-// sketch counts distinct items by linear counting over 512 bits: exact
-// enough for the thresholds (up to config.MaxAttackThreshold), fixed size.
+// sketch estimates distinct items by linear counting over 512 bits, for
+// an offender's score beyond its threshold (the threshold itself is
+// counted exactly: set).
 type sketch struct {
 	w    [8]uint64
 	ones int
@@ -775,20 +781,87 @@ func (s *sketch) estimate() float64 {
 	return math.Round(-sketchBits*math.Log(float64(z)/sketchBits)*10) / 10
 }
 
-// zeroBitsFor is the largest number of zero bits at which the estimate
-// reaches t distinct items.
-func zeroBitsFor(t int) int {
-	return int(math.Floor(sketchBits * math.Exp(-float64(t)/sketchBits)))
-}
-
-// entry is one offender of a Space-Saving summary.
+// entry is one offender of a Space-Saving summary. Its distinct items
+// are counted exactly up to the threshold (exact, exactRC4), so that a
+// tracked offender fires at N distinct items and never at N-1; the
+// sketches estimate the score beyond.
 type entry struct {
 	name     name
 	count    uint64 // events, over-counted by at most err
 	err      uint64
 	distinct sketch
 	rc4      sketch
+	exact    set
+	exactRC4 set
 	fired    bool
+}
+
+// score is the distinct items: exact below the threshold, the sketch's
+// estimate (at least the threshold) from it on.
+func (e *entry) score() float64 {
+	if !e.exact.full() || e.exact.limit == 0 {
+		return float64(e.exact.n)
+	}
+	return max(float64(e.exact.n), e.distinct.estimate())
+}
+
+// renew makes e a new offender's, keeping its sets' memory.
+func (e *entry) renew(count, err uint64) {
+	x, r := e.exact, e.exactRC4
+	x.reset()
+	r.reset()
+	*e = entry{count: count, err: err, exact: x, exactRC4: r}
+}
+
+// set counts distinct item hashes exactly up to limit: an open-addressing
+// table of at least twice limit, allocated once (memory O(k * limit),
+// whatever the log holds). Two items are one only if their 64-bit seeded
+// hashes are equal.
+type set struct {
+	h        []uint64 // 0: free
+	n, limit int
+}
+
+func newSet(limit int) set {
+	size := 0
+	if limit > 0 {
+		size = 2
+		for size < 2*limit {
+			size *= 2
+		}
+	}
+	return set{h: make([]uint64, size), limit: limit}
+}
+
+func (s *set) reset() {
+	if s.n > 0 {
+		clear(s.h)
+	}
+	s.n = 0
+}
+
+func (s *set) full() bool { return s.limit > 0 && s.n >= s.limit }
+
+// add adds h and reports whether it was new; a full set counts no more
+// (its threshold is reached).
+func (s *set) add(h uint64) bool {
+	if s.n >= s.limit {
+		return false
+	}
+	if h == 0 {
+		h = 1
+	}
+	mask := len(s.h) - 1
+	for i := int(h>>40) & mask; ; i = (i + 1) & mask {
+		switch s.h[i] {
+		case 0:
+			s.h[i] = h
+			s.n++
+			return true
+		case h:
+			return false
+		}
+	}
 }
 
 // topK is a Space-Saving summary of at most cap(e) offenders. k is small
@@ -800,8 +873,13 @@ type topK struct {
 	counts []uint64 // e[i].count
 }
 
-func newTopK(k int) topK {
-	return topK{e: make([]entry, 0, k), ids: make([]uint64, 0, k), counts: make([]uint64, 0, k)}
+func newTopK(k, limit, limitRC4 int) topK {
+	t := topK{e: make([]entry, k), ids: make([]uint64, 0, k), counts: make([]uint64, 0, k)}
+	for i := range t.e {
+		t.e[i].exact, t.e[i].exactRC4 = newSet(limit), newSet(limitRC4)
+	}
+	t.e = t.e[:0]
+	return t
 }
 
 func (t *topK) reset() { t.e, t.ids, t.counts = t.e[:0], t.ids[:0], t.counts[:0] }
@@ -818,10 +896,11 @@ func (t *topK) add(o ref) *entry {
 		}
 	}
 	if len(t.e) < cap(t.e) {
-		t.e = append(t.e, entry{count: 1})
+		t.e = t.e[:len(t.e)+1]
 		t.ids = append(t.ids, o.id)
 		t.counts = append(t.counts, 1)
 		e := &t.e[len(t.e)-1]
+		e.renew(1, 0)
 		e.name.set(o)
 		return e
 	}
@@ -832,7 +911,7 @@ func (t *topK) add(o ref) *entry {
 		}
 	}
 	min := t.counts[m]
-	t.e[m] = entry{count: min + 1, err: min}
+	t.e[m].renew(min+1, min)
 	t.e[m].name.set(o)
 	t.ids[m], t.counts[m] = o.id, min+1
 	return &t.e[m]
