@@ -285,9 +285,9 @@ type Detector struct {
 	promote    int                // tgsPromote, or the Kerberoasting threshold if lower
 
 	pending    [pendingCap]pending
-	head, tail uint64            // pending[head%cap] ... pending[(tail-1)%cap]
-	waiting    atomic.Int64      // tail-head, for Waiting
-	idx        map[uint64]uint64 // key -> pos+1 of its newest undecided attempt; at most pendingCap keys
+	head, tail uint64       // pending[head%cap] ... pending[(tail-1)%cap]
+	waiting    atomic.Int64 // tail-head, for Waiting
+	idx        index        // key -> pos+1 of its newest attempt
 	steps      steps
 	tgs        [tgsSets][2]tgsSlot // clients' recent services, before the top k
 }
@@ -312,7 +312,7 @@ type pending struct {
 
 // New returns a detector configured by c (zero values take the defaults).
 func New(c config.AttackSignals) *Detector {
-	d := &Detector{seed: maphash.MakeSeed(), idx: make(map[uint64]uint64, pendingCap)}
+	d := &Detector{seed: maphash.MakeSeed()}
 	d.SetConfig(c)
 	return d
 }
@@ -419,7 +419,58 @@ func (d *Detector) key(r *Request) uint64 {
 	if k == 0 {
 		k = KeyOf(r.Hash, maphash.Bytes(d.seed, r.Addr))
 	}
-	return k ^ uint64(r.Source)*0x9e3779b97f4a7c15
+	if k ^= uint64(r.Source) * 0x9e3779b97f4a7c15; k == 0 {
+		k = 1 // 0 marks a free slot of the index
+	}
+	return k
+}
+
+// index maps the keys with attempts pending to the newest one's pos+1:
+// linear probing over twice the ring's size (at most half full, as each
+// key has an attempt in the ring), deletion by backward shift, so a
+// look-up for a key without failures, most ISSUEs, ends at the first
+// free slot.
+type index struct {
+	keys  [2 * pendingCap]uint64 // 0: free
+	links [2 * pendingCap]uint64
+}
+
+func (x *index) slot(k uint64) int { return int(k>>32) & (2*pendingCap - 1) }
+
+func (x *index) get(k uint64) uint64 {
+	for i := x.slot(k); x.keys[i] != 0; i = (i + 1) & (2*pendingCap - 1) {
+		if x.keys[i] == k {
+			return x.links[i]
+		}
+	}
+	return 0
+}
+
+func (x *index) put(k, link uint64) {
+	i := x.slot(k)
+	for x.keys[i] != 0 && x.keys[i] != k {
+		i = (i + 1) & (2*pendingCap - 1)
+	}
+	x.keys[i], x.links[i] = k, link
+}
+
+func (x *index) del(k uint64) {
+	const mask = 2*pendingCap - 1
+	i := x.slot(k)
+	for x.keys[i] != k {
+		if x.keys[i] == 0 {
+			return
+		}
+		i = (i + 1) & mask
+	}
+	// Move back each later key of the run that may live at i.
+	for j := (i + 1) & mask; x.keys[j] != 0; j = (j + 1) & mask {
+		if h := x.slot(x.keys[j]); (j-h)&mask >= (j-i)&mask {
+			x.keys[i], x.links[i] = x.keys[j], x.links[j]
+			i = j
+		}
+	}
+	x.keys[i], x.links[i] = 0, 0
 }
 
 // noSource is no file's: expire by time alone.
@@ -487,7 +538,7 @@ func (p *pending) same(src uint32, addr []byte) bool {
 
 // newest returns key's newest undecided attempt in src from addr.
 func (d *Detector) newest(key uint64, src uint32, addr []byte) *pending {
-	if p := d.at(d.idx[key]); p != nil && p.key == key && p.same(src, addr) {
+	if p := d.at(d.idx.get(key)); p != nil && p.key == key && p.same(src, addr) {
 		return p
 	}
 	return nil
@@ -496,8 +547,8 @@ func (d *Detector) newest(key uint64, src uint32, addr []byte) *pending {
 // recover marks the attempts of key in src from addr within the window
 // at seq recovered, adding their failure lines to recovered by method.
 func (d *Detector) recover(key uint64, src uint32, seq uint64, addr []byte, recovered []uint64) {
-	link, ok := d.idx[key]
-	if !ok {
+	link := d.idx.get(key)
+	if link == 0 {
 		return
 	}
 	for p := d.at(link); p != nil && p.key == key; p = d.at(p.prev) {
@@ -511,7 +562,7 @@ func (d *Detector) recover(key uint64, src uint32, seq uint64, addr []byte, reco
 			}
 		}
 	}
-	delete(d.idx, key)
+	d.idx.del(key)
 }
 
 // push adds a new attempt of key; an attempt of the same client and
@@ -521,7 +572,7 @@ func (d *Detector) push(key, seq uint64, r *Request) {
 		d.pop() // the oldest counts now, unrecovered so far
 	}
 	pos := d.tail
-	prev := d.idx[key]
+	prev := d.idx.get(key)
 	n := 1
 	for q, last := d.at(prev), (*pending)(nil); q != nil && q.key == key; last, q = q, d.at(q.prev) {
 		if !q.same(r.Source, r.Addr) {
@@ -545,7 +596,7 @@ func (d *Detector) push(key, seq uint64, r *Request) {
 	p.addr.set(d.ref(r.Addr))
 	d.tail++
 	d.waiting.Add(1)
-	d.idx[key] = pos + 1
+	d.idx.put(key, pos+1)
 }
 
 // expire decides the attempts whose wait is over: by time, or when the
@@ -565,8 +616,8 @@ func (d *Detector) pop() {
 	p := &d.pending[d.head%pendingCap]
 	d.head++
 	d.waiting.Add(-1)
-	if d.idx[p.key] == p.pos+1 {
-		delete(d.idx, p.key)
+	if d.idx.get(p.key) == p.pos+1 {
+		d.idx.del(p.key)
 	}
 	d.decide(p)
 }

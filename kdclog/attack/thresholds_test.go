@@ -131,3 +131,39 @@ func TestOneUserIsBruteForce(t *testing.T) {
 		t.Errorf("spraying offenders %+v, want 10.0.0.1 with 1 principal", o)
 	}
 }
+
+// TestIndexLikeMap: the pending table's index against a Go map, through
+// random puts and deletions of keys crowded onto few home slots (the
+// backward shift is what deletion gets wrong), at most pendingCap keys.
+func TestIndexLikeMap(t *testing.T) {
+	rng := rand.New(rand.NewPCG(edgeSeed(t), 1))
+	var x index
+	want := map[uint64]uint64{}
+	for op := range 60000 {
+		k := uint64(1+rng.IntN(8))<<32 | uint64(rng.IntN(300)) + 1 // 8 home slots
+		switch {
+		case rng.IntN(2) == 0 && len(want) < pendingCap:
+			x.put(k, uint64(op)+1)
+			want[k] = uint64(op) + 1
+		default:
+			x.del(k)
+			delete(want, k)
+		}
+		if op%97 == 0 {
+			for k, v := range want {
+				if got := x.get(k); got != v {
+					t.Fatalf("op %d: get(%x) = %d, want %d", op, k, got, v)
+				}
+			}
+			n := 0
+			for _, k := range x.keys {
+				if k != 0 {
+					n++
+				}
+			}
+			if n != len(want) {
+				t.Fatalf("op %d: %d keys held, want %d", op, n, len(want))
+			}
+		}
+	}
+}
