@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/krb5-exporter/krb5-exporter/config"
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/kdclog/attack"
+	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
 // account is one source and the detector behind both the request counters
@@ -133,4 +135,106 @@ func TestOneAccountIndexCollision(t *testing.T) {
 	if failed, recovered, wrong, _ := a.tell(); recovered != 2 || wrong != 0 {
 		t.Errorf("%s and %s on one slot: %d failed, %d recovered, %d wrong passwords; want 2 recovered, 0 wrong", first, second, failed, recovered, wrong)
 	}
+}
+
+// TestOneAccountRealKDC drives a harness KDC with sequences whose truth
+// is what the clients did, and reads after each both accounts of the
+// failures, the request counters (PREAUTH_FAILED, recovered) and the
+// attack signals (wrong passwords, brute force): MIT kinit with two wrong
+// passwords then the right one (0 wrong, 2 recovered); the project's
+// client with 20 wrong passwords then the right one from 127.0.0.3 (brute
+// force, the documented 4 recovered, 16 wrong); two principals whose
+// hashes fall on one slot of the detector's old direct-mapped index,
+// each failing once then logging in from 127.0.0.4 (no wrong password).
+// On the old code the first gave 1 wrong password (seen).
+func TestOneAccountRealKDC(t *testing.T) {
+	needMIT(t)
+	r, tm := followedRealm(t, realm.Options{Users: 3, Services: 1, Fillers: -1, NoKadmind: true, DisableLastSuccess: true})
+	src := config.LogSource{Path: r.KDCLog, Type: "kdc", StartAt: "beginning", PollInterval: 20 * time.Millisecond,
+		ProbePrincipals: []string{realm.ReadyPrincipal}}
+	if err := tm.m.ApplyConfig(&config.Config{Logs: []config.LogSource{src}, AttackSignals: config.AttackSignals{RecoveryWait: time.Second}}); err != nil {
+		t.Fatal(err)
+	}
+	c := clients{t: t, r: r}
+	const pw = "the right password"
+	// Two principals on one slot of the old index (the detector's seed).
+	seed := tm.m.counts.attack.d.Seed()
+	slots := map[uint64]string{}
+	var coll [2]string
+	for i := 0; coll[1] == ""; i++ {
+		u := "coll" + strconv.Itoa(i) + "@" + r.Realm
+		s := maphash.String(seed, u) % 1024
+		if prev, ok := slots[s]; ok {
+			coll = [2]string{prev, u}
+		}
+		slots[s] = u
+	}
+	c.kadminLocal("cpw -pw \""+pw+"\" "+r.User(1), "cpw -pw \""+pw+"\" "+r.User(2),
+		"addprinc -pw \""+pw+"\" -clearpolicy +requires_preauth "+coll[0], "addprinc -pw \""+pw+"\" -clearpolicy +requires_preauth "+coll[1])
+
+	type account struct{ failed, recovered, wrong, brute float64 }
+	var last account
+	// step waits for the log read and every recovery wait over, and
+	// returns both accounts' growth since the last step.
+	step := func(t *testing.T) account {
+		t.Helper()
+		waitValue(t, tm.reg, completeLines(t, r.KDCLog), "krb5_kdc_log_lines_read_total", "path", r.KDCLog)
+		testutil.Eventually(t, 15*time.Second, "the failures' recovery wait", func() bool {
+			testutil.Gather(t, tm.reg)
+			return !tm.m.counts.attack.d.Waiting()
+		})
+		got := testutil.Gather(t, tm.reg)
+		now := account{
+			got.Value("krb5_kdc_requests_total", "request", "as", "status", "PREAUTH_FAILED"),
+			got.Sum("krb5_kdc_preauth_failures_recovered_total"),
+			got.Value(MetricAttackEvents, "event", "wrong_password"),
+			got.Value(MetricAttackDetections, "signal", "brute_force"),
+		}
+		d := account{now.failed - last.failed, now.recovered - last.recovered, now.wrong - last.wrong, now.brute - last.brute}
+		last = now
+		return d
+	}
+	check := func(t *testing.T, got, want account) {
+		t.Helper()
+		if got != want {
+			t.Errorf("PREAUTH_FAILED %v, recovered %v, wrong passwords %v, brute force %v; want %+v", got.failed, got.recovered, got.wrong, got.brute, want)
+		}
+		if got.failed != got.recovered+got.wrong {
+			t.Errorf("the accounts disagree: %v PREAUTH_FAILED, %v recovered, %v wrong passwords", got.failed, got.recovered, got.wrong)
+		}
+	}
+	step(t)
+	t.Run("kinit F, F, ISSUE", func(t *testing.T) {
+		for range 2 {
+			c.fails("", "wrong password\n", "kinit", r.User(1))
+		}
+		if out, err := c.run("", pw+"\n", "kinit", r.User(1)); err != nil {
+			t.Fatalf("kinit with the right password: %v: %s", err, out)
+		}
+		check(t, step(t), account{failed: 2, recovered: 2})
+	})
+	t.Run("own client F x20, ISSUE", func(t *testing.T) {
+		for range 20 {
+			if err := ownLogin(t, r, r.User(2), "wrong password", "127.0.0.3"); err == nil {
+				t.Fatal("a wrong password succeeded")
+			}
+		}
+		if err := ownLogin(t, r, r.User(2), pw, "127.0.0.3"); err != nil {
+			t.Fatalf("the right password: %v", err)
+		}
+		check(t, step(t), account{failed: 20, recovered: attack.MaxRecovered, wrong: 20 - attack.MaxRecovered, brute: 1})
+	})
+	t.Run("two principals on one old index slot", func(t *testing.T) {
+		for _, u := range coll {
+			if err := ownLogin(t, r, u, "wrong password", "127.0.0.4"); err == nil {
+				t.Fatal("a wrong password succeeded")
+			}
+		}
+		for _, u := range coll {
+			if err := ownLogin(t, r, u, pw, "127.0.0.4"); err != nil {
+				t.Fatalf("%s, the right password: %v", u, err)
+			}
+		}
+		check(t, step(t), account{failed: 2, recovered: 2})
+	})
 }
