@@ -847,10 +847,10 @@ type entry struct {
 	fired    bool
 }
 
-// score is the distinct items: exact below the threshold, the sketch's
-// estimate (at least the threshold) from it on.
+// score is the distinct items: exact up to half the set's table (at
+// least the threshold), the sketch's estimate beyond.
 func (e *entry) score() float64 {
-	if !e.exact.full() || e.exact.limit == 0 {
+	if e.exact.n < len(e.exact.h)/2 {
 		return float64(e.exact.n)
 	}
 	return max(float64(e.exact.n), e.distinct.estimate())
@@ -864,8 +864,9 @@ func (e *entry) renew(count, err uint64) {
 	*e = entry{count: count, err: err, exact: x, exactRC4: r}
 }
 
-// set counts distinct item hashes exactly up to limit: an open-addressing
-// table of at least twice limit, allocated once (memory O(k * limit),
+// set counts distinct item hashes exactly up to limit (and on while its
+// table is at most half full): an open-addressing table of at least twice
+// limit, allocated once (memory O(k * limit),
 // whatever the log holds). Two items are one only if their 64-bit seeded
 // hashes are equal.
 type set struct {
@@ -893,10 +894,11 @@ func (s *set) reset() {
 
 func (s *set) full() bool { return s.limit > 0 && s.n >= s.limit }
 
-// add adds h and reports whether it was new; a full set counts no more
-// (its threshold is reached).
+// add adds h and reports whether it was new. It counts on past the
+// limit while the table is at most half full (the score stays exact a
+// little beyond the threshold), then no more.
 func (s *set) add(h uint64) bool {
-	if s.n >= s.limit {
+	if s.n >= len(s.h)/2 {
 		return false
 	}
 	if h == 0 {
