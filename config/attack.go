@@ -53,7 +53,7 @@ const (
 	MaxAttackTopK              = 100
 	DefaultAttackWindow        = 10 * time.Minute
 	DefaultAttackRecoveryWait  = 5 * time.Second
-	MaxAttackThreshold         = 500 // the distinct sketches count well up to about 1,000
+	MaxAttackThreshold         = 500 // counted exactly per offender: memory top_k × threshold hashes
 	DefaultSprayingPrincipals  = 10
 	DefaultBruteForceFailures  = 10
 	DefaultEnumerationPrincs   = 10

@@ -37,8 +37,9 @@ var (
 // a line costs no lock; Collect takes mu for its snapshot.
 type attackState struct {
 	on        atomic.Bool
-	followAS  atomic.Bool // follow_logins
-	followTGS atomic.Bool // follow_service_tickets
+	followAS  atomic.Bool   // follow_logins
+	followTGS atomic.Bool   // follow_service_tickets
+	sources   atomic.Uint32 // the last source id given
 	mu        sync.Mutex
 	d         *attack.Detector
 }
@@ -60,30 +61,41 @@ func (a *attackState) apply(c config.AttackSignals) {
 }
 
 // observeAttack feeds one request line (not a probe's) to the detector.
-func (s *source) observeAttack(e *Event, si int) {
+// Its pending-failure table is also the request counters' account of
+// recovered failures: an AS line's method (m, verified) and the source's
+// AS line number go with it, and an ISSUE adds what it recovers to the
+// local tally, whether the signals are on or not.
+func (s *source) observeAttack(e *Event, si, m int, verified bool) {
 	a := s.c.attack
-	if !a.on.Load() {
-		return
-	}
+	on := a.on.Load()
 	// The common lines, a healthy login's steps and service tickets,
 	// matter only when followed (or, for logins, while failures await
 	// their recovery): they cost a few loads, no lock and no call.
 	switch {
 	case si == idxIssue && e.Request == RequestTGS:
-		if !a.followTGS.Load() && e.Rep != etypeRC4 && e.Tkt != etypeRC4 {
+		if !on || !a.followTGS.Load() && e.Rep != etypeRC4 && e.Tkt != etypeRC4 {
 			return
 		}
 	case si == idxNeededPreauth || si == idxMorePreauth:
-		if !a.followAS.Load() {
+		if !on || !a.followAS.Load() {
 			return
 		}
 	case si == idxIssue:
-		if !a.followAS.Load() && !a.d.Waiting() {
+		if !(on && a.followAS.Load()) && !a.d.Waiting() {
+			return
+		}
+	case si == idxPreauthFailed:
+		if e.MorePreauth {
+			return // KDC_ERR_MORE_PREAUTH_DATA_REQUIRED: a step, not a failure
+		}
+	default:
+		if !on {
 			return
 		}
 	}
 	r := &s.attackReq
 	r.TGS, r.Client, r.Addr, r.Outcome, r.SPAKE = e.Request == RequestTGS, e.Client, e.Addr, attack.OutcomeOther, false
+	r.Recovered, r.Key, r.Source, r.Seq, r.Method = nil, 0, s.id, s.asSeq+1, 0
 	if !r.TGS {
 		r.Hash = s.client.of(s.seed, e.Client)
 	}
@@ -95,6 +107,7 @@ func (s *source) observeAttack(e *Event, si int) {
 			r.RC4 = e.Rep == etypeRC4 || e.Tkt == etypeRC4
 		} else {
 			r.Server, r.RC4 = nil, false
+			r.Key, r.Recovered = s.key(e), s.local.recovered
 		}
 	case idxNeededPreauth:
 		r.Outcome = attack.OutcomeNeededPreauth
@@ -102,14 +115,21 @@ func (s *source) observeAttack(e *Event, si int) {
 		r.Outcome = attack.OutcomeMorePreauth
 	case idxPreauthFailed:
 		// A wrong key, or a method the client falls back from; not a
-		// clock skew or an etype the KDC lacks.
+		// clock skew or an etype the KDC lacks (those may be recovered,
+		// and are never a wrong password).
+		r.Outcome = attack.OutcomePreauthFailed
 		if bytes.HasSuffix(e.AfterClient, []byte(", Preauthentication failed")) || bytes.HasSuffix(e.AfterClient, []byte(", Decrypt integrity check failed")) {
 			r.Outcome = attack.OutcomeWrongKey
-			// The verify failure line just before, from the same
-			// process, names the method (see countRequest).
-			m, ok := s.rec.peekMethod(e.PID)
-			r.SPAKE = ok && s.c.methods.name(m) == "spake"
 		}
+		// The verify failure line just before, from the same process,
+		// names the method (see countRequest).
+		r.SPAKE = verified && s.c.methods.name(m) == "spake"
+		if !verified {
+			m = s.c.methods.other()
+		}
+		// A method index fits a uint8: there are at most the known
+		// methods, maxDynamicMethods others and other.
+		r.Key, r.Method = s.key(e), uint8(m)
 	case idxClientNotFound:
 		r.Outcome = attack.OutcomeUnknownClient
 	default:

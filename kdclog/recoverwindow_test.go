@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/krb5-exporter/krb5-exporter/config"
+	"github.com/krb5-exporter/krb5-exporter/kdclog/attack"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
@@ -129,7 +129,7 @@ func TestRecoverAcrossWorkers(t *testing.T) {
 		{"more failures of one client than are kept: the oldest is dropped", []string{
 			failed(100, alice), failed(101, alice), failed(100, alice),
 			failed(101, alice), failed(100, alice), issue(101, alice),
-		}, map[string]float64{"other": maxPendingPerClient}},
+		}, map[string]float64{"other": attack.MaxRecovered}},
 		{"another client's ISSUE recovers nothing", []string{
 			verify(100, "spake"), failed(100, alice), issue(101, bob),
 		}, map[string]float64{}},
@@ -151,43 +151,6 @@ func TestRecoverAcrossWorkers(t *testing.T) {
 				t.Errorf("recovered %v, want %v", got, tc.want)
 			}
 		})
-	}
-}
-
-// TestRecoverSlotsShared: clients whose failures wait in the same slot
-// pair are all matched (two fit), and a third drops the one whose newest
-// failure is oldest.
-func TestRecoverSlotsShared(t *testing.T) {
-	var r recoveries
-	r.init()
-	// Three keys on slots 6 and 7.
-	k1, k2, k3 := uint64(6), uint64(6+pendingSlots), uint64(7+2*pendingSlots)
-	recovered := make([]uint64, 4)
-	r.failure(k1, 1, 1)
-	r.failure(k2, 2, 2)
-	r.issue(k2, 3, recovered)
-	r.issue(k1, 4, recovered)
-	if recovered[1] != 1 || recovered[2] != 1 {
-		t.Errorf("two clients sharing a slot pair: recovered %v, want one each of methods 1 and 2", recovered)
-	}
-	clear(recovered)
-	r.failure(k1, 10, 1)
-	r.failure(k2, 11, 2)
-	r.failure(k3, 12, 3) // drops k1's
-	for _, k := range []uint64{k1, k2, k3} {
-		r.issue(k, 13, recovered)
-	}
-	if want := []uint64{0, 0, 1, 1}; !slices.Equal(recovered, want) {
-		t.Errorf("three clients on one slot pair: recovered %v, want %v", recovered, want)
-	}
-	// An expired failure's slot is free again.
-	clear(recovered)
-	r.failure(k1, 100, 1)
-	r.failure(k2, 101, 2)
-	r.failure(k3, 101+recoverWindow+1, 3)
-	r.issue(k3, 101+recoverWindow+2, recovered)
-	if want := []uint64{0, 0, 0, 1}; !slices.Equal(recovered, want) {
-		t.Errorf("expired failures in the way: recovered %v, want %v", recovered, want)
 	}
 }
 

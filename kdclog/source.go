@@ -3,7 +3,6 @@ package kdclog
 import (
 	"bytes"
 	"hash/maphash"
-	"math/bits"
 	"strings"
 	"sync/atomic"
 
@@ -18,10 +17,11 @@ type sourceStats struct {
 }
 
 // recoverWindow is how many AS lines later an ISSUE still counts as the
-// recovery of a PREAUTH_FAILED for the same client and address. A client
-// falling back to another preauth method sends its next request at once,
-// so even at thousands of logins per second this is ample.
-const recoverWindow = 1024
+// recovery of a PREAUTH_FAILED for the same client and address: the
+// attack detector's table decides it for both (attack.RecoverLines). A
+// client falling back to another preauth method sends its next request
+// at once, so even at thousands of logins per second this is ample.
+const recoverWindow = attack.RecoverLines
 
 // source counts the lines of one log file. handle and flush run on the
 // file's tailer goroutine only: the local tally and the correlation state
@@ -42,7 +42,8 @@ type source struct {
 	asSeq   uint64
 	client  memoHash // the last AS line's client and address, hashed
 	addr    memoHash
-	rec     recoveries    // recover.go
+	rec     recoveries    // recover.go: the method of a worker's verify failure
+	id      uint32        // the detector's name of this file (attack.Request.Source)
 	workers sourceWorkers // workers.go
 
 	attackHeld bool           // the detector's lock, held until flush (attacksignals.go)
@@ -52,6 +53,7 @@ type source struct {
 func newSource(cfg config.LogSource, c *counts, st *sourceStats) *source {
 	s := &source{cfg: cfg, c: c, st: st, local: newTally[uint64](c), seed: c.attack.d.Seed(), workers: sourceWorkers{shared: &c.workers}}
 	s.client.n, s.addr.n = -1, -1
+	s.id = c.attack.sources.Add(1)
 	s.rec.init()
 	switch cfg.Type {
 	case "kpropd":
@@ -170,7 +172,13 @@ func (s *source) countRequest(e *Event) {
 	}
 	l.requests[e.Request][si]++
 	s.workers.count(e.PID, e.Request, si, len(l.requests[e.Request]))
-	s.observeAttack(e, si)
+	// The verify failure line just before, from the same process, belongs
+	// to this AS line whatever its status.
+	m, verified := 0, false
+	if e.Request == RequestAS {
+		m, verified = s.rec.takeMethod(e.PID)
+	}
+	s.observeAttack(e, si, m, verified)
 	if e.OfferedWeak > 0 {
 		l.weak[e.Request][weakOffered]++
 		if e.OfferedWeak == e.Offered {
@@ -197,23 +205,11 @@ func (s *source) countRequest(e *Event) {
 		return
 	}
 	s.asSeq++
-	// The verify failure line just before, from the same process, belongs
-	// to this AS line whatever its status.
-	m, verified := s.rec.takeMethod(e.PID)
-	switch {
-	case issue:
-		s.rec.issue(s.key(e), s.asSeq, l.recovered)
-	case !e.MorePreauth && string(e.Status) == "PREAUTH_FAILED":
-		if !verified {
-			m = c.methods.other()
-		}
-		s.rec.failure(s.key(e), s.asSeq, m)
-	}
 }
 
 // key identifies a login attempt by client and address.
 func (s *source) key(e *Event) uint64 {
-	return s.client.of(s.seed, e.Client) ^ bits.RotateLeft64(s.addr.of(s.seed, e.Addr), 17)
+	return attack.KeyOf(s.client.of(s.seed, e.Client), s.addr.of(s.seed, e.Addr))
 }
 
 // memoHash is the hash of the last value hashed: a login's AS lines

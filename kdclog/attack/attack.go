@@ -9,17 +9,23 @@
 // window only, k of them, kept with the Space-Saving heavy-hitter
 // algorithm (Metwally et al., 2005: any offender with more than 1/k of a
 // signal's events in a window is kept). The distinct principals or
-// services of an offender are counted with a fixed 512-bit linear-counting
-// sketch, and offender names are stored cut to MaxName bytes. A spray from
+// services of an offender are counted exactly up to its signal's
+// threshold (a table of their 64-bit hashes, O(k * threshold)) and
+// estimated beyond it by a 512-bit linear-counting sketch; offender names
+// are stored cut to MaxName bytes. A spray from
 // 100,000 forged addresses churns the k slots; it grows nothing.
 //
-// A wrong password is a PREAUTH_FAILED that no ISSUE for the same client
-// and address follows within RecoveryWait (or within the next
-// RecoverLines AS requests): a SPAKE group the KDC lacks, or a client
-// falling back from one method to another, recovers at once and is not a
-// guess. A SPAKE failure and the failure of another method right after
-// it (a P-256-only client's group mismatch, then its encrypted timestamp
-// with a wrong password) are one attempt and count once.
+// The rule of recovery, one table for the attack signals and kdclog's
+// request counters (krb5_kdc_preauth_failures_recovered_total): an
+// attempt is a PREAUTH_FAILED, or a SPAKE failure together with the
+// failure of another method right after it (a P-256-only client's group
+// mismatch, then its encrypted timestamp); an ISSUE for principal P from
+// address A recovers P's attempts from A of the same file that are at most
+// RecoverLines AS lines and less than RecoveryWait old, at most
+// MaxRecovered of them (the newest); every other attempt is a wrong
+// password, decided when its wait ends or when a newer attempt of P from
+// A pushes it out of the MaxRecovered. So a brute force that ends in a
+// success leaves all but MaxRecovered of its failures wrong passwords.
 package attack
 
 import (
@@ -47,6 +53,7 @@ const (
 	OutcomeWrongKey              // PREAUTH_FAILED "Preauthentication failed" (or "Decrypt integrity check failed"): a wrong key or a method fallback
 	OutcomeUnknownClient         // CLIENT_NOT_FOUND
 	OutcomeLockedOut             // LOCKED_OUT: the lockout policy's pw_max_fail reached
+	OutcomePreauthFailed         // PREAUTH_FAILED for another reason (a clock skew): an attempt that may be recovered, never a wrong password
 )
 
 // Request is one AS or TGS request line. The byte slices are only read
@@ -62,7 +69,19 @@ type Request struct {
 	Server  []byte // TGS: the service principal
 	RC4     bool   // TGS ISSUE: the ticket or the reply is RC4 (etype 23)
 	SPAKE   bool   // OutcomeWrongKey: the SPAKE module's verify failure preceded it
+
+	// The pending-failure table's inputs (kdclog's request counters read
+	// the same table): zero values let the detector derive them.
+	Key       uint64   // AS: client and address hashed (KeyOf); 0: derived from Hash and Addr
+	Source    uint32   // AS: the file the line came from; a failure recovers only in its own file
+	Seq       uint64   // AS: the line's number among its file's AS lines; 0: the detector's own count of the AS lines it observed
+	Method    uint8    // OutcomeWrongKey: the caller's method index of the failure
+	Recovered []uint64 // OutcomeIssue: the failure lines this ISSUE recovers are added here, by Method
 }
+
+// KeyOf is the pending-failure table's key of a client (hashed with
+// Seed) and an address (likewise).
+func KeyOf(client, addr uint64) uint64 { return client ^ bits.RotateLeft64(addr, 17) }
 
 // Signal is a kind of attack.
 type Signal uint8
@@ -108,9 +127,13 @@ const MaxName = 48
 // as they were written (kdclog's recovery window is the same).
 const RecoverLines = 1024
 
+// MaxRecovered is how many attempts of one principal and address one
+// ISSUE recovers at most: a user's typos, or two logins falling back from
+// SPAKE at once; older ones are wrong passwords at once.
+const MaxRecovered = 4
+
 const (
-	pendingCap  = 256  // wrong-key failures awaiting recovery
-	pendingIdx  = 1024 // their index by client and address, direct-mapped
+	pendingCap  = 1024 // attempts awaiting recovery; a full table decides its oldest
 	preauthSets = 1024 // recent pre-authentication steps, 4-way set-associative
 	tgsSets     = 1024 // clients' recent services, 2-way set-associative
 	tgsPromote  = 4    // distinct services at which a client enters the top k
@@ -222,27 +245,27 @@ func (t *steps) sweep(seq uint64) {
 }
 
 // tgsSlot is a client's distinct services seen since it took the slot,
-// as their sketch bit indexes: a count in the low 3 bits, then 9 bits per
-// service. Most clients ask for a few services; only one with tgsPromote
-// of them costs the top k's work (an offender name copied, the summary's
-// slot taken), which keeps the TGS path cheap. Its services then go into
-// its sketch as they are, so none counts twice.
-type tgsSlot struct{ client, services uint64 }
+// their hashes. Most clients ask for a few services; only one with
+// tgsPromote of them costs the top k's work (an offender name copied,
+// the summary's slot taken), which keeps the TGS path cheap. Its services
+// then go into its counts as they are, so none counts twice.
+type tgsSlot struct {
+	client uint64
+	n      uint8 // services held, or tgsPromoted
+	svc    [tgsPromote]uint64
+}
 
-const tgsPromoted = 7 // the count of a client handed to the top k
+const tgsPromoted = 255 // the n of a client handed to the top k
 
-func (w *tgsSlot) n() int             { return int(w.services & 7) }
-func (w *tgsSlot) index(i int) uint64 { return w.services >> (3 + 9*i) & 511 }
-
-// add adds a service's sketch index and reports whether it was new.
-func (w *tgsSlot) add(b uint64) bool {
-	n := w.n()
-	for i := range n {
-		if w.index(i) == b {
+// add adds a service and reports whether it was new.
+func (w *tgsSlot) add(h uint64) bool {
+	for _, v := range w.svc[:w.n] {
+		if v == h {
 			return false
 		}
 	}
-	w.services = w.services&^7 | b<<(3+9*n) | uint64(n+1)
+	w.svc[w.n] = h
+	w.n++
 	return true
 }
 
@@ -258,28 +281,33 @@ type Detector struct {
 	events     [NumEvents]uint64
 	detections [NumSignals]uint64
 	top        [NumSignals]topK
-	zmax       [NumSignals]int // distinct thresholds as "at most this many zero bits"
-	zmaxRC4    int
-	promote    int // tgsPromote, or the Kerberoasting threshold if lower
+	limits     [NumSignals][2]int // distinct thresholds (and Kerberoasting's RC4 one)
+	promote    int                // tgsPromote, or the Kerberoasting threshold if lower
 
 	pending    [pendingCap]pending
 	head, tail uint64       // pending[head%cap] ... pending[(tail-1)%cap]
 	waiting    atomic.Int64 // tail-head, for Waiting
-	idx        [pendingIdx]uint64
+	idx        index        // key -> pos+1 of its newest attempt
 	steps      steps
 	tgs        [tgsSets][2]tgsSlot // clients' recent services, before the top k
 }
 
+// pending is one attempt awaiting its recovery.
 type pending struct {
-	pos       uint64 // absolute position in the ring, to check idx
-	key       uint64
-	seq       uint64
-	at        time.Time
-	recovered bool
-	spake     bool // the failure was SPAKE's
-	fellBack  bool // a failure of another method followed it, in the same attempt
-	client    name
-	addr      name
+	pos      uint64 // absolute position in the ring
+	key      uint64
+	prev     uint64 // pos+1 of the key's next older attempt, if still undecided
+	seq      uint64 // AS line of its source
+	src      uint32
+	at       time.Time
+	done     bool     // recovered, or decided a wrong password already
+	lines    uint8    // failure lines: 1, or 2 with a SPAKE fallback
+	methods  [2]uint8 // their Method
+	guess    bool     // a wrong key (OutcomeWrongKey): a wrong password unless recovered
+	spake    bool     // the first failure was SPAKE's
+	fellBack bool     // a failure of another method followed it, in the same attempt
+	client   name
+	addr     name
 }
 
 // New returns a detector configured by c (zero values take the defaults).
@@ -293,17 +321,18 @@ func New(c config.AttackSignals) *Detector {
 // the offenders of the current window go if k changed.
 func (d *Detector) SetConfig(c config.AttackSignals) {
 	c = c.WithDefaults()
-	if c.TopK != d.cfg.TopK {
+	limits := [NumSignals][2]int{
+		PasswordSpraying: {c.SprayingPrincipals},
+		UserEnumeration:  {c.EnumerationPrincipals},
+		Kerberoasting:    {c.KerberoastingServices, c.KerberoastingRC4Services},
+		ASREPRoasting:    {c.ASREPRoastingPrincipals},
+	}
+	if c.TopK != d.cfg.TopK || limits != d.limits {
 		for s := range d.top {
-			d.top[s] = newTopK(c.TopK)
+			d.top[s] = newTopK(c.TopK, limits[s][0], limits[s][1])
 		}
 	}
-	d.cfg = c
-	d.zmax[PasswordSpraying] = zeroBitsFor(c.SprayingPrincipals)
-	d.zmax[UserEnumeration] = zeroBitsFor(c.EnumerationPrincipals)
-	d.zmax[Kerberoasting] = zeroBitsFor(c.KerberoastingServices)
-	d.zmax[ASREPRoasting] = zeroBitsFor(c.ASREPRoastingPrincipals)
-	d.zmaxRC4 = zeroBitsFor(c.KerberoastingRC4Services)
+	d.cfg, d.limits = c, limits
 	d.promote = min(tgsPromote, c.KerberoastingServices)
 }
 
@@ -320,7 +349,7 @@ func (d *Detector) Tick(now time.Time) {
 		}
 		d.tgs = [tgsSets][2]tgsSlot{}
 	}
-	d.expire()
+	d.expire(noSource, 0)
 }
 
 // Waiting reports whether failures await their recovery: only then do a
@@ -337,21 +366,22 @@ func (d *Detector) Observe(r *Request) {
 		return
 	}
 	d.asSeq++
+	seq := r.Seq
+	if seq == 0 {
+		seq = d.asSeq
+	}
 	switch r.Outcome {
 	case OutcomeIssue:
-		if d.tail == d.head && !d.cfg.FollowLogins {
-			return
-		}
 		c := r.Hash
 		if d.tail > d.head {
-			// A pending failure of this client and address recovered.
-			if p := d.lookup(c, r.Addr); p != nil {
-				p.recovered = true
-			}
+			d.recover(d.key(r), r.Source, seq, r.Addr, r.Recovered)
+		}
+		if !d.cfg.FollowLogins {
+			break
 		}
 		// Keyed by client alone: the KDC asks a principal that requires
 		// pre-authentication for it whatever the address.
-		if d.cfg.FollowLogins && !d.steps.take(c, d.asSeq) {
+		if !d.steps.take(c, d.asSeq) {
 			d.events[EventNoPreauthTicket]++
 			d.add(ASREPRoasting, d.ref(r.Addr), c, false)
 		}
@@ -359,18 +389,19 @@ func (d *Detector) Observe(r *Request) {
 		if d.cfg.FollowLogins {
 			d.steps.mark(r.Hash, d.asSeq)
 		}
-	case OutcomeWrongKey:
-		c := r.Hash
+	case OutcomeWrongKey, OutcomePreauthFailed:
 		if d.cfg.FollowLogins {
-			d.steps.mark(c, d.asSeq)
+			d.steps.mark(r.Hash, d.asSeq)
 		}
-		if p := d.lookup(c, r.Addr); p != nil && !p.recovered && p.spake && !p.fellBack && !r.SPAKE {
+		key := d.key(r)
+		if p := d.newest(key, r.Source, r.Addr); r.Outcome == OutcomeWrongKey && p != nil && p.guess && p.spake && !p.fellBack && !r.SPAKE && seq-p.seq <= RecoverLines && d.now.Sub(p.at) < d.cfg.RecoveryWait {
 			// A client without the KDC's SPAKE group falling back to
 			// another method, with the same wrong password: one guess.
-			p.seq, p.at, p.fellBack = d.asSeq, d.now, true
+			p.seq, p.at, p.fellBack = seq, d.now, true
+			p.methods[1], p.lines = r.Method, 2
 			break
 		}
-		d.push(c, r)
+		d.push(key, seq, r)
 	case OutcomeUnknownClient:
 		d.events[EventUnknownClient]++
 		d.add(UserEnumeration, d.ref(r.Addr), r.Hash, false)
@@ -378,9 +409,72 @@ func (d *Detector) Observe(r *Request) {
 		d.events[EventLockout]++
 	}
 	if d.tail > d.head {
-		d.expire()
+		d.expire(r.Source, seq)
 	}
 }
+
+// key is r's pending-failure key, its source mixed in.
+func (d *Detector) key(r *Request) uint64 {
+	k := r.Key
+	if k == 0 {
+		k = KeyOf(r.Hash, maphash.Bytes(d.seed, r.Addr))
+	}
+	if k ^= uint64(r.Source) * 0x9e3779b97f4a7c15; k == 0 {
+		k = 1 // 0 marks a free slot of the index
+	}
+	return k
+}
+
+// index maps the keys with attempts pending to the newest one's pos+1:
+// linear probing over twice the ring's size (at most half full, as each
+// key has an attempt in the ring), deletion by backward shift, so a
+// look-up for a key without failures, most ISSUEs, ends at the first
+// free slot.
+type index struct {
+	keys  [2 * pendingCap]uint64 // 0: free
+	links [2 * pendingCap]uint64
+}
+
+func (x *index) slot(k uint64) int { return int(k>>32) & (2*pendingCap - 1) }
+
+func (x *index) get(k uint64) uint64 {
+	for i := x.slot(k); x.keys[i] != 0; i = (i + 1) & (2*pendingCap - 1) {
+		if x.keys[i] == k {
+			return x.links[i]
+		}
+	}
+	return 0
+}
+
+func (x *index) put(k, link uint64) {
+	i := x.slot(k)
+	for x.keys[i] != 0 && x.keys[i] != k {
+		i = (i + 1) & (2*pendingCap - 1)
+	}
+	x.keys[i], x.links[i] = k, link
+}
+
+func (x *index) del(k uint64) {
+	const mask = 2*pendingCap - 1
+	i := x.slot(k)
+	for x.keys[i] != k {
+		if x.keys[i] == 0 {
+			return
+		}
+		i = (i + 1) & mask
+	}
+	// Move back each later key of the run that may live at i.
+	for j := (i + 1) & mask; x.keys[j] != 0; j = (j + 1) & mask {
+		if h := x.slot(x.keys[j]); (j-h)&mask >= (j-i)&mask {
+			x.keys[i], x.links[i] = x.keys[j], x.links[j]
+			i = j
+		}
+	}
+	x.keys[i], x.links[i] = 0, 0
+}
+
+// noSource is no file's: expire by time alone.
+const noSource = ^uint32(0)
 
 func (d *Detector) serviceTicket(r *Request) {
 	if r.RC4 {
@@ -403,60 +497,115 @@ func (d *Detector) serviceTicket(r *Request) {
 	default:
 		// The slot with fewer services goes: a client collecting
 		// services holds on against ones asking for one or two.
-		if set[1].n() < set[0].n() {
+		if set[1].n < set[0].n {
 			w = &set[1]
 		}
 		*w = tgsSlot{client: c}
 	}
-	if w.n() == tgsPromoted { // the top k counts it now
+	if w.n == tgsPromoted { // the top k counts it now
 		d.add(Kerberoasting, d.ref(r.Client), svc, false)
 		return
 	}
-	if !w.add(sketchIndex(svc)) || w.n() < d.promote {
+	if !w.add(svc) || int(w.n) < d.promote {
 		return
 	}
 	e := d.add(Kerberoasting, d.ref(r.Client), svc, false)
-	for i := range w.n() - 1 { // the services seen before, the sketch's bits
-		e.distinct.set(w.index(i))
+	for _, h := range w.svc[:w.n-1] { // the services seen before
+		e.distinct.add(h)
+		e.exact.add(h)
 	}
 	d.check(Kerberoasting, e)
-	w.services = tgsPromoted
+	w.n = tgsPromoted
 }
 
-// lookup returns the live pending failure of the client whose hash is c
-// at addr, if any.
-func (d *Detector) lookup(c uint64, addr []byte) *pending {
-	pos := d.idx[c%pendingIdx]
-	if pos == 0 || pos-1 < d.head || pos-1 >= d.tail {
+// at returns the undecided attempt at pos+1 (a link of idx or prev).
+func (d *Detector) at(link uint64) *pending {
+	if link == 0 || link-1 < d.head || link-1 >= d.tail {
 		return nil
 	}
-	p := &d.pending[(pos-1)%pendingCap]
-	if p.pos != pos-1 || p.key != c || !bytes.Equal(p.addr.b[:p.addr.n], addr[:min(len(addr), MaxName)]) {
-		return nil
+	if p := &d.pending[(link-1)%pendingCap]; p.pos == link-1 && !p.done {
+		return p
 	}
-	return p
+	return nil
 }
 
-func (d *Detector) push(key uint64, r *Request) {
+// same reports whether p is of the attempt's source and address (the key
+// holds the client and address hashed; the address bytes and the source
+// make a match exact).
+func (p *pending) same(src uint32, addr []byte) bool {
+	return p.src == src && bytes.Equal(p.addr.b[:p.addr.n], addr[:min(len(addr), MaxName)])
+}
+
+// newest returns key's newest undecided attempt in src from addr.
+func (d *Detector) newest(key uint64, src uint32, addr []byte) *pending {
+	if p := d.at(d.idx.get(key)); p != nil && p.key == key && p.same(src, addr) {
+		return p
+	}
+	return nil
+}
+
+// recover marks the attempts of key in src from addr within the window
+// at seq recovered, adding their failure lines to recovered by method.
+func (d *Detector) recover(key uint64, src uint32, seq uint64, addr []byte, recovered []uint64) {
+	link := d.idx.get(key)
+	if link == 0 {
+		return
+	}
+	for p := d.at(link); p != nil && p.key == key; p = d.at(p.prev) {
+		if !p.same(src, addr) || seq-p.seq > RecoverLines || d.now.Sub(p.at) >= d.cfg.RecoveryWait {
+			continue // expires as a wrong password
+		}
+		p.done = true
+		for _, m := range p.methods[:p.lines] {
+			if int(m) < len(recovered) {
+				recovered[m]++
+			}
+		}
+	}
+	d.idx.del(key)
+}
+
+// push adds a new attempt of key; an attempt of the same client and
+// address beyond the newest MaxRecovered is decided now.
+func (d *Detector) push(key, seq uint64, r *Request) {
 	if d.tail-d.head == pendingCap {
 		d.pop() // the oldest counts now, unrecovered so far
 	}
 	pos := d.tail
+	prev := d.idx.get(key)
+	n := 1
+	for q, last := d.at(prev), (*pending)(nil); q != nil && q.key == key; last, q = q, d.at(q.prev) {
+		if !q.same(r.Source, r.Addr) {
+			continue
+		}
+		if n == MaxRecovered {
+			d.decide(q)
+			if last != nil {
+				last.prev = q.prev
+			} else {
+				prev = q.prev
+			}
+			break
+		}
+		n++
+	}
 	p := &d.pending[pos%pendingCap]
-	*p = pending{pos: pos, key: key, seq: d.asSeq, at: d.now, spake: r.SPAKE}
+	*p = pending{pos: pos, key: key, prev: prev, seq: seq, src: r.Source, at: d.now, guess: r.Outcome == OutcomeWrongKey, spake: r.SPAKE, lines: 1}
+	p.methods[0] = r.Method
 	p.client.set(d.ref(r.Client))
 	p.addr.set(d.ref(r.Addr))
 	d.tail++
 	d.waiting.Add(1)
-	d.idx[key%pendingIdx] = pos + 1
+	d.idx.put(key, pos+1)
 }
 
-// expire counts the failures whose wait is over: the next AS line would
-// be more than RecoverLines after the failure.
-func (d *Detector) expire() {
+// expire decides the attempts whose wait is over: by time, or when the
+// next AS line of their source would be more than RecoverLines after
+// them (src's line at hand is seq).
+func (d *Detector) expire(src uint32, seq uint64) {
 	for d.head < d.tail {
 		p := &d.pending[d.head%pendingCap]
-		if !p.recovered && d.now.Sub(p.at) < d.cfg.RecoveryWait && d.asSeq-p.seq < RecoverLines {
+		if !p.done && d.now.Sub(p.at) < d.cfg.RecoveryWait && (p.src != src || seq-p.seq < RecoverLines) {
 			return
 		}
 		d.pop()
@@ -467,7 +616,19 @@ func (d *Detector) pop() {
 	p := &d.pending[d.head%pendingCap]
 	d.head++
 	d.waiting.Add(-1)
-	if p.recovered {
+	if d.idx.get(p.key) == p.pos+1 {
+		d.idx.del(p.key)
+	}
+	d.decide(p)
+}
+
+// decide counts p a wrong password unless it was recovered or decided.
+func (d *Detector) decide(p *pending) {
+	if p.done {
+		return
+	}
+	p.done = true
+	if !p.guess {
 		return
 	}
 	d.events[EventWrongPassword]++
@@ -480,9 +641,11 @@ func (d *Detector) pop() {
 // signal's threshold in this window.
 func (d *Detector) add(s Signal, o ref, item uint64, rc4 bool) *entry {
 	e := d.top[s].add(o)
-	grew := e.distinct.add(item)
+	e.distinct.add(item)
+	grew := e.exact.add(item)
 	if rc4 {
-		grew = e.rc4.add(item) || grew
+		e.rc4.add(item)
+		grew = e.exactRC4.add(item) || grew
 	}
 	if grew || s == BruteForce {
 		d.check(s, e)
@@ -500,9 +663,9 @@ func (d *Detector) check(s Signal, e *entry) {
 	case BruteForce:
 		hit = e.count-e.err >= uint64(d.cfg.BruteForceFailures)
 	case Kerberoasting:
-		hit = e.distinct.zeros() <= d.zmax[s] || e.rc4.zeros() <= d.zmaxRC4
+		hit = e.exact.full() || e.exactRC4.full()
 	default:
-		hit = e.distinct.zeros() <= d.zmax[s]
+		hit = e.exact.full()
 	}
 	if hit {
 		e.fired = true
@@ -539,7 +702,7 @@ func (d *Detector) Snapshot(s *Snapshot) {
 			if Signal(sig) == BruteForce {
 				o.Score = float64(e.count - e.err)
 			} else {
-				o.Score = e.distinct.estimate()
+				o.Score = e.score()
 			}
 			if j, ok := seen[o.Name]; ok { // two names cut to the same prefix
 				if o.Score > out[j].Score {
@@ -633,8 +796,9 @@ func sanitize(v []byte, cut bool) string {
 	return b.String()
 }
 
-// sketch counts distinct items by linear counting over 512 bits: exact
-// enough for the thresholds (up to config.MaxAttackThreshold), fixed size.
+// sketch estimates distinct items by linear counting over 512 bits, for
+// an offender's score beyond its threshold (the threshold itself is
+// counted exactly: set).
 type sketch struct {
 	w    [8]uint64
 	ones int
@@ -668,20 +832,89 @@ func (s *sketch) estimate() float64 {
 	return math.Round(-sketchBits*math.Log(float64(z)/sketchBits)*10) / 10
 }
 
-// zeroBitsFor is the largest number of zero bits at which the estimate
-// reaches t distinct items.
-func zeroBitsFor(t int) int {
-	return int(math.Floor(sketchBits * math.Exp(-float64(t)/sketchBits)))
-}
-
-// entry is one offender of a Space-Saving summary.
+// entry is one offender of a Space-Saving summary. Its distinct items
+// are counted exactly up to the threshold (exact, exactRC4), so that a
+// tracked offender fires at N distinct items and never at N-1; the
+// sketches estimate the score beyond.
 type entry struct {
 	name     name
 	count    uint64 // events, over-counted by at most err
 	err      uint64
 	distinct sketch
 	rc4      sketch
+	exact    set
+	exactRC4 set
 	fired    bool
+}
+
+// score is the distinct items: exact up to half the set's table (at
+// least the threshold), the sketch's estimate beyond.
+func (e *entry) score() float64 {
+	if e.exact.n < len(e.exact.h)/2 {
+		return float64(e.exact.n)
+	}
+	return max(float64(e.exact.n), e.distinct.estimate())
+}
+
+// renew makes e a new offender's, keeping its sets' memory.
+func (e *entry) renew(count, err uint64) {
+	x, r := e.exact, e.exactRC4
+	x.reset()
+	r.reset()
+	*e = entry{count: count, err: err, exact: x, exactRC4: r}
+}
+
+// set counts distinct item hashes exactly up to limit (and on while its
+// table is at most half full): an open-addressing table of at least twice
+// limit, allocated once (memory O(k * limit),
+// whatever the log holds). Two items are one only if their 64-bit seeded
+// hashes are equal.
+type set struct {
+	h        []uint64 // 0: free
+	n, limit int
+}
+
+func newSet(limit int) set {
+	size := 0
+	if limit > 0 {
+		size = 2
+		for size < 2*limit {
+			size *= 2
+		}
+	}
+	return set{h: make([]uint64, size), limit: limit}
+}
+
+func (s *set) reset() {
+	if s.n > 0 {
+		clear(s.h)
+	}
+	s.n = 0
+}
+
+func (s *set) full() bool { return s.limit > 0 && s.n >= s.limit }
+
+// add adds h and reports whether it was new. It counts on past the
+// limit while the table is at most half full (the score stays exact a
+// little beyond the threshold), then no more.
+func (s *set) add(h uint64) bool {
+	if s.n >= len(s.h)/2 {
+		return false
+	}
+	if h == 0 {
+		h = 1
+	}
+	mask := len(s.h) - 1
+	for i := int(h>>40) & mask; ; i = (i + 1) & mask {
+		switch s.h[i] {
+		case 0:
+			s.h[i] = h
+			s.n++
+			return true
+		case h:
+			return false
+		}
+	}
 }
 
 // topK is a Space-Saving summary of at most cap(e) offenders. k is small
@@ -693,8 +926,13 @@ type topK struct {
 	counts []uint64 // e[i].count
 }
 
-func newTopK(k int) topK {
-	return topK{e: make([]entry, 0, k), ids: make([]uint64, 0, k), counts: make([]uint64, 0, k)}
+func newTopK(k, limit, limitRC4 int) topK {
+	t := topK{e: make([]entry, k), ids: make([]uint64, 0, k), counts: make([]uint64, 0, k)}
+	for i := range t.e {
+		t.e[i].exact, t.e[i].exactRC4 = newSet(limit), newSet(limitRC4)
+	}
+	t.e = t.e[:0]
+	return t
 }
 
 func (t *topK) reset() { t.e, t.ids, t.counts = t.e[:0], t.ids[:0], t.counts[:0] }
@@ -711,10 +949,11 @@ func (t *topK) add(o ref) *entry {
 		}
 	}
 	if len(t.e) < cap(t.e) {
-		t.e = append(t.e, entry{count: 1})
+		t.e = t.e[:len(t.e)+1]
 		t.ids = append(t.ids, o.id)
 		t.counts = append(t.counts, 1)
 		e := &t.e[len(t.e)-1]
+		e.renew(1, 0)
 		e.name.set(o)
 		return e
 	}
@@ -725,7 +964,7 @@ func (t *topK) add(o ref) *entry {
 		}
 	}
 	min := t.counts[m]
-	t.e[m] = entry{count: min + 1, err: min}
+	t.e[m].renew(min+1, min)
 	t.e[m].name.set(o)
 	t.ids[m], t.counts[m] = o.id, min+1
 	return &t.e[m]
