@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/krb5-exporter/krb5-exporter/config"
+	"github.com/krb5-exporter/krb5-exporter/logging"
 )
 
 // Manager runs the continuous probes of the configuration: one goroutine per
@@ -175,7 +176,7 @@ func (m *Manager) run(ctx context.Context, l *loop) {
 	logger := log.With(m.logger, "probe", name, "kdc", l.cfg.Address)
 	tick := time.NewTicker(l.cfg.EffectiveInterval())
 	defer tick.Stop()
-	last := map[string]string{}
+	failures := logging.NewChanges(nil) // per exchange: the class logged last
 	readable := l.creds.WorldReadable() // start has said so
 	for {
 		level.Debug(l.dlogger).Log("msg", "probing", "kdc", l.cfg.Address, "transport", l.target.Transport(), "client", l.creds.Principal())
@@ -199,9 +200,9 @@ func (m *Manager) run(ctx context.Context, l *loop) {
 		m.metrics.worldReadable.WithLabelValues(name).Set(v)
 		m.metrics.record(name, l.target.Transport(), &o)
 		l.history.add(recordOf(&o, l.dlogger, l.dlog))
-		logChange(logger, last, ExchangeAS, o.ASErr)
+		logChange(logger, failures, ExchangeAS, o.ASErr)
 		if o.TGSRan {
-			logChange(logger, last, ExchangeTGS, o.TGSErr)
+			logChange(logger, failures, ExchangeTGS, o.TGSErr)
 		}
 		select {
 		case <-ctx.Done():
@@ -213,15 +214,17 @@ func (m *Manager) run(ctx context.Context, l *loop) {
 
 // logChange logs a failure when an exchange starts failing or fails
 // differently, and its recovery: a dead KDC says so once, not every interval.
-func logChange(logger log.Logger, last map[string]string, ex string, err error) {
-	class := krb5.Classify(err)
-	prev, seen := last[ex]
-	last[ex] = class
+func logChange(logger log.Logger, failures *logging.Changes, ex string, err error) {
+	var class string // "" for a success, as Changes takes it
+	if err != nil {
+		class = krb5.Classify(err)
+	}
+	prev, _, changed := failures.Note(ex, class)
 	switch {
-	case class == prev:
+	case !changed:
 	case err != nil:
 		level.Warn(logger).Log("msg", "probe failed", "exchange", ex, "result", class, "err", err)
-	case seen:
+	default:
 		level.Info(logger).Log("msg", "probe recovered", "exchange", ex, "after", prev)
 	}
 }
