@@ -192,23 +192,19 @@ func boolFloat(b bool) float64 {
 }
 
 // onceLogger warns once per key about conditions that persist (missing
-// permissions, an unreadable file), instead of on every scrape.
+// permissions, an unreadable file), instead of on every scrape: a state
+// that is never seen to end, so its first failure is its only change.
 type onceLogger struct {
-	mu     sync.Mutex
 	logger log.Logger
-	seen   map[string]bool
+	seen   *logging.Changes
 }
 
 func newOnceLogger(l log.Logger) *onceLogger {
-	return &onceLogger{logger: l, seen: map[string]bool{}}
+	return &onceLogger{logger: l, seen: logging.NewChanges(nil)}
 }
 
 func (o *onceLogger) log(key string, keyvals ...any) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.seen[key] {
-		return
+	if _, _, first := o.seen.Note(key, "seen"); first {
+		level.Warn(o.logger).Log(keyvals...)
 	}
-	o.seen[key] = true
-	level.Warn(o.logger).Log(keyvals...)
 }
