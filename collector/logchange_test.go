@@ -72,34 +72,3 @@ func TestCollectorFailureLoggedOnChange(t *testing.T) {
 		t.Errorf("Status after the recovery: %+v", st.Failing)
 	}
 }
-
-// A pid file that cannot be used is said once, however many scrapes read
-// it, and each such file once.
-func TestBadPidFileWarnedOnce(t *testing.T) {
-	dir := t.TempDir()
-	kdcPid, kadmPid := filepath.Join(dir, "krb5kdc.pid"), filepath.Join(dir, "kadmind.pid")
-	for _, p := range []string{kdcPid, kadmPid} {
-		if err := os.WriteFile(p, []byte("not a pid\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var logs testutil.LockedBuffer
-	c, err := New(log.NewLogfmtLogger(&logs), Config{ProcFS: "/proc", Process: true, KDCPidFile: kdcPid, KadmindPidFile: kadmPid})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(c)
-	for range 3 {
-		if _, err := reg.Gather(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	s := logs.String()
-	if n := strings.Count(s, `msg="cannot use pid file; krb5kdc counts as not running"`); n != 1 {
-		t.Errorf("krb5kdc's bad pid file said %d times in 3 scrapes, want once:\n%s", n, s)
-	}
-	if n := strings.Count(s, `msg="cannot use pid file; kadmind counts as not running"`); n != 1 {
-		t.Errorf("kadmind's bad pid file said %d times in 3 scrapes, want once:\n%s", n, s)
-	}
-}
