@@ -177,7 +177,10 @@ func (m *Manager) run(ctx context.Context, l *loop) {
 	tick := time.NewTicker(l.cfg.EffectiveInterval())
 	defer tick.Stop()
 	failures := logging.NewChanges(nil) // per exchange: the class logged last
-	readable := l.creds.WorldReadable() // start has said so
+	readable := logging.NewChanges(nil) // whether the key file is world-readable
+	if l.creds.WorldReadable() {
+		readable.Note("", "world-readable") // start has said so
+	}
 	for {
 		level.Debug(l.dlogger).Log("msg", "probing", "kdc", l.cfg.Address, "transport", l.target.Transport(), "client", l.creds.Principal())
 		o := l.target.Run(ctx)
@@ -186,16 +189,14 @@ func (m *Manager) run(ctx context.Context, l *loop) {
 		}
 		// The gauge first: whoever sees this probe's result sees the state
 		// of the file it used.
-		v := 0.0
-		if now := l.creds.WorldReadable(); now {
-			v = 1
-			if !readable {
-				level.Warn(logger).Log("msg", "keytab or password file became readable by every local user")
-			}
-			readable = true
-		} else if readable {
+		v, state := 0.0, ""
+		if l.creds.WorldReadable() {
+			v, state = 1, "world-readable"
+		}
+		if _, _, changed := readable.Note("", state); changed && v == 1 {
+			level.Warn(logger).Log("msg", "keytab or password file became readable by every local user")
+		} else if changed {
 			level.Info(logger).Log("msg", "keytab or password file is no longer readable by every local user")
-			readable = false
 		}
 		m.metrics.worldReadable.WithLabelValues(name).Set(v)
 		m.metrics.record(name, l.target.Transport(), &o)
