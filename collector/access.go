@@ -7,6 +7,8 @@ import (
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/krb5-exporter/krb5-exporter/logging"
 )
 
 // accessTracker records, per program and /proc file, whether the exporter
@@ -18,11 +20,13 @@ import (
 type accessTracker struct {
 	logger   log.Logger
 	readable *prometheus.Desc
-	denied   map[accessKey]bool // unreadable at the last look: logged
+	denied   *logging.Changes   // unreadable at the last look: logged
 	cur      map[accessKey]bool // this scrape: readable or not
 }
 
 type accessKey struct{ program, file string }
+
+func (k accessKey) String() string { return k.program + " " + k.file }
 
 func newAccessTracker(logger log.Logger) *accessTracker {
 	return &accessTracker{
@@ -30,7 +34,7 @@ func newAccessTracker(logger log.Logger) *accessTracker {
 		readable: prometheus.NewDesc("krb5_exporter_proc_readable",
 			"1 if the exporter could read this /proc file of every process of the running program in this scrape, 0 if permission was denied (the metrics that need it are omitted): fd (the count of open descriptors), fd_links (the sockets behind them), status, io, limits.",
 			[]string{"program", "file"}, nil),
-		denied: map[accessKey]bool{},
+		denied: logging.NewChanges(nil),
 		cur:    map[accessKey]bool{},
 	}
 }
@@ -50,10 +54,11 @@ func (a *accessTracker) note(program, file string, p *kdcProc, rel string, err e
 	if ok, seen := a.cur[k]; !seen || ok {
 		a.cur[k] = !denied
 	}
-	if denied && !a.denied[k] {
-		a.denied[k] = true
-		level.Warn(a.logger).Log("msg", "cannot read "+file+" of "+program+"; "+consequence+" (run the exporter as the daemon's user, or see docs/security.md)",
-			"program", program, "pid", p.pid, "path", p.file(rel), "err", err)
+	if denied {
+		if _, _, changed := a.denied.Note(k.String(), "denied"); changed {
+			level.Warn(a.logger).Log("msg", "cannot read "+file+" of "+program+"; "+consequence+" (run the exporter as the daemon's user, or see docs/security.md)",
+				"program", program, "pid", p.pid, "path", p.file(rel), "err", err)
+		}
 	}
 	return denied
 }
@@ -63,9 +68,10 @@ func (a *accessTracker) note(program, file string, p *kdcProc, rel string, err e
 // send nothing and keep their state.
 func (a *accessTracker) collect(ch chan<- prometheus.Metric) {
 	for k, ok := range a.cur {
-		if ok && a.denied[k] {
-			delete(a.denied, k)
-			level.Info(a.logger).Log("msg", "can read "+k.file+" of "+k.program+" again", "program", k.program)
+		if ok {
+			if _, _, changed := a.denied.Note(k.String(), ""); changed {
+				level.Info(a.logger).Log("msg", "can read "+k.file+" of "+k.program+" again", "program", k.program)
+			}
 		}
 		ch <- gauge(a.readable, boolFloat(ok), k.program, k.file)
 		delete(a.cur, k)

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/procfs"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/kdcproc"
+	"github.com/krb5-exporter/krb5-exporter/logging"
 )
 
 const namespace = "krb5"
@@ -55,8 +56,8 @@ type KDCCollector struct {
 	logger     log.Logger
 	scan       *procScanner
 	collectors []namedCollector
-	lastErr    map[string]string // per collector: the error logged last
-	lastRun    time.Time         // of the last Collect, for Status
+	failures   *logging.Changes // per collector: the error logged last
+	lastRun    time.Time        // of the last Collect, for Status
 
 	duration, success *prometheus.Desc
 }
@@ -78,9 +79,9 @@ func New(logger log.Logger, cfg Config) (*KDCCollector, error) {
 	scan := &procScanner{fs: pfs, procPath: cfg.ProcFS, files: newFileCache(), dirBuf: make([]byte, 8192), onProcfs: isProcfs(cfg.ProcFS), warn: newOnceLogger(logger), access: newAccessTracker(logger), pids: newPidLister(cfg.ProcFS, foundByName(pidFiles)), pidFiles: pidFiles}
 	conf := newConfSource(logger, kdcPaths, cfg.krb5ConfPaths())
 	k := &KDCCollector{
-		logger:  logger,
-		scan:    scan,
-		lastErr: map[string]string{},
+		logger:   logger,
+		scan:     scan,
+		failures: logging.NewChanges(nil),
 		duration: prometheus.NewDesc("krb5_exporter_collector_scrape_duration_seconds",
 			"Time a collector took in this scrape.", []string{"collector"}, nil),
 		success: prometheus.NewDesc("krb5_exporter_collector_scrape_success",
@@ -157,13 +158,16 @@ func (k *KDCCollector) Collect(ch chan<- prometheus.Metric) {
 // unreadable kdc.conf) is one line, not one per scrape; the success
 // metric says it on every scrape.
 func (k *KDCCollector) logChange(name string, d float64, err error) {
-	last, failing := k.lastErr[name]
-	switch {
-	case err == nil && failing:
-		delete(k.lastErr, name)
+	var outcome string
+	if err != nil {
+		outcome = err.Error()
+	}
+	if _, _, changed := k.failures.Note(name, outcome); !changed {
+		return
+	}
+	if err == nil {
 		level.Info(k.logger).Log("msg", "collector recovered", "name", name)
-	case err != nil && (!failing || last != err.Error()):
-		k.lastErr[name] = err.Error()
+	} else {
 		level.Error(k.logger).Log("msg", "collector failed; logged again only when the error changes", "name", name, "duration_seconds", d, "err", err)
 	}
 }
@@ -188,23 +192,19 @@ func boolFloat(b bool) float64 {
 }
 
 // onceLogger warns once per key about conditions that persist (missing
-// permissions, an unreadable file), instead of on every scrape.
+// permissions, an unreadable file), instead of on every scrape: a state
+// that is never seen to end, so its first failure is its only change.
 type onceLogger struct {
-	mu     sync.Mutex
 	logger log.Logger
-	seen   map[string]bool
+	seen   *logging.Changes
 }
 
 func newOnceLogger(l log.Logger) *onceLogger {
-	return &onceLogger{logger: l, seen: map[string]bool{}}
+	return &onceLogger{logger: l, seen: logging.NewChanges(nil)}
 }
 
 func (o *onceLogger) log(key string, keyvals ...any) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.seen[key] {
-		return
+	if _, _, first := o.seen.Note(key, "seen"); first {
+		level.Warn(o.logger).Log(keyvals...)
 	}
-	o.seen[key] = true
-	level.Warn(o.logger).Log(keyvals...)
 }

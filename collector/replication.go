@@ -6,13 +6,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/ulog"
+	"github.com/krb5-exporter/krb5-exporter/logging"
 )
 
 // Reasons an update log cannot be used: the values of the reason label of
@@ -38,8 +38,7 @@ type replicationCollector struct {
 	logger   log.Logger
 	dumpFile string
 
-	mu     sync.Mutex
-	status map[string]string // realm -> the update log's last problem ("" if fine), for one log line per change
+	status *logging.Changes // realm -> the update log's last problem, for one log line per change
 
 	enabled, up, errReason, state, lastSerial, firstSerial, entries, lastTime, firstTime,
 	blockSize, version, dumpTime, lastProp *prometheus.Desc
@@ -52,7 +51,7 @@ func newReplicationCollector(scan *procScanner, conf *confSource, dumpFile strin
 		conf:     conf,
 		logger:   logger,
 		dumpFile: dumpFile,
-		status:   map[string]string{},
+		status:   logging.NewChanges(nil),
 		enabled:  desc("iprop", "enabled", "1 if iprop_enable is true for the realm in kdc.conf, else 0.", realm...),
 		up:       desc("iprop", "ulog_up", "1 if the realm's iprop update log (iprop_logfile) was read and has a valid header, else 0 (see krb5_iprop_ulog_error).", realm...),
 		errReason: desc("iprop", "ulog_error", "1 for the reason the update log could not be used (missing, unreadable, short, bad_magic), 0 for the others.",
@@ -140,15 +139,12 @@ func (c *replicationCollector) updateLog(ch chan<- prometheus.Metric, realm, pat
 // noteStatus logs when a realm's update log becomes unusable, changes
 // reason, or recovers: one line per change, not one per scrape.
 func (c *replicationCollector) noteStatus(realm, path, reason string, err error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	prev, seen := c.status[realm]
-	c.status[realm] = reason
+	_, _, changed := c.status.Note(realm, reason)
 	switch {
-	case reason == prev && seen:
+	case !changed:
 	case reason != "":
 		level.Error(c.logger).Log("msg", "iprop update log unusable; krb5_iprop_ulog_up is 0", "realm", realm, "path", path, "reason", reason, "err", err)
-	case seen:
+	default:
 		level.Info(c.logger).Log("msg", "iprop update log readable again", "realm", realm, "path", path)
 	}
 }

@@ -50,7 +50,7 @@ func (k *KDCCollector) Status(maxAge time.Duration) Status {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	st := Status{At: k.lastRun, Enabled: k.Enabled()}
-	for name, err := range k.lastErr {
+	for name, err := range k.failures.Failing() {
 		st.Failing = append(st.Failing, CollectorError{name, err})
 	}
 	sort.Slice(st.Failing, func(i, j int) bool { return st.Failing[i].Name < st.Failing[j].Name })

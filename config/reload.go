@@ -26,12 +26,11 @@ type Applier func(*Config) error
 type Reloader struct {
 	path     string
 	logger   log.Logger
-	limit    *logging.Limiter
 	appliers []Applier
 
 	mu     sync.Mutex // serialises reloads (SIGHUP and /-/reload may race)
 	cur    *Config
-	logged string // the outcome last logged
+	logged *logging.Changes // the outcome last logged, repeats through the limiter
 
 	success   prometheus.Gauge
 	timestamp prometheus.Gauge
@@ -44,8 +43,8 @@ func NewReloader(path string, logger log.Logger, limit *logging.Limiter, reg pro
 	r := &Reloader{
 		path:   path,
 		logger: logger,
-		limit:  limit,
 		cur:    &Config{},
+		logged: logging.NewChanges(limit),
 		success: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "krb5_exporter_config_last_reload_successful",
 			Help: "Whether the last configuration reload attempt was successful.",
@@ -107,15 +106,9 @@ func (r *Reloader) Reload() error {
 // from the last one logged, else at most once per the limiter's interval,
 // with the count of identical ones held back.
 func (r *Reloader) log(lvl func(log.Logger) log.Logger, kv ...any) {
-	outcome := fmt.Sprint(kv...)
-	var held int
-	if outcome != r.logged {
-		held = r.limit.Pass("configuration reload")
-	} else if n, ok := r.limit.Allow("configuration reload"); ok {
-		held = n
-	} else {
+	_, held, ok := r.logged.Note("configuration reload", fmt.Sprint(kv...))
+	if !ok {
 		return
 	}
-	r.logged = outcome
 	lvl(r.logger).Log(append(kv, "earlier_not_logged", held)...)
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/krb5-exporter/krb5-exporter/config"
 	"github.com/krb5-exporter/krb5-exporter/journal"
+	"github.com/krb5-exporter/krb5-exporter/logging"
 	"github.com/krb5-exporter/krb5-exporter/tailer"
 )
 
@@ -52,7 +53,7 @@ type Manager struct {
 	runDone chan struct{}
 	ready   chan struct{} // closed once Run's tailers hold their files
 
-	flushFailing bool // owned by Run's goroutine
+	flushes *logging.Changes // whether the position file is failing
 }
 
 // NewManager locks and loads the position file (none: positions are kept
@@ -70,12 +71,13 @@ func NewManager(logger log.Logger, reg prometheus.Registerer, opts Config) (*Man
 		return nil, err
 	}
 	m := &Manager{
-		logger: logger,
-		store:  store,
-		counts: newCounts(),
-		opts:   opts,
-		paths:  map[string]*pathState{},
-		ready:  make(chan struct{}),
+		logger:  logger,
+		store:   store,
+		counts:  newCounts(),
+		opts:    opts,
+		paths:   map[string]*pathState{},
+		ready:   make(chan struct{}),
+		flushes: logging.NewChanges(nil),
 	}
 	if reg != nil {
 		if err := reg.Register(collector{m}); err != nil {
@@ -330,16 +332,21 @@ func (m *Manager) Stop() {
 func (m *Manager) Close() error { return m.store.Close() }
 
 // flush writes the position file; a lasting failure is logged once (and
-// its recovery), every failure is counted.
+// its recovery), every failure is counted. The outcome is "failing", not
+// the error, whose text names a temporary file new at every try.
 func (m *Manager) flush() {
 	err := m.store.Flush()
-	switch {
-	case err != nil && !m.flushFailing:
+	outcome := ""
+	if err != nil {
+		outcome = "failing"
+	}
+	if _, _, changed := m.flushes.Note("position file", outcome); !changed {
+		return
+	}
+	if err != nil {
 		level.Error(m.logger).Log("msg", "cannot write the position file; a restart would count lines again or skip them", "err", err)
-		m.flushFailing = true
-	case err == nil && m.flushFailing:
+	} else {
 		level.Info(m.logger).Log("msg", "position file written again")
-		m.flushFailing = false
 	}
 }
 

@@ -12,10 +12,11 @@ import (
 
 	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/krb5-exporter/krb5-exporter/config"
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 )
 
 // value returns the value of the series name{labels}, or -1 if absent. A
@@ -92,8 +93,13 @@ type testManager struct {
 
 func startManager(t *testing.T, posFile string, srcs ...config.LogSource) *testManager {
 	t.Helper()
+	return startManagerLogging(t, log.NewNopLogger(), posFile, srcs...)
+}
+
+func startManagerLogging(t *testing.T, logger log.Logger, posFile string, srcs ...config.LogSource) *testManager {
+	t.Helper()
 	reg := prometheus.NewPedanticRegistry()
-	m, err := NewManager(log.NewNopLogger(), reg, Config{PositionFile: posFile, SyncInterval: 20 * time.Millisecond})
+	m, err := NewManager(logger, reg, Config{PositionFile: posFile, SyncInterval: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +258,7 @@ krb5_kdc_log_lines_unparsed_total{path="PATH",reason="too_long"} 0
 krb5_kdc_log_lines_unparsed_total{path="PATH",reason="unknown_message"} 1
 `
 	want = strings.ReplaceAll(want, "PATH", path)
-	if err := testutil.GatherAndCompare(tm.reg, strings.NewReader(want),
+	if err := promtest.GatherAndCompare(tm.reg, strings.NewReader(want),
 		"krb5_kdc_requests_total", "krb5_kdc_log_probe_requests_total", "krb5_kdc_preauth_verify_failures_total",
 		"krb5_kdc_preauth_failures_recovered_total", "krb5_kdc_issued_etypes_total", "krb5_kdc_weak_etype_requests_total",
 		"krb5_kdc_retransmits_total", "krb5_kadmind_requests_total", "krb5_kdc_log_lines_unparsed_total",
@@ -267,7 +273,7 @@ krb5_kdc_log_lines_unparsed_total{path="PATH",reason="unknown_message"} 1
 	if v := value(t, tm.reg, "krb5_kdc_log_lines_parsed_total", "path", path); v != float64(len(lines)-2) {
 		t.Errorf("parsed %v, want %d", v, len(lines)-2)
 	}
-	problems, err := testutil.GatherAndLint(tm.reg)
+	problems, err := promtest.GatherAndLint(tm.reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -383,14 +389,16 @@ func TestManagerRemoveSource(t *testing.T) {
 }
 
 // TestPositionFileWriteErrors: an unwritable position file is counted and
-// logged, and the logs are still followed and counted.
+// logged (once while it lasts, and its recovery), and the logs are still
+// followed and counted.
 func TestPositionFileWriteErrors(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "krb5kdc.log")
 	writeLines(t, path, tgsIssue("u@R"))
 	state := filepath.Join(dir, "state")
 	os.Mkdir(state, 0o700)
-	tm := startManager(t, filepath.Join(state, "positions.json"), src(path))
+	var logs testutil.LockedBuffer
+	tm := startManagerLogging(t, log.NewLogfmtLogger(&logs), filepath.Join(state, "positions.json"), src(path))
 	waitValue(t, tm.reg, 1, "krb5_kdc_requests_total", "request", "tgs", "status", "ISSUE")
 	// The directory goes away under the running exporter (the lock it
 	// holds stays): every write fails from now on.
@@ -400,14 +408,30 @@ func TestPositionFileWriteErrors(t *testing.T) {
 	writeLines(t, path, tgsIssue("w@R"))
 	waitValue(t, tm.reg, 2, "krb5_kdc_requests_total", "request", "tgs", "status", "ISSUE")
 	deadline := time.Now().Add(10 * time.Second)
-	for value(t, tm.reg, "krb5_kdc_log_position_file_write_errors_total") < 1 {
+	for value(t, tm.reg, "krb5_kdc_log_position_file_write_errors_total") < 3 {
 		if time.Now().After(deadline) {
-			t.Fatal("no position file write error counted")
+			t.Fatal("not three position file write errors counted")
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	writeLines(t, path, tgsIssue("v@R"))
 	waitValue(t, tm.reg, 3, "krb5_kdc_requests_total", "request", "tgs", "status", "ISSUE")
+	if n := strings.Count(logs.String(), `msg="cannot write the position file;`); n != 1 {
+		t.Errorf("%d lines for a lasting write failure, want 1:\n%s", n, logs.String())
+	}
+	// The directory is back: the next write succeeds and says so, once.
+	if err := os.Mkdir(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 10*time.Second, "the position file to be written again", func() bool {
+		_, err := os.Stat(filepath.Join(state, "positions.json"))
+		return err == nil
+	})
+	writeLines(t, path, tgsIssue("x@R"))
+	waitValue(t, tm.reg, 4, "krb5_kdc_requests_total", "request", "tgs", "status", "ISSUE")
+	if n := strings.Count(logs.String(), `msg="position file written again"`); n != 1 {
+		t.Errorf("%d recovery lines, want 1:\n%s", n, logs.String())
+	}
 }
 
 // TestReloadTimingsKeepsDeletedLog: a reload that changes poll_interval

@@ -34,11 +34,8 @@ func (l *Limiter) Allow(key string) (held int, ok bool) {
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s := l.keys[key]
-	if s == nil {
-		s = &limitState{}
-		l.keys[key] = s
-	} else if now.Sub(s.last) < l.every {
+	s, seen := l.state(key)
+	if seen && now.Sub(s.last) < l.every {
 		s.held++
 		return 0, false
 	}
@@ -53,11 +50,17 @@ func (l *Limiter) Pass(key string) (held int) {
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s := l.keys[key]
-	if s == nil {
-		s = &limitState{}
-		l.keys[key] = s
-	}
+	s, _ := l.state(key)
 	held, s.held, s.last = s.held, 0, now
 	return held
+}
+
+// state returns key's state, made if it was not seen; l.mu is held.
+func (l *Limiter) state(key string) (s *limitState, seen bool) {
+	if s = l.keys[key]; s != nil {
+		return s, true
+	}
+	s = &limitState{}
+	l.keys[key] = s
+	return s, false
 }

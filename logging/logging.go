@@ -3,7 +3,9 @@
 // libraries (exporter-toolkit) that take a *slog.Logger, so there is one
 // logging setup and one stream: every line, ours or a library's, has the
 // keys level, ts, caller and msg in that order (logfmt) and the same key
-// names (json).
+// names (json). What repeats is said once: Limiter holds back a repeated
+// line per interval, Changes logs a state when it changes (the first
+// failure, a changed one, the recovery).
 package logging
 
 import (

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/krb5-exporter/krb5-exporter/config"
+	"github.com/krb5-exporter/krb5-exporter/logging"
 )
 
 // Manager runs the continuous probes of the configuration: one goroutine per
@@ -175,8 +176,11 @@ func (m *Manager) run(ctx context.Context, l *loop) {
 	logger := log.With(m.logger, "probe", name, "kdc", l.cfg.Address)
 	tick := time.NewTicker(l.cfg.EffectiveInterval())
 	defer tick.Stop()
-	last := map[string]string{}
-	readable := l.creds.WorldReadable() // start has said so
+	failures := logging.NewChanges(nil) // per exchange: the class logged last
+	readable := logging.NewChanges(nil) // whether the key file is world-readable
+	if l.creds.WorldReadable() {
+		readable.Note("", "world-readable") // start has said so
+	}
 	for {
 		level.Debug(l.dlogger).Log("msg", "probing", "kdc", l.cfg.Address, "transport", l.target.Transport(), "client", l.creds.Principal())
 		o := l.target.Run(ctx)
@@ -185,23 +189,21 @@ func (m *Manager) run(ctx context.Context, l *loop) {
 		}
 		// The gauge first: whoever sees this probe's result sees the state
 		// of the file it used.
-		v := 0.0
-		if now := l.creds.WorldReadable(); now {
-			v = 1
-			if !readable {
-				level.Warn(logger).Log("msg", "keytab or password file became readable by every local user")
-			}
-			readable = true
-		} else if readable {
+		v, state := 0.0, ""
+		if l.creds.WorldReadable() {
+			v, state = 1, "world-readable"
+		}
+		if _, _, changed := readable.Note("", state); changed && v == 1 {
+			level.Warn(logger).Log("msg", "keytab or password file became readable by every local user")
+		} else if changed {
 			level.Info(logger).Log("msg", "keytab or password file is no longer readable by every local user")
-			readable = false
 		}
 		m.metrics.worldReadable.WithLabelValues(name).Set(v)
 		m.metrics.record(name, l.target.Transport(), &o)
 		l.history.add(recordOf(&o, l.dlogger, l.dlog))
-		logChange(logger, last, ExchangeAS, o.ASErr)
+		logChange(logger, failures, ExchangeAS, o.ASErr)
 		if o.TGSRan {
-			logChange(logger, last, ExchangeTGS, o.TGSErr)
+			logChange(logger, failures, ExchangeTGS, o.TGSErr)
 		}
 		select {
 		case <-ctx.Done():
@@ -213,15 +215,17 @@ func (m *Manager) run(ctx context.Context, l *loop) {
 
 // logChange logs a failure when an exchange starts failing or fails
 // differently, and its recovery: a dead KDC says so once, not every interval.
-func logChange(logger log.Logger, last map[string]string, ex string, err error) {
-	class := krb5.Classify(err)
-	prev, seen := last[ex]
-	last[ex] = class
+func logChange(logger log.Logger, failures *logging.Changes, ex string, err error) {
+	var class string // "" for a success, as Changes takes it
+	if err != nil {
+		class = krb5.Classify(err)
+	}
+	prev, _, changed := failures.Note(ex, class)
 	switch {
-	case class == prev:
+	case !changed:
 	case err != nil:
 		level.Warn(logger).Log("msg", "probe failed", "exchange", ex, "result", class, "err", err)
-	case seen:
+	default:
 		level.Info(logger).Log("msg", "probe recovered", "exchange", ex, "after", prev)
 	}
 }

@@ -6,10 +6,13 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-kit/log"
+	"github.com/go-logfmt/logfmt"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/prometheus/client_golang/prometheus"
 	promtest "github.com/prometheus/client_golang/prometheus/testutil"
@@ -57,7 +60,13 @@ func histogramCount(t *testing.T, v *prometheus.HistogramVec, labels ...string) 
 func TestManagerProbesAndRecovers(t *testing.T) {
 	r := upRealm(t, realm.Options{})
 	reg := prometheus.NewPedanticRegistry()
-	m := NewManager(testutil.Logger(t), reg)
+	var logs testutil.LockedBuffer
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the manager's log:\n%s", logs.String())
+		}
+	})
+	m := NewManager(log.NewLogfmtLogger(&logs), reg)
 	t.Cleanup(m.Stop)
 	cfg := probeConfig(r)
 	if err := m.ApplyConfig(cfg); err != nil {
@@ -125,6 +134,12 @@ krb5_probe_keytab_world_readable{target="kdc-udp"} 0
 	// The KDC stops: the next probes fail as connection_refused (ICMP port
 	// unreachable over UDP, a reset over TCP) and the exporter keeps probing.
 	refused0 := counter(pm.total, "kdc-udp", ExchangeAS, krb5.ClassConnectionRefused)
+	refusedBefore := map[string]float64{}
+	for _, target := range []string{"kdc-udp", "kdc-tcp"} {
+		for _, ex := range []string{ExchangeAS, ExchangeTGS} {
+			refusedBefore[target+" "+ex] = counter(pm.total, target, ex, krb5.ClassConnectionRefused)
+		}
+	}
 	if err := r.StopKDC(); err != nil {
 		t.Fatal(err)
 	}
@@ -139,10 +154,69 @@ krb5_probe_keytab_world_readable{target="kdc-udp"} 0
 		t.Error("TGS not counted as connection_refused while the KDC was down")
 	}
 
+	// A second failed probe of each, so that a repeat would be logged.
+	testutil.Eventually(t, 20*time.Second, "two failed probes of each target and exchange", func() bool {
+		for _, target := range []string{"kdc-udp", "kdc-tcp"} {
+			for _, ex := range []string{ExchangeAS, ExchangeTGS} {
+				if counter(pm.total, target, ex, krb5.ClassConnectionRefused) < refusedBefore[target+" "+ex]+2 {
+					return false
+				}
+			}
+		}
+		return true
+	})
+
 	if err := r.StartKDC(testutil.Context(t, 30*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, 20*time.Second, "probes to recover after the KDC restarted", func() bool { return up("kdc-udp")() && up("kdc-tcp")() })
+
+	// The outage is logged as it changed, not once per probe: per target
+	// and exchange a failure line when the class changed (the KDC down:
+	// connection_refused at least), and one recovery line naming the last.
+	testutil.Eventually(t, 10*time.Second, "the recoveries to be logged", func() bool {
+		return strings.Count(logs.String(), `msg="probe recovered"`) == 4
+	})
+	for _, target := range []string{"kdc-udp", "kdc-tcp"} {
+		for _, ex := range []string{ExchangeAS, ExchangeTGS} {
+			lines := stateLines(t, logs.String(), target, ex)
+			var classes []string
+			for i, l := range lines[:len(lines)-1] {
+				if l["msg"] != "probe failed" || (i > 0 && l["result"] == lines[i-1]["result"]) {
+					t.Errorf("%s %s: line %d of %v is not a changed failure", target, ex, i, lines)
+				}
+				classes = append(classes, l["result"])
+			}
+			rec := lines[len(lines)-1]
+			if len(classes) == 0 || !slices.Contains(classes, krb5.ClassConnectionRefused) || rec["msg"] != "probe recovered" || rec["after"] != classes[len(classes)-1] {
+				t.Errorf("%s %s: state lines %v, want changed failures (connection_refused among them) and one recovery after the last", target, ex, lines)
+			}
+		}
+	}
+}
+
+// stateLines returns the probe failed and probe recovered lines of one
+// target's exchange, in order, as key-value maps.
+func stateLines(t *testing.T, logs, target, ex string) []map[string]string {
+	t.Helper()
+	var out []map[string]string
+	d := logfmt.NewDecoder(strings.NewReader(logs))
+	for d.ScanRecord() {
+		kv := map[string]string{}
+		for d.ScanKeyval() {
+			kv[string(d.Key())] = string(d.Value())
+		}
+		if (kv["msg"] == "probe failed" || kv["msg"] == "probe recovered") && kv["probe"] == target && kv["exchange"] == ex {
+			out = append(out, kv)
+		}
+	}
+	if err := d.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(out) == 0 {
+		t.Fatalf("%s %s: no state lines in the log", target, ex)
+	}
+	return out
 }
 
 func TestManagerReload(t *testing.T) {

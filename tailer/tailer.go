@@ -23,6 +23,7 @@ import (
 	"github.com/go-kit/log/level"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/safefile"
+	"github.com/krb5-exporter/krb5-exporter/logging"
 )
 
 // LineHandler receives each line without its newline. The slice is valid
@@ -133,7 +134,7 @@ type Tailer struct {
 	// rotated file's first bytes when candidates lists it.
 	listed func(path string)
 
-	lastErr string // the error logged last, so a lasting problem is logged once
+	problems *logging.Changes // the problem logged last, so a lasting one is logged once
 
 	// Timings that SetTimings changes while Run runs; opts keeps the
 	// values New was given.
@@ -149,14 +150,14 @@ type Tailer struct {
 // last: a file the exporter may not read is checked every second.
 func (t *Tailer) problem(msg string, err error) {
 	t.stats.ReadErrors.Add(1)
-	if s := msg + ": " + err.Error(); s != t.lastErr {
-		t.lastErr = s
+	if _, _, changed := t.problems.Note("", msg+": "+err.Error()); changed {
 		level.Warn(t.logger).Log("msg", msg, "err", err)
 	}
 }
 
-// fine notes that the path could be opened, so the next problem is logged.
-func (t *Tailer) fine() { t.lastErr = "" }
+// fine notes that the path could be opened, so the next problem is
+// logged; the recovery itself is not (the lines read say it).
+func (t *Tailer) fine() { t.problems.Note("", "") }
 
 // New returns a Tailer; Run starts it. store may be shared by tailers of
 // different paths; stats must not be nil.
@@ -176,6 +177,7 @@ func New(opts Options, logger log.Logger, store *Positions, stats *Stats, h Line
 		minInterval: minInterval,
 		retimed:     make(chan struct{}, 1),
 		cycled:      make(chan struct{}),
+		problems:    logging.NewChanges(nil),
 	}
 	t.pollInterval.Store(int64(opts.PollInterval))
 	t.rotateWait.Store(int64(opts.RotateWait))
