@@ -77,3 +77,29 @@ func TestRefusedClientsHostileFlood(t *testing.T) {
 		t.Errorf("observe allocates %.1f times a name", a)
 	}
 }
+
+// BenchmarkRefusedClientsObserve is the cost of one BAD_ENCRYPTION_TYPE
+// line's observation on a full set: new names each time (a flood, the
+// worst case: a whole scan and a replacement) and one name again.
+func BenchmarkRefusedClientsObserve(b *testing.B) {
+	names := make([][]byte, 1024)
+	for i := range names {
+		names[i] = fmt.Appendf(nil, "flood%d@EXAMPLE.COM", i)
+	}
+	now := time.Unix(1_800_000_000, 0)
+	b.Run("flood", func(b *testing.B) {
+		r := newRefusedClients()
+		for i := 0; b.Loop(); i++ {
+			r.observe(names[i%len(names)], now)
+		}
+	})
+	b.Run("one", func(b *testing.B) {
+		r := newRefusedClients()
+		for _, n := range names[:refusedClientsCap] {
+			r.observe(n, now)
+		}
+		for b.Loop() {
+			r.observe(names[0], now)
+		}
+	})
+}
