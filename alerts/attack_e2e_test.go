@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -54,13 +55,18 @@ attack_signals:
 		"--kdclog.position-file", filepath.Join(tmp, "positions.json"))
 	waitHTTP(t, ctx, "http://"+exporterAddr+"/-/ready", exporterLog)
 
-	rules := filepath.Join(tmp, "attack.rules.yml")
-	b, err := os.ReadFile("attack.rules.yml")
-	if err != nil {
-		t.Fatal(err)
+	// requests.rules.yml too: one client's refused etypes must not spend
+	// the error budget.
+	var rules []string
+	for _, f := range []string{"attack.rules.yml", "requests.rules.yml"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rules = append(rules, filepath.Join(tmp, f))
+		writeFile(t, rules[len(rules)-1], string(b))
 	}
-	writeFile(t, rules, string(b))
-	prom, _ := startPrometheus(t, ctx, promBin, tmp, []string{rules}, fmt.Sprintf(`scrape_configs:
+	prom, _ := startPrometheus(t, ctx, promBin, tmp, rules, fmt.Sprintf(`scrape_configs:
   - job_name: krb5
     static_configs: [{targets: ["%s"]}]`, exporterAddr))
 
@@ -158,6 +164,33 @@ attack_signals:
 	if err := run("", "roastme\n", "kinit", "nopre"); err != nil {
 		t.Fatal(err)
 	}
+	// One client offering RC4 only (a roasting tool's choice), refused 20
+	// times: the realm's krbtgt and user keys are AES, so the KDC answers
+	// BAD_ENCRYPTION_TYPE. That spends no error budget:
+	// KDCErrorBudgetBurnFast not even pending once the requests rules saw
+	// it (on this realm's few logins, the old rules had it pending).
+	rc4 := filepath.Join(tmp, "krb5-rc4.conf")
+	writeFile(t, rc4, strings.Replace(regexp.MustCompile(`(?m)^(\s*default_(tkt|tgs)_enctypes =).*$`).ReplaceAllString(string(data), "$1 arcfour-hmac"),
+		"[libdefaults]", "[libdefaults]\n\tallow_weak_crypto = true", 1))
+	// The first refusal scraped alone: its series appears with it, and
+	// rate() sees the next 19.
+	for i := range 20 {
+		if run(rc4, "", "kinit", "-k", "-t", r.UserKeytab, r.User(7)) == nil {
+			t.Fatal("an RC4-only login to an AES-only realm succeeded")
+		}
+		if i == 0 {
+			waitQuery(`krb5_kdc_requests_total{request="as",status="BAD_ENCRYPTION_TYPE"} == 1`)
+		}
+	}
+	waitQuery(`krb5_kdc_requests_total{request="as",status="BAD_ENCRYPTION_TYPE"} == 20 and on () krb5_kdc_etype_refused_clients == 1`)
+	refused := time.Now()
+	testutil.Eventually(t, 30*time.Second, "the requests rules evaluated after the refusals", func() bool {
+		return lastEvaluation(t, ctx, prom, "krb5-requests").After(refused.Add(2 * time.Second))
+	})
+	if a := activeAlerts(t, ctx, prom)["KDCErrorBudgetBurnFast"]; a != "" {
+		t.Errorf("KDCErrorBudgetBurnFast %s for one client's 20 refused RC4-only requests", a)
+	}
+	phase("one client's refused etypes evaluated")
 	defer func() {
 		if t.Failed() { // what the exporter says
 			if out, err := exec.Command("curl", "-s", "http://"+exporterAddr+"/metrics").Output(); err == nil {

@@ -1,6 +1,7 @@
 package alerts
 
 import (
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -15,8 +16,14 @@ import (
 // statusClass is one row of the runbook's table "What the SLI counts": a
 // KDC log status or a probe result, and its class.
 type statusClass struct {
-	source, class string // log or probe; success, step, server or client
+	source, class string // log or probe; success, step, server, client or spread
+	// A spread status's owner gauge and threshold, from its row's
+	// "`GAUGE >= N`": server while GAUGE reaches N, client otherwise.
+	gauge, threshold string
 }
+
+// spreadRule is how a spread row's Why cell names its gauge and threshold.
+var spreadRule = regexp.MustCompile("`(krb5_[a-z_]+) >= ([0-9]+)`")
 
 // runbookStatusTable reads the table of runbook.md's "### What the SLI
 // counts": name -> its source and class. A name in two rows fails the test.
@@ -38,9 +45,17 @@ func runbookStatusTable(t *testing.T) map[string]statusClass {
 		if len(cells) != 6 || !strings.Contains(cells[1], "`") {
 			continue
 		}
-		c := statusClass{strings.TrimSpace(cells[2]), strings.TrimSpace(cells[3])}
-		if !slices.Contains([]string{"log", "probe"}, c.source) || !slices.Contains([]string{"success", "step", "server", "client"}, c.class) {
+		c := statusClass{source: strings.TrimSpace(cells[2]), class: strings.TrimSpace(cells[3])}
+		if !slices.Contains([]string{"log", "probe"}, c.source) || !slices.Contains([]string{"success", "step", "server", "client", "spread"}, c.class) {
 			t.Errorf("runbook.md: row %q: source %q, class %q", line, c.source, c.class)
+		}
+		if c.class == "spread" {
+			m := spreadRule.FindStringSubmatch(cells[4])
+			if m == nil {
+				t.Errorf("runbook.md: spread row %q names no \"`GAUGE >= N`\"", line)
+				continue
+			}
+			c.gauge, c.threshold = m[1], m[2]
 		}
 		for _, m := range names.FindAllStringSubmatch(cells[1], -1) {
 			if _, dup := table[m[1]]; dup {
@@ -174,7 +189,22 @@ func TestSLIStatusesFollowRunbook(t *testing.T) {
 
 	server := namesOf(table, "log", "server")
 	probeServer := namesOf(table, "probe", "server")
-	noFailure := namesOf(table, "log", "success", "step", "server")
+	noFailure := namesOf(table, "log", "success", "step", "server", "spread")
+	// A spread status counts apart from the lists: with its own matcher,
+	// on the SLI's failed and valid sides while its gauge reaches the
+	// threshold, as a client error while it does not.
+	spread := func(r rule, op, window string) {
+		for _, s := range namesOf(table, "log", "spread") {
+			c := table[s]
+			want := fmt.Sprintf(`(rate(krb5_kdc_requests_total{status=%q}[%s]) %s on (job, realm, instance) max_over_time(%s[%s]) >= %s)`, s, window, op, c.gauge, window, c.threshold)
+			if n := strings.Count(r.Expr, want); n != 2 {
+				t.Errorf("%s: %d times %s, want 2 (runbook.md's spread row)", r.Record, n, want)
+			}
+			if n := strings.Count(r.Expr, `"`+s+`"`); n != 2 {
+				t.Errorf("%s: names %s %d times, want only in its 2 spread terms", r.Record, s, n)
+			}
+		}
+	}
 	var sli, clientErrors int
 	for _, r := range allRules(t) {
 		switch {
@@ -194,13 +224,15 @@ func TestSLIStatusesFollowRunbook(t *testing.T) {
 			check("valid statuses", statuses[1], sorted(append(slices.Clone(server), "ISSUE")))
 			check("failed probe results", results[0], probeServer)
 			check("valid probe results", results[1], sorted(append(slices.Clone(probeServer), "success")))
+			spread(r, "and", strings.TrimPrefix(r.Record, "instance:krb5_kdc_availability_errors:ratio_rate"))
 		case r.Record == "instance:krb5_kdc_client_errors:rate5m":
 			clientErrors++
 			for _, l := range matcherValues(r.Expr, "status", "!~") {
 				if got := sorted(l); !slices.Equal(got, noFailure) {
-					t.Errorf("%s: excludes %v, which are not success, step or server rows of runbook.md's table, and not %v", r.Record, minus(got, noFailure), minus(noFailure, got))
+					t.Errorf("%s: excludes %v, which are not success, step, server or spread rows of runbook.md's table, and not %v", r.Record, minus(got, noFailure), minus(noFailure, got))
 				}
 			}
+			spread(r, "unless", "5m")
 		}
 	}
 	if sli != 7 || clientErrors != 1 {

@@ -1,6 +1,8 @@
 package kdclog
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/krb5-exporter/krb5-exporter/tailer"
@@ -118,7 +120,7 @@ type collector struct{ m *Manager }
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		descRequests, descProbe, descIssued, descWeak, descPreauth, descRecovered, descRetrans,
-		descTooMany, descS4U, descKDCLife, descKadmin, descKadmAuth, descKadmLife, descWorkerRequests,
+		descTooMany, descS4U, descEtypeRefused, descKDCLife, descKadmin, descKadmAuth, descKadmLife, descWorkerRequests,
 		descLines, descParsed, descUnparsed, descBytes, descRotations, descCopies, descMismatch,
 		descDiscovered, descUnread, descReadErrors, descBehind, descOpen, descInotify, descPosWrites, descPosErrors,
 		descJCursorLost, descJEntriesLost, descJExits, descJMalformed, descJRunning, descJSuppressed, descJOversized,
@@ -198,6 +200,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			counter(ch, descRetrans, k.retrans[a].Load(), retransmitNames[a])
 		}
 		counter(ch, descTooMany, k.tooMany[0].Load())
+		gauge(ch, descEtypeRefused, float64(k.refused.count(time.Now())))
 		for l := range numLifecycle {
 			counter(ch, descKDCLife, k.kdcLife[l].Load(), lifecycleNames[l])
 		}

@@ -62,9 +62,12 @@ type counts struct {
 	methods  *boundedLabels
 	ops      *boundedLabels
 	*tally[atomic.Uint64]
-	kpropd  kpropdCounts // kpropd.go
-	workers workerCounts // workers.go
-	attack  *attackState // attacksignals.go
+	kpropd  kpropdCounts    // kpropd.go
+	workers workerCounts    // workers.go
+	attack  *attackState    // attacksignals.go
+	refused *refusedClients // refused.go
+	// badEtype is BAD_ENCRYPTION_TYPE's status index.
+	badEtype int
 }
 
 func newCounts() *counts {
@@ -73,7 +76,9 @@ func newCounts() *counts {
 		methods:  newBoundedLabels(knownPreauthMethods, maxDynamicMethods, identChar),
 		ops:      newBoundedLabels(knownKadminOps, maxDynamicOps, identChar),
 		attack:   newAttackState(),
+		refused:  newRefusedClients(),
 	}
+	c.badEtype = c.statuses.known["BAD_ENCRYPTION_TYPE"]
 	c.tally = newTally[atomic.Uint64](c)
 	return c
 }

@@ -5,6 +5,7 @@ import (
 	"hash/maphash"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/krb5-exporter/krb5-exporter/config"
 	"github.com/krb5-exporter/krb5-exporter/kdclog/attack"
@@ -171,6 +172,9 @@ func (s *source) countRequest(e *Event) {
 		return
 	}
 	l.requests[e.Request][si]++
+	if si == c.badEtype {
+		c.refused.observe(e.Client, time.Now())
+	}
 	s.workers.count(e.PID, e.Request, si, len(l.requests[e.Request]))
 	// The verify failure line just before, from the same process, belongs
 	// to this AS line whatever its status.
