@@ -78,12 +78,7 @@ func TestAttackSignalsRealKDC(t *testing.T) {
 	// is over), then returns the series and checks the wrong passwords.
 	settled := func(t *testing.T, wrongPasswords float64) *testutil.Scrape {
 		t.Helper()
-		waitValue(t, tm.reg, completeLines(t, r.KDCLog), "krb5_kdc_log_lines_read_total", "path", r.KDCLog)
-		testutil.Eventually(t, 15*time.Second, "the failures' recovery wait", func() bool {
-			testutil.Gather(t, tm.reg)
-			return !tm.m.counts.attack.d.Waiting()
-		})
-		got := testutil.Gather(t, tm.reg)
+		got := settle(t, tm, r.KDCLog)
 		if v := got.Value(MetricAttackEvents, "event", "wrong_password"); v != wrongPasswords {
 			t.Errorf("wrong passwords %v, want %v", v, wrongPasswords)
 		}
@@ -216,4 +211,17 @@ func TestAttackSignalsRealKDC(t *testing.T) {
 			}
 		}
 	})
+}
+
+// settle waits until every line of the KDC log is read and no failure
+// awaits its recovery any more (each scrape counts those whose wait is
+// over), then returns the series.
+func settle(t *testing.T, tm *testManager, log string) *testutil.Scrape {
+	t.Helper()
+	waitValue(t, tm.reg, completeLines(t, log), "krb5_kdc_log_lines_read_total", "path", log)
+	testutil.Eventually(t, 15*time.Second, "the failures' recovery wait", func() bool {
+		testutil.Gather(t, tm.reg)
+		return !tm.m.counts.attack.d.Waiting()
+	})
+	return testutil.Gather(t, tm.reg)
 }

@@ -69,6 +69,22 @@ func writeJournal(t *testing.T, file string, ts *int64, entries []journalEntry) 
 	}
 }
 
+// sameCounts reports every series whose count the journal source (got)
+// and the file source (want) of the same lines disagree on.
+func sameCounts(t *testing.T, got, want map[string]float64) {
+	t.Helper()
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: journal %v, file %v", k, got[k], v)
+		}
+	}
+	for k, v := range got {
+		if _, ok := want[k]; !ok {
+			t.Errorf("%s: journal %v, file nothing", k, v)
+		}
+	}
+}
+
 // requestCounts are the counters of what the daemons did (no per-source
 // self metrics), as name{labels} -> value.
 func requestCounts(t *testing.T, g prometheus.Gatherer) map[string]float64 {
@@ -166,16 +182,7 @@ func TestJournalSourceCountsLikeFiles(t *testing.T) {
 	if len(want) < 10 {
 		t.Fatalf("the file source counted only %d series: %v", len(want), want)
 	}
-	for k, v := range want {
-		if got[k] != v {
-			t.Errorf("%s: journal %v, file %v", k, got[k], v)
-		}
-	}
-	for k, v := range got {
-		if _, ok := want[k]; !ok {
-			t.Errorf("%s: journal %v, file nothing", k, v)
-		}
-	}
+	sameCounts(t, got, want)
 	if v := value(t, m2.reg, "krb5_kdc_log_journalctl_running", "path", key); v != 1 {
 		t.Errorf("journalctl_running = %v", v)
 	}
@@ -254,16 +261,7 @@ func TestJournalForgeriesCountNowhere(t *testing.T) {
 	waitValue(t, jm.reg, 3, "krb5_kdc_log_journal_lines_suppressed_total", "path", jsrc.Key())
 	waitValue(t, jm.reg, float64(len(entries)), "krb5_kdc_log_lines_read_total", "path", jsrc.Key())
 	got := requestCounts(t, jm.reg)
-	for k, v := range want {
-		if got[k] != v {
-			t.Errorf("%s: journal %v, file %v", k, got[k], v)
-		}
-	}
-	for k, v := range got {
-		if _, ok := want[k]; !ok {
-			t.Errorf("%s: journal %v, file nothing", k, v)
-		}
-	}
+	sameCounts(t, got, want)
 	for name, mf := range testutil.Gather(t, jm.reg).MFs {
 		for _, m := range mf.GetMetric() {
 			for _, l := range m.GetLabel() {

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/krb5-exporter/krb5-exporter/config"
-	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/kdclog/attack"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
@@ -181,12 +180,7 @@ func TestOneAccountRealKDC(t *testing.T) {
 	// returns both accounts' growth since the last step.
 	step := func(t *testing.T) account {
 		t.Helper()
-		waitValue(t, tm.reg, completeLines(t, r.KDCLog), "krb5_kdc_log_lines_read_total", "path", r.KDCLog)
-		testutil.Eventually(t, 15*time.Second, "the failures' recovery wait", func() bool {
-			testutil.Gather(t, tm.reg)
-			return !tm.m.counts.attack.d.Waiting()
-		})
-		got := testutil.Gather(t, tm.reg)
+		got := settle(t, tm, r.KDCLog)
 		now := account{
 			got.Value("krb5_kdc_requests_total", "request", "as", "status", "PREAUTH_FAILED"),
 			got.Sum("krb5_kdc_preauth_failures_recovered_total"),
