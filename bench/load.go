@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -271,4 +272,48 @@ func summarizeLoad(recs []record, kind string, clients int, wall time.Duration, 
 		l.FailedPct = 100 * float64(l.Errors) / float64(l.Requests)
 	}
 	return l
+}
+
+// checkLoad warns about failed requests and fails a load in which
+// nothing succeeded (a KDC that is down).
+func (r *run) checkLoad(test string, l *Load) error {
+	if l.Requests == 0 {
+		return errors.New("no request completed")
+	}
+	if l.Errors == l.Requests {
+		return fmt.Errorf("all %d requests failed: %s", l.Requests, errorSummary(l))
+	}
+	if l.Errors > 0 {
+		cls := make([]string, 0, len(l.ErrorClasses))
+		for c := range l.ErrorClasses {
+			cls = append(cls, c)
+		}
+		slices.Sort(cls)
+		r.warn("%s: %d of %d requests failed (%v); first error: %s", test, l.Errors, l.Requests, cls, l.ErrorTexts[cls[0]])
+	}
+	return nil
+}
+
+// errorSummary names every error class with its count, most frequent
+// first, and the first text of the most frequent: a KDC that is down shows
+// as connection_refused even when most requests timed out after it.
+func errorSummary(l *Load) string {
+	if len(l.ErrorClasses) == 0 {
+		return "no error text"
+	}
+	cls := make([]string, 0, len(l.ErrorClasses))
+	for c := range l.ErrorClasses {
+		cls = append(cls, c)
+	}
+	slices.SortFunc(cls, func(a, b string) int {
+		if d := l.ErrorClasses[b] - l.ErrorClasses[a]; d != 0 {
+			return d
+		}
+		return strings.Compare(a, b)
+	})
+	parts := make([]string, len(cls))
+	for i, c := range cls {
+		parts[i] = fmt.Sprintf("%s %d", c, l.ErrorClasses[c])
+	}
+	return strings.Join(parts, ", ") + "; first: " + l.ErrorTexts[cls[0]]
 }

@@ -111,7 +111,7 @@ func addBenchCommand(app *kingpin.Application) *benchCmd {
 			return err
 		}
 	}
-	str("tests", "Comma-separated tests to run (default all): "+strings.Join(bench.TestNames, ","), func(cfg *bench.Config, v string) (err error) {
+	str("tests", "Comma-separated tests to run (default all): "+strings.Join(bench.TestNames(), ","), func(cfg *bench.Config, v string) (err error) {
 		cfg.Tests, err = bench.ParseTests(v)
 		return err
 	})
