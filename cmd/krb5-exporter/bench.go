@@ -19,10 +19,12 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/procfs"
 
 	"github.com/krb5-exporter/krb5-exporter/bench"
 	"github.com/krb5-exporter/krb5-exporter/bench/report"
 	"github.com/krb5-exporter/krb5-exporter/collector"
+	"github.com/krb5-exporter/krb5-exporter/internal/kdcproc"
 	"github.com/krb5-exporter/krb5-exporter/internal/safefile"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
@@ -429,8 +431,12 @@ func existingSystem(e *bench.ExistingRealm, allowWrites bool) (*bench.System, er
 		s.ServiceName = func(i int) string { return fmt.Sprintf(f, i) }
 	}
 	if e.KDCPidFile != "" {
+		proc, err := procfs.NewDefaultFS()
+		if err != nil {
+			return nil, err
+		}
 		path := e.KDCPidFile
-		s.KDCPids = func() []int { return pidsFromFile(path) }
+		s.KDCPids = func() []int { return kdcPids(proc, path) }
 	}
 	if len(e.StopCommand) > 0 && len(e.StartCommand) > 0 {
 		stopC, startC := e.StopCommand, e.StartCommand
@@ -448,38 +454,19 @@ func runCommand(ctx context.Context, argv []string) error {
 	return nil
 }
 
-// pidsFromFile is the pid in a pid file and its krb5kdc children.
-func pidsFromFile(path string) []int {
-	b, err := os.ReadFile(path)
+// kdcPids lists the processes of the KDC whose pid file is path: its
+// main process and its krb5kdc children (kdcproc.Find); none when it is
+// not running or /proc cannot be read.
+func kdcPids(proc procfs.FS, path string) []int {
+	procs, err := kdcproc.Find(proc, path)
 	if err != nil {
 		return nil
 	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || pid <= 0 {
-		return nil
+	pids := make([]int, len(procs))
+	for i, p := range procs {
+		pids[i] = p.PID
 	}
-	out := []int{pid}
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		st, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(st)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 || !strings.Contains(s[:i], "(krb5kdc") {
-			continue
-		}
-		f := strings.Fields(s[i+1:])
-		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
-			out = append(out, p)
-		}
-	}
-	return out
+	return pids
 }
 
 // pin moves every thread of pid to one CPU.
