@@ -9,13 +9,7 @@ import (
 // as is the login rate: logins on UDP for Duration, on the batched
 // generator (BatchInflight in flight) or Clients closed-loop clients.
 func (r *run) as(ctx context.Context) error {
-	var l *Load
-	var err error
-	if r.set.Generator == GeneratorBatched {
-		l, err = r.batchedAS(ctx, r.set.BatchInflight, r.set.Duration, 0)
-	} else {
-		l, err = r.closedLoop(ctx, kindAS, krb5.UDP, r.set.Clients, r.set.Duration)
-	}
+	l, err := r.onGenerator(ctx, kindAS, krb5.UDP, r.batchedAS, r.set.BatchInflight, r.set.Clients, r.set.Duration)
 	if err != nil {
 		return err
 	}

@@ -14,15 +14,9 @@ func (r *run) concurrency(ctx context.Context) error {
 	c := &Concurrency{}
 	for _, n := range r.set.ClientLevels {
 		r.prog.reset(fmt.Sprintf("concurrency %d clients", n))
-		var l *Load
-		var err error
-		if r.set.Generator == GeneratorBatched {
-			// n logins in flight (a closed loop of n clients) on the
-			// cheap generator, so that it is not the limit at 64 either.
-			l, err = r.batchedAS(ctx, n, r.set.LevelDuration, 0)
-		} else {
-			l, err = r.closedLoop(ctx, kindAS, krb5.UDP, n, r.set.LevelDuration)
-		}
+		// n logins in flight (a closed loop of n clients) on the cheap
+		// generator, so that it is not the limit at 64 either.
+		l, err := r.onGenerator(ctx, kindAS, krb5.UDP, r.batchedAS, n, n, r.set.LevelDuration)
 		if err != nil {
 			return err
 		}

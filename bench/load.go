@@ -175,6 +175,16 @@ func (r *run) batchedTGS(ctx context.Context, inflight int, dur time.Duration, l
 	return r.batched(ctx, kindTGS, inflight, dur, limit)
 }
 
+// onGenerator is a load on the chosen generator (Settings.Generator):
+// batched with inflight requests in flight, or clients closed-loop
+// clients on the blocking one, of kind over t for dur.
+func (r *run) onGenerator(ctx context.Context, kind string, t krb5.Transport, batched func(context.Context, int, time.Duration, int64) (*Load, error), inflight, clients int, dur time.Duration) (*Load, error) {
+	if r.set.Generator == GeneratorBatched {
+		return batched(ctx, inflight, dur, 0)
+	}
+	return r.closedLoop(ctx, kind, t, clients, dur)
+}
+
 // closedLoop is the as or tgs load on the blocking generator: clients
 // goroutines for dur.
 func (r *run) closedLoop(ctx context.Context, kind string, t krb5.Transport, clients int, dur time.Duration) (*Load, error) {

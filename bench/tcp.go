@@ -8,13 +8,7 @@ import (
 
 // tcp is the login rate over TCP, loaded as as is, beside as's UDP rate.
 func (r *run) tcp(ctx context.Context) error {
-	var l *Load
-	var err error
-	if r.set.Generator == GeneratorBatched {
-		l, err = r.batchedTCP(ctx, r.set.BatchInflight, r.set.Duration, 0)
-	} else {
-		l, err = r.closedLoop(ctx, kindAS, krb5.TCP, r.set.Clients, r.set.Duration)
-	}
+	l, err := r.onGenerator(ctx, kindAS, krb5.TCP, r.batchedTCP, r.set.BatchInflight, r.set.Clients, r.set.Duration)
 	if err != nil {
 		return err
 	}

@@ -8,13 +8,7 @@ import (
 
 // tgs is the service ticket rate, loaded as as is.
 func (r *run) tgs(ctx context.Context) error {
-	var l *Load
-	var err error
-	if r.set.Generator == GeneratorBatched {
-		l, err = r.batchedTGS(ctx, r.set.BatchInflight, r.set.Duration, 0)
-	} else {
-		l, err = r.closedLoop(ctx, kindTGS, krb5.UDP, r.set.Clients, r.set.Duration)
-	}
+	l, err := r.onGenerator(ctx, kindTGS, krb5.UDP, r.batchedTGS, r.set.BatchInflight, r.set.Clients, r.set.Duration)
 	if err != nil {
 		return err
 	}
