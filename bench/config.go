@@ -2,9 +2,9 @@ package bench
 
 import (
 	"fmt"
-	"os"
 
 	"github.com/krb5-exporter/krb5-exporter/config"
+	"github.com/krb5-exporter/krb5-exporter/internal/safefile"
 )
 
 // Config is the bench configuration file: the settings (as in Settings,
@@ -46,8 +46,10 @@ type ExistingRealm struct {
 
 // LoadConfig strictly decodes a configuration file onto base (config.Decode:
 // errors name the file and line, "bench.yml:3: unknown key \"clinets\"").
+// The file is read as config.Load reads the daemon's: a regular file (a
+// FIFO is an error, not a hang) of at most config.MaxFileSize.
 func LoadConfig(path string, base Config) (Config, error) {
-	data, err := os.ReadFile(path)
+	data, _, err := safefile.ReadFile(path, config.MaxFileSize, 0)
 	if err != nil {
 		return base, err
 	}

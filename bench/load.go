@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -174,6 +175,16 @@ func (r *run) batchedTGS(ctx context.Context, inflight int, dur time.Duration, l
 	return r.batched(ctx, kindTGS, inflight, dur, limit)
 }
 
+// onGenerator is a load on the chosen generator (Settings.Generator):
+// batched with inflight requests in flight, or clients closed-loop
+// clients on the blocking one, of kind over t for dur.
+func (r *run) onGenerator(ctx context.Context, kind string, t krb5.Transport, batched func(context.Context, int, time.Duration, int64) (*Load, error), inflight, clients int, dur time.Duration) (*Load, error) {
+	if r.set.Generator == GeneratorBatched {
+		return batched(ctx, inflight, dur, 0)
+	}
+	return r.closedLoop(ctx, kind, t, clients, dur)
+}
+
 // closedLoop is the as or tgs load on the blocking generator: clients
 // goroutines for dur.
 func (r *run) closedLoop(ctx context.Context, kind string, t krb5.Transport, clients int, dur time.Duration) (*Load, error) {
@@ -271,4 +282,48 @@ func summarizeLoad(recs []record, kind string, clients int, wall time.Duration, 
 		l.FailedPct = 100 * float64(l.Errors) / float64(l.Requests)
 	}
 	return l
+}
+
+// checkLoad warns about failed requests and fails a load in which
+// nothing succeeded (a KDC that is down).
+func (r *run) checkLoad(test string, l *Load) error {
+	if l.Requests == 0 {
+		return errors.New("no request completed")
+	}
+	if l.Errors == l.Requests {
+		return fmt.Errorf("all %d requests failed: %s", l.Requests, errorSummary(l))
+	}
+	if l.Errors > 0 {
+		cls := make([]string, 0, len(l.ErrorClasses))
+		for c := range l.ErrorClasses {
+			cls = append(cls, c)
+		}
+		slices.Sort(cls)
+		r.warn("%s: %d of %d requests failed (%v); first error: %s", test, l.Errors, l.Requests, cls, l.ErrorTexts[cls[0]])
+	}
+	return nil
+}
+
+// errorSummary names every error class with its count, most frequent
+// first, and the first text of the most frequent: a KDC that is down shows
+// as connection_refused even when most requests timed out after it.
+func errorSummary(l *Load) string {
+	if len(l.ErrorClasses) == 0 {
+		return "no error text"
+	}
+	cls := make([]string, 0, len(l.ErrorClasses))
+	for c := range l.ErrorClasses {
+		cls = append(cls, c)
+	}
+	slices.SortFunc(cls, func(a, b string) int {
+		if d := l.ErrorClasses[b] - l.ErrorClasses[a]; d != 0 {
+			return d
+		}
+		return strings.Compare(a, b)
+	})
+	parts := make([]string, len(cls))
+	for i, c := range cls {
+		parts[i] = fmt.Sprintf("%s %d", c, l.ErrorClasses[c])
+	}
+	return strings.Join(parts, ", ") + "; first: " + l.ErrorTexts[cls[0]]
 }

@@ -21,14 +21,10 @@ const (
 	GeneratorBlocking = "blocking"
 )
 
-// TestNames are the tests in the order they run. cpu and memory are
-// measured during latency's load and need it.
-var TestNames = []string{"startup", "as", "tgs", "latency", "cpu", "memory", "concurrency", "tcp", "kadmin", "dump", "degradation"}
-
 // Defaults are the seed's settings and targets.
 func Defaults() Settings {
 	return Settings{
-		Tests:             slices.Clone(TestNames),
+		Tests:             TestNames(),
 		Clients:           8,
 		Duration:          10 * time.Second,
 		LoginRate:         100,
@@ -71,13 +67,14 @@ func Defaults() Settings {
 func ParseTests(s string) ([]string, error) {
 	s = strings.TrimSpace(s)
 	if s == "" || s == "all" {
-		return slices.Clone(TestNames), nil
+		return TestNames(), nil
 	}
 	var out []string
+	names := TestNames()
 	for _, n := range strings.Split(s, ",") {
 		n = strings.TrimSpace(n)
-		if !slices.Contains(TestNames, n) {
-			return nil, fmt.Errorf("unknown test %q (tests: %s)", n, strings.Join(TestNames, ","))
+		if !slices.Contains(names, n) {
+			return nil, fmt.Errorf("unknown test %q (tests: %s)", n, strings.Join(names, ","))
 		}
 		if !slices.Contains(out, n) {
 			out = append(out, n)

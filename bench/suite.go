@@ -139,17 +139,14 @@ func (s *Suite) Run(ctx context.Context) (*Report, error) {
 	if s.StatePeriod != 0 {
 		r.sampler.period = max(0, s.StatePeriod)
 	}
-	tests := map[string]func(context.Context) error{
-		"startup": r.startup, "as": r.as, "tgs": r.tgs, "latency": r.latency, "cpu": r.cpu, "memory": r.memory,
-		"concurrency": r.concurrency, "tcp": r.tcp, "kadmin": r.kadmin, "dump": r.dump, "degradation": r.degradation,
-	}
 	r.count = max(1, s.Settings.Count)
 	// Round k runs repetition k of every chosen repeated test, in the
 	// suite's order (the first round also the tests that run once), so
 	// that a slow drift of the machine falls on every test alike.
 	for round := 1; round <= r.count; round++ {
-		for _, name := range TestNames {
-			repeated := r.count > 1 && slices.Contains(Repeated, name)
+		for _, t := range tests {
+			name := t.name
+			repeated := r.count > 1 && t.repeated
 			if !slices.Contains(s.Settings.Tests, name) || round > 1 && !repeated {
 				continue
 			}
@@ -158,7 +155,7 @@ func (s *Suite) Run(ctx context.Context) (*Report, error) {
 			if repeated {
 				label = fmt.Sprintf("%s %d/%d", name, round, r.count)
 			}
-			res := s.runTest(ctx, r, name, label, tests[name])
+			res := s.runTest(ctx, r, t, label)
 			if round == 1 {
 				r.rep.Tests = append(r.rep.Tests, res)
 				continue
@@ -185,15 +182,11 @@ func (s *Suite) Run(ctx context.Context) (*Report, error) {
 	return r.rep, nil
 }
 
-// Repeated are the tests --count repeats: the loads whose metrics a
-// comparison of runs tests. The others (startup, memory, kadmin, dump,
-// degradation) run once, in the first round.
-var Repeated = []string{"as", "tgs", "latency", "cpu", "concurrency", "tcp"}
-
 // runTest runs one repetition of one test and returns its result; the
 // metrics it records are kept in r.values, those of a repetition after
 // the first only there (medians puts their median into the report).
-func (s *Suite) runTest(ctx context.Context, r *run, name, label string, test func(context.Context) error) TestResult {
+func (s *Suite) runTest(ctx context.Context, r *run, t testDef, label string) TestResult {
+	name := t.name
 	if ctx.Err() != nil {
 		return TestResult{Name: name, Status: "error", Error: "not run: interrupted"}
 	}
@@ -205,10 +198,10 @@ func (s *Suite) runTest(ctx context.Context, r *run, name, label string, test fu
 	r.sampler.begin(name)
 	nMetrics := len(r.rep.Metrics)
 	var err error
-	if shard, shards, _ := ParseShard(s.Settings.Shard); shard > 1 && (name == "startup" || name == "kadmin" || name == "dump") {
+	if shard, shards, _ := ParseShard(s.Settings.Shard); shard > 1 && t.firstShard {
 		err = skip(fmt.Sprintf("runs in shard 1 of %d only", shards))
 	} else {
-		err = test(ctx)
+		err = t.run(r, ctx)
 	}
 	r.sampler.end()
 	res := TestResult{Name: name, Status: "pass", Duration: time.Since(start).Seconds()}
@@ -234,32 +227,17 @@ func (s *Suite) runTest(ctx context.Context, r *run, name, label string, test fu
 		r.rep.Metrics = r.rep.Metrics[:nMetrics]
 	}
 	if r.repeated {
-		r.details[name] = append(r.details[name], r.detail(name))
+		var restore func()
+		if t.section != nil {
+			restore = t.section(r.rep)
+		}
+		r.details[name] = append(r.details[name], restore)
 		r.ran[name]++
 	}
 	if s.Observer != nil {
 		s.Observer.TestDone(label, res)
 	}
 	return res
-}
-
-// detail returns what restores the report's section of a repeated test
-// to this repetition's; nil for cpu, which has none (it reads latency's).
-func (r *run) detail(name string) func() {
-	rep := r.rep
-	switch as, tgs, lat, conc, tcp := rep.AS, rep.TGS, rep.Latency, rep.Concurrency, rep.TCP; name {
-	case "as":
-		return func() { rep.AS = as }
-	case "tgs":
-		return func() { rep.TGS = tgs }
-	case "latency":
-		return func() { rep.Latency = lat }
-	case "concurrency":
-		return func() { rep.Concurrency = conc }
-	case "tcp":
-		return func() { rep.TCP = tcp }
-	}
-	return nil
 }
 
 // medians makes each repeated metric's value the median of its
@@ -383,211 +361,4 @@ func (r *run) warnKind(kind, text string) {
 type repWarn struct {
 	key, text string
 	rounds    []int
-}
-
-func (r *run) as(ctx context.Context) error {
-	var l *Load
-	var err error
-	if r.set.Generator == GeneratorBatched {
-		l, err = r.batchedAS(ctx, r.set.BatchInflight, r.set.Duration, 0)
-	} else {
-		l, err = r.closedLoop(ctx, kindAS, krb5.UDP, r.set.Clients, r.set.Duration)
-	}
-	if err != nil {
-		return err
-	}
-	r.rep.AS = l
-	r.checkLimits("as", l.CPU, true)
-	if err := r.checkLoad("as", l); err != nil {
-		return err
-	}
-	r.metric("as", "as_logins_per_second", "Logins per second", "logins/s", l.Rate, ">=", r.set.Targets.ASMinRate, 1)
-	return nil
-}
-
-func (r *run) tgs(ctx context.Context) error {
-	var l *Load
-	var err error
-	if r.set.Generator == GeneratorBatched {
-		l, err = r.batchedTGS(ctx, r.set.BatchInflight, r.set.Duration, 0)
-	} else {
-		l, err = r.closedLoop(ctx, kindTGS, krb5.UDP, r.set.Clients, r.set.Duration)
-	}
-	if err != nil {
-		return err
-	}
-	r.rep.TGS = l
-	r.checkLimits("tgs", l.CPU, true)
-	if err := r.checkLoad("tgs", l); err != nil {
-		return err
-	}
-	r.metric("tgs", "tgs_tickets_per_second", "Service tickets per second", "tickets/s", l.Rate, ">=", r.set.Targets.TGSMinRate, 1)
-	return nil
-}
-
-// checkLoad warns about failed requests and fails a load in which
-// nothing succeeded (a KDC that is down).
-func (r *run) checkLoad(test string, l *Load) error {
-	if l.Requests == 0 {
-		return errors.New("no request completed")
-	}
-	if l.Errors == l.Requests {
-		return fmt.Errorf("all %d requests failed: %s", l.Requests, errorSummary(l))
-	}
-	if l.Errors > 0 {
-		cls := make([]string, 0, len(l.ErrorClasses))
-		for c := range l.ErrorClasses {
-			cls = append(cls, c)
-		}
-		slices.Sort(cls)
-		r.warn("%s: %d of %d requests failed (%v); first error: %s", test, l.Errors, l.Requests, cls, l.ErrorTexts[cls[0]])
-	}
-	return nil
-}
-
-func (r *run) latency(ctx context.Context) error {
-	idle := r.sampler.read()
-	// Each of n shards makes 1/n of the rate; together they make it.
-	ol, err := r.openLoop(ctx, r.set.LoginRate/float64(max(1, r.fleet.shards)), r.set.TGSPerLogin, r.set.Duration)
-	if err != nil {
-		return err
-	}
-	r.rep.Latency = ol
-	// The memory test reads the first repetition's.
-	if r.rep.Memory == nil {
-		r.rep.Memory = &Memory{IdleBytes: idle.KDCRSS}
-		for _, smp := range r.sampler.all() {
-			if smp.Test == "latency" {
-				r.rep.Memory.PeakBytes = max(r.rep.Memory.PeakBytes, smp.KDCRSS)
-			}
-		}
-	}
-	r.checkLimits("latency", ol.CPU, false)
-	if ol.Behind > 0 {
-		r.warn("latency: the generator started %d of %d sessions more than 1 ms late (worst %.1f ms); latencies count from the scheduled time", ol.Behind, ol.Sessions, ol.MaxBehindMS)
-	}
-	if ol.Logins.Requests == 0 {
-		return errors.New("no login was made")
-	}
-	if ol.Logins.Errors == ol.Logins.Requests {
-		return fmt.Errorf("every login failed: %s", errorSummary(ol.Logins))
-	}
-	t := r.set.Targets
-	r.metric("latency", "login_p95_seconds", "Login latency p95", "ms", ol.Logins.Latency.P95MS, "<=", t.LoginP95MaxMS, 1e-3)
-	r.metric("latency", "login_p99_seconds", "Login latency p99", "ms", ol.Logins.Latency.P99MS, "<=", t.LoginP99MaxMS, 1e-3)
-	if r.set.TGSPerLogin > 0 {
-		r.metric("latency", "ticket_p95_seconds", "Service ticket latency p95", "ms", ol.Tickets.Latency.P95MS, "<=", t.TicketP95MaxMS, 1e-3)
-		r.metric("latency", "ticket_p99_seconds", "Service ticket latency p99", "ms", ol.Tickets.Latency.P99MS, "<=", t.TicketP99MaxMS, 1e-3)
-	}
-	r.metric("latency", "error_ratio", "Errors at the steady load", "%", ol.ErrorPct, "<=", t.ErrorMaxPct, 1e-2)
-	return nil
-}
-
-// errorSummary names every error class with its count, most frequent
-// first, and the first text of the most frequent: a KDC that is down shows
-// as connection_refused even when most requests timed out after it.
-func errorSummary(l *Load) string {
-	if len(l.ErrorClasses) == 0 {
-		return "no error text"
-	}
-	cls := make([]string, 0, len(l.ErrorClasses))
-	for c := range l.ErrorClasses {
-		cls = append(cls, c)
-	}
-	slices.SortFunc(cls, func(a, b string) int {
-		if d := l.ErrorClasses[b] - l.ErrorClasses[a]; d != 0 {
-			return d
-		}
-		return strings.Compare(a, b)
-	})
-	parts := make([]string, len(cls))
-	for i, c := range cls {
-		parts[i] = fmt.Sprintf("%s %d", c, l.ErrorClasses[c])
-	}
-	return strings.Join(parts, ", ") + "; first: " + l.ErrorTexts[cls[0]]
-}
-
-// needLatency is for cpu and memory, which read the latency load.
-func (r *run) needLatency() error {
-	if r.rep.Latency == nil {
-		return skip("needs the latency test's load (add latency to --tests)")
-	}
-	if r.sys.KDCPids == nil {
-		return skip("the KDC's processes are not on this machine")
-	}
-	return nil
-}
-
-func (r *run) cpu(context.Context) error {
-	if err := r.needLatency(); err != nil {
-		return err
-	}
-	u := r.rep.Latency.CPU
-	r.metric("cpu", "kdc_cpu_ratio", "KDC CPU at the steady load", "% of one core", u.KDCBusyPct, "<=", r.set.Targets.CPUMaxPct, 1e-2)
-	return nil
-}
-
-func (r *run) memory(context.Context) error {
-	if err := r.needLatency(); err != nil {
-		return err
-	}
-	m := r.rep.Memory
-	if m.PeakBytes == 0 {
-		return errors.New("no KDC process was found during the latency load")
-	}
-	r.metric("memory", "kdc_rss_peak_bytes", "KDC memory (RSS) at peak", "MB", float64(m.PeakBytes)/(1<<20), "<=", r.set.Targets.MemoryMaxMB, 1<<20)
-	return nil
-}
-
-func (r *run) concurrency(ctx context.Context) error {
-	c := &Concurrency{}
-	for _, n := range r.set.ClientLevels {
-		r.prog.reset(fmt.Sprintf("concurrency %d clients", n))
-		var l *Load
-		var err error
-		if r.set.Generator == GeneratorBatched {
-			// n logins in flight (a closed loop of n clients) on the
-			// cheap generator, so that it is not the limit at 64 either.
-			l, err = r.batchedAS(ctx, n, r.set.LevelDuration, 0)
-		} else {
-			l, err = r.closedLoop(ctx, kindAS, krb5.UDP, n, r.set.LevelDuration)
-		}
-		if err != nil {
-			return err
-		}
-		c.Levels = append(c.Levels, l)
-		c.PeakRate = max(c.PeakRate, l.Rate)
-		r.checkLimits(fmt.Sprintf("concurrency (%d clients)", n), l.CPU, false)
-	}
-	r.rep.Concurrency = c
-	if c.PeakRate > 0 {
-		c.TopPct = 100 * c.Levels[len(c.Levels)-1].Rate / c.PeakRate
-	}
-	r.metric("concurrency", "top_level_peak_ratio", fmt.Sprintf("Rate at %d clients, of the peak", r.set.ClientLevels[len(r.set.ClientLevels)-1]), "%", c.TopPct, ">=", r.set.Targets.ConcurrencyMinPct, 1e-2)
-	return nil
-}
-
-func (r *run) tcp(ctx context.Context) error {
-	var l *Load
-	var err error
-	if r.set.Generator == GeneratorBatched {
-		l, err = r.batchedTCP(ctx, r.set.BatchInflight, r.set.Duration, 0)
-	} else {
-		l, err = r.closedLoop(ctx, kindAS, krb5.TCP, r.set.Clients, r.set.Duration)
-	}
-	if err != nil {
-		return err
-	}
-	t := &TCP{Load: l}
-	if r.rep.AS != nil && r.rep.AS.Rate > 0 {
-		t.UDPRateRef = r.rep.AS.Rate
-		t.PctOfUDP = 100 * l.Rate / r.rep.AS.Rate
-	}
-	r.rep.TCP = t
-	r.checkLimits("tcp", l.CPU, false)
-	if err := r.checkLoad("tcp", l); err != nil {
-		return err
-	}
-	r.metric("tcp", "tcp_logins_per_second", "Logins per second over TCP", "logins/s", l.Rate, ">=", r.set.Targets.TCPMinRate, 1)
-	return nil
 }

@@ -19,10 +19,12 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/procfs"
 
 	"github.com/krb5-exporter/krb5-exporter/bench"
 	"github.com/krb5-exporter/krb5-exporter/bench/report"
 	"github.com/krb5-exporter/krb5-exporter/collector"
+	"github.com/krb5-exporter/krb5-exporter/internal/kdcproc"
 	"github.com/krb5-exporter/krb5-exporter/internal/safefile"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
@@ -54,7 +56,7 @@ type benchCmd struct {
 
 func addBenchCommand(app *kingpin.Application) *benchCmd {
 	b := &benchCmd{}
-	c := app.Command("bench", "Run the KDC performance tests of the seed document (startup, as, tgs, latency, cpu, memory, concurrency, tcp, kadmin, dump, degradation) with PASS/FAIL per metric. Without a configured realm it creates an ephemeral one on 127.0.0.1.")
+	c := app.Command("bench", "Run the KDC performance tests of the seed document ("+strings.Join(bench.TestNames(), ", ")+") with PASS/FAIL per metric. Without a configured realm it creates an ephemeral one on 127.0.0.1.")
 	b.cmd = c
 	c.Flag("once", "Run the suite once, write the results and exit: 0 when every test passed, 1 when one failed, 2 when nothing could run.").BoolVar(&b.once)
 	c.Flag("config.file", "YAML file with the settings below (same names, with _) and an optional existing realm.").StringVar(&b.configFile)
@@ -73,6 +75,8 @@ func addBenchCommand(app *kingpin.Application) *benchCmd {
 	b.addCompare(c)
 	b.addMerge(c)
 
+	// The settings' helps say their defaults.
+	def := bench.Defaults()
 	set := func(name, help string) *kingpin.FlagClause {
 		return c.Flag(name, help)
 	}
@@ -111,15 +115,15 @@ func addBenchCommand(app *kingpin.Application) *benchCmd {
 			return err
 		}
 	}
-	str("tests", "Comma-separated tests to run (default all): "+strings.Join(bench.TestNames, ","), func(cfg *bench.Config, v string) (err error) {
+	str("tests", "Comma-separated tests to run (default all): "+strings.Join(bench.TestNames(), ","), func(cfg *bench.Config, v string) (err error) {
 		cfg.Tests, err = bench.ParseTests(v)
 		return err
 	})
-	str("clients", "CLIENTS: closed-loop clients of tcp, degradation and (with --generator blocking) as and tgs (8).", intf(func(c *bench.Config) *int { return &c.Clients }))
-	str("duration", "DURATION of as, tgs, tcp and latency (10s).", durf(func(c *bench.Config) *time.Duration { return &c.Duration }))
-	str("login-rate", "LOGIN_RATE of the latency load, logins/s (100).", floatf(func(c *bench.Config) *float64 { return &c.LoginRate }))
-	str("tgs-per-login", "TGS_PER_LOGIN of the latency load (4).", intf(func(c *bench.Config) *int { return &c.TGSPerLogin }))
-	str("client-levels", "CLIENT_LEVELS of the concurrency test (1,2,4,8,16,32,64).", func(cfg *bench.Config, v string) error {
+	str("clients", fmt.Sprintf("CLIENTS: closed-loop clients of tcp, degradation and (with --generator blocking) as and tgs (%d).", def.Clients), intf(func(c *bench.Config) *int { return &c.Clients }))
+	str("duration", fmt.Sprintf("DURATION of as, tgs, tcp and latency (%s).", def.Duration), durf(func(c *bench.Config) *time.Duration { return &c.Duration }))
+	str("login-rate", fmt.Sprintf("LOGIN_RATE of the latency load, logins/s (%g).", def.LoginRate), floatf(func(c *bench.Config) *float64 { return &c.LoginRate }))
+	str("tgs-per-login", fmt.Sprintf("TGS_PER_LOGIN of the latency load (%d).", def.TGSPerLogin), intf(func(c *bench.Config) *int { return &c.TGSPerLogin }))
+	str("client-levels", "CLIENT_LEVELS of the concurrency test ("+strings.Join(strings.Fields(strings.Trim(fmt.Sprint(def.ClientLevels), "[]")), ",")+").", func(cfg *bench.Config, v string) error {
 		cfg.ClientLevels = nil
 		for _, f := range strings.Split(v, ",") {
 			n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -130,16 +134,16 @@ func addBenchCommand(app *kingpin.Application) *benchCmd {
 		}
 		return nil
 	})
-	str("level-duration", "Duration of each concurrency level (3s).", durf(func(c *bench.Config) *time.Duration { return &c.LevelDuration }))
-	str("startup-rounds", "STARTUP_ROUNDS (3).", intf(func(c *bench.Config) *int { return &c.StartupRounds }))
-	str("kadmin-operations", "KADMIN_OPERATIONS per kind (1000).", intf(func(c *bench.Config) *int { return &c.KadminOperations }))
-	str("dump-rounds", "DUMP_ROUNDS (3).", intf(func(c *bench.Config) *int { return &c.DumpRounds }))
-	str("degradation-rounds", "Rounds of the degradation test (4).", intf(func(c *bench.Config) *int { return &c.DegradationRounds }))
-	str("degradation-logins", "Logins (each with a service ticket) per degradation round (1000).", intf(func(c *bench.Config) *int { return &c.DegradationLogins }))
+	str("level-duration", fmt.Sprintf("Duration of each concurrency level (%s).", def.LevelDuration), durf(func(c *bench.Config) *time.Duration { return &c.LevelDuration }))
+	str("startup-rounds", fmt.Sprintf("STARTUP_ROUNDS (%d).", def.StartupRounds), intf(func(c *bench.Config) *int { return &c.StartupRounds }))
+	str("kadmin-operations", fmt.Sprintf("KADMIN_OPERATIONS per kind (%d).", def.KadminOperations), intf(func(c *bench.Config) *int { return &c.KadminOperations }))
+	str("dump-rounds", fmt.Sprintf("DUMP_ROUNDS (%d).", def.DumpRounds), intf(func(c *bench.Config) *int { return &c.DumpRounds }))
+	str("degradation-rounds", fmt.Sprintf("Rounds of the degradation test (%d).", def.DegradationRounds), intf(func(c *bench.Config) *int { return &c.DegradationRounds }))
+	str("degradation-logins", fmt.Sprintf("Logins (each with a service ticket) per degradation round (%d).", def.DegradationLogins), intf(func(c *bench.Config) *int { return &c.DegradationLogins }))
 	str("generator", "Generator of the as and tgs loads: batched (many requests in flight per socket, sendmmsg/recvmmsg) or blocking (a goroutine per client).", func(c *bench.Config, v string) error { c.Generator = v; return nil })
-	str("preauth", "How the generator's logins pre-authenticate: auto (SPAKE when the KDC offers it, as kinit), spake or encrypted_timestamp (auto).", func(c *bench.Config, v string) error { c.Preauth = v; return nil })
-	str("batch-inflight", "Requests the batched generator keeps in flight (64).", intf(func(c *bench.Config) *int { return &c.BatchInflight }))
-	str("count", "N: run the load tests (as, tgs, latency, cpu, concurrency, tcp) N times, alternating, each metric the median of its N; 5 lets bench compare test runs against runs (1..20, default 1).", func(c *bench.Config, v string) error {
+	str("preauth", "How the generator's logins pre-authenticate: auto (SPAKE when the KDC offers it, as kinit), spake or encrypted_timestamp ("+def.Preauth+").", func(c *bench.Config, v string) error { c.Preauth = v; return nil })
+	str("batch-inflight", fmt.Sprintf("Requests the batched generator keeps in flight (%d).", def.BatchInflight), intf(func(c *bench.Config) *int { return &c.BatchInflight }))
+	str("count", fmt.Sprintf("N: run the load tests (%s) N times, alternating, each metric the median of its N; 5 lets bench compare test runs against runs (1..%d, default 1).", strings.Join(bench.Repeated(), ", "), bench.MaxCount), func(c *bench.Config, v string) error {
 		n, err := strconv.Atoi(v)
 		if err != nil {
 			return err
@@ -147,36 +151,31 @@ func addBenchCommand(app *kingpin.Application) *benchCmd {
 		c.Count = n
 		return bench.ValidateCount(n, false)
 	})
-	str("shard", "i/n: be the i-th of n generators against one KDC (every n-th user, 1/n of the latency rate; startup, kadmin and dump in shard 1 only).", func(c *bench.Config, v string) error { c.Shard = v; return nil })
-	str("request-timeout", "Timeout of one request, UDP resends after 1 s and 2 s included (5s).", durf(func(c *bench.Config) *time.Duration { return &c.Timeout }))
-	str("output-dir", "Results go to DIR/<timestamp>/ (results).", func(c *bench.Config, v string) error { c.OutputDir = v; return nil })
+	str("shard", "i/n: be the i-th of n generators against one KDC (every n-th user, 1/n of the latency rate; "+andList(bench.FirstShard())+" in shard 1 only).", func(c *bench.Config, v string) error { c.Shard = v; return nil })
+	str("request-timeout", fmt.Sprintf("Timeout of one request, UDP resends after 1 s and 2 s included (%s).", def.Timeout), durf(func(c *bench.Config) *time.Duration { return &c.Timeout }))
+	str("output-dir", "Results go to DIR/<timestamp>/ ("+defaultOutputDir+").", func(c *bench.Config, v string) error { c.OutputDir = v; return nil })
 	str("textfile", "Also write the krb5_bench_* metrics to this node_exporter textfile.", func(c *bench.Config, v string) error { c.Textfile = v; return nil })
-	tg := func(name, help string, p func(*bench.Config) *float64) {
-		str("target."+name, help, floatf(p))
+	for _, t := range bench.AllTargets() {
+		field := t.Field
+		str("target."+t.Flag, t.Help(), floatf(func(c *bench.Config) *float64 { return field(&c.Targets) }))
 	}
-	tg("startup-max-ms", "Target: startup at most (5000 ms).", func(c *bench.Config) *float64 { return &c.Targets.StartupMaxMS })
-	tg("as-min-rate", "Target: logins/s at least (500).", func(c *bench.Config) *float64 { return &c.Targets.ASMinRate })
-	tg("tgs-min-rate", "Target: tickets/s at least (1000).", func(c *bench.Config) *float64 { return &c.Targets.TGSMinRate })
-	tg("login-p95-max-ms", "Target: login p95 at most (20 ms).", func(c *bench.Config) *float64 { return &c.Targets.LoginP95MaxMS })
-	tg("login-p99-max-ms", "Target: login p99 at most (50 ms).", func(c *bench.Config) *float64 { return &c.Targets.LoginP99MaxMS })
-	tg("ticket-p95-max-ms", "Target: ticket p95 at most (10 ms).", func(c *bench.Config) *float64 { return &c.Targets.TicketP95MaxMS })
-	tg("ticket-p99-max-ms", "Target: ticket p99 at most (25 ms).", func(c *bench.Config) *float64 { return &c.Targets.TicketP99MaxMS })
-	tg("error-max-pct", "Target: errors at most (0.1 %).", func(c *bench.Config) *float64 { return &c.Targets.ErrorMaxPct })
-	tg("concurrency-min-pct", "Target: top level at least this % of the peak (70).", func(c *bench.Config) *float64 { return &c.Targets.ConcurrencyMinPct })
-	tg("tcp-min-rate", "Target: TCP logins/s at least (300).", func(c *bench.Config) *float64 { return &c.Targets.TCPMinRate })
-	tg("kadmin-min-rate", "Target: slowest kadmin kind at least (100 ops/s).", func(c *bench.Config) *float64 { return &c.Targets.KadminMinRate })
-	tg("dump-max-s", "Target: dump at most (30 s).", func(c *bench.Config) *float64 { return &c.Targets.DumpMaxS })
-	tg("cpu-max-pct", "Target: KDC CPU at the steady load at most (50 % of one core).", func(c *bench.Config) *float64 { return &c.Targets.CPUMaxPct })
-	tg("memory-max-mb", "Target: KDC RSS at most (256 MB).", func(c *bench.Config) *float64 { return &c.Targets.MemoryMaxMB })
-	tg("degradation-max-pct", "Target: last round slower than the first by at most (20 %).", func(c *bench.Config) *float64 { return &c.Targets.DegradationMaxPct })
-	tg("generator-warn-factor", "No longer decides a warning (the generator is blamed from the KDC's waits for a CPU it shares; docs/bench.md); accepted so that configurations that set it still load.", func(c *bench.Config) *float64 { return &c.Targets.GeneratorWarnFactor })
-	tg("kdc-busy-warn-pct", "Warn when the KDC waited for a CPU or its disk 100 minus this % of the time or more, or (as, tgs) was less busy than this % of the cores it may use (95).", func(c *bench.Config) *float64 { return &c.Targets.KDCBusyWarnPct })
 	return b
+}
+
+// defaultOutputDir is where results go without --output-dir.
+const defaultOutputDir = "results"
+
+// andList is "a, b and c".
+func andList(s []string) string {
+	if len(s) < 2 {
+		return strings.Join(s, "")
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " and " + s[len(s)-1]
 }
 
 // config is the defaults, then the file, then the flags given.
 func (b *benchCmd) config() (bench.Config, error) {
-	cfg := bench.Config{Settings: bench.Defaults(), OutputDir: "results"}
+	cfg := bench.Config{Settings: bench.Defaults(), OutputDir: defaultOutputDir}
 	if b.configFile != "" {
 		var err error
 		if cfg, err = bench.LoadConfig(b.configFile, cfg); err != nil {
@@ -432,8 +431,12 @@ func existingSystem(e *bench.ExistingRealm, allowWrites bool) (*bench.System, er
 		s.ServiceName = func(i int) string { return fmt.Sprintf(f, i) }
 	}
 	if e.KDCPidFile != "" {
+		proc, err := procfs.NewDefaultFS()
+		if err != nil {
+			return nil, err
+		}
 		path := e.KDCPidFile
-		s.KDCPids = func() []int { return pidsFromFile(path) }
+		s.KDCPids = func() []int { return kdcPids(proc, path) }
 	}
 	if len(e.StopCommand) > 0 && len(e.StartCommand) > 0 {
 		stopC, startC := e.StopCommand, e.StartCommand
@@ -451,38 +454,19 @@ func runCommand(ctx context.Context, argv []string) error {
 	return nil
 }
 
-// pidsFromFile is the pid in a pid file and its krb5kdc children.
-func pidsFromFile(path string) []int {
-	b, err := os.ReadFile(path)
+// kdcPids lists the processes of the KDC whose pid file is path: its
+// main process and its krb5kdc children (kdcproc.Find); none when it is
+// not running or /proc cannot be read.
+func kdcPids(proc procfs.FS, path string) []int {
+	procs, err := kdcproc.Find(proc, path)
 	if err != nil {
 		return nil
 	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || pid <= 0 {
-		return nil
+	pids := make([]int, len(procs))
+	for i, p := range procs {
+		pids[i] = p.PID
 	}
-	out := []int{pid}
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		st, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(st)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 || !strings.Contains(s[:i], "(krb5kdc") {
-			continue
-		}
-		f := strings.Fields(s[i+1:])
-		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
-			out = append(out, p)
-		}
-	}
-	return out
+	return pids
 }
 
 // pin moves every thread of pid to one CPU.

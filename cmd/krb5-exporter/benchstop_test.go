@@ -118,7 +118,12 @@ func stopMidLoad(t *testing.T, test string, args []string, kdcLog string) (strin
 	})
 	var pids []int
 	if dir != "" {
-		pids = append(pidsFromFile(filepath.Join(dir, "krb5kdc.pid")), pidsFromFile(filepath.Join(dir, "kadmind.pid"))...)
+		if rl, err := realm.Load(dir); err == nil {
+			pids = rl.KDCPids()
+			if p := rl.KadmindPid(); p > 0 {
+				pids = append(pids, p)
+			}
+		}
 		// A failed test must not leave the realm behind.
 		t.Cleanup(func() {
 			cmd.Process.Kill()
