@@ -8,15 +8,39 @@ import (
 	"testing"
 )
 
-// TestConfigDoesNotLinkTheEngine: the log parser imports config, so config
-// must not pull in the Kerberos client (SPAKE, the AES assembly).
-func TestConfigDoesNotLinkTheEngine(t *testing.T) {
-	out, err := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "list", "-deps", ".", "../kdclog").Output()
+const module = "github.com/krb5-exporter/krb5-exporter/"
+
+// deps lists the packages pkgs (paths relative to config) link.
+func deps(t *testing.T, pkgs ...string) []string {
+	t.Helper()
+	out, err := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), append([]string{"list", "-deps"}, pkgs...)...).Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
-	for _, p := range strings.Fields(string(out)) {
-		if strings.HasSuffix(p, "/internal/krb5") || strings.Contains(p, "/internal/krb5/") || strings.Contains(p, "gokrb5") {
+	return strings.Fields(string(out))
+}
+
+// engine: the Kerberos client (SPAKE, the AES assembly) or gokrb5.
+func engine(p string) bool {
+	return strings.HasSuffix(p, "/internal/krb5") || strings.Contains(p, "/internal/krb5/") || strings.Contains(p, "gokrb5")
+}
+
+// leaf fails t when pkg (a module path under internal/) imports any other
+// package of the project.
+func leaf(t *testing.T, pkg string) {
+	t.Helper()
+	for _, p := range deps(t, "../"+pkg) {
+		if strings.HasPrefix(p, module) && p != module+pkg {
+			t.Errorf("%s depends on %s", pkg, p)
+		}
+	}
+}
+
+// TestConfigDoesNotLinkTheEngine: the log parser imports config, so config
+// must not pull in the Kerberos client (SPAKE, the AES assembly).
+func TestConfigDoesNotLinkTheEngine(t *testing.T) {
+	for _, p := range deps(t, ".", "../kdclog") {
+		if engine(p) {
 			t.Errorf("config or kdclog depends on %s", p)
 		}
 	}
@@ -25,14 +49,17 @@ func TestConfigDoesNotLinkTheEngine(t *testing.T) {
 // TestDERIsALeaf: internal/der is shared by the engine and its SPAKE package,
 // so it must import nothing of the project.
 func TestDERIsALeaf(t *testing.T) {
-	out, err := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "list", "-deps", "../internal/der").Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
-	const module = "github.com/krb5-exporter/krb5-exporter/"
-	for _, p := range strings.Fields(string(out)) {
-		if strings.HasPrefix(p, module) && p != module+"internal/der" {
-			t.Errorf("internal/der depends on %s", p)
+	leaf(t, "internal/der")
+}
+
+// TestRecordsDoNotLinkTheEngine: bench/report and bench/compare keep, render
+// and read back records, so they link internal/record (a leaf) and never
+// the generator or the Kerberos engine.
+func TestRecordsDoNotLinkTheEngine(t *testing.T) {
+	for _, p := range deps(t, "../bench/report", "../bench/compare") {
+		if engine(p) || p == module+"internal/loadgen" {
+			t.Errorf("bench/report or bench/compare depends on %s", p)
 		}
 	}
+	leaf(t, "internal/record")
 }

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/krb5-exporter/krb5-exporter/bench/report"
-	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
+	"github.com/krb5-exporter/krb5-exporter/internal/record"
 )
 
 // A source gives a metric's samples in both runs (in the metric's unit)
@@ -87,7 +87,7 @@ func blocks(l *report.Load, kind string, b time.Duration, at func(report.Record)
 
 func done(rc report.Record) time.Duration  { return rc.Start + rc.Latency }
 func start(rc report.Record) time.Duration { return rc.Start }
-func ok(rc report.Record) bool             { return rc.Class == krb5.ClassSuccess }
+func ok(rc report.Record) bool             { return rc.Class == record.ClassSuccess }
 
 func successes(recs []report.Record) int {
 	n := 0

@@ -3,6 +3,8 @@ package report
 import (
 	"fmt"
 	"slices"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/record"
 )
 
 // charts renders the charts the report has data for, in a fixed order.
@@ -68,7 +70,7 @@ func latencyCDF(rep *Report) *figure {
 	}
 	by := map[string][]float64{}
 	for _, rc := range ol.Logins.Records {
-		if rc.Class == "success" {
+		if rc.Class == record.ClassSuccess {
 			by[rc.Kind] = append(by[rc.Kind], ms(rc.Latency))
 		}
 	}

@@ -5,9 +5,10 @@
 package report
 
 import (
-	"github.com/krb5-exporter/krb5-exporter/internal/loadgen"
 	"slices"
 	"time"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/record"
 )
 
 // SchemaVersion of report.json (docs/bench.md); bumped on any change that
@@ -163,17 +164,18 @@ type (
 	}
 )
 
-// Request kinds in records and raw CSVs: the generator's.
+// Request kinds in records and raw CSVs: package record's.
 const (
-	KindAS  = loadgen.KindAS
-	KindTGS = loadgen.KindTGS
+	KindAS  = record.KindAS
+	KindTGS = record.KindTGS
 )
 
 // Record is one request as the generator wrote it: when it was due (open
 // loop) or sent (closed loop), relative to the start of its load, how
-// long it took, its kind and krb5.ClassSuccess or its error class. The
-// generator's own type, so a load's records reach the report uncopied.
-type Record = loadgen.Record
+// long it took, its kind and record.ClassSuccess or its error class. The
+// generator's own type (package record's), so a load's records reach the
+// report uncopied and the report does not link the generator.
+type Record = record.Record
 
 // Load is the result of one load (as, tgs, tcp, a concurrency level,
 // latency, a degradation round).

@@ -10,12 +10,14 @@ import (
 	"syscall"
 
 	"github.com/jcmturner/gokrb5/v8/iana/errorcode"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/record"
 )
 
 // Error classes: the bounded set of `result` label values besides the KDC
 // error names (KDC_ERR_PREAUTH_FAILED, KRB_AP_ERR_SKEW, ...).
 const (
-	ClassSuccess           = "success"
+	ClassSuccess           = record.ClassSuccess  // the class in bench records too
 	ClassTimeout           = "timeout"            // no reply before the deadline
 	ClassConnectionRefused = "connection_refused" // nothing listens (TCP RST or ICMP port unreachable)
 	ClassNetwork           = "network"            // any other socket or name resolution failure

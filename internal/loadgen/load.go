@@ -9,22 +9,19 @@ import (
 	"time"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
+	"github.com/krb5-exporter/krb5-exporter/internal/record"
 )
 
-// Request kinds in records.
+// Request kinds in records: package record's.
 const (
-	KindAS  = "as"
-	KindTGS = "tgs"
+	KindAS  = record.KindAS
+	KindTGS = record.KindTGS
 )
 
 // Record is one request: when it started (from the load's start), how
 // long it took, its kind and krb5.ClassSuccess or its error class.
-type Record struct {
-	Start   time.Duration
-	Latency time.Duration
-	Kind    string
-	Class   string
-}
+// Package record's type, so bench/report keeps it without this package.
+type Record = record.Record
 
 // Config is what every load is given.
 type Config struct {
