@@ -1,9 +1,18 @@
 // Package collector holds the scrape-time collectors of the KDC host, in
 // the style of node_exporter: small collectors behind one interface, each
 // enabled by a --collector.NAME flag, run by one prometheus.Collector that
-// reports how long each took and whether it succeeded. Everything is read
-// from /proc (through github.com/prometheus/procfs) and from kdc.conf;
-// nothing is executed.
+// reports how long each took and whether it succeeded. Nothing is
+// executed; everything is read from files and the kernel. Under
+// --path.procfs, the files read on every scrape (each process's stat,
+// status, io, limits, schedstat, task children; net/udp, net/snmp,
+// net/netstat) stay open and are re-read in place, as the pid files are,
+// not through github.com/prometheus/procfs (procfile.go says why); procfs
+// reads the rest (boot time, fd links, somaxconn), and cmdline and task/
+// are read directly. The KDC's TCP sockets come from sock_diag where the
+// KDC shares the exporter's network namespace, else from its net/tcp
+// (procfs). kdc.conf and krb5.conf are read through safefile; the
+// database's size, the iprop update log's header and the full-propagation
+// markers from their files.
 package collector
 
 import (

@@ -62,7 +62,7 @@ func DefaultConfig() Config {
 // filled in when the command line is parsed.
 func RegisterFlags(app cli.FlagGroup) *Config {
 	cfg := &Config{}
-	app.Flag("path.procfs", "procfs mount point.").Default("/proc").StringVar(&cfg.ProcFS)
+	ProcFSFlag(app, &cfg.ProcFS)
 
 	app.Flag("collector.process", "Enable the process collector (krb5kdc, kadmind, kpropd: CPU, memory, fds, workers, restarts).").
 		Default("true").BoolVar(&cfg.Process)
@@ -78,8 +78,7 @@ func RegisterFlags(app cli.FlagGroup) *Config {
 		PlaceHolder("PATH").StringVar(&cfg.DumpFile)
 	app.Flag("collector.network.tcp-connections", "Count the TCP connections on the KDC's ports by state (krb5_kdc_tcp_connections; off by default). The kernel walks its whole connection table for it on every scrape: about 3 ms of CPU with 262,144 buckets whatever the KDC does, more with many sockets in TIME_WAIT (see docs/metrics.md). The listen queue and overflows do not need it.").
 		Default("false").BoolVar(&cfg.TCPConnections)
-	app.Flag("collector.process.krb5kdc-pidfile", "Pid file of krb5kdc (its -P argument); without it krb5kdc is found by process name.").
-		PlaceHolder("PATH").StringVar(&cfg.KDCPidFile)
+	KDCPidFileFlag(app, &cfg.KDCPidFile)
 	app.Flag("collector.process.kadmind-pidfile", "Pid file of kadmind; without it kadmind is found by process name.").
 		PlaceHolder("PATH").StringVar(&cfg.KadmindPidFile)
 	app.Flag("collector.process.kpropd-pidfile", "Pid file of kpropd; without it kpropd is found by process name.").
@@ -91,6 +90,20 @@ func RegisterFlags(app cli.FlagGroup) *Config {
 	app.Flag("collector.kdcconf.krb5-config", "krb5.conf merged after kdc.conf, as the KDC does (for spake_preauth_groups, default_realm); missing files are skipped. Default: "+defaultKrb5Conf+".").
 		Envar("KRB5_CONFIG").PlaceHolder("PATH").StringVar(&cfg.Krb5ConfPath)
 	return cfg
+}
+
+// ProcFSFlag adds --path.procfs, whose value goes to v. RegisterFlags adds
+// it; a command that reads /proc without the collectors (top) adds it
+// alone, so that its help is the daemon's.
+func ProcFSFlag(app cli.FlagGroup, v *string) {
+	app.Flag("path.procfs", "procfs mount point.").Default("/proc").StringVar(v)
+}
+
+// KDCPidFileFlag adds --collector.process.krb5kdc-pidfile, whose value goes
+// to v; like ProcFSFlag, for RegisterFlags and top.
+func KDCPidFileFlag(app cli.FlagGroup, v *string) {
+	app.Flag("collector.process.krb5kdc-pidfile", "Pid file of krb5kdc (its -P argument); without it krb5kdc is found by process name.").
+		PlaceHolder("PATH").StringVar(v)
 }
 
 func (c Config) pidFiles() map[string]string {

@@ -17,9 +17,9 @@ import (
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
-	"github.com/jcmturner/gokrb5/v8/keytab"
 
 	"github.com/krb5-exporter/krb5-exporter/config"
+	"github.com/krb5-exporter/krb5-exporter/internal/keytab"
 	"github.com/krb5-exporter/krb5-exporter/internal/safefile"
 )
 
@@ -139,16 +139,16 @@ func (p *probePrincipalCmd) create(stdout io.Writer) error {
 	if _, err := p.kadminRun(ctx, realm, "ktadd -k "+tmp+" "+princ); err != nil {
 		return kept(err)
 	}
-	kt, err := readKeytab(tmp)
+	entries, err := readKeytab(tmp)
 	if err != nil {
 		return kept(err)
 	}
-	if len(kt.Entries) == 0 {
+	if len(entries) == 0 {
 		return fmt.Errorf("kadmin wrote an empty keytab for %s", princ)
 	}
-	e := kt.Entries[0]
+	e := entries[0]
 	if realm == "" {
-		realm = e.Principal.Realm
+		realm = e.Realm
 		princ += "@" + realm
 	}
 	if err := installKeytab(tmp, dest, uid, gid); err != nil {
@@ -156,7 +156,7 @@ func (p *probePrincipalCmd) create(stdout io.Writer) error {
 	}
 	return printProbeConfig(stdout, map[string]string{
 		"Principal": princ, "Realm": realm, "Keytab": dest, "KDC": p.kdc, "KDCLog": p.kdcLog,
-		"Owner": p.owner, "Kvno": strconv.Itoa(int(e.KVNO)), "Keys": strconv.Itoa(len(kt.Entries)),
+		"Owner": p.owner, "Kvno": strconv.Itoa(int(e.KVNO)), "Keys": strconv.Itoa(len(entries)),
 	})
 }
 
@@ -232,16 +232,17 @@ func lookupOwner(name string) (uid, gid int, err error) {
 	return uid, gid, nil
 }
 
-func readKeytab(path string) (*keytab.Keytab, error) {
-	b, err := os.ReadFile(path)
+// readKeytab reads the keytab kadmin wrote into the private directory.
+func readKeytab(path string) ([]keytab.Entry, error) {
+	b, _, err := safefile.ReadFile(path, keytab.MaxFile, 0)
 	if err != nil {
 		return nil, err
 	}
-	kt := keytab.New()
-	if err := kt.Unmarshal(b); err != nil {
+	entries, err := keytab.Parse(b)
+	if err != nil {
 		return nil, fmt.Errorf("keytab written by kadmin: %w", err)
 	}
-	return kt, nil
+	return entries, nil
 }
 
 // prepareInstall checks that a keytab can be installed at dest, owned by

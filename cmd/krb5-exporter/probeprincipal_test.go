@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"os/user"
@@ -87,6 +88,10 @@ func TestProbePrincipal(t *testing.T) {
 		t.Errorf("klist -k: want the four keys of probe1@%s:\n%s", r.Realm, l)
 	}
 	mit("kinit", "-k", "-t", kt, "probe1@"+r.Realm)
+	// The printed principal, key count and kvno are what klist reads.
+	if want := fmt.Sprintf("# Probe principal probe1@%s: 4 keys (kvno %d) in %s\n", r.Realm, kvno(kt), kt); !strings.HasPrefix(out, want) {
+		t.Errorf("printed configuration starts %q, want %q", strings.SplitAfter(out, "\n")[0], want)
+	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 2 { // probe.keytab, cc
 		t.Errorf("left behind in %s: %v", dir, entries)
 	}

@@ -49,8 +49,8 @@ func addTopCommand(app *kingpin.Application) *topCmd {
 	c.Flag("config.file", "Exporter configuration file (the daemon's --config.file): every log of its logs: section is followed, from its end.").StringVar(&t.configFile)
 	c.Flag("log", "KDC log file to follow (repeatable; instead of or besides --config.file's).").StringsVar(&t.logs)
 	c.Flag("kadmind-log", "kadmind log file to follow for its operations per second (repeatable; besides --config.file's).").StringsVar(&t.kadmindLogs)
-	c.Flag("collector.process.krb5kdc-pidfile", "Find krb5kdc by its pid file (-P); without one, by process name.").StringVar(&t.pidFile)
-	c.Flag("path.procfs", "procfs mount point.").Default("/proc").StringVar(&t.procfs)
+	collector.KDCPidFileFlag(c, &t.pidFile)
+	collector.ProcFSFlag(c, &t.procfs)
 	c.Flag("daemon.url", "The /metrics of the krb5-exporter daemon whose probe results (success, latency of the latest login and service ticket) are shown. top sends no probe of its own: logins every refresh would show in the very rates it displays, and the daemon probes each target at its interval already. Empty: no probe line.").
 		Default("http://localhost" + defaultListenAddress + "/metrics").StringVar(&t.daemonURL)
 	c.Flag("interval", "Time between two refreshes.").Default("1s").DurationVar(&t.interval)

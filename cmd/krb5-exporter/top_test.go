@@ -286,3 +286,35 @@ func TestTopEscapesLabelValues(t *testing.T) {
 		t.Errorf("a control character (%U) in top's output:\n%q", []rune(stdout[i:])[0], stdout)
 	}
 }
+
+// TestTopCollectorFlagsAreServes: the collector flags top takes (the
+// process it reads, where /proc is) are serve's, with serve's help,
+// default and placeholder, not top's own declarations of them.
+func TestTopCollectorFlagsAreServes(t *testing.T) {
+	app, _ := newApp(io.Discard, io.Discard)
+	flags := map[string]map[string]string{}
+	for _, c := range app.Model().FlattenedCommands() {
+		if c.FullCommand != "top" && c.FullCommand != "serve" {
+			continue
+		}
+		flags[c.FullCommand] = map[string]string{}
+		for _, f := range c.Flags {
+			flags[c.FullCommand][f.Name] = f.Help + "|" + strings.Join(f.Default, ",") + "|" + f.PlaceHolder
+		}
+	}
+	shared := 0
+	for name, top := range flags["top"] {
+		if !strings.HasPrefix(name, "collector.") && !strings.HasPrefix(name, "path.") {
+			continue
+		}
+		shared++
+		if serve, ok := flags["serve"][name]; !ok {
+			t.Errorf("top --%s: serve has no such flag", name)
+		} else if top != serve {
+			t.Errorf("top --%s is %q (help|default|placeholder), serve's is %q", name, top, serve)
+		}
+	}
+	if shared != 2 {
+		t.Errorf("top has %d collector flags, want 2 (--path.procfs, --collector.process.krb5kdc-pidfile)", shared)
+	}
+}
