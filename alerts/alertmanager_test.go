@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
@@ -112,7 +113,7 @@ func TestAlertmanagerEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test: real KDC, exporter, Prometheus and Alertmanager")
 	}
-	testutil.RequireMIT(t)
+	realmtest.RequireMIT(t)
 	promBin := testutil.RequireProgram(t, "prometheus")
 	amBin := testutil.RequireProgram(t, "prometheus-alertmanager", "alertmanager")
 	t.Parallel()
@@ -121,7 +122,7 @@ func TestAlertmanagerEndToEnd(t *testing.T) {
 	begin := time.Now()
 	tmp := t.TempDir()
 	bin := exporterBinary(t)
-	r := testutil.Realm(t, realm.Options{Users: 3, Services: 1, Fillers: -1, NoKadmind: true, DisableLastSuccess: true})
+	r := realmtest.Realm(t, realm.Options{Users: 3, Services: 1, Fillers: -1, NoKadmind: true, DisableLastSuccess: true})
 
 	hook := &webhook{}
 	srv := httptest.NewServer(hook)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/krb5-exporter/krb5-exporter/config"
+	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
@@ -37,7 +38,7 @@ func TestAttackAlertsEndToEnd(t *testing.T) {
 	tmp := t.TempDir()
 	bin := exporterBinary(t)
 	phase("exporter built")
-	r := testutil.Realm(t, realm.Options{Users: 8, Services: 6, Fillers: -1, NoKadmind: true, DisableLastSuccess: true,
+	r := realmtest.Realm(t, realm.Options{Users: 8, Services: 6, Fillers: -1, NoKadmind: true, DisableLastSuccess: true,
 		Enctypes: append(append([]string{}, realm.RHEL9Enctypes...), "arcfour-hmac")})
 
 	cfg := filepath.Join(tmp, "exporter.yml")

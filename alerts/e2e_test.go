@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/krb5-exporter/krb5-exporter/bench"
+	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
@@ -55,8 +56,8 @@ func TestEndToEnd(t *testing.T) {
 	benchLog := &testutil.LockedBuffer{}
 	startBench(t, benchLog, bin, tmp, benchAddr)
 
-	r := testutil.Realm(t, realm.Options{Users: 5, Services: 2, Fillers: 20, Workers: 2})
-	replica := testutil.Replica(t, r)
+	r := realmtest.Realm(t, realm.Options{Users: 5, Services: 2, Fillers: 20, Workers: 2})
+	replica := realmtest.Replica(t, r)
 	// An update after the replica's full resync: both update logs hold
 	// one, so both have a last update time to compare.
 	if _, err := r.KadminLocal(ctx, "addprinc -randkey -clearpolicy e2e-replicated"); err != nil {
@@ -275,7 +276,7 @@ func needPrometheus(t *testing.T) string {
 	if testing.Short() {
 		t.Skip("end-to-end test: real KDC, exporter and Prometheus")
 	}
-	testutil.RequireMIT(t)
+	realmtest.RequireMIT(t)
 	promBin, err := exec.LookPath("prometheus")
 	if err != nil {
 		t.Fatal("prometheus not found: install the Debian package prometheus (make deps)")
@@ -645,7 +646,7 @@ func load(ctx context.Context, r *realm.Realm, ccache string) {
 
 // freeAddr returns a loopback address reserved for the test (outside
 // the ephemeral range, locked against other suites) for a daemon to bind.
-func freeAddr(t *testing.T) string { return testutil.Addr(t) }
+func freeAddr(t *testing.T) string { return realmtest.Addr(t) }
 
 // start runs a daemon for the rest of the test, its output in log.
 func start(t *testing.T, log *testutil.LockedBuffer, bin string, args ...string) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/krb5-exporter/krb5-exporter/bench/report"
+	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
@@ -40,7 +41,7 @@ func TestCountRepeatsAlternating(t *testing.T) {
 		t.Errorf("started %q, want %q", o.started, want)
 	}
 	sessions := int(s.LoginRate * s.Duration.Seconds())
-	if got := testutil.LogCount(t, r.KDCLog, from, testutil.ASIssue); got < 3*sessions+rep.AS.Requests-rep.AS.Errors {
+	if got := testutil.LogCount(t, r.KDCLog, from, realmtest.ASIssue); got < 3*sessions+rep.AS.Requests-rep.AS.Errors {
 		t.Errorf("KDC log: %d logins issued, fewer than 3 latency loads of %d and one as load", got, sessions)
 	}
 	byName := map[string]Metric{}

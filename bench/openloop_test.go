@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
@@ -40,7 +41,7 @@ func TestOpenLoopKeepsScheduleThroughStall(t *testing.T) {
 			defer cancel()
 			go func() {
 				defer close(stalled)
-				re := regexp.MustCompile(testutil.ASIssue)
+				re := regexp.MustCompile(realmtest.ASIssue)
 				for ctx.Err() == nil {
 					b, err := os.ReadFile(r.KDCLog)
 					if err == nil && len(re.FindAll(b[from:], -1)) >= 10 {
@@ -77,7 +78,7 @@ func TestOpenLoopKeepsScheduleThroughStall(t *testing.T) {
 			if ol.Logins.Errors > 0 || ol.Tickets.Errors > 0 {
 				t.Errorf("errors: logins %v, tickets %v", ol.Logins.ErrorTexts, ol.Tickets.ErrorTexts)
 			}
-			if got, ok := testutil.LogCount(t, r.KDCLog, from, testutil.ASIssue), ol.Logins.Requests-ol.Logins.Errors; got != ok {
+			if got, ok := testutil.LogCount(t, r.KDCLog, from, realmtest.ASIssue), ol.Logins.Requests-ol.Logins.Errors; got != ok {
 				t.Errorf("logins: report %d, KDC log %d", ok, got)
 			}
 			// Sessions due in the first stall−100 ms of the stall cannot

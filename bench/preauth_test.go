@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
+	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
@@ -46,7 +47,7 @@ func TestBatchedLoginPreauth(t *testing.T) {
 		if ok == 0 || l.Errors > 0 {
 			t.Fatalf("%s: %d logins, %d errors: %v", tc.preauth, l.Requests, l.Errors, l.ErrorTexts)
 		}
-		issued := testutil.LogCount(t, r.KDCLog, from, testutil.ASIssue)
+		issued := testutil.LogCount(t, r.KDCLog, from, realmtest.ASIssue)
 		support := testutil.LogCount(t, r.KDCLog, from, spakeSupportAnswer)
 		if issued < ok || issued > ok+s.BatchInflight {
 			t.Errorf("%s: %d logins counted, the KDC issued %d", tc.preauth, ok, issued)
@@ -132,7 +133,7 @@ func TestBatchedSPAKERefusedFallsBack(t *testing.T) {
 		if l.Requests == 0 || l.Errors > 0 || !strings.HasPrefix(rep.System.Preauth, krb5.MethodEncTimestamp) {
 			t.Fatalf("%s, auto against a KDC refusing our SPAKE groups: %q %s", tc.test, rep.System.Preauth, summary(l))
 		}
-		if refused, issued := testutil.LogCount(t, r.KDCLog, from, spakeRefused), testutil.LogCount(t, r.KDCLog, from, testutil.ASIssue); refused < ok || issued < ok {
+		if refused, issued := testutil.LogCount(t, r.KDCLog, from, spakeRefused), testutil.LogCount(t, r.KDCLog, from, realmtest.ASIssue); refused < ok || issued < ok {
 			t.Errorf("%s: %d logins counted; the KDC refused %d SPAKE support messages and issued %d", tc.test, ok, refused, issued)
 		}
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
@@ -23,7 +24,7 @@ func upRealm(t *testing.T, opts realm.Options) *realm.Realm {
 	if opts.Services == 0 {
 		opts.Services = 4
 	}
-	return testutil.Realm(t, opts)
+	return realmtest.Realm(t, opts)
 }
 
 // small are settings for short test runs.
@@ -80,15 +81,15 @@ func TestLoadsAgreeWithKDCLog(t *testing.T) {
 		load            func(*Report) *Load
 		re              string
 	}{
-		{"as", GeneratorBatched, func(rep *Report) *Load { return rep.AS }, testutil.ASIssue},
-		{"as", GeneratorBlocking, func(rep *Report) *Load { return rep.AS }, testutil.ASIssue},
-		{"tgs", GeneratorBatched, func(rep *Report) *Load { return rep.TGS }, testutil.TGSIssue},
-		{"tgs", GeneratorBlocking, func(rep *Report) *Load { return rep.TGS }, testutil.TGSIssue},
-		{"tcp", GeneratorBatched, func(rep *Report) *Load { return rep.TCP.Load }, testutil.ASIssue},
+		{"as", GeneratorBatched, func(rep *Report) *Load { return rep.AS }, realmtest.ASIssue},
+		{"as", GeneratorBlocking, func(rep *Report) *Load { return rep.AS }, realmtest.ASIssue},
+		{"tgs", GeneratorBatched, func(rep *Report) *Load { return rep.TGS }, realmtest.TGSIssue},
+		{"tgs", GeneratorBlocking, func(rep *Report) *Load { return rep.TGS }, realmtest.TGSIssue},
+		{"tcp", GeneratorBatched, func(rep *Report) *Load { return rep.TCP.Load }, realmtest.ASIssue},
 	} {
 		// The requests the last load left queued at the KDC are logged
 		// before this one starts counting.
-		testutil.DrainKDC(t, r)
+		realmtest.DrainKDC(t, r)
 		from := testutil.LogSize(t, r.KDCLog)
 		s.Tests = []string{tc.test}
 		s.Generator = tc.generator
@@ -109,7 +110,7 @@ func TestLoadsAgreeWithKDCLog(t *testing.T) {
 		if tc.generator == GeneratorBatched {
 			inflight *= s.BatchInflight
 		}
-		testutil.DrainKDC(t, r)
+		realmtest.DrainKDC(t, r)
 		got := testutil.LogCount(t, r.KDCLog, from, tc.re)
 		if got < ok || got > ok+inflight {
 			t.Errorf("%s: the report counts %d successes and %d errors, the KDC logged %d issues (clients %d, in flight at most %d)",
@@ -146,10 +147,10 @@ func TestLatencyCPUMemory(t *testing.T) {
 	if ol.Sessions != want || ol.Logins.Requests != want {
 		t.Errorf("sessions %d, logins %d; want %d", ol.Sessions, ol.Logins.Requests, want)
 	}
-	if got, ok := testutil.LogCount(t, r.KDCLog, from, testutil.ASIssue), ol.Logins.Requests-ol.Logins.Errors; got != ok {
+	if got, ok := testutil.LogCount(t, r.KDCLog, from, realmtest.ASIssue), ol.Logins.Requests-ol.Logins.Errors; got != ok {
 		t.Errorf("logins: report %d, KDC log %d", ok, got)
 	}
-	if got, ok := testutil.LogCount(t, r.KDCLog, from, testutil.TGSIssue), ol.Tickets.Requests-ol.Tickets.Errors; got != ok {
+	if got, ok := testutil.LogCount(t, r.KDCLog, from, realmtest.TGSIssue), ol.Tickets.Requests-ol.Tickets.Errors; got != ok {
 		t.Errorf("tickets: report %d, KDC log %d", ok, got)
 	}
 	if ol.Tickets.Requests != (ol.Logins.Requests-ol.Logins.Errors)*s.TGSPerLogin {
@@ -229,7 +230,7 @@ func TestStartupKadminDumpDegradation(t *testing.T) {
 	if len(d.RoundsS) != s.DegradationRounds || d.Errors != 0 {
 		t.Errorf("degradation: %+v", d)
 	}
-	if n := testutil.LogCount(t, r.KDCLog, from, testutil.TGSIssue); n != s.DegradationRounds*s.DegradationLogins {
+	if n := testutil.LogCount(t, r.KDCLog, from, realmtest.TGSIssue); n != s.DegradationRounds*s.DegradationLogins {
 		t.Errorf("KDC log: %d tickets issued, want %d", n, s.DegradationRounds*s.DegradationLogins)
 	}
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
+	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
@@ -83,7 +83,7 @@ func BenchmarkScrapeRealKDC(b *testing.B) {
 	for _, workers := range []int{2, 64} {
 		b.Run("w"+strconv.Itoa(workers), func(b *testing.B) {
 			// Returns once every worker runs: each op scrapes all N.
-			r := testutil.Realm(b, realm.Options{Users: 5, Services: 2, Workers: workers})
+			r := realmtest.Realm(b, realm.Options{Users: 5, Services: 2, Workers: workers})
 			for _, mode := range []string{"pid-files", "by-name", "pid-files-http"} {
 				b.Run(mode, func(b *testing.B) {
 					cfg := DefaultConfig()
@@ -129,7 +129,7 @@ func BenchmarkScrapeRealKDC(b *testing.B) {
 // which costs more than back-to-back scrapes (testdata/scrapecost measures
 // the same from outside).
 func BenchmarkScrapeRealKDCPaced(b *testing.B) {
-	r := testutil.Realm(b, realm.Options{Users: 5, Services: 2, Workers: 64})
+	r := realmtest.Realm(b, realm.Options{Users: 5, Services: 2, Workers: 64})
 	cfg := DefaultConfig()
 	cfg.KDCPidFile, cfg.KadmindPidFile = r.KDCPidFile, r.KadmindPidFile
 	cfg.KpropdPidFile = filepath.Join(r.Dir, "kpropd.pid")

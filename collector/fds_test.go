@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
@@ -83,7 +84,7 @@ func TestIntegrationFDsFollowWatched(t *testing.T) {
 // cycle.
 func TestIntegrationOtherRealmsNotHeld(t *testing.T) {
 	r := upRealm(t, 0, true)
-	other := testutil.Realm(t, realm.Options{Realm: "OTHER.TEST", Domain: "other.test", Users: -1, Services: -1, Workers: 1})
+	other := realmtest.Realm(t, realm.Options{Realm: "OTHER.TEST", Domain: "other.test", Users: -1, Services: -1, Workers: 1})
 	cfg := realmConfig(r)
 	cfg.KpropdPidFile = ""
 	stopOther := func() {

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/procfs"
 
+	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
@@ -25,7 +26,7 @@ import (
 
 func upRealm(t *testing.T, workers int, kadmind bool) *realm.Realm {
 	t.Helper()
-	return testutil.Realm(t, realm.Options{Users: 5, Services: 2, Workers: workers, NoKadmind: !kadmind})
+	return realmtest.Realm(t, realm.Options{Users: 5, Services: 2, Workers: workers, NoKadmind: !kadmind})
 }
 
 // realmConfig watches this realm's daemons only, through their pid files:

@@ -13,14 +13,15 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
 func startReplicaPair(t *testing.T) (p, r *realm.Realm) {
 	t.Helper()
-	p = testutil.Realm(t, realm.Options{Users: 3, Services: 1})
-	return p, testutil.Replica(t, p)
+	p = realmtest.Realm(t, realm.Options{Users: 3, Services: 1})
+	return p, realmtest.Replica(t, p)
 }
 
 // hostConfig is the configuration of an exporter next to one realm.

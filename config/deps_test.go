@@ -63,3 +63,29 @@ func TestRecordsDoNotLinkTheEngine(t *testing.T) {
 	}
 	leaf(t, "internal/record")
 }
+
+// TestTestCoreDoesNotLinkTheHarness: internal/testutil is the test core
+// (Eventually, Gather, Logger, InCI, Race, Alone) and internal/realmtest
+// the helpers that run the harness, so that tests which start no KDC
+// (the enctype, keytab and tailer ones) do not link realm or the engine.
+func TestTestCoreDoesNotLinkTheHarness(t *testing.T) {
+	out, err := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "list", "-test", "-f", "{{.ImportPath}} {{join .Deps \" \"}}",
+		"../internal/testutil", "../internal/enctype", "../internal/keytab", "../tailer").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	const module = "github.com/krb5-exporter/krb5-exporter/"
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) < 4 {
+		t.Fatalf("go list listed %d packages: %s", len(lines), out)
+	}
+	for _, line := range lines {
+		f := strings.Fields(line)
+		for _, p := range f[1:] {
+			if p == module+"realm" || strings.HasPrefix(p, module+"realm/") || p == module+"internal/realmtest" ||
+				p == module+"internal/krb5" || strings.HasPrefix(p, module+"internal/krb5/") {
+				t.Errorf("%s depends on %s", f[0], p)
+			}
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"net"
 	"net/http/httptest"
@@ -25,7 +26,7 @@ var capture = flag.Bool("capture", false, "copy the harness realm's logs to test
 
 func needMIT(t *testing.T) {
 	t.Helper()
-	testutil.RequireMIT(t)
+	realmtest.RequireMIT(t)
 }
 
 // clients runs the MIT client programs against a harness realm.

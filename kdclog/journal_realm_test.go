@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/krb5-exporter/krb5-exporter/config"
+	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/internal/ulog"
 	"github.com/krb5-exporter/krb5-exporter/realm"
@@ -209,7 +210,7 @@ func TestJournalSourceRealKDC(t *testing.T) {
 // log shows applied, exactly once across an exporter restart with updates
 // while it was stopped.
 func TestKpropdJournalE2E(t *testing.T) {
-	testutil.RequireKpropd(t)
+	realmtest.RequireKpropd(t)
 	ctx := context.Background()
 	p := syslogRealm(t, realm.Options{Users: 2, Services: 1, Fillers: -1})
 	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)

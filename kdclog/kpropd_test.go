@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
+	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
@@ -188,8 +188,8 @@ func FuzzParseKpropd(f *testing.F) {
 // Manager: 20 principals added on the primary are 20 updates counted.
 func TestKpropdLogE2E(t *testing.T) {
 	ctx := context.Background()
-	p := testutil.Realm(t, realm.Options{Users: 2, Services: 1})
-	r := testutil.Replica(t, p)
+	p := realmtest.Realm(t, realm.Options{Users: 2, Services: 1})
+	r := realmtest.Replica(t, p)
 	s := src(r.Replica.Log)
 	s.Type = "kpropd"
 	tm := startManager(t, "", s)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/krb5-exporter/krb5-exporter/config"
 	"github.com/krb5-exporter/krb5-exporter/internal/kdcproc"
+	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
@@ -25,7 +26,7 @@ import (
 // reuse the indexes 0-3: no new label value.
 func TestWorkerRequests(t *testing.T) {
 	needMIT(t)
-	r := testutil.Realm(t, realm.Options{Workers: 4, NoKadmind: true, DisableLastSuccess: true})
+	r := realmtest.Realm(t, realm.Options{Workers: 4, NoKadmind: true, DisableLastSuccess: true})
 	src := config.LogSource{Path: r.KDCLog, Type: "kdc", StartAt: "beginning", PollInterval: 20 * time.Millisecond,
 		ProbePrincipals: []string{realm.ReadyPrincipal}}
 	w, err := kdcproc.NewWorkers("/proc")
@@ -98,10 +99,10 @@ func TestWorkerRequests(t *testing.T) {
 	}
 }
 
-// sendLoad is testutil.PreauthLoad, every request answered.
+// sendLoad is realmtest.PreauthLoad, every request answered.
 func sendLoad(t *testing.T, r *realm.Realm, clients, n int) float64 {
 	t.Helper()
-	replies := testutil.PreauthLoad(t, r, clients, n)
+	replies := realmtest.PreauthLoad(t, r, clients, n)
 	if replies != clients*n {
 		t.Fatalf("%d replies to %d requests", replies, clients*n)
 	}

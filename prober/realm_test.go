@@ -3,7 +3,7 @@ package prober
 import (
 	"testing"
 
-	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
+	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
@@ -11,5 +11,5 @@ import (
 func upRealm(t testing.TB, opts realm.Options) *realm.Realm {
 	t.Helper()
 	opts.NoKadmind = true
-	return testutil.Realm(t, opts)
+	return realmtest.Realm(t, opts)
 }

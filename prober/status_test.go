@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/krb5-exporter/krb5-exporter/config"
+	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
@@ -20,7 +21,7 @@ func TestStatusOfRealProbes(t *testing.T) {
 	m := NewManager(testutil.Logger(t), prometheus.NewRegistry())
 	t.Cleanup(m.Stop)
 	cfg := probeConfig(r)
-	cfg.Probes = append(cfg.Probes[:1], config.ProbeTarget{Name: "dead", Address: testutil.DeadAddr(t), Module: "default", Interval: time.Second})
+	cfg.Probes = append(cfg.Probes[:1], config.ProbeTarget{Name: "dead", Address: realmtest.DeadAddr(t), Module: "default", Interval: time.Second})
 	if err := m.ApplyConfig(cfg); err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/kdcproc"
-	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
+	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
@@ -17,7 +17,7 @@ import (
 // with a pid of the KDC (as the harness knows them), and they show as gone
 // once the KDC is stopped.
 func TestSourceAgainstWorkers(t *testing.T) {
-	r := testutil.Realm(t, realm.Options{Workers: 4, NoKadmind: true})
+	r := realmtest.Realm(t, realm.Options{Workers: 4, NoKadmind: true})
 	w, err := kdcproc.NewWorkers("/proc")
 	if err != nil {
 		t.Fatal(err)
@@ -56,7 +56,7 @@ func TestSourceAgainstWorkers(t *testing.T) {
 
 	// Another realm's KDC on the host (as a second test suite runs one)
 	// is never taken for this one once its pid file is gone.
-	testutil.Realm(t, realm.Options{NoKadmind: true})
+	realmtest.Realm(t, realm.Options{NoKadmind: true})
 	if err := r.StopKDC(); err != nil {
 		t.Fatal(err)
 	}

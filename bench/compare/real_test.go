@@ -12,6 +12,7 @@ import (
 	"github.com/krb5-exporter/krb5-exporter/bench"
 	"github.com/krb5-exporter/krb5-exporter/bench/compare"
 	"github.com/krb5-exporter/krb5-exporter/bench/report"
+	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
@@ -33,7 +34,7 @@ func TestRealAAAndAB(t *testing.T) {
 	opts := func(lastSuccess bool) realm.Options {
 		return realm.Options{Users: 16, Services: 4, NoKadmind: true, DisableLastSuccess: !lastSuccess}
 	}
-	realms := []*realm.Realm{testutil.Realm(t, opts(false)), testutil.Realm(t, opts(false)), testutil.Realm(t, opts(true))}
+	realms := []*realm.Realm{realmtest.Realm(t, opts(false)), realmtest.Realm(t, opts(false)), realmtest.Realm(t, opts(true))}
 	for _, r := range realms {
 		for _, pid := range r.KDCPids() {
 			if out, err := exec.Command("taskset", "-a", "-p", "-c", "0", strconv.Itoa(pid)).CombinedOutput(); err != nil {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/krb5-exporter/krb5-exporter/bench"
 	"github.com/krb5-exporter/krb5-exporter/bench/report"
+	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
@@ -48,7 +49,7 @@ func resultDir(t *testing.T, out string) string {
 // gives FAIL and exit code 1.
 func TestBenchOnceVerdictAndExitCode(t *testing.T) {
 	t.Parallel()
-	testutil.RequireMIT(t)
+	realmtest.RequireMIT(t)
 	out := t.TempDir()
 	textfile := filepath.Join(t.TempDir(), "bench.prom")
 	stdout, stderr, code := exporter(t, smallBench(out, "--tests", "dump,as", "--target.as-min-rate", "1", "--textfile", textfile)...)
@@ -146,7 +147,7 @@ func TestBenchExistingRealm(t *testing.T) {
 	t.Parallel()
 	tmp := t.TempDir() // the benches' TMPDIR: the lock file
 	env := []string{"TMPDIR=" + tmp}
-	r := testutil.Realm(t, realm.Options{Users: 6, Services: 3})
+	r := realmtest.Realm(t, realm.Options{Users: 6, Services: 3})
 	cfg := filepath.Join(t.TempDir(), "bench.yml")
 	yml := fmt.Sprintf(`clients: 2
 duration: 4s
@@ -220,8 +221,8 @@ realm:
 // Without --once the bench runs on a schedule and serves the last
 // results as krb5_bench_* on /metrics.
 func TestBenchDaemonServesResults(t *testing.T) {
-	testutil.RequireMIT(t)
-	addr := testutil.Addr(t)
+	realmtest.RequireMIT(t)
+	addr := realmtest.Addr(t)
 	logs := &testutil.LockedBuffer{}
 	args := append(smallBench(t.TempDir(), "--tests", "dump"), "--web.listen-address", addr, "--interval", "1h")
 	args = slices.DeleteFunc(args, func(a string) bool { return a == "--once" })
@@ -261,7 +262,7 @@ func TestBenchDaemonServesResults(t *testing.T) {
 func TestBenchShards(t *testing.T) {
 	t.Parallel()
 	tmp := t.TempDir() // the generators' TMPDIR: the lock files
-	r := testutil.Realm(t, realm.Options{Users: 6, Services: 3, NoKadmind: true})
+	r := realmtest.Realm(t, realm.Options{Users: 6, Services: 3, NoKadmind: true})
 	cfg := filepath.Join(t.TempDir(), "bench.yml")
 	yml := fmt.Sprintf("clients: 2\nduration: 2s\nrealm: {name: %s, kdc: %q, domain: %s, users_keytab: %s, users: 6, services: 3}\n",
 		r.Realm, r.KDCAddr, r.Domain, r.UserKeytab)

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/krb5-exporter/krb5-exporter/bench/report"
+	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 )
 
@@ -80,7 +81,7 @@ func TestBenchCompareCommand(t *testing.T) {
 // before it starts (exit 2).
 func TestBenchBaselineExitCode(t *testing.T) {
 	testutil.Alone(t)
-	testutil.RequireMIT(t)
+	realmtest.RequireMIT(t)
 	args := func(out, base string, lastSuccess bool, count int) []string {
 		a := []string{"bench", "--once", "--output-dir", out, "--realm.users=6", "--realm.services=3", "--realm.fillers=-1",
 			"--tests", "as", "--duration", "1s", "--batch-inflight", "8", "--target.as-min-rate", "1",

@@ -9,7 +9,7 @@ import (
 
 	"github.com/prometheus/procfs"
 
-	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
+	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
@@ -29,7 +29,7 @@ func TestBenchKDCPidsFromPidFile(t *testing.T) {
 	if got := kdcPids(proc, stale); len(got) != 0 {
 		t.Errorf("a pid file naming the test process (not a krb5kdc): pids %v, want none", got)
 	}
-	r := testutil.Realm(t, realm.Options{})
+	r := realmtest.Realm(t, realm.Options{})
 	want := r.KDCPids()
 	got := kdcPids(proc, r.KDCPidFile)
 	slices.Sort(want)

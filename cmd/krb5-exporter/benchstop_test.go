@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
@@ -21,7 +22,7 @@ import (
 // its directory, and against an existing realm the lock is released (a
 // second bench takes it) while that realm's KDC is left running.
 func TestBenchStopsMidLoad(t *testing.T) {
-	testutil.RequireMIT(t)
+	realmtest.RequireMIT(t)
 	for _, test := range []string{"as", "tgs", "tcp", "latency", "degradation"} {
 		t.Run(test, func(t *testing.T) {
 			stderr, code := stopMidLoad(t, test, longLoad(smallBench(t.TempDir(), "--tests", test)), "")
@@ -32,7 +33,7 @@ func TestBenchStopsMidLoad(t *testing.T) {
 		})
 	}
 	t.Run("daemon", func(t *testing.T) {
-		args := append(longLoad(smallBench(t.TempDir(), "--tests", "as")), "--web.listen-address", testutil.Addr(t), "--interval", "1h")
+		args := append(longLoad(smallBench(t.TempDir(), "--tests", "as")), "--web.listen-address", realmtest.Addr(t), "--interval", "1h")
 		args = slices.DeleteFunc(args, func(a string) bool { return a == "--once" })
 		if stderr, code := stopMidLoad(t, "as", args, ""); code != 0 {
 			t.Errorf("daemon: exit %d, want 0; stderr:\n%s", code, stderr)
@@ -40,7 +41,7 @@ func TestBenchStopsMidLoad(t *testing.T) {
 	})
 	t.Run("existing realm", func(t *testing.T) {
 		t.Setenv("TMPDIR", t.TempDir()) // the lock file
-		r := testutil.Realm(t, realm.Options{Users: 6, Services: 3})
+		r := realmtest.Realm(t, realm.Options{Users: 6, Services: 3})
 		cfg := filepath.Join(t.TempDir(), "bench.yml")
 		yml := fmt.Sprintf("realm:\n  name: %s\n  kdc: %s\n  users_keytab: %s\n  users: 6\n  services: 3\n  krb5_config: %s\n  kdc_log: %s\n",
 			r.Realm, r.KDCAddr, r.UserKeytab, r.Krb5Conf, r.KDCLog)

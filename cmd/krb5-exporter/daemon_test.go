@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
+	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
@@ -20,7 +20,7 @@ import (
 // a login made by a real MIT client.
 func TestDaemonAgainstRealm(t *testing.T) {
 	t.Parallel()
-	r := testutil.Realm(t, realm.Options{Dir: filepath.Join(t.TempDir(), "r"), Users: 2, Services: 1, NoKadmind: true})
+	r := realmtest.Realm(t, realm.Options{Dir: filepath.Join(t.TempDir(), "r"), Users: 2, Services: 1, NoKadmind: true})
 	cfg := filepath.Join(t.TempDir(), "exporter.yml")
 	if err := writeRealmConfig(r, cfg); err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 )
 
@@ -36,14 +37,14 @@ func TestDemo(t *testing.T) {
 		t.Skip("the demo: a realm, a load, the exporter and Prometheus")
 	}
 	t.Parallel()
-	testutil.RequireMIT(t)
+	realmtest.RequireMIT(t)
 	testutil.RequireProgram(t, "prometheus")
 	ctx, problems := browser(t)
 	tmp := t.TempDir()
 	alerts := filepath.Join(tmp, "alerts")
 	groups := shortenedRules(t, alerts, "KDCDown", "KDCErrorBudgetBurnFast")
 	dir := filepath.Join(tmp, "demo")
-	listen, plisten := testutil.Addr(t), testutil.Addr(t)
+	listen, plisten := realmtest.Addr(t), realmtest.Addr(t)
 	cmd := exec.Command("../../scripts/demo.sh", binary)
 	cmd.Env = append(os.Environ(), "DEMO_DIR="+dir, "LISTEN="+listen, "PROMETHEUS_LISTEN="+plisten,
 		"DEMO_ALERTS_DIR="+alerts, "DEMO_INTERVAL=1s", "DEMO_FAULT=kdc-stopped", "DEMO_FAULT_AFTER=600",
@@ -240,7 +241,7 @@ func TestDemoRefusesPlantedDirectory(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			cmd := exec.CommandContext(ctx, "../../scripts/demo.sh", binary)
-			cmd.Env = append(os.Environ(), "DEMO_DIR="+demo, "LISTEN="+testutil.Addr(t), "PROMETHEUS_LISTEN="+testutil.Addr(t),
+			cmd.Env = append(os.Environ(), "DEMO_DIR="+demo, "LISTEN="+realmtest.Addr(t), "PROMETHEUS_LISTEN="+realmtest.Addr(t),
 				"DEMO_REALM_ARGS=--no-such-flag")
 			out, err := cmd.CombinedOutput()
 			if code := cmd.ProcessState.ExitCode(); code != 2 || !strings.Contains(string(out), tc.want) {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
@@ -25,7 +26,7 @@ import (
 // exited 1 ("configuration not reloaded, keeping the previous one").
 func TestDaemonBadKeytab(t *testing.T) {
 	t.Parallel()
-	r := testutil.Realm(t, realm.Options{Dir: filepath.Join(t.TempDir(), "r"), Users: 2, Services: 1, NoKadmind: true})
+	r := realmtest.Realm(t, realm.Options{Dir: filepath.Join(t.TempDir(), "r"), Users: 2, Services: 1, NoKadmind: true})
 	dir := t.TempDir()
 	good, err := os.ReadFile(r.ProbeKeytab)
 	if err != nil {

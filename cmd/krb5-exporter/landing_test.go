@@ -14,6 +14,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	browserpkg "github.com/krb5-exporter/krb5-exporter/internal/testutil/browser"
 	"github.com/krb5-exporter/krb5-exporter/realm"
@@ -83,7 +84,7 @@ func browser(t *testing.T) (ctx context.Context, problems func() []string) {
 func TestLandingPageInBrowser(t *testing.T) {
 	t.Parallel()
 	ctx, problems := browser(t)
-	r := testutil.Realm(t, realm.Options{Dir: filepath.Join(t.TempDir(), "r"), Users: 2, Services: 1, Fillers: -1, NoKadmind: true})
+	r := realmtest.Realm(t, realm.Options{Dir: filepath.Join(t.TempDir(), "r"), Users: 2, Services: 1, Fillers: -1, NoKadmind: true})
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "exporter.yml")
 	if err := writeRealmConfig(r, cfg); err != nil {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"debug/elf"
 	"fmt"
+	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"net"
 	"net/http"
@@ -195,7 +196,7 @@ func TestPortInUse(t *testing.T) {
 // daemon starts the exporter on a free port and returns its base URL.
 func daemon(t *testing.T, args ...string) (string, *exec.Cmd, *testutil.LockedBuffer) {
 	t.Helper()
-	addr := testutil.Addr(t)
+	addr := realmtest.Addr(t)
 	logs := &testutil.LockedBuffer{}
 	cmd := exec.Command(binary, append([]string{"--web.listen-address", addr}, args...)...)
 	cmd.Stderr = logs
@@ -325,7 +326,7 @@ func TestDaemonReload(t *testing.T) {
 
 func TestRealmCommands(t *testing.T) {
 	t.Parallel()
-	testutil.RequireMIT(t)
+	realmtest.RequireMIT(t)
 	dir := filepath.Join(t.TempDir(), "realm")
 	cfgDir := t.TempDir()
 	cfg := filepath.Join(cfgDir, "exporter.yml")
@@ -398,8 +399,8 @@ func TestRealmCommands(t *testing.T) {
 // down stops its kpropd.
 func TestRealmReplicaCommands(t *testing.T) {
 	t.Parallel()
-	testutil.RequireMIT(t)
-	testutil.RequireKpropd(t)
+	realmtest.RequireMIT(t)
+	realmtest.RequireKpropd(t)
 	pdir, rdir := filepath.Join(t.TempDir(), "p"), filepath.Join(t.TempDir(), "r")
 	if _, stderr, code := exporter(t, "realm", "up", "--dir", pdir, "--users=2", "--services=1", "--fillers=-1"); code != 0 {
 		t.Fatalf("realm up: %d %s", code, stderr)

@@ -12,7 +12,7 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
-	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
+	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
 	"github.com/krb5-exporter/krb5-exporter/prober"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
@@ -36,7 +36,7 @@ func runProbe(t *testing.T, args ...string) (int, string, string) {
 
 func probeRealm(t *testing.T) *realm.Realm {
 	t.Helper()
-	return testutil.Realm(t, realm.Options{Users: 1, Services: 1, NoKadmind: true})
+	return realmtest.Realm(t, realm.Options{Users: 1, Services: 1, NoKadmind: true})
 }
 
 func TestProbeCommand(t *testing.T) {
@@ -79,7 +79,7 @@ func TestProbeCommand(t *testing.T) {
 	}
 
 	// A dead KDC is CRITICAL, and says why.
-	dead := testutil.DeadAddr(t)
+	dead := realmtest.DeadAddr(t)
 	code, out, _ = runProbe(t, append([]string{"--kdc", dead}, base[2:]...)...)
 	if code != nagiosCritical || !strings.Contains(out, "login failed: connection_refused") || strings.Contains(out, "|") {
 		t.Errorf("dead KDC: exit %d\n%s", code, out)

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
+	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
@@ -25,7 +25,7 @@ import (
 // it, and the printed configuration probes the KDC.
 func TestProbePrincipal(t *testing.T) {
 	t.Parallel()
-	testutil.RequireMIT(t)
+	realmtest.RequireMIT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	r, err := realm.Up(ctx, realm.Options{Dir: filepath.Join(t.TempDir(), "r"), Users: 1, Services: -1, Fillers: -1})
@@ -145,7 +145,7 @@ func TestProbePrincipal(t *testing.T) {
 // the key) keeps the new keytab and names it, and kinit logs in with it.
 func TestProbePrincipalRotateKeepsTheKey(t *testing.T) {
 	t.Parallel()
-	r := testutil.Realm(t, realm.Options{Dir: filepath.Join(t.TempDir(), "r"), Users: 1, Services: -1, Fillers: -1})
+	r := realmtest.Realm(t, realm.Options{Dir: filepath.Join(t.TempDir(), "r"), Users: 1, Services: -1, Fillers: -1})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dir := t.TempDir()

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
@@ -20,7 +21,7 @@ import (
 func TestRealmLoad(t *testing.T) {
 	t.Parallel()
 	testutil.RequireProgram(t, "kinit")
-	r := testutil.Realm(t, realm.Options{Dir: filepath.Join(t.TempDir(), "r"), Users: 5, Services: 3, Fillers: -1, NoKadmind: true})
+	r := realmtest.Realm(t, realm.Options{Dir: filepath.Join(t.TempDir(), "r"), Users: 5, Services: 3, Fillers: -1, NoKadmind: true})
 	before := len(testutil.MustRead(t, r.KDCLog))
 	out, stderr, code := exporter(t, "realm", "load", "--dir", r.Dir, "--rate", "20", "--duration", "2s",
 		"--wrong-password-every", "7", "--unknown-user-every", "11", "--weak-enctype-every", "5", "--unknown-service-every", "9")

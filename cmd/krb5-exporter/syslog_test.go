@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
@@ -19,7 +20,7 @@ import (
 // relay with the daemons.
 func TestRealmUpLogToSyslog(t *testing.T) {
 	t.Parallel()
-	testutil.RequireMIT(t)
+	realmtest.RequireMIT(t)
 	if _, err := os.Stat(realm.JournalRemote); err != nil {
 		if testutil.InCI() {
 			t.Fatalf("%s missing in CI: %v", realm.JournalRemote, err)

@@ -17,6 +17,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
@@ -27,7 +28,7 @@ import (
 // follow the same configuration and read that daemon's probes.
 func topRealm(t *testing.T, workers int) (*realm.Realm, []string) {
 	t.Helper()
-	r := testutil.Realm(t, realm.Options{Dir: filepath.Join(t.TempDir(), "r"), Workers: workers, DisableLastSuccess: true})
+	r := realmtest.Realm(t, realm.Options{Dir: filepath.Join(t.TempDir(), "r"), Workers: workers, DisableLastSuccess: true})
 	cfg := filepath.Join(t.TempDir(), "exporter.yml")
 	if err := writeRealmConfig(r, cfg); err != nil {
 		t.Fatal(err)
@@ -150,7 +151,7 @@ func TestTopBatchAgainstWorkers(t *testing.T) {
 		}
 	}
 	next() // the KDC lines of kadmin's login, written before kadmind's
-	sent := testutil.PreauthLoad(t, r, 4, 40)
+	sent := realmtest.PreauthLoad(t, r, 4, 40)
 	if sent != 160 {
 		t.Fatalf("%d replies to 160 requests", sent)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/procfs"
 
+	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
@@ -53,7 +54,7 @@ func TestAssign(t *testing.T) {
 // the supervisor or a stranger; after a restart the new workers take the
 // same indexes, and a late line of an old worker keeps its old index.
 func TestRealKDC(t *testing.T) {
-	r := testutil.Realm(t, realm.Options{Workers: 3, NoKadmind: true})
+	r := realmtest.Realm(t, realm.Options{Workers: 3, NoKadmind: true})
 	fs, err := procfs.NewFS("/proc")
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"net"
 	"os"
@@ -333,7 +334,7 @@ func TestTimeoutIsHonoured(t *testing.T) {
 
 func TestDeadKDC(t *testing.T) {
 	// A port nobody listens on: UDP gets ICMP port unreachable, TCP a reset.
-	addr := testutil.DeadAddr(t)
+	addr := realmtest.DeadAddr(t)
 	p := mustPrincipal(t, "user0001@PERF.TEST")
 	for _, tr := range []Transport{UDP, TCP} {
 		c, _ := NewClient(Options{KDC: addr, Transport: tr, Client: p, Credentials: NewPasswordCredentials("x", p)})

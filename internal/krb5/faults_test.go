@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
@@ -63,7 +64,7 @@ func TestUDPRetransmit(t *testing.T) {
 // A KDC whose UDP replies are limited to a few bytes answers
 // KRB_ERR_RESPONSE_TOO_BIG; the exchange moves to TCP as libkrb5's does.
 func TestResponseTooBigFallsBackToTCP(t *testing.T) {
-	testutil.RequireMIT(t)
+	realmtest.RequireMIT(t)
 	ctx := testCtx(t, time.Minute)
 	r, err := realm.Create(ctx, realm.Options{Dir: t.TempDir(), Users: 2, Services: 1, Fillers: -1, NoKadmind: true})
 	if err != nil {
@@ -111,7 +112,7 @@ func openFDs(t *testing.T) int {
 
 // Probing a dead KDC a thousand times leaks neither goroutines nor sockets.
 func TestDeadKDCNoLeaks(t *testing.T) {
-	dead := testutil.DeadAddr(t)
+	dead := realmtest.DeadAddr(t)
 	hole := testutil.BlackHole(t)
 	p := mustPrincipal(t, "user0001@PERF.TEST")
 	creds := NewPasswordCredentials("x", p)

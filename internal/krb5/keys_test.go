@@ -1,6 +1,7 @@
 package krb5
 
 import (
+	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"os"
 	"path/filepath"
@@ -234,7 +235,7 @@ func TestRefreshReturnsNewGeneration(t *testing.T) {
 // each the keys NewKeytabCredentials gives it alone; a principal without
 // keys is an error.
 func TestKeytabCredentialsFor(t *testing.T) {
-	r := testutil.Realm(t, realm.Options{NoKadmind: true})
+	r := realmtest.Realm(t, realm.Options{NoKadmind: true})
 	var ps []Principal
 	for i := 1; i <= r.Opts.Users; i++ {
 		ps = append(ps, mustPrincipal(t, r.User(i)))

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
+	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
@@ -14,7 +14,7 @@ import (
 // nonce of exactly one request (the key of a load generator that matches
 // replies to requests).
 func TestEncodeAndOpenServiceTicket(t *testing.T) {
-	r := testutil.Realm(t, realm.Options{NoKadmind: true})
+	r := realmtest.Realm(t, realm.Options{NoKadmind: true})
 	c := userClient(t, r, 1, Options{})
 	defer c.Close()
 	s := c.PrepareService(mustPrincipal(t, r.Service(1)))
@@ -78,7 +78,7 @@ func TestEncodeAndOpenServiceTicket(t *testing.T) {
 // every second with an AS-REP whose nonce is that of exactly one request,
 // and the Client then holds a TGT.
 func TestEncodeAndOpenLogin(t *testing.T) {
-	r := testutil.Realm(t, realm.Options{NoKadmind: true})
+	r := realmtest.Realm(t, realm.Options{NoKadmind: true})
 	c := userClient(t, r, 1, Options{})
 	defer c.Close()
 	if _, _, err := c.EncodeLogin(nil, true); err == nil {
@@ -138,7 +138,7 @@ func TestEncodeAndOpenLogin(t *testing.T) {
 // session key, so its reply opens with that TGT (the request's nonce) and
 // with no other (ClassDecrypt); the Client's own TGT is the last login's.
 func TestSwapTGT(t *testing.T) {
-	r := testutil.Realm(t, realm.Options{NoKadmind: true})
+	r := realmtest.Realm(t, realm.Options{NoKadmind: true})
 	c := userClient(t, r, 1, Options{})
 	defer c.Close()
 	s := c.PrepareService(mustPrincipal(t, r.Service(1)))

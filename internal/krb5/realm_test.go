@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
@@ -14,13 +15,13 @@ import (
 func upRealm(t testing.TB, opts realm.Options) *realm.Realm {
 	t.Helper()
 	opts.NoKadmind = true
-	return testutil.Realm(t, opts)
+	return realmtest.Realm(t, opts)
 }
 
 // kadmin runs kadmin.local commands against the realm.
 func kadmin(t testing.TB, r *realm.Realm, cmds ...string) string {
 	t.Helper()
-	return testutil.Kadmin(t, r, cmds...)
+	return realmtest.Kadmin(t, r, cmds...)
 }
 
 // userClient returns a Client for user i of the realm with the realm's user

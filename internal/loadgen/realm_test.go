@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
-	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
+	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
@@ -37,7 +37,7 @@ func TestMain(m *testing.M) {
 // so far logged (an earlier test's load cut off at its end leaves some).
 func upRealm(t *testing.T) *realm.Realm {
 	t.Helper()
-	testutil.RequireMIT(t)
+	realmtest.RequireMIT(t)
 	shared.once.Do(func() {
 		if shared.dir, shared.err = os.MkdirTemp("", "loadgen-realm"); shared.err != nil {
 			return
@@ -49,7 +49,7 @@ func upRealm(t *testing.T) *realm.Realm {
 	if shared.err != nil {
 		t.Fatalf("realm: %v", shared.err)
 	}
-	testutil.DrainKDC(t, shared.r)
+	realmtest.DrainKDC(t, shared.r)
 	return shared.r
 }
 

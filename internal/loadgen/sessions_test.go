@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
+	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 )
 
@@ -32,13 +33,13 @@ func TestSessionsBatched(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s %+v: %v", tc.preauth, plan, err)
 			}
-			testutil.DrainKDC(t, r)
+			realmtest.DrainKDC(t, r)
 			logins, lf := count(sr.Records, KindAS)
 			tickets, tf := count(sr.Records, KindTGS)
 			if sr.Failed > 0 || logins != plan.N || tickets != plan.N*plan.TGSPer || lf+tf > 0 {
 				t.Fatalf("%s %+v: %d sessions failed; %d logins, %d tickets; errors %v", tc.preauth, plan, sr.Failed, logins, tickets, sr.ErrorTexts)
 			}
-			if as, tgs := testutil.LogCount(t, r.KDCLog, from, testutil.ASIssue), testutil.LogCount(t, r.KDCLog, from, testutil.TGSIssue); as != plan.N || tgs != plan.N*plan.TGSPer {
+			if as, tgs := testutil.LogCount(t, r.KDCLog, from, realmtest.ASIssue), testutil.LogCount(t, r.KDCLog, from, realmtest.TGSIssue); as != plan.N || tgs != plan.N*plan.TGSPer {
 				t.Errorf("%s %+v: the KDC issued %d TGTs and %d tickets", tc.preauth, plan, as, tgs)
 			}
 			trips := plan.N * (tc.trips + plan.TGSPer)

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
+	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 )
 
@@ -62,7 +63,7 @@ func TestBatchedTCP(t *testing.T) {
 	}{{krb5.PreauthEncTimestamp, 2}, {krb5.PreauthSPAKE, 3}} {
 		const n = 60
 		cfg := realmConfig(t, r, tc.preauth)
-		testutil.DrainKDC(t, r)
+		realmtest.DrainKDC(t, r)
 		from := testutil.LogSize(t, r.KDCLog)
 		opens := tcpActiveOpens(t)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -71,7 +72,7 @@ func TestBatchedTCP(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", tc.preauth, err)
 		}
-		testutil.DrainKDC(t, r)
+		realmtest.DrainKDC(t, r)
 		logins, failed := count(res.Records, KindAS)
 		ok := logins - failed
 		if ok < n || failed > 0 {
@@ -80,7 +81,7 @@ func TestBatchedTCP(t *testing.T) {
 		if res.Waits == 0 || res.Waits > ok*tc.trips {
 			t.Errorf("%s: %d waits for %d round trips", tc.preauth, res.Waits, ok*tc.trips)
 		}
-		issued := testutil.LogCount(t, r.KDCLog, from, testutil.ASIssue)
+		issued := testutil.LogCount(t, r.KDCLog, from, realmtest.ASIssue)
 		if issued < ok || issued > ok+TCPMaxInflight {
 			t.Errorf("%s: %d logins counted, the KDC issued %d", tc.preauth, ok, issued)
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
+	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
@@ -52,7 +53,7 @@ func TestTimeoutPerRoundTrip(t *testing.T) {
 			}
 			// The batched load stops at its second login; one it had
 			// begun meanwhile may still reach the KDC through the relay.
-			if n := testutil.LogCount(t, r.KDCLog, from, testutil.ASIssue); n < logins || n > logins+2 {
+			if n := testutil.LogCount(t, r.KDCLog, from, realmtest.ASIssue); n < logins || n > logins+2 {
 				t.Errorf("%d logins counted, the KDC issued %d", logins, n)
 			}
 		})
@@ -106,7 +107,7 @@ func relayedLoad(t *testing.T, r *realm.Realm, delay, timeout time.Duration, loa
 	if err != nil {
 		t.Fatal(err)
 	}
-	testutil.DrainKDC(t, r)
+	realmtest.DrainKDC(t, r)
 	return res
 }
 

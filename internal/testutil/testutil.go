@@ -1,6 +1,10 @@
-// Package testutil holds the helpers the project's tests share: a throwaway
-// MIT realm per test, kadmin.local commands, polling until a condition
-// holds, and reading series out of a Prometheus registry. Test code only.
+// Package testutil is the core of the helpers the project's tests share:
+// polling until a condition holds, reading series out of a Prometheus
+// registry, a test's logger, the CI and race switches, programs a test
+// needs, loopback fakes. It imports nothing of the harness (realm) or the
+// Kerberos engine, so that tests without a KDC do not link them
+// (config's TestTestCoreDoesNotLinkTheHarness); the realm helpers are in
+// internal/realmtest. Test code only.
 package testutil
 
 import (
@@ -10,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -20,24 +23,10 @@ import (
 	"github.com/jcmturner/gokrb5/v8/keytab"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-
-	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
 // InCI reports whether the tests run in CI (`CI` set, as .ci/run is run).
 func InCI() bool { return os.Getenv("CI") != "" }
-
-// RequireMIT skips the test when the MIT krb5 programs are missing, and
-// fails it instead in CI: a broken install must not look like a pass.
-func RequireMIT(t testing.TB) {
-	t.Helper()
-	if err := realm.Available(); err != nil {
-		if InCI() {
-			t.Fatalf("MIT krb5 programs missing in CI: %v", err)
-		}
-		t.Skipf("MIT krb5 programs not installed: %v", err)
-	}
-}
 
 // RequireProgram returns the path of the first of names found in PATH.
 // When none is, it skips the test, and fails it instead in CI: CI's
@@ -55,56 +44,6 @@ func RequireProgram(t testing.TB, names ...string) string {
 	}
 	t.Skipf("%s not installed (scripts/deps.sh installs it)", strings.Join(names, " or "))
 	return ""
-}
-
-// Realm starts a small private MIT realm for one test and removes it when
-// the test ends. Zero counts in opts mean 4 users, 2 services, no fillers
-// (the harness's own zero values mean the seed's large realm). It returns
-// once the KDC answers, every `-w N` worker has forked and, unless
-// NoKadmind, kadmind has written its pid file.
-func Realm(t testing.TB, opts realm.Options) *realm.Realm {
-	t.Helper()
-	RequireMIT(t)
-	if opts.Dir == "" {
-		opts.Dir = t.TempDir()
-	}
-	if opts.Users == 0 {
-		opts.Users = 4
-	}
-	if opts.Services == 0 {
-		opts.Services = 2
-	}
-	if opts.Fillers == 0 {
-		opts.Fillers = -1
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	r, err := realm.Up(ctx, opts)
-	if err != nil {
-		t.Fatalf("realm: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := r.Down(); err != nil {
-			t.Errorf("realm down: %v", err)
-		}
-	})
-	Eventually(t, 30*time.Second, "every KDC worker and kadmind running", func() bool {
-		return len(r.KDCPids()) == opts.Workers+1 && (opts.NoKadmind || r.KadmindPid() > 0)
-	})
-	return r
-}
-
-// Kadmin runs kadmin.local commands against r and fails the test when one
-// reports an error.
-func Kadmin(t testing.TB, r *realm.Realm, cmds ...string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	out, err := r.KadminLocal(ctx, cmds...)
-	if err != nil {
-		t.Fatalf("kadmin.local %q: %v\n%s", cmds, err, out)
-	}
-	return out
 }
 
 // Eventually polls cond every 20 ms until it holds; after limit it fails
@@ -283,37 +222,6 @@ func BlackHole(t testing.TB) string {
 	return pc.LocalAddr().String()
 }
 
-// DeadAddr returns a loopback address where nothing listens, over UDP
-// (ICMP port unreachable: connection refused) and TCP (reset). The port is
-// reserved by the harness's allocator for the test's lifetime (realm's
-// pool, below the kernel's ephemeral range): no socket of this machine
-// gets it by accident, as a released ephemeral port could come back as a
-// client's own source port, and that client would then talk to itself.
-func DeadAddr(t testing.TB) string {
-	t.Helper()
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(Port(t, realm.TCPUDP)))
-}
-
-// Port reserves a loopback port free for need for the test's lifetime
-// (realm.LeasePort): for a child process to listen on, instead of a port
-// the kernel chose and the test released, which any socket may take
-// before the child binds it.
-func Port(t testing.TB, need realm.PortNeed) int {
-	t.Helper()
-	l, err := realm.LeasePort(need)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(l.Release)
-	return l.Port
-}
-
-// Addr is Port for TCP as a 127.0.0.1:port address.
-func Addr(t testing.TB) string {
-	t.Helper()
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(Port(t, realm.TCP)))
-}
-
 // Context returns a context cancelled after d or when the test ends.
 func Context(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
@@ -329,38 +237,6 @@ func MustRead(t testing.TB, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
-}
-
-// RequireKpropd skips a test when MIT's kpropd is not installed, and fails
-// it in CI.
-func RequireKpropd(t testing.TB) {
-	t.Helper()
-	if err := realm.KpropdAvailable(); err != nil {
-		if InCI() {
-			t.Fatalf("kpropd missing in CI: %v", err)
-		}
-		t.Skip(err)
-	}
-}
-
-// Replica starts a replica of the primary p (realm.UpReplica: its own KDC
-// and database, kpropd polling p's kadmind every second) for one test and
-// removes it when the test ends. Without kpropd it skips, and fails in CI.
-func Replica(t testing.TB, p *realm.Realm) *realm.Realm {
-	t.Helper()
-	RequireKpropd(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	r, err := realm.UpReplica(ctx, p, realm.Options{Dir: t.TempDir()}, 0)
-	if err != nil {
-		t.Fatalf("replica: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := r.Down(); err != nil {
-			t.Errorf("replica down: %v", err)
-		}
-	})
-	return r
 }
 
 // UDPServer answers each datagram sent to a loopback port with reply(req)
@@ -405,49 +281,6 @@ func (l *LockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
-}
-
-// PreauthLoad sends clients × n AS-REQs without pre-authentication for the
-// realm's first four users, each client over UDP from its own socket, and
-// returns how many replies came back: the KDC answers each with
-// PREAUTH_REQUIRED and logs one NEEDED_PREAUTH line.
-func PreauthLoad(t testing.TB, r *realm.Realm, clients, n int) int {
-	t.Helper()
-	var mu sync.Mutex
-	replies := 0
-	var wg sync.WaitGroup
-	for c := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			conn, err := net.Dial("udp", r.KDCAddr)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			defer conn.Close()
-			buf := make([]byte, 4096)
-			for i := range n {
-				pkt, err := realm.ASRequest(r.Realm, strings.TrimSuffix(r.User((c*n+i)%4+1), "@"+r.Realm))
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				conn.SetDeadline(time.Now().Add(10 * time.Second))
-				if _, err := conn.Write(pkt); err != nil {
-					t.Error(err)
-					return
-				}
-				if _, err := conn.Read(buf); err == nil {
-					mu.Lock()
-					replies++
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return replies
 }
 
 // HeapAfterGC is the live heap after a collection: what a test that
