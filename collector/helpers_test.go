@@ -14,8 +14,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/prometheus/common/expfmt"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 )
 
 // fixtureDir is the /proc capture of a krb5kdc -w 2 and kadmind (see

@@ -1,13 +1,14 @@
 package collector
 
 import (
-	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 
 	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"

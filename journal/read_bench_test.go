@@ -4,8 +4,9 @@ import (
 	"bytes"
 	"io"
 
-	"github.com/go-kit/log"
 	"testing"
+
+	"github.com/go-kit/log"
 )
 
 // pipeReader hands out at most 64 KiB per Read, as a pipe does.

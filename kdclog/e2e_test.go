@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"flag"
-	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
-	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"net"
 	"net/http/httptest"
 	"os"
@@ -15,6 +13,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 

@@ -1,8 +1,9 @@
 package prober
 
 import (
-	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
 	"testing"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
 
 	"github.com/prometheus/client_golang/prometheus"
 

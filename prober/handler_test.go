@@ -12,9 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/prometheus/client_golang/prometheus"
 	promtest "github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 
 	"github.com/krb5-exporter/krb5-exporter/config"
 	"github.com/krb5-exporter/krb5-exporter/realm"

@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
 	"reflect"
 	"sync"
 	"time"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
 
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"

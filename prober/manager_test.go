@@ -2,7 +2,6 @@ package prober
 
 import (
 	"context"
-	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -11,12 +10,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
+
 	"github.com/go-kit/log"
 	"github.com/go-logfmt/logfmt"
-	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/prometheus/client_golang/prometheus"
 	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 
 	"github.com/krb5-exporter/krb5-exporter/config"
 	"github.com/krb5-exporter/krb5-exporter/realm"

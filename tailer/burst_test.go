@@ -5,10 +5,11 @@ import (
 	"path/filepath"
 	"strings"
 
-	"golang.org/x/sys/unix"
 	"os"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestRenameBurstWhileNotScheduled: the writer rotates by rename N times

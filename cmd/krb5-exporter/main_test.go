@@ -6,8 +6,6 @@ import (
 	"context"
 	"debug/elf"
 	"fmt"
-	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
-	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"net"
 	"net/http"
 	"os"
@@ -19,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 

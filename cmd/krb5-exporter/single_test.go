@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"net"
 	"os"
 	"path/filepath"
@@ -10,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 )
 
 // kdcLines appends n request lines of krb5kdc to path.

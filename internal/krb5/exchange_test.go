@@ -4,14 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
-	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )

@@ -1,14 +1,15 @@
 package krb5
 
 import (
-	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
-	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 
 	"github.com/jcmturner/gokrb5/v8/keytab"
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jcmturner/gokrb5/v8/iana/errorcode"
+
 	"github.com/krb5-exporter/krb5-exporter/internal/der"
 	"github.com/krb5-exporter/krb5-exporter/internal/kdcaddr"
 )
