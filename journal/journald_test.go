@@ -344,9 +344,13 @@ func TestJournaldForgedLinesNotCounted(t *testing.T) {
 
 	const forged = "AS_REQ (2 etypes {aes256-cts-hmac-sha1-96(18)}) 10.6.6.6: PREAUTH_FAILED: victim@EXAMPLE.COM for krbtgt/EXAMPLE.COM@EXAMPLE.COM, Preauthentication failed"
 	kdc := j.service(t, kdcUnit, "krb5kdc", "krb5kdc")
-	tagged := j.serviceAs(t, "", "logger", "krb5kdc", nobodyUID)
+	// Each forger in a unit of its own, its 10 lines paced under the rate
+	// limit (which is per unit): in one unit, the test's own cgroup, the
+	// two loggers' 20 lines at once lost some of root's to it, 3 runs in 5
+	// (7 of each logger's 10 stored in units of their own, unpaced).
+	tagged := j.serviceAs(t, fmt.Sprintf("tagged-test-%d.service", os.Getpid()), "logger", "krb5kdc", nobodyUID)
 	named := j.serviceAs(t, floodUnit, "krb5kdc", "krb5kdc", nobodyUID)
-	rootTagged := j.serviceAs(t, "", "logger", "krb5kdc", 0)
+	rootTagged := j.serviceAs(t, fmt.Sprintf("root-tagged-test-%d.service", os.Getpid()), "logger", "krb5kdc", 0)
 	for i := range 3 {
 		kdc.log("AS_REQ genuine %d", i)
 	}
@@ -354,6 +358,9 @@ func TestJournaldForgedLinesNotCounted(t *testing.T) {
 	for i := range 10 {
 		tagged.log("%s %d", forged, i)
 		rootTagged.log("%s %d", forged, i)
+		tagged.flush()
+		rootTagged.flush()
+		time.Sleep(250 * time.Millisecond) // 4 lines a second a unit, under RateLimitBurst=5 per 1s
 	}
 	tagged.stop()
 	rootTagged.stop()
