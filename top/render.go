@@ -134,6 +134,9 @@ func writeService(b *strings.Builder, snap Snapshot) {
 	if len(snap.Service) > 0 {
 		b.WriteString("\n" + ServiceHeader + "\n")
 		for _, sv := range snap.Service {
+			if sv.Request == "other" && sv.Rate == 0 { // what is neither AS nor TGS: rare, shown when there is some
+				continue
+			}
 			fmt.Fprintf(b, "%-10s %7s %9s %9s %7s %6s %6s\n", sv.Request, num(sv.Rate), seconds(sv.P95), seconds(sv.Mean),
 				pct(sv.CPU), pct(sv.RunQueue), pct(sv.Blocked))
 		}

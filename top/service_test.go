@@ -58,6 +58,8 @@ func serviceText(asUDP, asTCP, tgs, queue [4]float64, asSum, tcpSum, tgsSum, que
 	h("krb5_kdc_request_service_seconds", `request="as",transport="udp"`, asUDP, asSum)
 	h("krb5_kdc_request_service_seconds", `request="as",transport="tcp"`, asTCP, tcpSum)
 	h("krb5_kdc_request_service_seconds", `request="tgs",transport="udp"`, tgs, tgsSum)
+	// No other request in the interval: no line for it.
+	h("krb5_kdc_request_service_seconds", `request="other",transport="udp"`, [4]float64{0, 1, 1, 1}, 0.0001)
 	// A request type top does not know is left out, not a line per value.
 	h("krb5_kdc_request_service_seconds", "request=\"bogus\x1b[2J\",transport=\"udp\"", asUDP, asSum)
 	b.WriteString("# TYPE krb5_kdc_request_queue_seconds histogram\n")
@@ -109,8 +111,8 @@ func TestServiceFromDaemon(t *testing.T) {
 	if snap.DaemonErr != nil {
 		t.Fatal(snap.DaemonErr)
 	}
-	if len(snap.Service) != 2 || snap.Service[0].Request != "as" || snap.Service[1].Request != "tgs" {
-		t.Fatalf("service rows %+v, want as and tgs", snap.Service)
+	if len(snap.Service) != 3 || snap.Service[0].Request != "as" || snap.Service[1].Request != "tgs" || snap.Service[2].Rate != 0 {
+		t.Fatalf("service rows %+v, want as, tgs and other without requests", snap.Service)
 	}
 	as, tgs := snap.Service[0], snap.Service[1]
 	byName := map[string]Row{}
@@ -162,8 +164,8 @@ func TestServiceFromDaemon(t *testing.T) {
 			}
 		}
 	}
-	if strings.Contains(text, "bogus") || strings.Contains(text, "\x1b") || strings.Contains(text, "not attached") {
-		t.Errorf("an unknown request type, an escape or a tracing error shown:\n%q", text)
+	if strings.Contains(text, "\nother ") || strings.Contains(text, "bogus") || strings.Contains(text, "\x1b") || strings.Contains(text, "not attached") {
+		t.Errorf("other without requests, an unknown request type, an escape or a tracing error shown:\n%q", text)
 	}
 
 	// The daemon restarted: its histogram counts from zero again, 10 as
