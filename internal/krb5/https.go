@@ -9,14 +9,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptrace"
-	"net/url"
 	"strings"
 	"sync/atomic"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/der"
+	"github.com/krb5-exporter/krb5-exporter/internal/kdcaddr"
 )
 
 // Classes of the https transport (a KDC proxy, [MS-KKDCP]).
@@ -45,31 +44,6 @@ const ContentTypeKerberos = "application/kerberos"
 // over TCP) wrapped in a few octets of KDC-PROXY-MESSAGE.
 const maxProxyReply = maxTCPReply + 64
 
-// ParseProxyURL checks a KDC proxy URL: https, a host, no user
-// information (secrets never go into a URL), no fragment.
-func ParseProxyURL(s string) (*url.URL, error) {
-	u, err := url.Parse(s)
-	if err != nil {
-		return nil, fmt.Errorf("proxy URL: %w", err)
-	}
-	switch {
-	case u.Scheme != "https":
-		return nil, fmt.Errorf("proxy URL %q: want https://host[:port]/path", s)
-	case u.Host == "" || u.Hostname() == "":
-		return nil, fmt.Errorf("proxy URL %q has no host", s)
-	case u.User != nil:
-		return nil, errors.New("proxy URL must not carry user information")
-	case u.Fragment != "" || u.RawQuery != "":
-		return nil, fmt.Errorf("proxy URL %q: no query or fragment", s)
-	}
-	if p := u.Port(); p != "" {
-		if _, err := net.LookupPort("tcp", p); err != nil {
-			return nil, fmt.Errorf("proxy URL %q: bad port", s)
-		}
-	}
-	return u, nil
-}
-
 // newProxy builds the HTTP client of one Client: one connection, kept
 // for udpReuseIdle between the round trips of a probe (its TLS handshake
 // is paid once per probe, not per round trip), HTTP/1.1 as MIT's libkrb5.
@@ -77,7 +51,7 @@ func (c *Client) newProxy(o *ProxyOptions) error {
 	if o == nil {
 		return errors.New("transport https needs ProxyOptions")
 	}
-	u, err := ParseProxyURL(o.URL)
+	u, err := kdcaddr.ParseProxyURL(o.URL)
 	if err != nil {
 		return err
 	}
