@@ -47,7 +47,8 @@ type Target struct {
 	timeout time.Duration
 }
 
-// NewTarget builds the client for a module against the KDC at addr. creds
+// NewTarget builds the client for a module against the KDC at addr (with
+// transport https, the proxy at the URL addr). creds
 // come from ModuleCredentials and may be shared between targets.
 func NewTarget(addr string, m *config.ProbeModule, creds *krb5.Credentials, logger log.Logger) (*Target, error) {
 	tr, err := krb5.ParseTransport(m.Transport)
@@ -62,9 +63,20 @@ func NewTarget(addr string, m *config.ProbeModule, creds *krb5.Credentials, logg
 		}
 		etypes = append(etypes, id)
 	}
+	o := krb5.Options{KDC: addr, Transport: tr}
+	if tr == krb5.HTTPS {
+		// addr is the proxy's URL; the CA file is read anew with each
+		// target (every configuration load).
+		roots, err := m.ProxyRoots()
+		if err != nil {
+			return nil, err
+		}
+		o.KDC, o.Proxy = "", &krb5.ProxyOptions{URL: addr, RootCAs: roots, ServerName: m.ProxyServerName}
+	}
 	c, err := krb5.NewClient(krb5.Options{
-		KDC:              addr,
+		KDC:              o.KDC,
 		Transport:        tr,
+		Proxy:            o.Proxy,
 		Client:           creds.Principal(),
 		Credentials:      creds,
 		Etypes:           etypes,
