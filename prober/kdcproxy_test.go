@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/krb5-exporter/krb5-exporter/config"
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
 	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
@@ -167,4 +169,72 @@ func tail(path string) string {
 		b = b[len(b)-2000:]
 	}
 	return string(b)
+}
+
+// TestKDCProxyContinuousAndProbeHandler: a continuous probe through the
+// proxy beside a direct one records transport="https" durations and its
+// target_info, each login seen in the KDC's log; when the proxy stops,
+// its target fails as connection_refused while the direct one goes on
+// (what KerberosKDCProxyFailing alerts on). /probe takes the proxy's URL
+// as target, only as listed in allowed_proxy_urls.
+func TestKDCProxyContinuousAndProbeHandler(t *testing.T) {
+	t.Parallel()
+	realmtest.RequireKDCProxy(t)
+	r := upRealm(t, realm.Options{KDCProxy: true})
+	p := r.KDCProxy
+	cfg := probeConfig(r)
+	cfg.Modules["https"] = proxyModule(r)
+	cfg.Probes = append(cfg.Probes[:1], config.ProbeTarget{Name: "kdc-https", Address: p.URL, Module: "https", Interval: time.Second})
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	m := NewManager(testutil.Logger(t), reg)
+	t.Cleanup(m.Stop)
+	before := kdcLines(t, r, "AS_REQ", r.ProbePrincipal, "ISSUE")
+	if err := m.ApplyConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	pm := m.metrics
+	testutil.Eventually(t, 20*time.Second, "both targets' first probes to succeed", func() bool {
+		return gauge(pm.success, "kdc-https", ExchangeTGS) == 1 && gauge(pm.success, "kdc-udp", ExchangeTGS) == 1
+	})
+	if histogramCount(t, pm.duration, "kdc-https", ExchangeAS, "https") == 0 || histogramCount(t, pm.duration, "kdc-https", ExchangeTGS, "https") == 0 {
+		t.Error("no transport=\"https\" durations for the proxy's target")
+	}
+	if gauge(pm.info, "kdc-https", r.Realm, "https") != 1 || gauge(pm.info, "kdc-udp", r.Realm, "udp") != 1 {
+		t.Error("krb5_probe_target_info missing")
+	}
+	for _, c := range []string{krb5.ClassTLSUnknownAuthority, krb5.ClassProxyTimeout, krb5.ClassHTTPStatus} {
+		if n := testutil.Gather(t, reg).Count("krb5_probe_total", "target", "kdc-https", "exchange", ExchangeAS, "result", c); n != 1 {
+			t.Errorf("result %q of the proxy's target not pre-created (%d series)", c, n)
+		}
+	}
+	logins := counter(pm.total, "kdc-https", ExchangeAS, krb5.ClassSuccess) + counter(pm.total, "kdc-udp", ExchangeAS, krb5.ClassSuccess)
+	if got := kdcLines(t, r, "AS_REQ", r.ProbePrincipal, "ISSUE") - before; float64(got) < logins {
+		t.Errorf("the KDC logged %d logins, the probes counted %v", got, logins)
+	}
+
+	srv := probeServer(t, cfg)
+	code, body := get(t, probeURL(srv, "module", "https", "target", p.URL), nil)
+	if code != 200 || !strings.Contains(body, "probe_success 1") {
+		t.Errorf("/probe through the proxy: %d %s", code, body)
+	}
+	other := strings.Replace(p.URL, "/KdcProxy", "/other", 1)
+	if code, body := get(t, probeURL(srv, "module", "https", "target", other), nil); code != 403 || !strings.Contains(body, "allowed_proxy_urls") {
+		t.Errorf("/probe to a URL not allowed: %d %s", code, body)
+	}
+	if code, _ := get(t, probeURL(srv, "module", "https", "target", r.KDCAddr), nil); code != 400 {
+		t.Errorf("/probe of an https module against a KDC address: %d, want 400", code)
+	}
+
+	if err := r.StopKDCProxy(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 20*time.Second, "the proxy's target to fail as connection_refused", func() bool {
+		return gauge(pm.success, "kdc-https", ExchangeAS) == 0 && counter(pm.total, "kdc-https", ExchangeAS, krb5.ClassConnectionRefused) > 0
+	})
+	if gauge(pm.success, "kdc-udp", ExchangeAS) != 1 {
+		t.Error("the direct target failed too")
+	}
 }
