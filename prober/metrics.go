@@ -108,8 +108,8 @@ func newProbeMetrics(reg prometheus.Registerer) *probeMetrics {
 		}, []string{"reason"}),
 		info: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "krb5_probe_target_info",
-			Help: "Always 1 for each continuous probe: its realm and configured transport (udp, tcp, https: through a KDC proxy), to join a proxy's target with the same realm's direct ones.",
-		}, []string{"target", "realm", "transport"}),
+			Help: "Always 1 for each continuous probe: its module's realm (module_realm: a scrape target's own realm label is left alone) and configured transport (udp, tcp, https: through a KDC proxy), to join a proxy's target with the same realm's direct ones.",
+		}, []string{"target", "module_realm", "transport"}),
 	}
 	m.refused.WithLabelValues(RefusedNotAllowed)
 	m.refused.WithLabelValues(RefusedBusy)
