@@ -12,6 +12,9 @@ import (
 // port if any that parses, no user information (secrets never go into a
 // URL), no query or fragment.
 func ParseProxyURL(s string) (*url.URL, error) {
+	if !strings.HasPrefix(strings.ToLower(strings.TrimSpace(s)), "https://") {
+		return nil, fmt.Errorf("proxy URL %q: want https://host[:port]/path", s)
+	}
 	u, err := url.Parse(strings.TrimSpace(s))
 	if err != nil {
 		return nil, fmt.Errorf("proxy URL: %w", err)
