@@ -78,6 +78,9 @@ func (c *Config) validate(keyFiles bool) error {
 		if err := m.CheckKeyFile(); err != nil {
 			return prefix(err, "modules", name)
 		}
+		if err := m.CheckProxyCA(); err != nil {
+			return prefix(err, "modules", name)
+		}
 	}
 	names := map[string]bool{}
 	for i, p := range c.Probes {

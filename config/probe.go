@@ -57,7 +57,8 @@ type ProbeModule struct {
 	Transport string `yaml:"transport"`
 	// ProxyCAFile (https) holds the PEM certificates of the CAs that may
 	// sign the proxy's certificate; default the system's roots. The
-	// certificate is always verified.
+	// certificate is always verified; the probes read the file again when
+	// it changes.
 	ProxyCAFile string `yaml:"proxy_ca_file"`
 	// ProxyServerName (https) is the name the proxy's certificate must
 	// carry; default the URL's host.
@@ -227,6 +228,13 @@ func (m *ProbeModule) CheckKeyFile() error {
 	if err := checkKeyFile("password file", m.PasswordFile, keytab.MaxPasswordFile, m.AllowReadableKeys, nil); err != nil {
 		return fieldErr(err.Error(), "password_file")
 	}
+	return nil
+}
+
+// CheckProxyCA reads proxy_ca_file as the probes do: Load (and
+// --config.check) fails at its line; the daemon (LoadDeferringKeys) lets
+// the module's probes fail as result="tls" until the file loads.
+func (m *ProbeModule) CheckProxyCA() error {
 	if _, err := m.ProxyRoots(); err != nil {
 		return fieldErr(err.Error(), "proxy_ca_file")
 	}

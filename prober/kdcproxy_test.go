@@ -105,6 +105,37 @@ func TestKDCProxyProbeAgreesWithKinit(t *testing.T) {
 		t.Errorf("oracle kinit trusting another CA succeeded: %s", out)
 	}
 
+	// One target whose proxy_ca_file is missing, then another CA, then
+	// the right one: each probe reads the file when it changed, and a
+	// file that does not load fails the probe before anything is sent.
+	caPath := filepath.Join(dir, "ca.pem")
+	changing := mod
+	changing.ProxyCAFile = caPath
+	creds, err := ModuleCredentials(&changing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg, err := NewTarget(p.URL, &changing, creds, testutil.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tg.Close()
+	seen := kdcLines(t, r, "AS_REQ")
+	o = tg.Run(context.Background())
+	expect(t, "missing CA file", o, krb5.ClassTLS)
+	if e, ok := o.ASErr.(*krb5.Error); !ok || e.Phase != PhaseProxyCA {
+		t.Errorf("missing CA file: %v, want phase %s", o.ASErr, PhaseProxyCA)
+	}
+	copyFile(t, otherCA, caPath)
+	expect(t, "CA file now another CA's", tg.Run(context.Background()), krb5.ClassTLSUnknownAuthority)
+	if n := kdcLines(t, r, "AS_REQ"); n != seen {
+		t.Errorf("the KDC saw %d AS requests while the CA file was missing or wrong", n-seen)
+	}
+	copyFile(t, p.CA, caPath)
+	if o := tg.Run(context.Background()); o.ASErr != nil || o.TGSErr != nil {
+		t.Errorf("CA file now the proxy's: %v %v", o.ASErr, o.TGSErr)
+	}
+
 	named := mod
 	named.ProxyServerName = "other.example.com"
 	expect(t, "name mismatch", probeVia(t, p.URL, named), krb5.ClassTLSNameMismatch)
@@ -160,6 +191,23 @@ func expect(t *testing.T, what string, o Outcome, class string) {
 	t.Helper()
 	if got := krb5.Classify(o.ASErr); got != class {
 		t.Errorf("%s: login result %q (%v), want %q", what, got, o.ASErr, class)
+	}
+}
+
+// copyFile replaces dst by src's content (a new inode, as a package
+// upgrade or cert renewal writes it).
+func copyFile(t *testing.T, src, dst string) {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := dst + ".new"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -69,6 +69,7 @@ type Client struct {
 	udpUsed    time.Time    // when udp last completed an exchange
 	http       *http.Client // Transport HTTPS: the KDC proxy's client
 	proxyURL   string
+	proxyOpts  ProxyOptions
 	pw         der.Writer // the KDC-PROXY-MESSAGE being built
 	transport  Transport
 	retransmit time.Duration

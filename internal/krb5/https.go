@@ -44,6 +44,18 @@ const ContentTypeKerberos = "application/kerberos"
 // over TCP) wrapped in a few octets of KDC-PROXY-MESSAGE.
 const maxProxyReply = maxTCPReply + 64
 
+// SetProxyRoots replaces the CAs that verify the proxy (a CA file that
+// changed): the idle connection, verified by the old ones, is dropped.
+func (c *Client) SetProxyRoots(roots *x509.CertPool) error {
+	if c.transport != HTTPS {
+		return errors.New("not transport https")
+	}
+	o := c.proxyOpts
+	o.RootCAs = roots
+	c.closeProxy()
+	return c.newProxy(&o)
+}
+
 // newProxy builds the HTTP client of one Client: one connection, kept
 // for udpReuseIdle between the round trips of a probe (its TLS handshake
 // is paid once per probe, not per round trip), HTTP/1.1 as MIT's libkrb5.
@@ -71,7 +83,7 @@ func (c *Client) newProxy(o *ProxyOptions) error {
 		DisableCompression:     true,
 		Proxy:                  nil, // the KDC proxy is reached directly, never through HTTPS_PROXY
 	}
-	c.proxyURL = u.String()
+	c.proxyURL, c.proxyOpts = u.String(), *o
 	c.http = &http.Client{
 		Transport: tr,
 		// A redirect would send the key-derived request elsewhere.
