@@ -17,16 +17,16 @@ func TestParseProxyURL(t *testing.T) {
 		}
 	}
 	for in, want := range map[string]string{
-		"127.0.0.1:88":                   "want https://",
-		"http://p/KdcProxy":              "want https://",
-		"https:///KdcProxy":              "no host",
-		"https://u:pw@p/KdcProxy":        "user information",
-		"https://p/KdcProxy?x=1":         "no query",
-		"https://p/KdcProxy#f":           "no query or fragment",
-		"https://p:0/":                   "bad port",
-		"https://p:/":                    "bad port",
-		"https://p q/":                   "",
-		"https://p_-%2F/":                "",
+		"127.0.0.1:88":            "want https://",
+		"http://p/KdcProxy":       "want https://",
+		"https:///KdcProxy":       "no host",
+		"https://u:pw@p/KdcProxy": "user information",
+		"https://p/KdcProxy?x=1":  "no query",
+		"https://p/KdcProxy#f":    "no query or fragment",
+		"https://p:0/":            "bad port",
+		"https://p:/":             "bad port",
+		"https://p q/":            "",
+		"https://p_-%2F/":         "",
 	} {
 		_, err := ParseProxyURL(in)
 		if err == nil || !strings.Contains(err.Error(), want) {

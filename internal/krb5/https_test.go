@@ -57,7 +57,9 @@ func TestProxyReplyBounds(t *testing.T) {
 		class string
 	}{
 		{"503", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "Remote unavailable", 503) }, ClassHTTPStatus},
-		{"redirect", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/elsewhere", http.StatusTemporaryRedirect) }, ClassHTTPStatus},
+		{"redirect", func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, "/elsewhere", http.StatusTemporaryRedirect)
+		}, ClassHTTPStatus},
 		{"huge", func(w http.ResponseWriter, r *http.Request) {
 			chunk := bytes.Repeat([]byte{0x30}, 64<<10)
 			for i := 0; i < 64; i++ { // 4 MiB, beyond the 1 MiB bound
