@@ -101,9 +101,7 @@ func TestKDCProxyProbeAgreesWithKinit(t *testing.T) {
 	wrong := mod
 	wrong.ProxyCAFile = otherCA
 	expect(t, "wrong CA", probeVia(t, p.URL, wrong), krb5.ClassTLSUnknownAuthority)
-	if out, err := realmtest.KinitVia(t, r, p.URL, otherCA, ""); err == nil {
-		t.Errorf("oracle kinit trusting another CA succeeded: %s", out)
-	}
+	oracleFails(t, "trusting another CA", "certificate verify failed")(realmtest.KinitVia(t, r, p.URL, otherCA, ""))
 
 	// One target whose proxy_ca_file is missing, then another CA, then
 	// the right one: each probe reads the file when it changed, and a
@@ -141,9 +139,7 @@ func TestKDCProxyProbeAgreesWithKinit(t *testing.T) {
 	expect(t, "name mismatch", probeVia(t, p.URL, named), krb5.ClassTLSNameMismatch)
 	// kinit checks the URL's host: localhost is not in the certificate.
 	localhost := strings.Replace(p.URL, "127.0.0.1", "localhost", 1)
-	if out, err := realmtest.KinitVia(t, r, localhost, p.CA, ""); err == nil {
-		t.Errorf("oracle kinit to a name the certificate lacks succeeded: %s", out)
-	}
+	oracleFails(t, "to a name the certificate lacks", `TLS certificate name mismatch: server certificate is not for "localhost"`)(realmtest.KinitVia(t, r, localhost, p.CA, ""))
 
 	stranger := mod
 	pw := filepath.Join(dir, "pw")
@@ -152,8 +148,9 @@ func TestKDCProxyProbeAgreesWithKinit(t *testing.T) {
 	}
 	stranger.Client, stranger.Keytab, stranger.PasswordFile = "nobody", "", pw
 	expect(t, "unknown client", probeVia(t, p.URL, stranger), "KDC_ERR_C_PRINCIPAL_UNKNOWN")
-	if kdcLines(t, r, "AS_REQ", "nobody@"+r.Realm, "CLIENT_NOT_FOUND") == 0 {
-		t.Error("the KDC did not log the unknown client's AS_REQ")
+	oracleFails(t, "as an unknown client", "Client 'nobody@"+r.Realm+"' not found in Kerberos database")(realmtest.KinitArgsVia(t, r, p.URL, p.CA, "nobody@"+r.Realm))
+	if n := kdcLines(t, r, "AS_REQ", "nobody@"+r.Realm, "CLIENT_NOT_FOUND"); n != 2 {
+		t.Errorf("the KDC logged %d AS_REQs of the unknown client, want 2 (probe and kinit)", n)
 	}
 
 	// The KDC stopped behind the live proxy: kdcproxy answers 503 only
@@ -162,15 +159,18 @@ func TestKDCProxyProbeAgreesWithKinit(t *testing.T) {
 	if err := r.StopKDC(); err != nil {
 		t.Fatal(err)
 	}
-	kinitDone := make(chan error, 1)
+	type result struct {
+		out string
+		err error
+	}
+	kinitDone := make(chan result, 1)
 	go func() {
-		_, err := realmtest.KinitVia(t, r, p.URL, p.CA, "")
-		kinitDone <- err
+		out, err := realmtest.KinitVia(t, r, p.URL, p.CA, "")
+		kinitDone <- result{out, err}
 	}()
 	expect(t, "KDC stopped", probeVia(t, p.URL, mod), krb5.ClassProxyTimeout)
-	if err := <-kinitDone; err == nil {
-		t.Error("oracle kinit through the proxy to a stopped KDC succeeded")
-	}
+	k := <-kinitDone
+	oracleFails(t, "to a stopped KDC behind the proxy", "503 Service Unavailable")(k.out, k.err)
 	if err := r.StartKDC(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -182,8 +182,18 @@ func TestKDCProxyProbeAgreesWithKinit(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect(t, "proxy stopped", probeVia(t, p.URL, mod), krb5.ClassConnectionRefused)
-	if out, err := realmtest.KinitVia(t, r, p.URL, p.CA, ""); err == nil {
-		t.Errorf("oracle kinit through a stopped proxy succeeded: %s", out)
+	oracleFails(t, "through a stopped proxy", "Cannot contact any KDC")(realmtest.KinitVia(t, r, p.URL, p.CA, ""))
+}
+
+// oracleFails checks that kinit failed, for the reason its trace or
+// message names.
+func oracleFails(t *testing.T, what, reason string) func(string, error) {
+	t.Helper()
+	return func(out string, err error) {
+		t.Helper()
+		if err == nil || !strings.Contains(out, reason) {
+			t.Errorf("oracle kinit %s: %v, want a failure with %q:\n%s", what, err, reason, out)
+		}
 	}
 }
 

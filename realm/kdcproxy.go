@@ -276,27 +276,40 @@ func (r *Realm) KDCProxyPids() []int {
 // KDCProxyPid returns the pid of the proxy's gunicorn master, or 0 when
 // it is not running: only a gunicorn with this realm's pid file on its
 // command line counts (a stale or forged file never names a stranger).
+// Without a usable pid file (removed, or written late) the master is
+// found by that command line: it is what its workers' parent runs too.
 func (r *Realm) KDCProxyPid() int {
 	if r.KDCProxy == nil {
 		return 0
 	}
-	b, err := os.ReadFile(r.KDCProxy.PidFile)
+	if b, err := os.ReadFile(r.KDCProxy.PidFile); err == nil {
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 && r.isKDCProxy(pid) {
+			return pid
+		}
+	}
+	procs, err := procfs.AllProcs()
 	if err != nil {
 		return 0
 	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || pid <= 0 || !alive(pid, gunicornComm) {
-		return 0
+	for _, p := range procs {
+		if st, err := p.Stat(); err == nil && r.isKDCProxy(p.PID) && !r.isKDCProxy(st.PPID) {
+			return p.PID
+		}
+	}
+	return 0
+}
+
+// isKDCProxy reports whether pid is a live gunicorn of this realm's proxy.
+func (r *Realm) isKDCProxy(pid int) bool {
+	if pid <= 0 || !alive(pid, gunicornComm) {
+		return false
 	}
 	proc, err := procfs.NewProc(pid)
 	if err != nil {
-		return 0
+		return false
 	}
 	args, err := proc.CmdLine()
-	if err != nil || !hasArgPair(args, "--pid", r.KDCProxy.PidFile) {
-		return 0
-	}
-	return pid
+	return err == nil && hasArgPair(args, "--pid", r.KDCProxy.PidFile)
 }
 
 // KDCProxyKrb5Conf is a krb5.conf whose realm reaches the KDC only

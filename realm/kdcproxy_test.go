@@ -50,6 +50,13 @@ func TestKDCProxy(t *testing.T) {
 	if len(pids) != 3 {
 		t.Fatalf("gunicorn processes %v, want the master and 2 workers", pids)
 	}
+	// Without its pid file the proxy is still found by its command line.
+	if err := os.Remove(p.PidFile); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.KDCProxyPid(); got != pids[0] {
+		t.Errorf("without the pid file: master %d, want %d", got, pids[0])
+	}
 	if err := r.StopKDCProxy(); err != nil {
 		t.Fatal(err)
 	}
