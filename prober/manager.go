@@ -138,7 +138,7 @@ func (m *Manager) newLoop(t config.ProbeTarget, mod config.ProbeModule, keyErr e
 func (m *Manager) start(l *loop) {
 	ctx, cancel := context.WithCancel(context.Background())
 	l.cancel, l.done = cancel, make(chan struct{})
-	m.metrics.initTarget(l.cfg.Name, l.target.HasService())
+	m.metrics.initTarget(l.cfg.Name, l.target.HasService(), l.module.Realm, l.target.Transport())
 	if l.creds.WorldReadable() {
 		level.Warn(m.logger).Log("msg", "keytab or password file is readable by every local user", "probe", l.cfg.Name)
 	}
