@@ -31,6 +31,8 @@ require (
 	golang.org/x/perf v0.0.0-20250813145418-2f7363a06fe1
 )
 
+require github.com/cilium/ebpf v0.22.0 // indirect
+
 require (
 	github.com/alecthomas/units v0.0.0-20240927000941-0f3dac36c52b // indirect
 	github.com/aymanbagabas/go-osc52/v2 v2.0.1 // indirect
@@ -75,3 +77,5 @@ require (
 	golang.org/x/time v0.15.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
+
+tool github.com/cilium/ebpf/cmd/bpf2go
