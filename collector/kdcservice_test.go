@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"encoding/json"
 	"errors"
 	"math"
 	"os"
@@ -470,5 +471,55 @@ func TestKDCServiceStopped(t *testing.T) {
 	}
 	if median(svcB) > 2*median(svcA) {
 		t.Errorf("median service time at most %.3g ms stopped in bursts, %.3g ms running: want within a factor of 2", median(svcB)*1e3, median(svcA)*1e3)
+	}
+}
+
+// TestKDCServiceCapabilitiesSuffice: CAP_BPF and CAP_PERFMON are all the
+// kdcservice collector needs (what packaging/files/kdcservice.conf
+// grants): a copy of this test binary as nobody with those two ambient
+// capabilities loads and attaches the program (tracing up, no error),
+// where as plain nobody it cannot (TestIntegrationUnprivileged).
+func TestKDCServiceCapabilitiesSuffice(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to start the child as nobody")
+	}
+	r := upRealm(t, 0, false)
+	serviceCollector(t, r) // skips where BPF is not permitted at all
+	dir, err := os.MkdirTemp("", "krb5-exporter-caps-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "collector.test")
+	copyFileMode(t, os.Args[0], bin, 0o755)
+	cfg := realmConfig(r)
+	cfg.Process, cfg.Network, cfg.KDCConf, cfg.Replication, cfg.KDCService = true, false, false, false, true
+	dst := filepath.Join(dir, "krb5kdc.pid")
+	copyFileMode(t, cfg.KDCPidFile, dst, 0o644)
+	cfg.KDCPidFile = dst
+	spec, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "metrics.txt")
+	const capPerfmon, capBPF = 38, 39
+	cmd := exec.Command(bin, "-test.run=^TestUnprivilegedChild$", "-test.count=1")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), childEnv+"="+string(spec), childEnv+"_OUT="+out)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}, AmbientCaps: []uintptr{capBPF, capPerfmon}}
+	if log, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("child: %v\n%s", err, log)
+	} else if strings.Contains(string(log), "cannot trace") {
+		t.Errorf("the child with CAP_BPF and CAP_PERFMON could not trace:\n%s", log)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "\nkrb5_kdc_service_tracing_up 1\n") {
+		t.Errorf("krb5_kdc_service_tracing_up is not 1 as nobody with CAP_BPF and CAP_PERFMON:\n%s", b)
 	}
 }
