@@ -13,6 +13,12 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type kdcserviceNextDgram struct {
+	_   structs.HostLayout
+	Skb uint64
+	At  uint64
+}
+
 type kdcserviceStats struct {
 	_       structs.HostLayout
 	Service [1152]uint64
@@ -47,6 +53,7 @@ type kdcserviceThread struct {
 	Tr      uint8
 	Pending uint8
 	Tgid    uint32
+	Sk      uint64
 }
 
 type kdcserviceWorker struct {
@@ -61,15 +68,19 @@ type kdcserviceWorker struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	kdcserviceMapArrivals      = "arrivals"
+	kdcserviceMapNextDgram     = "next_dgram"
 	kdcserviceMapPorts         = "ports"
 	kdcserviceMapStats         = "stats"
 	kdcserviceMapThreads       = "threads"
 	kdcserviceMapWatched       = "watched"
 	kdcserviceMapWorkers       = "workers"
+	kdcserviceProgDevQueue     = "dev_queue"
 	kdcserviceProgNetifReceive = "netif_receive"
 	kdcserviceProgSchedFork    = "sched_fork"
 	kdcserviceProgSchedSwitch  = "sched_switch"
 	kdcserviceProgSchedWakeup  = "sched_wakeup"
+	kdcserviceProgSockRecv     = "sock_recv"
+	kdcserviceProgSockSend     = "sock_send"
 	kdcserviceProgSysEnter     = "sys_enter"
 	kdcserviceProgSysExit      = "sys_exit"
 )
@@ -116,10 +127,13 @@ type kdcserviceSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type kdcserviceProgramSpecs struct {
+	DevQueue     *ebpf.ProgramSpec `ebpf:"dev_queue"`
 	NetifReceive *ebpf.ProgramSpec `ebpf:"netif_receive"`
 	SchedFork    *ebpf.ProgramSpec `ebpf:"sched_fork"`
 	SchedSwitch  *ebpf.ProgramSpec `ebpf:"sched_switch"`
 	SchedWakeup  *ebpf.ProgramSpec `ebpf:"sched_wakeup"`
+	SockRecv     *ebpf.ProgramSpec `ebpf:"sock_recv"`
+	SockSend     *ebpf.ProgramSpec `ebpf:"sock_send"`
 	SysEnter     *ebpf.ProgramSpec `ebpf:"sys_enter"`
 	SysExit      *ebpf.ProgramSpec `ebpf:"sys_exit"`
 }
@@ -128,12 +142,13 @@ type kdcserviceProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type kdcserviceMapSpecs struct {
-	Arrivals *ebpf.MapSpec `ebpf:"arrivals"`
-	Ports    *ebpf.MapSpec `ebpf:"ports"`
-	Stats    *ebpf.MapSpec `ebpf:"stats"`
-	Threads  *ebpf.MapSpec `ebpf:"threads"`
-	Watched  *ebpf.MapSpec `ebpf:"watched"`
-	Workers  *ebpf.MapSpec `ebpf:"workers"`
+	Arrivals  *ebpf.MapSpec `ebpf:"arrivals"`
+	NextDgram *ebpf.MapSpec `ebpf:"next_dgram"`
+	Ports     *ebpf.MapSpec `ebpf:"ports"`
+	Stats     *ebpf.MapSpec `ebpf:"stats"`
+	Threads   *ebpf.MapSpec `ebpf:"threads"`
+	Watched   *ebpf.MapSpec `ebpf:"watched"`
+	Workers   *ebpf.MapSpec `ebpf:"workers"`
 }
 
 // kdcserviceVariableSpecs contains global variables before they are loaded into the kernel.
@@ -162,17 +177,19 @@ func (o *kdcserviceObjects) Close() error {
 //
 // It can be passed to loadKdcserviceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type kdcserviceMaps struct {
-	Arrivals *ebpf.Map `ebpf:"arrivals"`
-	Ports    *ebpf.Map `ebpf:"ports"`
-	Stats    *ebpf.Map `ebpf:"stats"`
-	Threads  *ebpf.Map `ebpf:"threads"`
-	Watched  *ebpf.Map `ebpf:"watched"`
-	Workers  *ebpf.Map `ebpf:"workers"`
+	Arrivals  *ebpf.Map `ebpf:"arrivals"`
+	NextDgram *ebpf.Map `ebpf:"next_dgram"`
+	Ports     *ebpf.Map `ebpf:"ports"`
+	Stats     *ebpf.Map `ebpf:"stats"`
+	Threads   *ebpf.Map `ebpf:"threads"`
+	Watched   *ebpf.Map `ebpf:"watched"`
+	Workers   *ebpf.Map `ebpf:"workers"`
 }
 
 func (m *kdcserviceMaps) Close() error {
 	return _KdcserviceClose(
 		m.Arrivals,
+		m.NextDgram,
 		m.Ports,
 		m.Stats,
 		m.Threads,
@@ -191,20 +208,26 @@ type kdcserviceVariables struct {
 //
 // It can be passed to loadKdcserviceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type kdcservicePrograms struct {
+	DevQueue     *ebpf.Program `ebpf:"dev_queue"`
 	NetifReceive *ebpf.Program `ebpf:"netif_receive"`
 	SchedFork    *ebpf.Program `ebpf:"sched_fork"`
 	SchedSwitch  *ebpf.Program `ebpf:"sched_switch"`
 	SchedWakeup  *ebpf.Program `ebpf:"sched_wakeup"`
+	SockRecv     *ebpf.Program `ebpf:"sock_recv"`
+	SockSend     *ebpf.Program `ebpf:"sock_send"`
 	SysEnter     *ebpf.Program `ebpf:"sys_enter"`
 	SysExit      *ebpf.Program `ebpf:"sys_exit"`
 }
 
 func (p *kdcservicePrograms) Close() error {
 	return _KdcserviceClose(
+		p.DevQueue,
 		p.NetifReceive,
 		p.SchedFork,
 		p.SchedSwitch,
 		p.SchedWakeup,
+		p.SockRecv,
+		p.SockSend,
 		p.SysEnter,
 		p.SysExit,
 	)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"reflect"
 	"syscall"
 
 	"github.com/cilium/ebpf"
@@ -18,10 +17,25 @@ import (
 // Tracer is the loaded and attached program. Its methods are not safe for
 // concurrent use (the collector serialises its scrapes).
 type Tracer struct {
-	objs  kdcserviceObjects
+	objs  kdcserviceMaps
+	progs []*ebpf.Program
 	links []link.Link
 	stats []kdcserviceStats // per CPU, reused
+	// SocketHooks is true where the socket layer's tracepoints time the
+	// requests (Linux 6.3 and later), false where sys_enter/sys_exit do.
+	SocketHooks bool
 }
+
+// The programs of each way to see receives and sends; the others are
+// common.
+var (
+	socketPrograms  = []string{"sock_recv", "sock_send", "dev_queue"}
+	syscallPrograms = []string{"sys_enter", "sys_exit"}
+)
+
+// HooksEnv set to "syscalls" makes Load use sys_enter/sys_exit even where
+// the socket tracepoints exist: the tests run both ways on one kernel.
+const HooksEnv = "KRB5_EXPORTER_KDCSERVICE_HOOKS"
 
 // Load loads the program, checks it with the kernel's verifier and
 // attaches it. Its error is an *Error saying why it failed.
@@ -30,22 +44,37 @@ func Load() (*Tracer, error) {
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, &Error{Reason: ReasonOf(err, ReasonLoad), Err: fmt.Errorf("memlock limit: %w", err)}
 	}
+	spec, err := loadKdcservice()
+	if err != nil {
+		return nil, &Error{Reason: ReasonLoad, Err: err}
+	}
+	kernel, err := btf.LoadKernelSpec()
+	if err != nil {
+		return nil, &Error{Reason: ReasonUnsupportedKernel, Err: fmt.Errorf("kernel BTF: %w", err)}
+	}
 	t := &Tracer{}
-	if err := loadKdcserviceObjects(&t.objs, nil); err != nil {
-		var ve *ebpf.VerifierError
-		if errors.As(err, &ve) {
-			// The verifier's last lines say why; its whole log is long.
-			err = fmt.Errorf("%w", ve)
-		}
+	_, err = kernel.AnyTypeByName("btf_trace_sock_recv_length")
+	t.SocketHooks = err == nil && os.Getenv(HooksEnv) != "syscalls"
+	drop := socketPrograms
+	if t.SocketHooks {
+		drop = syscallPrograms
+	}
+	for _, name := range drop {
+		delete(spec.Programs, name)
+	}
+	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{Programs: ebpf.ProgramOptions{KernelTypes: kernel}})
+	if err != nil {
 		return nil, &Error{Reason: ReasonOf(err, ReasonLoad), Err: err}
 	}
-	v := reflect.ValueOf(&t.objs.kdcservicePrograms).Elem()
-	for i := range v.NumField() {
-		p := v.Field(i).Interface().(*ebpf.Program)
+	defer coll.Close() // what Assign did not take
+	if err := coll.Assign(&t.objs); err != nil {
+		return nil, &Error{Reason: ReasonLoad, Err: err}
+	}
+	for name, p := range coll.Programs {
 		l, err := link.AttachTracing(link.TracingOptions{Program: p})
 		if err != nil {
 			t.Close()
-			return nil, &Error{Reason: ReasonOf(err, ReasonAttach), Err: fmt.Errorf("attach %s: %w", v.Type().Field(i).Tag.Get("ebpf"), err)}
+			return nil, &Error{Reason: ReasonOf(err, ReasonAttach), Err: fmt.Errorf("attach %s: %w", name, err)}
 		}
 		t.links = append(t.links, l)
 	}

@@ -63,6 +63,7 @@ struct thread {
 	u8 req, tr;
 	u8 pending; /* 1+TR_* once a socket receive began in this call */
 	u32 tgid;   /* for user space to drop the threads of gone processes */
+	u64 sk;     /* the socket of the request in service: its reply ends it */
 };
 
 struct total {
@@ -262,12 +263,27 @@ struct {
 	__type(value, u64);
 } arrivals SEC(".maps");
 
-static __always_inline void socket_send(void);
+static __always_inline void socket_send(struct sock *sk);
 
-/* The queue time of the datagram a receive on sk is about to dequeue:
- * the head of the socket's reader queue, or of its receive queue when
- * that one is empty (as __skb_recv_udp takes them). 0 if unknown. */
-static __always_inline u64 queue_time(struct sock *sk)
+/* Per UDP port, the datagram the next receive on it takes and its
+ * arrival (socket-tracepoint kernels, where the program sees a receive
+ * only after its dequeue): set by the receive before from the head of the
+ * socket's queue, or by the first arrival into an empty one. */
+struct next_dgram {
+	u64 skb, at;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, u16);
+	__type(value, struct next_dgram);
+} next_dgram SEC(".maps");
+
+/* The head of sk's queue, as __skb_recv_udp takes them: the reader
+ * queue's first, or the receive queue's when that one is empty; 0 when
+ * both are. */
+static __always_inline u64 queue_head(struct sock *sk)
 {
 	struct udp_sock *up = (struct udp_sock *)sk;
 	struct sk_buff *skb = BPF_CORE_READ(up, reader_queue.next);
@@ -276,7 +292,17 @@ static __always_inline u64 queue_time(struct sock *sk)
 		if ((void *)skb == (void *)__builtin_preserve_access_index(&sk->sk_receive_queue))
 			return 0;
 	}
-	u64 key = (u64)skb;
+	return (u64)skb;
+}
+
+/* The queue time of the datagram a receive on sk is about to dequeue:
+ * the head of the socket's reader queue, or of its receive queue when
+ * that one is empty (as __skb_recv_udp takes them). 0 if unknown. */
+static __always_inline u64 queue_time(struct sock *sk)
+{
+	u64 key = queue_head(sk);
+	if (!key)
+		return 0;
 	u64 *at = bpf_map_lookup_elem(&arrivals, &key);
 	if (!at)
 		return 0;
@@ -285,8 +311,26 @@ static __always_inline u64 queue_time(struct sock *sk)
 	return q;
 }
 
-/* Every system call enters here: a cheap test of its number first, then
- * of the process. */
+/* The user buffer a receive call nr reads into, from its second
+ * argument: recvmsg's first iovec. 0 for another call (readv). */
+static __always_inline u64 user_buffer(long nr, u64 arg)
+{
+	if (nr == NR_read || nr == NR_recvfrom)
+		return arg;
+	if (nr != NR_recvmsg)
+		return 0;
+	struct user_msghdr mh = {};
+	struct user_iovec iov = {};
+	if (bpf_probe_read_user(&mh, sizeof(mh), (void *)arg) != 0 || mh.msg_iovlen == 0 ||
+	    bpf_probe_read_user(&iov, sizeof(iov), mh.msg_iov) != 0)
+		return 0;
+	return (u64)iov.iov_base;
+}
+
+/* Kernels before 6.3 (no sock_recv_length tracepoint): every system call
+ * enters here, a cheap test of its number first, then of the process.
+ * Costlier: any sys_enter/sys_exit program puts every task's system calls
+ * on the kernel's slow path. */
 SEC("tp_btf/sys_enter")
 int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 {
@@ -303,23 +347,15 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 	if (tr < 0)
 		return 0;
 	if (send) {
-		socket_send();
+		socket_send(sk);
 		return 0;
 	}
 	struct thread *t = current_thread(true);
 	if (!t)
 		return 0;
-	u64 buf = BPF_CORE_READ(regs, si);
-	if (id == NR_recvmsg) {
-		struct user_msghdr mh = {};
-		struct user_iovec iov = {};
-		if (bpf_probe_read_user(&mh, sizeof(mh), (void *)buf) != 0 || mh.msg_iovlen == 0 ||
-		    bpf_probe_read_user(&iov, sizeof(iov), mh.msg_iov) != 0)
-			return 0;
-		buf = (u64)iov.iov_base;
-	}
-	t->ubuf = buf;
+	t->ubuf = user_buffer(id, BPF_CORE_READ(regs, si));
 	t->pending = 1 + tr;
+	t->sk = (u64)sk;
 	t->qns = 0;
 	if (tr == TR_UDP) {
 		u8 one = 1;
@@ -359,14 +395,13 @@ int BPF_PROG(netif_receive, struct sk_buff *skb)
 		return 0;
 	u64 key = (u64)skb, now = bpf_ktime_get_ns();
 	bpf_map_update_elem(&arrivals, &key, &now, BPF_ANY);
+	struct next_dgram n = {.skb = key, .at = now};
+	bpf_map_update_elem(&next_dgram, &port, &n, BPF_NOEXIST);
 	return 0;
 }
 
-static __always_inline void receive_done(long ret)
+static __always_inline void receive_done(struct thread *t, long ret)
 {
-	struct thread *t = current_thread(false);
-	if (!t)
-		return;
 	u8 pending = t->pending;
 	u64 qns = t->qns;
 	t->pending = 0;
@@ -378,7 +413,8 @@ static __always_inline void receive_done(long ret)
 		return; /* the length prefix alone: the body's read starts it */
 	u8 b[5] = {};
 	u32 n = ret >= 5 ? 5 : 1;
-	bpf_probe_read_user(b, n, (void *)t->ubuf);
+	if (t->ubuf)
+		bpf_probe_read_user(b, n, (void *)t->ubuf);
 	u8 tag = b[0];
 	if (tr == TR_TCP && b[0] == 0 && ret >= 5)
 		tag = b[4]; /* prefix and body in one read */
@@ -406,14 +442,89 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 	long id = BPF_CORE_READ(regs, orig_ax);
 	if (id != NR_read && id != NR_recvfrom && id != NR_recvmsg)
 		return 0;
-	receive_done(ret);
+	struct thread *t = current_thread(false);
+	if (t)
+		receive_done(t, ret);
 	return 0;
 }
 
-static __always_inline void socket_send(void)
+/* Linux 6.3 and later: the socket layer's own tracepoints, which fire only
+ * for socket receives and sends. A receive of a watched thread on an IPv4
+ * or IPv6 UDP or TCP socket, after the protocol copied the data: its
+ * system call's user buffer (from the task's saved registers) holds the
+ * request's first bytes. */
+SEC("tp_btf/sock_recv_length")
+int BPF_PROG(sock_recv, struct sock *sk, int ret, int flags)
+{
+	if (ret <= 0)
+		return 0;
+	u64 id = bpf_get_current_pid_tgid();
+	if (!is_watched(id >> 32))
+		return 0;
+	unsigned short family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	if (family != AF_INET && family != AF_INET6)
+		return 0;
+	unsigned short type = BPF_CORE_READ(sk, sk_type);
+	u8 tr;
+	if (type == SOCK_DGRAM)
+		tr = TR_UDP;
+	else if (type == SOCK_STREAM)
+		tr = TR_TCP;
+	else
+		return 0;
+	struct thread *t = current_thread(true);
+	if (!t)
+		return 0;
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	t->ubuf = user_buffer(BPF_CORE_READ(regs, orig_ax), BPF_CORE_READ(regs, si));
+	t->pending = 1 + tr;
+	t->sk = (u64)sk;
+	if (tr == TR_UDP) {
+		u16 port = BPF_CORE_READ(sk, __sk_common.skc_num);
+		u8 one = 1;
+		bpf_map_update_elem(&ports, &port, &one, BPF_ANY);
+		u64 now = bpf_ktime_get_ns();
+		struct next_dgram *n = bpf_map_lookup_elem(&next_dgram, &port);
+		if (n && n->at)
+			t->qns = now > n->at ? now - n->at : 1;
+		/* What the next receive takes: the head now, or the next to
+		 * arrive. */
+		bpf_map_delete_elem(&next_dgram, &port);
+		u64 head = queue_head(sk);
+		u64 *at = head ? bpf_map_lookup_elem(&arrivals, &head) : 0;
+		if (at) {
+			struct next_dgram nn = {.skb = head, .at = *at};
+			bpf_map_update_elem(&next_dgram, &port, &nn, BPF_ANY);
+			bpf_map_delete_elem(&arrivals, &head);
+		}
+	}
+	receive_done(t, ret);
+	return 0;
+}
+
+/* The reply's first packet handed to the device, in the sender's context
+ * (before loopback delivers it to the client within the same call). */
+SEC("tp_btf/net_dev_queue")
+int BPF_PROG(dev_queue, struct sk_buff *skb)
+{
+	socket_send(BPF_CORE_READ(skb, sk));
+	return 0;
+}
+
+/* A send that queued without transmitting (TCP held by its window). */
+SEC("tp_btf/sock_send_length")
+int BPF_PROG(sock_send, struct sock *sk, int ret, int flags)
+{
+	socket_send(sk);
+	return 0;
+}
+
+/* A send on sk by the calling thread: the reply, if sk is the socket the
+ * request came from (not a database or LDAP connection, not syslog). */
+static __always_inline void socket_send(struct sock *sk)
 {
 	struct thread *t = current_thread(false);
-	if (!t || t->start == 0)
+	if (!t || t->start == 0 || t->sk != (u64)sk)
 		return;
 	u64 now = bpf_ktime_get_ns();
 	u64 d = now - t->last;

@@ -79,6 +79,7 @@ struct sk_buff_head {
 struct sock {
 	struct sock_common __sk_common;
 	struct sk_buff_head sk_receive_queue;
+	unsigned short sk_type;
 } __attribute__((preserve_access_index));
 
 /* Its struct sock first: a UDP socket's sock is its udp_sock. */
@@ -93,6 +94,7 @@ struct socket {
 
 struct sk_buff {
 	unsigned char *data;
+	struct sock *sk;
 } __attribute__((preserve_access_index));
 
 /* The network headers, as on the wire. */
