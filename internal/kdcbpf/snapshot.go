@@ -67,6 +67,10 @@ type Snapshot struct {
 	ThreadsFull, WorkersFull uint64
 }
 
+// HooksEnv set to "syscalls" makes Load use sys_enter/sys_exit even where
+// the socket tracepoints exist: the tests run both ways on one kernel.
+const HooksEnv = "KRB5_EXPORTER_KDCSERVICE_HOOKS"
+
 // Error is why the program could not be loaded or attached.
 type Error struct {
 	Reason string // one of the Reason constants

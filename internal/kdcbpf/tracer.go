@@ -33,10 +33,6 @@ var (
 	syscallPrograms = []string{"sys_enter", "sys_exit"}
 )
 
-// HooksEnv set to "syscalls" makes Load use sys_enter/sys_exit even where
-// the socket tracepoints exist: the tests run both ways on one kernel.
-const HooksEnv = "KRB5_EXPORTER_KDCSERVICE_HOOKS"
-
 // Load loads the program, checks it with the kernel's verifier and
 // attaches it. Its error is an *Error saying why it failed.
 func Load() (*Tracer, error) {

@@ -5,7 +5,9 @@ package kdcbpf
 import "errors"
 
 // Tracer is the program on linux/amd64; elsewhere it cannot be loaded.
-type Tracer struct{}
+type Tracer struct {
+	SocketHooks bool
+}
 
 // Load fails: the program is built for linux/amd64 only (its hooks are
 // the x86-64 syscall wrappers).

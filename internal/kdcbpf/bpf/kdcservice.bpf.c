@@ -481,22 +481,30 @@ int BPF_PROG(sock_recv, struct sock *sk, int ret, int flags)
 	t->sk = (u64)sk;
 	if (tr == TR_UDP) {
 		u16 port = BPF_CORE_READ(sk, __sk_common.skc_num);
-		u8 one = 1;
-		bpf_map_update_elem(&ports, &port, &one, BPF_ANY);
-		u64 now = bpf_ktime_get_ns();
+		if (!bpf_map_lookup_elem(&ports, &port)) {
+			u8 one = 1;
+			bpf_map_update_elem(&ports, &port, &one, BPF_ANY);
+		}
 		struct next_dgram *n = bpf_map_lookup_elem(&next_dgram, &port);
-		if (n && n->at)
+		if (n && n->at) {
+			u64 now = bpf_ktime_get_ns();
 			t->qns = now > n->at ? now - n->at : 1;
+		}
 		/* What the next receive takes: the head now, or the next to
 		 * arrive. */
-		bpf_map_delete_elem(&next_dgram, &port);
 		u64 head = queue_head(sk);
 		u64 *at = head ? bpf_map_lookup_elem(&arrivals, &head) : 0;
-		if (at) {
+		if (at && n) {
+			n->skb = head;
+			n->at = *at;
+		} else if (at) {
 			struct next_dgram nn = {.skb = head, .at = *at};
 			bpf_map_update_elem(&next_dgram, &port, &nn, BPF_ANY);
-			bpf_map_delete_elem(&arrivals, &head);
+		} else if (n) {
+			bpf_map_delete_elem(&next_dgram, &port);
 		}
+		if (at)
+			bpf_map_delete_elem(&arrivals, &head);
 	}
 	receive_done(t, ret);
 	return 0;
