@@ -16,6 +16,11 @@ set -euo pipefail
 export PATH="$PATH:/usr/local/go/bin"
 # One list: the -run pattern and the packages to build come from it.
 whole='TestJournalCost TestRealAAAndAB TestMergeRealShards TestBenchBaselineExitCode TestCPUWaitUnderContention TestIntegrationOtherRealmsNotHeld TestGeneratorBlamedFromEvidence TestKDCDiskWaitsCounted TestKDCServiceContention'
+# TestKDCServiceContention loads a BPF program: it needs root (CAP_BPF),
+# which CI has; elsewhere, without root, it is left out here.
+if [ "$(id -u)" -ne 0 ] && [ -z "${CI:-}" ]; then
+	whole=${whole/ TestKDCServiceContention/}
+fi
 tests="TestExchangesDoNotAllocate TestParseAllocatesNothing TestSPAKELoginAllocations TestClientAllocations TestSetKeyDoesNotAllocate TestRekeyDoesNotAllocate $whole"
 run="Allocat|^($(tr ' ' '|' <<<"$whole"))\$"
 # Only the packages that hold such tests: building and linking every other
