@@ -316,7 +316,7 @@ func share(part, h uint64) float64 { return float64(part) / float64(max(h, 1)) }
 // TestKDCServiceSlowDisk: MIT kinit logins against a KDC writing
 // last_success (its database synced after each login), traced by strace
 // alone and then with each fsync delayed 5 ms (strace -e inject): the
-// logins' service time and its blocked share go up. strace is attached in
+// logins' service time and the blocked part of it go up by the delays. strace is attached in
 // both phases, so that its own stops fall on both.
 func TestKDCServiceSlowDisk(t *testing.T) {
 	testutil.RequireProgram(t, "strace")
@@ -337,7 +337,7 @@ func TestKDCServiceSlowDisk(t *testing.T) {
 		defer func() { st.Process.Signal(syscall.SIGINT); st.Wait() }()
 		time.Sleep(200 * time.Millisecond) // attached
 		svc, _ = phase(t, ks, reg, func() {
-			for i := range 15 {
+			for i := range 20 {
 				run(t, env, "kinit", "-k", "-t", r.UserKeytab, r.User(i%r.Opts.Users+1))
 			}
 		})
@@ -351,12 +351,16 @@ func TestKDCServiceSlowDisk(t *testing.T) {
 	if plain.Count == 0 || slow.Count == 0 {
 		t.Fatal("no AS request timed")
 	}
-	// 15 logins sync at least 15 times: 75 ms more over the phase.
+	// 20 logins sync at least 20 times (one last_success write each):
+	// 100 ms more over the phase, spent blocked (the KDC stopped while
+	// strace sleeps). The shares are not compared: on a loaded machine the
+	// runqueue part moves as much (strace alone: 49 % blocked, 35 %
+	// runqueue at a load average of 7).
 	if slow.Sum < plain.Sum+60e6 {
 		t.Errorf("service time %.1f ms with fsync delayed 5 ms, %.1f ms without: want at least 60 ms more", float64(slow.Sum)/1e6, float64(plain.Sum)/1e6)
 	}
-	if slow.Blocked < plain.Blocked+60e6 || share(slow.Blocked, slow.Sum) <= share(plain.Blocked, plain.Sum) {
-		t.Errorf("blocked %.1f ms of %.1f with fsync delayed, %.1f ms of %.1f without: want at least 60 ms more and a larger share",
+	if slow.Blocked < plain.Blocked+60e6 {
+		t.Errorf("blocked %.1f ms of %.1f with fsync delayed, %.1f ms of %.1f without: want at least 60 ms more",
 			float64(slow.Blocked)/1e6, float64(slow.Sum)/1e6, float64(plain.Blocked)/1e6, float64(plain.Sum)/1e6)
 	}
 }
