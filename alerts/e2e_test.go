@@ -29,18 +29,14 @@ import (
 // that they fire within the test.
 var shortened = []string{"KDCProbeFailing", "KDCRealmUnavailable", "KDCDown", "KDCErrorBudgetBurnFast"}
 
-// kdcServiceSeries matches the series of the opt-in kdcservice collector
-// (--collector.kdcservice) and the rules recorded from them.
-var kdcServiceSeries = regexp.MustCompile(`krb5_kdc_(request_service|request_queue|worker_service|service_tracing)`)
-
 // TestEndToEnd runs the rules and the dashboards' queries in a real
 // Prometheus that scrapes two real krb5-exporters: one following and
 // probing a harness realm (krb5kdc -w 2) under a small load of real MIT
 // clients, one next to a replica of that realm (kpropd over iprop); and a
 // real krb5-exporter bench daemon that runs a short suite against its own
 // small realm. It checks that every dashboard query (template variables
-// substituted) and every recording rule returns data (those of the opt-in
-// kdcservice collector, which these exporters do not run, left out), that
+// substituted) and every recording rule returns data (the realm's exporter
+// runs the opt-in kdcservice collector, so its series are there too), that
 // the replication rules find the replica as the replica, that no rule
 // fails to evaluate, that the README's /probe relabelling works, that the
 // load's requests for an unknown service are client errors and do not
@@ -86,7 +82,7 @@ logs:
 	start(t, exporterLog, bin, "--web.listen-address", exporterAddr, "--config.file", cfg,
 		"--collector.process.krb5kdc-pidfile", r.KDCPidFile, "--collector.process.kadmind-pidfile", r.KadmindPidFile,
 		"--collector.kdcconf.path", r.KDCConf, "--collector.kdcconf.krb5-config", r.Krb5Conf,
-		"--collector.replication.dump-file", r.DumpFile,
+		"--collector.replication.dump-file", r.DumpFile, "--collector.kdcservice",
 		"--kdclog.position-file", filepath.Join(tmp, "positions.json"))
 	waitHTTP(t, ctx, "http://"+exporterAddr+"/-/ready", exporterLog)
 
@@ -161,20 +157,16 @@ logs:
 		if noDiskWaits && strings.Contains(expr, "_disk_wait_seconds_total") {
 			continue
 		}
-		if kdcServiceSeries.MatchString(expr) {
-			continue
-		}
 		queries[expr] = where
 	}
 	if noDiskWaits {
 		queries[`krb5_exporter_task_delayacct_enabled == 0`] = "kernel.task_delayacct is 0"
 	}
-	// These exporters run without --collector.kdcservice: its series are
-	// absent, which is checked instead, so that turning it on here fails
-	// until its queries are back in.
-	queries[`absent(krb5_kdc_service_tracing_up)`] = "the kdcservice collector is off"
+	// The realm's exporter runs --collector.kdcservice (the replica's does
+	// not): its programs must be attached to that KDC's processes.
+	queries[`krb5_kdc_service_tracing_up == 1`] = "the kdcservice collector traces the KDC"
 	for _, rl := range allRules(t) {
-		if rl.Record != "" && !kdcServiceSeries.MatchString(rl.Record) {
+		if rl.Record != "" {
 			queries[rl.Record] = "recording rule"
 		}
 	}
