@@ -1,0 +1,128 @@
+package krb5
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
+	"github.com/krb5-exporter/krb5-exporter/realm"
+)
+
+// crossRealmProbe runs the three exchanges of a cross-realm probe as
+// the prober does: a login in a, the referral at a's KDC, the service
+// ticket at b's KDC. It returns the class of the first failure and the
+// remote hop's result.
+func crossRealmProbe(t *testing.T, a, b *realm.Realm) (string, string, RemoteResult) {
+	t.Helper()
+	p := mustPrincipal(t, a.ProbePrincipal)
+	creds, err := NewKeytabCredentials(a.ProbeKeytab, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := NewClient(Options{KDC: a.KDCAddr, Client: p, Credentials: creds})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := c.PrepareCrossRealm(mustPrincipal(t, b.Service(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t, 10*time.Second)
+	if _, err := c.Login(ctx); err != nil {
+		t.Fatalf("login in %s: %v", a.Realm, err)
+	}
+	if _, err := c.Referral(ctx, s); err != nil {
+		return PhaseReferral, Classify(err), RemoteResult{}
+	}
+	hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	res, err := c.RemoteServiceTicket(hctx, s, b.KDCAddr)
+	if err != nil {
+		return PhaseRemoteTGS, Classify(err), res
+	}
+	return "", ClassSuccess, res
+}
+
+// mitKvno is the oracle: kinit as a's probe principal with a's krb5.conf
+// (which names b's KDC and the path between them), then kvno b's service.
+func mitKvno(t *testing.T, a, b *realm.Realm) (bool, string) {
+	t.Helper()
+	ccache := "FILE:" + t.TempDir() + "/ccache"
+	env := append(os.Environ(), "KRB5_CONFIG="+a.Krb5Conf, "KRB5CCNAME="+ccache)
+	run := func(name string, args ...string) (string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, name, args...)
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := run("kinit", "-k", "-t", a.ProbeKeytab, a.ProbePrincipal); err != nil {
+		t.Fatalf("kinit: %v: %s", err, out)
+	}
+	out, err := run("kvno", b.Service(1))
+	return err == nil, strings.TrimSpace(out)
+}
+
+// TestCrossRealm walks a two-way trust between two real KDCs through
+// each failure the probe classifies, with MIT's kvno seeing each case
+// as the engine does, and b's KDC log as the witness of the issued ticket.
+func TestCrossRealm(t *testing.T) {
+	realmtest.RequireMIT(t)
+	a, b := realmtest.Trusted(t, realm.Options{})
+	ctx := testCtx(t, time.Minute)
+	check := func(name, wantHop, wantClass string, kvnoOK bool, kvnoSays string) RemoteResult {
+		t.Helper()
+		hop, class, res := crossRealmProbe(t, a, b)
+		if hop != wantHop || class != wantClass {
+			t.Errorf("%s: the probe failed at %q with %q, want %q with %q", name, hop, class, wantHop, wantClass)
+		}
+		ok, out := mitKvno(t, a, b)
+		if ok != kvnoOK || !strings.Contains(out, kvnoSays) {
+			t.Errorf("%s: kvno succeeded=%v (%s), want %v saying %q", name, ok, out, kvnoOK, kvnoSays)
+		}
+		return res
+	}
+
+	check("trust", "", ClassSuccess, true, "kvno = 1")
+	issued := regexp.MustCompile(`TGS_REQ .*: ISSUE: .* ` + regexp.QuoteMeta(a.ProbePrincipal+" for "+b.Service(1)))
+	if log, _ := os.ReadFile(b.KDCLog); len(issued.FindAll(log, -1)) < 2 { // the probe's and kvno's
+		t.Errorf("%s's KDC log does not show the probe's ticket for %s:\n%s", b.Realm, b.Service(1), log)
+	}
+
+	if err := b.StopKDC(); err != nil {
+		t.Fatal(err)
+	}
+	check("b down", PhaseRemoteTGS, ClassConnectionRefused, false, "Cannot contact any KDC for realm '"+b.Realm+"'")
+
+	{
+		testutil.RequireProgram(t, "faketime")
+		const shift = 10 * time.Minute
+		if err := b.RestartKDCShifted(ctx, shift); err != nil {
+			t.Fatal(err)
+		}
+		res := check("skew on b", PhaseRemoteTGS, "KRB_AP_ERR_SKEW", false, "Clock skew too great")
+		if !res.HasClockOffset || (res.ClockOffset-shift).Abs() > 5*time.Second {
+			t.Errorf("b's clock offset %v (known: %v), want about %v", res.ClockOffset, res.HasClockOffset, shift)
+		}
+		if err := b.RestartKDCShifted(ctx, 0); err != nil {
+			t.Fatal(err)
+		}
+		check("b's clock back", "", ClassSuccess, true, "kvno = 1")
+	}
+
+	// A rekey of krbtgt/B@A in A alone: A seals the cross-realm TGT with
+	// kvno 2, which B does not have.
+	realmtest.Kadmin(t, a, "cpw -randkey krbtgt/"+b.Realm+"@"+a.Realm)
+	check("rekey on one side", PhaseRemoteTGS, ClassTrustKeyMismatch, false, "PROCESS_TGS")
+
+	realmtest.Kadmin(t, a, "delprinc -force krbtgt/"+b.Realm+"@"+a.Realm)
+	check("no trust", PhaseReferral, ClassNoTrustPath, false, "Server krbtgt/"+b.Realm+"@"+a.Realm+" not found")
+}
