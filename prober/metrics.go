@@ -19,6 +19,11 @@ const (
 const (
 	ExchangeAS  = "as"
 	ExchangeTGS = "tgs"
+	// The cross-realm hops of a module whose service is of another realm:
+	// the cross-realm TGT from the target KDC, the service ticket from the
+	// service realm's KDC with it.
+	ExchangeReferral  = "referral"
+	ExchangeRemoteTGS = "remote_tgs"
 )
 
 // latencyBuckets include the seed's SLO bounds (login p95 20 ms / p99 50 ms,
@@ -51,6 +56,7 @@ type probeMetrics struct {
 	etype         *prometheus.GaugeVec
 	method        *prometheus.GaugeVec
 	worldReadable *prometheus.GaugeVec
+	realm         *prometheus.GaugeVec
 	refused       *prometheus.CounterVec // /probe requests answered 403 or 503
 }
 
@@ -58,7 +64,7 @@ func newProbeMetrics(reg prometheus.Registerer) *probeMetrics {
 	m := &probeMetrics{
 		duration: prometheus.NewHistogramVec(latencyOpts(
 			MetricDuration,
-			"Duration of successful probe exchanges against the KDC: a whole login (as, both round trips) or one service ticket request (tgs); transport is the one the exchange finished on."),
+			"Duration of successful probe exchanges against the KDC: a whole login (as, both round trips) or one service ticket request (tgs); for a service of another realm the cross-realm TGT from the target KDC (referral) and the service ticket from that realm's KDC (remote_tgs); transport is the one the exchange finished on."),
 			[]string{"target", "exchange", "transport"}),
 		phase: prometheus.NewHistogramVec(latencyOpts(
 			"krb5_probe_as_phase_duration_seconds",
@@ -70,7 +76,7 @@ func newProbeMetrics(reg prometheus.Registerer) *probeMetrics {
 		}, []string{"target", "exchange"}),
 		total: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "krb5_probe_total",
-			Help: "Probe exchanges by result: success, a KDC error name (KDC_ERR_PREAUTH_FAILED, ...), timeout, connection_refused, network, decrypt, malformed_reply, keytab or no_tgt.",
+			Help: "Probe exchanges by result: success, a KDC error name (KDC_ERR_PREAUTH_FAILED, ...), timeout, connection_refused, network, decrypt, malformed_reply, keytab or no_tgt; for the cross-realm exchanges also no_trust_path (referral) and trust_key_mismatch (remote_tgs).",
 		}, []string{"target", "exchange", "result"}),
 		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "krb5_probe_last_success_timestamp_seconds",
@@ -100,6 +106,10 @@ func newProbeMetrics(reg prometheus.Registerer) *probeMetrics {
 			Name: "krb5_probe_keytab_world_readable",
 			Help: "1 when the target's keytab or password file is readable by every local user (chmod o-r it).",
 		}, []string{"target"}),
+		realm: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "krb5_probe_realm_info",
+			Help: "Always 1: the realm a target logs in to, and the realm of its module's service (empty without one; another realm for a cross-realm probe), for joining a trust's probe with each realm's own.",
+		}, []string{"target", "realm", "service_realm"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "krb5_probe_http_refused_total",
 			Help: "/probe requests refused: target_not_allowed (403: the target is not in the module's allowed_kdcs) or too_many_requests (503: --web.max-probe-requests probes were running).",
@@ -108,7 +118,7 @@ func newProbeMetrics(reg prometheus.Registerer) *probeMetrics {
 	m.refused.WithLabelValues(RefusedNotAllowed)
 	m.refused.WithLabelValues(RefusedBusy)
 	reg.MustRegister(m.duration, m.phase, m.success, m.total, m.lastSuccess, m.clockOffset,
-		m.retransmits, m.tcpFallbacks, m.etype, m.method, m.worldReadable, m.refused)
+		m.retransmits, m.tcpFallbacks, m.etype, m.method, m.worldReadable, m.realm, m.refused)
 	return m
 }
 
@@ -121,17 +131,26 @@ var nonKDCClasses = []string{krb5.ClassSuccess, krb5.ClassTimeout, krb5.ClassCon
 var preauthMethods = []string{krb5.MethodSPAKE, krb5.MethodEncTimestamp, krb5.MethodNone}
 
 // initTarget creates a target's series before its first probe.
-func (m *probeMetrics) initTarget(target string, tgs bool) {
+func (m *probeMetrics) initTarget(target string, tgs, cross bool) {
 	exchanges := []string{ExchangeAS}
 	if tgs {
 		exchanges = append(exchanges, ExchangeTGS)
+	}
+	if cross {
+		exchanges = append(exchanges, ExchangeReferral, ExchangeRemoteTGS)
 	}
 	for _, ex := range exchanges {
 		for _, c := range nonKDCClasses {
 			m.total.WithLabelValues(target, ex, c)
 		}
-		if ex == ExchangeTGS {
+		if ex != ExchangeAS {
 			m.total.WithLabelValues(target, ex, ClassNoTGT)
+		}
+		switch ex {
+		case ExchangeReferral:
+			m.total.WithLabelValues(target, ex, krb5.ClassNoTrustPath)
+		case ExchangeRemoteTGS:
+			m.total.WithLabelValues(target, ex, krb5.ClassTrustKeyMismatch)
 		}
 	}
 	m.retransmits.WithLabelValues(target)
@@ -155,6 +174,7 @@ func (m *probeMetrics) deleteTarget(target string) {
 	m.etype.DeletePartialMatch(l)
 	m.method.DeletePartialMatch(l)
 	m.worldReadable.DeletePartialMatch(l)
+	m.realm.DeletePartialMatch(l)
 }
 
 // record turns one probe outcome into metrics.
@@ -196,6 +216,24 @@ func (m *probeMetrics) record(target string, tr krb5.Transport, o *Outcome) {
 		if o.TGSErr == nil {
 			m.duration.WithLabelValues(target, ExchangeTGS, o.TGSTransport(tr)).Observe(o.TGS.Duration.Seconds())
 			m.etypes(target, ExchangeTGS, o.TGS.Etypes)
+		}
+	}
+	if o.CrossRan {
+		retrans += o.Referral.Retransmits + o.Remote.Retransmits
+		for _, f := range []bool{o.Referral.TCPFallback, o.Remote.TCPFallback} {
+			if f {
+				fallbacks++
+			}
+		}
+		m.exchange(target, ExchangeReferral, o.ReferralErr, o.Start.Add(o.AS.Duration+o.Referral.Duration))
+		if o.ReferralErr == nil {
+			m.duration.WithLabelValues(target, ExchangeReferral, o.ReferralTransport(tr)).Observe(o.Referral.Duration.Seconds())
+			m.etypes(target, ExchangeReferral, o.Referral.Etypes)
+		}
+		m.exchange(target, ExchangeRemoteTGS, o.RemoteErr, time.Now())
+		if o.RemoteErr == nil {
+			m.duration.WithLabelValues(target, ExchangeRemoteTGS, o.RemoteTransport(tr)).Observe(o.Remote.Duration.Seconds())
+			m.etypes(target, ExchangeRemoteTGS, o.Remote.Etypes)
 		}
 	}
 	m.retransmits.WithLabelValues(target).Add(float64(retrans))
