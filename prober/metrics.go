@@ -109,7 +109,7 @@ func newProbeMetrics(reg prometheus.Registerer) *probeMetrics {
 		realm: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "krb5_probe_realm_info",
 			Help: "Always 1: the realm a target logs in to, and the realm of its module's service (empty without one; another realm for a cross-realm probe), for joining a trust's probe with each realm's own.",
-		}, []string{"target", "realm", "service_realm"}),
+		}, []string{"target", "client_realm", "service_realm"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "krb5_probe_http_refused_total",
 			Help: "/probe requests refused: target_not_allowed (403: the target is not in the module's allowed_kdcs) or too_many_requests (503: --web.max-probe-requests probes were running).",
