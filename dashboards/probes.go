@@ -62,6 +62,13 @@ func Probes() *dashboard.DashboardBuilder {
 			q(`rate(krb5_probe_udp_retransmits_total{`+psel+`}[$__rate_interval])`, "{{target}} UDP resends"),
 			q(`rate(krb5_probe_tcp_fallbacks_total{`+psel+`}[$__rate_interval])`, "{{target}} TCP fallbacks"),
 		}))
+
+	b.WithRow(dashboard.NewRowBuilder("Cross-realm trusts"))
+	b.WithPanel(graph("Cross-realm hops p95", "Targets whose service is of another realm: the cross-realm TGT from the target KDC (referral) and the service ticket from the service realm's KDC with it (remote_tgs), p95 per target.", "s", 12, 8,
+		[]query{q(`histogram_quantile(0.95, sum by (target, exchange, le) (rate(krb5_probe_duration_seconds_bucket{`+psel+`, exchange=~"referral|remote_tgs"}[$__rate_interval])))`, "{{target}} {{exchange}} p95")},
+		limit{0.010, "orange"}, limit{0.025, "red"}))
+	b.WithPanel(graph("Cross-realm failures by hop and class", "Failed cross-realm exchanges per second: no_trust_path (the target KDC has no krbtgt/B@A), trust_key_mismatch (the two realms' cross-realm keys differ, as after a rekey on one side), KRB_AP_ERR_SKEW (the service realm's KDC clock), connection_refused or timeout (its KDCs unreachable), no_tgt (the step before failed).", "ops", 12, 8,
+		[]query{q(`sum by (target, exchange, result) (rate(krb5_probe_total{`+psel+`, exchange=~"referral|remote_tgs", result!="success"}[$__rate_interval]))`, "{{target}} {{exchange}} {{result}}")}))
 	return b
 }
 
