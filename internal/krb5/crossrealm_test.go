@@ -126,3 +126,87 @@ func TestCrossRealm(t *testing.T) {
 	realmtest.Kadmin(t, a, "delprinc -force krbtgt/"+b.Realm+"@"+a.Realm)
 	check("no trust", PhaseReferral, ClassNoTrustPath, false, "Server krbtgt/"+b.Realm+"@"+a.Realm+" not found")
 }
+
+// BenchmarkCrossRealm: the CPU of the two cross-realm hops, each beside a
+// local TGS exchange at the client's KDC (the same work for a KDC: one
+// TGS-REQ), and beside MIT's kvno walking both hops (a process per
+// ticket, from a ccache holding only the TGT). client-cpu-ns/op is this
+// process (kvno: the child's), kdc-cpu-ns/op the KDC that answered.
+func BenchmarkCrossRealm(b *testing.B) {
+	a, trusted := realmtest.Trusted(b, realm.Options{Users: 2, Services: 2, DisableLastSuccess: true})
+	p := mustPrincipal(b, a.ProbePrincipal)
+	creds, err := NewKeytabCredentials(a.ProbeKeytab, p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := NewClient(Options{KDC: a.KDCAddr, Client: p, Credentials: creds})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	if _, err := c.Login(ctx); err != nil {
+		b.Fatal(err)
+	}
+	local := c.PrepareService(mustPrincipal(b, a.Service(1)))
+	x, err := c.PrepareCrossRealm(mustPrincipal(b, trusted.Service(1)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, bc := range []struct {
+		name string
+		kdc  *realm.Realm
+		op   func() error
+	}{
+		{"tgs", a, func() error { _, err := c.ServiceTicket(ctx, local); return err }},
+		{"referral", a, func() error { _, err := c.Referral(ctx, x); return err }},
+		{"remote_tgs", trusted, func() error { _, err := c.RemoteServiceTicket(ctx, x, trusted.KDCAddr); return err }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			if _, err := c.Referral(ctx, x); err != nil { // warm, and the TGT remote_tgs uses
+				b.Fatal(err)
+			}
+			m := newCPUMeter(b, bc.kdc)
+			b.ResetTimer()
+			m.start(b)
+			for range b.N {
+				if err := bc.op(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			m.stop(b)
+		})
+	}
+	b.Run("kvno", func(b *testing.B) {
+		dir := b.TempDir()
+		tgt := dir + "/tgt"
+		env := append(os.Environ(), "KRB5_CONFIG="+a.Krb5Conf)
+		kinit := exec.Command("kinit", "-k", "-t", a.ProbeKeytab, "-c", "FILE:"+tgt, a.ProbePrincipal)
+		kinit.Env = env
+		if out, err := kinit.CombinedOutput(); err != nil {
+			b.Fatalf("kinit: %v %s", err, out)
+		}
+		cache, err := os.ReadFile(tgt)
+		if err != nil {
+			b.Fatal(err)
+		}
+		m := newCPUMeter(b, trusted)
+		var child time.Duration
+		b.ResetTimer()
+		m.start(b)
+		for range b.N {
+			cc := dir + "/cc"
+			if err := os.WriteFile(cc, cache, 0o600); err != nil {
+				b.Fatal(err)
+			}
+			kvno := exec.Command("kvno", "-c", "FILE:"+cc, trusted.Service(1))
+			kvno.Env = env
+			if out, err := kvno.CombinedOutput(); err != nil {
+				b.Fatalf("kvno: %v %s", err, out)
+			}
+			child += kvno.ProcessState.UserTime() + kvno.ProcessState.SystemTime()
+		}
+		m.stop(b)
+		b.ReportMetric(float64(child.Nanoseconds())/float64(b.N), "kvno-cpu-ns/op")
+	})
+}
