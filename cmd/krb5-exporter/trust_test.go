@@ -122,3 +122,27 @@ func TestRealmUpTrust(t *testing.T) {
 		t.Errorf("realm down left %s", dir)
 	}
 }
+
+// TestProbeCommandCrossRealm: `probe --module` with a cross-realm module
+// rates both hops (perfdata for each), and B's KDC stopped is CRITICAL at
+// the remote hop, not OK after a good login.
+func TestProbeCommandCrossRealm(t *testing.T) {
+	a, b := realmtest.Trusted(t, realm.Options{Users: 1, Services: 1})
+	cfgFile := filepath.Join(t.TempDir(), "c.yml")
+	cfg := fmt.Sprintf("modules:\n  x:\n    realm: %s\n    client: %s\n    keytab: %s\n    service: %s\n    realm_kdcs: {%s: [%q]}\n    timeout: 2s\n",
+		a.Realm, a.ProbePrincipal, a.ProbeKeytab, b.Service(1), b.Realm, b.KDCAddr)
+	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ := runProbe(t, "--kdc", a.KDCAddr, "--module", "x", "--config.file", cfgFile)
+	if code != nagiosOK || !strings.Contains(out, "service ticket of the trusted realm ") || !strings.Contains(out, " remote_tgs=") || !strings.Contains(out, " referral=") {
+		t.Errorf("trust up: exit %d\n%s", code, out)
+	}
+	if err := b.StopKDC(); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ = runProbe(t, "--kdc", a.KDCAddr, "--module", "x", "--config.file", cfgFile)
+	if code != nagiosCritical || !strings.Contains(out, "service ticket of the trusted realm failed: connection_refused") {
+		t.Errorf("trusted realm's KDC down: exit %d\n%s", code, out)
+	}
+}
