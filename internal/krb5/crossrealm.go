@@ -80,9 +80,15 @@ func (c *Client) Referral(ctx context.Context, s *CrossRealmService) (TGSResult,
 		}
 	}
 	start := time.Now()
-	err := c.hop(ctx, &c.tgt, s.referral, PhaseReferral, &res, nil, func(rep *kdcRep, ep *encRepPart) {
+	err := c.hop(ctx, &c.tgt, s.referral, PhaseReferral, &res, nil, func(rep *kdcRep, ep *encRepPart) error {
+		// A KDC without the direct trust may answer with the TGT of a
+		// realm on the way (capaths): that is not the trust probed.
+		if ok, err := namesEqual(ep.sname, s.referral.name.Components); err != nil || !ok || string(ep.srealm) != c.realm {
+			return errorf(ClassNoTrustPath, PhaseReferral, "the KDC issued a ticket for another server than %s (a path through another realm?); only direct trusts are probed", s.referral.name)
+		}
 		c.xtgt.set(rep, ep, start)
 		c.xtgtFor = s
+		return nil
 	})
 	res.Duration = time.Since(start)
 	var ke *Error
@@ -149,8 +155,9 @@ func ticketUnreadable(e *Error) bool {
 }
 
 // hop is one TGS exchange with ticket t for s; accept, if set, takes the
-// checked reply; clock, if set, the offset of a KRB-ERROR.
-func (c *Client) hop(ctx context.Context, t *tgtState, s *Service, phase string, res *TGSResult, clock *RemoteResult, accept func(*kdcRep, *encRepPart)) error {
+// checked reply (its error is the hop's); clock, if set, the offset of a
+// KRB-ERROR.
+func (c *Client) hop(ctx context.Context, t *tgtState, s *Service, phase string, res *TGSResult, clock *RemoteResult, accept func(*kdcRep, *encRepPart) error) error {
 	if err := t.schedules(); err != nil {
 		return wrapError(ClassMalformedReply, phase, err) // the session key came from a KDC's reply
 	}
@@ -184,7 +191,7 @@ func (c *Client) hop(ctx context.Context, t *tgtState, s *Service, phase string,
 			"tkt_etype", EtypeName(res.Etypes.Ticket), "ses_etype", EtypeName(res.Etypes.Session))
 	}
 	if accept != nil {
-		accept(&rep, &ep)
+		return accept(&rep, &ep)
 	}
 	return nil
 }

@@ -210,3 +210,32 @@ func BenchmarkCrossRealm(b *testing.B) {
 		b.ReportMetric(float64(child.Nanoseconds())/float64(b.N), "kvno-cpu-ns/op")
 	})
 }
+
+// The referral hop accepts only a ticket for krbtgt/REMOTE: namesEqual on
+// names as the engine encodes them.
+func TestNamesEqual(t *testing.T) {
+	enc := func(comps ...string) []byte {
+		var w derWriter
+		w.Reset()
+		w.principalName(Principal{Components: comps, Realm: "A"})
+		return append([]byte(nil), w.Bytes()...)
+	}
+	for _, tc := range []struct {
+		name []byte
+		want []string
+		eq   bool
+	}{
+		{enc("krbtgt", "B"), []string{"krbtgt", "B"}, true},
+		{enc("krbtgt", "C"), []string{"krbtgt", "B"}, false},
+		{enc("krbtgt"), []string{"krbtgt", "B"}, false},
+		{enc("krbtgt", "B", "x"), []string{"krbtgt", "B"}, false},
+	} {
+		eq, err := namesEqual(tc.name, tc.want)
+		if err != nil || eq != tc.eq {
+			t.Errorf("%x against %q: %v %v, want %v", tc.name, tc.want, eq, err, tc.eq)
+		}
+	}
+	if _, err := namesEqual([]byte{0x30, 0x03, 0xa0, 0x01}, []string{"x"}); err == nil {
+		t.Error("a truncated name parsed")
+	}
+}
