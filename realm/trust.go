@@ -100,6 +100,9 @@ func (r *Realm) loadTrusted() error {
 		return nil
 	}
 	b, err := Load(r.TrustDir())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil // removed by hand: Down still removes this realm
+	}
 	if err != nil {
 		return err
 	}
@@ -160,13 +163,7 @@ func (r *Realm) shiftEnv(bin string) []string {
 // downTrusted stops and removes the trusted realm, if any.
 func (r *Realm) downTrusted() error {
 	if r.Trusted == nil {
-		if r.Opts.Trust == "" {
-			return nil
-		}
-		if _, err := os.Stat(r.TrustDir()); errors.Is(err, os.ErrNotExist) {
-			return nil
-		}
-		if err := r.loadTrusted(); err != nil {
+		if err := r.loadTrusted(); err != nil || r.Trusted == nil {
 			return err
 		}
 	}

@@ -72,3 +72,29 @@ func TestTrustOptions(t *testing.T) {
 		}
 	}
 }
+
+// A trusted realm removed by hand does not keep the first one from
+// loading and going down.
+func TestTrustGoneBeforeDown(t *testing.T) {
+	t.Parallel()
+	needMIT(t)
+	dir := t.TempDir() + "/a"
+	a, err := Up(context.Background(), Options{Dir: dir, Users: -1, Services: -1, Fillers: -1, NoKadmind: true, Trust: "B.TEST"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Down()
+	if err := a.Trusted.Down(); err != nil {
+		t.Fatal(err)
+	}
+	l, err := Load(dir)
+	if err != nil || l.Trusted != nil {
+		t.Fatalf("Load without the trusted realm's directory: %v %+v", err, l)
+	}
+	if err := l.Down(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("Down left %s", dir)
+	}
+}

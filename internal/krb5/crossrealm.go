@@ -3,6 +3,7 @@ package krb5
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"time"
 
@@ -94,6 +95,7 @@ func (c *Client) Referral(ctx context.Context, s *CrossRealmService) (TGSResult,
 	var ke *Error
 	if errors.As(err, &ke) && ke.Code == errorcode.KDC_ERR_S_PRINCIPAL_UNKNOWN {
 		ke.Class = ClassNoTrustPath
+		ke.Err = fmt.Errorf("%s: the KDC has no %s", KDCErrorName(ke.Code), s.referral.name)
 	}
 	if err == nil && !c.xtgt.ok {
 		err = errorf(ClassMalformedReply, PhaseReferral, "the cross-realm TGT's session key (%s) is not usable", EtypeName(c.xtgt.keyType))
@@ -136,6 +138,8 @@ func (c *Client) RemoteServiceTicket(ctx context.Context, s *CrossRealmService, 
 	var ke *Error
 	if errors.As(err, &ke) && ticketUnreadable(ke) {
 		ke.Class = ClassTrustKeyMismatch
+		ke.Err = fmt.Errorf("%s: the KDC of %s cannot read the cross-realm TGT: %s differs between the two realms (rekeyed on one side?)",
+			KDCErrorName(ke.Code), s.name.Realm, s.referral.name)
 	}
 	return res, err
 }
