@@ -70,7 +70,7 @@ probes:
 
 	realmtest.Kadmin(t, a, "cpw -randkey krbtgt/"+b.Realm+"@"+a.Realm)
 	waitFiring(t, ctx, prom, "Krb5CrossRealmTrustBroken")
-	q := fmt.Sprintf(`ALERTS{alertname="Krb5CrossRealmTrustBroken",alertstate="firing",target="a-to-b",client_realm=%q,service_realm=%q}`, a.Realm, b.Realm)
+	q := fmt.Sprintf(`ALERTS{alertname="Krb5CrossRealmTrustBroken",alertstate="firing",target="a-to-b",module_realm=%q,service_realm=%q}`, a.Realm, b.Realm)
 	if n, err := instantQuery(ctx, prom, q); err != nil || n != 1 {
 		t.Errorf("%s: %d series, %v", q, n, err)
 	}

@@ -58,8 +58,8 @@ func TestManagerCrossRealm(t *testing.T) {
 	if n := counter(pm.total, "trust", ExchangeTGS, krb5.ClassSuccess); n != 0 {
 		t.Errorf("a cross-realm module ran %v local TGS exchanges", n)
 	}
-	if v := gauge(pm.realm, "trust", a.Realm, b.Realm); v != 1 {
-		t.Errorf("krb5_probe_realm_info{realm=%q,service_realm=%q} = %v", a.Realm, b.Realm, v)
+	if v := gauge(pm.info, "trust", a.Realm, "udp", b.Realm); v != 1 {
+		t.Errorf("krb5_probe_target_info{module_realm=%q,transport=\"udp\",service_realm=%q} = %v", a.Realm, b.Realm, v)
 	}
 	issued := regexp.MustCompile(`TGS_REQ .*: ISSUE: .* ` + regexp.QuoteMeta(a.ProbePrincipal+" for "+b.Service(1)))
 	if log, err := os.ReadFile(b.KDCLog); err != nil || !issued.Match(log) {

@@ -138,8 +138,7 @@ func (m *Manager) newLoop(t config.ProbeTarget, mod config.ProbeModule, keyErr e
 func (m *Manager) start(l *loop) {
 	ctx, cancel := context.WithCancel(context.Background())
 	l.cancel, l.done = cancel, make(chan struct{})
-	m.metrics.initTarget(l.cfg.Name, l.target.HasService(), l.target.CrossRealm())
-	m.metrics.realm.WithLabelValues(l.cfg.Name, l.module.Realm, l.module.ServiceRealm()).Set(1)
+	m.metrics.initTarget(l.cfg.Name, l.target.HasService(), l.target.CrossRealm(), l.module.Realm, l.module.ServiceRealm(), l.target.Transport())
 	if l.creds.WorldReadable() {
 		level.Warn(m.logger).Log("msg", "keytab or password file is readable by every local user", "probe", l.cfg.Name)
 	}

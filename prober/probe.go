@@ -2,8 +2,11 @@ package prober
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"os"
+	"syscall"
 	"time"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/enctype"
@@ -49,9 +52,45 @@ type Target struct {
 	// remoteKDCs through the trust; service is nil then.
 	cross      *krb5.CrossRealmService
 	remoteKDCs []string
+	ca         *proxyCA // transport https with a proxy_ca_file
 }
 
-// NewTarget builds the client for a module against the KDC at addr. creds
+// proxyCA is a module's proxy_ca_file, read again when it changes (a
+// renewed CA needs no reload) and, when it does not load, failing the
+// probe before anything is sent: a probe never falls back to other roots.
+type proxyCA struct {
+	mod   config.ProbeModule
+	stamp string // size, mtime and inode of the file last read
+	err   error  // why the file last read did not load
+}
+
+// PhaseProxyCA is the phase of a probe that failed on its proxy_ca_file.
+const PhaseProxyCA = "proxy_ca"
+
+// refresh loads the CA file into c when it changed since the last read.
+func (ca *proxyCA) refresh(c *krb5.Client) error {
+	stamp := ""
+	if fi, err := os.Stat(ca.mod.ProxyCAFile); err == nil {
+		ino := uint64(0)
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			ino = st.Ino
+		}
+		stamp = fmt.Sprint(fi.Size(), fi.ModTime().UnixNano(), ino)
+	}
+	if stamp != "" && stamp == ca.stamp {
+		return ca.err
+	}
+	ca.stamp = stamp
+	roots, err := ca.mod.ProxyRoots()
+	if err == nil {
+		err = c.SetProxyRoots(roots)
+	}
+	ca.err = err
+	return err
+}
+
+// NewTarget builds the client for a module against the KDC at addr (with
+// transport https, the proxy at the URL addr). creds
 // come from ModuleCredentials and may be shared between targets.
 func NewTarget(addr string, m *config.ProbeModule, creds *krb5.Credentials, logger log.Logger) (*Target, error) {
 	tr, err := krb5.ParseTransport(m.Transport)
@@ -66,9 +105,20 @@ func NewTarget(addr string, m *config.ProbeModule, creds *krb5.Credentials, logg
 		}
 		etypes = append(etypes, id)
 	}
+	o := krb5.Options{KDC: addr, Transport: tr}
+	if tr == krb5.HTTPS {
+		// addr is the proxy's URL. With a CA file, the pool is empty
+		// until Run loads the file: nothing verifies before it does.
+		roots := (*x509.CertPool)(nil)
+		if m.ProxyCAFile != "" {
+			roots = x509.NewCertPool()
+		}
+		o.KDC, o.Proxy = "", &krb5.ProxyOptions{URL: addr, RootCAs: roots, ServerName: m.ProxyServerName}
+	}
 	c, err := krb5.NewClient(krb5.Options{
-		KDC:              addr,
+		KDC:              o.KDC,
 		Transport:        tr,
+		Proxy:            o.Proxy,
 		Client:           creds.Principal(),
 		Credentials:      creds,
 		Etypes:           etypes,
@@ -83,6 +133,9 @@ func NewTarget(addr string, m *config.ProbeModule, creds *krb5.Credentials, logg
 		return nil, err
 	}
 	t := &Target{client: c, timeout: m.EffectiveTimeout()}
+	if tr == krb5.HTTPS && m.ProxyCAFile != "" {
+		t.ca = &proxyCA{mod: *m}
+	}
 	if m.Service != "" {
 		sp, err := krb5.ParsePrincipal(m.Service, m.Realm)
 		if err != nil {
@@ -146,6 +199,16 @@ type Outcome struct {
 func (t *Target) Run(ctx context.Context) (o Outcome) {
 	o.Start = time.Now()
 	defer func() { o.Duration = time.Since(o.Start) }()
+	if t.ca != nil {
+		if err := t.ca.refresh(t.client); err != nil {
+			o.ASErr = &krb5.Error{Class: krb5.ClassTLS, Phase: PhaseProxyCA, Err: err}
+			if t.service != nil {
+				o.TGSRan = true
+				o.TGSErr = &krb5.Error{Class: ClassNoTGT, Phase: krb5.PhaseTGSRep, Err: errors.New("no valid TGT: the login failed")}
+			}
+			return o
+		}
+	}
 
 	actx, cancel := context.WithTimeout(ctx, t.timeout)
 	o.AS, o.ASErr = t.client.Login(actx)

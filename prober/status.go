@@ -39,7 +39,9 @@ type ProbeRecord struct {
 // TargetStatus is what the status page shows of one continuous target.
 type TargetStatus struct {
 	Name, Address, Module string
-	Interval              time.Duration
+	// Transport is the module's: udp, tcp or https (a KDC proxy).
+	Transport string
+	Interval  time.Duration
 	// Recent holds the last probes, newest first (none before the first).
 	Recent []ProbeRecord
 }
@@ -51,7 +53,7 @@ func (m *Manager) Status() []TargetStatus {
 	out := make([]TargetStatus, 0, len(m.loops))
 	for _, l := range m.loops {
 		out = append(out, TargetStatus{Name: l.cfg.Name, Address: l.cfg.Address, Module: l.cfg.Module,
-			Interval: l.cfg.EffectiveInterval(), Recent: l.history.recent()})
+			Transport: l.target.Transport().String(), Interval: l.cfg.EffectiveInterval(), Recent: l.history.recent()})
 	}
 	m.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

@@ -12,7 +12,8 @@ import (
 )
 
 // realmConfigTmpl is the exporter configuration for a harness realm: the
-// probe principal over UDP and TCP, and both daemons' logs. It is text
+// probe principal over UDP and TCP (and its KDC proxy, if any), and the
+// daemons' logs. It is text
 // (not marshalled structs) so that it reads like a hand-written example,
 // and it is parsed back before it is written, so it is always valid.
 var realmConfigTmpl = template.Must(template.New("").Parse(`# krb5-exporter configuration for the throwaway realm {{.Realm}} in {{.Dir}}
@@ -34,6 +35,18 @@ modules:
     transport: tcp
     timeout: 5s
     allowed_kdcs: ["{{.KDCAddr}}"]
+{{- if .ProxyURL}}
+  {{.Module}}_https:
+    # through the realm's KDC proxy (python3-kdcproxy under gunicorn)
+    realm: {{.Realm}}
+    client: {{.ProbePrincipal}}
+    keytab: {{.ProbeKeytab}}
+    service: {{.Service}}
+    transport: https
+    timeout: 5s
+    proxy_ca_file: {{.ProxyCA}}
+    allowed_proxy_urls: ["{{.ProxyURL}}"]   # what /probe may use this module against
+{{- end}}
 {{- if .Trust}}
   # the trusted realm {{.Trust}}'s own login, and the trust: a login in
   # {{.Realm}}, the cross-realm TGT krbtgt/{{.Trust}}@{{.Realm}} from its KDC, the
@@ -66,6 +79,12 @@ probes:
     address: {{.KDCAddr}}
     module: {{.Module}}_tcp
     interval: 15s
+{{- if .ProxyURL}}
+  - name: {{.Module}}-https
+    address: {{.ProxyURL}}
+    module: {{.Module}}_https
+    interval: 15s
+{{- end}}
 {{- if .Trust}}
   - name: {{.TrustModule}}-udp
     address: {{.TrustKDCAddr}}
@@ -144,11 +163,16 @@ func writeRealmConfig(r *realm.Realm, path string) error {
 	if r.Replica != nil {
 		kadmindLog, kpropdLog = "", r.Replica.Log // a replica runs kpropd, no kadmind
 	}
+	proxyURL, proxyCA := "", ""
+	if p := r.KDCProxy; p != nil {
+		proxyURL, proxyCA = p.URL, p.CA
+	}
 	vars := map[string]string{
 		"Realm": r.Realm, "Dir": r.Dir, "Module": moduleName(r.Realm),
 		"ProbePrincipal": r.ProbePrincipal, "ProbeKeytab": r.ProbeKeytab, "Service": service,
 		"KDCAddr": r.KDCAddr, "KDCLog": r.KDCLog, "KadmindLog": kadmindLog, "KpropdLog": kpropdLog,
 		"JournalDir": r.JournalDir, "JournalUser": journalUser(os.Getuid()),
+		"ProxyURL": proxyURL, "ProxyCA": proxyCA,
 	}
 	if t := r.Trusted; t != nil {
 		vars["Trust"], vars["TrustModule"], vars["TrustKDCAddr"], vars["TrustKDCLog"] = t.Realm, moduleName(t.Realm), t.KDCAddr, t.KDCLog
