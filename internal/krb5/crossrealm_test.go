@@ -118,10 +118,14 @@ func TestCrossRealm(t *testing.T) {
 		check("b's clock back", "", ClassSuccess, true, "kvno = 1")
 	}
 
-	// A rekey of krbtgt/B@A in A alone: A seals the cross-realm TGT with
-	// kvno 2, which B does not have.
-	realmtest.Kadmin(t, a, "cpw -randkey krbtgt/"+b.Realm+"@"+a.Realm)
+	// A rekey of krbtgt/B@A in B alone: A seals the cross-realm TGT with
+	// kvno 1, which B no longer has.
+	xtgt := "krbtgt/" + b.Realm + "@" + a.Realm
+	realmtest.Kadmin(t, b, "cpw -randkey "+xtgt)
 	check("rekey on one side", PhaseRemoteTGS, ClassTrustKeyMismatch, false, "PROCESS_TGS")
+	// Then in A alone too: both at kvno 2, with different keys.
+	realmtest.Kadmin(t, a, "cpw -randkey "+xtgt)
+	check("rekeyed apart", PhaseRemoteTGS, ClassTrustKeyMismatch, false, "Decrypt integrity check failed")
 
 	realmtest.Kadmin(t, a, "delprinc -force krbtgt/"+b.Realm+"@"+a.Realm)
 	check("no trust", PhaseReferral, ClassNoTrustPath, false, "Server krbtgt/"+b.Realm+"@"+a.Realm+" not found")
