@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -116,6 +117,18 @@ func TestCrossRealm(t *testing.T) {
 			t.Fatal(err)
 		}
 		check("b's clock back", "", ClassSuccess, true, "kvno = 1")
+	}
+
+	// B's KDC hung (SIGSTOP): the remote hop times out (no oracle here:
+	// kvno retries for longer than the test wants to wait).
+	pid := b.KDCPids()[0]
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	hop, class, _ := crossRealmProbe(t, a, b)
+	syscall.Kill(pid, syscall.SIGCONT)
+	if hop != PhaseRemoteTGS || class != ClassTimeout {
+		t.Errorf("b hung: the probe failed at %q with %q, want %q with %q", hop, class, PhaseRemoteTGS, ClassTimeout)
 	}
 
 	// A rekey of krbtgt/B@A in B alone: A seals the cross-realm TGT with
