@@ -58,7 +58,9 @@ func TestEndToEnd(t *testing.T) {
 	benchLog := &testutil.LockedBuffer{}
 	startBench(t, benchLog, bin, tmp, benchAddr)
 
-	r := realmtest.Realm(t, realm.Options{Users: 5, Services: 2, Fillers: 20, Workers: 2})
+	// With a trusted realm beside it, for the cross-realm probe, and a KDC
+	// proxy, for the probe through it (the probes dashboard's rows of both).
+	r := realmtest.Realm(t, realm.Options{Users: 5, Services: 2, Fillers: 20, Workers: 2, Trust: realmtest.TrustRealm, KDCProxy: true})
 	replica := realmtest.Replica(t, r)
 	// An update after the replica's full resync: both update logs hold
 	// one, so both have a last update time to compare.
@@ -67,15 +69,33 @@ func TestEndToEnd(t *testing.T) {
 	}
 
 	cfg := filepath.Join(tmp, "exporter.yml")
-	writeFile(t, cfg, "modules:\n"+probeModule(r, "udp", 2*time.Second)+probeModule(r, "tcp", 2*time.Second)+fmt.Sprintf(`probes:
+	writeFile(t, cfg, "modules:\n"+probeModule(r, "udp", 2*time.Second)+probeModule(r, "tcp", 2*time.Second)+fmt.Sprintf(`  xrealm:
+    realm: %[4]s
+    client: %[3]s
+    keytab: %[5]s
+    service: %[6]s
+    realm_kdcs: {%[7]s: ["%[8]s"]}
+    timeout: 2s
+  https:
+    realm: %[4]s
+    client: %[3]s
+    keytab: %[5]s
+    service: %[11]s
+    transport: https
+    timeout: 5s
+    proxy_ca_file: %[10]s
+probes:
   - {name: kdc-udp, address: "%[1]s", module: udp, interval: 1s}
   - {name: kdc-tcp, address: "%[1]s", module: tcp, interval: 1s}
+  - {name: trust, address: "%[1]s", module: xrealm, interval: 1s}
+  - {name: kdc-https, address: "%[9]s", module: https, interval: 1s}
 logs:
   - path: %[2]s
     type: kdc
     start_at: beginning
     probe_principals: [%[3]s]
-`, r.KDCAddr, r.KDCLog, r.ProbePrincipal))
+`, r.KDCAddr, r.KDCLog, r.ProbePrincipal, r.Realm, r.ProbeKeytab, r.Trusted.Service(1), r.Trusted.Realm, r.Trusted.KDCAddr,
+		r.KDCProxy.URL, r.KDCProxy.CA, r.Service(1)))
 
 	exporterAddr := freeAddr(t)
 	exporterLog := &testutil.LockedBuffer{}

@@ -138,7 +138,7 @@ func (m *Manager) newLoop(t config.ProbeTarget, mod config.ProbeModule, keyErr e
 func (m *Manager) start(l *loop) {
 	ctx, cancel := context.WithCancel(context.Background())
 	l.cancel, l.done = cancel, make(chan struct{})
-	m.metrics.initTarget(l.cfg.Name, l.target.HasService(), l.module.Realm, l.target.Transport())
+	m.metrics.initTarget(l.cfg.Name, l.target.HasService(), l.target.CrossRealm(), l.module.Realm, l.module.ServiceRealm(), l.target.Transport())
 	if l.creds.WorldReadable() {
 		level.Warn(m.logger).Log("msg", "keytab or password file is readable by every local user", "probe", l.cfg.Name)
 	}
@@ -205,6 +205,10 @@ func (m *Manager) run(ctx context.Context, l *loop) {
 		logChange(logger, failures, ExchangeAS, o.ASErr)
 		if o.TGSRan {
 			logChange(logger, failures, ExchangeTGS, o.TGSErr)
+		}
+		if o.CrossRan {
+			logChange(logger, failures, ExchangeReferral, o.ReferralErr)
+			logChange(logger, failures, ExchangeRemoteTGS, o.RemoteErr)
 		}
 		select {
 		case <-ctx.Done():

@@ -20,6 +20,11 @@ const (
 const (
 	ExchangeAS  = "as"
 	ExchangeTGS = "tgs"
+	// The cross-realm hops of a module whose service is of another realm:
+	// the cross-realm TGT from the target KDC, the service ticket from the
+	// service realm's KDC with it.
+	ExchangeReferral  = "referral"
+	ExchangeRemoteTGS = "remote_tgs"
 )
 
 // latencyBuckets include the seed's SLO bounds (login p95 20 ms / p99 50 ms,
@@ -60,7 +65,7 @@ func newProbeMetrics(reg prometheus.Registerer) *probeMetrics {
 	m := &probeMetrics{
 		duration: prometheus.NewHistogramVec(latencyOpts(
 			MetricDuration,
-			"Duration of successful probe exchanges against the KDC: a whole login (as, both round trips) or one service ticket request (tgs); transport is the one the exchange finished on."),
+			"Duration of successful probe exchanges against the KDC: a whole login (as, both round trips) or one service ticket request (tgs); for a service of another realm the cross-realm TGT from the target KDC (referral) and the service ticket from that realm's KDC (remote_tgs); transport is the one the exchange finished on."),
 			[]string{"target", "exchange", "transport"}),
 		phase: prometheus.NewHistogramVec(latencyOpts(
 			"krb5_probe_as_phase_duration_seconds",
@@ -72,7 +77,7 @@ func newProbeMetrics(reg prometheus.Registerer) *probeMetrics {
 		}, []string{"target", "exchange"}),
 		total: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "krb5_probe_total",
-			Help: "Probe exchanges by result: success, a KDC error name (KDC_ERR_PREAUTH_FAILED, ...), timeout, connection_refused, network, decrypt, malformed_reply, keytab or no_tgt; through a KDC proxy also tls_unknown_authority, tls_name_mismatch, tls, http_status or proxy_timeout.",
+			Help: "Probe exchanges by result: success, a KDC error name (KDC_ERR_PREAUTH_FAILED, ...), timeout, connection_refused, network, decrypt, malformed_reply, keytab or no_tgt; through a KDC proxy also tls_unknown_authority, tls_name_mismatch, tls, http_status or proxy_timeout; for the cross-realm exchanges also no_trust_path (referral) and trust_key_mismatch (remote_tgs).",
 		}, []string{"target", "exchange", "result"}),
 		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "krb5_probe_last_success_timestamp_seconds",
@@ -108,8 +113,8 @@ func newProbeMetrics(reg prometheus.Registerer) *probeMetrics {
 		}, []string{"reason"}),
 		info: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "krb5_probe_target_info",
-			Help: "Always 1 for each continuous probe: its module's realm (module_realm: a scrape target's own realm label is left alone) and configured transport (udp, tcp, https: through a KDC proxy), to join a proxy's target with the same realm's direct ones.",
-		}, []string{"target", "module_realm", "transport"}),
+			Help: "Always 1 for each continuous probe: its module's realm (module_realm: a scrape target's own realm label is left alone) and configured transport (udp, tcp, https: through a KDC proxy), to join a proxy's target with the same realm's direct ones; and the realm of its module's service (service_realm: empty without one, another realm for a cross-realm probe), to join a trust's probe with the service realm's own.",
+		}, []string{"target", "module_realm", "transport", "service_realm"}),
 	}
 	m.refused.WithLabelValues(RefusedNotAllowed)
 	m.refused.WithLabelValues(RefusedBusy)
@@ -131,9 +136,9 @@ var proxyClasses = []string{krb5.ClassTLSUnknownAuthority, krb5.ClassTLSNameMism
 var preauthMethods = []string{krb5.MethodSPAKE, krb5.MethodEncTimestamp, krb5.MethodNone}
 
 // initTarget creates a target's series before its first probe.
-func (m *probeMetrics) initTarget(target string, tgs bool, realm string, tr krb5.Transport) {
+func (m *probeMetrics) initTarget(target string, tgs, cross bool, realm, serviceRealm string, tr krb5.Transport) {
 	m.info.DeletePartialMatch(prometheus.Labels{"target": target})
-	m.info.WithLabelValues(target, realm, tr.String()).Set(1)
+	m.info.WithLabelValues(target, realm, tr.String(), serviceRealm).Set(1)
 	classes := nonKDCClasses
 	if tr == krb5.HTTPS {
 		classes = append(slices.Clip(classes), proxyClasses...)
@@ -142,12 +147,21 @@ func (m *probeMetrics) initTarget(target string, tgs bool, realm string, tr krb5
 	if tgs {
 		exchanges = append(exchanges, ExchangeTGS)
 	}
+	if cross {
+		exchanges = append(exchanges, ExchangeReferral, ExchangeRemoteTGS)
+	}
 	for _, ex := range exchanges {
 		for _, c := range classes {
 			m.total.WithLabelValues(target, ex, c)
 		}
-		if ex == ExchangeTGS {
+		if ex != ExchangeAS {
 			m.total.WithLabelValues(target, ex, ClassNoTGT)
+		}
+		switch ex {
+		case ExchangeReferral:
+			m.total.WithLabelValues(target, ex, krb5.ClassNoTrustPath)
+		case ExchangeRemoteTGS:
+			m.total.WithLabelValues(target, ex, krb5.ClassTrustKeyMismatch)
 		}
 	}
 	m.retransmits.WithLabelValues(target)
@@ -213,6 +227,24 @@ func (m *probeMetrics) record(target string, tr krb5.Transport, o *Outcome) {
 		if o.TGSErr == nil {
 			m.duration.WithLabelValues(target, ExchangeTGS, o.TGSTransport(tr)).Observe(o.TGS.Duration.Seconds())
 			m.etypes(target, ExchangeTGS, o.TGS.Etypes)
+		}
+	}
+	if o.CrossRan {
+		retrans += o.Referral.Retransmits + o.Remote.Retransmits
+		for _, f := range []bool{o.Referral.TCPFallback, o.Remote.TCPFallback} {
+			if f {
+				fallbacks++
+			}
+		}
+		m.exchange(target, ExchangeReferral, o.ReferralErr, o.Start.Add(o.AS.Duration+o.Referral.Duration))
+		if o.ReferralErr == nil {
+			m.duration.WithLabelValues(target, ExchangeReferral, o.ReferralTransport(tr)).Observe(o.Referral.Duration.Seconds())
+			m.etypes(target, ExchangeReferral, o.Referral.Etypes)
+		}
+		m.exchange(target, ExchangeRemoteTGS, o.RemoteErr, time.Now())
+		if o.RemoteErr == nil {
+			m.duration.WithLabelValues(target, ExchangeRemoteTGS, o.RemoteTransport(tr)).Observe(o.Remote.Duration.Seconds())
+			m.etypes(target, ExchangeRemoteTGS, o.Remote.Etypes)
 		}
 	}
 	m.retransmits.WithLabelValues(target).Add(float64(retrans))

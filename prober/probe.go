@@ -48,7 +48,11 @@ type Target struct {
 	client  *krb5.Client
 	service *krb5.Service
 	timeout time.Duration
-	ca      *proxyCA // transport https with a proxy_ca_file
+	// cross is the service of another realm (realm_kdcs), reached at
+	// remoteKDCs through the trust; service is nil then.
+	cross      *krb5.CrossRealmService
+	remoteKDCs []string
+	ca         *proxyCA // transport https with a proxy_ca_file
 }
 
 // proxyCA is a module's proxy_ca_file, read again when it changes (a
@@ -137,7 +141,14 @@ func NewTarget(addr string, m *config.ProbeModule, creds *krb5.Credentials, logg
 		if err != nil {
 			return nil, fmt.Errorf("service: %w", err)
 		}
-		t.service = c.PrepareService(sp)
+		if m.CrossRealm() {
+			if t.cross, err = c.PrepareCrossRealm(sp); err != nil {
+				return nil, fmt.Errorf("service: %w", err)
+			}
+			t.remoteKDCs = append([]string(nil), m.RemoteKDCs()...)
+		} else {
+			t.service = c.PrepareService(sp)
+		}
 	}
 	return t, nil
 }
@@ -150,6 +161,10 @@ func (t *Target) Transport() krb5.Transport { return t.client.Transport() }
 
 // HasService reports whether the target runs a TGS exchange.
 func (t *Target) HasService() bool { return t.service != nil }
+
+// CrossRealm reports whether the target walks a trust (the referral and
+// remote_tgs exchanges) instead of the TGS exchange.
+func (t *Target) CrossRealm() bool { return t.cross != nil }
 
 // ClassNoTGT is the TGS result when no valid TGT exists because the login
 // failed: the TGS exchange was not attempted.
@@ -164,6 +179,15 @@ type Outcome struct {
 	TGSRan   bool // the module names a service
 	TGS      krb5.TGSResult
 	TGSErr   error
+	// CrossRan is set when the module's service is of another realm: the
+	// referral at the target KDC, then the service ticket at a KDC of that
+	// realm (RemoteKDC: the one that answered, or the last one tried).
+	CrossRan    bool
+	Referral    krb5.TGSResult
+	ReferralErr error
+	Remote      krb5.RemoteResult
+	RemoteErr   error
+	RemoteKDC   string
 	// Canceled is set when ctx was cancelled (shutdown, reload): the outcome
 	// says nothing about the KDC and is not recorded.
 	Canceled bool
@@ -193,6 +217,10 @@ func (t *Target) Run(ctx context.Context) (o Outcome) {
 		o.Canceled = true
 		return o
 	}
+	if t.cross != nil {
+		t.runCross(ctx, &o)
+		return o
+	}
 	if t.service == nil {
 		return o
 	}
@@ -212,6 +240,45 @@ func (t *Target) Run(ctx context.Context) (o Outcome) {
 	return o
 }
 
+// runCross walks the trust after the login: the referral with the TGT,
+// then the service ticket at each KDC of the service's realm in turn
+// until one answers (a KDC that is down or unreachable is skipped, as
+// libkrb5 does), each exchange bounded by the module's timeout.
+func (t *Target) runCross(ctx context.Context, o *Outcome) {
+	o.CrossRan = true
+	if !t.client.HasTGT() {
+		o.ReferralErr = &krb5.Error{Class: ClassNoTGT, Phase: krb5.PhaseReferral, Err: errors.New("no valid TGT: the login failed")}
+		o.RemoteErr = &krb5.Error{Class: ClassNoTGT, Phase: krb5.PhaseRemoteTGS, Err: errors.New("no cross-realm TGT: the login failed")}
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, t.timeout)
+	o.Referral, o.ReferralErr = t.client.Referral(rctx, t.cross)
+	cancel()
+	if canceled(ctx, o.ReferralErr) {
+		o.Canceled = true
+		return
+	}
+	if o.ReferralErr != nil {
+		o.RemoteErr = &krb5.Error{Class: ClassNoTGT, Phase: krb5.PhaseRemoteTGS, Err: errors.New("no cross-realm TGT: the referral failed")}
+		return
+	}
+	for _, kdc := range t.remoteKDCs {
+		o.RemoteKDC = kdc
+		hctx, cancel := context.WithTimeout(ctx, t.timeout)
+		o.Remote, o.RemoteErr = t.client.RemoteServiceTicket(hctx, t.cross, kdc)
+		cancel()
+		if canceled(ctx, o.RemoteErr) {
+			o.Canceled = true
+			return
+		}
+		switch krb5.Classify(o.RemoteErr) {
+		case krb5.ClassTimeout, krb5.ClassConnectionRefused, krb5.ClassNetwork:
+			continue // the next KDC of the realm
+		}
+		return
+	}
+}
+
 // canceled tells a caller that gave up (not a deadline: that is a timeout).
 func canceled(ctx context.Context, err error) bool {
 	return err != nil && (errors.Is(ctx.Err(), context.Canceled) || krb5.Classify(err) == krb5.ClassCanceled)
@@ -223,6 +290,27 @@ func (o *Outcome) ASTransport(configured krb5.Transport) string {
 		return krb5.TCP.String()
 	}
 	return configured.String()
+}
+
+// ReferralTransport and RemoteTransport are the transports the cross-realm
+// exchanges finished on.
+func (o *Outcome) ReferralTransport(configured krb5.Transport) string {
+	if o.Referral.TCPFallback {
+		return krb5.TCP.String()
+	}
+	return configured.String()
+}
+
+func (o *Outcome) RemoteTransport(configured krb5.Transport) string {
+	if o.Remote.TCPFallback {
+		return krb5.TCP.String()
+	}
+	return configured.String()
+}
+
+// Success reports whether every exchange of the probe succeeded.
+func (o *Outcome) Success() bool {
+	return o.ASErr == nil && (!o.TGSRan || o.TGSErr == nil) && (!o.CrossRan || (o.ReferralErr == nil && o.RemoteErr == nil))
 }
 
 // TGSTransport is the transport the TGS exchange finished on.

@@ -27,6 +27,9 @@ type ProbeRecord struct {
 	// AS and TGS are the exchanges' results: "success" or the error
 	// class; TGS is empty when the module names no service.
 	AS, TGS string
+	// Referral and Remote are the cross-realm exchanges' results, empty
+	// when the module's service is of the client's realm.
+	Referral, Remote string
 	// Err is the first failure's text ("" on success).
 	Err string
 	// Log is the probe's debug log (logfmt), cut at MaxProbeLogBytes.
@@ -120,15 +123,22 @@ func newProbeLogger(w *probeLog) log.Logger {
 func recordOf(o *Outcome, logger log.Logger, w *probeLog) ProbeRecord {
 	logOutcome(logger, o)
 	r := ProbeRecord{Start: o.Start, Duration: o.Duration, AS: krb5.Classify(o.ASErr)}
-	r.Success = o.ASErr == nil && (!o.TGSRan || o.TGSErr == nil)
+	r.Success = o.Success()
 	if o.TGSRan {
 		r.TGS = krb5.Classify(o.TGSErr)
+	}
+	if o.CrossRan {
+		r.Referral, r.Remote = krb5.Classify(o.ReferralErr), krb5.Classify(o.RemoteErr)
 	}
 	switch {
 	case o.ASErr != nil:
 		r.Err = o.ASErr.Error()
 	case o.TGSRan && o.TGSErr != nil:
 		r.Err = o.TGSErr.Error()
+	case o.CrossRan && o.ReferralErr != nil:
+		r.Err = o.ReferralErr.Error()
+	case o.CrossRan && o.RemoteErr != nil:
+		r.Err = o.RemoteErr.Error()
 	}
 	r.Log = w.take()
 	return r

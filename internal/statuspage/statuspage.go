@@ -223,5 +223,11 @@ func failure(r *prober.ProbeRecord) string {
 	if r.AS != krb5.ClassSuccess {
 		return "login " + r.AS
 	}
+	if r.Referral != "" && r.Referral != krb5.ClassSuccess {
+		return "cross-realm TGT " + r.Referral
+	}
+	if r.Remote != "" {
+		return "service ticket of the trusted realm " + r.Remote
+	}
 	return "service ticket " + r.TGS
 }
