@@ -34,9 +34,9 @@ type source struct {
 	// probeLens has bit n set when a client of n bytes may be a probe:
 	// most clients are told apart by their length alone.
 	probeLens uint64
-	c      *counts
-	st     *sourceStats
-	local  *tally[uint64]
+	c         *counts
+	st        *sourceStats
+	local     *tally[uint64]
 
 	parsed   uint64
 	unparsed [numReasons]uint64
