@@ -150,6 +150,10 @@ func (s *source) handleLine(line []byte) {
 		return
 	}
 	s.parsed++
+	if e.Kind == KindRequest { // most lines: count's first case, one call less
+		s.countRequest(e)
+		return
+	}
 	s.count(e)
 }
 
@@ -205,12 +209,15 @@ func (s *source) count(e *Event) {
 
 func (s *source) countRequest(e *Event) {
 	c, l := s.c, s.local
-	si := c.statusIndex(e)
+	si := idxIssue
+	if !e.issue {
+		si = c.statusIndex(e)
+	}
 	if n := uint(len(e.Client)); s.probeLens>>min(n, 63)&1 != 0 && s.isProbe(e.Client) {
 		l.probe[e.Request][si]++
 		return
 	}
-	if !s.workers.count(e.PID, e.Request, si, len(l.requests[e.Request])) {
+	if !s.workers.cached(e.PID, e.Request, si) && !s.workers.countSlow(e.PID, e.Request, si, len(l.requests[e.Request])) {
 		l.requests[e.Request][si]++ // else flush adds its worker's row
 	}
 	if si == c.badEtype {
