@@ -11,6 +11,8 @@
 # exporter,exporter-attack-off,scanner (also exporter-follow: both follow_
 # options). The log is kdclog's benchmark log (kdclog/benchlog_test.go:
 # captured MIT 1.20 lines, production-like mix). About a minute.
+# BASELINE=BIN adds mode baseline: BIN, a krb5-exporter built at another
+# commit, with the default configuration (before/after in one run).
 set -eu
 lines=${1:-3000000}
 cpu=${2:-1}
@@ -23,4 +25,4 @@ cd "$repo"
 go build -o "$work/krb5-exporter" ./cmd/krb5-exporter
 go build -o "$work/logpath" ./kdclog/testdata/logpath
 go test ./kdclog -count=1 -run '^TestWriteBenchLog$' -benchlog="$work/krb5kdc.log" -benchlines="$lines" >/dev/null
-"$work/logpath" -exporter "$work/krb5-exporter" -log "$work/krb5kdc.log" -cpu "$cpu" -runs "$runs" -modes "$modes"
+"$work/logpath" -exporter "$work/krb5-exporter" -baseline "${BASELINE:-}" -log "$work/krb5kdc.log" -cpu "$cpu" -runs "$runs" -modes "$modes"
