@@ -49,6 +49,8 @@ type source struct {
 
 	attackHeld bool           // the detector's lock, held until flush (attacksignals.go)
 	attackReq  attack.Request // reused
+
+	talkersHeld bool // the top talkers' lock, held until flush (talkers.go)
 }
 
 func newSource(cfg config.LogSource, c *counts, st *sourceStats) *source {
@@ -80,6 +82,7 @@ func (s *source) flush() {
 	flush(s.c.tally, s.local)
 	s.workers.flush()
 	s.flushAttack()
+	s.flushTalkers()
 	if s.parsed != 0 {
 		s.st.parsed.Add(s.parsed)
 		s.parsed = 0
@@ -147,6 +150,7 @@ func (s *source) count(e *Event) {
 		s.rec.verifyFailure(e.PID, m)
 	case KindRetransmit:
 		l.retrans[e.Retransmit]++
+		s.observeRetransmit(e)
 	case KindTooManyConns:
 		l.tooMany[0]++
 	case KindS4U:
@@ -183,6 +187,7 @@ func (s *source) countRequest(e *Event) {
 		m, verified = s.rec.takeMethod(e.PID)
 	}
 	s.observeAttack(e, si, m, verified)
+	s.observeTalkers(e, si)
 	if e.OfferedWeak > 0 {
 		l.weak[e.Request][weakOffered]++
 		if e.OfferedWeak == e.Offered {
