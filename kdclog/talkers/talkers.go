@@ -4,19 +4,22 @@
 // retransmitted requests. It knows nothing of log formats or Prometheus:
 // kdclog feeds it one call per request line and exports its Snapshot.
 //
-// Memory is fixed by k whatever the log holds. Each list is a
-// Space-Saving summary (Metwally, Agrawal and El Abbadi, 2005) of
-// Slack*k counters over the current window: a name already counted costs
-// a hash and a probe of a small open-addressing index, no allocation; a
-// new name takes a free counter, or the one with the fewest requests,
-// whose count it inherits as its possible error. So, of a window of N
-// requests in a list, every name with more than N/(Slack*k) of them is
-// held, and a name held is over-counted by at most its error (at most
-// N/(Slack*k)); its count less that error, what Snapshot gives as Count,
-// is a lower bound, exact (error 0) for every name held since its first
-// request of the window, which is all of them while the window saw at
-// most Slack*k distinct names. Names are stored cut to attack.MaxName
-// bytes and exported escaped as the attack offenders are.
+// Memory is fixed by k whatever the log holds. Each list is a Filtered
+// Space-Saving summary (Metwally, Agrawal and El Abbadi, 2005; Homem
+// and Carvalho, 2010) of Slack*k counters over the current window: a
+// name already held costs a hash and a probe of a small open-addressing
+// index, no allocation; a name not held adds one to its hash bucket's
+// counter (at least 8 buckets a counter), an upper bound of the requests of the
+// names not held there, and takes the place of the name with the fewest
+// requests once that bucket reaches their number, the bucket's count
+// then its possible error. So, of a window of N requests in a list,
+// every name with more than N/(Slack*k) of them is held, and a name
+// held is over-counted by at most its error (at most N/(Slack*k)); its
+// count less that error, what Snapshot gives as Count, is a lower bound,
+// exact (error 0) for every name held since its first request of the
+// window, which is all of them while the window saw at most Slack*k
+// distinct names. Names are stored cut to attack.MaxName bytes and
+// exported escaped as the attack offenders are.
 package talkers
 
 import (
@@ -91,11 +94,22 @@ type Tracker struct {
 	retransmits uint64
 	lists       [NumLists]summary
 	last        Snapshot
+	memo        [3]memo // the last address, client and service: a login's lines share them
+}
+
+// memo is the last name of a field and its id.
+type memo struct {
+	n  int // -1: none
+	id uint64
+	b  [64]byte
 }
 
 // New returns a tracker exporting k names a list over windows of w.
 func New(k int, w time.Duration) *Tracker {
 	t := &Tracker{seed: maphash.MakeSeed()}
+	for i := range t.memo {
+		t.memo[i].n = -1
+	}
 	t.SetConfig(k, w)
 	return t
 }
@@ -142,7 +156,7 @@ func (t *Tracker) Tick(now time.Time) {
 // ISSUE, nor the steps of a login that go on: NEEDED_PREAUTH, a SPAKE
 // round trip).
 func (t *Tracker) Request(tgs, failed bool, addr, client, service []byte) {
-	a, c := t.ref(addr), t.ref(client)
+	a, c := t.ref(0, addr), t.ref(1, client)
 	r := RequestsAddressAS
 	if tgs {
 		r = RequestsAddressTGS
@@ -154,7 +168,7 @@ func (t *Tracker) Request(tgs, failed bool, addr, client, service []byte) {
 	t.lists[r+RequestsClientAS-RequestsAddressAS].add(c)
 	var s ref
 	if tgs {
-		s = t.ref(service)
+		s = t.ref(2, service)
 		t.lists[RequestsServiceTGS].add(s)
 	}
 	if !failed {
@@ -171,7 +185,7 @@ func (t *Tracker) Request(tgs, failed bool, addr, client, service []byte) {
 // Retransmit counts a retransmitted request from addr.
 func (t *Tracker) Retransmit(addr []byte) {
 	t.retransmits++
-	t.lists[RetransmitsAddress].add(t.ref(addr))
+	t.lists[RetransmitsAddress].add(t.ref(0, addr))
 }
 
 // Last returns the last complete window; its slices are never changed
@@ -198,26 +212,42 @@ type ref struct {
 	b  []byte
 }
 
-func (t *Tracker) ref(v []byte) ref {
+func (t *Tracker) ref(field int, v []byte) ref {
 	if len(v) > attack.MaxName {
 		return ref{id: maphash.Bytes(t.seed, v[:attack.MaxName]) ^ cutMark, b: v[:attack.MaxName+1]}
 	}
-	return ref{id: maphash.Bytes(t.seed, v), b: v}
+	if field != 0 { // clients and services change from line to line: a hash is cheaper
+		return ref{id: maphash.Bytes(t.seed, v), b: v}
+	}
+	m := &t.memo[field]
+	if len(v) == m.n && string(v) == string(m.b[:m.n]) {
+		return ref{id: m.id, b: v}
+	}
+	m.id, m.n = maphash.Bytes(t.seed, v), copy(m.b[:], v)
+	return ref{id: m.id, b: v}
 }
 
-type slot struct {
-	id         uint64
-	count, err uint64
-	n          uint8
-	b          [attack.MaxName + 1]byte
+// name is a held name's cold part: its error and bytes.
+type name struct {
+	err uint64
+	n   uint8
+	b   [attack.MaxName + 1]byte
 }
 
-// summary is a Space-Saving summary of cap(slots) counters, with an
-// open-addressing index of twice as many entries from id to slot.
+// summary is a Space-Saving summary of cap(ids) counters, with an
+// open-addressing index of twice as many entries from id to slot. The
+// ids and counts a line touches are apart from the names, in a few cache
+// lines.
 type summary struct {
-	slots  []slot
-	idx    []int32 // slot+1; 0 free
-	minVal uint64  // at most the smallest count: the victim search's guess
+	ids    []uint64 // by slot
+	counts []uint64
+	names  []name
+	idx    []int32  // slot+1; 0 free
+	filter []uint64 // Filtered Space-Saving's counters of the names not held, by hash
+	held   []uint16 // names held by the same hash bucket: most names not held cost no probe
+	last   int32    // the slot of the last name added, a hint
+	minVal uint64   // the smallest count, while atMin > 0
+	atMin  int      // slots at minVal; 0: minVal is to be found again
 	cursor int
 }
 
@@ -226,58 +256,105 @@ func newSummary(m int) summary {
 	for size < 2*m {
 		size *= 2
 	}
-	return summary{slots: make([]slot, 0, m), idx: make([]int32, size)}
+	return summary{ids: make([]uint64, 0, m), counts: make([]uint64, 0, m), names: make([]name, m),
+		idx: make([]int32, size), filter: make([]uint64, 4*size), held: make([]uint16, 4*size)}
 }
 
 func (s *summary) reset() {
-	if len(s.slots) > 0 {
+	if len(s.ids) > 0 {
 		clear(s.idx)
+		clear(s.filter)
+		clear(s.held)
 	}
-	s.slots, s.minVal, s.cursor = s.slots[:0], 0, 0
+	s.ids, s.counts, s.minVal, s.atMin, s.cursor = s.ids[:0], s.counts[:0], 0, 0, 0
 }
 
 func (s *summary) home(id uint64) int { return int(id>>32) & (len(s.idx) - 1) }
 
 func (s *summary) add(r ref) {
-	mask := len(s.idx) - 1
-	for i := s.home(r.id); s.idx[i] != 0; i = (i + 1) & mask {
-		if e := &s.slots[s.idx[i]-1]; e.id == r.id {
-			e.count++
+	if l := int(s.last); l < len(s.ids) && s.ids[l] == r.id {
+		s.hit(l)
+		return
+	}
+	b := int(r.id) & (len(s.filter) - 1)
+	if s.held[b] != 0 {
+		mask := len(s.idx) - 1
+		for i := s.home(r.id); s.idx[i] != 0; i = (i + 1) & mask {
+			if v := s.idx[i] - 1; s.ids[v] == r.id {
+				s.hit(int(v))
+				s.last = v
+				return
+			}
+		}
+	}
+	v := len(s.ids)
+	var err uint64
+	if v < cap(s.ids) {
+		s.ids, s.counts = append(s.ids, r.id), append(s.counts, 1)
+	} else {
+		// Filtered Space-Saving (Homem and Carvalho, 2010): a name not
+		// held counts in its hash's counter, an upper bound of the
+		// requests of every name not held there, and takes the place
+		// of the name with the fewest requests only when that counter
+		// reaches their number, as its error. Under churn (thousands
+		// of clients with a request or two each) most lines cost an
+		// increment, and the errors stay far below the minimum.
+		f := &s.filter[b]
+		if s.atMin == 0 {
+			s.findMin()
+		}
+		if *f+1 <= s.minVal {
+			*f++
 			return
 		}
-	}
-	v := len(s.slots)
-	if v < cap(s.slots) {
-		s.slots = s.slots[:v+1]
-		s.slots[v] = slot{id: r.id, count: 1}
-	} else {
 		v = s.victim()
-		e := &s.slots[v]
-		s.del(e.id)
-		e.id, e.err, e.count = r.id, e.count, e.count+1
+		s.atMin--
+		g := int(s.ids[v]) & (len(s.filter) - 1)
+		s.filter[g] = max(s.filter[g], s.counts[v]) // the name leaving is counted there
+		s.held[g]--
+		s.del(s.ids[v])
+		err = *f
+		s.ids[v], s.counts[v] = r.id, *f+1
 	}
-	s.slots[v].n = uint8(copy(s.slots[v].b[:], r.b))
+	s.held[b]++
+	n := &s.names[v]
+	n.err, n.n = err, uint8(copy(n.b[:], r.b))
 	s.put(r.id, int32(v)+1)
+	s.last = int32(v)
 }
 
-// victim is a slot with the fewest requests. Counts only grow within a
-// window and the victim's grows by one, so the next one is mostly found
-// at once from where the last search stopped; a full round without one
-// at minVal raises minVal to the true minimum.
+// hit counts a request of the name in slot v.
+func (s *summary) hit(v int) {
+	if s.counts[v] == s.minVal {
+		s.atMin-- // 0 while the summary fills: minVal is 0 then
+	}
+	s.counts[v]++
+}
+
+// findMin sets minVal to the smallest count and atMin to its slots.
+func (s *summary) findMin() {
+	s.minVal, s.atMin = s.counts[0], 0
+	for _, c := range s.counts {
+		switch {
+		case c < s.minVal:
+			s.minVal, s.atMin = c, 1
+		case c == s.minVal:
+			s.atMin++
+		}
+	}
+}
+
+// victim is a slot at minVal (atMin > 0). Counts only grow within a
+// window and the victim's grows, so the next one is mostly found at once
+// from where the last search stopped.
 func (s *summary) victim() int {
 	for {
-		for range len(s.slots) {
-			i := s.cursor
-			if s.cursor++; s.cursor == len(s.slots) {
-				s.cursor = 0
-			}
-			if s.slots[i].count == s.minVal {
-				return i
-			}
+		i := s.cursor
+		if s.cursor++; s.cursor == len(s.counts) {
+			s.cursor = 0
 		}
-		s.minVal = s.slots[0].count
-		for i := range s.slots {
-			s.minVal = min(s.minVal, s.slots[i].count)
+		if s.counts[i] == s.minVal {
+			return i
 		}
 	}
 }
@@ -296,11 +373,11 @@ func (s *summary) put(id uint64, v int32) {
 func (s *summary) del(id uint64) {
 	mask := len(s.idx) - 1
 	i := s.home(id)
-	for s.slots[s.idx[i]-1].id != id {
+	for s.ids[s.idx[i]-1] != id {
 		i = (i + 1) & mask
 	}
 	for j := (i + 1) & mask; s.idx[j] != 0; j = (j + 1) & mask {
-		if h := s.home(s.slots[s.idx[j]-1].id); (j-h)&mask >= (j-i)&mask {
+		if h := s.home(s.ids[s.idx[j]-1]); (j-h)&mask >= (j-i)&mask {
 			s.idx[i] = s.idx[j]
 			i = j
 		}
@@ -311,17 +388,17 @@ func (s *summary) del(id uint64) {
 // top returns the k names with the most requests (counts less their
 // errors), appended to out.
 func (s *summary) top(k int, out []Talker) []Talker {
-	order := make([]int, len(s.slots))
+	order := make([]int, len(s.ids))
 	for i := range order {
 		order[i] = i
 	}
-	g := func(i int) uint64 { return s.slots[i].count - s.slots[i].err }
-	names := make([]string, len(s.slots))
-	for i := range s.slots {
-		if s.slots[i].n == 0 {
+	g := func(i int) uint64 { return s.counts[i] - s.names[i].err }
+	names := make([]string, len(s.ids))
+	for i := range names {
+		if n := &s.names[i]; n.n == 0 {
 			names[i] = EmptyName
 		} else {
-			names[i] = attack.Sanitize(s.slots[i].b[:s.slots[i].n])
+			names[i] = attack.Sanitize(n.b[:n.n])
 		}
 	}
 	sort.Slice(order, func(a, b int) bool {
@@ -340,7 +417,7 @@ func (s *summary) top(k int, out []Talker) []Talker {
 			continue
 		}
 		seen[names[i]] = true
-		out = append(out, Talker{Name: names[i], Count: g(i), Error: s.slots[i].err})
+		out = append(out, Talker{Name: names[i], Count: g(i), Error: s.names[i].err})
 	}
 	return out
 }
