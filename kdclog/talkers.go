@@ -158,3 +158,7 @@ func dispatchAddr(m []byte) []byte {
 	}
 	return m
 }
+
+// TopTalkers is the top talkers' last complete window, nil while they
+// are off (the landing page's table).
+func (m *Manager) TopTalkers() *talkers.Snapshot { return m.counts.talkers.last() }

@@ -421,3 +421,46 @@ func (s *summary) top(k int, out []Talker) []Talker {
 	}
 	return out
 }
+
+// Merged is the names of lists together, their counts summed (a name in
+// the top k of one list only counts that list's), best first, at most n.
+func (s *Snapshot) Merged(n int, lists ...List) []Talker {
+	merged := map[string]Talker{}
+	for _, l := range lists {
+		for _, t := range s.Lists[l] {
+			m := merged[t.Name]
+			m.Name, m.Count, m.Error = t.Name, m.Count+t.Count, m.Error+t.Error
+			merged[t.Name] = m
+		}
+	}
+	out := make([]Talker, 0, len(merged))
+	for _, t := range merged {
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Count != out[j].Count {
+			return out[i].Count > out[j].Count
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out[:min(n, len(out))]
+}
+
+// Kind is one of the page's and top's rows: a title and its lists.
+type Kind struct {
+	Title string
+	Lists []List
+}
+
+// Kinds are the rows the landing page and top show: requests (AS and
+// TGS together), failures and retransmits, by address, client and
+// service.
+var Kinds = []Kind{
+	{"Requests by address", []List{RequestsAddressAS, RequestsAddressTGS}},
+	{"Requests by client", []List{RequestsClientAS, RequestsClientTGS}},
+	{"Requests by service", []List{RequestsServiceTGS}},
+	{"Failures by address", []List{FailuresAddress}},
+	{"Failures by client", []List{FailuresClient}},
+	{"Failures by service", []List{FailuresService}},
+	{"Retransmits by address", []List{RetransmitsAddress}},
+}
