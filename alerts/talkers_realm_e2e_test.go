@@ -126,4 +126,3 @@ func TestTopTalkersRealmWide(t *testing.T) {
 	})
 	t.Logf("realm-wide requests by address: %v (logs: %v)", got, want)
 }
-
