@@ -57,6 +57,7 @@ func Write(w io.Writer, snap Snapshot, v View) error {
 		b.WriteString("\n")
 	}
 	writeOffenders(&b, snap.Offenders)
+	writeTalkers(&b, snap.Talkers)
 	b.WriteString("\n" + Header + "\n")
 	rows := VisibleRows(snap, v)
 	for i := range rows {

@@ -87,6 +87,9 @@ type Snapshot struct {
 	// Offenders are the daemon's attack signals' offenders of the current
 	// window (krb5_kdc_attack_offender_score), by signal, best first.
 	Offenders []Offender
+	// Talkers are the daemon's top talkers of its last complete window
+	// (talkers.go), by kind, busiest first.
+	Talkers []Talker
 }
 
 // Offender is one of an attack signal's top k in the daemon's window.
@@ -194,12 +197,16 @@ func (s *Sampler) Sample(now time.Time) (Snapshot, error) {
 	}
 	type durations struct{ dsum, dcount float64 }
 	probeDur := map[string]*durations{}
+	var talk talkerSums
 	for _, mf := range mfs {
 		name := mf.GetName()
 		for _, m := range mf.GetMetric() {
 			l := labels(m)
 			v := m.GetCounter().GetValue() + m.GetGauge().GetValue()
 			key := name + "{" + l.String() + "}"
+			if talk.add(name, l, v) {
+				continue
+			}
 			switch name {
 			case mWorkerRequests:
 				r := row(l["worker"])
@@ -337,6 +344,7 @@ func (s *Sampler) Sample(now time.Time) (Snapshot, error) {
 		}
 		return cmpDesc(a.Score, b.Score)
 	})
+	snap.Talkers = talk.talkers()
 	s.prev, s.prevAt = cur, now
 	return snap, nil
 }
