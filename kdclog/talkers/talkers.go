@@ -164,7 +164,11 @@ func (t *Tracker) Request(tgs, failed bool, addr, client, service []byte) {
 	} else {
 		t.requests[0]++
 	}
-	t.lists[r].add(a)
+	if l := &t.lists[r]; a.id == l.lastID { // add's hint, inline: one host's burst
+		l.hit(l.last)
+	} else {
+		l.addOther(a)
+	}
 	t.lists[r+RequestsClientAS-RequestsAddressAS].add(c)
 	var s ref
 	if tgs {
@@ -214,16 +218,16 @@ type ref struct {
 
 func (t *Tracker) ref(field int, v []byte) ref {
 	if len(v) > attack.MaxName {
-		return ref{id: maphash.Bytes(t.seed, v[:attack.MaxName]) ^ cutMark, b: v[:attack.MaxName+1]}
+		return t.cut(v)
 	}
 	if field != 0 { // clients and services change from line to line: a hash is cheaper
-		return ref{id: maphash.Bytes(t.seed, v), b: v}
+		return ref{id: nonzero(maphash.Bytes(t.seed, v)), b: v}
 	}
 	m := &t.memo[field]
 	if len(v) == m.n && string(v) == string(m.b[:m.n]) {
 		return ref{id: m.id, b: v}
 	}
-	m.id, m.n = maphash.Bytes(t.seed, v), copy(m.b[:], v)
+	m.id, m.n = nonzero(maphash.Bytes(t.seed, v)), copy(m.b[:], v)
 	return ref{id: m.id, b: v}
 }
 
@@ -245,9 +249,10 @@ type summary struct {
 	idx    []int32  // slot+1; 0 free
 	filter []uint64 // Filtered Space-Saving's counters of the names not held, by hash
 	held   []uint16 // names held by the same hash bucket: most names not held cost no probe
-	last   int32    // the slot of the last name added, a hint
-	minVal uint64   // the smallest count, while atMin > 0
-	atMin  int      // slots at minVal; 0: minVal is to be found again
+	lastID uint64   // the last name added (0: none; ids are never 0) and its slot, a hint
+	last   int
+	minVal uint64 // the smallest count, while atMin > 0
+	atMin  int    // slots at minVal; 0: minVal is to be found again
 	cursor int
 }
 
@@ -266,23 +271,29 @@ func (s *summary) reset() {
 		clear(s.filter)
 		clear(s.held)
 	}
-	s.ids, s.counts, s.minVal, s.atMin, s.cursor = s.ids[:0], s.counts[:0], 0, 0, 0
+	s.ids, s.counts, s.minVal, s.atMin, s.cursor, s.lastID = s.ids[:0], s.counts[:0], 0, 0, 0, 0
 }
 
 func (s *summary) home(id uint64) int { return int(id>>32) & (len(s.idx) - 1) }
 
+// add counts a request of r. The name of the last request of the list
+// is counted inline (a login's lines, one host's burst).
 func (s *summary) add(r ref) {
-	if l := int(s.last); l < len(s.ids) && s.ids[l] == r.id {
-		s.hit(l)
+	if r.id == s.lastID {
+		s.hit(s.last)
 		return
 	}
+	s.addOther(r)
+}
+
+func (s *summary) addOther(r ref) {
 	b := int(r.id) & (len(s.filter) - 1)
 	if s.held[b] != 0 {
 		mask := len(s.idx) - 1
 		for i := s.home(r.id); s.idx[i] != 0; i = (i + 1) & mask {
 			if v := s.idx[i] - 1; s.ids[v] == r.id {
 				s.hit(int(v))
-				s.last = v
+				s.last, s.lastID = int(v), r.id
 				return
 			}
 		}
@@ -320,7 +331,19 @@ func (s *summary) add(r ref) {
 	n := &s.names[v]
 	n.err, n.n = err, uint8(copy(n.b[:], r.b))
 	s.put(r.id, int32(v)+1)
-	s.last = int32(v)
+	s.last, s.lastID = v, r.id
+}
+
+func (t *Tracker) cut(v []byte) ref {
+	return ref{id: nonzero(maphash.Bytes(t.seed, v[:attack.MaxName]) ^ cutMark), b: v[:attack.MaxName+1]}
+}
+
+// nonzero keeps 0 for "no name" (summary.lastID).
+func nonzero(id uint64) uint64 {
+	if id == 0 {
+		return 1
+	}
+	return id
 }
 
 // hit counts a request of the name in slot v.
