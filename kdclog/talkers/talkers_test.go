@@ -72,8 +72,11 @@ func TestWindows(t *testing.T) {
 			t.Errorf("list %d: %v", list, l.Lists[list])
 		}
 	}
+	// A request in 10:01, none in 10:02: at 10:03:30 the last complete
+	// window is 10:02's, empty.
+	tr.Request(true, false, []byte("b"), []byte("c"), []byte("s"))
 	tr.Tick(t0.Add(3 * time.Minute))
-	if l := tr.Last(); len(l.Lists[RequestsAddressTGS]) != 0 || l.Requests != [2]uint64{} {
+	if l := tr.Last(); len(l.Lists[RequestsAddressTGS]) != 0 || l.Requests != [2]uint64{} || !l.Start.Equal(t0.Truncate(time.Minute).Add(2*time.Minute)) {
 		t.Errorf("an idle window: %+v", l)
 	}
 }
