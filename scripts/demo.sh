@@ -62,7 +62,7 @@ spray) expect="KDCPasswordSpraying within a minute, KDCWrongPasswordsRising afte
 unknown-user) expect="KDCUserEnumeration within a minute" ;;
 keyless-service) expect="KDCErrorBudgetBurnFast in about 2 minutes" ;;
 udp-drops) expect="KDCErrorBudgetBurnFast in about 2 minutes, KDCUDPDrops in about 6" ;;
-storm) expect="KDCClientStorm in 6 to 7 minutes; the landing page's top talkers at once after the first minute" ;;
+storm) expect="KDCClientStorm in 6 to 7 minutes; the landing page's top talkers at the first minute's end" ;;
 *)
 	echo "DEMO_FAULT=$fault: want kdc-stopped, wrong-passwords, spray, unknown-user, keyless-service, udp-drops or storm" >&2
 	exit 2
