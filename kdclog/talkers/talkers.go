@@ -238,6 +238,16 @@ type name struct {
 	b   [attack.MaxName + 1]byte
 }
 
+// bucket is one of Filtered Space-Saving's counters of the names not
+// held, with the number of names held that hash there: most names not
+// held cost no probe of the index, and one cache line. A window is at
+// most an hour of a KDC's requests (at most some 10^5 a second): fewer
+// than 2^32.
+type bucket struct {
+	count uint32
+	held  uint32
+}
+
 // summary is a Space-Saving summary of cap(ids) counters, with an
 // open-addressing index of twice as many entries from id to slot. The
 // ids and counts a line touches are apart from the names, in a few cache
@@ -247,8 +257,7 @@ type summary struct {
 	counts []uint64
 	names  []name
 	idx    []int32  // slot+1; 0 free
-	filter []uint64 // Filtered Space-Saving's counters of the names not held, by hash
-	held   []uint16 // names held by the same hash bucket: most names not held cost no probe
+	filter []bucket // by hash
 	lastID uint64   // the last name added (0: none; ids are never 0) and its slot, a hint
 	last   int
 	minVal uint64 // the smallest count, while atMin > 0
@@ -262,14 +271,13 @@ func newSummary(m int) summary {
 		size *= 2
 	}
 	return summary{ids: make([]uint64, 0, m), counts: make([]uint64, 0, m), names: make([]name, m),
-		idx: make([]int32, size), filter: make([]uint64, 4*size), held: make([]uint16, 4*size)}
+		idx: make([]int32, size), filter: make([]bucket, 4*size)}
 }
 
 func (s *summary) reset() {
 	if len(s.ids) > 0 {
 		clear(s.idx)
 		clear(s.filter)
-		clear(s.held)
 	}
 	s.ids, s.counts, s.minVal, s.atMin, s.cursor, s.lastID = s.ids[:0], s.counts[:0], 0, 0, 0, 0
 }
@@ -288,7 +296,7 @@ func (s *summary) add(r ref) {
 
 func (s *summary) addOther(r ref) {
 	b := int(r.id) & (len(s.filter) - 1)
-	if s.held[b] != 0 {
+	if s.filter[b].held != 0 {
 		mask := len(s.idx) - 1
 		for i := s.home(r.id); s.idx[i] != 0; i = (i + 1) & mask {
 			if v := s.idx[i] - 1; s.ids[v] == r.id {
@@ -314,20 +322,20 @@ func (s *summary) addOther(r ref) {
 		if s.atMin == 0 {
 			s.findMin()
 		}
-		if *f+1 <= s.minVal {
-			*f++
+		if uint64(f.count)+1 <= s.minVal {
+			f.count++
 			return
 		}
 		v = s.victim()
 		s.atMin--
 		g := int(s.ids[v]) & (len(s.filter) - 1)
-		s.filter[g] = max(s.filter[g], s.counts[v]) // the name leaving is counted there
-		s.held[g]--
+		s.filter[g].count = uint32(max(uint64(s.filter[g].count), s.counts[v])) // the name leaving is counted there
+		s.filter[g].held--
 		s.del(s.ids[v])
-		err = *f
-		s.ids[v], s.counts[v] = r.id, *f+1
+		err = uint64(f.count)
+		s.ids[v], s.counts[v] = r.id, err+1
 	}
-	s.held[b]++
+	s.filter[b].held++
 	n := &s.names[v]
 	n.err, n.n = err, uint8(copy(n.b[:], r.b))
 	s.put(r.id, int32(v)+1)
