@@ -15,8 +15,8 @@ import (
 	pmodel "github.com/prometheus/common/model"
 )
 
-// Daemon reads the probe series of a running krb5-exporter daemon from its
-// /metrics: the daemon probes every module's targets at their interval
+// Daemon reads the probe series (and the top talkers) of a running
+// krb5-exporter daemon from its /metrics: the daemon probes every module's targets at their interval
 // already, so top shows its results instead of sending logins of its own to
 // the KDC it is watching (they would show in the very rates on screen).
 type Daemon struct {
@@ -47,11 +47,12 @@ func (d *Daemon) Err() error {
 	return d.err
 }
 
-// daemonFamilies are what top takes from the daemon: the rest it reads
-// itself, from the logs' end and /proc.
-var daemonFamilies = []string{mProbeSuccess, mProbeDuration}
+// daemonFamilies are what top takes from the daemon (its probes and its
+// top talkers' last complete window): the rest it reads itself, from the
+// logs' end and /proc.
+var daemonFamilies = []string{mProbeSuccess, mProbeDuration, mTopRequests, mTopFailures, mTopRetransmits, mTopWindow}
 
-// Gather is a prometheus.Gatherer: the daemon's probe families. A daemon
+// Gather is a prometheus.Gatherer: the daemon's daemonFamilies. A daemon
 // that cannot be read gives none (Err says why), so the rest of the view
 // goes on.
 func (d *Daemon) Gather() ([]*dto.MetricFamily, error) {

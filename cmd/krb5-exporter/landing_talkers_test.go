@@ -42,26 +42,8 @@ func TestLandingPageTopTalkers(t *testing.T) {
 	lctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	done := make(chan struct{})
-	login := func(name, from string, creds func(krb5.Principal) *krb5.Credentials) *krb5.Client {
-		p, err := krb5.ParsePrincipal(name, r.Realm)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := krb5.NewClient(krb5.Options{KDC: r.KDCAddr, Client: p, Credentials: creds(p), LocalAddr: netip.MustParseAddr(from)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
-	storm := login(r.User(1), "127.0.0.5", func(p krb5.Principal) *krb5.Credentials {
-		c, err := krb5.NewKeytabCredentials(r.UserKeytab, p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	})
-	hostile := login(hostileClient, "127.0.0.6", func(p krb5.Principal) *krb5.Credentials { return krb5.NewPasswordCredentials("x", p) })
+	storm := loopbackClient(t, r, r.User(1), "127.0.0.5", nil)
+	hostile := loopbackClient(t, r, hostileClient, "127.0.0.6", func(p krb5.Principal) *krb5.Credentials { return krb5.NewPasswordCredentials("x", p) })
 	go func() { // bounded: 20 s at most, 50 logins a second
 		defer close(done)
 		for i := 0; i < 1000 && lctx.Err() == nil; i++ {
@@ -124,6 +106,28 @@ func TestLandingPageTopTalkers(t *testing.T) {
 	if p := problems(); len(p) > 0 {
 		t.Errorf("the page logged: %v", p)
 	}
+}
+
+// loopbackClient is the project's client for name (its keytab's keys
+// when creds is nil) sending from the loopback address from.
+func loopbackClient(t *testing.T, r *realm.Realm, name, from string, creds func(krb5.Principal) *krb5.Credentials) *krb5.Client {
+	t.Helper()
+	p, err := krb5.ParsePrincipal(name, r.Realm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c *krb5.Credentials
+	if creds != nil {
+		c = creds(p)
+	} else if c, err = krb5.NewKeytabCredentials(r.UserKeytab, p); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := krb5.NewClient(krb5.Options{KDC: r.KDCAddr, Client: p, Credentials: c, LocalAddr: netip.MustParseAddr(from)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	return cl
 }
 
 func atoiOr(s string) int {
