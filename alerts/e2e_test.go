@@ -73,6 +73,8 @@ logs:
     type: kdc
     start_at: beginning
     probe_principals: [%[3]s]
+top_talkers:
+  window: 5s # the overview's top-talkers tables within the test
 `, r.KDCAddr, r.KDCLog, r.ProbePrincipal))
 
 	exporterAddr := freeAddr(t)
