@@ -11,6 +11,7 @@ import (
 	"github.com/krb5-exporter/krb5-exporter/config"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/kdclog/attack"
+	"github.com/krb5-exporter/krb5-exporter/kdclog/talkers"
 )
 
 // TestTopTalkersHostileLines feeds a source 100,000 forged addresses,
@@ -35,7 +36,7 @@ func TestTopTalkersHostileLines(t *testing.T) {
 			addr := fmt.Sprintf("10.%d.%d.%d%s", i>>16&255, i>>8&255, i&255, junk[:i%40])
 			client := fmt.Sprintf("%s%d@PERF.TEST", junk[:i%len(junk)], i)
 			if i%3 == 0 {
-				client = []string{"", EmptyNameForTest}[i%2]
+				client = []string{"", talkers.EmptyName}[i%2] // the empty name, and one named as it is shown
 			}
 			s.handle([]byte(hdr+"AS_REQ ("+etypes4+") "+addr+": PREAUTH_FAILED: "+client+" for krbtgt/PERF.TEST@PERF.TEST, Preauthentication failed"), false)
 			s.handle([]byte(hdr+"TGS_REQ ("+etypes4+") "+addr+": ISSUE: authtime 1, etypes {rep=18 tkt=18 ses=18}, "+client+" for "+client), false)
@@ -101,9 +102,6 @@ func TestTopTalkersHostileLines(t *testing.T) {
 		t.Errorf("the steady client's AS requests %v, want %d", v, steady)
 	}
 }
-
-// EmptyNameForTest is a client named as the empty name is shown.
-const EmptyNameForTest = "<empty>"
 
 // talkersOnly exports the top talkers' series alone.
 type talkersOnly struct{ s *talkersState }
