@@ -94,6 +94,8 @@ logs:
     type: kdc
     start_at: beginning
     probe_principals: [%[3]s]
+top_talkers:
+  window: 5s # the overview's top-talkers tables within the test
 `, r.KDCAddr, r.KDCLog, r.ProbePrincipal, r.Realm, r.ProbeKeytab, r.Trusted.Service(1), r.Trusted.Realm, r.Trusted.KDCAddr,
 		r.KDCProxy.URL, r.KDCProxy.CA, r.Service(1)))
 

@@ -31,6 +31,8 @@ type Config struct {
 	Logs []LogSource `yaml:"logs"`
 	// AttackSignals tune the attack signals read from the KDC logs.
 	AttackSignals AttackSignals `yaml:"attack_signals"`
+	// TopTalkers tune the top talkers read from the KDC logs.
+	TopTalkers TopTalkers `yaml:"top_talkers"`
 
 	// keyFileErrs are the modules' key files that did not pass
 	// CheckKeyFile in LoadDeferringKeys, by module.
@@ -110,6 +112,9 @@ func (c *Config) validate(keyFiles bool) error {
 	}
 	if err := c.AttackSignals.Validate(); err != nil {
 		return prefix(err, "attack_signals")
+	}
+	if err := c.TopTalkers.Validate(); err != nil {
+		return prefix(err, "top_talkers")
 	}
 	return checkLogFiles(c.Logs)
 }

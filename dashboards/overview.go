@@ -82,6 +82,7 @@ func Overview() *dashboard.DashboardBuilder {
 	b.WithPanel(graph("Worker share of requests", "Each worker's share of the KDC's requests over 5 minutes (1/N each when balanced); next to its CPU above, a worker with neither is blocked.", "percentunit", 12, 8,
 		[]query{q(`instance_worker:krb5_kdc_worker_requests:share5m{`+sel+`}`, "worker {{worker}}")}))
 	attackPanels(b)
+	talkersPanels(b)
 
 	replication(b)
 	return b
@@ -136,6 +137,18 @@ func attackPanels(b *dashboard.DashboardBuilder) {
 		[]query{q(`sum by (signal) (increase(krb5_kdc_attack_detections_total{`+sel+`}[15m]))`, "{{signal}}")}))
 	b.WithPanel(graph("Attack events", "The log lines behind the attack signals: wrong passwords (failures no success of the same client recovered: SPAKE group fallbacks left out), lockouts, unknown principals, RC4 service tickets, tickets without pre-authentication.", "reqps", 12, 8,
 		[]query{q(`sum by (event) (rate(krb5_kdc_attack_events_total{`+sel+`}[$__rate_interval]))`, "{{event}}")}))
+}
+
+// talkersPanels show who is loading the KDC (kdclog/talkers): the top
+// talkers of the selected KDCs together (one exporter per KDC, their
+// windows aligned to the clock, so the sum by name is the realm's), as
+// requests a second over the last complete window, and the names failing
+// most. KDCClientStorm (alerts/talkers.rules.yml) fires on one KDC's.
+func talkersPanels(b *dashboard.DashboardBuilder) {
+	b.WithPanel(info("Who is loading the KDC", "The 10 client addresses, principals and services with the most requests a second over the last complete top-talkers window (1 minute by default), summed over the selected KDCs: a job logging in per task, a health check, a retry loop shows here first (KDCClientStorm). A lower bound, exact for the names of a window with fewer than 4k of them (docs/metrics.md, Top talkers). The same in the terminal: the talkers view of krb5-exporter top.", 12, 8,
+		`topk(10, sum by (by, name) (krb5_kdc_top_requests{`+sel+`}) / scalar(max(krb5_kdc_top_window_seconds{`+sel+`})))`))
+	b.WithPanel(info("Failing most", "The 10 client addresses, principals and services with the most failed requests a second over the last complete window, summed over the selected KDCs: one name failing steadily is a stale keytab or a drifted clock; many names from one address, an attack (the attack signals above).", 12, 8,
+		`topk(10, sum by (by, name) (krb5_kdc_top_failures{`+sel+`}) / scalar(max(krb5_kdc_top_window_seconds{`+sel+`})))`))
 }
 
 // replication is a row across the selected KDCs (not repeated: replication

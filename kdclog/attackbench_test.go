@@ -81,13 +81,19 @@ func BenchmarkAttackHandle(b *testing.B) {
 // interleaved runs f with each of attackModes in turn, b.N times, the
 // order rotating, and returns the CPU seconds of each mode.
 func interleaved(b *testing.B, f func(config.AttackSignals)) []float64 {
-	cpu := make([]float64, len(attackModes))
+	return interleave(b, len(attackModes), func(k int) { f(attackModes[k].cfg) })
+}
+
+// interleave runs f(k) for each of n modes in turn, b.N times, the order
+// rotating, and returns the CPU seconds of each mode.
+func interleave(b *testing.B, n int, f func(k int)) []float64 {
+	cpu := make([]float64, n)
 	b.ResetTimer()
 	for i := range b.N {
-		for j := range attackModes {
-			k := (i + j) % len(attackModes)
+		for j := range n {
+			k := (i + j) % n
 			c0 := cpuSeconds()
-			f(attackModes[k].cfg)
+			f(k)
 			cpu[k] += cpuSeconds() - c0
 		}
 	}

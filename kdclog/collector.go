@@ -129,6 +129,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	describeKpropd(ch)
 	describeAttack(ch)
+	describeTalkers(ch)
 }
 
 func counter(ch chan<- prometheus.Metric, d *prometheus.Desc, v uint64, labels ...string) {
@@ -184,6 +185,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	k.workers.collect(ch, k.statuses)
 	if kdc {
 		k.attack.collect(ch)
+		k.talkers.collect(ch)
 	}
 	for m := range k.preauth {
 		for r := range numPreauthReasons {

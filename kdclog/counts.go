@@ -65,6 +65,7 @@ type counts struct {
 	kpropd  kpropdCounts    // kpropd.go
 	workers workerCounts    // workers.go
 	attack  *attackState    // attacksignals.go
+	talkers *talkersState   // talkers.go
 	refused *refusedClients // refused.go
 	// badEtype is BAD_ENCRYPTION_TYPE's status index.
 	badEtype int
@@ -76,6 +77,7 @@ func newCounts() *counts {
 		methods:  newBoundedLabels(knownPreauthMethods, maxDynamicMethods, identChar),
 		ops:      newBoundedLabels(knownKadminOps, maxDynamicOps, identChar),
 		attack:   newAttackState(),
+		talkers:  newTalkersState(),
 		refused:  newRefusedClients(),
 	}
 	c.badEtype = c.statuses.known["BAD_ENCRYPTION_TYPE"]

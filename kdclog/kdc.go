@@ -48,6 +48,7 @@ func parseKDC(p *Parser, m []byte, e *Event) Reason {
 			if bytes.HasSuffix(m, suffixDropping) {
 				e.Retransmit = RetransmitDropped
 			}
+			e.Addr = dispatchAddr(m[len(prefixDispatch):])
 			return ReasonNone
 		}
 	case '.':

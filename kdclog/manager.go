@@ -114,6 +114,10 @@ func (m *Manager) ApplyConfig(cfg *config.Config) error {
 		return fmt.Errorf("attack_signals: %w", err)
 	}
 	m.counts.attack.apply(cfg.AttackSignals)
+	if err := cfg.TopTalkers.Validate(); err != nil {
+		return fmt.Errorf("top_talkers: %w", err)
+	}
+	m.counts.talkers.apply(cfg.TopTalkers)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	want := map[string]config.LogSource{}

@@ -54,6 +54,8 @@ type source struct {
 
 	attackHeld bool           // the detector's lock, held until flush (attacksignals.go)
 	attackReq  attack.Request // reused
+
+	talkersHeld bool // the top talkers' lock, held until flush (talkers.go)
 }
 
 func newSource(cfg config.LogSource, c *counts, st *sourceStats) *source {
@@ -94,6 +96,7 @@ func (s *source) flush() {
 	flush(s.c.tally, s.local)
 	s.workers.flush()
 	s.flushAttack()
+	s.flushTalkers()
 	if s.parsed != 0 {
 		s.st.parsed.Add(s.parsed)
 		s.parsed = 0
@@ -190,6 +193,7 @@ func (s *source) count(e *Event) {
 		s.rec.verifyFailure(e.PID, m)
 	case KindRetransmit:
 		l.retrans[e.Retransmit]++
+		s.observeRetransmit(e)
 	case KindTooManyConns:
 		l.tooMany[0]++
 	case KindS4U:
@@ -232,6 +236,7 @@ func (s *source) countRequest(e *Event) {
 	if !s.attackSkips(e, si) {
 		s.observeAttack(e, si, m, verified)
 	}
+	s.observeTalkers(e, si)
 	if e.OfferedWeak > 0 {
 		l.weak[e.Request][weakOffered]++
 		if e.OfferedWeak == e.Offered {

@@ -29,6 +29,10 @@
 #   udp-drops        krb5kdc paused while 3,000 datagrams arrive, so its
 #                    socket's buffer overflows, once a minute for 10 minutes:
 #                    KDCErrorBudgetBurnFast (2m), KDCUDPDrops (5m)
+#   storm            a misconfigured job: 30 logins a second as user0001
+#                    from 127.0.0.5: KDCClientStorm (5m after the first
+#                    complete minute); the landing page's top talkers name
+#                    the address and the principal
 # DEMO_REPLICA=1 adds a replica (its own KDC and database, kpropd pulling
 # by iprop; needs krb5-kpropd) with a second exporter on the next port.
 # For tests: DEMO_REALM_ARGS (realm up's size flags instead of the
@@ -58,8 +62,9 @@ spray) expect="KDCPasswordSpraying within a minute, KDCWrongPasswordsRising afte
 unknown-user) expect="KDCUserEnumeration within a minute" ;;
 keyless-service) expect="KDCErrorBudgetBurnFast in about 2 minutes" ;;
 udp-drops) expect="KDCErrorBudgetBurnFast in about 2 minutes, KDCUDPDrops in about 6" ;;
+storm) expect="KDCClientStorm in 6 to 7 minutes; the landing page's top talkers at the first minute's end" ;;
 *)
-	echo "DEMO_FAULT=$fault: want kdc-stopped, wrong-passwords, spray, unknown-user, keyless-service or udp-drops" >&2
+	echo "DEMO_FAULT=$fault: want kdc-stopped, wrong-passwords, spray, unknown-user, keyless-service, udp-drops or storm" >&2
 	exit 2
 	;;
 esac
@@ -196,6 +201,12 @@ inject() {
 		"$bin" realm load --dir "$r" --duration 20m --rate 2 --tickets 2 --service HTTP/demo-nokey \
 			--wrong-password-every 0 --unknown-user-every 0 --weak-enctype-every 0 >>"$dir/fault.log" 2>&1 &
 		;;
+	storm)
+		# One principal from its own address, logging in again and
+		# again as a job that calls kinit for every task does.
+		"$bin" "${base[@]}" --source 127.0.0.5 --rate 30 --users 1 \
+			--wrong-password-every 0 --unknown-user-every 0 >"$dir/fault.log" 2>&1 &
+		;;
 	udp-drops)
 		# The supervisor and its workers, which share its sockets. A burst
 		# a minute for 10 minutes: the drops' 5-minute rate must stay above
@@ -245,7 +256,7 @@ if [ -n "$fault" ]; then
 	echo "  fault:          DEMO_FAULT=$fault in ${after}s (now: kill -USR1 \$(cat $dir/fault.pid)); watch http://$plisten/alerts"
 	echo "                  for $expect"
 else
-	echo "  a fault:        Ctrl-C, then DEMO_FAULT=kdc-stopped make demo (or wrong-passwords, spray, unknown-user, keyless-service, udp-drops)"
+	echo "  a fault:        Ctrl-C, then DEMO_FAULT=kdc-stopped make demo (or wrong-passwords, spray, unknown-user, keyless-service, udp-drops, storm)"
 fi
 # As root the KDC's own time per request too (the eBPF collector needs
 # CAP_BPF and CAP_PERFMON; without them it would only say it cannot trace).

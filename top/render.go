@@ -68,6 +68,7 @@ func Write(w io.Writer, snap Snapshot, v View) error {
 	}
 	writeOffenders(&b, snap.Offenders)
 	writeService(&b, snap)
+	writeTalkers(&b, snap.Talkers)
 	header := Header
 	if snap.HasService {
 		header += ServiceColumn

@@ -112,6 +112,9 @@ type Snapshot struct {
 	Service    []Service
 	Queue      []Queue
 	Tracing    *Tracing
+	// Talkers are the daemon's top talkers of its last complete window
+	// (talkers.go), by kind, busiest first.
+	Talkers []Talker
 }
 
 // Service is the KDC's own time per request of one request type over the
@@ -295,12 +298,16 @@ func (s *Sampler) Sample(now time.Time) (Snapshot, error) {
 			d.buckets[ub] += delta(key+"le="+strconv.FormatFloat(ub, 'g', -1, 64), float64(b.GetCumulativeCount()))
 		}
 	}
+	var talk talkerSums
 	for _, mf := range mfs {
 		name := mf.GetName()
 		for _, m := range mf.GetMetric() {
 			l := labels(m)
 			v := m.GetCounter().GetValue() + m.GetGauge().GetValue()
 			key := name + "{" + l.String() + "}"
+			if talk.add(name, l, v) {
+				continue
+			}
 			switch name {
 			case mWorkerRequests:
 				r := row(l["worker"])
@@ -491,6 +498,7 @@ func (s *Sampler) Sample(now time.Time) (Snapshot, error) {
 		}
 		return cmpDesc(a.Score, b.Score)
 	})
+	snap.Talkers = talk.talkers()
 	s.prev, s.prevAt = cur, now
 	return snap, nil
 }

@@ -129,7 +129,8 @@ func TestSeriesNamesDocumented(t *testing.T) {
 	doc := metricsdoc.Documented(t)
 	for _, name := range []string{mWorkerRequests, mWorkerCPU, mWorkerRSS, mWorkerPID, mProcessCPU, mProcessRSS,
 		mKadmind, mKadmindAuth, mUDPDrops, mTCPOverflows, mProbeSuccess, mProbeDuration, mAttackOffender,
-		mServiceSeconds, mServiceSplit, mQueueSeconds, mWorkerService, mWorkerServed, mTracingUp, mTracingErrors} {
+		mServiceSeconds, mServiceSplit, mQueueSeconds, mWorkerService, mWorkerServed, mTracingUp, mTracingErrors,
+		mTopRequests, mTopFailures, mTopRetransmits, mTopWindow} {
 		if doc[name] == "" {
 			t.Errorf("top reads %s, which docs/metrics.md does not document", name)
 		}

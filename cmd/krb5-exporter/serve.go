@@ -178,6 +178,7 @@ func (s *serveCmd) run(stdout, stderr io.Writer) int {
 		Probes:      probes.Status,
 		Logs:        logs.Sources,
 		Host:        func() collector.Status { return host.Status(statusMaxAge) },
+		Talkers:     logs.TopTalkers,
 	})
 	mux := s.routes(logger, reg, reloader, probes, page)
 	// The listeners are bound (a taken port failed before any log was

@@ -51,7 +51,7 @@ func addTopCommand(app *kingpin.Application) *topCmd {
 	c.Flag("kadmind-log", "kadmind log file to follow for its operations per second (repeatable; besides --config.file's).").StringsVar(&t.kadmindLogs)
 	collector.KDCPidFileFlag(c, &t.pidFile)
 	collector.ProcFSFlag(c, &t.procfs)
-	c.Flag("daemon.url", "The /metrics of the krb5-exporter daemon whose probe results (success, latency of the latest login and service ticket) are shown. top sends no probe of its own: logins every refresh would show in the very rates it displays, and the daemon probes each target at its interval already. Its kdcservice series, if any, are shown too (top attaches no eBPF program of its own). Empty: no probe line.").
+	c.Flag("daemon.url", "The /metrics of the krb5-exporter daemon whose probe results (success, latency of the latest login and service ticket) and top talkers (its last complete window) are shown. top sends no probe of its own: logins every refresh would show in the very rates it displays, and the daemon probes each target at its interval already. Its kdcservice series, if any, are shown too (top attaches no eBPF program of its own). Empty: no probe line.").
 		Default("http://localhost" + defaultListenAddress + "/metrics").StringVar(&t.daemonURL)
 	c.Flag("interval", "Time between two refreshes.").Default("1s").DurationVar(&t.interval)
 	c.Flag("batch", "Print plain-text snapshots instead of the full-screen view (also when not on a terminal).").Short('b').BoolVar(&t.batch)
@@ -89,6 +89,10 @@ func (t *topCmd) logConfig() (*config.Config, error) {
 		logs[i].PollInterval = topPollInterval
 	}
 	cfg.Logs = logs
+	// The top talkers are the daemon's (--daemon.url): its windows are
+	// complete, where top, following from the logs' end, would show none
+	// for the first window and the same names twice beside the daemon's.
+	cfg.TopTalkers.Disabled = true
 	// The --log paths are checked as the file's are: a FIFO is refused
 	// here, not followed silently.
 	if err := cfg.Validate(); err != nil {

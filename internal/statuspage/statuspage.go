@@ -21,6 +21,7 @@ import (
 	"github.com/krb5-exporter/krb5-exporter/collector"
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
 	"github.com/krb5-exporter/krb5-exporter/kdclog"
+	"github.com/krb5-exporter/krb5-exporter/kdclog/talkers"
 	"github.com/krb5-exporter/krb5-exporter/prober"
 )
 
@@ -36,6 +37,8 @@ type Config struct {
 	Probes      func() []prober.TargetStatus
 	Logs        func() []kdclog.SourceStatus
 	Host        func() collector.Status
+	// Talkers is the top talkers' last complete window (nil: off).
+	Talkers func() *talkers.Snapshot
 	// Now is the clock (tests); nil: time.Now.
 	Now func() time.Time
 }
@@ -139,9 +142,23 @@ type view struct {
 	HostOff   bool
 	Host      collector.Status
 
+	TalkersOff bool
+	Talkers    []talkerRow
+	TalkersEnd time.Time // the window's end; zero before the first ended
+	TalkersWin time.Duration
+
 	Target   *prober.TargetStatus // the logs page
 	LogsPath string
 }
+
+// talkerRow is one kind of top talkers: its top three.
+type talkerRow struct {
+	Title string
+	Top   []talkers.Talker
+}
+
+// talkersShown is how many names of each kind the page shows.
+const talkersShown = 3
 
 type probeRow struct {
 	prober.TargetStatus
@@ -200,6 +217,20 @@ func (h *Handler) overview() view {
 		for _, f := range v.Host.Failing {
 			v.Problems = append(v.Problems, "collector "+f.Name+" failing: "+f.Err)
 		}
+	}
+	var snap *talkers.Snapshot
+	if h.cfg.Talkers != nil {
+		snap = h.cfg.Talkers()
+	}
+	if snap == nil {
+		v.TalkersOff = true
+	} else if !snap.Start.IsZero() {
+		v.TalkersEnd, v.TalkersWin = snap.Start.Add(snap.Window), snap.Window
+		for _, k := range talkers.Kinds {
+			v.Talkers = append(v.Talkers, talkerRow{Title: k.Title, Top: snap.Merged(talkersShown, k.Lists...)})
+		}
+	} else {
+		v.TalkersWin = snap.Window
 	}
 	v.OK = len(v.Problems) == 0
 	return v

@@ -1,0 +1,123 @@
+package alerts
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
+	"github.com/krb5-exporter/krb5-exporter/realm"
+)
+
+// TestClientStormEndToEnd runs talkers.rules.yml (for: 5s) in a real
+// Prometheus scraping a real krb5-exporter (top_talkers.window 5s) that
+// follows a harness KDC's log. The demo's steady load (krb5-exporter
+// realm load: 3 logins a second with 2 tickets each, all from one host:
+// 15 request lines a second, half the alert's rate)
+// leaves KDCClientStorm silent through evaluations of two windows of
+// it; then the demo's storm (30 logins a second as one principal from
+// 127.0.0.5) fires it, for that address and that principal.
+func TestClientStormEndToEnd(t *testing.T) {
+	promBin := needPrometheus(t)
+	t.Parallel()
+	began := time.Now()
+	phase := func(what string) { t.Logf("%.1fs: %s", time.Since(began).Seconds(), what) }
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	tmp := t.TempDir()
+	bin := exporterBinary(t)
+	r := realmtest.Realm(t, realm.Options{Users: 6, Services: 4, Fillers: -1, NoKadmind: true, DisableLastSuccess: true})
+	cfg := filepath.Join(tmp, "exporter.yml")
+	writeFile(t, cfg, fmt.Sprintf(`logs:
+  - {path: %s, type: kdc, start_at: beginning, probe_principals: [%s]}
+top_talkers:
+  window: 5s
+`, r.KDCLog, realm.ReadyPrincipal))
+	exporterAddr := freeAddr(t)
+	exporterLog := &testutil.LockedBuffer{}
+	start(t, exporterLog, bin, "--web.listen-address", exporterAddr, "--config.file", cfg,
+		"--kdclog.position-file", filepath.Join(tmp, "positions.json"))
+	waitHTTP(t, ctx, "http://"+exporterAddr+"/-/ready", exporterLog)
+	rules := filepath.Join(tmp, "talkers.rules.yml")
+	writeFile(t, rules, testutil.ShortenFor(string(testutil.MustRead(t, "talkers.rules.yml")), "KDCClientStorm", "for", "5s"))
+	prom, _ := startPrometheus(t, ctx, promBin, tmp, []string{rules}, fmt.Sprintf(`scrape_configs:
+  - job_name: krb5
+    static_configs: [{targets: ["%s"]}]`, exporterAddr))
+	load := func(args ...string) {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, bin, append([]string{"realm", "load", "--dir", r.Dir}, args...)...)
+		cmd.Env = append(os.Environ(), r.Env()...)
+		out := &testutil.LockedBuffer{}
+		cmd.Stdout, cmd.Stderr = out, out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			cmd.Process.Kill()
+			cmd.Wait()
+			if t.Failed() {
+				t.Logf("realm load %v: %s", args, out.String())
+			}
+		})
+	}
+	phase("realm, exporter and Prometheus up")
+
+	// The demo's steady load, as scripts/demo.sh starts it.
+	load("--duration", "1m")
+	waitQuery(t, ctx, prom, `sum(krb5_kdc_top_window_requests) > 0`)
+	steady := time.Now()
+	testutil.Eventually(t, 30*time.Second, "the talkers rules evaluated over two windows of the steady load", func() bool {
+		return lastEvaluation(t, ctx, prom, "krb5-talkers").After(steady.Add(11 * time.Second))
+	})
+	if s := alertState(t, ctx, prom, "KDCClientStorm"); s != "" {
+		t.Errorf("KDCClientStorm %s under the demo's steady load", s)
+	}
+	if n, err := instantQuery(ctx, prom, `krb5_kdc_top_requests{by="address",name="127.0.0.1"} / on () group_left () krb5_kdc_top_window_seconds > 3`); err != nil || n == 0 {
+		t.Errorf("the steady load's host is not in the top talkers (%d, %v)", n, err)
+	}
+	phase("steady load evaluated")
+
+	// DEMO_FAULT=storm's client.
+	load("--duration", "1m", "--source", "127.0.0.5", "--rate", "30", "--users", "1", "--tickets", "0",
+		"--wrong-password-every", "0", "--unknown-user-every", "0", "--weak-enctype-every", "0")
+	want := map[string]bool{"address 127.0.0.5": false, "client " + r.User(1): false}
+	testutil.Eventually(t, 60*time.Second, "KDCClientStorm firing for the storm's address and principal", func() bool {
+		for _, a := range firingAlerts(t, ctx, prom, "KDCClientStorm") {
+			k := a["by"] + " " + a["name"]
+			if _, ok := want[k]; !ok {
+				t.Errorf("KDCClientStorm fires for %s", k)
+			}
+			want[k] = true
+		}
+		return want["address 127.0.0.5"] && want["client "+r.User(1)]
+	})
+	phase("KDCClientStorm firing")
+}
+
+// firingAlerts returns the labels of the firing alerts named name.
+func firingAlerts(t *testing.T, ctx context.Context, prom, name string) []map[string]string {
+	t.Helper()
+	var resp struct {
+		Data struct {
+			Alerts []struct {
+				Labels map[string]string `json:"labels"`
+				State  string            `json:"state"`
+			} `json:"alerts"`
+		} `json:"data"`
+	}
+	if err := getJSON(ctx, prom+"/api/v1/alerts", &resp); err != nil {
+		t.Fatal(err)
+	}
+	var out []map[string]string
+	for _, a := range resp.Data.Alerts {
+		if a.Labels["alertname"] == name && a.State == "firing" {
+			out = append(out, a.Labels)
+		}
+	}
+	return out
+}

@@ -1,0 +1,128 @@
+package alerts
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
+	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
+	"github.com/krb5-exporter/krb5-exporter/realm"
+)
+
+// TestTopTalkersRealmWide runs two harness KDCs, an exporter beside
+// each (top_talkers.window 5s) and one Prometheus scraping both. Right
+// after a window starts, one host (127.0.0.7) logs in as user 1 to both
+// KDCs, 3 times to the first and 5 to the second, and another
+// (127.0.0.8) only to the first; once the window is over, the overview
+// dashboard's "Who is loading the KDC" query (topk of the sum by name
+// over both) gives each address its requests of both KDCs' logs
+// together, a second.
+func TestTopTalkersRealmWide(t *testing.T) {
+	promBin := needPrometheus(t)
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	tmp := t.TempDir()
+	bin := exporterBinary(t)
+	var kdcs []*realm.Realm
+	var targets []string
+	for i := range 2 {
+		r := realmtest.Realm(t, realm.Options{Users: 2, Services: 1, Fillers: -1, NoKadmind: true, DisableLastSuccess: true})
+		cfg := filepath.Join(tmp, fmt.Sprintf("exporter%d.yml", i))
+		writeFile(t, cfg, fmt.Sprintf("logs:\n  - {path: %s, type: kdc, start_at: beginning, probe_principals: [%s]}\ntop_talkers:\n  window: 5s\n", r.KDCLog, realm.ReadyPrincipal))
+		addr := freeAddr(t)
+		log := &testutil.LockedBuffer{}
+		start(t, log, bin, "--web.listen-address", addr, "--config.file", cfg,
+			"--kdclog.position-file", filepath.Join(tmp, fmt.Sprintf("positions%d.json", i)))
+		waitHTTP(t, ctx, "http://"+addr+"/-/ready", log)
+		kdcs, targets = append(kdcs, r), append(targets, `"`+addr+`"`)
+	}
+	prom, _ := startPrometheus(t, ctx, promBin, tmp, nil, fmt.Sprintf(`scrape_configs:
+  - job_name: krb5
+    static_configs: [{targets: [%s]}]`, strings.Join(targets, ", ")))
+	waitQuery(t, ctx, prom, `count(krb5_kdc_top_window_seconds) == 2`)
+
+	logins := func(r *realm.Realm, from string, n int) {
+		t.Helper()
+		p, _ := krb5.ParsePrincipal(r.User(1), r.Realm)
+		creds, err := krb5.NewKeytabCredentials(r.UserKeytab, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := krb5.NewClient(krb5.Options{KDC: r.KDCAddr, Client: p, Credentials: creds, LocalAddr: netip.MustParseAddr(from)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		for range n {
+			if _, err := c.Login(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Just after a window's start, so that the logins fall in one window
+	// of each exporter.
+	sleep(ctx, time.Until(time.Now().Truncate(5*time.Second).Add(5*time.Second+100*time.Millisecond)))
+	began := time.Now()
+	logins(kdcs[0], "127.0.0.7", 3)
+	logins(kdcs[1], "127.0.0.7", 5)
+	logins(kdcs[0], "127.0.0.8", 2)
+	if d := time.Since(began); d > 3*time.Second {
+		t.Skipf("the logins took %s: they may span two windows", d)
+	}
+	// The truth: the KDCs' own logs.
+	want := map[string]float64{}
+	for _, r := range kdcs {
+		for _, a := range []string{"127.0.0.7", "127.0.0.8"} {
+			want[a] += float64(strings.Count(string(testutil.MustRead(t, r.KDCLog)), " "+a+": "))
+		}
+	}
+	if want["127.0.0.7"] == 0 || want["127.0.0.8"] == 0 {
+		t.Fatalf("the logs have no lines of the logins: %v", want)
+	}
+	var insts []string
+	for _, a := range targets {
+		insts = append(insts, strings.Trim(a, `"`))
+	}
+	vars := dashboardVars{job: "krb5", instances: insts}
+	expr := dashboardQueries(t, map[string]dashboardVars{"krb5-kdc-overview.json": vars, "krb5-bench.json": vars, "krb5-probes.json": vars})[`krb5-kdc-overview.json "Who is loading the KDC" query 1`]
+	if expr == "" {
+		t.Fatal("the overview dashboard has no \"Who is loading the KDC\" query")
+	}
+	var got map[string]float64
+	defer func() {
+		if t.Failed() {
+			t.Logf("realm-wide requests by address %v, the logs have %v", got, want)
+		}
+	}()
+	testutil.Eventually(t, 20*time.Second, "the realm-wide top talkers of the logins' window", func() bool {
+		got = map[string]float64{}
+		var resp struct {
+			Data struct {
+				Result []struct {
+					Metric map[string]string `json:"metric"`
+					Value  [2]any            `json:"value"`
+				} `json:"result"`
+			} `json:"data"`
+		}
+		if err := getJSON(ctx, prom+"/api/v1/query?query="+url.QueryEscape(expr), &resp); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range resp.Data.Result {
+			if r.Metric["by"] == "address" {
+				var v float64
+				fmt.Sscan(r.Value[1].(string), &v)
+				got[r.Metric["name"]] = v * 5 // requests a second over the 5 s window
+			}
+		}
+		return got["127.0.0.7"] == want["127.0.0.7"] && got["127.0.0.8"] == want["127.0.0.8"]
+	})
+	t.Logf("realm-wide requests by address: %v (logs: %v)", got, want)
+}

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
+	"github.com/krb5-exporter/krb5-exporter/realm"
+)
+
+// TestTopTalkersAgainstDaemon runs `krb5-exporter top --once` against a
+// daemon (top_talkers.window 5s) following a harness KDC while the
+// project's client logs in as user 1 from 127.0.0.5 again and again and
+// as user 2 from 127.0.0.6 now and then: top's talkers line names
+// 127.0.0.5 first, at no more requests a second than the KDC's log has
+// of it over a window.
+func TestTopTalkersAgainstDaemon(t *testing.T) {
+	t.Parallel()
+	r := realmtest.Realm(t, realm.Options{Dir: filepath.Join(t.TempDir(), "r"), Users: 2, Services: 1, Fillers: -1, NoKadmind: true})
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "exporter.yml")
+	if err := writeRealmConfig(r, cfg); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(cfg)
+	if err := os.WriteFile(cfg, append(b, "\ntop_talkers:\n  window: 5s\n"...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base, _, _ := daemon(t, "--config.file", cfg, "--kdclog.position-file", filepath.Join(dir, "positions.json"))
+	busy, quiet := loopbackClient(t, r, r.User(1), "127.0.0.5", nil), loopbackClient(t, r, r.User(2), "127.0.0.6", nil)
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { // bounded: 20 s at most
+		defer close(done)
+		for i := 0; i < 1000 && ctx.Err() == nil; i++ {
+			busy.Login(ctx)
+			if i%10 == 0 {
+				quiet.Login(ctx)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	defer func() { stop(); <-done }()
+	line := regexp.MustCompile(`(?m)^talkers requests by address: (\S+) \(([0-9.]+)/s\)(.*)$`)
+	var m []string
+	testutil.Eventually(t, 30*time.Second, "top's talkers line to name 127.0.0.5 first, 127.0.0.6 after", func() bool {
+		stdout, stderr, code := exporter(t, "top", "--once", "--interval", "100ms", "--daemon.url", base+"/metrics")
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		m = line.FindStringSubmatch(stdout)
+		return m != nil && m[1] == "127.0.0.5" && strings.Contains(m[3], "127.0.0.6")
+	})
+	stop()
+	<-done
+	rate, _ := strconv.ParseFloat(m[2], 64)
+	inLog := strings.Count(string(testutil.MustRead(t, r.KDCLog)), " 127.0.0.5: ")
+	if rate <= 0 || rate*5 > float64(inLog)+0.5 {
+		t.Errorf("top shows 127.0.0.5 at %v/s over 5 s, the log has %d of its lines", rate, inLog)
+	}
+}
