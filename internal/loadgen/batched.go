@@ -181,6 +181,9 @@ func (b *batchedLoad) phase(int) string { return kindPhase(b.kind) }
 func (b *batchedLoad) finish(i int, at time.Time, err error) {
 	s := &b.cy.slots[i]
 	b.cy.end(i)
+	if b.kind == KindAS {
+		b.q.retire(&s.fl)
+	}
 	b.out.add(b.tl.note(Record{Start: s.first.Sub(b.start), Latency: at.Sub(s.first), Kind: b.kind, Class: krb5.Classify(err)}, err))
 }
 
