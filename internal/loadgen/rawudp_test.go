@@ -1,6 +1,7 @@
 package loadgen
 
 import (
+	"bytes"
 	"net"
 	"testing"
 	"time"
@@ -52,5 +53,59 @@ func TestRawUDPTimestamp(t *testing.T) {
 	}
 	if at.Before(before) || at.After(after) {
 		t.Fatalf("arrival stamp %v, not between the send %v and the read %v", at, before, after)
+	}
+}
+
+// TestRawUDPSegments: datagrams queued in runs of one length go out as
+// one UDP_SEGMENT message per run (at most gsoMaxSegs), and the peer, a
+// plain socket, reads each datagram whole, alone and in order: the
+// lengths 300 x 70, 100, 300 x 2, 2000 (too large to segment), 300 make
+// 6 messages of 75 datagrams (64, 6, 1, 2, 1, 1).
+func TestRawUDPSegments(t *testing.T) {
+	peer, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	peer.SetReadBuffer(1 << 20)
+	var want [][]byte
+	add := func(n, l int) {
+		for range n {
+			b := make([]byte, l)
+			for j := range b {
+				b[j] = byte(len(want) + j)
+			}
+			want = append(want, b)
+		}
+	}
+	add(70, 300)
+	add(1, 100)
+	add(2, 300)
+	add(1, 2000)
+	add(1, 300)
+	u, err := dialRawUDP(peer.LocalAddr().String(), len(want))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.close()
+	for _, b := range want {
+		u.queue(b)
+	}
+	if err := u.send(); err != nil {
+		t.Fatal(err)
+	}
+	if u.dgrams != len(want) || u.msgs != 6 {
+		t.Errorf("%d datagrams in %d messages, want %d in 6", u.dgrams, u.msgs, len(want))
+	}
+	peer.SetDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 4096)
+	for i, w := range want {
+		n, err := peer.Read(buf)
+		if err != nil {
+			t.Fatalf("datagram %d: %v", i, err)
+		}
+		if !bytes.Equal(buf[:n], w) {
+			t.Fatalf("datagram %d: %d bytes %x..., want %d bytes %x...", i, n, buf[:min(n, 4)], len(w), w[:4])
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"time"
 	"unsafe"
 
@@ -83,10 +84,11 @@ type udpCycle struct {
 	gather bool
 	seq    uint64
 	out    *recordLog
+	fresh  []int // scratch: the slots whose request goes out for the first time
 }
 
 func newUDPCycle(u *rawUDP, depth int, timeout time.Duration, gather bool, out *recordLog) *udpCycle {
-	return &udpCycle{u: u, slots: make([]slot, depth), byNonce: make(map[int64]int, depth), timeout: timeout, gather: gather, out: out}
+	return &udpCycle{u: u, slots: make([]slot, depth), fresh: make([]int, 0, depth), byNonce: make(map[int64]int, depth), timeout: timeout, gather: gather, out: out}
 }
 
 // ask puts the request buf (nonce) in slot i, to go out with the next
@@ -189,12 +191,21 @@ func (c *udpCycle) run(ctx context.Context, l udpLoad, start time.Time) error {
 				inflight++
 				continue
 			}
+			inflight++
+			c.fresh = append(c.fresh, i)
+		}
+		// First sends in order of length (stable), so that runs of one
+		// length go out as one message each (rawUDP.batch); they are
+		// numbered in the order they go out.
+		slices.SortStableFunc(c.fresh, func(a, b int) int { return len(c.slots[a].buf) - len(c.slots[b].buf) })
+		for _, i := range c.fresh {
+			s := &c.slots[i]
 			c.seq++
 			s.send, s.seq, s.sent, s.last = false, c.seq, now, now
 			l.sent(i)
-			inflight++
 			c.u.queue(s.buf)
 		}
+		c.fresh = c.fresh[:0]
 		if err := c.u.send(); isRefused(err) {
 			// The kernel reports an ICMP port unreachable on the next
 			// call; it names no request.
