@@ -88,6 +88,10 @@ func Batched(ctx context.Context, cfg Config, kind string, inflight int, dur tim
 	for _, w := range ws {
 		res.Records = w.out.appendTo(res.Records)
 		res.Waits += w.out.waits
+		if w.cy != nil {
+			res.Datagrams += w.cy.u.dgrams
+			res.Messages += w.cy.u.msgs
+		}
 		if l := w.out.lowest; l > 0 && (res.Lowest == 0 || l < res.Lowest) {
 			res.Lowest = l
 		}
