@@ -65,7 +65,15 @@ func TestRawUDPTimestamp(t *testing.T) {
 // plain socket, reads each datagram whole, alone and in order: the
 // lengths 300 x 70, 100, 300 x 2, 2000 (too large to segment), 300 make
 // 6 messages of 75 datagrams (64, 6, 1, 2, 1, 1).
-func TestRawUDPSegments(t *testing.T) {
+func TestRawUDPSegments(t *testing.T) { rawUDPSegments(t, false) }
+
+// TestRawUDPSegmentsRefused: where the kernel refuses UDP_SEGMENT (here a
+// socket without UDP checksums, SO_NO_CHECK, for which it answers
+// EINVAL), the rest of the batch and the batches after go one datagram
+// per message, every datagram whole and in order.
+func TestRawUDPSegmentsRefused(t *testing.T) { rawUDPSegments(t, true) }
+
+func rawUDPSegments(t *testing.T, refused bool) {
 	peer, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		t.Fatal(err)
@@ -92,13 +100,21 @@ func TestRawUDPSegments(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer u.close()
+	if refused {
+		if err := unix.SetsockoptInt(u.fd, unix.SOL_SOCKET, unix.SO_NO_CHECK, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, b := range want {
 		u.queue(b)
 	}
 	if err := u.send(); err != nil {
 		t.Fatal(err)
 	}
-	if u.dgrams != len(want) || u.msgs != 6 {
+	switch {
+	case refused && (u.gso || u.dgrams != len(want) || u.msgs != len(want)):
+		t.Errorf("refused: gso %v, %d datagrams in %d messages, want off and %d in as many", u.gso, u.dgrams, u.msgs, len(want))
+	case !refused && (u.dgrams != len(want) || u.msgs != 6):
 		t.Errorf("%d datagrams in %d messages, want %d in 6", u.dgrams, u.msgs, len(want))
 	}
 	peer.SetDeadline(time.Now().Add(5 * time.Second))
