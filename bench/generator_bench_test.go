@@ -76,6 +76,9 @@ func BenchmarkGenerator(b *testing.B) {
 			b.ReportMetric(l.CPU.GeneratorPerRequestUS, "gen-cpu-us/op")
 			b.ReportMetric(l.CPU.KDCPerRequestUS, "kdc-cpu-us/op")
 			b.ReportMetric(l.CPU.Ratio, "gen/kdc")
+			if l.CPU.SPAKEFloorUS > 0 {
+				b.ReportMetric(l.CPU.SPAKEFloorUS, "spake-floor-us/op")
+			}
 			b.ReportMetric(l.CPU.KDCBusyPct, "kdc-busy-%")
 			b.ReportMetric(l.Rate, "req/s")
 			if l.Requests > 0 {

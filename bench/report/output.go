@@ -213,6 +213,10 @@ func WriteMarkdown(w io.Writer, rep *Report) {
 			}
 			fmt.Fprintf(w, "\nKDC busy %s; KDC %s µs CPU per request, generator %s µs (%.2fx the KDC's).\n",
 				busy, fmtNum(u.KDCPerRequestUS), fmtNum(u.GeneratorPerRequestUS), u.Ratio)
+			if u.SPAKEFloorUS > 0 {
+				fmt.Fprintf(w, "\nSPAKE floor: the client's scalar multiplications take %s µs per login here (%.2fx the KDC's); the generator's other work %s µs.\n",
+					fmtNum(u.SPAKEFloorUS), u.SPAKEFloorUS/max(u.KDCPerRequestUS, 1e-9), fmtNum(u.GeneratorPerRequestUS-u.SPAKEFloorUS))
+			}
 		}
 		kdcServiceOf(w, title+" requests", l)
 		errorsOf(w, l)

@@ -289,6 +289,11 @@ type CPUUse struct {
 	// KDCIdlePct the rest, waiting for requests.
 	KDCBusyTotalPct float64 `json:"kdc_busy_total_pct"`
 	KDCIdlePct      float64 `json:"kdc_idle_pct"`
+	// SPAKEFloorUS is, for a load of SPAKE logins, the CPU of the client's
+	// two scalar multiplications per login (one variable-base, one
+	// fixed-base, edwards25519), timed on the generator's CPU just after
+	// the load: what no generator of such logins can go below.
+	SPAKEFloorUS float64 `json:"spake_floor_us,omitempty"`
 }
 
 // Settings are the knobs of the suite; the zero value of a field means the

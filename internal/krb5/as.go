@@ -389,7 +389,7 @@ func (c *Client) buildASReq(choice *preauthChoice, now time.Time) error {
 		a := &c.aux
 		a.Reset()
 		var ts [15]byte
-		formatKrbTime(&ts, now)
+		c.nowT.format(&ts, now)
 		a.ExplicitInt(1, int64(now.Nanosecond()/1000))
 		a.ExplicitTime(0, &ts)
 		a.Close(der.TagSequence, 0)

@@ -82,9 +82,11 @@ type Client struct {
 	preauth    PreauthMode
 	sp         spakeState
 	lifetime   time.Duration
-	log        log.Logger
-	now        func() time.Time
-	rng        *rand.ChaCha8
+	// The last second formatted for requests' till and timestamps.
+	tillT, nowT krbTimeCache
+	log         log.Logger
+	now         func() time.Time
+	rng         *rand.ChaCha8
 
 	w   derWriter // the request being built
 	aux derWriter // inner structures (PA-ENC-TS-ENC, Authenticator)
@@ -273,7 +275,7 @@ func (c *Client) patch(t *tmpl, now time.Time) int64 {
 	b := t.body[t.nonceOff : t.nonceOff+4]
 	b[0], b[1], b[2], b[3] = byte(n>>24), byte(n>>16), byte(n>>8), byte(n)
 	var till [15]byte
-	formatKrbTime(&till, now.Add(c.lifetime))
+	c.tillT.format(&till, now.Add(c.lifetime))
 	copy(t.body[t.tillOff:], till[:])
 	return int64(n)
 }

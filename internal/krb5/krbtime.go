@@ -31,6 +31,24 @@ func formatKrbTime(dst *[15]byte, t time.Time) {
 	dst[14] = 'Z'
 }
 
+// krbTimeCache keeps the last second formatted: a load formats the same
+// second thousands of times (each request's till and timestamp), and
+// KerberosTime has no finer part.
+type krbTimeCache struct {
+	sec int64
+	ok  bool
+	b   [15]byte
+}
+
+// format writes t as KerberosTime into dst (formatKrbTime).
+func (c *krbTimeCache) format(dst *[15]byte, t time.Time) {
+	if s := t.Unix(); !c.ok || s != c.sec {
+		formatKrbTime(&c.b, t)
+		c.sec, c.ok = s, true
+	}
+	*dst = c.b
+}
+
 // parseKrbTime parses a KerberosTime element (tag included).
 func parseKrbTime(b []byte) (time.Time, error) {
 	body, rest, err := der.Expect(b, der.TagGeneralizedTime)

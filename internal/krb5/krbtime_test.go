@@ -35,3 +35,19 @@ func TestKrbTime(t *testing.T) {
 		}
 	}
 }
+
+// TestKrbTimeCache: the cache formats every time as formatKrbTime does,
+// across second, minute, day and year boundaries, back and forth.
+func TestKrbTimeCache(t *testing.T) {
+	var c krbTimeCache
+	base := time.Date(2026, 12, 31, 23, 59, 58, 0, time.UTC)
+	for i, d := range []time.Duration{0, 999 * time.Millisecond, time.Second, 1500 * time.Millisecond, 2 * time.Second, 2*time.Second + 1, -time.Second, 36 * time.Hour, 2 * time.Second} {
+		tm := base.Add(d)
+		var got, want [15]byte
+		c.format(&got, tm)
+		formatKrbTime(&want, tm)
+		if got != want {
+			t.Errorf("%d: %v formatted %s, want %s", i, tm, got[:], want[:])
+		}
+	}
+}

@@ -208,7 +208,7 @@ func (c *Client) buildTGSReqWith(t *tgtState, s *Service, now time.Time) error {
 	a := &c.aux
 	a.Reset()
 	var ts [15]byte
-	formatKrbTime(&ts, now)
+	c.nowT.format(&ts, now)
 	a.ExplicitTime(5, &ts)
 	a.ExplicitInt(4, int64(now.Nanosecond()/1000))
 	cm := a.Len()

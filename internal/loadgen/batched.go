@@ -88,6 +88,10 @@ func Batched(ctx context.Context, cfg Config, kind string, inflight int, dur tim
 	for _, w := range ws {
 		res.Records = w.out.appendTo(res.Records)
 		res.Waits += w.out.waits
+		if w.cy != nil {
+			res.Datagrams += w.cy.u.dgrams
+			res.Messages += w.cy.u.msgs
+		}
 		if l := w.out.lowest; l > 0 && (res.Lowest == 0 || l < res.Lowest) {
 			res.Lowest = l
 		}
@@ -181,6 +185,9 @@ func (b *batchedLoad) phase(int) string { return kindPhase(b.kind) }
 func (b *batchedLoad) finish(i int, at time.Time, err error) {
 	s := &b.cy.slots[i]
 	b.cy.end(i)
+	if b.kind == KindAS {
+		b.q.retire(&s.fl)
+	}
 	b.out.add(b.tl.note(Record{Start: s.first.Sub(b.start), Latency: at.Sub(s.first), Kind: b.kind, Class: krb5.Classify(err)}, err))
 }
 

@@ -88,6 +88,13 @@ func TestBatchedWakeups(t *testing.T) {
 		cpu := time.Duration(b.Utime.Nano() - a.Utime.Nano() + b.Stime.Nano() - a.Stime.Nano())
 		t.Logf("%s: %d requests, %.3f generator waits per request (%.3f voluntary context switches of the whole process), %.1f µs generator CPU per request",
 			kind, reqs, per, float64(b.Nvcsw-a.Nvcsw)/float64(reqs), float64(cpu.Microseconds())/float64(reqs))
+		t.Logf("%s: %d datagrams sent in %d messages", kind, res.Datagrams, res.Messages)
+		// Requests of one length go out as one UDP_SEGMENT message: a
+		// cycle sends about 32, of two lengths at most (first and
+		// timestamp AS-REQs, or TGS-REQs), the odd one alone.
+		if res.Datagrams < reqs || res.Messages*4 > res.Datagrams {
+			t.Errorf("%s: %d datagrams in %d messages for %d requests; want each request sent, at least 4 a message", kind, res.Datagrams, res.Messages, reqs)
+		}
 		if res.Waits == 0 || per > 1.0/10 {
 			t.Errorf("%s: %d waits, %.3f per request, want some and at most 1/10", kind, res.Waits, per)
 		}

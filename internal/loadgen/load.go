@@ -67,6 +67,9 @@ type Result struct {
 	Waits, Lowest int
 	// Sockets the tcp load opened.
 	Sockets int
+	// Datagrams the batched UDP loads sent, in Messages (runs of one
+	// length go out as one UDP_SEGMENT message).
+	Datagrams, Messages int
 	// Late is, per session started, how late after its schedule (open
 	// loop); Failed the sessions with a failed request.
 	Late   []time.Duration

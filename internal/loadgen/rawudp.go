@@ -25,9 +25,17 @@ type rawUDP struct {
 	riov []unix.Iovec
 	rbuf [][]byte
 	roob [][]byte
-	// Send side, rebuilt for each batch.
+	// Send side, rebuilt for each batch: one iovec per datagram, one
+	// message per run of datagrams of one length (UDP_SEGMENT), each
+	// with its control buffer.
 	shdr []unix.Mmsghdr
 	siov []unix.Iovec
+	soob [][]byte
+	// gso: the kernel takes UDP_SEGMENT (Linux 4.18 and later); cleared
+	// when it refuses it.
+	gso bool
+	// Datagrams and messages handed to the kernel (tests).
+	dgrams, msgs int
 }
 
 // dialRawUDP opens a UDP socket connected to addr (host:port), with room
@@ -84,6 +92,14 @@ func dialRawUDP(addr string, n int) (*rawUDP, error) {
 	}
 	u.shdr = make([]unix.Mmsghdr, 0, n)
 	u.siov = make([]unix.Iovec, 0, n)
+	u.soob = make([][]byte, n)
+	for i := range u.soob {
+		u.soob[i] = make([]byte, unix.CmsgSpace(2))
+		h := (*unix.Cmsghdr)(unsafe.Pointer(&u.soob[i][0]))
+		h.Level, h.Type = unix.SOL_UDP, unix.UDP_SEGMENT
+		h.SetLen(unix.CmsgLen(2))
+	}
+	u.gso = true
 	return u, nil
 }
 
@@ -99,7 +115,46 @@ func (u *rawUDP) close() {
 func (u *rawUDP) queue(b []byte) {
 	u.siov = append(u.siov, unix.Iovec{Base: &b[0]})
 	u.siov[len(u.siov)-1].SetLen(len(b))
-	u.shdr = append(u.shdr, unix.Mmsghdr{})
+}
+
+// gsoMax bounds a run of datagrams sent as one UDP_SEGMENT message: the
+// kernel takes at most 64 segments (UDP_MAX_SEGMENTS in older kernels)
+// and 64 KiB; a segment must fit the path's MTU whole (1232: IPv6's
+// minimum MTU less the headers), larger datagrams go alone.
+const (
+	gsoMaxSegs  = 64
+	gsoMaxBytes = 60000
+	gsoMaxLen   = 1232
+)
+
+// batch builds the messages of the queued datagrams: with gso, each run
+// of consecutive datagrams of one length is one message with a
+// UDP_SEGMENT control message, which the kernel sends as that many
+// datagrams (on loopback it splits them only at the receiving socket: one
+// route, one pass through IP and the device for the run; about 0.4 of
+// the 1.7 µs a datagram costs the sender here).
+func (u *rawUDP) batch() {
+	u.shdr = u.shdr[:0]
+	for i := 0; i < len(u.siov); {
+		l := u.siov[i].Len
+		k := 1
+		if u.gso && l <= gsoMaxLen {
+			for i+k < len(u.siov) && k < gsoMaxSegs && u.siov[i+k].Len == l && uint64(k+1)*l <= gsoMaxBytes {
+				k++
+			}
+		}
+		u.shdr = append(u.shdr, unix.Mmsghdr{})
+		h := &u.shdr[len(u.shdr)-1].Hdr
+		h.Iov = &u.siov[i]
+		h.SetIovlen(k)
+		if k > 1 {
+			oob := u.soob[len(u.shdr)-1]
+			*(*uint16)(unsafe.Pointer(&oob[unix.CmsgLen(0)])) = uint16(l)
+			h.Control = &oob[0]
+			h.SetControllen(len(oob))
+		}
+		i += k
+	}
 }
 
 // send hands the queued datagrams to the kernel in as few sendmmsg calls
@@ -108,10 +163,7 @@ func (u *rawUDP) queue(b []byte) {
 // queue emptied: the requests not sent wait for their resend.
 func (u *rawUDP) send() error {
 	defer func() { u.shdr, u.siov = u.shdr[:0], u.siov[:0] }()
-	for i := range u.shdr {
-		u.shdr[i].Hdr.Iov = &u.siov[i]
-		u.shdr[i].Hdr.SetIovlen(1)
-	}
+	u.batch()
 	for sent := 0; sent < len(u.shdr); {
 		n, _, e := unix.RawSyscall6(unix.SYS_SENDMMSG, uintptr(u.fd), uintptr(unsafe.Pointer(&u.shdr[sent])), uintptr(len(u.shdr)-sent), unix.MSG_DONTWAIT, 0, 0)
 		switch {
@@ -120,9 +172,22 @@ func (u *rawUDP) send() error {
 		case e == unix.EAGAIN:
 			// The send buffer is full: the rest waits for its resend.
 			return nil
+		case (e == unix.EINVAL || e == unix.EIO || e == unix.ENOPROTOOPT) && u.gso && u.shdr[sent].Hdr.Controllen > 0:
+			// No UDP_SEGMENT here (an older kernel, a device without
+			// checksum offload): the rest one datagram per message.
+			u.gso = false
+			first := (uintptr(unsafe.Pointer(u.shdr[sent].Hdr.Iov)) - uintptr(unsafe.Pointer(&u.siov[0]))) / unsafe.Sizeof(u.siov[0])
+			u.siov = append(u.siov[:0], u.siov[first:]...)
+			u.batch()
+			sent = 0
+			continue
 		case e != 0:
 			return e
 		}
+		for _, h := range u.shdr[sent : sent+int(n)] {
+			u.dgrams += int(h.Hdr.Iovlen)
+		}
+		u.msgs += int(n)
 		sent += int(n)
 	}
 	return nil

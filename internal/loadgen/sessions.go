@@ -157,7 +157,9 @@ func (s *sessionLoad) fill(c *udpCycle, now time.Time) {
 // AS-REQ.
 func (s *sessionLoad) startSession(i int, d, now time.Time) {
 	sl, x := &s.cy.slots[i], &s.ss[i]
-	sl.busy, sl.first, sl.fl = true, now, krb5.LoginFlight{}
+	// The slot's flight keeps its K'[0] (or the one retire gave it) for
+	// reuse; EncodeLoginFirst sets the rest.
+	sl.busy, sl.first, sl.fl.Stage = true, now, krb5.StageFirst
 	x.login, x.due, x.tickets, x.failed = true, d, 0, false
 	buf, err := s.c.EncodeLoginFirst(sl.buf[:0], &sl.fl)
 	if err != nil {
@@ -202,6 +204,7 @@ func (s *sessionLoad) finish(i int, at time.Time, err error) {
 	if x.login {
 		s.out.add(s.tl.note(Record{Start: x.due.Sub(s.start), Latency: at.Sub(x.due), Kind: KindAS, Class: krb5.Classify(err)}, err))
 		x.login = false
+		s.q.retire(&sl.fl)
 		if err != nil {
 			s.endSession(i)
 			return

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"time"
 	"unsafe"
 
@@ -83,10 +84,11 @@ type udpCycle struct {
 	gather bool
 	seq    uint64
 	out    *recordLog
+	fresh  []int // scratch: the slots whose request goes out for the first time
 }
 
 func newUDPCycle(u *rawUDP, depth int, timeout time.Duration, gather bool, out *recordLog) *udpCycle {
-	return &udpCycle{u: u, slots: make([]slot, depth), byNonce: make(map[int64]int, depth), timeout: timeout, gather: gather, out: out}
+	return &udpCycle{u: u, slots: make([]slot, depth), fresh: make([]int, 0, depth), byNonce: make(map[int64]int, depth), timeout: timeout, gather: gather, out: out}
 }
 
 // ask puts the request buf (nonce) in slot i, to go out with the next
@@ -189,12 +191,21 @@ func (c *udpCycle) run(ctx context.Context, l udpLoad, start time.Time) error {
 				inflight++
 				continue
 			}
+			inflight++
+			c.fresh = append(c.fresh, i)
+		}
+		// First sends in order of length (stable), so that runs of one
+		// length go out as one message each (rawUDP.batch); they are
+		// numbered in the order they go out.
+		slices.SortStableFunc(c.fresh, func(a, b int) int { return len(c.slots[a].buf) - len(c.slots[b].buf) })
+		for _, i := range c.fresh {
+			s := &c.slots[i]
 			c.seq++
 			s.send, s.seq, s.sent, s.last = false, c.seq, now, now
 			l.sent(i)
-			inflight++
 			c.u.queue(s.buf)
 		}
+		c.fresh = c.fresh[:0]
 		if err := c.u.send(); isRefused(err) {
 			// The kernel reports an ICMP port unreachable on the next
 			// call; it names no request.
@@ -304,6 +315,13 @@ func rxTimestamp(oob []byte, def time.Time) time.Time {
 // entries are dropped from the front lazily.
 type stageQueues struct {
 	q [krb5.StageResponse + 1]fifo
+	// ended keeps the last SPAKE logins ended (their K'[0] and nonce), to
+	// know a second answer to one: a duplicated datagram, or a resent
+	// response whose first answer came late and ended it. The KDC answers
+	// in order, so that answer comes at most about the requests then in
+	// flight after the first: two per slot are kept.
+	ended []krb5.LoginFlight
+	endAt int
 }
 
 type queued struct {
@@ -318,7 +336,7 @@ type fifo struct {
 }
 
 func newStageQueues(depth int) *stageQueues {
-	s := &stageQueues{}
+	s := &stageQueues{ended: make([]krb5.LoginFlight, 2*max(1, depth))}
 	for i := range s.q {
 		s.q[i].buf = make([]queued, 0, 4*depth)
 	}
@@ -339,6 +357,33 @@ func (s *stageQueues) push(slots []slot, st krb5.LoginStage, slot int, seq uint6
 		f.buf, f.head = f.buf[:n], 0
 	}
 	f.buf = append(f.buf, queued{slot, seq})
+}
+
+// retire keeps *f, a login just ended, when it was waiting for a SPAKE
+// AS-REP; f gets the flight it replaces (its K'[0] reused by the slot's
+// next SPAKE login).
+func (s *stageQueues) retire(f *krb5.LoginFlight) {
+	if f.Stage != krb5.StageResponse {
+		return
+	}
+	s.ended[s.endAt], *f = *f, s.ended[s.endAt]
+	s.endAt = (s.endAt + 1) % len(s.ended)
+}
+
+// duplicate reports whether reply, an AS-REP no login in flight opens,
+// opens with the K'[0] of a SPAKE login ended lately and carries its
+// nonce: a second answer to it, which names no request.
+func (s *stageQueues) duplicate(cl *krb5.Client, reply []byte) bool {
+	for i := range s.ended {
+		f := &s.ended[(s.endAt+len(s.ended)-1-i)%len(s.ended)] // newest first
+		if f.Stage != krb5.StageResponse {
+			break // no older one kept yet
+		}
+		if nonce, err := cl.OpenLoginFlight(reply, f); err == nil {
+			return nonce == f.Nonce
+		}
+	}
+	return false
 }
 
 // live drops the stale entries at the front of stage st's queue and
@@ -425,6 +470,13 @@ func (c *udpCycle) loginReply(cl *krb5.Client, q *stageQueues, reply []byte) (no
 		if err == nil || krb5.Classify(err) != krb5.ClassDecrypt {
 			return nonce, false, err
 		}
+	}
+	// A second answer to a SPAKE login already ended (a datagram
+	// duplicated, or both copies of a resent response answered): tried
+	// with the long-term key below, it failed the integrity check and
+	// ended the oldest request in flight as failed.
+	if q.duplicate(cl, reply) {
+		return 0, true, nil
 	}
 	if len(q.live(slots, krb5.StageTimestamp)) > 0 || len(q.live(slots, krb5.StageFirst)) > 0 {
 		lt := krb5.LoginFlight{Stage: krb5.StageTimestamp}

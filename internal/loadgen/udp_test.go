@@ -181,3 +181,58 @@ func TestOldestIsSentFirst(t *testing.T) {
 		t.Fatalf("the peer read %q first; the answer went to slot %d, want 0 (sent first; slot 1's request was encoded first)", f, o.got)
 	}
 }
+
+// TestDuplicateSPAKEReplyIgnored: through a relay that sends every
+// request to the KDC twice (a network that duplicates datagrams; the
+// same happens to a resent request once both copies are answered), each
+// SPAKE AS-REP comes twice, the second after its login has ended. No
+// login in flight opens it, so it was tried with the long-term key,
+// failed "integrity check failed" and ended the oldest request in flight
+// as failed. It opens with the K'[0] of the login it answered, just
+// ended: a duplicate, which names no request. Every login succeeds, and
+// each the KDC's log issued.
+func TestDuplicateSPAKEReplyIgnored(t *testing.T) {
+	r := upRealm(t)
+	for _, tc := range []struct {
+		name string
+		load func(context.Context, Config) (*Result, error)
+	}{
+		{"batched", func(ctx context.Context, cfg Config) (*Result, error) {
+			return Batched(ctx, cfg, KindAS, 8, 10*time.Second, 200)
+		}},
+		{"sessions", func(ctx context.Context, cfg Config) (*Result, error) {
+			return Sessions(ctx, cfg, SessionPlan{N: 100, TGSPer: 1}, 8)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			from := testutil.LogSize(t, r.KDCLog)
+			cfg := realmConfigVia(t, r, krb5.PreauthSPAKE, testutil.UDPRelay(t, "127.0.0.1:0", r.KDCAddr, func(b []byte, send func([]byte)) {
+				send(b)
+				send(b)
+			}))
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			res, err := tc.load(ctx, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			realmtest.DrainKDC(t, r)
+			logins, failed := count(res.Records, KindAS)
+			if logins < 100 || failed > 0 {
+				t.Fatalf("%d logins, %d failed (%v); want 100 or more, none failed", logins, failed, res.ErrorTexts)
+			}
+			if res.Methods[krb5.MethodSPAKE] != logins {
+				t.Errorf("logins by method %v; want all %d SPAKE", res.Methods, logins)
+			}
+			if _, tf := count(res.Records, KindTGS); tf > 0 {
+				t.Errorf("%d tickets failed: %v", tf, res.ErrorTexts)
+			}
+			// Each request reached the KDC twice: it issued at least one
+			// ticket per login counted (the duplicate answered from its
+			// lookaside cache, or issued again).
+			if n := testutil.LogCount(t, r.KDCLog, from, realmtest.ASIssue); n < logins {
+				t.Errorf("%d logins counted, the KDC issued %d", logins, n)
+			}
+		})
+	}
+}

@@ -172,3 +172,25 @@ func affineBytes(out *[elemLen]byte, x, y, zi *field.Element) {
 	copy(out[:], ay.Bytes())
 	out[31] |= byte(ax.IsNegative() << 7)
 }
+
+// Multiplications does, n times, the two scalar multiplications of a
+// client's edwards25519 SPAKE login, as Challenge does them: the
+// fixed-base (8y)·G and the variable-base y·P, constant time, with
+// scalars that change each time. It is the floor of a login's client CPU
+// (package bench times it beside the load); the result is returned so
+// that the work is not optimised away.
+func Multiplications(n int) byte {
+	var y, y8 edwards25519.Scalar
+	var b [32]byte
+	b[0] = 1
+	var p, q edwards25519.Point
+	q.Set(edM)
+	for i := range n {
+		b[1], b[2] = byte(i), byte(i>>8)
+		scalarFrom32(&y, b[:])
+		y8.Multiply(&y, cofactor)
+		p.ScalarBaseMult(&y8)
+		q.ScalarMult(&y, &q)
+	}
+	return p.Bytes()[0] ^ q.Bytes()[0]
+}
