@@ -80,11 +80,6 @@ func (h *probeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "target parameter is missing (want /probe?target=host:port&module=NAME)", http.StatusBadRequest)
 		return
 	}
-	addr, err := krb5.KDCAddress(target)
-	if err != nil {
-		http.Error(w, fmt.Sprintf("invalid target: %v", err), http.StatusBadRequest)
-		return
-	}
 	name := q.Get("module")
 	if name == "" {
 		name = DefaultModule
@@ -96,6 +91,12 @@ func (h *probeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if !ok {
 		http.Error(w, fmt.Sprintf("unknown module %q", name), http.StatusBadRequest)
+		return
+	}
+	// A bare host gets the prober's port: the KDC's 88, kadmind's 464 or 749.
+	addr, err := ServerAddress(target, &mod)
+	if err != nil {
+		http.Error(w, fmt.Sprintf("invalid target: %v", err), http.StatusBadRequest)
 		return
 	}
 	budget, err := scrapeBudget(r)
@@ -126,7 +127,14 @@ func (h *probeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		level.Error(logger).Log("msg", "probe not run", "result", krb5.Classify(err), "err", err)
 		pm.duration.Set(time.Since(start).Seconds())
-		pm.exchange(ExchangeAS, err, 0, krb5.Etypes{})
+		ex := ExchangeAS
+		switch mod.EffectiveProber() {
+		case config.ProberKpasswd:
+			ex = ExchangeKpasswdAS
+		case config.ProberKadmin:
+			ex = ExchangeKadminRPC
+		}
+		pm.exchange(ex, err, 0, nil)
 	} else {
 		pm.record(&o)
 		logOutcome(logger, &o)
@@ -146,6 +154,14 @@ func (h *probeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *probeHandler) probe(ctx context.Context, addr string, mod *config.ProbeModule, name string, logger log.Logger) (Outcome, error) {
+	if mod.EffectiveProber() == config.ProberKadmin {
+		t, err := NewTarget(addr, mod, nil, logger)
+		if err != nil {
+			return Outcome{}, err
+		}
+		level.Debug(logger).Log("msg", "probing kadmind's RPC", "kadmind", addr)
+		return t.Run(ctx), nil
+	}
 	creds, err := h.creds.get(name, mod)
 	if err != nil {
 		return Outcome{}, &krb5.Error{Class: krb5.ClassKeytab, Phase: krb5.PhaseKeys, Err: err}
@@ -163,6 +179,25 @@ func (h *probeHandler) probe(ctx context.Context, addr string, mod *config.Probe
 }
 
 func logOutcome(logger log.Logger, o *Outcome) {
+	if o.RPCRan {
+		if o.RPCErr != nil {
+			level.Error(logger).Log("msg", "kadmind RPC call failed", "result", krb5.Classify(o.RPCErr), "err", o.RPCErr)
+		} else {
+			level.Info(logger).Log("msg", "kadmind answered the RPC call", "reply", o.RPC.Reply, "duration", o.RPC.Duration)
+		}
+	}
+	if !o.HasAS() {
+		return
+	}
+	if o.KpasswdRan {
+		defer func() {
+			if o.KpasswdErr != nil {
+				level.Error(logger).Log("msg", "kpasswd exchange failed", "result", krb5.Classify(o.KpasswdErr), "err", o.KpasswdErr)
+			} else {
+				level.Info(logger).Log("msg", "kadmind verified the AP-REQ and refused the empty request", "kpasswd_result", krb5.KpasswdResultName(o.Kpasswd.Code), "duration", o.Kpasswd.Duration)
+			}
+		}()
+	}
 	if o.ASErr != nil {
 		level.Error(logger).Log("msg", "login failed", "result", krb5.Classify(o.ASErr), "err", o.ASErr)
 	} else {
@@ -291,11 +326,19 @@ func newOneShotMetrics(reg prometheus.Registerer) *oneShotMetrics {
 
 func (m *oneShotMetrics) record(o *Outcome) {
 	m.duration.Set(o.Duration.Seconds())
-	ok := o.ASErr == nil && (!o.TGSRan || o.TGSErr == nil)
-	if ok {
+	if o.Success() {
 		m.success.Set(1)
 	}
-	m.exchange(ExchangeAS, o.ASErr, o.AS.Duration, o.AS.Etypes)
+	if o.RPCRan {
+		m.exchange(ExchangeKadminRPC, o.RPCErr, o.RPC.Duration, nil)
+	}
+	if !o.HasAS() {
+		return
+	}
+	if o.KpasswdRan {
+		m.exchange(ExchangeKpasswd, o.KpasswdErr, o.Kpasswd.Duration, nil)
+	}
+	m.exchange(o.ASExchange(), o.ASErr, o.AS.Duration, &o.AS.Etypes)
 	if o.AS.PreauthRequired > 0 {
 		m.phase.WithLabelValues(krb5.PhasePreauthRequired).Set(o.AS.PreauthRequired.Seconds())
 	}
@@ -318,7 +361,7 @@ func (m *oneShotMetrics) record(o *Outcome) {
 		fallbacks++
 	}
 	if o.TGSRan {
-		m.exchange(ExchangeTGS, o.TGSErr, o.TGS.Duration, o.TGS.Etypes)
+		m.exchange(ExchangeTGS, o.TGSErr, o.TGS.Duration, &o.TGS.Etypes)
 		retrans += o.TGS.Retransmits
 		if o.TGS.TCPFallback {
 			fallbacks++
@@ -328,7 +371,7 @@ func (m *oneShotMetrics) record(o *Outcome) {
 	m.tcpFallback.Set(float64(fallbacks))
 }
 
-func (m *oneShotMetrics) exchange(ex string, err error, d time.Duration, e krb5.Etypes) {
+func (m *oneShotMetrics) exchange(ex string, err error, d time.Duration, e *krb5.Etypes) {
 	m.result.WithLabelValues(ex, krb5.Classify(err)).Set(1)
 	m.exDuration.WithLabelValues(ex).Set(d.Seconds())
 	if err != nil {
@@ -336,6 +379,9 @@ func (m *oneShotMetrics) exchange(ex string, err error, d time.Duration, e krb5.
 		return
 	}
 	m.exSuccess.WithLabelValues(ex).Set(1)
+	if e == nil {
+		return // kadmind's exchanges: no KDC reply parts
+	}
 	m.etype.WithLabelValues(ex, "reply").Set(float64(e.Reply))
 	m.etype.WithLabelValues(ex, "ticket").Set(float64(e.Ticket))
 	m.etype.WithLabelValues(ex, "session").Set(float64(e.Session))

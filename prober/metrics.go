@@ -3,6 +3,7 @@ package prober
 import (
 	"time"
 
+	"github.com/krb5-exporter/krb5-exporter/internal/kadmrpc"
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,6 +20,11 @@ const (
 const (
 	ExchangeAS  = "as"
 	ExchangeTGS = "tgs"
+	// The kpasswd prober's login for kadmin/changepw, then its
+	// password-change exchange with kadmind; the kadmin prober's RPC call.
+	ExchangeKpasswdAS = "kpasswd_as"
+	ExchangeKpasswd   = "kpasswd"
+	ExchangeKadminRPC = "kadmin_rpc"
 )
 
 // latencyBuckets include the seed's SLO bounds (login p95 20 ms / p99 50 ms,
@@ -58,7 +64,7 @@ func newProbeMetrics(reg prometheus.Registerer) *probeMetrics {
 	m := &probeMetrics{
 		duration: prometheus.NewHistogramVec(latencyOpts(
 			MetricDuration,
-			"Duration of successful probe exchanges against the KDC: a whole login (as, both round trips) or one service ticket request (tgs); transport is the one the exchange finished on."),
+			"Duration of successful probe exchanges: against the KDC a whole login (as, both round trips) or one service ticket request (tgs); against kadmind the kpasswd prober's login for kadmin/changepw (kpasswd_as, at its KDC) and password-change exchange (kpasswd), or the kadmin prober's RPC call (kadmin_rpc); transport is the one the exchange finished on."),
 			[]string{"target", "exchange", "transport"}),
 		phase: prometheus.NewHistogramVec(latencyOpts(
 			"krb5_probe_as_phase_duration_seconds",
@@ -70,7 +76,7 @@ func newProbeMetrics(reg prometheus.Registerer) *probeMetrics {
 		}, []string{"target", "exchange"}),
 		total: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "krb5_probe_total",
-			Help: "Probe exchanges by result: success, a KDC error name (KDC_ERR_PREAUTH_FAILED, ...), timeout, connection_refused, network, decrypt, malformed_reply, keytab or no_tgt.",
+			Help: "Probe exchanges by result: success, a KDC error name (KDC_ERR_PREAUTH_FAILED, ...), timeout, connection_refused, network, decrypt, malformed_reply, keytab or no_tgt; for kpasswd a kpasswd result name (KPASSWD_AUTHERROR, ...) or no_ticket; for kadmin_rpc an RPC refusal (RPC_PROG_UNAVAIL, ...).",
 		}, []string{"target", "exchange", "result"}),
 		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "krb5_probe_last_success_timestamp_seconds",
@@ -121,18 +127,27 @@ var nonKDCClasses = []string{krb5.ClassSuccess, krb5.ClassTimeout, krb5.ClassCon
 var preauthMethods = []string{krb5.MethodSPAKE, krb5.MethodEncTimestamp, krb5.MethodNone}
 
 // initTarget creates a target's series before its first probe.
-func (m *probeMetrics) initTarget(target string, tgs bool) {
-	exchanges := []string{ExchangeAS}
-	if tgs {
-		exchanges = append(exchanges, ExchangeTGS)
-	}
+func (m *probeMetrics) initTarget(target string, exchanges []string) {
+	login := false
 	for _, ex := range exchanges {
 		for _, c := range nonKDCClasses {
 			m.total.WithLabelValues(target, ex, c)
 		}
-		if ex == ExchangeTGS {
+		switch ex {
+		case ExchangeAS, ExchangeKpasswdAS:
+			login = true
+		case ExchangeTGS:
 			m.total.WithLabelValues(target, ex, ClassNoTGT)
+		case ExchangeKpasswd:
+			m.total.WithLabelValues(target, ex, ClassNoTicket)
+		case ExchangeKadminRPC:
+			for _, c := range kadmrpc.Classes {
+				m.total.WithLabelValues(target, ex, c)
+			}
 		}
+	}
+	if !login {
+		return
 	}
 	m.retransmits.WithLabelValues(target)
 	m.tcpFallbacks.WithLabelValues(target)
@@ -159,6 +174,15 @@ func (m *probeMetrics) deleteTarget(target string) {
 
 // record turns one probe outcome into metrics.
 func (m *probeMetrics) record(target string, tr krb5.Transport, o *Outcome) {
+	if o.RPCRan {
+		m.exchange(target, ExchangeKadminRPC, o.RPCErr, time.Now())
+		if o.RPCErr == nil {
+			m.duration.WithLabelValues(target, ExchangeKadminRPC, krb5.TCP.String()).Observe(o.RPC.Duration.Seconds())
+		}
+	}
+	if !o.HasAS() {
+		return
+	}
 	retrans, fallbacks := o.AS.Retransmits, 0
 	if o.AS.TCPFallback {
 		fallbacks++
@@ -166,7 +190,7 @@ func (m *probeMetrics) record(target string, tr krb5.Transport, o *Outcome) {
 	if o.AS.HasClockOffset {
 		m.clockOffset.WithLabelValues(target).Set(o.AS.ClockOffset.Seconds())
 	}
-	m.exchange(target, ExchangeAS, o.ASErr, o.Start.Add(o.AS.Duration))
+	m.exchange(target, o.ASExchange(), o.ASErr, o.Start.Add(o.AS.Duration))
 	if o.AS.Method != "" {
 		for _, pm := range preauthMethods {
 			v := 0.0
@@ -177,7 +201,7 @@ func (m *probeMetrics) record(target string, tr krb5.Transport, o *Outcome) {
 		}
 	}
 	if o.ASErr == nil {
-		m.duration.WithLabelValues(target, ExchangeAS, o.ASTransport(tr)).Observe(o.AS.Duration.Seconds())
+		m.duration.WithLabelValues(target, o.ASExchange(), o.ASTransport(tr)).Observe(o.AS.Duration.Seconds())
 		if o.AS.PreauthRequired > 0 {
 			m.phase.WithLabelValues(target, krb5.PhasePreauthRequired).Observe(o.AS.PreauthRequired.Seconds())
 		}
@@ -185,7 +209,7 @@ func (m *probeMetrics) record(target string, tr krb5.Transport, o *Outcome) {
 			m.phase.WithLabelValues(target, krb5.PhaseSPAKEChallenge).Observe(o.AS.SPAKEChallenge.Seconds())
 		}
 		m.phase.WithLabelValues(target, krb5.PhaseASRep).Observe(o.AS.ASRep.Seconds())
-		m.etypes(target, ExchangeAS, o.AS.Etypes)
+		m.etypes(target, o.ASExchange(), o.AS.Etypes)
 	}
 	if o.TGSRan {
 		retrans += o.TGS.Retransmits
@@ -196,6 +220,12 @@ func (m *probeMetrics) record(target string, tr krb5.Transport, o *Outcome) {
 		if o.TGSErr == nil {
 			m.duration.WithLabelValues(target, ExchangeTGS, o.TGSTransport(tr)).Observe(o.TGS.Duration.Seconds())
 			m.etypes(target, ExchangeTGS, o.TGS.Etypes)
+		}
+	}
+	if o.KpasswdRan {
+		m.exchange(target, ExchangeKpasswd, o.KpasswdErr, time.Now())
+		if o.KpasswdErr == nil {
+			m.duration.WithLabelValues(target, ExchangeKpasswd, tr.String()).Observe(o.Kpasswd.Duration.Seconds())
 		}
 	}
 	m.retransmits.WithLabelValues(target).Add(float64(retrans))

@@ -25,8 +25,12 @@ type ProbeRecord struct {
 	Duration time.Duration // both exchanges
 	Success  bool
 	// AS and TGS are the exchanges' results: "success" or the error
-	// class; TGS is empty when the module names no service.
+	// class; TGS is empty when the module names no service, AS for the
+	// kadmin prober (no login).
 	AS, TGS string
+	// Kadmind is the result of the kpasswd or kadmin prober's exchange
+	// with kadmind (kpasswd, kadmin_rpc); empty for the kdc prober.
+	Kadmind string
 	// Err is the first failure's text ("" on success).
 	Err string
 	// Log is the probe's debug log (logfmt), cut at MaxProbeLogBytes.
@@ -36,7 +40,9 @@ type ProbeRecord struct {
 // TargetStatus is what the status page shows of one continuous target.
 type TargetStatus struct {
 	Name, Address, Module string
-	Interval              time.Duration
+	// Prober is the module's prober: kdc, kpasswd or kadmin.
+	Prober   string
+	Interval time.Duration
 	// Recent holds the last probes, newest first (none before the first).
 	Recent []ProbeRecord
 }
@@ -48,7 +54,7 @@ func (m *Manager) Status() []TargetStatus {
 	out := make([]TargetStatus, 0, len(m.loops))
 	for _, l := range m.loops {
 		out = append(out, TargetStatus{Name: l.cfg.Name, Address: l.cfg.Address, Module: l.cfg.Module,
-			Interval: l.cfg.EffectiveInterval(), Recent: l.history.recent()})
+			Prober: l.target.Prober(), Interval: l.cfg.EffectiveInterval(), Recent: l.history.recent()})
 	}
 	m.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
@@ -117,16 +123,28 @@ func newProbeLogger(w *probeLog) log.Logger {
 // appended to its log.
 func recordOf(o *Outcome, logger log.Logger, w *probeLog) ProbeRecord {
 	logOutcome(logger, o)
-	r := ProbeRecord{Start: o.Start, Duration: o.Duration, AS: krb5.Classify(o.ASErr)}
-	r.Success = o.ASErr == nil && (!o.TGSRan || o.TGSErr == nil)
+	r := ProbeRecord{Start: o.Start, Duration: o.Duration, Success: o.Success()}
+	if o.HasAS() {
+		r.AS = krb5.Classify(o.ASErr)
+	}
 	if o.TGSRan {
 		r.TGS = krb5.Classify(o.TGSErr)
 	}
 	switch {
-	case o.ASErr != nil:
+	case o.KpasswdRan:
+		r.Kadmind = krb5.Classify(o.KpasswdErr)
+	case o.RPCRan:
+		r.Kadmind = krb5.Classify(o.RPCErr)
+	}
+	switch {
+	case o.HasAS() && o.ASErr != nil:
 		r.Err = o.ASErr.Error()
 	case o.TGSRan && o.TGSErr != nil:
 		r.Err = o.TGSErr.Error()
+	case o.KpasswdRan && o.KpasswdErr != nil:
+		r.Err = o.KpasswdErr.Error()
+	case o.RPCRan && o.RPCErr != nil:
+		r.Err = o.RPCErr.Error()
 	}
 	r.Log = w.take()
 	return r

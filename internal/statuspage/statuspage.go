@@ -220,8 +220,11 @@ func (h *Handler) logs(name string) view {
 }
 
 func failure(r *prober.ProbeRecord) string {
-	if r.AS != krb5.ClassSuccess {
+	switch {
+	case r.AS != "" && r.AS != krb5.ClassSuccess:
 		return "login " + r.AS
+	case r.TGS != "" && r.TGS != krb5.ClassSuccess:
+		return "service ticket " + r.TGS
 	}
-	return "service ticket " + r.TGS
+	return "kadmind " + r.Kadmind
 }
