@@ -225,8 +225,10 @@ func netError(ctx context.Context, err error) error {
 		return &krb5.Error{Class: krb5.ClassCanceled, Phase: Phase, Err: ctx.Err()}
 	case ctx.Err() != nil:
 		return &krb5.Error{Class: krb5.ClassTimeout, Phase: Phase, Err: ctx.Err()}
-	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
-		return &krb5.Error{Class: krb5.ClassMalformedReply, Phase: Phase, Err: fmt.Errorf("connection closed before a whole reply: %w", err)}
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		// Part of a reply, then nothing: garbage. A close before any byte
+		// (io.EOF) is the network class, as a reset is.
+		return &krb5.Error{Class: krb5.ClassMalformedReply, Phase: Phase, Err: fmt.Errorf("connection closed inside the reply: %w", err)}
 	}
 	return &krb5.Error{Class: krb5.Classify(err), Phase: Phase, Err: err}
 }

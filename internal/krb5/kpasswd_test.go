@@ -2,7 +2,6 @@ package krb5
 
 import (
 	"net"
-	"regexp"
 	"strconv"
 	"testing"
 
@@ -27,28 +26,6 @@ func changepwClient(t testing.TB, r *realm.Realm) *Client {
 	return c
 }
 
-// principalState is what a password change would alter: the key version
-// and the last modification, read by kadmin.local (the oracle).
-var principalState = regexp.MustCompile(`(?m)^(Last modified: .*|Last password change: .*|Key: vno \d+.*)$`)
-
-func getprincState(t testing.TB, r *realm.Realm, princ string) string {
-	t.Helper()
-	out := realmtest.Kadmin(t, r, "getprinc "+princ)
-	m := principalState.FindAllString(out, -1)
-	if len(m) < 3 {
-		t.Fatalf("getprinc %s: no kvno or dates in\n%s", princ, out)
-	}
-	return fmtLines(m)
-}
-
-func fmtLines(l []string) string {
-	s := ""
-	for _, x := range l {
-		s += x + "\n"
-	}
-	return s
-}
-
 // TestKpasswdProbeChangesNothing: over both transports, kadmind verifies
 // the AP-REQ (its AP-REP decrypts with our session key) and refuses the
 // empty KRB-PRIV with HARDERROR; 1,000 probes leave the probe principal's
@@ -56,10 +33,10 @@ func fmtLines(l []string) string {
 // them before.
 func TestKpasswdProbeChangesNothing(t *testing.T) {
 	r := realmtest.Realm(t, realm.Options{})
-	before := getprincState(t, r, r.ProbePrincipal)
+	before := realmtest.KeyState(t, r, r.ProbePrincipal)
 	// The oracle runs however the probes went.
 	defer func() {
-		if after := getprincState(t, r, r.ProbePrincipal); after != before {
+		if after := realmtest.KeyState(t, r, r.ProbePrincipal); after != before {
 			t.Errorf("the probe principal changed:\nbefore\n%safter\n%s", before, after)
 		}
 	}()
