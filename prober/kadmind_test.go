@@ -178,3 +178,39 @@ func TestKadmindProbesStoppedHungRestarted(t *testing.T) {
 		t.Errorf("the probe principal changed:\nbefore\n%s\nafter\n%s", before, after)
 	}
 }
+
+// TestKadmindProbeHandler: /probe runs the kpasswd and kadmin modules
+// against the real kadmind once each, refuses a target outside
+// allowed_kdcs, and reports a stopped kadmind as connection_refused.
+func TestKadmindProbeHandler(t *testing.T) {
+	r := realmtest.Realm(t, realm.Options{})
+	cfg := kadmindConfig(r, realmtest.DeadAddr(t))
+	cfg.Probes = nil
+	srv := probeServer(t, cfg)
+	kpasswd := net.JoinHostPort("127.0.0.1", strconv.Itoa(r.KpasswdPort))
+	for _, tc := range []struct{ module, target, want string }{
+		{"kpasswd", kpasswd, `probe_krb5_result{exchange="kpasswd",result="success"} 1`},
+		{"kpasswd-tcp", kpasswd, `probe_krb5_result{exchange="kpasswd_as",result="success"} 1`},
+		{"kadmin", r.KadmindAddr, `probe_krb5_result{exchange="kadmin_rpc",result="success"} 1`},
+	} {
+		code, body := get(t, probeURL(srv, "module", tc.module, "target", tc.target), nil)
+		if code != 200 || !strings.Contains(body, "\nprobe_success 1\n") || !strings.Contains(body, tc.want) {
+			t.Errorf("%s: %d\n%s", tc.module, code, body)
+		}
+	}
+	if code, _ := get(t, probeURL(srv, "module", "kadmin", "target", "192.0.2.1:749"), nil); code != 403 {
+		t.Errorf("a target outside allowed_kdcs: %d, want 403", code)
+	}
+	if err := r.StopKadmind(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ module, target, want string }{
+		{"kpasswd-tcp", kpasswd, `probe_krb5_result{exchange="kpasswd",result="connection_refused"} 1`},
+		{"kadmin", r.KadmindAddr, `probe_krb5_result{exchange="kadmin_rpc",result="connection_refused"} 1`},
+	} {
+		code, body := get(t, probeURL(srv, "module", tc.module, "target", tc.target), nil)
+		if code != 200 || !strings.Contains(body, "\nprobe_success 0\n") || !strings.Contains(body, tc.want) {
+			t.Errorf("%s with kadmind stopped: %d\n%s", tc.module, code, body)
+		}
+	}
+}
