@@ -62,6 +62,14 @@ func Probes() *dashboard.DashboardBuilder {
 			q(`rate(krb5_probe_udp_retransmits_total{`+psel+`}[$__rate_interval])`, "{{target}} UDP resends"),
 			q(`rate(krb5_probe_tcp_fallbacks_total{`+psel+`}[$__rate_interval])`, "{{target}} TCP fallbacks"),
 		}))
+
+	b.WithRow(dashboard.NewRowBuilder("kadmind: kpasswd and the admin RPC"))
+	b.WithPanel(upDown("kadmind probes", "Whether kadmind answered the last probe: kpasswd (the password-change service verified the AP-REQ and refused the empty request) and kadmin_rpc (the admin RPC answered the NULL call). kpasswd_as is the login for kadmin/changepw at the KDC before it. KadmindUnavailable fires after 2 minutes.", 8, 8,
+		[]query{q(`krb5_probe_success{`+psel+`, exchange=~"kpasswd_as|kpasswd|kadmin_rpc"}`, "{{target}} {{exchange}}")}))
+	b.WithPanel(graph("kadmind round trip p95", "p95 of the kpasswd and kadmin_rpc round trips with kadmind (successful ones).", "s", 8, 8,
+		[]query{q(`histogram_quantile(0.95, sum by (target, exchange, le) (rate(krb5_probe_duration_seconds_bucket{`+psel+`, exchange=~"kpasswd|kadmin_rpc"}[$__rate_interval])))`, "{{target}} {{exchange}}")}))
+	b.WithPanel(graph("kadmind failures by class", "Failed kpasswd and kadmin_rpc probes per second by result: connection_refused (kadmind stopped), timeout (hung), KPASSWD_* (kadmind's kpasswd refusal), RPC_*, network, malformed_reply (not kadmind on the port).", "ops", 8, 8,
+		[]query{q(`sum by (target, exchange, result) (rate(krb5_probe_total{`+psel+`, exchange=~"kpasswd|kadmin_rpc", result!="success"}[$__rate_interval]))`, "{{target}} {{exchange}} {{result}}")}))
 	return b
 }
 
