@@ -2,7 +2,9 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"os"
+	"strconv"
 	"strings"
 	"text/template"
 
@@ -34,6 +36,21 @@ modules:
     transport: tcp
     timeout: 5s
     allowed_kdcs: ["{{.KDCAddr}}"]
+{{- if .KpasswdAddr}}
+  {{.Module}}_kpasswd:               # kadmind's password-change service
+    prober: kpasswd
+    realm: {{.Realm}}
+    client: {{.ProbePrincipal}}
+    keytab: {{.ProbeKeytab}}
+    kdc: {{.KDCAddr}}                 # where it logs in for kadmin/changepw
+    transport: udp
+    timeout: 5s
+    allowed_kdcs: ["{{.KpasswdAddr}}"]
+  {{.Module}}_kadmin:                # kadmind's admin RPC: no keys
+    prober: kadmin
+    timeout: 5s
+    allowed_kdcs: ["{{.KadmindAddr}}"]
+{{- end}}
 
 probes:
   - name: {{.Module}}-udp
@@ -44,6 +61,16 @@ probes:
     address: {{.KDCAddr}}
     module: {{.Module}}_tcp
     interval: 15s
+{{- if .KpasswdAddr}}
+  - name: {{.Module}}-kpasswd
+    address: {{.KpasswdAddr}}
+    module: {{.Module}}_kpasswd
+    interval: 15s
+  - name: {{.Module}}-kadmin
+    address: {{.KadmindAddr}}
+    module: {{.Module}}_kadmin
+    interval: 15s
+{{- end}}
 
 logs:
 {{- if .JournalDir}}
@@ -98,14 +125,18 @@ func writeRealmConfig(r *realm.Realm, path string) error {
 		service = r.Service(1)
 	}
 	kadmindLog, kpropdLog := r.KadmindLog, ""
+	kpasswdAddr, kadmindAddr := "", ""
 	if r.Replica != nil {
 		kadmindLog, kpropdLog = "", r.Replica.Log // a replica runs kpropd, no kadmind
+	} else if !r.Opts.NoKadmind {
+		kpasswdAddr, kadmindAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(r.KpasswdPort)), r.KadmindAddr
 	}
 	err := realmConfigTmpl.Execute(&b, map[string]string{
 		"Realm": r.Realm, "Dir": r.Dir, "Module": strings.ToLower(strings.ReplaceAll(r.Realm, ".", "_")),
 		"ProbePrincipal": r.ProbePrincipal, "ProbeKeytab": r.ProbeKeytab, "Service": service,
 		"KDCAddr": r.KDCAddr, "KDCLog": r.KDCLog, "KadmindLog": kadmindLog, "KpropdLog": kpropdLog,
 		"JournalDir": r.JournalDir, "JournalUser": journalUser(os.Getuid()),
+		"KpasswdAddr": kpasswdAddr, "KadmindAddr": kadmindAddr,
 	})
 	if err != nil {
 		return err
