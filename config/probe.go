@@ -36,16 +36,16 @@ import (
 // anything. prober: kadmin probes kadmind's admin RPC (the target is
 // kadmind, port 749 by default) with no keys at all:
 //
-//	  kpasswd:
-//	    prober: kpasswd
-//	    realm: EXAMPLE.COM
-//	    client: krb5-exporter-probe
-//	    keytab: /etc/krb5-exporter/probe.keytab
-//	    kdc: kdc1.example.com:88              # where the login goes
-//	    transport: udp                        # both exchanges
-//	  kadmin:
-//	    prober: kadmin
-//	    timeout: 5s
+//	kpasswd:
+//	  prober: kpasswd
+//	  realm: EXAMPLE.COM
+//	  client: krb5-exporter-probe
+//	  keytab: /etc/krb5-exporter/probe.keytab
+//	  kdc: kdc1.example.com:88              # where the login goes
+//	  transport: udp                        # both exchanges
+//	kadmin:
+//	  prober: kadmin
+//	  timeout: 5s
 type ProbeModule struct {
 	Realm string `yaml:"realm"`
 	// Client is the principal that logs in ("name" or "name@REALM").
