@@ -65,15 +65,21 @@ func TestEndToEnd(t *testing.T) {
 	}
 
 	cfg := filepath.Join(tmp, "exporter.yml")
-	writeFile(t, cfg, "modules:\n"+probeModule(r, "udp", 2*time.Second)+probeModule(r, "tcp", 2*time.Second)+fmt.Sprintf(`probes:
+	// kadmind's probes too: the probes dashboard's kadmind row.
+	kadmindModules := fmt.Sprintf(`  kpasswd: {prober: kpasswd, realm: %[1]s, client: %[2]s, keytab: %[3]s, kdc: "%[4]s", timeout: 2s}
+  kadmin: {prober: kadmin, timeout: 2s}
+`, r.Realm, r.ProbePrincipal, r.ProbeKeytab, r.KDCAddr)
+	writeFile(t, cfg, "modules:\n"+probeModule(r, "udp", 2*time.Second)+probeModule(r, "tcp", 2*time.Second)+kadmindModules+fmt.Sprintf(`probes:
   - {name: kdc-udp, address: "%[1]s", module: udp, interval: 1s}
   - {name: kdc-tcp, address: "%[1]s", module: tcp, interval: 1s}
+  - {name: kpasswd, address: "127.0.0.1:%[4]d", module: kpasswd, interval: 1s}
+  - {name: kadmin, address: "%[5]s", module: kadmin, interval: 1s}
 logs:
   - path: %[2]s
     type: kdc
     start_at: beginning
     probe_principals: [%[3]s]
-`, r.KDCAddr, r.KDCLog, r.ProbePrincipal))
+`, r.KDCAddr, r.KDCLog, r.ProbePrincipal, r.KpasswdPort, r.KadmindAddr))
 
 	exporterAddr := freeAddr(t)
 	exporterLog := &testutil.LockedBuffer{}
