@@ -4,6 +4,7 @@ import (
 	"net"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
 	"github.com/krb5-exporter/krb5-exporter/realm"
@@ -65,4 +66,77 @@ func TestKpasswdProbeChangesNothing(t *testing.T) {
 			t.Fatalf("probe %d: result %d %q", i, res.Code, res.Text)
 		}
 	}
+}
+
+// TestKpasswdReplyMutations: kadmind's real reply, cut at every length and
+// with every byte flipped, is refused with a bounded class and never
+// read as healthy or crashes the parser (what a hostile server on port
+// 464 can send).
+func TestKpasswdReplyMutations(t *testing.T) {
+	r := realmtest.Realm(t, realm.Options{})
+	c := changepwClient(t, r)
+	// A fixed clock: the authenticator's time, which the AP-REP must echo,
+	// is known to the checks below.
+	sent := time.Now()
+	c.now = func() time.Time { return sent }
+	ctx := testCtx(t, 30e9)
+	if _, err := c.Login(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A relay that keeps kadmind's reply.
+	front, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer front.Close()
+	replies := make(chan []byte, 1)
+	go func() {
+		buf := make([]byte, 65536)
+		n, from, err := front.ReadFrom(buf)
+		if err != nil {
+			return
+		}
+		back, err := net.Dial("udp", net.JoinHostPort("127.0.0.1", strconv.Itoa(r.KpasswdPort)))
+		if err != nil {
+			return
+		}
+		defer back.Close()
+		back.Write(buf[:n])
+		m, err := back.Read(buf)
+		if err != nil {
+			return
+		}
+		replies <- append([]byte(nil), buf[:m]...)
+		front.WriteTo(buf[:m], from)
+	}()
+	if _, err := c.Kpasswd(ctx, front.LocalAddr().String(), UDP); err != nil {
+		t.Fatalf("through the relay: %v", err)
+	}
+	reply := <-replies
+	allowed := map[string]bool{ClassMalformedReply: true, ClassDecrypt: true}
+	for code := range 8 {
+		allowed[KpasswdResultName(code)] = true
+	}
+	allowed["KPASSWD_UNKNOWN"] = true
+	et := lookupEtype(c.tgt.keyType)
+	var res KpasswdResult
+	if err := c.acceptKpasswdReply(reply, et, sent, &res); err != nil || res.Code != KpasswdHardError {
+		t.Fatalf("the reply as it came: %v, result %d", err, res.Code)
+	}
+	check := func(what string, b []byte) {
+		var res KpasswdResult
+		err := c.acceptKpasswdReply(b, et, sent, &res)
+		if err == nil || !allowed[Classify(err)] {
+			t.Errorf("%s: %v (class %s)", what, err, Classify(err))
+		}
+	}
+	for n := range len(reply) {
+		check("cut at "+strconv.Itoa(n), reply[:n])
+	}
+	for i := range reply {
+		b := append([]byte(nil), reply...)
+		b[i] ^= 0x41
+		check("byte "+strconv.Itoa(i)+" flipped", b)
+	}
+	t.Logf("%d-byte reply, %d mutations refused", len(reply), 2*len(reply))
 }
