@@ -140,3 +140,32 @@ func TestKpasswdReplyMutations(t *testing.T) {
 	}
 	t.Logf("%d-byte reply, %d mutations refused", len(reply), 2*len(reply))
 }
+
+// TestKpasswdAuthError: kadmind that cannot verify the AP-REQ answers a
+// KRB-ERROR carrying KRB5_KPASSWD_AUTHERROR, which the probe reports as
+// that class: an authenticator 10 minutes off kadmind's clock, and a
+// ticket whose kadmin/changepw key was replaced (cpw -randkey, no old key
+// kept) after it was issued.
+func TestKpasswdAuthError(t *testing.T) {
+	r := realmtest.Realm(t, realm.Options{})
+	kp := net.JoinHostPort("127.0.0.1", strconv.Itoa(r.KpasswdPort))
+	ctx := testCtx(t, 30e9)
+
+	c := changepwClient(t, r)
+	if _, err := c.Login(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.now = func() time.Time { return time.Now().Add(10 * time.Minute) }
+	_, err := c.Kpasswd(ctx, kp, UDP)
+	if e := wantClass(t, err, "KPASSWD_AUTHERROR"); e.Text != "Failed reading application request" {
+		t.Errorf("skewed authenticator: text %q", e.Text)
+	}
+
+	c = changepwClient(t, r)
+	if _, err := c.Login(ctx); err != nil {
+		t.Fatal(err)
+	}
+	realmtest.Kadmin(t, r, "cpw -randkey kadmin/changepw")
+	_, err = c.Kpasswd(ctx, kp, TCP)
+	wantClass(t, err, "KPASSWD_AUTHERROR")
+}
