@@ -78,6 +78,9 @@ func (c *Config) validate(keyFiles bool) error {
 		if err := m.CheckKeyFile(); err != nil {
 			return prefix(err, "modules", name)
 		}
+		if err := m.CheckProxyCA(); err != nil {
+			return prefix(err, "modules", name)
+		}
 	}
 	names := map[string]bool{}
 	for i, p := range c.Probes {
@@ -88,8 +91,16 @@ func (c *Config) validate(keyFiles bool) error {
 			return fieldErr(fmt.Sprintf("duplicate probe name %q", p.Name), "probes", strconv.Itoa(i), "name")
 		}
 		names[p.Name] = true
-		if _, ok := c.Modules[p.Module]; !ok {
+		m, ok := c.Modules[p.Module]
+		if !ok {
 			return fieldErr(fmt.Sprintf("unknown module %q", p.Module), "probes", strconv.Itoa(i), "module")
+		}
+		if https := strings.HasPrefix(p.Address, "https://"); https != (m.Transport == "https") {
+			msg := fmt.Sprintf("address %q is a URL: module %q must be of transport https", p.Address, p.Module)
+			if !https {
+				msg = fmt.Sprintf("module %q is of transport https: the address must be the proxy's https:// URL", p.Module)
+			}
+			return fieldErr(msg, "probes", strconv.Itoa(i), "address")
 		}
 	}
 	for i, l := range c.Logs {

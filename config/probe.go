@@ -1,9 +1,11 @@
 package config
 
 import (
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -29,6 +31,14 @@ import (
 //	    udp_retransmit: 1s                    # as libkrb5; 0 = never resend
 //	    preauth: auto                         # or spake, encrypted_timestamp
 //	    allowed_kdcs: [kdc1.example.com, 10.1.0.0/16]   # for /probe
+//	  proxy:                                  # through a KDC proxy ([MS-KKDCP])
+//	    realm: EXAMPLE.COM
+//	    client: krb5-exporter-probe
+//	    keytab: /etc/krb5-exporter/probe.keytab
+//	    transport: https                      # the target is the proxy's URL
+//	    proxy_ca_file: /etc/ipa/ca.crt        # default: the system's roots
+//	    proxy_server_name: ipa.example.com    # default: the URL's host
+//	    allowed_proxy_urls: [https://ipa.example.com/KdcProxy]   # for /probe
 //
 // prober: kpasswd probes kadmind's password-change service instead (the
 // target is kadmind, port 464 by default): a login for kadmin/changepw at
@@ -58,8 +68,22 @@ type ProbeModule struct {
 	PasswordFile string `yaml:"password_file"`
 	// Service is the service principal of the TGS exchange; empty: AS only.
 	Service string `yaml:"service"`
-	// Transport is udp (default) or tcp.
+	// Transport is udp (default), tcp or https: through a KDC proxy
+	// ([MS-KKDCP]), whose URL is then the target (a probe's address, the
+	// target of /probe).
 	Transport string `yaml:"transport"`
+	// ProxyCAFile (https) holds the PEM certificates of the CAs that may
+	// sign the proxy's certificate; default the system's roots. The
+	// certificate is always verified; the probes read the file again when
+	// it changes.
+	ProxyCAFile string `yaml:"proxy_ca_file"`
+	// ProxyServerName (https) is the name the proxy's certificate must
+	// carry; default the URL's host.
+	ProxyServerName string `yaml:"proxy_server_name"`
+	// AllowedProxyURLs (https) are the proxy URLs /probe may use this
+	// module against, compared exactly (host case and a default port 443
+	// aside). Empty: /probe refuses the module, as allowed_kdcs.
+	AllowedProxyURLs []string `yaml:"allowed_proxy_urls"`
 	// Timeout bounds each exchange (AS, TGS); default 5s.
 	Timeout time.Duration `yaml:"timeout"`
 	// Preauth is the pre-authentication method: auto (default: SPAKE when
@@ -138,7 +162,8 @@ func (m *ProbeModule) DefaultPort() int {
 // nothing, so the fields about keys, principals and the KDC do not apply.
 func (m *ProbeModule) validateKadmin() error {
 	for _, f := range []struct{ name, v string }{{"client", m.Client}, {"keytab", m.Keytab},
-		{"password_file", m.PasswordFile}, {"service", m.Service}, {"kdc", m.KDC}, {"preauth", m.Preauth}} {
+		{"password_file", m.PasswordFile}, {"service", m.Service}, {"kdc", m.KDC}, {"preauth", m.Preauth},
+		{"proxy_ca_file", m.ProxyCAFile}, {"proxy_server_name", m.ProxyServerName}} {
 		if f.v != "" {
 			return fieldErr(fmt.Sprintf("%s does not apply to prober kadmin (an unauthenticated RPC call)", f.name), f.name)
 		}
@@ -195,6 +220,9 @@ func (m *ProbeModule) Validate() error {
 		if m.Service != "" {
 			return fieldErr("service does not apply to prober kpasswd (its ticket is for kadmin/changepw)", "service")
 		}
+		if m.Transport == "https" {
+			return fieldErr("transport https: kpasswd goes to kadmind over udp or tcp", "transport")
+		}
 	case ProberKadmin:
 		return m.validateKadmin()
 	default:
@@ -222,8 +250,29 @@ func (m *ProbeModule) Validate() error {
 	}
 	switch m.Transport {
 	case "", "udp", "tcp":
+		if m.ProxyCAFile != "" {
+			return fieldErr("proxy_ca_file applies to transport https only", "proxy_ca_file")
+		}
+		if m.ProxyServerName != "" {
+			return fieldErr("proxy_server_name applies to transport https only", "proxy_server_name")
+		}
+		if len(m.AllowedProxyURLs) > 0 {
+			return fieldErr("allowed_proxy_urls applies to transport https only (list KDCs in allowed_kdcs)", "allowed_proxy_urls")
+		}
+	case "https":
+		if len(m.AllowedKDCs) > 0 {
+			return fieldErr("allowed_kdcs applies to transport udp and tcp: list the proxy's URLs in allowed_proxy_urls", "allowed_kdcs")
+		}
+		if n := m.ProxyServerName; n != "" && !isIP(n) && (strings.ContainsAny(n, ":[]") || kdcaddr.Check(n) != nil) {
+			return fieldErr(fmt.Sprintf("proxy_server_name %q: want a host name or an IP address", n), "proxy_server_name")
+		}
+		for i, u := range m.AllowedProxyURLs {
+			if _, err := kdcaddr.CanonicalProxyURL(u); err != nil {
+				return fieldErr(err.Error(), "allowed_proxy_urls", fmt.Sprint(i))
+			}
+		}
 	default:
-		return fieldErr(fmt.Sprintf("transport %q: want udp or tcp", m.Transport), "transport")
+		return fieldErr(fmt.Sprintf("transport %q: want udp, tcp or https", m.Transport), "transport")
 	}
 	switch m.Preauth {
 	case "", "auto", "spake", "encrypted_timestamp":
@@ -242,7 +291,7 @@ func (m *ProbeModule) Validate() error {
 	if m.UDPRetransmit > MaxProbeTimeout {
 		return fieldErr(fmt.Sprintf("udp_retransmit %s is above the maximum %s", m.UDPRetransmit, MaxProbeTimeout), "udp_retransmit")
 	}
-	if m.UDPRetransmit > 0 && m.Transport == "tcp" {
+	if m.UDPRetransmit > 0 && m.Transport != "" && m.Transport != "udp" {
 		return fieldErr("udp_retransmit applies to transport udp only", "udp_retransmit")
 	}
 	if m.TicketLifetime < 0 {
@@ -287,6 +336,61 @@ func (m *ProbeModule) CheckKeyFile() error {
 		return fieldErr(err.Error(), "password_file")
 	}
 	return nil
+}
+
+// CheckProxyCA reads proxy_ca_file as the probes do: Load (and
+// --config.check) fails at its line; the daemon (LoadDeferringKeys) lets
+// the module's probes fail as result="tls" until the file loads.
+func (m *ProbeModule) CheckProxyCA() error {
+	if _, err := m.ProxyRoots(); err != nil {
+		return fieldErr(err.Error(), "proxy_ca_file")
+	}
+	return nil
+}
+
+// maxCAFile bounds proxy_ca_file (a system bundle is ~200 kB).
+const maxCAFile = 4 << 20
+
+// ProxyRoots reads proxy_ca_file into a pool: nil (the system's roots)
+// when the module names none; an error when the file is unreadable or
+// holds no certificate.
+func (m *ProbeModule) ProxyRoots() (*x509.CertPool, error) {
+	if m.ProxyCAFile == "" {
+		return nil, nil
+	}
+	b, _, err := safefile.ReadFile(m.ProxyCAFile, maxCAFile, 0)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			return nil, fmt.Errorf("cannot %s proxy CA file: %w", pe.Op, pe.Err)
+		}
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, errors.New("proxy CA file holds no PEM certificate")
+	}
+	return pool, nil
+}
+
+// AllowsProxyURL reports whether /probe may use this https module against
+// the proxy at u.
+func (m *ProbeModule) AllowsProxyURL(u string) bool {
+	c, err := kdcaddr.CanonicalProxyURL(u)
+	if err != nil {
+		return false
+	}
+	for _, a := range m.AllowedProxyURLs {
+		if ac, err := kdcaddr.CanonicalProxyURL(a); err == nil && ac == c {
+			return true
+		}
+	}
+	return false
+}
+
+func isIP(s string) bool {
+	_, err := netip.ParseAddr(s)
+	return err == nil
 }
 
 // maxModuleKeytab bounds a probe module's keytab: one client's keys, a
@@ -389,7 +493,8 @@ func checkProbePrincipal(p string) error {
 type ProbeTarget struct {
 	// Name is the value of the `target` label; unique.
 	Name string `yaml:"name"`
-	// Address is the KDC: host:port, [v6]:port, or a host or IP (port 88).
+	// Address is the KDC: host:port, [v6]:port, or a host or IP (port 88);
+	// with a module of transport https, the proxy's https:// URL.
 	Address string `yaml:"address"`
 	// Module names the entry of `modules` to use.
 	Module string `yaml:"module"`
@@ -409,7 +514,11 @@ func (t *ProbeTarget) Validate() error {
 	if err := checkName("name", t.Name); err != nil {
 		return fieldErr(err.Error(), "name")
 	}
-	if err := kdcaddr.Check(t.Address); err != nil {
+	if strings.HasPrefix(t.Address, "https://") {
+		if _, err := kdcaddr.ParseProxyURL(t.Address); err != nil {
+			return fieldErr(err.Error(), "address")
+		}
+	} else if err := kdcaddr.Check(t.Address); err != nil {
 		return fieldErr(err.Error(), "address")
 	}
 	if t.Module == "" {

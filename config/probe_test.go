@@ -7,6 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+
 	"github.com/jcmturner/gokrb5/v8/keytab"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
@@ -76,6 +84,50 @@ probes:
     module: default
 `
 
+// TestProbeConfigHTTPS: a module of transport https with its CA file, a
+// continuous probe whose address is the proxy's URL, and /probe's
+// allow-list compared in canonical form (host case, port 443).
+func TestProbeConfigHTTPS(t *testing.T) {
+	dir := t.TempDir()
+	ca := filepath.Join(dir, "ca.pem")
+	if err := realmCA(ca); err != nil {
+		t.Fatal(err)
+	}
+	y := probeFiles(t, `modules:
+  p:
+    realm: EXAMPLE.COM
+    client: krb5-exporter-probe
+    keytab: KT
+    transport: https
+    proxy_ca_file: `+ca+`
+    proxy_server_name: ipa.example.com
+    allowed_proxy_urls: ["https://IPA.example.com/KdcProxy", "https://10.0.0.1:8443/KdcProxy"]
+probes:
+  - {name: ipa, address: "https://ipa.example.com/KdcProxy", module: p}
+`)
+	cfg, err := Parse([]byte(y), "p.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := cfg.Modules["p"]
+	if pool, err := m.ProxyRoots(); err != nil || pool == nil {
+		t.Fatalf("ProxyRoots: %v %v", pool, err)
+	}
+	for u, want := range map[string]bool{
+		"https://ipa.example.com/KdcProxy":     true,
+		"https://ipa.example.com:443/KdcProxy": true,
+		"https://10.0.0.1:8443/KdcProxy":       true,
+		"https://10.0.0.1/KdcProxy":            false,
+		"https://ipa.example.com/kdcproxy":     false,
+		"https://evil.example.com/KdcProxy":    false,
+		"http://ipa.example.com/KdcProxy":      false,
+	} {
+		if got := m.AllowsProxyURL(u); got != want {
+			t.Errorf("AllowsProxyURL(%q) = %v, want %v", u, got, want)
+		}
+	}
+}
+
 func TestProbeConfig(t *testing.T) {
 	cfg, err := Parse([]byte(probeFiles(t, probeYAML)), "p.yml")
 	if err != nil {
@@ -107,7 +159,7 @@ func TestProbeConfigErrors(t *testing.T) {
 		{"no client", "modules:\n  m:\n    realm: R\n    keytab: KT\n", "modules.m.client: empty principal"},
 		{"no keys", "modules:\n  m:\n    realm: R\n    client: c\n", "one of keytab or password_file is required"},
 		{"both keys", mod + "    password_file: PW\n", "keytab and password_file are exclusive"},
-		{"bad transport", mod + "    transport: sctp\n", `p.yml:6: modules.m.transport: transport "sctp": want udp or tcp`},
+		{"bad transport", mod + "    transport: sctp\n", `p.yml:6: modules.m.transport: transport "sctp": want udp, tcp or https`},
 		{"bad preauth", mod + "    preauth: pkinit\n", `p.yml:6: modules.m.preauth: preauth "pkinit": want auto, spake or encrypted_timestamp`},
 		{"bad timeout", mod + "    timeout: soon\n", "p.yml:6: cannot unmarshal"},
 		{"negative timeout", mod + "    timeout: -1s\n", "timeout must not be negative"},
@@ -135,6 +187,18 @@ func TestProbeConfigErrors(t *testing.T) {
 		{"s2k cap too low", mod + "    max_s2k_iterations: 1000\n", "p.yml:6: modules.m.max_s2k_iterations: max_s2k_iterations 1000: want 4096 to 16777216"},
 		{"s2k cap too high", mod + "    max_s2k_iterations: 16777217\n", "p.yml:6: modules.m.max_s2k_iterations"},
 		{"allowed kdc port 0", mod + "    allowed_kdcs: ['10.0.0.1:0']\n", `modules.m.allowed_kdcs.0: KDC pattern "10.0.0.1:0": bad port "0"`},
+		{"https with allowed_kdcs", mod + "    transport: https\n    allowed_kdcs: [k]\n", "p.yml:7: modules.m.allowed_kdcs: allowed_kdcs applies to transport udp and tcp"},
+		{"proxy ca over udp", mod + "    proxy_ca_file: /x\n", "p.yml:6: modules.m.proxy_ca_file: proxy_ca_file applies to transport https only"},
+		{"proxy urls over tcp", mod + "    transport: tcp\n    allowed_proxy_urls: ['https://p/']\n", "p.yml:7: modules.m.allowed_proxy_urls: allowed_proxy_urls applies to transport https only"},
+		{"http proxy url", mod + "    transport: https\n    allowed_proxy_urls: ['https://p/', 'http://p/KdcProxy']\n", `p.yml:7: modules.m.allowed_proxy_urls.1: proxy URL "http://p/KdcProxy": want https://host[:port]/path`},
+		{"proxy url with user", mod + "    transport: https\n    allowed_proxy_urls: ['https://u:secret@p/']\n", "p.yml:7: modules.m.allowed_proxy_urls.0: proxy URL must not carry user information"},
+		{"bad server name", mod + "    transport: https\n    proxy_server_name: 'p:443'\n", `p.yml:7: modules.m.proxy_server_name: proxy_server_name "p:443": want a host name or an IP address`},
+		{"missing proxy ca", mod + "    transport: https\n    proxy_ca_file: /nonexistent/ca.pem\n", "p.yml:7: modules.m.proxy_ca_file: cannot open proxy CA file: no such file or directory"},
+		{"proxy ca not pem", mod + "    transport: https\n    proxy_ca_file: PW\n", "p.yml:7: modules.m.proxy_ca_file: proxy CA file holds no PEM certificate"},
+		{"retransmit over https", mod + "    transport: https\n    udp_retransmit: 1s\n", "udp_retransmit applies to transport udp only"},
+		{"url for a udp module", mod + "probes:\n  - {name: a, address: 'https://p/KdcProxy', module: m}\n", `p.yml:7: probes.0.address: address "https://p/KdcProxy" is a URL: module "m" must be of transport https`},
+		{"kdc for an https module", mod + "    transport: https\nprobes:\n  - {name: a, address: 'k:88', module: m}\n", `p.yml:8: probes.0.address: module "m" is of transport https: the address must be the proxy's https:// URL`},
+		{"bad proxy address", mod + "    transport: https\nprobes:\n  - {name: a, address: 'https://p:0/', module: m}\n", `p.yml:8: probes.0.address: proxy URL "https://p:0/": bad port "0"`},
 		{"duplicate name", mod + "probes:\n  - {name: a, address: k, module: m}\n  - {name: a, address: j, module: m}\n", `duplicate probe name "a"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -199,6 +263,8 @@ func TestKadmindProberConfig(t *testing.T) {
 		{"kadmin over udp", ka + "    transport: udp\n", `p.yml:4: modules.m.transport: transport "udp": kadmind's RPC is tcp only`},
 		{"kadmin timeout", ka + "    timeout: 2h\n", "p.yml:4: modules.m.timeout: timeout 2h0m0s is above the maximum"},
 		{"kadmin allowed", ka + "    allowed_kdcs: ['k k']\n", "p.yml:4: modules.m.allowed_kdcs.0"},
+		{"kpasswd over https", kp + "    kdc: k\n    transport: https\n", "p.yml:8: modules.m.transport: transport https: kpasswd goes to kadmind over udp or tcp"},
+		{"kadmin proxy ca", ka + "    proxy_ca_file: /x\n", "p.yml:4: modules.m.proxy_ca_file: proxy_ca_file does not apply to prober kadmin"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(probeFiles(t, tc.yaml)), "p.yml")
@@ -213,4 +279,20 @@ func TestKadmindProberConfig(t *testing.T) {
 			t.Errorf("%s: %v", y, err)
 		}
 	}
+}
+
+// realmCA writes a self-signed CA certificate (config's tests do not link
+// the harness, which makes the real ones).
+func realmCA(path string) error {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
+		NotBefore: time.Now(), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
 }

@@ -1,7 +1,9 @@
 package dashboards
 
 import (
+	"github.com/grafana/grafana-foundation-sdk/go/common"
 	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
+	"github.com/grafana/grafana-foundation-sdk/go/stat"
 )
 
 // Overview is the KDC overview: one row per KDC (the exporter next to it),
@@ -20,8 +22,9 @@ func Overview() *dashboard.DashboardBuilder {
 		[]query{q(`krb5_kdc_workers{`+sel+`}`, "running"), q(`krb5_kdc_workers_configured{`+sel+`}`, "configured")}))
 	b.WithPanel(single("Uptime", "Time since the oldest krb5kdc process started.", "s", 3, 4,
 		[]query{q(`time() - krb5_process_start_time_seconds{`+sel+`, program="krb5kdc"}`, "krb5kdc")}))
-	b.WithPanel(info("Settings", "Performance-relevant settings of each realm from kdc.conf: database module, last-success and lockout writes, SPAKE groups.", 12, 4,
+	b.WithPanel(info("Settings", "Performance-relevant settings of each realm from kdc.conf: database module, last-success and lockout writes, SPAKE groups.", 9, 4,
 		`krb5_kdcconf_info{`+sel+`}`))
+	b.WithPanel(serviceTracing())
 
 	b.WithPanel(graph("Logins by outcome", "AS requests the KDC answered, by status, from its log (probe principals excluded). ISSUE is a login; NEEDED_PREAUTH and MORE_PREAUTH_DATA_REQUIRED are protocol steps of every login.", "reqps", 12, 8,
 		[]query{q(`sum by (status) (rate(krb5_kdc_requests_total{`+sel+`, request="as"}[$__rate_interval]))`, "{{status}}")}))
@@ -39,6 +42,7 @@ func Overview() *dashboard.DashboardBuilder {
 			q(`rate(krb5_process_disk_wait_seconds_total{`+sel+`, program="krb5kdc"}[$__rate_interval])`, "krb5kdc disk wait"),
 			q(`sum by (worker) (rate(krb5_kdc_worker_disk_wait_seconds_total{`+sel+`}[$__rate_interval]))`, "worker {{worker}} disk wait"),
 		}))
+	servicePanels(b)
 
 	b.WithPanel(graph("Availability (error budget)", "Share of the valid requests the KDC failed: no answer (kernel drops, probes timed out or refused) or a server-side error status, over 5 minutes and 1 hour. Client errors (wrong passwords, unknown names) are not failures of the KDC (alerts/runbook.md, What the SLI counts). Target: 0.1 % (dashed).", "percentunit", 12, 8,
 		[]query{
@@ -81,6 +85,46 @@ func Overview() *dashboard.DashboardBuilder {
 
 	replication(b)
 	return b
+}
+
+// kdcServiceOff is what the service-time panels show without their
+// series: the collector is opt-in.
+const kdcServiceOff = "enable --collector.kdcservice"
+
+// serviceTracing says whether the kdcservice collector traces krb5kdc.
+func serviceTracing() *stat.PanelBuilder {
+	p := binary("Service tracing", "Whether the opt-in kdcservice collector's eBPF programs are attached to krb5kdc (krb5_kdc_service_tracing_up): the service-time panels below need it. Not attached: krb5_kdc_service_tracing_errors_total says why (KDCServiceTracingDown).", 3, 4,
+		[]query{q(`krb5_kdc_service_tracing_up{`+sel+`}`, "tracing")}, "not attached", "attached")
+	p.NoValue(kdcServiceOff)
+	return p
+}
+
+// servicePanels show the KDC's own time per request from the opt-in
+// kdcservice collector (alerts/kdcservice.rules.yml): how long, where the
+// time went, and whether requests wait for the KDC instead. Without the
+// collector they say how to turn it on.
+func servicePanels(b *dashboard.DashboardBuilder) {
+	var quantiles []query
+	for _, p := range []string{"0.50", "0.95", "0.99"} {
+		quantiles = append(quantiles, q(`histogram_quantile(`+p+`, sum by (request, le) (rate(krb5_kdc_request_service_seconds_bucket{`+sel+`}[$__rate_interval])))`,
+			"{{request}} p"+p[2:]))
+	}
+	b.WithPanel(graph("KDC service time", "The KDC's own time per request, by request type: from its receive of the request to its send of the reply, measured in the kernel (eBPF) for the unmodified krb5kdc. Against the probes' latency above, the rest is the network and the client. KDCServiceTimeCreeping fires when the last hour's p95 is twice the 6 hours' before at the same load.", "s", 12, 8,
+		quantiles).NoValue(kdcServiceOff))
+	b.WithPanel(graph("Service time split", "Where the KDC's time per request went, as a share of it: on a CPU (its own work), waiting for a CPU (runqueue: CPU contention, other work on its cores) or blocked (asleep: the disk, a database lock, the last_success writes of logins). Blocked growing: disk or database; runqueue growing: CPU contention (alerts/runbook.md, KDCServiceTimeCreeping). Per request type: instance_request_state:krb5_kdc_request_service_split:ratio_rate5m.", "percentunit", 12, 8,
+		[]query{q(`sum by (state) (rate(krb5_kdc_request_service_split_seconds_total{`+sel+`}[$__rate_interval])) / ignoring (state) group_left () sum (rate(krb5_kdc_request_service_split_seconds_total{`+sel+`}[$__rate_interval]))`, "{{state}}")}).
+		Max(1).
+		FillOpacity(60).
+		Stacking(common.NewStackingConfigBuilder().Mode(common.StackingModeNormal)).
+		NoValue(kdcServiceOff))
+	b.WithPanel(graph("Queue vs service time", "Mean time a request waited in the KDC's socket before the KDC read it (queue), against the mean time the KDC then took to answer it (service), by transport. Queue above service: requests wait for a busy or stopped process, not for a slow KDC (KDCRequestsQueueing). Queue time is absent where the collector does not measure it.", "s", 12, 8,
+		[]query{
+			q(`sum by (transport) (rate(krb5_kdc_request_queue_seconds_sum{`+sel+`}[$__rate_interval])) / sum by (transport) (rate(krb5_kdc_request_queue_seconds_count{`+sel+`}[$__rate_interval]))`, "queue {{transport}}"),
+			q(`sum by (transport) (rate(krb5_kdc_request_service_seconds_sum{`+sel+`}[$__rate_interval])) / sum by (transport) (rate(krb5_kdc_request_service_seconds_count{`+sel+`}[$__rate_interval]))`, "service {{transport}}"),
+		}).NoValue(kdcServiceOff))
+	b.WithPanel(graph("Service time per request, by worker", "Mean service time per request of each krb5kdc process (a single-process KDC is worker 0): one worker slower than the others waits on something the others do not.", "s", 12, 8,
+		[]query{q(`sum by (worker) (rate(krb5_kdc_worker_service_seconds_total{`+sel+`}[$__rate_interval])) / sum by (worker) (rate(krb5_kdc_worker_service_requests_total{`+sel+`}[$__rate_interval]))`, "worker {{worker}}")}).
+		NoValue(kdcServiceOff))
 }
 
 // attackPanels show the attack signals of the KDC log (kdclog/attack):

@@ -63,6 +63,13 @@ func Probes() *dashboard.DashboardBuilder {
 			q(`rate(krb5_probe_tcp_fallbacks_total{`+psel+`}[$__rate_interval])`, "{{target}} TCP fallbacks"),
 		}))
 
+	b.WithRow(dashboard.NewRowBuilder("KDC proxy"))
+	b.WithPanel(graph("Login p95 through a KDC proxy and direct", "Probe logins by the module's transport: https goes through a KDC proxy ([MS-KKDCP]: TLS, the proxy's own work and its hop to the KDC), udp and tcp straight to the KDC. The gap is what the proxy costs each login.", "s", 12, 8,
+		[]query{q(`histogram_quantile(0.95, sum by (transport, le) (rate(krb5_probe_duration_seconds_bucket{`+psel+`, exchange="as"}[$__rate_interval])))`, "{{transport}} p95")},
+		limit{0.020, "orange"}, limit{0.050, "red"}))
+	b.WithPanel(graph("KDC proxy failures by class", "Failed exchanges per second of the targets of transport https, by result: tls_unknown_authority, tls_name_mismatch, tls, http_status, proxy_timeout, connection_refused, or the KDC's own error through the proxy. KDCProxyFailing fires when these fail while a direct probe of the realm logs in.", "ops", 12, 8,
+		[]query{q(`sum by (target, exchange, result) (rate(krb5_probe_total{`+psel+`, result!="success"}[$__rate_interval]) * on (job, instance, target) group_left () krb5_probe_target_info{`+psel+`, transport="https"})`, "{{target}} {{exchange}} {{result}}")}))
+
 	b.WithRow(dashboard.NewRowBuilder("kadmind: kpasswd and the admin RPC"))
 	b.WithPanel(upDown("kadmind probes", "Whether kadmind answered the last probe: kpasswd (the password-change service verified the AP-REQ and refused the empty request) and kadmin_rpc (the admin RPC answered the NULL call). kpasswd_as is the login for kadmin/changepw at the KDC before it. KadmindUnavailable fires after 2 minutes.", 8, 8,
 		[]query{q(`krb5_probe_success{`+psel+`, exchange=~"kpasswd_as|kpasswd|kadmin_rpc"}`, "{{target}} {{exchange}}")}))

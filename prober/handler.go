@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/krb5-exporter/krb5-exporter/config"
+	"github.com/krb5-exporter/krb5-exporter/internal/kdcaddr"
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
 )
 
@@ -93,21 +94,32 @@ func (h *probeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("unknown module %q", name), http.StatusBadRequest)
 		return
 	}
-	// A bare host gets the prober's port: the KDC's 88, kadmind's 464 or 749.
-	addr, err := ServerAddress(target, &mod)
-	if err != nil {
-		http.Error(w, fmt.Sprintf("invalid target: %v", err), http.StatusBadRequest)
-		return
-	}
 	budget, err := scrapeBudget(r)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	if !mod.AllowsKDC(addr) {
-		h.refused.WithLabelValues(RefusedNotAllowed).Inc()
-		level.Debug(h.logger).Log("msg", "probe refused: target not in the module's allowed_kdcs", "target", addr, "module", name)
-		http.Error(w, fmt.Sprintf("module %q may not be used against %s: list the KDC in the module's allowed_kdcs", name, addr), http.StatusForbidden)
+	// With transport https the target is the proxy's URL, allowed by
+	// allowed_proxy_urls; otherwise a KDC address, allowed by allowed_kdcs.
+	var addr string
+	if mod.Transport == "https" {
+		addr, err = kdcaddr.CanonicalProxyURL(target)
+	} else {
+		// A bare host gets the prober's port: the KDC's 88, kadmind's 464 or 749.
+		addr, err = ServerAddress(target, &mod)
+	}
+	if err != nil {
+		http.Error(w, fmt.Sprintf("invalid target for module %q (transport %s): %v", name, krb5Transport(mod.Transport), err), http.StatusBadRequest)
+		return
+	}
+	allowed, list := false, "allowed_kdcs"
+	if mod.Transport == "https" {
+		allowed, list = mod.AllowsProxyURL(addr), "allowed_proxy_urls"
+	} else {
+		allowed = mod.AllowsKDC(addr)
+	}
+	if !allowed {
+		h.refuse(w, name, addr, list)
 		return
 	}
 	ctx := r.Context()
@@ -151,6 +163,21 @@ func (h *probeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(w, r)
+}
+
+// refuse answers 403: the module may not send its key-derived requests
+// to addr.
+func (h *probeHandler) refuse(w http.ResponseWriter, module, addr, list string) {
+	h.refused.WithLabelValues(RefusedNotAllowed).Inc()
+	level.Debug(h.logger).Log("msg", "probe refused: target not in the module's "+list, "target", addr, "module", module)
+	http.Error(w, fmt.Sprintf("module %q may not be used against %s: list it in the module's %s", module, addr, list), http.StatusForbidden)
+}
+
+func krb5Transport(s string) string {
+	if s == "" {
+		return "udp"
+	}
+	return s
 }
 
 func (h *probeHandler) probe(ctx context.Context, addr string, mod *config.ProbeModule, name string, logger log.Logger) (Outcome, error) {

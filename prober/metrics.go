@@ -1,6 +1,7 @@
 package prober
 
 import (
+	"slices"
 	"time"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/kadmrpc"
@@ -58,6 +59,7 @@ type probeMetrics struct {
 	method        *prometheus.GaugeVec
 	worldReadable *prometheus.GaugeVec
 	refused       *prometheus.CounterVec // /probe requests answered 403 or 503
+	info          *prometheus.GaugeVec
 }
 
 func newProbeMetrics(reg prometheus.Registerer) *probeMetrics {
@@ -76,7 +78,7 @@ func newProbeMetrics(reg prometheus.Registerer) *probeMetrics {
 		}, []string{"target", "exchange"}),
 		total: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "krb5_probe_total",
-			Help: "Probe exchanges by result: success, a KDC error name (KDC_ERR_PREAUTH_FAILED, ...), timeout, connection_refused, network, decrypt, malformed_reply, keytab or no_tgt; for kpasswd a kpasswd result name (KPASSWD_AUTHERROR, ...) or no_ticket; for kadmin_rpc an RPC refusal (RPC_PROG_UNAVAIL, ...).",
+			Help: "Probe exchanges by result: success, a KDC error name (KDC_ERR_PREAUTH_FAILED, ...), timeout, connection_refused, network, decrypt, malformed_reply, keytab or no_tgt; through a KDC proxy also tls_unknown_authority, tls_name_mismatch, tls, http_status or proxy_timeout; for kpasswd a kpasswd result name (KPASSWD_AUTHERROR, ...) or no_ticket; for kadmin_rpc an RPC refusal (RPC_PROG_UNAVAIL, ...).",
 		}, []string{"target", "exchange", "result"}),
 		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "krb5_probe_last_success_timestamp_seconds",
@@ -110,11 +112,15 @@ func newProbeMetrics(reg prometheus.Registerer) *probeMetrics {
 			Name: "krb5_probe_http_refused_total",
 			Help: "/probe requests refused: target_not_allowed (403: the target is not in the module's allowed_kdcs) or too_many_requests (503: --web.max-probe-requests probes were running).",
 		}, []string{"reason"}),
+		info: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "krb5_probe_target_info",
+			Help: "Always 1 for each continuous probe: its module's realm (module_realm: a scrape target's own realm label is left alone) and configured transport (udp, tcp, https: through a KDC proxy), to join a proxy's target with the same realm's direct ones.",
+		}, []string{"target", "module_realm", "transport"}),
 	}
 	m.refused.WithLabelValues(RefusedNotAllowed)
 	m.refused.WithLabelValues(RefusedBusy)
 	reg.MustRegister(m.duration, m.phase, m.success, m.total, m.lastSuccess, m.clockOffset,
-		m.retransmits, m.tcpFallbacks, m.etype, m.method, m.worldReadable, m.refused)
+		m.retransmits, m.tcpFallbacks, m.etype, m.method, m.worldReadable, m.refused, m.info)
 	return m
 }
 
@@ -123,14 +129,24 @@ func newProbeMetrics(reg prometheus.Registerer) *probeMetrics {
 var nonKDCClasses = []string{krb5.ClassSuccess, krb5.ClassTimeout, krb5.ClassConnectionRefused, krb5.ClassNetwork,
 	krb5.ClassDecrypt, krb5.ClassMalformedReply, krb5.ClassKeytab, krb5.ClassPreauthUnsupported}
 
+// proxyClasses are pre-created as well for targets of transport https.
+var proxyClasses = []string{krb5.ClassTLSUnknownAuthority, krb5.ClassTLSNameMismatch, krb5.ClassTLS,
+	krb5.ClassHTTPStatus, krb5.ClassProxyTimeout}
+
 // preauthMethods are the values of the method label.
 var preauthMethods = []string{krb5.MethodSPAKE, krb5.MethodEncTimestamp, krb5.MethodNone}
 
 // initTarget creates a target's series before its first probe.
-func (m *probeMetrics) initTarget(target string, exchanges []string) {
+func (m *probeMetrics) initTarget(target string, exchanges []string, realm string, tr krb5.Transport) {
+	m.info.DeletePartialMatch(prometheus.Labels{"target": target})
+	m.info.WithLabelValues(target, realm, tr.String()).Set(1)
+	classes := nonKDCClasses
+	if tr == krb5.HTTPS {
+		classes = append(slices.Clip(classes), proxyClasses...)
+	}
 	login := false
 	for _, ex := range exchanges {
-		for _, c := range nonKDCClasses {
+		for _, c := range classes {
 			m.total.WithLabelValues(target, ex, c)
 		}
 		switch ex {
@@ -170,6 +186,7 @@ func (m *probeMetrics) deleteTarget(target string) {
 	m.etype.DeletePartialMatch(l)
 	m.method.DeletePartialMatch(l)
 	m.worldReadable.DeletePartialMatch(l)
+	m.info.DeletePartialMatch(l)
 }
 
 // record turns one probe outcome into metrics.

@@ -2,12 +2,15 @@ package prober
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/enctype"
@@ -45,18 +48,18 @@ func PendingModuleCredentials(m *config.ProbeModule, p krb5.Principal) *krb5.Cre
 	return krb5.PendingCredentials(m.Keytab, m.PasswordFile, p, m.CheckKeyFile)
 }
 
-// Target is one server probed with one module: a Client, the prepared
-// service and the time limit of each exchange. Not safe for concurrent use.
+// Target is one KDC probed with one module: a Client, the prepared service
+// and the time limit of each exchange. Not safe for concurrent use.
 type Target struct {
 	prober  string // config.ProberKDC, ProberKpasswd or ProberKadmin
 	client  *krb5.Client
 	service *krb5.Service
 	timeout time.Duration
+	ca      *proxyCA // transport https with a proxy_ca_file
 	// kadmind's address (kpasswd and kadmin probers: the target) and the
 	// dialer of the RPC call.
 	admin  string
 	dialer net.Dialer
-	logger log.Logger
 }
 
 // ServerAddress normalises a target address as KDCAddress does, with the
@@ -75,13 +78,46 @@ func ServerAddress(s string, m *config.ProbeModule) (string, error) {
 	return net.JoinHostPort(s, strconv.Itoa(port)), nil
 }
 
-// NewTarget builds the client for a module against the server at addr: the
-// KDC, or kadmind for the kpasswd and kadmin probers. creds come from
-// ModuleCredentials and may be shared between targets; a kadmin module
-// needs none (nil).
+// proxyCA is a module's proxy_ca_file, read again when it changes (a
+// renewed CA needs no reload) and, when it does not load, failing the
+// probe before anything is sent: a probe never falls back to other roots.
+type proxyCA struct {
+	mod   config.ProbeModule
+	stamp string // size, mtime and inode of the file last read
+	err   error  // why the file last read did not load
+}
+
+// PhaseProxyCA is the phase of a probe that failed on its proxy_ca_file.
+const PhaseProxyCA = "proxy_ca"
+
+// refresh loads the CA file into c when it changed since the last read.
+func (ca *proxyCA) refresh(c *krb5.Client) error {
+	stamp := ""
+	if fi, err := os.Stat(ca.mod.ProxyCAFile); err == nil {
+		ino := uint64(0)
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			ino = st.Ino
+		}
+		stamp = fmt.Sprint(fi.Size(), fi.ModTime().UnixNano(), ino)
+	}
+	if stamp != "" && stamp == ca.stamp {
+		return ca.err
+	}
+	ca.stamp = stamp
+	roots, err := ca.mod.ProxyRoots()
+	if err == nil {
+		err = c.SetProxyRoots(roots)
+	}
+	ca.err = err
+	return err
+}
+
+// NewTarget builds the client for a module against the KDC at addr (with
+// transport https, the proxy at the URL addr; for the kpasswd and kadmin
+// probers, kadmind). creds come from ModuleCredentials and may be shared
+// between targets; a kadmin module needs none (nil).
 func NewTarget(addr string, m *config.ProbeModule, creds *krb5.Credentials, logger log.Logger) (*Target, error) {
-	t := &Target{prober: m.EffectiveProber(), timeout: m.EffectiveTimeout(), logger: logger}
-	kdc := addr
+	t := &Target{prober: m.EffectiveProber(), timeout: m.EffectiveTimeout()}
 	if t.prober != config.ProberKDC {
 		a, err := ServerAddress(addr, m)
 		if err != nil {
@@ -91,7 +127,7 @@ func NewTarget(addr string, m *config.ProbeModule, creds *krb5.Credentials, logg
 		if t.prober == config.ProberKadmin {
 			return t, nil
 		}
-		kdc = m.KDC
+		addr = m.KDC // the kpasswd prober logs in there
 	}
 	tr, err := krb5.ParseTransport(m.Transport)
 	if err != nil {
@@ -105,14 +141,25 @@ func NewTarget(addr string, m *config.ProbeModule, creds *krb5.Credentials, logg
 		}
 		etypes = append(etypes, id)
 	}
+	o := krb5.Options{KDC: addr, Transport: tr}
+	if tr == krb5.HTTPS {
+		// addr is the proxy's URL. With a CA file, the pool is empty
+		// until Run loads the file: nothing verifies before it does.
+		roots := (*x509.CertPool)(nil)
+		if m.ProxyCAFile != "" {
+			roots = x509.NewCertPool()
+		}
+		o.KDC, o.Proxy = "", &krb5.ProxyOptions{URL: addr, RootCAs: roots, ServerName: m.ProxyServerName}
+	}
 	var asService krb5.Principal
 	if t.prober == config.ProberKpasswd {
 		asService = krb5.Principal{Components: []string{"kadmin", "changepw"}}
 	}
 	c, err := krb5.NewClient(krb5.Options{
-		KDC:              kdc,
+		KDC:              o.KDC,
 		ASService:        asService,
 		Transport:        tr,
+		Proxy:            o.Proxy,
 		Client:           creds.Principal(),
 		Credentials:      creds,
 		Etypes:           etypes,
@@ -127,6 +174,9 @@ func NewTarget(addr string, m *config.ProbeModule, creds *krb5.Credentials, logg
 		return nil, err
 	}
 	t.client = c
+	if tr == krb5.HTTPS && m.ProxyCAFile != "" {
+		t.ca = &proxyCA{mod: *m}
+	}
 	if m.Service != "" {
 		sp, err := krb5.ParsePrincipal(m.Service, m.Realm)
 		if err != nil {
@@ -214,7 +264,6 @@ func (t *Target) Run(ctx context.Context) (o Outcome) {
 	o.Start = time.Now()
 	o.Prober = t.prober
 	defer func() { o.Duration = time.Since(o.Start) }()
-
 	if t.prober == config.ProberKadmin {
 		o.RPCRan = true
 		rctx, cancel := context.WithTimeout(ctx, t.timeout)
@@ -223,6 +272,17 @@ func (t *Target) Run(ctx context.Context) (o Outcome) {
 		o.Canceled = canceled(ctx, o.RPCErr)
 		return o
 	}
+	if t.ca != nil {
+		if err := t.ca.refresh(t.client); err != nil {
+			o.ASErr = &krb5.Error{Class: krb5.ClassTLS, Phase: PhaseProxyCA, Err: err}
+			if t.service != nil {
+				o.TGSRan = true
+				o.TGSErr = &krb5.Error{Class: ClassNoTGT, Phase: krb5.PhaseTGSRep, Err: errors.New("no valid TGT: the login failed")}
+			}
+			return o
+		}
+	}
+
 	actx, cancel := context.WithTimeout(ctx, t.timeout)
 	o.AS, o.ASErr = t.client.Login(actx)
 	cancel()

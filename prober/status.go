@@ -40,6 +40,8 @@ type ProbeRecord struct {
 // TargetStatus is what the status page shows of one continuous target.
 type TargetStatus struct {
 	Name, Address, Module string
+	// Transport is the module's: udp, tcp or https (a KDC proxy).
+	Transport string
 	// Prober is the module's prober: kdc, kpasswd or kadmin.
 	Prober   string
 	Interval time.Duration
@@ -54,7 +56,7 @@ func (m *Manager) Status() []TargetStatus {
 	out := make([]TargetStatus, 0, len(m.loops))
 	for _, l := range m.loops {
 		out = append(out, TargetStatus{Name: l.cfg.Name, Address: l.cfg.Address, Module: l.cfg.Module,
-			Prober: l.target.Prober(), Interval: l.cfg.EffectiveInterval(), Recent: l.history.recent()})
+			Transport: l.target.Transport().String(), Prober: l.target.Prober(), Interval: l.cfg.EffectiveInterval(), Recent: l.history.recent()})
 	}
 	m.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

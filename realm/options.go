@@ -53,6 +53,11 @@ type Options struct {
 	// serves, writing each message as a journal entry into JournalDir
 	// (systemd-journal-remote), as journald would.
 	LogToSyslog bool `json:"log_to_syslog"`
+	// KDCProxy also serves the KDC through a KDC proxy ([MS-KKDCP]):
+	// python3-kdcproxy under gunicorn over TLS on KDCProxyPort (zero picks
+	// a free one), with a throwaway CA in Dir.
+	KDCProxy     bool `json:"kdc_proxy"`
+	KDCProxyPort int  `json:"kdc_proxy_port"`
 	// SyslogRelay, if set, is the command that serves the syslog socket in
 	// a process of its own (the CLI: `krb5-exporter realm syslog-relay
 	// --dir D`); otherwise this process serves it until Down.
@@ -95,7 +100,7 @@ func (o Options) withDefaults() (Options, error) {
 	if len(o.Enctypes) == 0 {
 		o.Enctypes = RHEL9Enctypes
 	}
-	for _, p := range []int{o.KDCPort, o.KadmindPort} {
+	for _, p := range []int{o.KDCPort, o.KadmindPort, o.KDCProxyPort} {
 		if p < 0 || p > 65535 {
 			return o, fmt.Errorf("realm: port %d out of range", p)
 		}

@@ -80,6 +80,9 @@ type Realm struct {
 	// ReplicaPrincipals records that the iprop principals exist.
 	ReplicaPrincipals bool `json:"replica_principals,omitempty"`
 
+	// KDCProxy is set when the realm has a KDC proxy (Opts.KDCProxy).
+	KDCProxy *KDCProxy `json:"kdc_proxy,omitempty"`
+
 	// JournalDir holds the journal written from the daemons' syslog
 	// messages (Opts.LogToSyslog).
 	JournalDir string `json:"journal_dir,omitempty"`
@@ -140,6 +143,13 @@ func Create(ctx context.Context, opts Options) (*Realm, error) {
 		os.RemoveAll(dir)
 		r.releasePorts()
 		return nil, err
+	}
+	if opts.KDCProxy {
+		if err := r.setupKDCProxy(); err != nil {
+			os.RemoveAll(dir)
+			r.releasePorts()
+			return nil, err
+		}
 	}
 	start := time.Now()
 	if err := r.writeConfigs(); err != nil {
@@ -305,6 +315,9 @@ func Load(dir string) (*Realm, error) {
 		}
 		r.Opts.SyslogRelay = []string{exe, "realm", RelayCommand, "--dir", abs}
 	}
+	if r.KDCProxy != nil {
+		r.KDCProxy.setPaths(r)
+	}
 	if r.Replica != nil {
 		// A replica's own files, like every other path, come from the
 		// directory given, never from the state file.
@@ -329,11 +342,16 @@ func (r *Realm) save() error {
 	return nil
 }
 
-// Start starts krb5kdc, and kadmind unless NoKadmind; on a replica
-// kpropd instead of kadmind.
+// Start starts krb5kdc, its KDC proxy if any, and kadmind unless
+// NoKadmind; on a replica kpropd instead of kadmind.
 func (r *Realm) Start(ctx context.Context) error {
 	if err := r.StartKDC(ctx); err != nil {
 		return err
+	}
+	if r.KDCProxy != nil {
+		if err := r.StartKDCProxy(ctx); err != nil {
+			return err
+		}
 	}
 	if r.Replica != nil {
 		return r.StartKpropd(ctx)
@@ -348,7 +366,7 @@ func (r *Realm) Start(ctx context.Context) error {
 // (database, stash, keytabs: they hold keys). It reports the first error
 // but always tries every step.
 func (r *Realm) Down() error {
-	errs := []error{r.StopKpropd(), r.StopKadmind(), r.StopKDC(), r.stopSyslog()}
+	errs := []error{r.StopKDCProxy(), r.StopKpropd(), r.StopKadmind(), r.StopKDC(), r.stopSyslog()}
 	r.releasePorts()
 	if err := os.RemoveAll(r.Dir); err != nil {
 		errs = append(errs, fmt.Errorf("realm: %w", err))

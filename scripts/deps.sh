@@ -11,6 +11,9 @@
 set -euo pipefail
 
 packages=(krb5-kdc krb5-admin-server krb5-user krb5-kpropd prometheus systemd-journal-remote systemd rpm logrotate acl chromium tmux faketime ${EXTRA_PACKAGES:-})
+# realm up --kdc-proxy: Debian's KDC proxy under gunicorn, and MIT's TLS
+# plugin (kinit through the proxy: kdc = https://...).
+packages+=(python3-kdcproxy gunicorn krb5-k5tls)
 # alerts/: the Alertmanager end-to-end test and amtool check-config.
 packages+=(prometheus-alertmanager)
 missing=()

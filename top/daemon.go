@@ -15,10 +15,11 @@ import (
 	pmodel "github.com/prometheus/common/model"
 )
 
-// Daemon reads the probe series of a running krb5-exporter daemon from its
-// /metrics: the daemon probes every module's targets at their interval
-// already, so top shows its results instead of sending logins of its own to
-// the KDC it is watching (they would show in the very rates on screen).
+// Daemon reads the probe series (and the kdcservice collector's, where it
+// runs) of a running krb5-exporter daemon from its /metrics: the daemon
+// probes every module's targets at their interval already, so top shows
+// its results instead of sending logins of its own to the KDC it is
+// watching (they would show in the very rates on screen).
 type Daemon struct {
 	url    string
 	shown  string // url without a password, for the screen and errors
@@ -49,7 +50,10 @@ func (d *Daemon) Err() error {
 
 // daemonFamilies are what top takes from the daemon: the rest it reads
 // itself, from the logs' end and /proc.
-var daemonFamilies = []string{mProbeSuccess, mProbeDuration}
+// The kdcservice collector's series too: its eBPF programs are attached by
+// the daemon, once; top attaching its own would trace every request twice.
+var daemonFamilies = []string{mProbeSuccess, mProbeDuration,
+	mServiceSeconds, mServiceSplit, mQueueSeconds, mWorkerService, mWorkerServed, mTracingUp, mTracingErrors}
 
 // Gather is a prometheus.Gatherer: the daemon's probe families. A daemon
 // that cannot be read gives none (Err says why), so the rest of the view

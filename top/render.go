@@ -11,8 +11,18 @@ import (
 	"unicode/utf8"
 )
 
-// Header is the column line of the table.
-const Header = "WORKER       PID    AS ok/s   AS err/s  preauth/s  TGS ok/s  TGS err/s    ERR%    CPU%       RSS"
+// Header is the column line of the table; ServiceColumn is added to it
+// (and each row) when the daemon has per-worker service time.
+const (
+	Header        = "WORKER       PID    AS ok/s   AS err/s  preauth/s  TGS ok/s  TGS err/s    ERR%    CPU%       RSS"
+	ServiceColumn = "   SVC/req"
+)
+
+// ServiceHeader is the column line of the service-time table, shown when
+// the daemon runs the kdcservice collector: per request type, requests
+// traced per second, the KDC's own time per request at p95 and on
+// average, and its shares on a CPU, waiting for a CPU and blocked.
+const ServiceHeader = "SERVICE      req/s       p95      mean    CPU%  RUNQ%  BLKD%"
 
 // View says how a snapshot is shown.
 type View struct {
@@ -57,12 +67,17 @@ func Write(w io.Writer, snap Snapshot, v View) error {
 		b.WriteString("\n")
 	}
 	writeOffenders(&b, snap.Offenders)
-	b.WriteString("\n" + Header + "\n")
+	writeService(&b, snap)
+	header := Header
+	if snap.HasService {
+		header += ServiceColumn
+	}
+	b.WriteString("\n" + header + "\n")
 	rows := VisibleRows(snap, v)
 	for i := range rows {
-		b.WriteString(Line(&rows[i]) + "\n")
+		b.WriteString(line(&rows[i], snap.HasService) + "\n")
 	}
-	b.WriteString(Line(&snap.Total) + "\n")
+	b.WriteString(line(&snap.Total, snap.HasService) + "\n")
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -102,8 +117,51 @@ func VisibleRows(snap Snapshot, v View) []Row {
 	return rows
 }
 
+// writeService writes what the daemon's kdcservice collector says: that
+// it is not attached, the service-time table, the queue line.
+func writeService(b *strings.Builder, snap Snapshot) {
+	if t := snap.Tracing; t != nil && !t.Up {
+		b.WriteString("service tracing: not attached")
+		if len(t.Reasons) > 0 {
+			var rs []string
+			for _, r := range t.Reasons {
+				rs = append(rs, Printable(r))
+			}
+			b.WriteString(" (errors: " + strings.Join(rs, ", ") + ")")
+		}
+		b.WriteString("\n")
+	}
+	if len(snap.Service) > 0 {
+		b.WriteString("\n" + ServiceHeader + "\n")
+		for _, sv := range snap.Service {
+			if sv.Request == "other" && sv.Rate == 0 { // what is neither AS nor TGS: rare, shown when there is some
+				continue
+			}
+			fmt.Fprintf(b, "%-10s %7s %9s %9s %7s %6s %6s\n", sv.Request, num(sv.Rate), seconds(sv.P95), seconds(sv.Mean),
+				pct(sv.CPU), pct(sv.RunQueue), pct(sv.Blocked))
+		}
+	}
+	if len(snap.Queue) > 0 {
+		b.WriteString("queue (wait in the socket)")
+		for _, q := range snap.Queue {
+			fmt.Fprintf(b, "  %s p95 %s mean %s", q.Transport, seconds(q.P95), seconds(q.Mean))
+		}
+		b.WriteString("\n")
+	}
+}
+
 // Line formats one row under Header.
-func Line(r *Row) string {
+func Line(r *Row) string { return line(r, false) }
+
+// line formats one row, with its service time per request when svc.
+func line(r *Row, svc bool) string {
+	if svc {
+		return lineBase(r) + fmt.Sprintf(" %10s", seconds(r.ServiceMean()))
+	}
+	return lineBase(r)
+}
+
+func lineBase(r *Row) string {
 	name := Printable(r.Name)
 	if r.Gone {
 		name += " (gone)"
@@ -170,6 +228,20 @@ func latency(d time.Duration) string {
 }
 
 func num(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
+
+// seconds is a service or queue time with a unit that suits it: us below a
+// millisecond (a KDC answers a TGS in tens of them), ms below a second.
+func seconds(v float64) string {
+	switch {
+	case math.IsNaN(v) || v < 0:
+		return "-"
+	case v < 0.001:
+		return strconv.FormatFloat(v*1e6, 'f', 0, 64) + "us"
+	case v < 1:
+		return strconv.FormatFloat(v*1e3, 'f', 2, 64) + "ms"
+	}
+	return strconv.FormatFloat(v, 'f', 2, 64) + "s"
+}
 
 func pct(v float64) string {
 	if math.IsNaN(v) {

@@ -6,7 +6,10 @@
 // pid of each krb5kdc process under the worker index of internal/kdcproc)
 // and the probe series of a running daemon (Daemon), and turns two gathers
 // an interval apart into rates: AS and TGS requests per second by outcome,
-// error share, CPU as a share of one core, RSS.
+// error share, CPU as a share of one core, RSS; and, where the daemon runs
+// the opt-in kdcservice collector, the KDC's own time per request (p95,
+// mean, its split into CPU, waiting for a CPU and blocked; per worker) and
+// the requests' wait in the socket.
 package top
 
 import (
@@ -40,6 +43,19 @@ type Row struct {
 	CPU                    float64 // share of one core, 1 = 100 %
 	RSS                    float64 // bytes, NaN when not known
 	Gone                   bool    // had series before, none now
+	// ServiceSeconds and ServiceRequests per second: the KDC's own time
+	// serving requests and the requests served, from the daemon's
+	// kdcservice collector (Snapshot.HasService).
+	ServiceSeconds, ServiceRequests float64
+}
+
+// ServiceMean is the mean service time per request in seconds, NaN when
+// the row served none.
+func (r *Row) ServiceMean() float64 {
+	if r.ServiceRequests <= 0 {
+		return math.NaN()
+	}
+	return r.ServiceSeconds / r.ServiceRequests
 }
 
 // Requests is every request per second of the row.
@@ -87,6 +103,42 @@ type Snapshot struct {
 	// Offenders are the daemon's attack signals' offenders of the current
 	// window (krb5_kdc_attack_offender_score), by signal, best first.
 	Offenders []Offender
+	// From the daemon's opt-in kdcservice collector (--collector.kdcservice):
+	// HasService when it has per-worker service time (then the rows'
+	// Service fields are known), Service per request type and Queue per
+	// transport when it has those histograms, Tracing when it reports
+	// whether it is attached.
+	HasService bool
+	Service    []Service
+	Queue      []Queue
+	Tracing    *Tracing
+}
+
+// Service is the KDC's own time per request of one request type over the
+// interval: from its receive of a request to its send of the reply.
+type Service struct {
+	Request string  // as, tgs, other
+	Rate    float64 // requests per second
+	// P95 and Mean in seconds, NaN when no request was served.
+	P95, Mean float64
+	// CPU, RunQueue and Blocked are the shares of the service time on a
+	// CPU, waiting for one and asleep (disk, database lock); NaN without
+	// the split series or time.
+	CPU, RunQueue, Blocked float64
+}
+
+// Queue is the time requests of one transport waited in the KDC's socket
+// before it read them, over the interval.
+type Queue struct {
+	Transport string
+	P95, Mean float64 // seconds, NaN when none was read
+}
+
+// Tracing is whether the daemon's kdcservice collector is attached, and if
+// not, the reasons it counted (krb5_kdc_service_tracing_errors_total).
+type Tracing struct {
+	Up      bool
+	Reasons []string // sorted
 }
 
 // Offender is one of an attack signal's top k in the daemon's window.
@@ -113,6 +165,23 @@ const (
 	mProbeSuccess   = prober.MetricSuccess
 	mProbeDuration  = prober.MetricDuration
 	mAttackOffender = kdclog.MetricAttackOffender
+	// The daemon's kdcservice collector (--collector.kdcservice), by the
+	// names of its metric contract (docs/metrics.md).
+	mServiceSeconds = "krb5_kdc_request_service_seconds"
+	mServiceSplit   = "krb5_kdc_request_service_split_seconds_total"
+	mQueueSeconds   = "krb5_kdc_request_queue_seconds"
+	mWorkerService  = "krb5_kdc_worker_service_seconds_total"
+	mWorkerServed   = "krb5_kdc_worker_service_requests_total"
+	mTracingUp      = "krb5_kdc_service_tracing_up"
+	mTracingErrors  = "krb5_kdc_service_tracing_errors_total"
+)
+
+// The label values of the kdcservice series top shows; others (from a
+// daemon top does not know) are left out, which bounds the lines.
+var (
+	serviceRequests   = []string{"as", "tgs", "other"}
+	serviceTransports = []string{"udp", "tcp"}
+	serviceStates     = []string{"cpu", "runqueue", "blocked"}
 )
 
 // Sampler turns gathers of g into Snapshots.
@@ -182,6 +251,7 @@ func (s *Sampler) Sample(now time.Time) (Snapshot, error) {
 			s.sawPIDs = true
 		}
 	}
+	var tracingReasons []string
 	probes := map[string]*Probe{}
 	probe := func(l labelSet) *Probe {
 		k := l["target"] + "/" + l["exchange"]
@@ -194,6 +264,37 @@ func (s *Sampler) Sample(now time.Time) (Snapshot, error) {
 	}
 	type durations struct{ dsum, dcount float64 }
 	probeDur := map[string]*durations{}
+	services := map[string]*histDelta{} // by request
+	queues := map[string]*histDelta{}   // by transport
+	split := map[string]float64{}       // request/state -> seconds per second
+	// hist adds a histogram's change since the previous Sample to d (none
+	// on the first; a reset counts from zero, as rate does).
+	hist := func(key string, h *dto.Histogram, into map[string]*histDelta, by string) {
+		d := into[by]
+		if d == nil {
+			d = &histDelta{buckets: map[float64]float64{}}
+			into[by] = d
+		}
+		count := float64(h.GetSampleCount())
+		_, seen := s.prev[key+"count"]
+		reset := count < s.prev[key+"count"]
+		delta := func(k string, v float64) float64 {
+			cur[k] = v
+			switch {
+			case dt <= 0:
+				return 0
+			case reset || !seen:
+				return v
+			}
+			return v - s.prev[k]
+		}
+		d.count += delta(key+"count", count)
+		d.sum += delta(key+"sum", h.GetSampleSum())
+		for _, b := range h.GetBucket() {
+			ub := b.GetUpperBound()
+			d.buckets[ub] += delta(key+"le="+strconv.FormatFloat(ub, 'g', -1, 64), float64(b.GetCumulativeCount()))
+		}
+	}
 	for _, mf := range mfs {
 		name := mf.GetName()
 		for _, m := range mf.GetMetric() {
@@ -255,6 +356,33 @@ func (s *Sampler) Sample(now time.Time) (Snapshot, error) {
 			case mTCPOverflows:
 				snap.HasNetwork = true
 				snap.TCPOverflows += rate(key, v)
+			case mServiceSeconds:
+				if slices.Contains(serviceRequests, l["request"]) {
+					hist(key, m.GetHistogram(), services, l["request"])
+				}
+			case mQueueSeconds:
+				if slices.Contains(serviceTransports, l["transport"]) {
+					hist(key, m.GetHistogram(), queues, l["transport"])
+				}
+			case mServiceSplit:
+				if slices.Contains(serviceRequests, l["request"]) && slices.Contains(serviceStates, l["state"]) {
+					split[l["request"]+"/"+l["state"]] += rate(key, v)
+				}
+			case mWorkerService:
+				snap.HasService = true
+				row(l["worker"]).ServiceSeconds += rate(key, v)
+			case mWorkerServed:
+				snap.HasService = true
+				row(l["worker"]).ServiceRequests += rate(key, v)
+			case mTracingUp:
+				if snap.Tracing == nil {
+					snap.Tracing = &Tracing{}
+				}
+				snap.Tracing.Up = v == 1
+			case mTracingErrors:
+				if v > 0 && len(tracingReasons) < maxReasons {
+					tracingReasons = append(tracingReasons, l["reason"])
+				}
 			case mAttackOffender:
 				snap.Offenders = append(snap.Offenders, Offender{Signal: l["signal"], Name: l["offender"], Score: v})
 			case mProbeSuccess:
@@ -283,6 +411,30 @@ func (s *Sampler) Sample(now time.Time) (Snapshot, error) {
 	}
 	if s.daemon != nil {
 		snap.Daemon, snap.DaemonErr = s.daemon.URL(), s.daemon.Err()
+	}
+	for _, req := range serviceRequests {
+		d := services[req]
+		if d == nil {
+			continue
+		}
+		sv := Service{Request: req, Rate: d.count / max(dt, 1e-9), P95: d.quantile(0.95), Mean: d.mean(),
+			CPU: math.NaN(), RunQueue: math.NaN(), Blocked: math.NaN()}
+		if dt <= 0 {
+			sv.Rate = 0
+		}
+		if all := split[req+"/cpu"] + split[req+"/runqueue"] + split[req+"/blocked"]; all > 0 {
+			sv.CPU, sv.RunQueue, sv.Blocked = split[req+"/cpu"]/all, split[req+"/runqueue"]/all, split[req+"/blocked"]/all
+		}
+		snap.Service = append(snap.Service, sv)
+	}
+	for _, tr := range serviceTransports {
+		if d := queues[tr]; d != nil {
+			snap.Queue = append(snap.Queue, Queue{Transport: tr, P95: d.quantile(0.95), Mean: d.mean()})
+		}
+	}
+	if snap.Tracing != nil {
+		slices.Sort(tracingReasons)
+		snap.Tracing.Reasons = tracingReasons
 	}
 	for k, d := range probeDur {
 		if d.dcount > 0 {
@@ -314,6 +466,8 @@ func (s *Sampler) Sample(now time.Time) (Snapshot, error) {
 		snap.Total.TGSOK += r.TGSOK
 		snap.Total.TGSErr += r.TGSErr
 		snap.Total.TGSStep += r.TGSStep
+		snap.Total.ServiceSeconds += r.ServiceSeconds
+		snap.Total.ServiceRequests += r.ServiceRequests
 	}
 	snap.Total.Name = "total"
 	if snap.Total.CPU == 0 && snap.Total.RSS == 0 { // no whole-program series: add up the rows
@@ -347,6 +501,53 @@ func (s *Sampler) Sample(now time.Time) (Snapshot, error) {
 	})
 	s.prev, s.prevAt = cur, now
 	return snap, nil
+}
+
+// maxReasons bounds the tracing error reasons shown.
+const maxReasons = 4
+
+// histDelta is a classic histogram's change over one interval: cumulative
+// counts by upper bound, summed over the series of one request type or
+// transport (the collector gives them the same buckets).
+type histDelta struct {
+	buckets    map[float64]float64
+	sum, count float64
+}
+
+// quantile is q of the observations, interpolated within its bucket as
+// PromQL's histogram_quantile does (the first bucket from 0; in the +Inf
+// bucket, the highest finite bound); NaN without observations.
+func (d *histDelta) quantile(q float64) float64 {
+	if d.count <= 0 {
+		return math.NaN()
+	}
+	bounds := make([]float64, 0, len(d.buckets))
+	for b := range d.buckets {
+		if !math.IsInf(b, 1) {
+			bounds = append(bounds, b)
+		}
+	}
+	slices.Sort(bounds)
+	rank := q * d.count
+	lower, below := 0.0, 0.0
+	for _, b := range bounds {
+		c := d.buckets[b]
+		if c >= rank {
+			if c == below {
+				return b
+			}
+			return lower + (b-lower)*(rank-below)/(c-below)
+		}
+		lower, below = b, c
+	}
+	return lower
+}
+
+func (d *histDelta) mean() float64 {
+	if d.count <= 0 {
+		return math.NaN()
+	}
+	return d.sum / d.count
 }
 
 // outcome sorts a logged status: ISSUE is success; NEEDED_PREAUTH and

@@ -128,7 +128,8 @@ func names(rows []Row) string {
 func TestSeriesNamesDocumented(t *testing.T) {
 	doc := metricsdoc.Documented(t)
 	for _, name := range []string{mWorkerRequests, mWorkerCPU, mWorkerRSS, mWorkerPID, mProcessCPU, mProcessRSS,
-		mKadmind, mKadmindAuth, mUDPDrops, mTCPOverflows, mProbeSuccess, mProbeDuration, mAttackOffender} {
+		mKadmind, mKadmindAuth, mUDPDrops, mTCPOverflows, mProbeSuccess, mProbeDuration, mAttackOffender,
+		mServiceSeconds, mServiceSplit, mQueueSeconds, mWorkerService, mWorkerServed, mTracingUp, mTracingErrors} {
 		if doc[name] == "" {
 			t.Errorf("top reads %s, which docs/metrics.md does not document", name)
 		}

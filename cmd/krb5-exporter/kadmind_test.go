@@ -38,7 +38,7 @@ func TestDaemonProbesKadmind(t *testing.T) {
 		`krb5_probe_success{exchange="as",target="perf_test-udp"}`:             "1",
 	})
 	page := httpGet(t, base+"/")
-	for _, want := range []string{"perf_test-kpasswd", "perf_test-kadmin", `(kpasswd)`, `(kadmin)`, "<th>kadmind</th>"} {
+	for _, want := range []string{"perf_test-kpasswd", "perf_test-kadmin", `(kpasswd udp)`, `(kadmin tcp)`, "<th>kadmind</th>"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the landing page lacks %q", want)
 		}

@@ -54,7 +54,7 @@ func addProbeCommand(app *kingpin.Application) *probeCmd {
 	p := &probeCmd{set: map[string]*bool{}}
 	p.cmd = app.Command("probe", "Probe a KDC once: a login (AS exchange like kinit -k: SPAKE in three round trips when the KDC offers it, else encrypted timestamp in two) and a service ticket (TGS exchange, like kvno); print the phases and exit 0/1/2/3 like a Nagios check (OK, WARNING, CRITICAL, UNKNOWN).")
 	c := p.cmd
-	c.Flag("kdc", "KDC address: host:port, [v6]:port or a host (port 88). Required.").StringVar(&p.kdc)
+	c.Flag("kdc", "KDC address: host:port, [v6]:port or a host (port 88); with --transport https the KDC proxy's URL (https://host/KdcProxy). Required.").StringVar(&p.kdc)
 	c.Flag("module", "Take the probe settings from this module of --config.file; flags below override its fields.").StringVar(&p.moduleName)
 	c.Flag("config.file", "Exporter configuration file holding --module (the daemon's --config.file).").StringVar(&p.moduleFile)
 	// The flag's first name, kept so that existing checks keep working.
@@ -65,7 +65,9 @@ func addProbeCommand(app *kingpin.Application) *probeCmd {
 	p.flag(c, "keytab", "Keytab with the client's keys.").StringVar(&m.Keytab)
 	p.flag(c, "password-file", "File whose first line is the client's password (instead of --keytab).").StringVar(&m.PasswordFile)
 	p.flag(c, "service", "Service principal for the TGS exchange; empty: login only.").StringVar(&m.Service)
-	p.flag(c, "transport", "udp or tcp.").Default("udp").EnumVar(&m.Transport, "udp", "tcp")
+	p.flag(c, "transport", "udp, tcp or https (through the KDC proxy at --kdc, [MS-KKDCP]).").Default("udp").EnumVar(&m.Transport, "udp", "tcp", "https")
+	p.flag(c, "proxy-ca-file", "With --transport https: PEM file of the CAs that may sign the proxy's certificate (default: the system's roots).").StringVar(&m.ProxyCAFile)
+	p.flag(c, "proxy-server-name", "With --transport https: the name the proxy's certificate must carry (default: the URL's host).").StringVar(&m.ProxyServerName)
 	p.flag(c, "timeout", "Time limit of each exchange.").Default(config.DefaultProbeTimeout.String()).DurationVar(&m.Timeout)
 	p.flag(c, "preauth", "Pre-authentication: auto (SPAKE when the KDC offers it, as kinit), spake or encrypted_timestamp.").Default("auto").EnumVar(&m.Preauth, "auto", "spake", "encrypted_timestamp")
 	p.flag(c, "preauth-upfront", "Send pre-authentication in the first AS-REQ (one round trip, as a client that remembers).").BoolVar(&m.PreauthUpfront)
@@ -118,6 +120,8 @@ func (p *probeCmd) resolveModule() (config.ProbeModule, error) {
 	over("password-file", func() { mod.PasswordFile, mod.Keytab = f.PasswordFile, "" })
 	over("service", func() { mod.Service = f.Service })
 	over("transport", func() { mod.Transport = f.Transport })
+	over("proxy-ca-file", func() { mod.ProxyCAFile = f.ProxyCAFile })
+	over("proxy-server-name", func() { mod.ProxyServerName = f.ProxyServerName })
 	over("timeout", func() { mod.Timeout = f.Timeout })
 	over("preauth", func() { mod.Preauth = f.Preauth })
 	over("preauth-upfront", func() { mod.PreauthUpfront = f.PreauthUpfront })
@@ -143,7 +147,11 @@ func (p *probeCmd) run(stdout, stderr io.Writer) int {
 	if err == nil {
 		// Checked here rather than by kingpin so that a missing address
 		// exits UNKNOWN (3), as a monitoring check must.
-		err = kdcaddr.Check(p.kdc)
+		if mod.Transport == "https" {
+			_, err = kdcaddr.ParseProxyURL(p.kdc)
+		} else {
+			err = kdcaddr.Check(p.kdc)
+		}
 	}
 	if err != nil {
 		fmt.Fprintf(stdout, "KRB5 UNKNOWN - %v\n", err)

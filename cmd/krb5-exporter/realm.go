@@ -44,6 +44,8 @@ func addRealmCommands(app *kingpin.Application) (up, down, env, relay *realmCmd,
 	up.cmd.Flag("iprop-poll", "With --replica-of: how often kpropd asks the primary for updates (iprop_replica_poll; MIT's default is 2m).").
 		Default(realm.DefaultPoll.String()).DurationVar(&up.ipropPoll)
 	up.cmd.Flag("log-to-syslog", "Run the KDC the Debian way: kdc.conf without a [logging] section, so krb5kdc, kadmind and kpropd log through syslog; they run in a private mount namespace whose /dev/log a relay process serves, writing each message into a real journal in DIR/journal (systemd-journal-remote). Needs unshare(1) and mount namespaces.").BoolVar(&o.LogToSyslog)
+	up.cmd.Flag("kdc-proxy", "Also serve the KDC through a KDC proxy ([MS-KKDCP], Kerberos over HTTPS): Debian's python3-kdcproxy under gunicorn over TLS on 127.0.0.1, its certificate from a throwaway CA made in --dir; --exporter-config gets a module of transport https for it.").BoolVar(&o.KDCProxy)
+	up.cmd.Flag("kdc-proxy-port", "With --kdc-proxy: the proxy's port on 127.0.0.1; 0 picks a free one.").Default("0").IntVar(&o.KDCProxyPort)
 	up.cmd.Flag("exporter-config", "Also write a krb5-exporter configuration file for this realm (probes and logs) to this path.").StringVar(&up.exporterConfig)
 	up.run = up.up
 
@@ -103,6 +105,10 @@ func (c *realmCmd) up(stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "# update log %s (kproplog -h with KRB5_KDC_PROFILE=%s)\n", r.IpropLog, r.KDCConf)
 	} else {
 		fmt.Fprintf(stdout, "# KDC %s (UDP and TCP), kadmind %s\n", r.KDCAddr, r.KadmindAddr)
+	}
+	if p := r.KDCProxy; p != nil {
+		fmt.Fprintf(stdout, "# KDC proxy %s (gunicorn pid file %s, log %s), certificate for 127.0.0.1 and %s from the CA %s\n", p.URL, p.PidFile, p.Log, p.ServerName, p.CA)
+		fmt.Fprintf(stdout, "# kinit through it: a krb5.conf with kdc = %s and http_anchors = FILE:%s in [realms] %s\n", p.URL, p.CA, r.Realm)
 	}
 	if r.JournalDir != "" {
 		fmt.Fprintf(stdout, "# the daemons log through syslog (no [logging] in kdc.conf) into the journal in %s: journalctl --directory %s -f\n", r.JournalDir, r.JournalDir)

@@ -14,7 +14,8 @@ import (
 )
 
 // realmConfigTmpl is the exporter configuration for a harness realm: the
-// probe principal over UDP and TCP, and both daemons' logs. It is text
+// probe principal over UDP and TCP (and its KDC proxy, if any), and the
+// daemons' logs. It is text
 // (not marshalled structs) so that it reads like a hand-written example,
 // and it is parsed back before it is written, so it is always valid.
 var realmConfigTmpl = template.Must(template.New("").Parse(`# krb5-exporter configuration for the throwaway realm {{.Realm}} in {{.Dir}}
@@ -36,6 +37,18 @@ modules:
     transport: tcp
     timeout: 5s
     allowed_kdcs: ["{{.KDCAddr}}"]
+{{- if .ProxyURL}}
+  {{.Module}}_https:
+    # through the realm's KDC proxy (python3-kdcproxy under gunicorn)
+    realm: {{.Realm}}
+    client: {{.ProbePrincipal}}
+    keytab: {{.ProbeKeytab}}
+    service: {{.Service}}
+    transport: https
+    timeout: 5s
+    proxy_ca_file: {{.ProxyCA}}
+    allowed_proxy_urls: ["{{.ProxyURL}}"]   # what /probe may use this module against
+{{- end}}
 {{- if .KpasswdAddr}}
   {{.Module}}_kpasswd:               # kadmind's password-change service
     prober: kpasswd
@@ -61,6 +74,12 @@ probes:
     address: {{.KDCAddr}}
     module: {{.Module}}_tcp
     interval: 15s
+{{- if .ProxyURL}}
+  - name: {{.Module}}-https
+    address: {{.ProxyURL}}
+    module: {{.Module}}_https
+    interval: 15s
+{{- end}}
 {{- if .KpasswdAddr}}
   - name: {{.Module}}-kpasswd
     address: {{.KpasswdAddr}}
@@ -131,11 +150,16 @@ func writeRealmConfig(r *realm.Realm, path string) error {
 	} else if !r.Opts.NoKadmind {
 		kpasswdAddr, kadmindAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(r.KpasswdPort)), r.KadmindAddr
 	}
+	proxyURL, proxyCA := "", ""
+	if p := r.KDCProxy; p != nil {
+		proxyURL, proxyCA = p.URL, p.CA
+	}
 	err := realmConfigTmpl.Execute(&b, map[string]string{
 		"Realm": r.Realm, "Dir": r.Dir, "Module": strings.ToLower(strings.ReplaceAll(r.Realm, ".", "_")),
 		"ProbePrincipal": r.ProbePrincipal, "ProbeKeytab": r.ProbeKeytab, "Service": service,
 		"KDCAddr": r.KDCAddr, "KDCLog": r.KDCLog, "KadmindLog": kadmindLog, "KpropdLog": kpropdLog,
 		"JournalDir": r.JournalDir, "JournalUser": journalUser(os.Getuid()),
+		"ProxyURL": proxyURL, "ProxyCA": proxyCA,
 		"KpasswdAddr": kpasswdAddr, "KadmindAddr": kadmindAddr,
 	})
 	if err != nil {

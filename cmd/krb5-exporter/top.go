@@ -44,14 +44,14 @@ const topPollInterval = 100 * time.Millisecond
 
 func addTopCommand(app *kingpin.Application) *topCmd {
 	t := &topCmd{}
-	t.cmd = app.Command("top", "Live view of the KDC per process (supervisor and each -w N worker by its stable index): requests per second by outcome from the KDC log, CPU and memory from /proc, kadmind operations, UDP drops and TCP listen overflows, and the latest probe results of a running daemon. Follows the logs from their end; touches no position file.")
+	t.cmd = app.Command("top", "Live view of the KDC per process (supervisor and each -w N worker by its stable index): requests per second by outcome from the KDC log, CPU and memory from /proc, kadmind operations, UDP drops and TCP listen overflows, the latest probe results of a running daemon and, where that daemon runs --collector.kdcservice, the KDC's own time per request (p95, mean, its split into CPU, waiting for a CPU and blocked; per worker) and the requests' wait in the socket. Follows the logs from their end; touches no position file.")
 	c := t.cmd
 	c.Flag("config.file", "Exporter configuration file (the daemon's --config.file): every log of its logs: section is followed, from its end.").StringVar(&t.configFile)
 	c.Flag("log", "KDC log file to follow (repeatable; instead of or besides --config.file's).").StringsVar(&t.logs)
 	c.Flag("kadmind-log", "kadmind log file to follow for its operations per second (repeatable; besides --config.file's).").StringsVar(&t.kadmindLogs)
 	collector.KDCPidFileFlag(c, &t.pidFile)
 	collector.ProcFSFlag(c, &t.procfs)
-	c.Flag("daemon.url", "The /metrics of the krb5-exporter daemon whose probe results (success, latency of the latest login and service ticket) are shown. top sends no probe of its own: logins every refresh would show in the very rates it displays, and the daemon probes each target at its interval already. Empty: no probe line.").
+	c.Flag("daemon.url", "The /metrics of the krb5-exporter daemon whose probe results (success, latency of the latest login and service ticket) are shown. top sends no probe of its own: logins every refresh would show in the very rates it displays, and the daemon probes each target at its interval already. Its kdcservice series, if any, are shown too (top attaches no eBPF program of its own). Empty: no probe line.").
 		Default("http://localhost" + defaultListenAddress + "/metrics").StringVar(&t.daemonURL)
 	c.Flag("interval", "Time between two refreshes.").Default("1s").DurationVar(&t.interval)
 	c.Flag("batch", "Print plain-text snapshots instead of the full-screen view (also when not on a terminal).").Short('b').BoolVar(&t.batch)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -317,5 +319,43 @@ func TestTopCollectorFlagsAreServes(t *testing.T) {
 	}
 	if shared != 2 {
 		t.Errorf("top has %d collector flags, want 2 (--path.procfs, --collector.process.krb5kdc-pidfile)", shared)
+	}
+}
+
+// top shows the KDC's own time per request from the /metrics of a daemon
+// running the kdcservice collector (--collector.kdcservice): a service
+// table and a column per worker, from the change between two scrapes.
+// The server stands for such a daemon, whose eBPF collector is not in
+// this test: each scrape has 100 more as requests, all within 1 ms (none
+// within 64 us: p95 64 us + 936 us x 0.95 = 953 us), 0.5 ms each.
+func TestTopShowsServiceTime(t *testing.T) {
+	t.Parallel()
+	var scrapes atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		n := float64(scrapes.Add(1))
+		fmt.Fprintf(w, `# TYPE krb5_kdc_request_service_seconds histogram
+krb5_kdc_request_service_seconds_bucket{request="as",transport="udp",le="6.4e-05"} 0
+krb5_kdc_request_service_seconds_bucket{request="as",transport="udp",le="0.001"} %[1]g
+krb5_kdc_request_service_seconds_bucket{request="as",transport="udp",le="+Inf"} %[1]g
+krb5_kdc_request_service_seconds_sum{request="as",transport="udp"} %[2]g
+krb5_kdc_request_service_seconds_count{request="as",transport="udp"} %[1]g
+# TYPE krb5_kdc_worker_service_seconds_total counter
+krb5_kdc_worker_service_seconds_total{worker="0"} %[2]g
+# TYPE krb5_kdc_worker_service_requests_total counter
+krb5_kdc_worker_service_requests_total{worker="0"} %[1]g
+# TYPE krb5_kdc_service_tracing_up gauge
+krb5_kdc_service_tracing_up 1
+`, 100*n, 0.05*n)
+	}))
+	defer srv.Close()
+	stdout, stderr, code := exporter(t, "top", "--once", "--interval", "300ms", "--daemon.url", srv.URL+"/metrics")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !regexp.MustCompile(`(?m)^as +[0-9.]+ +953us +500us +- +- +-$`).MatchString(stdout) {
+		t.Errorf("no as service line with p95 953us, mean 500us in:\n%s", stdout)
+	}
+	if !strings.Contains(stdout, "SVC/req\n") || !regexp.MustCompile(`(?m)^total .* 500us$`).MatchString(stdout) {
+		t.Errorf("no service column, or the total's is not 500us:\n%s", stdout)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"net/netip"
 	"time"
 
@@ -20,9 +21,12 @@ import (
 
 // Options configure a Client.
 type Options struct {
-	// KDC is the one KDC to talk to: host:port, [v6]:port, or a bare host (port 88).
+	// KDC is the one KDC to talk to: host:port, [v6]:port, or a bare host
+	// (port 88); unused with Transport HTTPS, which talks to Proxy.
 	KDC       string
 	Transport Transport
+	// Proxy is the KDC proxy of Transport HTTPS.
+	Proxy *ProxyOptions
 	// Client is the principal that logs in; its realm is the realm of every request.
 	Client      Principal
 	Credentials *Credentials
@@ -64,9 +68,13 @@ type Client struct {
 	kdc        string
 	kdcAddr    netip.AddrPort // set when the KDC is an IP literal
 	dialer     net.Dialer
-	localAddr  netip.Addr // Options.LocalAddr
-	udp        *udpSocket // idle connected UDP socket, kept between clean exchanges
-	udpUsed    time.Time  // when udp last completed an exchange
+	localAddr  netip.Addr   // Options.LocalAddr
+	udp        *udpSocket   // idle connected UDP socket, kept between clean exchanges
+	udpUsed    time.Time    // when udp last completed an exchange
+	http       *http.Client // Transport HTTPS: the KDC proxy's client
+	proxyURL   string
+	proxyOpts  ProxyOptions
+	pw         der.Writer // the KDC-PROXY-MESSAGE being built
 	transport  Transport
 	retransmit time.Duration
 	realm      string
@@ -138,9 +146,12 @@ func NewClient(o Options) (*Client, error) {
 	if len(o.Client.Components) == 0 || o.Client.Realm == "" {
 		return nil, errors.New("no client principal")
 	}
-	kdc, err := KDCAddress(o.KDC)
-	if err != nil {
-		return nil, err
+	kdc := ""
+	if o.Transport != HTTPS {
+		var err error
+		if kdc, err = KDCAddress(o.KDC); err != nil {
+			return nil, err
+		}
 	}
 	etypes := o.Etypes
 	if len(etypes) == 0 {
@@ -196,6 +207,12 @@ func NewClient(o Options) (*Client, error) {
 	if o.LocalAddr.IsValid() {
 		c.localAddr = o.LocalAddr
 		c.dialer.LocalAddr = &net.TCPAddr{IP: o.LocalAddr.AsSlice()}
+	}
+	if o.Transport == HTTPS {
+		c.pw = der.NewWriter(2048)
+		if err := c.newProxy(o.Proxy); err != nil {
+			return nil, err
+		}
 	}
 	if ap, err := netip.ParseAddrPort(kdc); err == nil {
 		c.kdcAddr = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())

@@ -23,24 +23,32 @@ type Transport int
 const (
 	UDP Transport = iota
 	TCP
+	// HTTPS is Kerberos through a KDC proxy ([MS-KKDCP]): each message
+	// wrapped in a KDC-PROXY-MESSAGE and POSTed over TLS.
+	HTTPS
 )
 
 func (t Transport) String() string {
-	if t == TCP {
+	switch t {
+	case TCP:
 		return "tcp"
+	case HTTPS:
+		return "https"
 	}
 	return "udp"
 }
 
-// ParseTransport parses "udp" or "tcp" (empty means udp).
+// ParseTransport parses "udp", "tcp" or "https" (empty means udp).
 func ParseTransport(s string) (Transport, error) {
 	switch strings.ToLower(s) {
 	case "", "udp":
 		return UDP, nil
 	case "tcp":
 		return TCP, nil
+	case "https":
+		return HTTPS, nil
 	}
-	return UDP, fmt.Errorf("unknown transport %q (want udp or tcp)", s)
+	return UDP, fmt.Errorf("unknown transport %q (want udp, tcp or https)", s)
 }
 
 const (
@@ -76,6 +84,9 @@ type exchangeStats struct {
 // cancellation on every socket operation.
 func (c *Client) roundTrip(ctx context.Context, phase string, st *exchangeStats) ([]byte, error) {
 	req := c.w.Bytes()
+	if c.transport == HTTPS {
+		return c.httpsRoundTrip(ctx, phase, req)
+	}
 	if c.transport == UDP {
 		reply, err := c.udpRoundTrip(ctx, req, st)
 		if err != nil {
@@ -200,6 +211,7 @@ func (c *Client) resolve(ctx context.Context) (netip.AddrPort, error) {
 // Close releases the Client's idle socket, if any. The Client stays usable.
 func (c *Client) Close() error {
 	c.closeUDP()
+	c.closeProxy()
 	return nil
 }
 
