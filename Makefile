@@ -11,7 +11,7 @@ LDFLAGS := -X $(PKG).Version=$(VERSION) \
            -X $(PKG).BuildDate=$(shell date -u +%Y%m%d-%H:%M:%S)
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: all build test test-race test-packaging test-pie unit vet lint fmt-check deps demo bench clean dashboards package
+.PHONY: bpf all build test test-race test-packaging test-pie unit vet lint fmt-check deps demo bench clean dashboards package
 
 all: build
 
@@ -104,6 +104,13 @@ package:
 	cd packaging && $(GO) run . -binary ../dist/krb5-exporter -out ../dist -repo .. $(if $(PKG_VERSION),-version $(PKG_VERSION))
 
 # The Grafana dashboards' JSON from their Go source (dashboards/).
+# The BPF program of --collector.kdcservice, compiled with clang by bpf2go
+# (internal/kdcbpf): the object and its Go are committed, so a build
+# needs no clang; internal/kdcbpf's TestObjectIsSource checks they are
+# what the C source compiles to.
+bpf:
+	cd internal/kdcbpf && $(GO) generate
+
 dashboards:
 	$(GO) run ./dashboards/gen -dir dashboards
 

@@ -31,6 +31,8 @@ require (
 	golang.org/x/perf v0.0.0-20250813145418-2f7363a06fe1
 )
 
+require github.com/cilium/ebpf v0.22.0
+
 require (
 	github.com/alecthomas/units v0.0.0-20240927000941-0f3dac36c52b // indirect
 	github.com/aymanbagabas/go-osc52/v2 v2.0.1 // indirect
@@ -73,5 +75,7 @@ require (
 	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/text v0.44.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
-	google.golang.org/protobuf v1.36.12 // indirect
+	google.golang.org/protobuf v1.36.12
 )
+
+tool github.com/cilium/ebpf/cmd/bpf2go

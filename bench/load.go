@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/krb5-exporter/krb5-exporter/bench/report"
+	"github.com/krb5-exporter/krb5-exporter/internal/kdcbpf"
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
 	"github.com/krb5-exporter/krb5-exporter/internal/loadgen"
 )
@@ -110,9 +111,19 @@ func (f *fleet) service(c *krb5.Client, i int) *krb5.Service {
 type window struct {
 	s     *sampler
 	marks []Sample
+	// The KDC's own counts at the first and last mark (Settings.KDCService).
+	kdc     *kdcTracer
+	kdcSnap [2]kdcbpf.Snapshot
+	kdcOK   [2]bool
 }
 
-func (w *window) mark() { w.marks = append(w.marks, w.s.read()) }
+func (w *window) mark() {
+	w.marks = append(w.marks, w.s.read())
+	if w.kdc != nil {
+		i := min(len(w.marks)-1, 1)
+		w.kdcOK[i] = w.kdc.mark(&w.kdcSnap[i])
+	}
+}
 
 func (w *window) use(requests int) CPUUse {
 	if len(w.marks) < 2 {
@@ -135,7 +146,7 @@ func (r *run) gen(w *window) loadgen.Config {
 	return cfg
 }
 
-func (r *run) window() *window { return &window{s: r.sampler} }
+func (r *run) window() *window { return &window{s: r.sampler, kdc: r.kdc} }
 
 // load is the report's account of a load of kind on one transport.
 func (r *run) load(res *loadgen.Result, kind string, clients int, t krb5.Transport, w *window) *Load {
@@ -143,6 +154,7 @@ func (r *run) load(res *loadgen.Result, kind string, clients int, t krb5.Transpo
 	l := summarizeLoad(res.Records, kind, clients, res.Wall, t)
 	errorTexts(l, res)
 	l.CPU = w.use(l.Requests)
+	l.KDCService = w.kdcService(kind, t)
 	l.GeneratorWaits, l.Lowest, l.Sockets = res.Waits, res.Lowest, res.Sockets
 	return l
 }
@@ -253,6 +265,8 @@ func (r *run) openLoop(ctx context.Context, rate float64, tgsPer int, dur time.D
 		ol.ErrorPct = 100 * float64(ol.Logins.Errors+ol.Tickets.Errors) / float64(total)
 	}
 	ol.CPU = w.use(total)
+	ol.Logins.KDCService = w.kdcService(kindAS, krb5.UDP)
+	ol.Tickets.KDCService = w.kdcService(kindTGS, krb5.UDP)
 	return ol, err
 }
 

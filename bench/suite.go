@@ -34,6 +34,7 @@ type run struct {
 	sampler *sampler
 	prog    *progress
 	pace    time.Duration // Suite.pace
+	kdc     *kdcTracer    // Settings.KDCService; nil without
 
 	mu      sync.Mutex
 	methods map[string]int // logins by pre-authentication method
@@ -140,6 +141,8 @@ func (s *Suite) Run(ctx context.Context) (*Report, error) {
 		r.sampler.period = max(0, s.StatePeriod)
 	}
 	r.count = max(1, s.Settings.Count)
+	r.startKDCTracer()
+	defer r.stopKDCTracer()
 	// Round k runs repetition k of every chosen repeated test, in the
 	// suite's order (the first round also the tests that run once), so
 	// that a slow drift of the machine falls on every test alike.

@@ -16,7 +16,9 @@
 package collector
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"time"
 
@@ -25,6 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/procfs"
 
+	"github.com/krb5-exporter/krb5-exporter/internal/kdcbpf"
 	"github.com/krb5-exporter/krb5-exporter/internal/kdcproc"
 	"github.com/krb5-exporter/krb5-exporter/logging"
 )
@@ -96,13 +99,13 @@ func New(logger log.Logger, cfg Config) (*KDCCollector, error) {
 		success: prometheus.NewDesc("krb5_exporter_collector_scrape_success",
 			"1 if the collector succeeded in this scrape, else 0.", []string{"collector"}, nil),
 	}
-	if cfg.Process {
-		workers := cfg.Workers
-		if workers == nil {
-			if workers, err = kdcproc.NewWorkers(cfg.ProcFS); err != nil {
-				return nil, fmt.Errorf("collector: --path.procfs: %w", err)
-			}
+	workers := cfg.Workers
+	if workers == nil && (cfg.Process || cfg.KDCService) {
+		if workers, err = kdcproc.NewWorkers(cfg.ProcFS); err != nil {
+			return nil, fmt.Errorf("collector: --path.procfs: %w", err)
 		}
+	}
+	if cfg.Process {
 		k.collectors = append(k.collectors, namedCollector{"process", newProcessCollector(scan, workers, logger)})
 	}
 	if cfg.Network {
@@ -114,7 +117,24 @@ func New(logger log.Logger, cfg Config) (*KDCCollector, error) {
 	if cfg.Replication {
 		k.collectors = append(k.collectors, namedCollector{"replication", newReplicationCollector(scan, conf, cfg.dumpFile(), logger)})
 	}
+	if cfg.KDCService {
+		k.collectors = append(k.collectors, namedCollector{"kdcservice", newKDCServiceCollector(scan, workers, logger, kdcbpf.Load)})
+	}
 	return k, nil
+}
+
+// Close releases what the collectors hold in the kernel (the kdcservice
+// collector's BPF program).
+func (k *KDCCollector) Close() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var errs []error
+	for _, c := range k.collectors {
+		if cl, ok := c.c.(io.Closer); ok {
+			errs = append(errs, cl.Close())
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Enabled lists the names of the enabled collectors, for a start-up log line.

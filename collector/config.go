@@ -20,6 +20,9 @@ type Config struct {
 	// state; it costs the kernel a walk of its whole connection table
 	// (milliseconds per scrape, whatever the KDC does), so it is opt-in.
 	TCPConnections bool
+	// KDCService times each request of krb5kdc in the kernel (eBPF);
+	// opt-in: it needs CAP_BPF and CAP_PERFMON.
+	KDCService bool
 
 	// Pid files of the daemons; empty finds the processes by name.
 	KDCPidFile, KadmindPidFile, KpropdPidFile string
@@ -78,6 +81,8 @@ func RegisterFlags(app cli.FlagGroup) *Config {
 		PlaceHolder("PATH").StringVar(&cfg.DumpFile)
 	app.Flag("collector.network.tcp-connections", "Count the TCP connections on the KDC's ports by state (krb5_kdc_tcp_connections; off by default). The kernel walks its whole connection table for it on every scrape: about 3 ms of CPU with 262,144 buckets whatever the KDC does, more with many sockets in TIME_WAIT (see docs/metrics.md). The listen queue and overflows do not need it.").
 		Default("false").BoolVar(&cfg.TCPConnections)
+	app.Flag("collector.kdcservice", "Enable the kdcservice collector (off by default): each krb5kdc request's service time, its split into on CPU, waiting for a CPU and blocked, and the UDP queue time, measured in the kernel with eBPF. Needs CAP_BPF and CAP_PERFMON and a kernel of 5.8 or later with BTF (see docs/metrics.md).").
+		Default("false").BoolVar(&cfg.KDCService)
 	KDCPidFileFlag(app, &cfg.KDCPidFile)
 	app.Flag("collector.process.kadmind-pidfile", "Pid file of kadmind; without it kadmind is found by process name.").
 		PlaceHolder("PATH").StringVar(&cfg.KadmindPidFile)

@@ -1,11 +1,14 @@
 package collector
 
 import (
+	"errors"
 	"path/filepath"
 	"testing"
 
+	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/krb5-exporter/krb5-exporter/internal/kdcbpf"
 	"github.com/krb5-exporter/krb5-exporter/internal/metricsdoc"
 )
 
@@ -18,6 +21,11 @@ func TestMetricsDocumented(t *testing.T) {
 	}
 	ch := make(chan *prometheus.Desc, 100)
 	c.Describe(ch)
+	// The kdcservice collector is opt-in: its descriptors without its
+	// program.
+	newKDCServiceCollector(nil, nil, log.NewNopLogger(), func() (*kdcbpf.Tracer, error) {
+		return nil, errors.New("not loaded in this test")
+	}).describe(ch)
 	close(ch)
 	if n := metricsdoc.CheckDescs(t, "KDC host collectors", ch); n < 30 {
 		t.Errorf("only %d descriptors described", n)

@@ -79,6 +79,9 @@ func TestIntegrationUnprivileged(t *testing.T) {
 	bin := filepath.Join(dir, "collector.test")
 	copyFileMode(t, os.Args[0], bin, 0o755)
 	cfg := realmConfig(r)
+	// Without CAP_BPF the kdcservice collector cannot load its program:
+	// the rest carries on, and it says so in one line and its metrics.
+	cfg.KDCService = true
 	for _, f := range []*string{&cfg.KDCConfPath, &cfg.Krb5ConfPath, &cfg.KDCPidFile} {
 		dst := filepath.Join(dir, filepath.Base(*f))
 		copyFileMode(t, *f, dst, 0o644)
@@ -104,6 +107,7 @@ func TestIntegrationUnprivileged(t *testing.T) {
 	for _, line := range []string{
 		"cannot read fd_links of krb5kdc; finding its sockets by the ports in kdc.conf",
 		"cannot read io of krb5kdc; its metrics are omitted",
+		"kdcservice collector: cannot trace krb5kdc",
 	} {
 		if n := strings.Count(string(childLog), line); n != 1 {
 			t.Errorf("the child logged %q %d times in %d scrapes, want 1:\n%s", line, n, unprivScrapes, childLog)
@@ -132,10 +136,19 @@ func TestIntegrationUnprivileged(t *testing.T) {
 		return out, nil
 	}))
 
-	for _, name := range []string{"process", "network", "kdcconf"} {
+	for _, name := range []string{"process", "network", "kdcconf", "kdcservice"} {
 		if v := s.Value("krb5_exporter_collector_scrape_success", "collector", name); v != 1 {
 			t.Errorf("collector %s failed as nobody", name)
 		}
+	}
+	if v := s.Value("krb5_kdc_service_tracing_up"); v != 0 {
+		t.Errorf("krb5_kdc_service_tracing_up %v as nobody, want 0", v)
+	}
+	if v := s.Value("krb5_kdc_service_tracing_errors_total", "reason", "permission"); v != 1 {
+		t.Errorf("krb5_kdc_service_tracing_errors_total{reason=\"permission\"} %v as nobody, want 1", v)
+	}
+	if n := s.Count("krb5_kdc_request_service_seconds"); n != 0 {
+		t.Errorf("%d service-time series as nobody, want none", n)
 	}
 	if v := s.Value("krb5_process_processes", "program", "krb5kdc"); v != 3 {
 		t.Errorf("processes = %v", v)

@@ -16,6 +16,11 @@ packages=(krb5-kdc krb5-admin-server krb5-user krb5-kpropd prometheus systemd-jo
 packages+=(python3-kdcproxy gunicorn krb5-k5tls)
 # alerts/: the Alertmanager end-to-end test and amtool check-config.
 packages+=(prometheus-alertmanager)
+# The kdcservice collector: clang, llvm (llvm-strip) and libbpf-dev (its
+# headers) to check that the committed BPF object is what its source
+# compiles to (internal/kdcbpf TestObjectIsSource; building needs none of
+# them); strace for its slow-disk test.
+packages+=(clang llvm libbpf-dev strace)
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

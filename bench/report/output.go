@@ -214,6 +214,7 @@ func WriteMarkdown(w io.Writer, rep *Report) {
 			fmt.Fprintf(w, "\nKDC busy %s; KDC %s µs CPU per request, generator %s µs (%.2fx the KDC's).\n",
 				busy, fmtNum(u.KDCPerRequestUS), fmtNum(u.GeneratorPerRequestUS), u.Ratio)
 		}
+		kdcServiceOf(w, title+" requests", l)
 		errorsOf(w, l)
 	}
 	if rep.AS != nil {
@@ -236,6 +237,8 @@ func WriteMarkdown(w io.Writer, rep *Report) {
 				fmtNum(L.AvgMS), fmtNum(L.P50MS), fmtNum(L.P90MS), fmtNum(L.P95MS), fmtNum(L.P99MS), fmtNum(L.P999MS), fmtNum(L.MaxMS))
 		}
 		fmt.Fprintf(w, "\nErrors: %s %% of all requests.\n", fmtNum(ol.ErrorPct))
+		kdcServiceOf(w, "logins' AS requests", ol.Logins)
+		kdcServiceOf(w, "service tickets", ol.Tickets)
 		errorsOf(w, ol.Logins)
 		errorsOf(w, ol.Tickets)
 		fmt.Fprintln(w, "\n## cpu")
@@ -298,6 +301,18 @@ func loadRow(w io.Writer, l *Load) {
 	L := l.Latency
 	fmt.Fprintf(w, "| %d | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %.2fx |\n", l.Clients, l.Transport, fmtNum(l.Rate), l.Requests, fmtNum(l.FailedPct),
 		fmtNum(L.AvgMS), fmtNum(L.P50MS), fmtNum(L.P95MS), fmtNum(L.P99MS), fmtNum(L.MaxMS), fmtNum(l.CPU.KDCPerRequestUS), fmtNum(l.CPU.GeneratorPerRequestUS), l.CPU.Ratio)
+}
+
+// kdcServiceOf prints the KDC's own account of a load's requests beside
+// the clients' latency, when the run timed them (--kdc-service).
+func kdcServiceOf(w io.Writer, name string, l *Load) {
+	if l == nil || l.KDCService == nil {
+		return
+	}
+	k, L := l.KDCService, l.Latency
+	fmt.Fprintf(w, "\nThe KDC's own service time of the %s (in the kernel, receive to reply; bounds of 9 %%-wide buckets): %d requests, avg %s ms, p50 ≤ %s, p95 ≤ %s, p99 ≤ %s ms (on CPU %s %%, waiting for a CPU %s %%, blocked %s %%; waited in the socket %s ms on average), beside the clients' p50 %s, p95 %s, p99 %s ms.\n",
+		name, k.Requests, fmtNum(k.AvgMS), fmtNum(k.P50MS), fmtNum(k.P95MS), fmtNum(k.P99MS), fmtNum(k.CPUPct), fmtNum(k.RunqueuePct), fmtNum(k.BlockedPct), fmtNum(k.QueueAvgMS),
+		fmtNum(L.P50MS), fmtNum(L.P95MS), fmtNum(L.P99MS))
 }
 
 func errorsOf(w io.Writer, l *Load) {

@@ -195,6 +195,9 @@ type Load struct {
 	ErrorClasses map[string]int    `json:"error_classes,omitempty"`
 	ErrorTexts   map[string]string `json:"error_texts,omitempty"`
 	CPU          CPUUse            `json:"cpu"`
+	// KDCService is the KDC's own account of the load's requests, timed in
+	// the kernel (Settings.KDCService); nil without it.
+	KDCService *KDCService `json:"kdc_service,omitempty"`
 	// GeneratorWaits is how often the batched generator blocked (sleeps
 	// and polls): each wake-up costs CPU, so it wakes once per many
 	// requests.
@@ -322,6 +325,11 @@ type Settings struct {
 	// concurrency, tcp) run, alternating: each metric's value is the
 	// median of its repetitions. 0 means 1.
 	Count int `yaml:"count" json:"count,omitempty"`
+	// KDCService times the KDC's requests in the kernel during the as,
+	// tgs, tcp and latency loads (the kdcservice collector's BPF program):
+	// the KDC's own service-time distribution beside the clients' latency.
+	// Needs root or CAP_BPF and CAP_PERFMON, and the KDC on this host.
+	KDCService bool `yaml:"kdc_service" json:"kdc_service,omitempty"`
 	// Timeout bounds one request (a login's two round trips count apart).
 	Timeout time.Duration `yaml:"request_timeout" json:"request_timeout_ns"`
 	Targets Targets       `yaml:"targets" json:"targets"`
@@ -355,6 +363,24 @@ type Targets struct {
 }
 
 // Latency summarises request durations in milliseconds.
+// KDCService is the service time of a load's requests as the KDC's
+// process saw them, from the receive of each to the send of its reply
+// (internal/kdcbpf): quantiles are upper bounds of the 9 %-wide buckets
+// they fall in; the shares are of the summed service time.
+type KDCService struct {
+	Requests    int     `json:"requests"`
+	AvgMS       float64 `json:"avg_ms"`
+	P50MS       float64 `json:"p50_ms"`
+	P95MS       float64 `json:"p95_ms"`
+	P99MS       float64 `json:"p99_ms"`
+	CPUPct      float64 `json:"cpu_pct"`
+	RunqueuePct float64 `json:"runqueue_pct"`
+	BlockedPct  float64 `json:"blocked_pct"`
+	// QueueAvgMS is the mean time the UDP requests waited in the socket
+	// before the KDC read them (0 for TCP).
+	QueueAvgMS float64 `json:"queue_avg_ms"`
+}
+
 type Latency struct {
 	Count  int     `json:"count"`
 	AvgMS  float64 `json:"avg_ms"`

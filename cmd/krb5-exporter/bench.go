@@ -142,6 +142,10 @@ func addBenchCommand(app *kingpin.Application) *benchCmd {
 	str("degradation-logins", fmt.Sprintf("Logins (each with a service ticket) per degradation round (%d).", def.DegradationLogins), intf(func(c *bench.Config) *int { return &c.DegradationLogins }))
 	str("generator", "Generator of the as and tgs loads: batched (many requests in flight per socket, sendmmsg/recvmmsg) or blocking (a goroutine per client).", func(c *bench.Config, v string) error { c.Generator = v; return nil })
 	str("preauth", "How the generator's logins pre-authenticate: auto (SPAKE when the KDC offers it, as kinit), spake or encrypted_timestamp ("+def.Preauth+").", func(c *bench.Config, v string) error { c.Preauth = v; return nil })
+	str("kdc-service", "true: time the KDC's requests in the kernel during the as, tgs, tcp and latency loads (the kdcservice collector's BPF program; needs root or CAP_BPF and CAP_PERFMON, and the KDC on this host) and report its own service-time distribution beside the clients' latency (false).", func(c *bench.Config, v string) (err error) {
+		c.KDCService, err = strconv.ParseBool(v)
+		return err
+	})
 	str("batch-inflight", fmt.Sprintf("Requests the batched generator keeps in flight (%d).", def.BatchInflight), intf(func(c *bench.Config) *int { return &c.BatchInflight }))
 	str("count", fmt.Sprintf("N: run the load tests (%s) N times, alternating, each metric the median of its N; 5 lets bench compare test runs against runs (1..%d, default 1).", strings.Join(bench.Repeated(), ", "), bench.MaxCount), func(c *bench.Config, v string) error {
 		n, err := strconv.Atoi(v)

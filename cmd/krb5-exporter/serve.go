@@ -127,6 +127,7 @@ func (s *serveCmd) run(stdout, stderr io.Writer) int {
 		level.Error(logger).Log("msg", "cannot set up the host collectors", "err", err)
 		return 1
 	}
+	defer host.Close() // detaches the kdcservice collector's BPF program
 	reg.MustRegister(host)
 	level.Info(logger).Log("msg", "KDC host collectors", "enabled", strings.Join(host.Enabled(), ","))
 	probes := prober.NewManager(logger, reg)

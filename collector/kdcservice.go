@@ -1,0 +1,259 @@
+package collector
+
+import (
+	"errors"
+	"strconv"
+
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/kdcbpf"
+	"github.com/krb5-exporter/krb5-exporter/internal/kdcproc"
+)
+
+// The names of the series other packages read (alerts, dashboards, top).
+const (
+	MetricKDCServiceSeconds = "krb5_kdc_request_service_seconds"
+	MetricKDCQueueSeconds   = "krb5_kdc_request_queue_seconds"
+)
+
+// kdcServiceCollector times each request of the watched krb5kdc processes
+// in the kernel (internal/kdcbpf): service time by request type and
+// transport, its split into on CPU, waiting for a CPU and blocked, the UDP
+// queue time, and per worker. The program is loaded once, when the
+// collector is made; without the privileges or the kernel hooks it needs,
+// the collector logs one line and reports itself down.
+type kdcServiceCollector struct {
+	scan   *procScanner
+	slots  *kdcproc.Workers
+	logger log.Logger
+	tracer *kdcbpf.Tracer // nil: not loaded
+
+	errs  map[string]float64 // by reason
+	snap  kdcbpf.Snapshot
+	pids  []int
+	last  map[int]kdcbpf.Worker // by pid: the totals read last
+	byIdx map[int]*kdcbpf.Worker
+
+	service, split, queue, workerService, workerRequests, up, errors *prometheus.Desc
+	labels                                                           [kdcbpf.NumRequests][kdcbpf.NumTransports][]*dto.LabelPair
+	queueLabels                                                      []*dto.LabelPair
+}
+
+// Classic buckets of the histograms: powers of two from 2^-16 s (15 µs)
+// to 2 s. Each is a bound of the native buckets (schema 3), so both come
+// exactly from the same counts.
+const classicMin, classicMax = -16, 1
+
+func newKDCServiceCollector(scan *procScanner, slots *kdcproc.Workers, logger log.Logger, load func() (*kdcbpf.Tracer, error)) *kdcServiceCollector {
+	c := &kdcServiceCollector{
+		scan:   scan,
+		slots:  slots,
+		logger: logger,
+		errs:   map[string]float64{},
+		last:   map[int]kdcbpf.Worker{},
+		byIdx:  map[int]*kdcbpf.Worker{},
+		service: prometheus.NewDesc(MetricKDCServiceSeconds,
+			"Time krb5kdc worked on a request: from its receive system call returning the request to its send of the reply, measured in the kernel (eBPF), by request type (the ASN.1 tag) and transport. Native-histogram buckets too, for scrapers that negotiate protobuf.",
+			[]string{"request", "transport"}, nil),
+		split: desc("kdc", "request_service_split_seconds_total",
+			"The service time of krb5kdc's requests split by what the process was doing: on CPU, runnable waiting for a CPU (runqueue), or blocked (disk, locks, sleep).",
+			"request", "state"),
+		queue: prometheus.NewDesc(MetricKDCQueueSeconds,
+			"Time a request waited before krb5kdc read it: from the datagram's arrival in the host's network stack to the KDC's receive call that dequeues it (UDP only).",
+			[]string{"transport"}, nil),
+		workerService: desc("kdc", "worker_service_seconds_total",
+			"Service time of the requests one krb5kdc worker answered (worker as in krb5_kdc_worker_cpu_seconds_total).", "worker"),
+		workerRequests: desc("kdc", "worker_service_requests_total",
+			"Requests one krb5kdc worker answered, as timed by the kdcservice collector.", "worker"),
+		up: desc("kdc", "service_tracing_up",
+			"1 if the kdcservice collector's BPF programs are attached and watching krb5kdc processes, else 0.", nil...),
+		errors: desc("kdc", "service_tracing_errors_total",
+			"Failures of the kdcservice collector by reason: permission, unsupported_kernel, load and attach when its program could not be loaded; map_full for requests not timed because a table of the program was full.", "reason"),
+	}
+	for i := range kdcbpf.NumRequests {
+		for j := range kdcbpf.NumTransports {
+			c.labels[i][j] = prometheus.MakeLabelPairs(c.service, []string{kdcbpf.RequestNames[i], kdcbpf.TransportNames[j]})
+		}
+	}
+	c.queueLabels = prometheus.MakeLabelPairs(c.queue, []string{kdcbpf.TransportNames[kdcbpf.TransportUDP]})
+	t, err := load()
+	if err != nil {
+		reason := kdcbpf.ReasonLoad
+		var e *kdcbpf.Error
+		if errors.As(err, &e) {
+			reason = e.Reason
+		}
+		c.errs[reason]++
+		level.Error(logger).Log("msg", "kdcservice collector: cannot trace krb5kdc; its service-time metrics are absent and krb5_kdc_service_tracing_up is 0 (it needs CAP_BPF and CAP_PERFMON, kernel 5.8 or later with BTF)", "reason", reason, "err", err)
+	}
+	c.tracer = t
+	return c
+}
+
+// Close detaches the program.
+func (c *kdcServiceCollector) Close() error {
+	if c.tracer == nil {
+		return nil
+	}
+	err := c.tracer.Close()
+	c.tracer = nil
+	return err
+}
+
+func (c *kdcServiceCollector) describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.service, c.split, c.queue, c.workerService, c.workerRequests, c.up, c.errors} {
+		ch <- d
+	}
+}
+
+func (c *kdcServiceCollector) Update(ch chan<- prometheus.Metric) error {
+	err := c.update(ch)
+	for _, r := range kdcbpf.Reasons {
+		v := c.errs[r]
+		if r == kdcbpf.ReasonMapFull {
+			v += float64(c.snap.ThreadsFull + c.snap.WorkersFull)
+		}
+		ch <- counter(c.errors, v, r)
+	}
+	return err
+}
+
+func (c *kdcServiceCollector) update(ch chan<- prometheus.Metric) error {
+	if c.tracer == nil {
+		ch <- gauge(c.up, 0)
+		return nil
+	}
+	snap, err := c.scan.get()
+	if err != nil {
+		ch <- gauge(c.up, 0)
+		return err
+	}
+	c.pids = c.pids[:0]
+	if p := snap.program(progKDC); p != nil {
+		for _, pr := range p.procs {
+			c.pids = append(c.pids, pr.pid)
+		}
+	}
+	if err := c.tracer.Watch(c.pids); err != nil {
+		ch <- gauge(c.up, 0)
+		return err
+	}
+	if err := c.tracer.Read(&c.snap); err != nil {
+		ch <- gauge(c.up, 0)
+		return err
+	}
+	ch <- gauge(c.up, boolFloat(len(c.pids) > 0))
+	for i := range kdcbpf.NumRequests {
+		var cpu, runq, blocked uint64
+		for j := range kdcbpf.NumTransports {
+			h := &c.snap.Service[i][j]
+			ch <- &histMetric{desc: c.service, labels: c.labels[i][j], h: h}
+			cpu += h.CPU
+			runq += h.Runqueue
+			blocked += h.Blocked
+		}
+		name := kdcbpf.RequestNames[i]
+		ch <- counter(c.split, float64(cpu)/1e9, name, "cpu")
+		ch <- counter(c.split, float64(runq)/1e9, name, "runqueue")
+		ch <- counter(c.split, float64(blocked)/1e9, name, "blocked")
+	}
+	ch <- &histMetric{desc: c.queue, labels: c.queueLabels, h: &c.snap.Queue[kdcbpf.TransportUDP]}
+	c.updateWorkers(ch)
+	return nil
+}
+
+// updateWorkers adds what each process answered since the last scrape to
+// its worker index's totals: a replaced worker's index carries on.
+func (c *kdcServiceCollector) updateWorkers(ch chan<- prometheus.Metric) {
+	seen := make(map[int]bool, len(c.snap.Workers))
+	for _, w := range c.snap.Workers {
+		seen[w.PID] = true
+		prev := c.last[w.PID]
+		c.last[w.PID] = w
+		idx, ok := c.slots.Index(w.PID)
+		if !ok {
+			continue // the supervisor of -w N answers none
+		}
+		t := c.byIdx[idx]
+		if t == nil {
+			t = &kdcbpf.Worker{}
+			c.byIdx[idx] = t
+		}
+		t.Requests += w.Requests - prev.Requests
+		t.Service += w.Service - prev.Service
+		t.CPU += w.CPU - prev.CPU
+	}
+	for pid := range c.last {
+		if !seen[pid] {
+			delete(c.last, pid)
+		}
+	}
+	for idx, t := range c.byIdx {
+		l := strconv.Itoa(idx)
+		ch <- counter(c.workerService, float64(t.Service)/1e9, l)
+		ch <- counter(c.workerRequests, float64(t.Requests), l)
+	}
+}
+
+// histMetric is one histogram of the program's counts, with classic and
+// native (schema 3) buckets from the same counts.
+type histMetric struct {
+	desc   *prometheus.Desc
+	labels []*dto.LabelPair
+	h      *kdcbpf.Hist
+}
+
+func (m *histMetric) Desc() *prometheus.Desc { return m.desc }
+
+func (m *histMetric) Write(out *dto.Metric) error {
+	h := m.h
+	hist := &dto.Histogram{
+		SampleCount:   proto.Uint64(h.Count),
+		SampleSum:     proto.Float64(float64(h.Sum) / 1e9),
+		Schema:        proto.Int32(kdcbpf.Schema),
+		ZeroThreshold: proto.Float64(kdcbpf.ZeroThreshold),
+		ZeroCount:     proto.Uint64(h.Buckets[0]),
+	}
+	// Classic: bound 2^e is native index 8e, bucket 8e - MinIndex.
+	var cum uint64
+	b := 0
+	for e := classicMin; e <= classicMax; e++ {
+		last := 8*e - kdcbpf.MinIndex
+		for ; b <= last; b++ {
+			cum += h.Buckets[b]
+		}
+		hist.Bucket = append(hist.Bucket, &dto.Bucket{CumulativeCount: proto.Uint64(cum), UpperBound: proto.Float64(kdcbpf.UpperBound(last))})
+	}
+	// Native: runs of non-empty buckets as spans, counts as deltas.
+	var prev int64
+	lastIdx := 0
+	for b := 1; b < kdcbpf.NumBuckets; b++ {
+		n := int64(h.Buckets[b])
+		if n == 0 {
+			continue
+		}
+		idx := b + kdcbpf.MinIndex
+		switch {
+		case len(hist.PositiveSpan) == 0:
+			hist.PositiveSpan = append(hist.PositiveSpan, &dto.BucketSpan{Offset: proto.Int32(int32(idx)), Length: proto.Uint32(1)})
+		case idx == lastIdx+1:
+			*hist.PositiveSpan[len(hist.PositiveSpan)-1].Length++
+		default:
+			hist.PositiveSpan = append(hist.PositiveSpan, &dto.BucketSpan{Offset: proto.Int32(int32(idx - lastIdx - 1)), Length: proto.Uint32(1)})
+		}
+		hist.PositiveDelta = append(hist.PositiveDelta, n-prev)
+		prev, lastIdx = n, idx
+	}
+	if len(hist.PositiveSpan) == 0 && h.Buckets[0] == 0 {
+		// No observation yet: an empty span marks it native all the same,
+		// as client_golang's own histograms do.
+		hist.PositiveSpan = []*dto.BucketSpan{{Offset: proto.Int32(0), Length: proto.Uint32(0)}}
+	}
+	out.Label = m.labels
+	out.Histogram = hist
+	return nil
+}

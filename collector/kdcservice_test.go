@@ -1,0 +1,592 @@
+package collector
+
+import (
+	"encoding/json"
+	"errors"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-kit/log"
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sys/unix"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/kdcbpf"
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
+	"github.com/krb5-exporter/krb5-exporter/realm"
+)
+
+// The kdcservice tests run the collector's BPF program against a harness
+// KDC under real load. They need root (CAP_BPF, CAP_PERFMON): outside CI
+// they skip where the kernel does not let this process load the program;
+// in CI they fail.
+
+// serviceCollector is a collector with the kdcservice collector on for
+// r's KDC, scraped once so that it watches the KDC's processes.
+func serviceCollector(t *testing.T, r *realm.Realm) (*KDCCollector, *kdcServiceCollector, *prometheus.Registry) {
+	t.Helper()
+	cfg := realmConfig(r)
+	cfg.KDCService = true
+	logs := &testutil.LockedBuffer{}
+	c, err := New(log.NewLogfmtLogger(logs), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	var ks *kdcServiceCollector
+	for _, nc := range c.collectors {
+		if k, ok := nc.c.(*kdcServiceCollector); ok {
+			ks = k
+		}
+	}
+	if ks.tracer == nil {
+		var reason string
+		for r := range ks.errs {
+			reason = r
+		}
+		if !testutil.InCI() && (reason == kdcbpf.ReasonPermission || reason == kdcbpf.ReasonUnsupportedKernel) {
+			t.Skipf("BPF not permitted here (%s): %s", reason, logs.String())
+		}
+		t.Fatalf("the kdcservice program did not load: %s", logs.String())
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	if s := gather(t, reg); s.Value("krb5_kdc_service_tracing_up") != 1 {
+		t.Fatal("krb5_kdc_service_tracing_up is not 1 with the KDC running")
+	}
+	return c, ks, reg
+}
+
+// mitEnv is the environment of MIT's kinit and kvno against r, with a
+// credential cache of the test's own; tcp sends over TCP only.
+func mitEnv(t *testing.T, r *realm.Realm, tcp bool) []string {
+	t.Helper()
+	env := append(os.Environ(), r.Env()...)
+	env = append(env, "KRB5CCNAME=FILE:"+filepath.Join(t.TempDir(), "cc"))
+	if tcp {
+		conf := filepath.Join(t.TempDir(), "tcp.conf")
+		if err := os.WriteFile(conf, []byte("[libdefaults]\n\tudp_preference_limit = 1\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for i, e := range env {
+			if v, ok := strings.CutPrefix(e, "KRB5_CONFIG="); ok {
+				env[i] = "KRB5_CONFIG=" + conf + ":" + v
+			}
+		}
+	}
+	return env
+}
+
+func run(t *testing.T, env []string, name string, args ...string) {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Env = env
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v %s", name, err, out)
+	}
+}
+
+// mitLoad is MIT's own clients against r: logins (kinit, each one AS
+// exchange of two or three requests) and, after each, a ticket for every
+// service (kvno: TGS requests).
+func mitLoad(t *testing.T, r *realm.Realm, env []string, logins int) {
+	t.Helper()
+	svcs := make([]string, r.Opts.Services)
+	for i := range svcs {
+		svcs[i] = r.Service(i + 1)
+	}
+	for i := range logins {
+		run(t, env, "kinit", "-k", "-t", r.UserKeytab, r.User(i%r.Opts.Users+1))
+		run(t, env, "kvno", svcs...)
+	}
+}
+
+// TestKDCServiceCountsLog: the requests the collector timed, by type,
+// are the KDC log's request lines of the same interval, exactly, for UDP
+// (unknown-principal AS requests, MIT kinit's and kvno's) and for TCP
+// (kinit and kvno over TCP: each read of a whole request is one). Per
+// worker (krb5kdc -w 2) the service time's on-CPU part is the worker's
+// CPU time from /proc/PID/schedstat over the interval less its idle work
+// (the event loop, the receive call itself, and the wakeups of the worker
+// that loses the race for a datagram both were woken for): between 50 %
+// and 100 % (61-81 % measured: most requests are unknown-principal AS
+// requests of 16 µs, beside which the loop's few µs weigh). Above 100 %
+// would be time counted on CPU that the kernel did not give the worker.
+func TestKDCServiceCountsLog(t *testing.T) {
+	r := upRealm(t, 2, false)
+	// Both ways the program sees receives and sends: the socket layer's
+	// tracepoints (Linux 6.3 and later) and, as before 6.3, sys_enter and
+	// sys_exit.
+	t.Run("socket", func(t *testing.T) { countsLog(t, r) })
+	t.Run("syscalls", func(t *testing.T) {
+		t.Setenv(kdcbpf.HooksEnv, "syscalls")
+		countsLog(t, r)
+	})
+}
+
+func countsLog(t *testing.T, r *realm.Realm) {
+	_, ks, reg := serviceCollector(t, r)
+	if want := os.Getenv(kdcbpf.HooksEnv) != "syscalls"; ks.tracer.SocketHooks != want {
+		t.Logf("socket tracepoints: %v (this kernel has none)", ks.tracer.SocketHooks)
+	}
+	pids := r.KDCPids()
+	if len(pids) != 3 {
+		t.Fatalf("KDC pids %v, want supervisor and 2 workers", pids)
+	}
+	runNS := func() map[int]float64 {
+		m := map[int]float64{}
+		for _, p := range pids[1:] {
+			ss, err := procOf(t, p).Schedstat()
+			if err != nil {
+				t.Fatal(err)
+			}
+			m[p] = float64(ss.RunningNanoseconds)
+		}
+		return m
+	}
+	cpuByWorker := func() map[int]float64 {
+		m := map[int]float64{}
+		for idx, w := range ks.byIdx {
+			m[idx] = float64(w.CPU)
+		}
+		return m
+	}
+	countOf := func(s *scrape, req, tr string) float64 {
+		return s.Value(MetricKDCServiceSeconds, "request", req, "transport", tr)
+	}
+	from := testutil.LogSize(t, r.KDCLog)
+	s0 := gather(t, reg)
+	c0, r0 := cpuByWorker(), runNS()
+
+	as0 := ks.snap.Service[kdcbpf.RequestAS][kdcbpf.TransportUDP]
+	rtt := freshAS(t, r, 300)
+	gather(t, reg)
+	t.Logf("one request at a time: the client's median round trip %v, the KDC's median service time at most %.3g ms", rtt, median(diff(ks.snap.Service[kdcbpf.RequestAS][kdcbpf.TransportUDP], as0))*1e3)
+	mitLoad(t, r, mitEnv(t, r, false), 10)
+
+	s1 := gather(t, reg)
+	c1, r1 := cpuByWorker(), runNS()
+	mid := testutil.LogSize(t, r.KDCLog)
+	as := testutil.LogCount(t, r.KDCLog, from, `\bAS_REQ\b`)
+	tgs := testutil.LogCount(t, r.KDCLog, from, `\bTGS_REQ\b`)
+	gotAS := countOf(s1, "as", "udp") - countOf(s0, "as", "udp")
+	gotTGS := countOf(s1, "tgs", "udp") - countOf(s0, "tgs", "udp")
+	t.Logf("UDP: log AS_REQ %d TGS_REQ %d; timed AS %v TGS %v", as, tgs, gotAS, gotTGS)
+	if gotAS != float64(as) || gotTGS != float64(tgs) {
+		t.Errorf("UDP requests timed: AS %v TGS %v; the KDC logged AS_REQ %d TGS_REQ %d", gotAS, gotTGS, as, tgs)
+	}
+	for _, tr := range []string{"udp", "tcp"} {
+		if d := countOf(s1, "other", tr) - countOf(s0, "other", tr); d != 0 {
+			t.Errorf("%v requests of no known type over %s", d, tr)
+		}
+	}
+	if d := countOf(s1, "as", "tcp") + countOf(s1, "tgs", "tcp") - countOf(s0, "as", "tcp") - countOf(s0, "tgs", "tcp"); d != 0 {
+		t.Errorf("%v TCP requests timed with only UDP sent", d)
+	}
+
+	// Per worker: the on-CPU part of service against schedstat.
+	for i, p := range pids[1:] {
+		idx, ok := ks.slots.Index(p)
+		if !ok {
+			t.Fatalf("worker pid %d has no index", p)
+		}
+		run := r1[p] - r0[p]
+		cpu := c1[idx] - c0[idx]
+		t.Logf("worker %d (pid %d): on CPU in service %.1f ms, schedstat run time %.1f ms (%.1f %%)", idx, p, cpu/1e6, run/1e6, 100*cpu/run)
+		if run < 5e6 {
+			t.Errorf("worker %d ran only %.1f ms", i, run/1e6)
+			continue
+		}
+		if cpu > run*1.001 || cpu < 0.5*run {
+			t.Errorf("worker %d: on CPU in service %.1f ms against %.1f ms run time: want 50-100 %%", idx, cpu/1e6, run/1e6)
+		}
+	}
+	// The split adds up to the service time.
+	var sum, split float64
+	for _, m := range s1.MFs[MetricKDCServiceSeconds].GetMetric() {
+		sum += m.GetHistogram().GetSampleSum()
+	}
+	for _, req := range []string{"as", "tgs", "other"} {
+		for _, st := range []string{"cpu", "runqueue", "blocked"} {
+			split += s1.Value("krb5_kdc_request_service_split_seconds_total", "request", req, "state", st)
+		}
+	}
+	if math.Abs(sum-split) > 1e-6*sum {
+		t.Errorf("service seconds %.9f, split %.9f", sum, split)
+	}
+
+	// TCP: MIT's clients told to use it.
+	mitLoad(t, r, mitEnv(t, r, true), 3)
+	s2 := gather(t, reg)
+	as = testutil.LogCount(t, r.KDCLog, mid, `\bAS_REQ\b`)
+	tgs = testutil.LogCount(t, r.KDCLog, mid, `\bTGS_REQ\b`)
+	gotAS = countOf(s2, "as", "tcp") - countOf(s1, "as", "tcp")
+	gotTGS = countOf(s2, "tgs", "tcp") - countOf(s1, "tgs", "tcp")
+	t.Logf("TCP: log AS_REQ %d TGS_REQ %d; timed AS %v TGS %v", as, tgs, gotAS, gotTGS)
+	if gotAS != float64(as) || gotTGS != float64(tgs) {
+		t.Errorf("TCP requests timed: AS %v TGS %v; the KDC logged AS_REQ %d TGS_REQ %d", gotAS, gotTGS, as, tgs)
+	}
+	// Per worker, the requests add up to the timed ones.
+	var perWorker, all float64
+	for idx := range 2 {
+		perWorker += s2.Value("krb5_kdc_worker_service_requests_total", "worker", strconv.Itoa(idx))
+	}
+	for _, req := range []string{"as", "tgs", "other"} {
+		for _, tr := range []string{"udp", "tcp"} {
+			all += countOf(s2, req, tr)
+		}
+	}
+	if perWorker != all {
+		t.Errorf("per-worker requests %v, all requests %v", perWorker, all)
+	}
+}
+
+// freshAS sends n AS requests for principals that do not exist over UDP,
+// each made anew (its own nonce: the KDC's lookaside cache answers a
+// repeated packet without processing it), each waiting up to 2 s for its
+// answer, bounded by 20 s. It returns the median round trip (from the
+// send to the answer's arrival).
+func freshAS(t *testing.T, r *realm.Realm, n int) time.Duration {
+	t.Helper()
+	conn, _ := asConn(t, r, "collector-fresh")
+	defer conn.Close()
+	buf := make([]byte, 4096)
+	deadline := time.Now().Add(20 * time.Second)
+	var rtts []time.Duration
+	for i := 0; i < n && time.Now().Before(deadline); i++ {
+		b, err := realm.ASRequest(r.Realm, "collector-fresh-"+strconv.Itoa(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent := time.Now()
+		if _, err := conn.Write(b); err != nil {
+			t.Fatal(err)
+		}
+		conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+		if _, err := conn.Read(buf); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatal(err)
+		}
+		rtts = append(rtts, time.Since(sent))
+	}
+	slices.Sort(rtts)
+	return rtts[len(rtts)/2]
+}
+
+// median is the upper bound of the bucket holding h's median, in seconds.
+func median(h kdcbpf.Hist) float64 {
+	var n uint64
+	for b, c := range h.Buckets {
+		if n += c; 2*n >= h.Count && h.Count > 0 {
+			return kdcbpf.UpperBound(b)
+		}
+	}
+	return math.NaN()
+}
+
+// diff is a-b, bucket by bucket.
+func diff(a, b kdcbpf.Hist) kdcbpf.Hist {
+	d := kdcbpf.Hist{Count: a.Count - b.Count, Sum: a.Sum - b.Sum, CPU: a.CPU - b.CPU, Runqueue: a.Runqueue - b.Runqueue, Blocked: a.Blocked - b.Blocked}
+	for i := range d.Buckets {
+		d.Buckets[i] = a.Buckets[i] - b.Buckets[i]
+	}
+	return d
+}
+
+// phase is the AS/UDP service and UDP queue histograms of what happened
+// while load ran.
+func phase(t *testing.T, ks *kdcServiceCollector, reg prometheus.Gatherer, load func()) (svc, queue kdcbpf.Hist) {
+	t.Helper()
+	gather(t, reg)
+	s0, q0 := ks.snap.Service[kdcbpf.RequestAS][kdcbpf.TransportUDP], ks.snap.Queue[kdcbpf.TransportUDP]
+	load()
+	gather(t, reg)
+	return diff(ks.snap.Service[kdcbpf.RequestAS][kdcbpf.TransportUDP], s0), diff(ks.snap.Queue[kdcbpf.TransportUDP], q0)
+}
+
+func share(part, h uint64) float64 { return float64(part) / float64(max(h, 1)) }
+
+// TestKDCServiceSlowDisk: MIT kinit logins against a KDC writing
+// last_success (its database synced after each login), traced by strace
+// alone and then with each fsync delayed 5 ms (strace -e inject): the
+// logins' service time and the blocked part of it go up by the delays. strace is attached in
+// both phases, so that its own stops fall on both.
+func TestKDCServiceSlowDisk(t *testing.T) {
+	testutil.RequireProgram(t, "strace")
+	r := upRealm(t, 0, false)
+	_, ks, reg := serviceCollector(t, r)
+	kdc := r.KDCPids()[0]
+	env := mitEnv(t, r, false)
+	traced := func(inject bool) (svc kdcbpf.Hist) {
+		args := []string{"-f", "-qq", "-o", "/dev/null", "-e", "trace=fsync,fdatasync", "-p", strconv.Itoa(kdc)}
+		if inject {
+			args = append(args, "-e", "inject=fsync,fdatasync:delay_enter=5ms")
+		}
+		st := exec.Command("strace", args...)
+		st.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if err := st.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { st.Process.Signal(syscall.SIGINT); st.Wait() }()
+		time.Sleep(200 * time.Millisecond) // attached
+		svc, _ = phase(t, ks, reg, func() {
+			for i := range 20 {
+				run(t, env, "kinit", "-k", "-t", r.UserKeytab, r.User(i%r.Opts.Users+1))
+			}
+		})
+		return svc
+	}
+	plain, slow := traced(false), traced(true)
+	for name, h := range map[string]kdcbpf.Hist{"strace alone": plain, "fsync delayed 5 ms": slow} {
+		t.Logf("%s: %d AS requests, mean service %.2f ms, median at most %.3g ms; blocked %.0f %%, runqueue %.0f %%, cpu %.0f %%", name, h.Count,
+			float64(h.Sum)/float64(max(h.Count, 1))/1e6, median(h)*1e3, 100*share(h.Blocked, h.Sum), 100*share(h.Runqueue, h.Sum), 100*share(h.CPU, h.Sum))
+	}
+	if plain.Count == 0 || slow.Count == 0 {
+		t.Fatal("no AS request timed")
+	}
+	// 20 logins sync at least 20 times (one last_success write each):
+	// 100 ms more over the phase, spent blocked (the KDC stopped while
+	// strace sleeps). The shares are not compared: on a loaded machine the
+	// runqueue part moves as much (strace alone: 49 % blocked, 35 %
+	// runqueue at a load average of 7).
+	if slow.Sum < plain.Sum+60e6 {
+		t.Errorf("service time %.1f ms with fsync delayed 5 ms, %.1f ms without: want at least 60 ms more", float64(slow.Sum)/1e6, float64(plain.Sum)/1e6)
+	}
+	if slow.Blocked < plain.Blocked+60e6 {
+		t.Errorf("blocked %.1f ms of %.1f with fsync delayed, %.1f ms of %.1f without: want at least 60 ms more",
+			float64(slow.Blocked)/1e6, float64(slow.Sum)/1e6, float64(plain.Blocked)/1e6, float64(plain.Sum)/1e6)
+	}
+}
+
+// TestKDCServiceContention: the KDC pinned to CPU 0 kept busy (fresh AS
+// requests sent faster than it answers, so that it never sleeps and the
+// scheduler's favour for waking tasks plays no part), alone and beside
+// four busy loops pinned to the same CPU: the runqueue share of its
+// service time goes up (0 -> 74 %, 40 -> 93 % on a machine loaded by
+// others). It compares loads, so it runs in scripts/test-alone.sh: beside
+// the race run (a load average of 16 on 2 cores) the KDC alone already
+// waited 76-84 % of its service time.
+func TestKDCServiceContention(t *testing.T) {
+	testutil.Alone(t)
+	testutil.RequireProgram(t, "taskset")
+	r := upRealm(t, 0, false)
+	_, ks, reg := serviceCollector(t, r)
+	kdc := r.KDCPids()[0]
+	if out, err := exec.Command("taskset", "-a", "-p", "-c", "0", strconv.Itoa(kdc)).CombinedOutput(); err != nil {
+		t.Fatalf("taskset: %v %s", err, out)
+	}
+	// The generator (this process) off the KDC's CPU, where the machine
+	// has another.
+	if runtime.NumCPU() > 1 {
+		var old unix.CPUSet
+		if err := unix.SchedGetaffinity(0, &old); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command("taskset", "-a", "-p", "-c", "1-"+strconv.Itoa(runtime.NumCPU()-1), strconv.Itoa(os.Getpid())).CombinedOutput(); err != nil {
+			t.Fatalf("taskset: %v %s", err, out)
+		}
+		t.Cleanup(func() {
+			for _, tid := range threadsOf(t, os.Getpid()) {
+				unix.SchedSetaffinity(tid, &old)
+			}
+		})
+	}
+	const perPhase = 8000
+	pkts := make([][]byte, 2*perPhase)
+	for i := range pkts {
+		b, err := realm.ASRequest(r.Realm, "collector-busy-"+strconv.Itoa(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pkts[i] = b
+	}
+	next := 0
+	load := func() {
+		conn, _ := asConn(t, r, "collector-busy")
+		defer conn.Close()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			buf := make([]byte, 4096)
+			for {
+				if _, err := conn.Read(buf); err != nil && !errors.Is(err, syscall.ECONNREFUSED) {
+					return
+				}
+			}
+		}()
+		last := next + perPhase
+		for end := time.Now().Add(500 * time.Millisecond); time.Now().Before(end) && next < last; {
+			for range 32 {
+				conn.Write(pkts[next])
+				next++
+			}
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(50 * time.Millisecond)
+		conn.SetReadDeadline(time.Now())
+		<-done
+	}
+	alone, _ := phase(t, ks, reg, load)
+	var stops []func()
+	for range 4 {
+		stops = append(stops, hog(t, 0))
+	}
+	busy, _ := phase(t, ks, reg, load)
+	for _, stop := range stops {
+		stop()
+	}
+	for name, h := range map[string]kdcbpf.Hist{"alone": alone, "4 busy loops": busy} {
+		t.Logf("%s: %d AS requests, mean service %.3f ms; runqueue %.0f %%, cpu %.0f %%, blocked %.0f %%", name, h.Count,
+			float64(h.Sum)/float64(max(h.Count, 1))/1e6, 100*share(h.Runqueue, h.Sum), 100*share(h.CPU, h.Sum), 100*share(h.Blocked, h.Sum))
+	}
+	if a, b := share(alone.Runqueue, alone.Sum), share(busy.Runqueue, busy.Sum); b < a+0.2 {
+		t.Errorf("runqueue share %.2f beside 4 busy loops, %.2f alone: want at least 0.2 more", b, a)
+	}
+}
+
+// threadsOf lists pid's threads.
+func threadsOf(t *testing.T, pid int) []int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tids []int
+	for _, e := range ents {
+		if n, err := strconv.Atoi(e.Name()); err == nil {
+			tids = append(tids, n)
+		}
+	}
+	return tids
+}
+
+// TestKDCServiceStopped: requests sent at a steady pace while the KDC is
+// stopped (SIGSTOP) 40 ms out of every 80: their queue time goes up, by
+// more than 5 ms on average (about 10: half of them wait 20 ms on average,
+// the rest none), while their service time stays (its median
+// within a factor of 2).
+func TestKDCServiceStopped(t *testing.T) {
+	r := upRealm(t, 0, false)
+	_, ks, reg := serviceCollector(t, r)
+	kdc := r.KDCPids()[0]
+	pkts := make([][]byte, 1200)
+	for i := range pkts {
+		b, err := realm.ASRequest(r.Realm, "collector-paced-"+strconv.Itoa(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pkts[i] = b
+	}
+	next := 0
+	paced := func(stops bool) func() {
+		return func() {
+			conn, _ := asConn(t, r, "collector-paced")
+			defer conn.Close()
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				buf := make([]byte, 4096)
+				for {
+					if _, err := conn.Read(buf); err != nil && !errors.Is(err, syscall.ECONNREFUSED) {
+						return
+					}
+				}
+			}()
+			stopper := make(chan struct{})
+			if stops {
+				go func() {
+					defer syscall.Kill(kdc, syscall.SIGCONT)
+					for {
+						select {
+						case <-stopper:
+							return
+						case <-time.After(40 * time.Millisecond):
+						}
+						syscall.Kill(kdc, syscall.SIGSTOP)
+						time.Sleep(40 * time.Millisecond)
+						syscall.Kill(kdc, syscall.SIGCONT)
+					}
+				}()
+			}
+			for end := time.Now().Add(time.Second); time.Now().Before(end) && next < len(pkts); next++ {
+				conn.Write(pkts[next])
+				time.Sleep(2 * time.Millisecond)
+			}
+			close(stopper)
+			time.Sleep(100 * time.Millisecond) // the last answers
+			conn.SetReadDeadline(time.Now())
+			<-done
+		}
+	}
+	svcA, qA := phase(t, ks, reg, paced(false))
+	svcB, qB := phase(t, ks, reg, paced(true))
+	t.Logf("running: %d requests, median service at most %.3g ms, %d queue times, median at most %.3g ms, mean %.2f ms", svcA.Count, median(svcA)*1e3, qA.Count, median(qA)*1e3, float64(qA.Sum)/float64(max(qA.Count, 1))/1e6)
+	t.Logf("stopped in bursts: %d requests, median service at most %.3g ms, %d queue times, median at most %.3g ms, mean %.2f ms", svcB.Count, median(svcB)*1e3, qB.Count, median(qB)*1e3, float64(qB.Sum)/float64(max(qB.Count, 1))/1e6)
+	if qA.Count == 0 || qB.Count == 0 {
+		t.Fatal("no queue time measured")
+	}
+	mean := func(h kdcbpf.Hist) float64 { return float64(h.Sum) / float64(max(h.Count, 1)) / 1e9 }
+	if mean(qB) < mean(qA)+5e-3 {
+		t.Errorf("mean queue time %.3g ms stopped in bursts, %.3g ms running: want 5 ms more", mean(qB)*1e3, mean(qA)*1e3)
+	}
+	if median(svcB) > 2*median(svcA) {
+		t.Errorf("median service time at most %.3g ms stopped in bursts, %.3g ms running: want within a factor of 2", median(svcB)*1e3, median(svcA)*1e3)
+	}
+}
+
+// TestKDCServiceCapabilitiesSuffice: CAP_BPF and CAP_PERFMON are all the
+// kdcservice collector needs (what packaging/files/kdcservice.conf
+// grants): a copy of this test binary as nobody with those two ambient
+// capabilities loads and attaches the program (tracing up, no error),
+// where as plain nobody it cannot (TestIntegrationUnprivileged).
+func TestKDCServiceCapabilitiesSuffice(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to start the child as nobody")
+	}
+	r := upRealm(t, 0, false)
+	serviceCollector(t, r) // skips where BPF is not permitted at all
+	dir, err := os.MkdirTemp("", "krb5-exporter-caps-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "collector.test")
+	copyFileMode(t, os.Args[0], bin, 0o755)
+	cfg := realmConfig(r)
+	cfg.Process, cfg.Network, cfg.KDCConf, cfg.Replication, cfg.KDCService = true, false, false, false, true
+	dst := filepath.Join(dir, "krb5kdc.pid")
+	copyFileMode(t, cfg.KDCPidFile, dst, 0o644)
+	cfg.KDCPidFile = dst
+	spec, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "metrics.txt")
+	const capPerfmon, capBPF = 38, 39
+	cmd := exec.Command(bin, "-test.run=^TestUnprivilegedChild$", "-test.count=1")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), childEnv+"="+string(spec), childEnv+"_OUT="+out)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}, AmbientCaps: []uintptr{capBPF, capPerfmon}}
+	if log, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("child: %v\n%s", err, log)
+	} else if strings.Contains(string(log), "cannot trace") {
+		t.Errorf("the child with CAP_BPF and CAP_PERFMON could not trace:\n%s", log)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "\nkrb5_kdc_service_tracing_up 1\n") {
+		t.Errorf("krb5_kdc_service_tracing_up is not 1 as nobody with CAP_BPF and CAP_PERFMON:\n%s", b)
+	}
+}

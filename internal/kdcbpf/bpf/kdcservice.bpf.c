@@ -1,0 +1,646 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Per-request service time of an unmodified krb5kdc, from the kernel.
+ *
+ * A request of a watched krb5kdc thread is in service from the return of
+ * the receive system call (read, recvfrom, recvmsg) that read it from a
+ * UDP or TCP socket to the thread's next send system call (write, writev,
+ * sendto, sendmsg) on a UDP or TCP socket: the reply. Its type is the
+ * first byte read, the ASN.1 application tag (0x6a AS-REQ, 0x6c
+ * TGS-REQ); over TCP the read of the 4-byte length prefix alone does not
+ * start a request. While a request is in service the scheduler
+ * tracepoints split its time into on CPU, runnable waiting for a CPU, and
+ * blocked (disk, locks, sleep). For UDP the time from the datagram's
+ * arrival in the network stack (netif_receive_skb) to the receive call
+ * that dequeues it is the queue time. Observations go into per-CPU
+ * log-linear histograms (8 buckets per power of two: Prometheus
+ * native-histogram schema 3) that user space sums at scrape time;
+ * nothing is sent per request.
+ *
+ * Only BTF tracepoints are used (tp_btf: sys_enter, sys_exit,
+ * sched_switch, sched_wakeup, sched_process_fork, netif_receive_skb):
+ * their arguments are stable across kernels, they need no tracefs, and
+ * they work where fentry/kprobes are not available (this project's CI
+ * kernel refuses fentry). The system call numbers are x86-64's.
+ */
+#include "kdcservice.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+
+char LICENSE[] SEC("license") = "GPL";
+
+#define REQ_AS 0
+#define REQ_TGS 1
+#define REQ_OTHER 2
+#define NREQ 3
+#define TR_UDP 0
+#define TR_TCP 1
+#define NTR 2
+
+/* Histogram buckets: index b holds native bucket b + IMIN, that is the
+ * observations in (2^((b+IMIN-1)/8), 2^((b+IMIN)/8)] seconds; b = 0
+ * everything at or below 2^-20 s (the zero bucket), b = NB-1 everything
+ * above 2^(30/8) s (about 13 s). */
+#define NB 192
+#define IMIN (-160)
+
+#define ST_CPU 0
+#define ST_RUNQ 1
+#define ST_BLOCKED 2
+
+#define ERR_THREADS_FULL 0
+#define ERR_WORKERS_FULL 1
+#define NERR 2
+
+struct thread {
+	u64 start; /* receive of the request in service; 0: none */
+	u64 last;  /* last change of state */
+	u64 cpu, runq, blocked;
+	u64 ubuf;    /* user buffer of the receive call in progress */
+	u64 qns;     /* queue time of the datagram being read; 0: unknown */
+	u8 state;    /* ST_* while in service */
+	u8 req, tr;
+	u8 pending; /* 1+TR_* once a socket receive began in this call */
+	u32 tgid;   /* for user space to drop the threads of gone processes */
+	u64 sk;     /* the socket of the request in service: its reply ends it */
+};
+
+struct total {
+	u64 count, sum, cpu, runq, blocked;
+};
+
+struct qtotal {
+	u64 count, sum;
+};
+
+struct worker {
+	u64 count, sum, cpu;
+};
+
+/* The watched krb5kdc processes (tgid), filled from user space. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, u32);
+	__type(value, u32);
+} watched SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, u32);
+	__type(value, struct thread);
+} threads SEC(".maps");
+
+/* Everything counted, per CPU, in one value: user space reads it with one
+ * lookup per scrape and sums the CPUs. */
+struct stats {
+	u64 service[NREQ * NTR * NB]; /* [req][tr][bucket] */
+	struct total totals[NREQ * NTR];
+	u64 queue[NTR * NB];
+	struct qtotal qtotals[NTR];
+	u64 errors[NERR];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct stats);
+} stats SEC(".maps");
+
+/* Per process (tgid): requests, service and on-CPU time. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, u32);
+	__type(value, struct worker);
+} workers SEC(".maps");
+
+static __always_inline struct stats *cpu_stats(void)
+{
+	u32 zero = 0;
+	return bpf_map_lookup_elem(&stats, &zero);
+}
+
+/* 2^31 * 2^(k/8), k = 1..7: the sub-bucket bounds of one power of two. */
+static const u64 sub_bounds[7] = {
+	2341847524ULL, 2553802834ULL, 2784941536ULL, 3037000500ULL,
+	3311868063ULL, 3611613037ULL, 3938502376ULL,
+};
+
+static __always_inline u32 bucket(u64 ns)
+{
+	if (ns > 16000000000ULL)
+		ns = 16000000000ULL;
+	/* v in units of 2^-30 s, so that powers of two of v are powers of
+	 * two of seconds */
+	u64 v = (ns << 30) / 1000000000ULL;
+	if (v == 0)
+		return 0;
+	u32 msb = 0;
+	u64 x = v;
+	if (x >> 32) { x >>= 32; msb += 32; }
+	if (x >> 16) { x >>= 16; msb += 16; }
+	if (x >> 8) { x >>= 8; msb += 8; }
+	if (x >> 4) { x >>= 4; msb += 4; }
+	if (x >> 2) { x >>= 2; msb += 2; }
+	if (x >> 1) { msb += 1; }
+	msb &= 63;
+	u64 m; /* v's mantissa in [2^31, 2^32) */
+	if (msb >= 31)
+		m = v >> ((msb - 31) & 63);
+	else
+		m = v << ((31 - msb) & 63);
+	int k = 8;
+	if (m == (1ULL << 31)) {
+		k = 0;
+	} else {
+#pragma unroll
+		for (int j = 6; j >= 0; j--)
+			if (m <= sub_bounds[j])
+				k = j + 1;
+	}
+	int idx = 8 * ((int)msb - 30) + k - IMIN;
+	if (idx < 0)
+		return 0;
+	if (idx > NB - 1)
+		return NB - 1;
+	return idx;
+}
+
+static __always_inline bool is_watched(u32 tgid)
+{
+	return bpf_map_lookup_elem(&watched, &tgid) != 0;
+}
+
+static __always_inline void count_error(u32 reason)
+{
+	struct stats *st = cpu_stats();
+	if (st && reason < NERR)
+		st->errors[reason] += 1;
+}
+
+/* The calling thread's state, made if its process is watched. */
+static __always_inline struct thread *current_thread(bool make)
+{
+	u64 id = bpf_get_current_pid_tgid();
+	u32 tid = (u32)id;
+	struct thread *t = bpf_map_lookup_elem(&threads, &tid);
+	if (t || !make)
+		return t;
+	if (!is_watched(id >> 32))
+		return 0;
+	struct thread zero = {.tgid = id >> 32};
+	if (bpf_map_update_elem(&threads, &tid, &zero, BPF_NOEXIST) != 0) {
+		count_error(ERR_THREADS_FULL);
+		return 0;
+	}
+	return bpf_map_lookup_elem(&threads, &tid);
+}
+
+/* x86-64 system call numbers */
+#define NR_read 0
+#define NR_write 1
+#define NR_writev 20
+#define NR_sendto 44
+#define NR_recvfrom 45
+#define NR_sendmsg 46
+#define NR_recvmsg 47
+
+#define S_IFMT 0170000
+#define S_IFSOCK 0140000
+#define SOCK_STREAM 1
+#define SOCK_DGRAM 2
+#define AF_INET 2
+#define AF_INET6 10
+
+/* The transport of the calling process's descriptor fd: TR_UDP or TR_TCP
+ * for an IPv4 or IPv6 socket (its local port in *port), else -1 (a file,
+ * a pipe, the syslog socket). */
+static __always_inline int fd_transport(long fd, u16 *port, struct sock **skp)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
+	unsigned int max = BPF_CORE_READ(fdt, max_fds);
+	if (fd < 0 || fd >= max)
+		return -1;
+	struct file **fds = BPF_CORE_READ(fdt, fd);
+	struct file *f = 0;
+	if (bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]) != 0 || !f)
+		return -1;
+	unsigned short mode = BPF_CORE_READ(f, f_inode, i_mode);
+	if ((mode & S_IFMT) != S_IFSOCK)
+		return -1;
+	struct socket *so = BPF_CORE_READ(f, private_data);
+	unsigned short family = BPF_CORE_READ(so, sk, __sk_common.skc_family);
+	if (family != AF_INET && family != AF_INET6)
+		return -1;
+	*port = BPF_CORE_READ(so, sk, __sk_common.skc_num);
+	*skp = BPF_CORE_READ(so, sk);
+	short type = BPF_CORE_READ(so, type);
+	if (type == SOCK_DGRAM)
+		return TR_UDP;
+	if (type == SOCK_STREAM)
+		return TR_TCP;
+	return -1;
+}
+
+/* UDP ports a watched KDC reads from, for the queue time. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, u16);
+	__type(value, u8);
+} ports SEC(".maps");
+
+/* Arrival of the datagrams to those ports, by skb. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 8192);
+	__type(key, u64);
+	__type(value, u64);
+} arrivals SEC(".maps");
+
+static __always_inline void socket_send(struct sock *sk);
+
+/* Per UDP port, the datagram the next receive on it takes and its
+ * arrival (socket-tracepoint kernels, where the program sees a receive
+ * only after its dequeue): set by the receive before from the head of the
+ * socket's queue, or by the first arrival into an empty one. */
+struct next_dgram {
+	u64 skb, at;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, u16);
+	__type(value, struct next_dgram);
+} next_dgram SEC(".maps");
+
+/* The head of sk's queue, as __skb_recv_udp takes them: the reader
+ * queue's first, or the receive queue's when that one is empty; 0 when
+ * both are. */
+static __always_inline u64 queue_head(struct sock *sk)
+{
+	struct udp_sock *up = (struct udp_sock *)sk;
+	struct sk_buff *skb = BPF_CORE_READ(up, reader_queue.next);
+	if ((void *)skb == (void *)__builtin_preserve_access_index(&up->reader_queue)) {
+		skb = BPF_CORE_READ(sk, sk_receive_queue.next);
+		if ((void *)skb == (void *)__builtin_preserve_access_index(&sk->sk_receive_queue))
+			return 0;
+	}
+	return (u64)skb;
+}
+
+/* The queue time of the datagram a receive on sk is about to dequeue:
+ * the head of the socket's reader queue, or of its receive queue when
+ * that one is empty (as __skb_recv_udp takes them). 0 if unknown. */
+static __always_inline u64 queue_time(struct sock *sk)
+{
+	u64 key = queue_head(sk);
+	if (!key)
+		return 0;
+	u64 *at = bpf_map_lookup_elem(&arrivals, &key);
+	if (!at)
+		return 0;
+	u64 now = bpf_ktime_get_ns(), q = now > *at ? now - *at : 1;
+	bpf_map_delete_elem(&arrivals, &key);
+	return q;
+}
+
+/* The user buffer a receive call nr reads into, from its second
+ * argument: recvmsg's first iovec. 0 for another call (readv). */
+static __always_inline u64 user_buffer(long nr, u64 arg)
+{
+	if (nr == NR_read || nr == NR_recvfrom)
+		return arg;
+	if (nr != NR_recvmsg)
+		return 0;
+	struct user_msghdr mh = {};
+	struct user_iovec iov = {};
+	if (bpf_probe_read_user(&mh, sizeof(mh), (void *)arg) != 0 || mh.msg_iovlen == 0 ||
+	    bpf_probe_read_user(&iov, sizeof(iov), mh.msg_iov) != 0)
+		return 0;
+	return (u64)iov.iov_base;
+}
+
+/* Kernels before 6.3 (no sock_recv_length tracepoint): every system call
+ * enters here, a cheap test of its number first, then of the process.
+ * Costlier: any sys_enter/sys_exit program puts every task's system calls
+ * on the kernel's slow path. */
+SEC("tp_btf/sys_enter")
+int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
+{
+	bool recv = id == NR_read || id == NR_recvfrom || id == NR_recvmsg;
+	bool send = id == NR_write || id == NR_writev || id == NR_sendto || id == NR_sendmsg;
+	if (!recv && !send)
+		return 0;
+	u64 pidtgid = bpf_get_current_pid_tgid();
+	if (!is_watched(pidtgid >> 32))
+		return 0;
+	u16 port = 0;
+	struct sock *sk = 0;
+	int tr = fd_transport(BPF_CORE_READ(regs, di), &port, &sk);
+	if (tr < 0)
+		return 0;
+	if (send) {
+		socket_send(sk);
+		return 0;
+	}
+	struct thread *t = current_thread(true);
+	if (!t)
+		return 0;
+	t->ubuf = user_buffer(id, BPF_CORE_READ(regs, si));
+	t->pending = 1 + tr;
+	t->sk = (u64)sk;
+	t->qns = 0;
+	if (tr == TR_UDP) {
+		u8 one = 1;
+		bpf_map_update_elem(&ports, &port, &one, BPF_ANY);
+		t->qns = queue_time(sk);
+	}
+	return 0;
+}
+
+/* A datagram entering the host's network stack for a port of a watched
+ * KDC: its arrival. */
+SEC("tp_btf/netif_receive_skb")
+int BPF_PROG(netif_receive, struct sk_buff *skb)
+{
+	unsigned char *data = BPF_CORE_READ(skb, data);
+	u8 vihl = 0;
+	if (bpf_probe_read_kernel(&vihl, 1, data) != 0)
+		return 0;
+	struct udphdr u = {};
+	if ((vihl >> 4) == 4) {
+		struct iphdr ip = {};
+		if (bpf_probe_read_kernel(&ip, sizeof(ip), data) != 0 || ip.protocol != 17)
+			return 0;
+		if (bpf_probe_read_kernel(&u, sizeof(u), data + (ip.ihl_version & 0xf) * 4) != 0)
+			return 0;
+	} else if ((vihl >> 4) == 6) {
+		u8 next = 0;
+		if (bpf_probe_read_kernel(&next, 1, data + 6) != 0 || next != 17)
+			return 0;
+		if (bpf_probe_read_kernel(&u, sizeof(u), data + 40) != 0)
+			return 0;
+	} else {
+		return 0;
+	}
+	u16 port = __builtin_bswap16(u.dest);
+	if (!bpf_map_lookup_elem(&ports, &port))
+		return 0;
+	u64 key = (u64)skb, now = bpf_ktime_get_ns();
+	bpf_map_update_elem(&arrivals, &key, &now, BPF_ANY);
+	struct next_dgram n = {.skb = key, .at = now};
+	bpf_map_update_elem(&next_dgram, &port, &n, BPF_NOEXIST);
+	return 0;
+}
+
+static __always_inline void receive_done(struct thread *t, long ret)
+{
+	u8 pending = t->pending;
+	u64 qns = t->qns;
+	t->pending = 0;
+	t->qns = 0;
+	if (pending == 0 || ret <= 0)
+		return;
+	u8 tr = pending - 1;
+	if (tr == TR_TCP && ret == 4)
+		return; /* the length prefix alone: the body's read starts it */
+	u8 b[5] = {};
+	u32 n = ret >= 5 ? 5 : 1;
+	if (t->ubuf)
+		bpf_probe_read_user(b, n, (void *)t->ubuf);
+	u8 tag = b[0];
+	if (tr == TR_TCP && b[0] == 0 && ret >= 5)
+		tag = b[4]; /* prefix and body in one read */
+	u8 req = tag == 0x6a ? REQ_AS : tag == 0x6c ? REQ_TGS : REQ_OTHER;
+	u64 now = bpf_ktime_get_ns();
+	t->start = now;
+	t->last = now;
+	t->state = ST_CPU;
+	t->cpu = 0;
+	t->runq = 0;
+	t->blocked = 0;
+	t->req = req;
+	t->tr = tr;
+	struct stats *st;
+	if (tr == TR_UDP && qns && (st = cpu_stats())) {
+		st->queue[TR_UDP * NB + bucket(qns)] += 1;
+		st->qtotals[TR_UDP].count += 1;
+		st->qtotals[TR_UDP].sum += qns;
+	}
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
+{
+	long id = BPF_CORE_READ(regs, orig_ax);
+	if (id != NR_read && id != NR_recvfrom && id != NR_recvmsg)
+		return 0;
+	struct thread *t = current_thread(false);
+	if (t)
+		receive_done(t, ret);
+	return 0;
+}
+
+/* Linux 6.3 and later: the socket layer's own tracepoints, which fire only
+ * for socket receives and sends. A receive of a watched thread on an IPv4
+ * or IPv6 UDP or TCP socket, after the protocol copied the data: its
+ * system call's user buffer (from the task's saved registers) holds the
+ * request's first bytes. */
+SEC("tp_btf/sock_recv_length")
+int BPF_PROG(sock_recv, struct sock *sk, int ret, int flags)
+{
+	if (ret <= 0)
+		return 0;
+	u64 id = bpf_get_current_pid_tgid();
+	if (!is_watched(id >> 32))
+		return 0;
+	unsigned short family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	if (family != AF_INET && family != AF_INET6)
+		return 0;
+	unsigned short type = BPF_CORE_READ(sk, sk_type);
+	u8 tr;
+	if (type == SOCK_DGRAM)
+		tr = TR_UDP;
+	else if (type == SOCK_STREAM)
+		tr = TR_TCP;
+	else
+		return 0;
+	struct thread *t = current_thread(true);
+	if (!t)
+		return 0;
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	t->ubuf = user_buffer(BPF_CORE_READ(regs, orig_ax), BPF_CORE_READ(regs, si));
+	t->pending = 1 + tr;
+	t->sk = (u64)sk;
+	if (tr == TR_UDP) {
+		u16 port = BPF_CORE_READ(sk, __sk_common.skc_num);
+		if (!bpf_map_lookup_elem(&ports, &port)) {
+			u8 one = 1;
+			bpf_map_update_elem(&ports, &port, &one, BPF_ANY);
+		}
+		struct next_dgram *n = bpf_map_lookup_elem(&next_dgram, &port);
+		if (n && n->at) {
+			u64 now = bpf_ktime_get_ns();
+			t->qns = now > n->at ? now - n->at : 1;
+		}
+		/* What the next receive takes: the head now, or the next to
+		 * arrive. */
+		u64 head = queue_head(sk);
+		u64 *at = head ? bpf_map_lookup_elem(&arrivals, &head) : 0;
+		if (at && n) {
+			n->skb = head;
+			n->at = *at;
+		} else if (at) {
+			struct next_dgram nn = {.skb = head, .at = *at};
+			bpf_map_update_elem(&next_dgram, &port, &nn, BPF_ANY);
+		} else if (n) {
+			bpf_map_delete_elem(&next_dgram, &port);
+		}
+		if (at)
+			bpf_map_delete_elem(&arrivals, &head);
+	}
+	receive_done(t, ret);
+	return 0;
+}
+
+/* The reply's first packet handed to the device, in the sender's context
+ * (before loopback delivers it to the client within the same call). */
+SEC("tp_btf/net_dev_queue")
+int BPF_PROG(dev_queue, struct sk_buff *skb)
+{
+	socket_send(BPF_CORE_READ(skb, sk));
+	return 0;
+}
+
+/* A send that queued without transmitting (TCP held by its window). */
+SEC("tp_btf/sock_send_length")
+int BPF_PROG(sock_send, struct sock *sk, int ret, int flags)
+{
+	socket_send(sk);
+	return 0;
+}
+
+/* A send on sk by the calling thread: the reply, if sk is the socket the
+ * request came from (not a database or LDAP connection, not syslog). */
+static __always_inline void socket_send(struct sock *sk)
+{
+	struct thread *t = current_thread(false);
+	if (!t || t->start == 0 || t->sk != (u64)sk)
+		return;
+	u64 now = bpf_ktime_get_ns();
+	u64 d = now - t->last;
+	if (t->state == ST_RUNQ)
+		t->runq += d;
+	else if (t->state == ST_BLOCKED)
+		t->blocked += d;
+	else
+		t->cpu += d;
+	u64 svc = now - t->start;
+	t->start = 0;
+	u32 combo = (u32)t->req * NTR + t->tr;
+	if (combo >= NREQ * NTR)
+		return;
+	struct stats *st = cpu_stats();
+	if (st) {
+		u32 hi = combo * NB + bucket(svc);
+		if (hi < NREQ * NTR * NB)
+			st->service[hi] += 1;
+		struct total *tot = &st->totals[combo];
+		tot->count += 1;
+		tot->sum += svc;
+		tot->cpu += t->cpu;
+		tot->runq += t->runq;
+		tot->blocked += t->blocked;
+	}
+	u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct worker *w = bpf_map_lookup_elem(&workers, &tgid);
+	if (!w) {
+		struct worker zero = {};
+		if (bpf_map_update_elem(&workers, &tgid, &zero, BPF_NOEXIST) != 0 &&
+		    !bpf_map_lookup_elem(&workers, &tgid)) {
+			count_error(ERR_WORKERS_FULL);
+			return;
+		}
+		w = bpf_map_lookup_elem(&workers, &tgid);
+		if (!w)
+			return;
+	}
+	__sync_fetch_and_add(&w->count, 1);
+	__sync_fetch_and_add(&w->sum, svc);
+	__sync_fetch_and_add(&w->cpu, t->cpu);
+}
+
+struct task_struct___old {
+	long state;
+} __attribute__((preserve_access_index));
+
+static __always_inline bool runnable(struct task_struct *p)
+{
+	if (bpf_core_field_exists(p->__state))
+		return BPF_CORE_READ(p, __state) == 0;
+	struct task_struct___old *o = (void *)p;
+	return BPF_CORE_READ(o, state) == 0;
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	u32 prev_tid = BPF_CORE_READ(prev, pid), next_tid = BPF_CORE_READ(next, pid);
+	struct thread *pt = bpf_map_lookup_elem(&threads, &prev_tid);
+	struct thread *nt = bpf_map_lookup_elem(&threads, &next_tid);
+	if (!(pt && pt->start) && !(nt && nt->start))
+		return 0;
+	u64 now = bpf_ktime_get_ns();
+	if (pt && pt->start) {
+		pt->cpu += now - pt->last;
+		pt->last = now;
+		pt->state = (preempt || runnable(prev)) ? ST_RUNQ : ST_BLOCKED;
+	}
+	if (nt && nt->start) {
+		u64 d = now - nt->last;
+		if (nt->state == ST_RUNQ)
+			nt->runq += d;
+		else if (nt->state == ST_BLOCKED)
+			nt->blocked += d;
+		else
+			nt->cpu += d;
+		nt->last = now;
+		nt->state = ST_CPU;
+	}
+	return 0;
+}
+
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(sched_wakeup, struct task_struct *p)
+{
+	u32 tid = BPF_CORE_READ(p, pid);
+	struct thread *t = bpf_map_lookup_elem(&threads, &tid);
+	if (!t || !t->start || t->state != ST_BLOCKED)
+		return 0;
+	u64 now = bpf_ktime_get_ns();
+	t->blocked += now - t->last;
+	t->last = now;
+	t->state = ST_RUNQ;
+	return 0;
+}
+
+/* A worker forked by a watched supervisor (krb5kdc -w N replacing one)
+ * is watched from its first request, before user space sees it. */
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(sched_fork, struct task_struct *parent, struct task_struct *child)
+{
+	u32 ptgid = BPF_CORE_READ(parent, tgid);
+	u32 cpid = BPF_CORE_READ(child, pid), ctgid = BPF_CORE_READ(child, tgid);
+	if (cpid != ctgid || !is_watched(ptgid))
+		return 0;
+	u32 one = 1;
+	bpf_map_update_elem(&watched, &ctgid, &one, BPF_ANY);
+	return 0;
+}

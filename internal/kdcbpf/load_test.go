@@ -1,0 +1,119 @@
+package kdcbpf
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
+)
+
+// requireBPF loads the program or skips: outside CI only when the kernel
+// does not let this process load it (no root, CAP_BPF, or hooks); in CI a
+// failure to load fails.
+func requireBPF(t *testing.T) *Tracer {
+	t.Helper()
+	tr, err := Load()
+	if err != nil {
+		var e *Error
+		if !testutil.InCI() && errors.As(err, &e) && (e.Reason == ReasonPermission || e.Reason == ReasonUnsupportedKernel) {
+			t.Skipf("BPF not permitted here: %v", err)
+		}
+		t.Fatalf("load: %v", err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	return tr
+}
+
+// TestCommittedObjectLoads loads the committed object, both ways (the
+// socket tracepoints where the kernel has them, and sys_enter/sys_exit):
+// the kernel's verifier accepts every program and each attaches.
+func TestCommittedObjectLoads(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Skip("the program is built for amd64")
+	}
+	for _, hooks := range []string{"", "syscalls"} {
+		t.Run("hooks="+hooks, func(t *testing.T) {
+			t.Setenv(HooksEnv, hooks)
+			tr := requireBPF(t)
+			if err := tr.Watch([]int{os.Getpid()}); err != nil {
+				t.Fatal(err)
+			}
+			var s Snapshot
+			if err := tr.Read(&s); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("socket tracepoints: %v", tr.SocketHooks)
+		})
+	}
+}
+
+// TestObjectIsSource compiles the C source again, as `make bpf` does, and
+// compares: the committed object is what the source compiles to (clang's
+// output is reproducible for the same clang).
+func TestObjectIsSource(t *testing.T) {
+	testutil.RequireProgram(t, "clang")
+	testutil.RequireProgram(t, "llvm-strip")
+	if v, err := exec.Command("clang", "--version").Output(); err != nil {
+		t.Fatal(err)
+	} else if first, _, _ := strings.Cut(string(v), "\n"); strings.TrimSpace(first) != Compiler {
+		t.Skipf("clang here is %q, the object was compiled by %q: another clang compiles other bytes (TestCommittedObjectLoads checks that the object loads)", first, Compiler)
+	}
+	dir := t.TempDir()
+	src, err := os.ReadFile("gen.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var args []string
+	for _, line := range strings.Split(string(src), "\n") {
+		if rest, ok := strings.CutPrefix(line, "//go:generate go tool bpf2go "); ok {
+			args = splitQuoted(rest)
+		}
+	}
+	if args == nil {
+		t.Fatal("no bpf2go line in gen.go")
+	}
+	cmd := exec.Command("go", append([]string{"tool", "bpf2go", "-go-package", "kdcbpf", "-output-dir", dir}, args...)...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("bpf2go: %v\n%s", err, out)
+	}
+	for _, f := range []string{"kdcservice_x86_bpfel.o", "kdcservice_x86_bpfel.go"} {
+		want, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s differs from what bpf/kdcservice.bpf.c compiles to: run make bpf and commit", f)
+		}
+	}
+}
+
+// splitQuoted splits a go:generate line as go generate does: at spaces,
+// keeping double-quoted strings whole.
+func splitQuoted(s string) []string {
+	var out []string
+	for s = strings.TrimSpace(s); s != ""; s = strings.TrimSpace(s) {
+		if s[0] == '"' {
+			end := strings.IndexByte(s[1:], '"') + 1
+			out = append(out, s[1:end])
+			s = s[end+1:]
+			continue
+		}
+		end := strings.IndexByte(s, ' ')
+		if end < 0 {
+			end = len(s)
+		}
+		out = append(out, s[:end])
+		s = s[end:]
+	}
+	return out
+}

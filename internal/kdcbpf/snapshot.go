@@ -1,0 +1,94 @@
+package kdcbpf
+
+import "math"
+
+// Request types and transports: the indexes of Snapshot's arrays.
+const (
+	RequestAS = iota
+	RequestTGS
+	RequestOther
+	NumRequests
+)
+
+const (
+	TransportUDP = iota
+	TransportTCP
+	NumTransports
+)
+
+// RequestNames and TransportNames are the label values, by index.
+var (
+	RequestNames   = [NumRequests]string{"as", "tgs", "other"}
+	TransportNames = [NumTransports]string{"udp", "tcp"}
+)
+
+// The program's histogram: bucket b counts the observations in
+// (2^((b+MinIndex-1)/8), 2^((b+MinIndex)/8)] seconds, Prometheus's
+// native-histogram buckets of schema 3; bucket 0 holds every observation
+// at or below ZeroThreshold, the last everything above its lower bound.
+const (
+	NumBuckets = 192
+	MinIndex   = -160
+	Schema     = 3
+)
+
+// ZeroThreshold is the upper bound of bucket 0 in seconds: 2^-20.
+var ZeroThreshold = math.Ldexp(1, MinIndex/8)
+
+// UpperBound is bucket b's upper bound in seconds (+Inf for the last).
+func UpperBound(b int) float64 {
+	if b >= NumBuckets-1 {
+		return math.Inf(1)
+	}
+	return math.Pow(2, float64(b+MinIndex)/8)
+}
+
+// Hist is one histogram with its split; times in nanoseconds.
+type Hist struct {
+	Buckets                [NumBuckets]uint64
+	Count, Sum             uint64
+	CPU, Runqueue, Blocked uint64 // service only: the split of Sum
+}
+
+// Worker is one process's totals since it was first watched.
+type Worker struct {
+	PID      int
+	Requests uint64
+	Service  uint64 // ns
+	CPU      uint64 // ns on CPU while in service
+}
+
+// Snapshot is everything counted since the program was loaded.
+type Snapshot struct {
+	Service [NumRequests][NumTransports]Hist
+	Queue   [NumTransports]Hist
+	Workers []Worker
+	// Requests not timed: the thread table or the process table was full.
+	ThreadsFull, WorkersFull uint64
+}
+
+// HooksEnv set to "syscalls" makes Load use sys_enter/sys_exit even where
+// the socket tracepoints exist: the tests run both ways on one kernel.
+const HooksEnv = "KRB5_EXPORTER_KDCSERVICE_HOOKS"
+
+// Error is why the program could not be loaded or attached.
+type Error struct {
+	Reason string // one of the Reason constants
+	Err    error
+}
+
+func (e *Error) Error() string { return e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+// The reasons of an Error, bounded: the label values of the collector's
+// error counter.
+const (
+	ReasonPermission        = "permission"
+	ReasonUnsupportedKernel = "unsupported_kernel"
+	ReasonLoad              = "load"
+	ReasonAttach            = "attach"
+	ReasonMapFull           = "map_full"
+)
+
+// Reasons lists them all.
+var Reasons = []string{ReasonPermission, ReasonUnsupportedKernel, ReasonLoad, ReasonAttach, ReasonMapFull}
