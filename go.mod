@@ -28,6 +28,7 @@ require golang.org/x/term v0.48.0
 
 require (
 	github.com/aclements/go-moremath v0.0.0-20210112150236-f10218a38794
+	github.com/klauspost/compress v1.20.1
 	golang.org/x/perf v0.0.0-20250813145418-2f7363a06fe1
 )
 

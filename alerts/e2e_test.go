@@ -29,18 +29,14 @@ import (
 // that they fire within the test.
 var shortened = []string{"KDCProbeFailing", "KDCRealmUnavailable", "KDCDown", "KDCErrorBudgetBurnFast"}
 
-// kdcServiceSeries matches the series of the opt-in kdcservice collector
-// (--collector.kdcservice) and the rules recorded from them.
-var kdcServiceSeries = regexp.MustCompile(`krb5_kdc_(request_service|request_queue|worker_service|service_tracing)`)
-
 // TestEndToEnd runs the rules and the dashboards' queries in a real
 // Prometheus that scrapes two real krb5-exporters: one following and
 // probing a harness realm (krb5kdc -w 2) under a small load of real MIT
 // clients, one next to a replica of that realm (kpropd over iprop); and a
 // real krb5-exporter bench daemon that runs a short suite against its own
 // small realm. It checks that every dashboard query (template variables
-// substituted) and every recording rule returns data (those of the opt-in
-// kdcservice collector, which these exporters do not run, left out), that
+// substituted) and every recording rule returns data (the realm's exporter
+// runs the opt-in kdcservice collector, so its series are there too), that
 // the replication rules find the replica as the replica, that no rule
 // fails to evaluate, that the README's /probe relabelling works, that the
 // load's requests for an unknown service are client errors and do not
@@ -62,7 +58,9 @@ func TestEndToEnd(t *testing.T) {
 	benchLog := &testutil.LockedBuffer{}
 	startBench(t, benchLog, bin, tmp, benchAddr)
 
-	r := realmtest.Realm(t, realm.Options{Users: 5, Services: 2, Fillers: 20, Workers: 2})
+	// With a trusted realm beside it, for the cross-realm probe, and a KDC
+	// proxy, for the probe through it (the probes dashboard's rows of both).
+	r := realmtest.Realm(t, realm.Options{Users: 5, Services: 2, Fillers: 20, Workers: 2, Trust: realmtest.TrustRealm, KDCProxy: true})
 	replica := realmtest.Replica(t, r)
 	// An update after the replica's full resync: both update logs hold
 	// one, so both have a last update time to compare.
@@ -75,24 +73,42 @@ func TestEndToEnd(t *testing.T) {
 	kadmindModules := fmt.Sprintf(`  kpasswd: {prober: kpasswd, realm: %[1]s, client: %[2]s, keytab: %[3]s, kdc: "%[4]s", timeout: 2s}
   kadmin: {prober: kadmin, timeout: 2s}
 `, r.Realm, r.ProbePrincipal, r.ProbeKeytab, r.KDCAddr)
-	writeFile(t, cfg, "modules:\n"+probeModule(r, "udp", 2*time.Second)+probeModule(r, "tcp", 2*time.Second)+kadmindModules+fmt.Sprintf(`probes:
+	writeFile(t, cfg, "modules:\n"+probeModule(r, "udp", 2*time.Second)+probeModule(r, "tcp", 2*time.Second)+kadmindModules+fmt.Sprintf(`  xrealm:
+    realm: %[4]s
+    client: %[3]s
+    keytab: %[5]s
+    service: %[6]s
+    realm_kdcs: {%[7]s: ["%[8]s"]}
+    timeout: 2s
+  https:
+    realm: %[4]s
+    client: %[3]s
+    keytab: %[5]s
+    service: %[11]s
+    transport: https
+    timeout: 5s
+    proxy_ca_file: %[10]s
+probes:
   - {name: kdc-udp, address: "%[1]s", module: udp, interval: 1s}
   - {name: kdc-tcp, address: "%[1]s", module: tcp, interval: 1s}
-  - {name: kpasswd, address: "127.0.0.1:%[4]d", module: kpasswd, interval: 1s}
-  - {name: kadmin, address: "%[5]s", module: kadmin, interval: 1s}
+  - {name: trust, address: "%[1]s", module: xrealm, interval: 1s}
+  - {name: kdc-https, address: "%[9]s", module: https, interval: 1s}
+  - {name: kpasswd, address: "127.0.0.1:%[12]d", module: kpasswd, interval: 1s}
+  - {name: kadmin, address: "%[13]s", module: kadmin, interval: 1s}
 logs:
   - path: %[2]s
     type: kdc
     start_at: beginning
     probe_principals: [%[3]s]
-`, r.KDCAddr, r.KDCLog, r.ProbePrincipal, r.KpasswdPort, r.KadmindAddr))
+`, r.KDCAddr, r.KDCLog, r.ProbePrincipal, r.Realm, r.ProbeKeytab, r.Trusted.Service(1), r.Trusted.Realm, r.Trusted.KDCAddr,
+		r.KDCProxy.URL, r.KDCProxy.CA, r.Service(1), r.KpasswdPort, r.KadmindAddr))
 
 	exporterAddr := freeAddr(t)
 	exporterLog := &testutil.LockedBuffer{}
 	start(t, exporterLog, bin, "--web.listen-address", exporterAddr, "--config.file", cfg,
 		"--collector.process.krb5kdc-pidfile", r.KDCPidFile, "--collector.process.kadmind-pidfile", r.KadmindPidFile,
 		"--collector.kdcconf.path", r.KDCConf, "--collector.kdcconf.krb5-config", r.Krb5Conf,
-		"--collector.replication.dump-file", r.DumpFile,
+		"--collector.replication.dump-file", r.DumpFile, "--collector.kdcservice",
 		"--kdclog.position-file", filepath.Join(tmp, "positions.json"))
 	waitHTTP(t, ctx, "http://"+exporterAddr+"/-/ready", exporterLog)
 
@@ -167,20 +183,16 @@ logs:
 		if noDiskWaits && strings.Contains(expr, "_disk_wait_seconds_total") {
 			continue
 		}
-		if kdcServiceSeries.MatchString(expr) {
-			continue
-		}
 		queries[expr] = where
 	}
 	if noDiskWaits {
 		queries[`krb5_exporter_task_delayacct_enabled == 0`] = "kernel.task_delayacct is 0"
 	}
-	// These exporters run without --collector.kdcservice: its series are
-	// absent, which is checked instead, so that turning it on here fails
-	// until its queries are back in.
-	queries[`absent(krb5_kdc_service_tracing_up)`] = "the kdcservice collector is off"
+	// The realm's exporter runs --collector.kdcservice (the replica's does
+	// not): its programs must be attached to that KDC's processes.
+	queries[`krb5_kdc_service_tracing_up == 1`] = "the kdcservice collector traces the KDC"
 	for _, rl := range allRules(t) {
-		if rl.Record != "" && !kdcServiceSeries.MatchString(rl.Record) {
+		if rl.Record != "" {
 			queries[rl.Record] = "recording rule"
 		}
 	}

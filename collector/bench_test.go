@@ -123,13 +123,19 @@ func BenchmarkScrapeRealKDC(b *testing.B) {
 	}
 }
 
-// BenchmarkScrapeRealKDCPaced is BenchmarkScrapeRealKDC/w64/pid-files-http
+// BenchmarkScrapeRealKDCPaced is BenchmarkScrapeRealKDC/wN/pid-files-http
 // with 30 ms between scrapes (outside the timer), as an exporter is
 // scraped: the CPU caches and the kernel's are cold again at each scrape,
 // which costs more than back-to-back scrapes (testdata/scrapecost measures
 // the same from outside).
 func BenchmarkScrapeRealKDCPaced(b *testing.B) {
-	r := realmtest.Realm(b, realm.Options{Users: 5, Services: 2, Workers: 64})
+	for _, workers := range []int{64, 2} {
+		b.Run("w"+strconv.Itoa(workers), func(b *testing.B) { benchScrapePaced(b, workers) })
+	}
+}
+
+func benchScrapePaced(b *testing.B, workers int) {
+	r := realmtest.Realm(b, realm.Options{Users: 5, Services: 2, Workers: workers})
 	cfg := DefaultConfig()
 	cfg.KDCPidFile, cfg.KadmindPidFile = r.KDCPidFile, r.KadmindPidFile
 	cfg.KpropdPidFile = filepath.Join(r.Dir, "kpropd.pid")

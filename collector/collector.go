@@ -67,6 +67,7 @@ type KDCCollector struct {
 	mu         sync.Mutex
 	logger     log.Logger
 	scan       *procScanner
+	conf       *confSource
 	collectors []namedCollector
 	failures   *logging.Changes // per collector: the error logged last
 	lastRun    time.Time        // of the last Collect, for Status
@@ -93,6 +94,7 @@ func New(logger log.Logger, cfg Config) (*KDCCollector, error) {
 	k := &KDCCollector{
 		logger:   logger,
 		scan:     scan,
+		conf:     conf,
 		failures: logging.NewChanges(nil),
 		duration: prometheus.NewDesc("krb5_exporter_collector_scrape_duration_seconds",
 			"Time a collector took in this scrape.", []string{"collector"}, nil),
@@ -165,6 +167,8 @@ func (k *KDCCollector) Collect(ch chan<- prometheus.Metric) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.scan.reset()
+	k.conf.begin()
+	defer k.conf.end()
 	for _, c := range k.collectors {
 		start := time.Now()
 		err := c.c.Update(ch)
@@ -174,8 +178,8 @@ func (k *KDCCollector) Collect(ch chan<- prometheus.Metric) {
 			ok = 0
 		}
 		k.logChange(c.name, d, err)
-		ch <- prometheus.MustNewConstMetric(k.duration, prometheus.GaugeValue, d, c.name)
-		ch <- prometheus.MustNewConstMetric(k.success, prometheus.GaugeValue, ok, c.name)
+		ch <- gauge(k.duration, d, c.name)
+		ch <- gauge(k.success, ok, c.name)
 	}
 	k.scan.access.collect(ch)
 	k.scan.files.sweep()
@@ -206,11 +210,11 @@ func desc(subsystem, name, help string, labels ...string) *prometheus.Desc {
 }
 
 func gauge(d *prometheus.Desc, v float64, labels ...string) prometheus.Metric {
-	return prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	return constMetric(d, prometheus.GaugeValue, v, labels)
 }
 
 func counter(d *prometheus.Desc, v float64, labels ...string) prometheus.Metric {
-	return prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	return constMetric(d, prometheus.CounterValue, v, labels)
 }
 
 func boolFloat(b bool) float64 {

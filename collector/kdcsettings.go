@@ -257,6 +257,10 @@ type confSource struct {
 	err         error
 	parseErrors float64
 
+	// Within one scrape (begin to end) the files are stamped once, not
+	// once per collector that asks.
+	inScrape, checked bool
+
 	// settings memo: the interpretation for one profile and realm list
 	setProf   *profile
 	setRealms string
@@ -298,10 +302,17 @@ func splitPaths(s string) []string {
 
 // load returns the merged profile; the error is a missing kdc.conf or a
 // parse error (then counted once per change of the files).
+// begin and end bracket a scrape: between them the profile's files are
+// looked at by the first load only.
+func (c *confSource) begin() { c.inScrape, c.checked = true, false }
+func (c *confSource) end()   { c.inScrape = false }
+
 func (c *confSource) load() (*profile, error) {
-	if c.stamps != nil && !c.changed() {
+	if c.stamps != nil && (c.inScrape && c.checked || !c.changed()) {
+		c.checked = c.inScrape
 		return c.prof, c.err
 	}
+	c.checked = c.inScrape
 	c.prof, c.err = c.parse()
 	var pe *profileError
 	if errors.As(c.err, &pe) {

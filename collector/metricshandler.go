@@ -1,12 +1,12 @@
 package collector
 
 import (
-	"compress/gzip"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
 
+	"github.com/klauspost/compress/gzip"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -15,8 +15,10 @@ import (
 // gzip.BestSpeed instead of promhttp's default level: at -w 64 the
 // default level costs about a third of the HTTP reply's CPU for a body
 // a few percent smaller (collector/testdata/README.md, round 3). The
-// body is the same after decompression; clients that do not offer gzip
-// get it uncompressed, as from promhttp.
+// gzip is klauspost/compress's (the same format): at BestSpeed it takes
+// a third of compress/gzip's CPU for a 20 kB reply, and its output is
+// smaller (round 6). The body is the same after decompression; clients
+// that do not offer gzip get it uncompressed, as from promhttp.
 func MetricsHandler(g prometheus.Gatherer, opts promhttp.HandlerOpts) http.Handler {
 	opts.DisableCompression = true
 	next := promhttp.HandlerFor(g, opts)

@@ -288,24 +288,24 @@ func (c *processCollector) updateWorkers(ch chan<- prometheus.Metric, snap *snap
 	order := c.wlabels.inOrder(idx[:len(p.workers)], c.byIndex[:0])
 	c.byIndex = order
 	for _, i := range order {
-		ch <- &presetMetric{c.workerCPU, c.wlabels.get(idx[i]).system, float64(p.workers[i].stat.STime) / userHZ, true}
+		ch <- &presetMetric{desc: c.workerCPU, labels: c.wlabels.get(idx[i]).system, value: float64(p.workers[i].stat.STime) / userHZ, counter: true}
 	}
 	for _, i := range order {
-		ch <- &presetMetric{c.workerCPU, c.wlabels.get(idx[i]).user, float64(p.workers[i].stat.UTime) / userHZ, true}
+		ch <- &presetMetric{desc: c.workerCPU, labels: c.wlabels.get(idx[i]).user, value: float64(p.workers[i].stat.UTime) / userHZ, counter: true}
 	}
 	for _, i := range order {
-		ch <- &presetMetric{c.workerStart, c.wlabels.get(idx[i]).start, snap.bootTime + float64(p.workers[i].stat.Starttime)/userHZ, false}
+		ch <- &presetMetric{desc: c.workerStart, labels: c.wlabels.get(idx[i]).start, value: snap.bootTime + float64(p.workers[i].stat.Starttime)/userHZ, counter: false}
 	}
 	// The waits have the start time's one label, worker.
 	for _, i := range order {
 		if w := p.workers[i]; w.haveRunDelay {
-			ch <- &presetMetric{c.workerCPUWait, c.wlabels.get(idx[i]).start, float64(w.runDelay) / 1e9, true}
+			ch <- &presetMetric{desc: c.workerCPUWait, labels: c.wlabels.get(idx[i]).start, value: float64(w.runDelay) / 1e9, counter: true}
 		}
 	}
 	if diskWaits {
 		for _, i := range order {
 			if w := p.workers[i]; w.stat.HaveBlkio {
-				ch <- &presetMetric{c.workerDiskWait, c.wlabels.get(idx[i]).start, float64(w.stat.BlkioTicks) / userHZ, true}
+				ch <- &presetMetric{desc: c.workerDiskWait, labels: c.wlabels.get(idx[i]).start, value: float64(w.stat.BlkioTicks) / userHZ, counter: true}
 			}
 		}
 	}

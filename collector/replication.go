@@ -6,10 +6,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sys/unix"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/ulog"
 	"github.com/krb5-exporter/krb5-exporter/logging"
@@ -39,6 +41,7 @@ type replicationCollector struct {
 	dumpFile string
 
 	status *logging.Changes // realm -> the update log's last problem, for one log line per change
+	marks  markerList       // the dump directory's .last_prop files, listed again when it changes
 
 	enabled, up, errReason, state, lastSerial, firstSerial, entries, lastTime, firstTime,
 	blockSize, version, dumpTime, lastProp *prometheus.Desc
@@ -162,11 +165,59 @@ func (c *replicationCollector) updateMarkers(ch chan<- prometheus.Metric) {
 	if dir == "" {
 		dir = "."
 	}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
+	names, ok := c.marks.list(dir, base)
+	if !ok {
 		return
 	}
 	n := 0
+	for _, m := range names {
+		fi, err := os.Lstat(filepath.Join(dir, m.file))
+		if err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		if n++; n > maxReplicas {
+			break
+		}
+		ch <- gauge(c.lastProp, float64(fi.ModTime().UnixNano())/1e9, m.replica)
+	}
+}
+
+// markerList keeps the names of the dump directory's BASE.REPLICA.last_prop
+// files: listing the directory (open, getdents, sort, close) was most of
+// the replication collector's cost per scrape, and the names change only
+// with the directory, whose stat (device, inode, mtime, ctime) says so.
+// A listing is kept only once the directory's mtime is a few seconds
+// old, so that two changes within one timestamp tick cannot hide the
+// second.
+type markerList struct {
+	dir, base string
+	stamp     unix.Stat_t
+	names     []marker
+	ok        bool
+}
+
+type marker struct{ file, replica string }
+
+// markerListFresh is how old a directory's mtime must be for its
+// listing to be kept.
+const markerListFresh = 2 * time.Second
+
+func (l *markerList) list(dir, base string) ([]marker, bool) {
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		l.ok = false
+		return nil, false
+	}
+	if l.ok && l.dir == dir && l.base == base && st.Dev == l.stamp.Dev && st.Ino == l.stamp.Ino &&
+		st.Mtim == l.stamp.Mtim && st.Ctim == l.stamp.Ctim {
+		return l.names, true
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		l.ok = false
+		return nil, false
+	}
+	l.names = l.names[:0]
 	for _, e := range entries {
 		replica, ok := strings.CutPrefix(e.Name(), base+".")
 		if !ok {
@@ -175,15 +226,14 @@ func (c *replicationCollector) updateMarkers(ch chan<- prometheus.Metric) {
 		if replica, ok = strings.CutSuffix(replica, ".last_prop"); !ok || !hostName(replica) {
 			continue
 		}
-		fi, err := e.Info()
-		if err != nil || !fi.Mode().IsRegular() {
-			continue
+		if len(l.names) == 16*maxReplicas {
+			break // bounded whatever the directory holds
 		}
-		if n++; n > maxReplicas {
-			break
-		}
-		ch <- gauge(c.lastProp, float64(fi.ModTime().UnixNano())/1e9, replica)
+		l.names = append(l.names, marker{e.Name(), replica})
 	}
+	l.dir, l.base, l.stamp = dir, base, st
+	l.ok = time.Since(time.Unix(st.Mtim.Unix())) > markerListFresh
+	return l.names, true
 }
 
 // hostName accepts what kprop can have been given as a replica: a host

@@ -4,9 +4,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 
@@ -233,4 +236,71 @@ func BenchmarkReplicationScrape(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestMarkerListFollowsDirectory: the kept listing of the .last_prop files
+// against the directory listed afresh by the test, as files come and go,
+// also when the directory's mtime is set back to what it was (its ctime
+// still moves) and while its mtime is recent (kept only once it is old).
+func TestMarkerListFollowsDirectory(t *testing.T) {
+	dir := t.TempDir()
+	re := regexp.MustCompile(`^dump\.([a-z0-9.]+)\.last_prop$`)
+	want := func() []string {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, e := range entries {
+			if m := re.FindStringSubmatch(e.Name()); m != nil {
+				out = append(out, m[1])
+			}
+		}
+		return out
+	}
+	var l markerList
+	check := func(step string) {
+		t.Helper()
+		names, ok := l.list(dir, "dump")
+		if !ok {
+			t.Fatalf("%s: directory not listed", step)
+		}
+		var got []string
+		for _, m := range names {
+			got = append(got, m.replica)
+		}
+		if w := want(); !slices.Equal(got, w) {
+			t.Errorf("%s: replicas %q, the directory holds %q", step, got, w)
+		}
+	}
+	old := time.Now().Add(-time.Hour)
+	age := func() {
+		if err := os.Chtimes(dir, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(t, filepath.Join(dir, "dump.kdc2.last_prop"), []byte{0})
+	write(t, filepath.Join(dir, "dump.dump_ok"), []byte{0})
+	age()
+	check("one replica")
+	if !l.ok {
+		t.Fatal("a listing of a directory unchanged for an hour is not kept")
+	}
+	write(t, filepath.Join(dir, "dump.kdc3.last_prop"), []byte{0})
+	check("a second replica")
+	if l.ok {
+		t.Error("the listing of a directory changed just now is kept")
+	}
+	age()
+	check("aged")
+	// Removed, and the mtime set back to the hour-old one: only the ctime
+	// tells.
+	if err := os.Remove(filepath.Join(dir, "dump.kdc2.last_prop")); err != nil {
+		t.Fatal(err)
+	}
+	age()
+	check("removed, mtime restored")
+	write(t, filepath.Join(dir, "dump.kdc4.last_prop"), []byte{0})
+	age()
+	check("added, mtime restored")
 }

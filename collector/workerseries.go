@@ -17,22 +17,26 @@ import (
 // scrape's metrics.
 
 // presetMetric is a const metric whose label pairs were built once.
+// Its Write points into the metric itself (one allocation a series).
 type presetMetric struct {
 	desc    *prometheus.Desc
 	labels  []*dto.LabelPair
 	value   float64
 	counter bool
+	g       dto.Gauge
+	c       dto.Counter
 }
 
 func (m *presetMetric) Desc() *prometheus.Desc { return m.desc }
 
 func (m *presetMetric) Write(out *dto.Metric) error {
 	out.Label = m.labels
-	v := m.value
 	if m.counter {
-		out.Counter = &dto.Counter{Value: &v}
+		m.c.Value = &m.value
+		out.Counter = &m.c
 	} else {
-		out.Gauge = &dto.Gauge{Value: &v}
+		m.g.Value = &m.value
+		out.Gauge = &m.g
 	}
 	return nil
 }

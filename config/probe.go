@@ -129,6 +129,16 @@ type ProbeModule struct {
 	// KDC is the KDC the kpasswd prober logs in at (host:port, or a host:
 	// port 88); required with prober: kpasswd, refused otherwise.
 	KDC string `yaml:"kdc"`
+	// RealmKDCs are the KDCs of the realm of a cross-realm service (a
+	// service@OTHER.REALM): the probe logs in to the target KDC, asks it
+	// for krbtgt/OTHER.REALM@REALM and asks these KDCs, in order until one
+	// answers, for the service ticket. /probe uses such a module only if
+	// allowed_kdcs allows each of them too.
+	//
+	//	service: HTTP/app.partner.example@PARTNER.EXAMPLE
+	//	realm_kdcs:
+	//	  PARTNER.EXAMPLE: [kdc1.partner.example:88, 10.2.0.5]
+	RealmKDCs map[string][]string `yaml:"realm_kdcs"`
 }
 
 // The probers of ProbeModule.Prober.
@@ -167,6 +177,9 @@ func (m *ProbeModule) validateKadmin() error {
 		if f.v != "" {
 			return fieldErr(fmt.Sprintf("%s does not apply to prober kadmin (an unauthenticated RPC call)", f.name), f.name)
 		}
+	}
+	if len(m.RealmKDCs) > 0 {
+		return fieldErr("realm_kdcs does not apply to prober kadmin (an unauthenticated RPC call)", "realm_kdcs")
 	}
 	if m.Transport != "" && m.Transport != "tcp" {
 		return fieldErr(fmt.Sprintf("transport %q: kadmind's RPC is tcp only", m.Transport), "transport")
@@ -219,6 +232,9 @@ func (m *ProbeModule) Validate() error {
 		}
 		if m.Service != "" {
 			return fieldErr("service does not apply to prober kpasswd (its ticket is for kadmin/changepw)", "service")
+		}
+		if len(m.RealmKDCs) > 0 {
+			return fieldErr("realm_kdcs does not apply to prober kpasswd (its ticket is for kadmin/changepw of the module's realm)", "realm_kdcs")
 		}
 		if m.Transport == "https" {
 			return fieldErr("transport https: kpasswd goes to kadmind over udp or tcp", "transport")
@@ -307,6 +323,9 @@ func (m *ProbeModule) Validate() error {
 		if _, err := parseKDCPattern(a); err != nil {
 			return fieldErr(err.Error(), "allowed_kdcs", fmt.Sprint(i))
 		}
+	}
+	if err := m.validateCrossRealm(); err != nil {
+		return err
 	}
 	seen := map[int32]bool{}
 	for i, e := range m.Enctypes {
@@ -443,6 +462,60 @@ func (m *ProbeModule) keytabHoldsClient(b []byte) error {
 	}
 	return fmt.Errorf("no AES key for %s@%s", name, realm)
 }
+
+// maxRealmKDCs bounds the KDCs tried for a cross-realm service.
+const maxRealmKDCs = 16
+
+// validateCrossRealm checks realm_kdcs against the service: exactly the
+// service's realm, when it is not the module's, with valid addresses.
+func (m *ProbeModule) validateCrossRealm() error {
+	sr := m.ServiceRealm()
+	if m.CrossRealm() && m.Transport == "https" {
+		return fieldErr("a service of another realm is probed over udp or tcp, not through a KDC proxy", "transport")
+	}
+	if m.CrossRealm() && len(m.RealmKDCs[sr]) == 0 {
+		return fieldErr(fmt.Sprintf("service %q is in realm %s: list that realm's KDCs in realm_kdcs", m.Service, sr), "service")
+	}
+	for r, kdcs := range m.RealmKDCs {
+		switch {
+		case strings.ContainsAny(r, " \t\n@/") || r == "":
+			return fieldErr(fmt.Sprintf("invalid realm %q", r), "realm_kdcs", r)
+		case r == m.Realm:
+			return fieldErr(fmt.Sprintf("realm_kdcs lists the module's own realm %s: its KDC is the probe's target", r), "realm_kdcs", r)
+		case r != sr:
+			return fieldErr(fmt.Sprintf("realm_kdcs lists %s, but the service is in realm %s", r, sr), "realm_kdcs", r)
+		case len(kdcs) > maxRealmKDCs:
+			return fieldErr(fmt.Sprintf("%d KDCs for %s: at most %d", len(kdcs), r, maxRealmKDCs), "realm_kdcs", r)
+		}
+		for i, a := range kdcs {
+			if err := kdcaddr.Check(a); err != nil {
+				return fieldErr(err.Error(), "realm_kdcs", r, fmt.Sprint(i))
+			}
+		}
+	}
+	return nil
+}
+
+// ServiceRealm is the realm of the module's service ("" without one).
+func (m *ProbeModule) ServiceRealm() string {
+	if m.Service == "" {
+		return ""
+	}
+	if at := strings.LastIndexByte(m.Service, '@'); at >= 0 {
+		return m.Service[at+1:]
+	}
+	return m.Realm
+}
+
+// CrossRealm reports whether the service is in another realm than the
+// client's: the probe then walks the trust (realm_kdcs).
+func (m *ProbeModule) CrossRealm() bool {
+	sr := m.ServiceRealm()
+	return sr != "" && sr != m.Realm
+}
+
+// RemoteKDCs are the KDCs of a cross-realm service's realm.
+func (m *ProbeModule) RemoteKDCs() []string { return m.RealmKDCs[m.ServiceRealm()] }
 
 // EffectiveTimeout is Timeout or its default.
 func (m *ProbeModule) EffectiveTimeout() time.Duration {

@@ -149,6 +149,23 @@ func TestProbeConfig(t *testing.T) {
 	}
 }
 
+func TestCrossRealmModule(t *testing.T) {
+	y := "modules:\n  x:\n    realm: R\n    client: c\n    keytab: KT\n    service: HTTP/app.b@B\n    realm_kdcs: {B: ['127.0.0.1:750', kdc.b]}\n" +
+		"    allowed_kdcs: [127.0.0.1]\n"
+	cfg, err := Parse([]byte(probeFiles(t, y)), "p.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := cfg.Modules["x"]
+	if !m.CrossRealm() || m.ServiceRealm() != "B" || len(m.RemoteKDCs()) != 2 {
+		t.Errorf("cross-realm %v, service realm %q, remote KDCs %q", m.CrossRealm(), m.ServiceRealm(), m.RemoteKDCs())
+	}
+	local := ProbeModule{Realm: "R", Service: "HTTP/a"}
+	if local.CrossRealm() || local.ServiceRealm() != "R" {
+		t.Errorf("a service without a realm is in the module's: %v %q", local.CrossRealm(), local.ServiceRealm())
+	}
+}
+
 func TestProbeConfigErrors(t *testing.T) {
 	mod := "modules:\n  m:\n    realm: R\n    client: c\n    keytab: KT\n"
 	for _, tc := range []struct {
@@ -187,6 +204,11 @@ func TestProbeConfigErrors(t *testing.T) {
 		{"s2k cap too low", mod + "    max_s2k_iterations: 1000\n", "p.yml:6: modules.m.max_s2k_iterations: max_s2k_iterations 1000: want 4096 to 16777216"},
 		{"s2k cap too high", mod + "    max_s2k_iterations: 16777217\n", "p.yml:6: modules.m.max_s2k_iterations"},
 		{"allowed kdc port 0", mod + "    allowed_kdcs: ['10.0.0.1:0']\n", `modules.m.allowed_kdcs.0: KDC pattern "10.0.0.1:0": bad port "0"`},
+		{"cross-realm without kdcs", mod + "    service: HTTP/x@B\n", "p.yml:6: modules.m.service: service \"HTTP/x@B\" is in realm B: list that realm's KDCs in realm_kdcs"},
+		{"realm kdcs of another realm", mod + "    service: HTTP/x@B\n    realm_kdcs: {B: [kb], C: [kc]}\n", "p.yml:7: modules.m.realm_kdcs.C: realm_kdcs lists C, but the service is in realm B"},
+		{"realm kdcs of own realm", mod + "    realm_kdcs: {R: [k]}\n", "p.yml:6: modules.m.realm_kdcs.R: realm_kdcs lists the module's own realm R"},
+		{"cross-realm through a proxy", mod + "    service: HTTP/x@B\n    transport: https\n    realm_kdcs: {B: [kb]}\n", "p.yml:7: modules.m.transport: a service of another realm is probed over udp or tcp"},
+		{"bad realm kdc", mod + "    service: HTTP/x@B\n    realm_kdcs:\n      B: [kb, 'k k']\n", `p.yml:8: modules.m.realm_kdcs.B.1: address "k k"`},
 		{"https with allowed_kdcs", mod + "    transport: https\n    allowed_kdcs: [k]\n", "p.yml:7: modules.m.allowed_kdcs: allowed_kdcs applies to transport udp and tcp"},
 		{"proxy ca over udp", mod + "    proxy_ca_file: /x\n", "p.yml:6: modules.m.proxy_ca_file: proxy_ca_file applies to transport https only"},
 		{"proxy urls over tcp", mod + "    transport: tcp\n    allowed_proxy_urls: ['https://p/']\n", "p.yml:7: modules.m.allowed_proxy_urls: allowed_proxy_urls applies to transport https only"},
@@ -265,6 +287,8 @@ func TestKadmindProberConfig(t *testing.T) {
 		{"kadmin allowed", ka + "    allowed_kdcs: ['k k']\n", "p.yml:4: modules.m.allowed_kdcs.0"},
 		{"kpasswd over https", kp + "    kdc: k\n    transport: https\n", "p.yml:8: modules.m.transport: transport https: kpasswd goes to kadmind over udp or tcp"},
 		{"kadmin proxy ca", ka + "    proxy_ca_file: /x\n", "p.yml:4: modules.m.proxy_ca_file: proxy_ca_file does not apply to prober kadmin"},
+		{"kpasswd cross-realm", kp + "    kdc: k\n    realm_kdcs: {B: [kb]}\n", "p.yml:8: modules.m.realm_kdcs: realm_kdcs does not apply to prober kpasswd"},
+		{"kadmin cross-realm", ka + "    realm_kdcs: {B: [kb]}\n", "p.yml:4: modules.m.realm_kdcs: realm_kdcs does not apply to prober kadmin"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(probeFiles(t, tc.yaml)), "p.yml")

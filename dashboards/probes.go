@@ -77,6 +77,12 @@ func Probes() *dashboard.DashboardBuilder {
 		[]query{q(`histogram_quantile(0.95, sum by (target, exchange, le) (rate(krb5_probe_duration_seconds_bucket{`+psel+`, exchange=~"kpasswd|kadmin_rpc"}[$__rate_interval])))`, "{{target}} {{exchange}}")}))
 	b.WithPanel(graph("kadmind failures by class", "Failed kpasswd and kadmin_rpc probes per second by result: connection_refused (kadmind stopped), timeout (hung), KPASSWD_* (kadmind's kpasswd refusal), RPC_*, network, malformed_reply (not kadmind on the port).", "ops", 8, 8,
 		[]query{q(`sum by (target, exchange, result) (rate(krb5_probe_total{`+psel+`, exchange=~"kpasswd|kadmin_rpc", result!="success"}[$__rate_interval]))`, "{{target}} {{exchange}} {{result}}")}))
+	b.WithRow(dashboard.NewRowBuilder("Cross-realm trusts"))
+	b.WithPanel(graph("Cross-realm hops p95", "Targets whose service is of another realm: the cross-realm TGT from the target KDC (referral) and the service ticket from the service realm's KDC with it (remote_tgs), p95 per target.", "s", 12, 8,
+		[]query{q(`histogram_quantile(0.95, sum by (target, exchange, le) (rate(krb5_probe_duration_seconds_bucket{`+psel+`, exchange=~"referral|remote_tgs"}[$__rate_interval])))`, "{{target}} {{exchange}} p95")},
+		limit{0.010, "orange"}, limit{0.025, "red"}))
+	b.WithPanel(graph("Cross-realm failures by hop and class", "Failed cross-realm exchanges per second: no_trust_path (the target KDC has no krbtgt/B@A), trust_key_mismatch (the two realms' cross-realm keys differ, as after a rekey on one side), KRB_AP_ERR_SKEW (the service realm's KDC clock), connection_refused or timeout (its KDCs unreachable), no_tgt (the step before failed).", "ops", 12, 8,
+		[]query{q(`sum by (target, exchange, result) (rate(krb5_probe_total{`+psel+`, exchange=~"referral|remote_tgs", result!="success"}[$__rate_interval]))`, "{{target}} {{exchange}} {{result}}")}))
 	return b
 }
 

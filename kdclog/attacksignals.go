@@ -60,6 +60,18 @@ func (a *attackState) apply(c config.AttackSignals) {
 	a.followTGS.Store(c.FollowServiceTickets)
 }
 
+// attackSkips is observeAttack's first test for the commonest lines,
+// small enough to be inlined: a service ticket without RC4 and a login's
+// pre-authentication step, when not followed, cost no call (nor does a
+// TGS line that is no ISSUE: observeAttack never passes one on).
+func (s *source) attackSkips(e *Event, si int) bool {
+	a := s.c.attack
+	if e.Request == RequestTGS {
+		return si != idxIssue || !a.on.Load() || !a.followTGS.Load() && e.Rep != etypeRC4 && e.Tkt != etypeRC4
+	}
+	return (si == idxNeededPreauth || si == idxMorePreauth) && !(a.on.Load() && a.followAS.Load())
+}
+
 // observeAttack feeds one request line (not a probe's) to the detector.
 // Its pending-failure table is also the request counters' account of
 // recovered failures: an AS line's method (m, verified) and the source's

@@ -121,6 +121,9 @@ func flush(dst *tally[atomic.Uint64], src *tally[uint64]) {
 // statusIndex is the status label index of a request line. The common
 // statuses are matched without hashing.
 func (c *counts) statusIndex(e *Event) int {
+	if e.issue {
+		return idxIssue
+	}
 	if e.MorePreauth {
 		return idxMorePreauth
 	}

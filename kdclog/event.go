@@ -140,6 +140,8 @@ type Event struct {
 	Result KadminResult
 
 	PID int // process id in the tag, 0 if absent
+
+	issue bool // Status is ISSUE (the parser compares it anyway)
 }
 
 // reset clears e for the next line without allocating.

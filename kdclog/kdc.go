@@ -212,6 +212,7 @@ func parseAfterEtypes(p *Parser, m []byte, e *Event) Reason {
 	e.Kind = KindRequest
 
 	issue := string(status) == "ISSUE"
+	e.issue = issue
 	if len(m) > 9 && string(m[:9]) == "authtime " {
 		// TGS lines always, AS lines on ISSUE: "authtime N, etypes {...}, client for server".
 		j := 9

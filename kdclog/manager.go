@@ -168,7 +168,7 @@ func (m *Manager) startLocked(ps *pathState) {
 	// swapped out by a reload is flushed when the next line arrives, and
 	// the current one after every batch.
 	var last *source
-	handle := func(line []byte, truncated bool) {
+	current := func() *source {
 		s := ps.src.Load()
 		if s != last {
 			if last != nil {
@@ -176,7 +176,15 @@ func (m *Manager) startLocked(ps *pathState) {
 			}
 			last = s
 		}
-		s.handle(line, truncated)
+		return s
+	}
+	handle := func(line []byte, truncated bool) {
+		current().handle(line, truncated)
+	}
+	// A read's whole lines at once: one call and one look at the
+	// current source a read, not a line.
+	lines := func(buf []byte) uint64 {
+		return current().handleLines(buf)
 	}
 	flushLast := func() {
 		if last != nil {
@@ -194,6 +202,7 @@ func (m *Manager) startLocked(ps *pathState) {
 		RotateWait:    ps.cfg.RotationWait(),
 		NoInotify:     m.opts.NoInotify,
 		Flush:         flushLast,
+		Lines:         lines,
 	}, m.logger, m.store, &ps.tail, handle)
 	ps.tailer = t
 	level.Info(m.logger).Log("msg", "following log", "path", ps.cfg.Path, "type", ps.cfg.Type)

@@ -31,6 +31,11 @@ func (r *recoveries) init() {
 
 // verifyFailure notes the method of a verify failure line of pid.
 func (r *recoveries) verifyFailure(pid, method int) {
+	if r.inUse == 0 { // most verify failures: the last one's AS line took it
+		r.pidMethods[0] = pidMethod{pid, method}
+		r.inUse = 1
+		return
+	}
 	free := -1
 	for i := range r.pidMethods {
 		switch r.pidMethods[i].pid {

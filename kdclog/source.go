@@ -31,14 +31,19 @@ type source struct {
 	cfg    config.LogSource
 	accept [ProgramAdminTool + 1]bool
 	probes [][]byte // "name@REALM", or "name@" to match any realm
-	c      *counts
-	st     *sourceStats
-	local  *tally[uint64]
+	// probeLens has bit n set when a client of n bytes may be a probe:
+	// most clients are told apart by their length alone.
+	probeLens uint64
+	c         *counts
+	st        *sourceStats
+	local     *tally[uint64]
 
 	parsed   uint64
 	unparsed [numReasons]uint64
 
 	parser  Parser
+	issued  issuedMemo   // the last ISSUE line's etypes: most ISSUEs have the same three
+	ev      Event        // the line being counted: Parse resets it, so it is zeroed once a line
 	seed    maphash.Seed // the attack detector's: its requests carry our hashes
 	asSeq   uint64
 	client  memoHash // the last AS line's client and address, hashed
@@ -71,12 +76,21 @@ func newSource(cfg config.LogSource, c *counts, st *sourceStats) *source {
 			p += "@"
 		}
 		s.probes = append(s.probes, []byte(p))
+		if p[len(p)-1] == '@' || len(p) >= 64 {
+			s.probeLens = ^uint64(0) // a prefix, or too long for the mask: every length may match
+		} else {
+			s.probeLens |= 1 << len(p)
+		}
 	}
 	return s
 }
 
 // flush publishes what handle counted since the last flush.
 func (s *source) flush() {
+	// A request line counted by its worker is in the request counters
+	// through its worker's row (workers.go): totals first, then the rows,
+	// so that no scrape sees the rows ahead of the totals.
+	s.workers.addTotals(&s.local.requests)
 	flush(s.c.tally, s.local)
 	s.workers.flush()
 	s.flushAttack()
@@ -101,8 +115,33 @@ func (s *source) handle(line []byte, truncated bool) {
 		}
 		return
 	}
-	var e Event
-	if !s.parser.Parse(line, &e) {
+	s.handleLine(line)
+}
+
+// handleLines counts the whole lines of buf (each ends in a newline) and
+// returns how many: a tailer's read at once (tailer.LinesHandler).
+func (s *source) handleLines(buf []byte) uint64 {
+	n := uint64(0)
+	kpropd := s.cfg.Type == "kpropd"
+	for {
+		j := bytes.IndexByte(buf, '\n')
+		if j < 0 {
+			return n
+		}
+		if kpropd {
+			s.handle(buf[:j], false)
+		} else {
+			s.handleLine(buf[:j])
+		}
+		buf = buf[j+1:]
+		n++
+	}
+}
+
+// handleLine counts one whole line of a daemon other than kpropd.
+func (s *source) handleLine(line []byte) {
+	e := &s.ev
+	if !s.parser.Parse(line, e) {
 		s.unparsed[e.Reason]++
 		return
 	}
@@ -111,7 +150,11 @@ func (s *source) handle(line []byte, truncated bool) {
 		return
 	}
 	s.parsed++
-	s.count(&e)
+	if e.Kind == KindRequest { // most lines: count's first case, one call less
+		s.countRequest(e)
+		return
+	}
+	s.count(e)
 }
 
 // handleEntry counts one journal entry, whose program and pid come apart
@@ -123,8 +166,8 @@ func (s *source) handleEntry(ident []byte, pid int, msg []byte) {
 		s.handle(msg, false)
 		return
 	}
-	var e Event
-	if !s.parser.ParseMessage(ident, pid, msg, &e) {
+	e := &s.ev
+	if !s.parser.ParseMessage(ident, pid, msg, e) {
 		s.unparsed[e.Reason]++
 		return
 	}
@@ -133,7 +176,7 @@ func (s *source) handleEntry(ident []byte, pid int, msg []byte) {
 		return
 	}
 	s.parsed++
-	s.count(&e)
+	s.count(e)
 }
 
 func (s *source) count(e *Event) {
@@ -166,23 +209,29 @@ func (s *source) count(e *Event) {
 
 func (s *source) countRequest(e *Event) {
 	c, l := s.c, s.local
-	si := c.statusIndex(e)
-	if len(s.probes) > 0 && s.isProbe(e.Client) {
+	si := idxIssue
+	if !e.issue {
+		si = c.statusIndex(e)
+	}
+	if n := uint(len(e.Client)); s.probeLens>>min(n, 63)&1 != 0 && s.isProbe(e.Client) {
 		l.probe[e.Request][si]++
 		return
 	}
-	l.requests[e.Request][si]++
+	if !s.workers.cached(e.PID, e.Request, si) && !s.workers.countSlow(e.PID, e.Request, si, len(l.requests[e.Request])) {
+		l.requests[e.Request][si]++ // else flush adds its worker's row
+	}
 	if si == c.badEtype {
 		c.refused.observe(e.Client, time.Now())
 	}
-	s.workers.count(e.PID, e.Request, si, len(l.requests[e.Request]))
 	// The verify failure line just before, from the same process, belongs
 	// to this AS line whatever its status.
 	m, verified := 0, false
 	if e.Request == RequestAS {
 		m, verified = s.rec.takeMethod(e.PID)
 	}
-	s.observeAttack(e, si, m, verified)
+	if !s.attackSkips(e, si) {
+		s.observeAttack(e, si, m, verified)
+	}
 	if e.OfferedWeak > 0 {
 		l.weak[e.Request][weakOffered]++
 		if e.OfferedWeak == e.Offered {
@@ -191,17 +240,21 @@ func (s *source) countRequest(e *Event) {
 	}
 	issue := si == idxIssue
 	if issue {
+		im := &s.issued
+		if e.Rep != im.rep || e.Tkt != im.tkt || e.Ses != im.ses || !im.ok {
+			*im = issuedMemo{e.Rep, e.Tkt, e.Ses, [numParts]int{etypeLabel(e.Rep), etypeLabel(e.Tkt), etypeLabel(e.Ses)}, e.IssuedWeak(), true}
+		}
 		iss := &l.issued[e.Request]
 		if e.Rep != EtypeNone {
-			iss[partRep][etypeLabel(e.Rep)]++
+			iss[partRep][im.labels[partRep]]++
 		}
 		if e.Tkt != EtypeNone {
-			iss[partTkt][etypeLabel(e.Tkt)]++
+			iss[partTkt][im.labels[partTkt]]++
 		}
 		if e.Ses != EtypeNone {
-			iss[partSes][etypeLabel(e.Ses)]++
+			iss[partSes][im.labels[partSes]]++
 		}
-		if e.IssuedWeak() {
+		if im.weak {
 			l.weak[e.Request][weakIssued]++
 		}
 	}
@@ -209,6 +262,15 @@ func (s *source) countRequest(e *Event) {
 		return
 	}
 	s.asSeq++
+}
+
+// issuedMemo is an ISSUE line's reply, ticket and session etypes with
+// their label indexes and whether one is weak.
+type issuedMemo struct {
+	rep, tkt, ses Etype
+	labels        [numParts]int
+	weak          bool
+	ok            bool
 }
 
 // key identifies a login attempt by client and address.

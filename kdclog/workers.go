@@ -99,27 +99,51 @@ type sourceWorkers struct {
 	shared *workerCounts
 	local  []*[numRequests][]uint64 // by row, allocated on first use
 	gen    uint64
-	cache  [16]struct{ pid, row int }
+	cache  [16]struct {
+		pid int
+		row *[numRequests][]uint64 // local[the pid's row]
+	}
+	// idx is the index as of the batch's first request line: the index
+	// and its generation are looked at once a batch (a batch is what one
+	// read returned, lines written before it), not once a line.
+	idx WorkerIndex
 }
 
-func (s *sourceWorkers) count(pid int, req Request, status, nStatus int) {
-	ip := s.shared.index.Load()
-	if ip == nil {
-		return
+// cached, then countSlow if it did not, count a request line under its
+// worker and report whether they did (a WorkerIndex is set): then the line
+// is in the local rows alone, and addTotals adds them to the request
+// counters at the flush, one increment a line instead of two. cached is
+// inlined: a pid in the cache of this batch costs no call.
+func (s *sourceWorkers) cached(pid int, req Request, status int) bool {
+	if slot := &s.cache[uint(pid)%uint(len(s.cache))]; s.idx != nil && slot.pid == pid {
+		slot.row[req][status]++
+		return true
 	}
-	idx := *ip
-	if g := idx.Generation(); g != s.gen || s.local == nil {
-		s.gen = g
-		for i := range s.cache {
-			s.cache[i].pid = -1
+	return false
+}
+
+func (s *sourceWorkers) countSlow(pid int, req Request, status, nStatus int) bool {
+	idx := s.idx
+	if idx == nil {
+		ip := s.shared.index.Load()
+		if ip == nil {
+			return false
 		}
-		if s.local == nil {
-			s.local = make([]*[numRequests][]uint64, numWorkerRows)
+		idx = *ip
+		s.idx = idx
+		if g := idx.Generation(); g != s.gen || s.local == nil {
+			s.gen = g
+			for i := range s.cache {
+				s.cache[i].pid = -1
+			}
+			if s.local == nil {
+				s.local = make([]*[numRequests][]uint64, numWorkerRows)
+			}
 		}
 	}
 	slot := &s.cache[uint(pid)%uint(len(s.cache))]
-	row := slot.row
 	if slot.pid != pid {
+		var row int
 		i, ok := idx.Index(pid)
 		switch {
 		case !ok:
@@ -129,22 +153,39 @@ func (s *sourceWorkers) count(pid int, req Request, status, nStatus int) {
 		default:
 			row = i
 		}
-		// A look-up may have changed the generation; the next line then
-		// starts a fresh cache, which is correct if not needed.
-		slot.pid, slot.row = pid, row
-	}
-	l := s.local[row]
-	if l == nil {
-		l = &[numRequests][]uint64{}
-		for q := range l {
-			l[q] = make([]uint64, nStatus)
+		l := s.local[row]
+		if l == nil {
+			l = &[numRequests][]uint64{}
+			for q := range l {
+				l[q] = make([]uint64, nStatus)
+			}
+			s.local[row] = l
 		}
-		s.local[row] = l
+		// A look-up may have changed the generation; the next batch then
+		// starts a fresh cache, which is correct if not needed.
+		slot.pid, slot.row = pid, l
 	}
-	l[req][status]++
+	slot.row[req][status]++
+	return true
+}
+
+// addTotals adds the local rows to requests, the local tally's request
+// counters, before they are flushed (then flush publishes the rows).
+func (s *sourceWorkers) addTotals(requests *[numRequests][]uint64) {
+	for _, l := range s.local {
+		if l == nil {
+			continue
+		}
+		for q := range l {
+			for st, v := range l[q] {
+				requests[q][st] += v
+			}
+		}
+	}
 }
 
 func (s *sourceWorkers) flush() {
+	s.idx = nil // the next batch looks at the index and its generation again
 	for row, l := range s.local {
 		if l == nil {
 			continue

@@ -122,6 +122,14 @@ func (h *probeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, name, addr, list)
 		return
 	}
+	// A cross-realm probe sends key-derived data to the service realm's
+	// KDCs too: each must be allowed as the target is.
+	for _, kdc := range mod.RemoteKDCs() {
+		if !mod.AllowsKDC(kdc) {
+			h.refuse(w, name, kdc, "allowed_kdcs")
+			return
+		}
+	}
 	ctx := r.Context()
 	if budget > 0 {
 		var cancel context.CancelFunc
@@ -230,6 +238,13 @@ func logOutcome(logger log.Logger, o *Outcome) {
 	} else {
 		level.Info(logger).Log("msg", "login succeeded", "duration", o.AS.Duration, "round_trips", o.AS.RoundTrips)
 	}
+	if o.CrossRan {
+		logHop(logger, "cross-realm TGT", o.ReferralErr, o.Referral.Duration)
+		logHop(logger, "remote service ticket", o.RemoteErr, o.Remote.Duration, "kdc", o.RemoteKDC)
+		if o.Remote.HasClockOffset {
+			level.Info(logger).Log("msg", "remote KDC clock", "kdc", o.RemoteKDC, "clock_offset", o.Remote.ClockOffset)
+		}
+	}
 	if !o.TGSRan {
 		return
 	}
@@ -238,6 +253,15 @@ func logOutcome(logger log.Logger, o *Outcome) {
 	} else {
 		level.Info(logger).Log("msg", "service ticket issued", "duration", o.TGS.Duration)
 	}
+}
+
+// logHop logs one cross-realm exchange.
+func logHop(logger log.Logger, what string, err error, d time.Duration, kv ...any) {
+	if err != nil {
+		level.Error(logger).Log(append([]any{"msg", what + " failed", "result", krb5.Classify(err), "err", err}, kv...)...)
+		return
+	}
+	level.Info(logger).Log(append([]any{"msg", what + " issued", "duration", d}, kv...)...)
 }
 
 // scrapeBudget is Prometheus' scrape timeout less scrapeTimeoutOffset, or 0
@@ -333,7 +357,7 @@ func newOneShotMetrics(reg prometheus.Registerer) *oneShotMetrics {
 		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
 	}
 	m := &oneShotMetrics{
-		success:     g("probe_success", "Whether the probe succeeded: the login and, when the module names a service, the service ticket."),
+		success:     g("probe_success", "Whether the probe succeeded: the login and, when the module names a service, the service ticket (for a service of another realm: the cross-realm TGT and the service ticket from that realm's KDC)."),
 		duration:    g("probe_duration_seconds", "How long the probe took, both exchanges."),
 		exSuccess:   gv("probe_krb5_exchange_success", "Whether the exchange succeeded.", "exchange"),
 		exDuration:  gv("probe_krb5_exchange_duration_seconds", "Duration of the exchange, successful or not.", "exchange"),
@@ -392,6 +416,16 @@ func (m *oneShotMetrics) record(o *Outcome) {
 		retrans += o.TGS.Retransmits
 		if o.TGS.TCPFallback {
 			fallbacks++
+		}
+	}
+	if o.CrossRan {
+		m.exchange(ExchangeReferral, o.ReferralErr, o.Referral.Duration, &o.Referral.Etypes)
+		m.exchange(ExchangeRemoteTGS, o.RemoteErr, o.Remote.Duration, &o.Remote.Etypes)
+		retrans += o.Referral.Retransmits + o.Remote.Retransmits
+		for _, f := range []bool{o.Referral.TCPFallback, o.Remote.TCPFallback} {
+			if f {
+				fallbacks++
+			}
 		}
 	}
 	m.retransmits.Set(float64(retrans))

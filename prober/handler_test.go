@@ -90,7 +90,7 @@ probe_krb5_result{exchange="tgs",result="success"} 1
 # HELP probe_krb5_udp_retransmits UDP requests sent again during the probe.
 # TYPE probe_krb5_udp_retransmits gauge
 probe_krb5_udp_retransmits 0
-# HELP probe_success Whether the probe succeeded: the login and, when the module names a service, the service ticket.
+# HELP probe_success Whether the probe succeeded: the login and, when the module names a service, the service ticket (for a service of another realm: the cross-realm TGT and the service ticket from that realm's KDC).
 # TYPE probe_success gauge
 probe_success 1
 `

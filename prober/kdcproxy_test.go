@@ -260,7 +260,7 @@ func TestKDCProxyContinuousAndProbeHandler(t *testing.T) {
 	if histogramCount(t, pm.duration, "kdc-https", ExchangeAS, "https") == 0 || histogramCount(t, pm.duration, "kdc-https", ExchangeTGS, "https") == 0 {
 		t.Error("no transport=\"https\" durations for the proxy's target")
 	}
-	if gauge(pm.info, "kdc-https", r.Realm, "https") != 1 || gauge(pm.info, "kdc-udp", r.Realm, "udp") != 1 {
+	if gauge(pm.info, "kdc-https", r.Realm, "https", r.Realm) != 1 || gauge(pm.info, "kdc-udp", r.Realm, "udp", r.Realm) != 1 {
 		t.Error("krb5_probe_target_info missing")
 	}
 	for _, c := range []string{krb5.ClassTLSUnknownAuthority, krb5.ClassProxyTimeout, krb5.ClassHTTPStatus} {

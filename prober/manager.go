@@ -148,7 +148,7 @@ func (m *Manager) newLoop(t config.ProbeTarget, mod config.ProbeModule, keyErr e
 func (m *Manager) start(l *loop) {
 	ctx, cancel := context.WithCancel(context.Background())
 	l.cancel, l.done = cancel, make(chan struct{})
-	m.metrics.initTarget(l.cfg.Name, l.target.Exchanges(), l.module.Realm, l.target.Transport())
+	m.metrics.initTarget(l.cfg.Name, l.target.Exchanges(), l.module.Realm, l.module.ServiceRealm(), l.target.Transport())
 	if worldReadable(l.creds) {
 		level.Warn(m.logger).Log("msg", "keytab or password file is readable by every local user", "probe", l.cfg.Name)
 	}
@@ -223,6 +223,10 @@ func (m *Manager) run(ctx context.Context, l *loop) {
 		}
 		if o.TGSRan {
 			logChange(logger, failures, ExchangeTGS, o.TGSErr)
+		}
+		if o.CrossRan {
+			logChange(logger, failures, ExchangeReferral, o.ReferralErr)
+			logChange(logger, failures, ExchangeRemoteTGS, o.RemoteErr)
 		}
 		if o.KpasswdRan {
 			logChange(logger, failures, ExchangeKpasswd, o.KpasswdErr)

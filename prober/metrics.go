@@ -26,6 +26,11 @@ const (
 	ExchangeKpasswdAS = "kpasswd_as"
 	ExchangeKpasswd   = "kpasswd"
 	ExchangeKadminRPC = "kadmin_rpc"
+	// The cross-realm hops of a module whose service is of another realm:
+	// the cross-realm TGT from the target KDC, the service ticket from the
+	// service realm's KDC with it.
+	ExchangeReferral  = "referral"
+	ExchangeRemoteTGS = "remote_tgs"
 )
 
 // latencyBuckets include the seed's SLO bounds (login p95 20 ms / p99 50 ms,
@@ -66,7 +71,7 @@ func newProbeMetrics(reg prometheus.Registerer) *probeMetrics {
 	m := &probeMetrics{
 		duration: prometheus.NewHistogramVec(latencyOpts(
 			MetricDuration,
-			"Duration of successful probe exchanges: against the KDC a whole login (as, both round trips) or one service ticket request (tgs); against kadmind the kpasswd prober's login for kadmin/changepw (kpasswd_as, at its KDC) and password-change exchange (kpasswd), or the kadmin prober's RPC call (kadmin_rpc); transport is the one the exchange finished on."),
+			"Duration of successful probe exchanges: against the KDC a whole login (as, both round trips) or one service ticket request (tgs), and for a service of another realm the cross-realm TGT from the target KDC (referral) and the service ticket from that realm's KDC (remote_tgs); against kadmind the kpasswd prober's login for kadmin/changepw (kpasswd_as, at its KDC) and password-change exchange (kpasswd), or the kadmin prober's RPC call (kadmin_rpc); transport is the one the exchange finished on."),
 			[]string{"target", "exchange", "transport"}),
 		phase: prometheus.NewHistogramVec(latencyOpts(
 			"krb5_probe_as_phase_duration_seconds",
@@ -78,7 +83,7 @@ func newProbeMetrics(reg prometheus.Registerer) *probeMetrics {
 		}, []string{"target", "exchange"}),
 		total: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "krb5_probe_total",
-			Help: "Probe exchanges by result: success, a KDC error name (KDC_ERR_PREAUTH_FAILED, ...), timeout, connection_refused, network, decrypt, malformed_reply, keytab or no_tgt; through a KDC proxy also tls_unknown_authority, tls_name_mismatch, tls, http_status or proxy_timeout; for kpasswd a kpasswd result name (KPASSWD_AUTHERROR, ...) or no_ticket; for kadmin_rpc an RPC refusal (RPC_PROG_UNAVAIL, ...).",
+			Help: "Probe exchanges by result: success, a KDC error name (KDC_ERR_PREAUTH_FAILED, ...), timeout, connection_refused, network, decrypt, malformed_reply, keytab or no_tgt; through a KDC proxy also tls_unknown_authority, tls_name_mismatch, tls, http_status or proxy_timeout; for the cross-realm exchanges also no_trust_path (referral) and trust_key_mismatch (remote_tgs); for kpasswd a kpasswd result name (KPASSWD_AUTHERROR, ...) or no_ticket; for kadmin_rpc an RPC refusal (RPC_PROG_UNAVAIL, ...).",
 		}, []string{"target", "exchange", "result"}),
 		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "krb5_probe_last_success_timestamp_seconds",
@@ -114,8 +119,8 @@ func newProbeMetrics(reg prometheus.Registerer) *probeMetrics {
 		}, []string{"reason"}),
 		info: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "krb5_probe_target_info",
-			Help: "Always 1 for each continuous probe: its module's realm (module_realm: a scrape target's own realm label is left alone) and configured transport (udp, tcp, https: through a KDC proxy), to join a proxy's target with the same realm's direct ones.",
-		}, []string{"target", "module_realm", "transport"}),
+			Help: "Always 1 for each continuous probe: its module's realm (module_realm: a scrape target's own realm label is left alone) and configured transport (udp, tcp, https: through a KDC proxy), to join a proxy's target with the same realm's direct ones; and the realm of its module's service (service_realm: empty without one, another realm for a cross-realm probe), to join a trust's probe with the service realm's own.",
+		}, []string{"target", "module_realm", "transport", "service_realm"}),
 	}
 	m.refused.WithLabelValues(RefusedNotAllowed)
 	m.refused.WithLabelValues(RefusedBusy)
@@ -137,9 +142,10 @@ var proxyClasses = []string{krb5.ClassTLSUnknownAuthority, krb5.ClassTLSNameMism
 var preauthMethods = []string{krb5.MethodSPAKE, krb5.MethodEncTimestamp, krb5.MethodNone}
 
 // initTarget creates a target's series before its first probe.
-func (m *probeMetrics) initTarget(target string, exchanges []string, realm string, tr krb5.Transport) {
+// serviceRealm is the realm of the module's service ("" without one).
+func (m *probeMetrics) initTarget(target string, exchanges []string, realm, serviceRealm string, tr krb5.Transport) {
 	m.info.DeletePartialMatch(prometheus.Labels{"target": target})
-	m.info.WithLabelValues(target, realm, tr.String()).Set(1)
+	m.info.WithLabelValues(target, realm, tr.String(), serviceRealm).Set(1)
 	classes := nonKDCClasses
 	if tr == krb5.HTTPS {
 		classes = append(slices.Clip(classes), proxyClasses...)
@@ -154,6 +160,12 @@ func (m *probeMetrics) initTarget(target string, exchanges []string, realm strin
 			login = true
 		case ExchangeTGS:
 			m.total.WithLabelValues(target, ex, ClassNoTGT)
+		case ExchangeReferral:
+			m.total.WithLabelValues(target, ex, ClassNoTGT)
+			m.total.WithLabelValues(target, ex, krb5.ClassNoTrustPath)
+		case ExchangeRemoteTGS:
+			m.total.WithLabelValues(target, ex, ClassNoTGT)
+			m.total.WithLabelValues(target, ex, krb5.ClassTrustKeyMismatch)
 		case ExchangeKpasswd:
 			m.total.WithLabelValues(target, ex, ClassNoTicket)
 		case ExchangeKadminRPC:
@@ -243,6 +255,24 @@ func (m *probeMetrics) record(target string, tr krb5.Transport, o *Outcome) {
 		m.exchange(target, ExchangeKpasswd, o.KpasswdErr, time.Now())
 		if o.KpasswdErr == nil {
 			m.duration.WithLabelValues(target, ExchangeKpasswd, tr.String()).Observe(o.Kpasswd.Duration.Seconds())
+		}
+	}
+	if o.CrossRan {
+		retrans += o.Referral.Retransmits + o.Remote.Retransmits
+		for _, f := range []bool{o.Referral.TCPFallback, o.Remote.TCPFallback} {
+			if f {
+				fallbacks++
+			}
+		}
+		m.exchange(target, ExchangeReferral, o.ReferralErr, o.Start.Add(o.AS.Duration+o.Referral.Duration))
+		if o.ReferralErr == nil {
+			m.duration.WithLabelValues(target, ExchangeReferral, o.ReferralTransport(tr)).Observe(o.Referral.Duration.Seconds())
+			m.etypes(target, ExchangeReferral, o.Referral.Etypes)
+		}
+		m.exchange(target, ExchangeRemoteTGS, o.RemoteErr, time.Now())
+		if o.RemoteErr == nil {
+			m.duration.WithLabelValues(target, ExchangeRemoteTGS, o.RemoteTransport(tr)).Observe(o.Remote.Duration.Seconds())
+			m.etypes(target, ExchangeRemoteTGS, o.Remote.Etypes)
 		}
 	}
 	m.retransmits.WithLabelValues(target).Add(float64(retrans))

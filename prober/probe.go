@@ -56,6 +56,10 @@ type Target struct {
 	service *krb5.Service
 	timeout time.Duration
 	ca      *proxyCA // transport https with a proxy_ca_file
+	// cross is the service of another realm (realm_kdcs), reached at
+	// remoteKDCs through the trust; service is nil then.
+	cross      *krb5.CrossRealmService
+	remoteKDCs []string
 	// kadmind's address (kpasswd and kadmin probers: the target) and the
 	// dialer of the RPC call.
 	admin  string
@@ -182,7 +186,14 @@ func NewTarget(addr string, m *config.ProbeModule, creds *krb5.Credentials, logg
 		if err != nil {
 			return nil, fmt.Errorf("service: %w", err)
 		}
-		t.service = c.PrepareService(sp)
+		if m.CrossRealm() {
+			if t.cross, err = c.PrepareCrossRealm(sp); err != nil {
+				return nil, fmt.Errorf("service: %w", err)
+			}
+			t.remoteKDCs = append([]string(nil), m.RemoteKDCs()...)
+		} else {
+			t.service = c.PrepareService(sp)
+		}
 	}
 	return t, nil
 }
@@ -215,6 +226,9 @@ func (t *Target) Exchanges() []string {
 	case config.ProberKpasswd:
 		return []string{ExchangeKpasswdAS, ExchangeKpasswd}
 	}
+	if t.cross != nil {
+		return []string{ExchangeAS, ExchangeReferral, ExchangeRemoteTGS}
+	}
 	if t.service != nil {
 		return []string{ExchangeAS, ExchangeTGS}
 	}
@@ -223,6 +237,10 @@ func (t *Target) Exchanges() []string {
 
 // HasService reports whether the target runs a TGS exchange.
 func (t *Target) HasService() bool { return t.service != nil }
+
+// CrossRealm reports whether the target walks a trust (the referral and
+// remote_tgs exchanges) instead of the TGS exchange.
+func (t *Target) CrossRealm() bool { return t.cross != nil }
 
 // ClassNoTGT is the TGS result when no valid TGT exists because the login
 // failed: the TGS exchange was not attempted.
@@ -252,6 +270,15 @@ type Outcome struct {
 	RPCRan bool
 	RPC    kadmrpc.Result
 	RPCErr error
+	// CrossRan is set when the module's service is of another realm: the
+	// referral at the target KDC, then the service ticket at a KDC of that
+	// realm (RemoteKDC: the one that answered, or the last one tried).
+	CrossRan    bool
+	Referral    krb5.TGSResult
+	ReferralErr error
+	Remote      krb5.RemoteResult
+	RemoteErr   error
+	RemoteKDC   string
 	// Canceled is set when ctx was cancelled (shutdown, reload): the outcome
 	// says nothing about the KDC and is not recorded.
 	Canceled bool
@@ -302,6 +329,10 @@ func (t *Target) Run(ctx context.Context) (o Outcome) {
 		o.Canceled = canceled(ctx, o.KpasswdErr)
 		return o
 	}
+	if t.cross != nil {
+		t.runCross(ctx, &o)
+		return o
+	}
 	if t.service == nil {
 		return o
 	}
@@ -319,6 +350,45 @@ func (t *Target) Run(ctx context.Context) (o Outcome) {
 		o.Canceled = true
 	}
 	return o
+}
+
+// runCross walks the trust after the login: the referral with the TGT,
+// then the service ticket at each KDC of the service's realm in turn
+// until one answers (a KDC that is down or unreachable is skipped, as
+// libkrb5 does), each exchange bounded by the module's timeout.
+func (t *Target) runCross(ctx context.Context, o *Outcome) {
+	o.CrossRan = true
+	if !t.client.HasTGT() {
+		o.ReferralErr = &krb5.Error{Class: ClassNoTGT, Phase: krb5.PhaseReferral, Err: errors.New("no valid TGT: the login failed")}
+		o.RemoteErr = &krb5.Error{Class: ClassNoTGT, Phase: krb5.PhaseRemoteTGS, Err: errors.New("no cross-realm TGT: the login failed")}
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, t.timeout)
+	o.Referral, o.ReferralErr = t.client.Referral(rctx, t.cross)
+	cancel()
+	if canceled(ctx, o.ReferralErr) {
+		o.Canceled = true
+		return
+	}
+	if o.ReferralErr != nil {
+		o.RemoteErr = &krb5.Error{Class: ClassNoTGT, Phase: krb5.PhaseRemoteTGS, Err: errors.New("no cross-realm TGT: the referral failed")}
+		return
+	}
+	for _, kdc := range t.remoteKDCs {
+		o.RemoteKDC = kdc
+		hctx, cancel := context.WithTimeout(ctx, t.timeout)
+		o.Remote, o.RemoteErr = t.client.RemoteServiceTicket(hctx, t.cross, kdc)
+		cancel()
+		if canceled(ctx, o.RemoteErr) {
+			o.Canceled = true
+			return
+		}
+		switch krb5.Classify(o.RemoteErr) {
+		case krb5.ClassTimeout, krb5.ClassConnectionRefused, krb5.ClassNetwork:
+			continue // the next KDC of the realm
+		}
+		return
+	}
 }
 
 // canceled tells a caller that gave up (not a deadline: that is a timeout).
@@ -342,12 +412,29 @@ func (o *Outcome) ASExchange() string {
 // Success reports whether every exchange the probe ran succeeded.
 func (o *Outcome) Success() bool {
 	return (!o.HasAS() || o.ASErr == nil) && (!o.TGSRan || o.TGSErr == nil) &&
+		(!o.CrossRan || (o.ReferralErr == nil && o.RemoteErr == nil)) &&
 		(!o.KpasswdRan || o.KpasswdErr == nil) && (!o.RPCRan || o.RPCErr == nil)
 }
 
 // ASTransport is the transport the AS exchange finished on.
 func (o *Outcome) ASTransport(configured krb5.Transport) string {
 	if o.AS.TCPFallback {
+		return krb5.TCP.String()
+	}
+	return configured.String()
+}
+
+// ReferralTransport and RemoteTransport are the transports the cross-realm
+// exchanges finished on.
+func (o *Outcome) ReferralTransport(configured krb5.Transport) string {
+	if o.Referral.TCPFallback {
+		return krb5.TCP.String()
+	}
+	return configured.String()
+}
+
+func (o *Outcome) RemoteTransport(configured krb5.Transport) string {
+	if o.Remote.TCPFallback {
 		return krb5.TCP.String()
 	}
 	return configured.String()

@@ -31,6 +31,9 @@ type ProbeRecord struct {
 	// Kadmind is the result of the kpasswd or kadmin prober's exchange
 	// with kadmind (kpasswd, kadmin_rpc); empty for the kdc prober.
 	Kadmind string
+	// Referral and Remote are the cross-realm exchanges' results, empty
+	// when the module's service is of the client's realm.
+	Referral, Remote string
 	// Err is the first failure's text ("" on success).
 	Err string
 	// Log is the probe's debug log (logfmt), cut at MaxProbeLogBytes.
@@ -132,6 +135,9 @@ func recordOf(o *Outcome, logger log.Logger, w *probeLog) ProbeRecord {
 	if o.TGSRan {
 		r.TGS = krb5.Classify(o.TGSErr)
 	}
+	if o.CrossRan {
+		r.Referral, r.Remote = krb5.Classify(o.ReferralErr), krb5.Classify(o.RemoteErr)
+	}
 	switch {
 	case o.KpasswdRan:
 		r.Kadmind = krb5.Classify(o.KpasswdErr)
@@ -143,6 +149,10 @@ func recordOf(o *Outcome, logger log.Logger, w *probeLog) ProbeRecord {
 		r.Err = o.ASErr.Error()
 	case o.TGSRan && o.TGSErr != nil:
 		r.Err = o.TGSErr.Error()
+	case o.CrossRan && o.ReferralErr != nil:
+		r.Err = o.ReferralErr.Error()
+	case o.CrossRan && o.RemoteErr != nil:
+		r.Err = o.RemoteErr.Error()
 	case o.KpasswdRan && o.KpasswdErr != nil:
 		r.Err = o.KpasswdErr.Error()
 	case o.RPCRan && o.RPCErr != nil:

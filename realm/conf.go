@@ -80,6 +80,14 @@ func (r *Realm) krb5Conf() string {
 	if !r.Opts.NoSPAKE {
 		spake = "\tspake_preauth_groups = edwards25519\n"
 	}
+	// The trusted realm: its KDC, its hosts, and the direct path between
+	// the two realms both ways ("." : no realm in between).
+	var peerRealm, peerDomain string
+	if p := r.Peer; p != nil {
+		peerRealm = fmt.Sprintf("\t%s = {\n\t\tkdc = 127.0.0.1:%d\n\t}\n", p.Realm, p.KDCPort)
+		peerDomain = fmt.Sprintf("\t.%[1]s = %[2]s\n\t%[1]s = %[2]s\n\n[capaths]\n\t%[3]s = {\n\t\t%[2]s = .\n\t}\n\t%[2]s = {\n\t\t%[3]s = .\n\t}\n",
+			p.Domain, p.Realm, r.Realm)
+	}
 	return fmt.Sprintf(`[libdefaults]
 	default_realm = %[1]s
 	dns_lookup_realm = false
@@ -97,12 +105,12 @@ func (r *Realm) krb5Conf() string {
 %[9]s		admin_server = 127.0.0.1:%[4]d
 		kpasswd_server = 127.0.0.1:%[5]d
 	}
-
+%[10]s
 [domain_realm]
 	.%[8]s = %[1]s
 	%[8]s = %[1]s
-`, r.Realm, r.path("ccache"), r.KDCPort, r.KadmindPort, r.KpasswdPort,
-		strings.Join(r.Opts.Enctypes, " "), spake, r.Domain, r.primaryKDC())
+%[11]s`, r.Realm, r.path("ccache"), r.KDCPort, r.KadmindPort, r.KpasswdPort,
+		strings.Join(r.Opts.Enctypes, " "), spake, r.Domain, r.primaryKDC(), peerRealm, peerDomain)
 }
 
 // writeConfigs (re)writes both profiles and the kadmind ACL.

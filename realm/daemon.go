@@ -107,6 +107,7 @@ func (r *Realm) startDaemon(ctx context.Context, bin string, args []string, logF
 	}
 	cmd := r.command(ctx, bin, args...)
 	cmd.Env = append(cmd.Env, env...)
+	cmd.Env = append(cmd.Env, r.shiftEnv(bin)...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		msg := firstLines(out, 3)

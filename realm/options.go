@@ -62,6 +62,11 @@ type Options struct {
 	// a process of its own (the CLI: `krb5-exporter realm syslog-relay
 	// --dir D`); otherwise this process serves it until Down.
 	SyslogRelay []string `json:"syslog_relay,omitempty"`
+	// Trust, if set, is the name of a second realm Up creates in the
+	// subdirectory trust/ with a two-way trust to this one (Trust): one
+	// service principal and the probe principal, its own KDC on loopback,
+	// no kadmind.
+	Trust string `json:"trust,omitempty"`
 }
 
 var realmName = regexp.MustCompile(`^[A-Z0-9][A-Z0-9.-]*$`)
@@ -99,6 +104,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if len(o.Enctypes) == 0 {
 		o.Enctypes = RHEL9Enctypes
+	}
+	if o.Trust != "" && (!realmName.MatchString(o.Trust) || o.Trust == o.Realm) {
+		return o, fmt.Errorf("realm: trusted realm %q: want an upper-case realm name other than %s", o.Trust, o.Realm)
 	}
 	for _, p := range []int{o.KDCPort, o.KadmindPort, o.KDCProxyPort} {
 		if p < 0 || p > 65535 {

@@ -87,11 +87,18 @@ type Realm struct {
 	// messages (Opts.LogToSyslog).
 	JournalDir string `json:"journal_dir,omitempty"`
 
+	// Peer is the realm this one trusts both ways (Trust); Trusted is that
+	// realm when Up created it (Options.Trust), in TrustDir.
+	Peer    *Peer  `json:"peer,omitempty"`
+	Trusted *Realm `json:"-"`
+
 	// Created is how long creating the database and keytabs took.
 	Created time.Duration `json:"created_ns"`
 
 	bins  binaries
 	relay *SyslogRelay // serving the syslog socket in this process
+	// clockShift moves the KDC's clock (RestartKDCShifted).
+	clockShift time.Duration
 	// leases are the ports this process reserved for the realm (none
 	// after Load: the running daemons hold them then).
 	leases []*PortLease
@@ -101,15 +108,28 @@ func (r *Realm) path(name string) string { return filepath.Join(r.Dir, name) }
 
 // Up creates the realm in opts.Dir and starts krb5kdc (and kadmind unless
 // NoKadmind), returning once the KDC answers a request. On error nothing is
-// left running and the directory is removed.
+// left running and the directory is removed. With opts.Trust the trusted
+// realm is created and started too (Trusted).
 func Up(ctx context.Context, opts Options) (*Realm, error) {
 	r, err := Create(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
+	if r.Opts.Trust != "" {
+		if r.Trusted, err = r.upTrusted(ctx); err != nil {
+			r.Down()
+			return nil, err
+		}
+	}
 	if err := r.Start(ctx); err != nil {
 		r.Down()
 		return nil, err
+	}
+	if r.Trusted != nil {
+		if err := r.Trusted.Start(ctx); err != nil {
+			r.Down()
+			return nil, err
+		}
 	}
 	return r, nil
 }
@@ -328,6 +348,9 @@ func Load(dir string) (*Realm, error) {
 		return nil, err
 	}
 	r.bins = bins
+	if err := r.loadTrusted(); err != nil {
+		return nil, err
+	}
 	return r, nil
 }
 
@@ -366,7 +389,7 @@ func (r *Realm) Start(ctx context.Context) error {
 // (database, stash, keytabs: they hold keys). It reports the first error
 // but always tries every step.
 func (r *Realm) Down() error {
-	errs := []error{r.StopKDCProxy(), r.StopKpropd(), r.StopKadmind(), r.StopKDC(), r.stopSyslog()}
+	errs := []error{r.downTrusted(), r.StopKDCProxy(), r.StopKpropd(), r.StopKadmind(), r.StopKDC(), r.stopSyslog()}
 	r.releasePorts()
 	if err := os.RemoveAll(r.Dir); err != nil {
 		errs = append(errs, fmt.Errorf("realm: %w", err))

@@ -92,6 +92,7 @@ func UpReplica(ctx context.Context, p *Realm, opts Options, poll time.Duration) 
 	}
 	o := p.Opts
 	o.Dir, o.KDCPort, o.NoKadmind, o.Workers = opts.Dir, opts.KDCPort, true, opts.Workers
+	o.Trust = "" // the primary's trusted realm is the primary's own
 	// A replica of a primary that logs to syslog does too; its relay (if
 	// a process) is the caller's, for the replica's directory.
 	o.LogToSyslog, o.SyslogRelay = o.LogToSyslog || opts.LogToSyslog, opts.SyslogRelay

@@ -247,9 +247,16 @@ if [ -n "$fault" ]; then
 else
 	echo "  a fault:        Ctrl-C, then DEMO_FAULT=kdc-stopped make demo (or wrong-passwords, spray, unknown-user, keyless-service, udp-drops)"
 fi
+# As root the KDC's own time per request too (the eBPF collector needs
+# CAP_BPF and CAP_PERFMON; without them it would only say it cannot trace).
+kdcservice=()
+if [ "$(id -u)" -eq 0 ]; then
+	kdcservice=(--collector.kdcservice)
+	echo "  KDC service:    $(url 'instance_request:krb5_kdc_request_service_seconds:p95_5m') (the KDC's own time per request, eBPF)"
+fi
 echo "Press Ctrl-C to stop everything and remove the realm."
 echo
-"$bin" --web.listen-address="$listen" --config.file="$dir/krb5-exporter.yml" \
+"$bin" --web.listen-address="$listen" --config.file="$dir/krb5-exporter.yml" "${kdcservice[@]}" \
 	--collector.process.krb5kdc-pidfile="$r/krb5kdc.pid" --collector.process.kadmind-pidfile="$r/kadmind.pid" \
 	--collector.process.kpropd-pidfile="$r/kpropd.pid" --collector.replication.dump-file="$r/replica_datatrans" \
 	--collector.kdcconf.path="$r/kdc.conf" --collector.kdcconf.krb5-config="$r/krb5.conf" \

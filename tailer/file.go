@@ -250,6 +250,19 @@ func (fl *file) readLines(h sink, maxLine int, st *Stats, stop func() bool) (int
 func (fl *file) scan(h sink, maxLine int, st *Stats) {
 	from := fl.start
 	lines := uint64(0)
+	if fl.skipping { // the rest of a cut line: up to its end, dropped
+		if j := bytes.IndexByte(fl.buf[fl.start:fl.end], '\n'); j >= 0 {
+			fl.skipping = false
+			fl.start += j + 1
+		}
+	}
+	if h.lines != nil && !fl.skipping {
+		if j := bytes.LastIndexByte(fl.buf[fl.start:fl.end], '\n'); j >= 0 {
+			b := fl.buf[fl.start : fl.start+j+1]
+			lines += h.lines(b)
+			fl.start += j + 1
+		}
+	}
 	for {
 		j := bytes.IndexByte(fl.buf[fl.start:fl.end], '\n')
 		if j < 0 {

@@ -30,9 +30,17 @@ import (
 // only during the call. truncated marks a line cut at the length limit.
 type LineHandler func(line []byte, truncated bool)
 
+// LinesHandler, if set (Options.Lines), receives the complete lines a read
+// returned at once, each with its newline: buf holds whole lines only, and
+// the handler returns how many (its newlines: it splits them anyway). It
+// is what LineHandler gets line by line (never a truncated line, which
+// still goes to the LineHandler), without a call a line.
+type LinesHandler func(buf []byte) (lines uint64)
+
 // sink is where a file's lines go.
 type sink struct {
 	line  LineHandler
+	lines LinesHandler
 	flush func()
 }
 
@@ -75,6 +83,10 @@ type Options struct {
 	// before Stats.Lines counts them: a handler that counts lines locally
 	// publishes its counts there.
 	Flush func()
+	// Lines, if set, receives the complete lines of a read at once
+	// (LinesHandler); New's LineHandler then gets only the cut ones and
+	// those handed on one at a time (a rotated file's last line).
+	Lines LinesHandler
 
 	// gate, in tests, holds back the reading of inotify events until it
 	// is closed: a process not scheduled while the writer rotates.
@@ -172,7 +184,7 @@ func New(opts Options, logger log.Logger, store *Positions, stats *Stats, h Line
 		logger:      log.With(logger, "path", opts.Path),
 		store:       store,
 		stats:       stats,
-		handle:      sink{line: h, flush: opts.Flush},
+		handle:      sink{line: h, lines: opts.Lines, flush: opts.Flush},
 		now:         time.Now,
 		minInterval: minInterval,
 		retimed:     make(chan struct{}, 1),

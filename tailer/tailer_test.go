@@ -104,6 +104,7 @@ func (h *harness) start() {
 	r := &run{cancel: cancel, done: make(chan struct{}), store: store, stats: &Stats{}}
 	opts := h.opts
 	opts.Path = h.path
+	h.batch(&opts)
 	logger := log.With(log.NewLogfmtLogger(h.logs), "t", log.DefaultTimestampUTC, "run", fmt.Sprintf("%p", r))
 	tl := New(opts, logger, store, r.stats, h.recorder.handle)
 	r.tl = tl
@@ -146,7 +147,9 @@ func (h *harness) stepped(setup func(*Tailer)) *Tailer {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	tl := New(Options{Path: h.path, FromBeginning: true, NoInotify: true}, log.NewLogfmtLogger(h.logs), store, &Stats{}, h.recorder.handle)
+	opts := Options{Path: h.path, FromBeginning: true, NoInotify: true}
+	h.batch(&opts)
+	tl := New(opts, log.NewLogfmtLogger(h.logs), store, &Stats{}, h.recorder.handle)
 	if setup != nil {
 		setup(tl)
 	}
@@ -154,6 +157,47 @@ func (h *harness) stepped(setup func(*Tailer)) *Tailer {
 	tl.cycle(never)
 	h.t.Cleanup(tl.closeAll)
 	return tl
+}
+
+// batched makes the harness's tailers hand on whole lines through
+// Options.Lines (TestLinesHandler), split here with a method of the test's
+// own; the recorder still gets the cut lines through the LineHandler.
+var batched bool
+
+func (h *harness) batch(opts *Options) {
+	if !batched {
+		return
+	}
+	opts.Lines = func(buf []byte) uint64 {
+		lines := strings.SplitAfter(string(buf), "\n")
+		if last := lines[len(lines)-1]; last != "" {
+			h.t.Errorf("Lines handed on a part of a line: %q", last)
+		}
+		for _, l := range lines[:len(lines)-1] {
+			h.recorder.handle([]byte(strings.TrimSuffix(l, "\n")), false)
+		}
+		return uint64(len(lines) - 1)
+	}
+}
+
+// TestLinesHandler runs the exactness tests again with the lines of each
+// read handed on at once (Options.Lines, as the log collector does): every
+// line exactly once, across rotations, restarts, cut lines.
+func TestLinesHandler(t *testing.T) {
+	batched = true
+	defer func() { batched = false }()
+	for _, tc := range []struct {
+		name string
+		f    func(*testing.T)
+	}{
+		{"LongLine", TestLongLine},
+		{"Rotations", TestRotations},
+		{"Restarts", TestRestarts},
+		{"RestartMidLine", TestRestartMidLine},
+		{"TruncatedToSameSize", TestTruncatedToSameSize},
+	} {
+		t.Run(tc.name, tc.f)
+	}
 }
 
 func (h *harness) waitLines(n int) {

@@ -119,7 +119,9 @@ func TestDemo(t *testing.T) {
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(500 * time.Millisecond) {
 		empty = empty[:0]
 		for _, r := range rules {
-			if r.Type != "recording" || strings.HasPrefix(r.Name, "krb5:iprop_") {
+			if r.Type != "recording" || strings.HasPrefix(r.Name, "krb5:iprop_") ||
+				os.Geteuid() != 0 && strings.Contains(r.Name, "krb5_kdc_request_") {
+				// The demo traces the KDC (--collector.kdcservice) as root only.
 				continue
 			}
 			var res struct{ Result []json.RawMessage }

@@ -230,6 +230,21 @@ func (p *probeCmd) verdict(o *prober.Outcome) (int, string) {
 			parts = append(parts, fmt.Sprintf("service ticket %s (%s)", ms(o.TGS.Duration), etypes(o.TGS.Etypes)))
 		}
 	}
+	if o.CrossRan {
+		for _, h := range []struct {
+			what string
+			err  error
+			res  krb5.TGSResult
+		}{{"cross-realm TGT", o.ReferralErr, o.Referral}, {"service ticket of the trusted realm", o.RemoteErr, o.Remote.TGSResult}} {
+			if h.err != nil {
+				raise(nagiosCritical)
+				parts = append(parts, fmt.Sprintf("%s failed: %s (%v)", h.what, krb5.Classify(h.err), h.err))
+				break
+			}
+			rate(h.res.Duration)
+			parts = append(parts, fmt.Sprintf("%s %s (%s)", h.what, ms(h.res.Duration), etypes(h.res.Etypes)))
+		}
+	}
 	if o.AS.HasClockOffset {
 		skew := o.AS.ClockOffset.Abs()
 		switch {
@@ -278,6 +293,12 @@ func (p *probeCmd) perfdata(o *prober.Outcome) string {
 	}
 	if o.TGSRan && o.TGSErr == nil {
 		add("tgs", o.TGS.Duration, true)
+	}
+	if o.CrossRan && o.ReferralErr == nil {
+		add("referral", o.Referral.Duration, true)
+	}
+	if o.CrossRan && o.RemoteErr == nil {
+		add("remote_tgs", o.Remote.Duration, true)
 	}
 	if o.AS.HasClockOffset {
 		f = append(f, fmt.Sprintf("clock_offset=%.6fs;%s;%s", o.AS.ClockOffset.Seconds(), th(p.skewWarning), th(p.skewCritical)))

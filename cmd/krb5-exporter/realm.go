@@ -44,6 +44,8 @@ func addRealmCommands(app *kingpin.Application) (up, down, env, relay *realmCmd,
 	up.cmd.Flag("iprop-poll", "With --replica-of: how often kpropd asks the primary for updates (iprop_replica_poll; MIT's default is 2m).").
 		Default(realm.DefaultPoll.String()).DurationVar(&up.ipropPoll)
 	up.cmd.Flag("log-to-syslog", "Run the KDC the Debian way: kdc.conf without a [logging] section, so krb5kdc, kadmind and kpropd log through syslog; they run in a private mount namespace whose /dev/log a relay process serves, writing each message into a real journal in DIR/journal (systemd-journal-remote). Needs unshare(1) and mount namespaces.").BoolVar(&o.LogToSyslog)
+	up.cmd.Flag("trust", "Also create a second realm NAME in DIR/trust with a two-way trust to this one (krbtgt/NAME@REALM and krbtgt/REALM@NAME with the same keys in both databases, [capaths] and [domain_realm] in both krb5.conf): its own KDC on loopback, the probe principal and one service HTTP/web0001.<name in lower case>.").
+		PlaceHolder("NAME").StringVar(&o.Trust)
 	up.cmd.Flag("kdc-proxy", "Also serve the KDC through a KDC proxy ([MS-KKDCP], Kerberos over HTTPS): Debian's python3-kdcproxy under gunicorn over TLS on 127.0.0.1, its certificate from a throwaway CA made in --dir; --exporter-config gets a module of transport https for it.").BoolVar(&o.KDCProxy)
 	up.cmd.Flag("kdc-proxy-port", "With --kdc-proxy: the proxy's port on 127.0.0.1; 0 picks a free one.").Default("0").IntVar(&o.KDCProxyPort)
 	up.cmd.Flag("exporter-config", "Also write a krb5-exporter configuration file for this realm (probes and logs) to this path.").StringVar(&up.exporterConfig)
@@ -112,6 +114,10 @@ func (c *realmCmd) up(stdout, stderr io.Writer) int {
 	}
 	if r.JournalDir != "" {
 		fmt.Fprintf(stdout, "# the daemons log through syslog (no [logging] in kdc.conf) into the journal in %s: journalctl --directory %s -f\n", r.JournalDir, r.JournalDir)
+	}
+	if b := r.Trusted; b != nil {
+		fmt.Fprintf(stdout, "# trusted realm %s in %s: KDC %s (UDP and TCP), two-way trust with %s\n", b.Realm, b.Dir, b.KDCAddr, r.Realm)
+		fmt.Fprintf(stdout, "# cross-realm: kinit -k -t %s %s && kvno %s\n", r.ProbeKeytab, r.ProbePrincipal, b.Service(1))
 	}
 	printEnv(stdout, r)
 	fmt.Fprintf(stdout, "# try:   kinit -k -t %s %s && kvno %s && klist\n", r.UserKeytab, r.User(1), r.Service(1))

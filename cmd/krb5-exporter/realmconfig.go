@@ -64,6 +64,28 @@ modules:
     timeout: 5s
     allowed_kdcs: ["{{.KadmindAddr}}"]
 {{- end}}
+{{- if .Trust}}
+  # the trusted realm {{.Trust}}'s own login, and the trust: a login in
+  # {{.Realm}}, the cross-realm TGT krbtgt/{{.Trust}}@{{.Realm}} from its KDC, the
+  # service ticket from {{.Trust}}'s KDC with it
+  {{.TrustModule}}:
+    realm: {{.Trust}}
+    client: {{.TrustProbePrincipal}}
+    keytab: {{.TrustProbeKeytab}}
+    service: {{.TrustService}}
+    transport: udp
+    timeout: 5s
+    allowed_kdcs: ["{{.TrustKDCAddr}}"]
+  {{.Module}}_to_{{.TrustModule}}:
+    realm: {{.Realm}}
+    client: {{.ProbePrincipal}}
+    keytab: {{.ProbeKeytab}}
+    service: {{.TrustService}}
+    realm_kdcs: {"{{.Trust}}": ["{{.TrustKDCAddr}}"]}
+    transport: udp
+    timeout: 5s
+    allowed_kdcs: ["{{.KDCAddr}}", "{{.TrustKDCAddr}}"]   # /probe contacts both
+{{- end}}
 
 probes:
   - name: {{.Module}}-udp
@@ -90,6 +112,16 @@ probes:
     module: {{.Module}}_kadmin
     interval: 15s
 {{- end}}
+{{- if .Trust}}
+  - name: {{.TrustModule}}-udp
+    address: {{.TrustKDCAddr}}
+    module: {{.TrustModule}}
+    interval: 15s
+  - name: {{.Module}}-to-{{.TrustModule}}
+    address: {{.KDCAddr}}
+    module: {{.Module}}_to_{{.TrustModule}}
+    interval: 15s
+{{- end}}
 
 logs:
 {{- if .JournalDir}}
@@ -98,7 +130,7 @@ logs:
   - type: kdc
     journal: {directory: {{.JournalDir}}{{.JournalUser}}}
     start_at: beginning
-    probe_principals: [{{.ProbePrincipal}}]
+    probe_principals: [{{.ProbePrincipal}}{{if .Trust}}, {{.TrustProbePrincipal}}{{end}}]
 {{- if .KadmindLog}}
   - type: kadmind
     journal: {directory: {{.JournalDir}}{{.JournalUser}}}
@@ -113,7 +145,7 @@ logs:
   - path: {{.KDCLog}}
     type: kdc
     start_at: beginning
-    probe_principals: [{{.ProbePrincipal}}]
+    probe_principals: [{{.ProbePrincipal}}{{if .Trust}}, {{.TrustProbePrincipal}}{{end}}]
 {{- if .KadmindLog}}
   - path: {{.KadmindLog}}
     type: kadmind
@@ -125,7 +157,18 @@ logs:
     start_at: beginning
 {{- end}}
 {{- end}}
+{{- if .Trust}}
+  - path: {{.TrustKDCLog}}
+    type: kdc
+    start_at: beginning
+    probe_principals: [{{.TrustProbePrincipal}}, {{.ProbePrincipal}}]
+{{- end}}
 `))
+
+// moduleName is a realm's name as a module name: perf_test for PERF.TEST.
+func moduleName(realm string) string {
+	return strings.ToLower(strings.NewReplacer(".", "_", "-", "_").Replace(realm))
+}
 
 // journalUser is the journal sources' user: option for daemons run by
 // uid (journal entries of root's count without it).
@@ -154,14 +197,19 @@ func writeRealmConfig(r *realm.Realm, path string) error {
 	if p := r.KDCProxy; p != nil {
 		proxyURL, proxyCA = p.URL, p.CA
 	}
-	err := realmConfigTmpl.Execute(&b, map[string]string{
-		"Realm": r.Realm, "Dir": r.Dir, "Module": strings.ToLower(strings.ReplaceAll(r.Realm, ".", "_")),
+	vars := map[string]string{
+		"Realm": r.Realm, "Dir": r.Dir, "Module": moduleName(r.Realm),
 		"ProbePrincipal": r.ProbePrincipal, "ProbeKeytab": r.ProbeKeytab, "Service": service,
 		"KDCAddr": r.KDCAddr, "KDCLog": r.KDCLog, "KadmindLog": kadmindLog, "KpropdLog": kpropdLog,
 		"JournalDir": r.JournalDir, "JournalUser": journalUser(os.Getuid()),
 		"ProxyURL": proxyURL, "ProxyCA": proxyCA,
 		"KpasswdAddr": kpasswdAddr, "KadmindAddr": kadmindAddr,
-	})
+	}
+	if t := r.Trusted; t != nil {
+		vars["Trust"], vars["TrustModule"], vars["TrustKDCAddr"], vars["TrustKDCLog"] = t.Realm, moduleName(t.Realm), t.KDCAddr, t.KDCLog
+		vars["TrustProbePrincipal"], vars["TrustProbeKeytab"], vars["TrustService"] = t.ProbePrincipal, t.ProbeKeytab, t.Service(1)
+	}
+	err := realmConfigTmpl.Execute(&b, vars)
 	if err != nil {
 		return err
 	}

@@ -140,8 +140,10 @@ func Name(id int32) string {
 // IsWeak reports whether id is a single-DES, triple-DES or RC4 type,
 // including Microsoft's private negative RC4/DES variants (-128 .. -141).
 func IsWeak(id int32) bool {
-	if t, ok := ByID(id); ok {
-		return t.Weak
+	// Not ByID: it copies the whole Type, and this runs for every
+	// etype of every ISSUE line the log collector reads.
+	if i := Index(id); i >= 0 {
+		return table[i].Weak
 	}
 	return id <= -128 && id >= -141
 }

@@ -119,6 +119,9 @@ type Client struct {
 	lt    []ltSched // long-term key schedules, per key
 
 	tgt tgtState
+	// xtgt is the cross-realm TGT of the last Referral, for xtgtFor.
+	xtgt    tgtState
+	xtgtFor *CrossRealmService
 }
 
 // tmpl is a pre-encoded KDC-REQ-BODY with the offsets of the nonce and till

@@ -195,6 +195,8 @@ type encRepPart struct {
 	authtime  time.Time
 	starttime time.Time // zero when absent
 	endtime   time.Time
+	srealm    []byte // the ticket's server, into the plaintext
+	sname     []byte // its PrincipalName, undecoded (namesEqual reads it)
 }
 
 // parseEncRepPart parses the decrypted part of a KDC reply. Both application
@@ -222,9 +224,48 @@ func parseEncRepPart(b []byte, p *encRepPart) error {
 			p.starttime, err = parseKrbTime(in)
 		case 7:
 			p.endtime, err = parseKrbTime(in)
+		case 9:
+			p.srealm, err = der.GeneralString(in)
+		case 10:
+			p.sname = in
 		}
 		return err
 	})
+}
+
+// namesEqual reports whether an undecoded PrincipalName holds exactly
+// the components want (the name type aside).
+func namesEqual(name []byte, want []string) (bool, error) {
+	eq := false
+	err := sequence(name, "PrincipalName", 0b11, func(n int, in []byte) error {
+		if n != 1 {
+			return nil
+		}
+		seq, _, err := der.Expect(in, der.TagSequence)
+		if err != nil {
+			return err
+		}
+		i := 0
+		eq = true
+		for len(seq) > 0 {
+			var c []byte
+			tag, body, rest, err := der.ReadTLV(seq)
+			if err != nil {
+				return err
+			}
+			if tag != der.TagGeneralString {
+				return fmt.Errorf("%w: name component tag 0x%02x", der.ErrMalformed, tag)
+			}
+			c, seq = body, rest
+			if i >= len(want) || string(c) != want[i] {
+				eq = false
+			}
+			i++
+		}
+		eq = eq && i == len(want)
+		return nil
+	})
+	return eq, err
 }
 
 func parseEncryptionKey(b []byte, p *encRepPart) error {

@@ -156,33 +156,38 @@ func (c *Client) acceptTGSRep(reply []byte, nonce int64, s *Service, res *TGSRes
 // openTGSRep parses a reply to a TGS-REQ and decrypts its encrypted part
 // with the TGT's session key; a KRB-ERROR is returned as an *Error.
 func (c *Client) openTGSRep(reply []byte, rep *kdcRep, ep *encRepPart) error {
-	t := &c.tgt
+	return c.openTGSRepWith(&c.tgt, PhaseTGSRep, reply, rep, ep)
+}
+
+// openTGSRepWith is openTGSRep for a reply to a request made with the
+// ticket t (the TGT, or a cross-realm TGT), failing in phase.
+func (c *Client) openTGSRepWith(t *tgtState, phase string, reply []byte, rep *kdcRep, ep *encRepPart) error {
 	switch {
 	case len(reply) == 0:
-		return errorf(ClassMalformedReply, PhaseTGSRep, "empty reply")
+		return errorf(ClassMalformedReply, phase, "empty reply")
 	case reply[0] == der.App(appKRBError):
 		if err := parseKRBError(reply, &c.kerr); err != nil {
-			return wrapError(ClassMalformedReply, PhaseTGSRep, err)
+			return wrapError(ClassMalformedReply, phase, err)
 		}
-		return kdcError(PhaseTGSRep, c.kerr.code, string(c.kerr.text))
+		return kdcError(phase, c.kerr.code, string(c.kerr.text))
 	case reply[0] != der.App(appTGSRep):
-		return errorf(ClassMalformedReply, PhaseTGSRep, "unexpected message 0x%02x", reply[0])
+		return errorf(ClassMalformedReply, phase, "unexpected message 0x%02x", reply[0])
 	}
 	if err := parseKDCRep(reply, appTGSRep, rep); err != nil {
-		return wrapError(ClassMalformedReply, PhaseTGSRep, err)
+		return wrapError(ClassMalformedReply, phase, err)
 	}
 	if rep.enc.etype != t.keyType {
-		return errorf(ClassMalformedReply, PhaseTGSRep, "TGS-REP encrypted with %s, the session key is %s", EtypeName(rep.enc.etype), EtypeName(t.keyType))
+		return errorf(ClassMalformedReply, phase, "TGS-REP encrypted with %s, the session key is %s", EtypeName(rep.enc.etype), EtypeName(t.keyType))
 	}
 	if err := t.schedules(); err != nil { // a TGT that made no request yet (SwapTGT)
-		return wrapError(ClassMalformedReply, PhaseTGSRep, err)
+		return wrapError(ClassMalformedReply, phase, err)
 	}
-	pt, err := c.openReply(t.rep, rep.enc.cipher, PhaseTGSRep, "TGS-REP")
+	pt, err := c.openReply(t.rep, rep.enc.cipher, phase, "TGS-REP")
 	if err != nil {
 		return err
 	}
 	if err := parseEncRepPart(pt, ep); err != nil {
-		return wrapError(ClassMalformedReply, PhaseTGSRep, fmt.Errorf("EncTGSRepPart: %w", err))
+		return wrapError(ClassMalformedReply, phase, fmt.Errorf("EncTGSRepPart: %w", err))
 	}
 	return nil
 }
@@ -190,7 +195,12 @@ func (c *Client) openTGSRep(reply []byte, rep *kdcRep, ep *encRepPart) error {
 // buildTGSReq encodes a TGS-REQ into c.w: the patched body, and a PA-TGS-REQ
 // AP-REQ carrying the TGT and an authenticator with the body's checksum.
 func (c *Client) buildTGSReq(s *Service, now time.Time) error {
-	t := &c.tgt
+	return c.buildTGSReqWith(&c.tgt, s, now)
+}
+
+// buildTGSReqWith is buildTGSReq with the ticket t (the TGT, or a
+// cross-realm TGT for a service of another realm).
+func (c *Client) buildTGSReqWith(t *tgtState, s *Service, now time.Time) error {
 	body := s.body.body
 	c.sealAuthenticator(t.auth, now, t.cksum, body)
 

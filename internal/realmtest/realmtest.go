@@ -74,6 +74,26 @@ func Realm(t testing.TB, opts realm.Options) *realm.Realm {
 	return r
 }
 
+// TrustRealm is the name of the trusted realm of Trusted.
+const TrustRealm = "TRUST.TEST"
+
+// Trusted starts two small private realms with a two-way trust for one
+// test (realm.Options.Trust): opts's realm (PERF.TEST by default) and
+// TrustRealm, each with its own KDC, removed when the test ends.
+func Trusted(t testing.TB, opts realm.Options) (a, b *realm.Realm) {
+	t.Helper()
+	if opts.Trust == "" {
+		opts.Trust = TrustRealm
+	}
+	opts.NoKadmind = true
+	a = Realm(t, opts)
+	b = a.Trusted
+	if b == nil || len(b.KDCPids()) == 0 {
+		t.Fatalf("the trusted realm %s is not running", opts.Trust)
+	}
+	return a, b
+}
+
 // Kadmin runs kadmin.local commands against r and fails the test when one
 // reports an error.
 func Kadmin(t testing.TB, r *realm.Realm, cmds ...string) string {

@@ -225,6 +225,12 @@ func failure(r *prober.ProbeRecord) string {
 		return "login " + r.AS
 	case r.TGS != "" && r.TGS != krb5.ClassSuccess:
 		return "service ticket " + r.TGS
+	case r.Referral != "" && r.Referral != krb5.ClassSuccess:
+		return "cross-realm TGT " + r.Referral
+	case r.Remote != "" && r.Remote != krb5.ClassSuccess:
+		return "service ticket of the trusted realm " + r.Remote
+	case r.Kadmind != "":
+		return "kadmind " + r.Kadmind
 	}
-	return "kadmind " + r.Kadmind
+	return "service ticket " + r.TGS
 }

@@ -171,3 +171,19 @@ func TestKadmindProbesListed(t *testing.T) {
 		t.Error("the succeeding kadmin probe is listed as failing")
 	}
 }
+
+// A trust's probe shows both cross-realm exchanges, and a broken trust is
+// a problem named by its hop.
+func TestCrossRealmRow(t *testing.T) {
+	cfg := fixture()
+	cfg.Probes = func() []prober.TargetStatus {
+		return []prober.TargetStatus{{Name: "a-to-b", Recent: []prober.ProbeRecord{{AS: "success", Referral: "success", Remote: "trust_key_mismatch"}}}}
+	}
+	_, body := get(t, New(cfg), "/")
+	for _, want := range []string{"cross-realm: referral success, remote_tgs trust_key_mismatch",
+		"probe a-to-b failing: service ticket of the trusted realm trust_key_mismatch"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the page lacks %q:\n%s", want, body)
+		}
+	}
+}
