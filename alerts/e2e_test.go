@@ -69,7 +69,11 @@ func TestEndToEnd(t *testing.T) {
 	}
 
 	cfg := filepath.Join(tmp, "exporter.yml")
-	writeFile(t, cfg, "modules:\n"+probeModule(r, "udp", 2*time.Second)+probeModule(r, "tcp", 2*time.Second)+fmt.Sprintf(`  xrealm:
+	// kadmind's probes too: the probes dashboard's kadmind row.
+	kadmindModules := fmt.Sprintf(`  kpasswd: {prober: kpasswd, realm: %[1]s, client: %[2]s, keytab: %[3]s, kdc: "%[4]s", timeout: 2s}
+  kadmin: {prober: kadmin, timeout: 2s}
+`, r.Realm, r.ProbePrincipal, r.ProbeKeytab, r.KDCAddr)
+	writeFile(t, cfg, "modules:\n"+probeModule(r, "udp", 2*time.Second)+probeModule(r, "tcp", 2*time.Second)+kadmindModules+fmt.Sprintf(`  xrealm:
     realm: %[4]s
     client: %[3]s
     keytab: %[5]s
@@ -89,6 +93,8 @@ probes:
   - {name: kdc-tcp, address: "%[1]s", module: tcp, interval: 1s}
   - {name: trust, address: "%[1]s", module: xrealm, interval: 1s}
   - {name: kdc-https, address: "%[9]s", module: https, interval: 1s}
+  - {name: kpasswd, address: "127.0.0.1:%[12]d", module: kpasswd, interval: 1s}
+  - {name: kadmin, address: "%[13]s", module: kadmin, interval: 1s}
 logs:
   - path: %[2]s
     type: kdc
@@ -97,7 +103,7 @@ logs:
 top_talkers:
   window: 5s # the overview's top-talkers tables within the test
 `, r.KDCAddr, r.KDCLog, r.ProbePrincipal, r.Realm, r.ProbeKeytab, r.Trusted.Service(1), r.Trusted.Realm, r.Trusted.KDCAddr,
-		r.KDCProxy.URL, r.KDCProxy.CA, r.Service(1)))
+		r.KDCProxy.URL, r.KDCProxy.CA, r.Service(1), r.KpasswdPort, r.KadmindAddr))
 
 	exporterAddr := freeAddr(t)
 	exporterLog := &testutil.LockedBuffer{}

@@ -39,6 +39,23 @@ import (
 //	    proxy_ca_file: /etc/ipa/ca.crt        # default: the system's roots
 //	    proxy_server_name: ipa.example.com    # default: the URL's host
 //	    allowed_proxy_urls: [https://ipa.example.com/KdcProxy]   # for /probe
+//
+// prober: kpasswd probes kadmind's password-change service instead (the
+// target is kadmind, port 464 by default): a login for kadmin/changepw at
+// `kdc`, then a kpasswd request kadmind must refuse without changing
+// anything. prober: kadmin probes kadmind's admin RPC (the target is
+// kadmind, port 749 by default) with no keys at all:
+//
+//	kpasswd:
+//	  prober: kpasswd
+//	  realm: EXAMPLE.COM
+//	  client: krb5-exporter-probe
+//	  keytab: /etc/krb5-exporter/probe.keytab
+//	  kdc: kdc1.example.com:88              # where the login goes
+//	  transport: udp                        # both exchanges
+//	kadmin:
+//	  prober: kadmin
+//	  timeout: 5s
 type ProbeModule struct {
 	Realm string `yaml:"realm"`
 	// Client is the principal that logs in ("name" or "name@REALM").
@@ -102,6 +119,16 @@ type ProbeModule struct {
 	// AllowReadableKeys accepts a keytab or password file that users other
 	// than its owner may read (by default such a module does not load).
 	AllowReadableKeys bool `yaml:"allow_readable_keys"`
+	// Prober is what the module probes: kdc (default: AS and TGS
+	// exchanges with the target KDC), kpasswd (kadmind's password-change
+	// service at the target, port 464, after a login for kadmin/changepw
+	// at KDC) or kadmin (kadmind's admin RPC at the target, port 749: no
+	// keys, no realm). For kpasswd and kadmin, allowed_kdcs lists the
+	// kadmind servers /probe may be pointed at.
+	Prober string `yaml:"prober"`
+	// KDC is the KDC the kpasswd prober logs in at (host:port, or a host:
+	// port 88); required with prober: kpasswd, refused otherwise.
+	KDC string `yaml:"kdc"`
 	// RealmKDCs are the KDCs of the realm of a cross-realm service (a
 	// service@OTHER.REALM): the probe logs in to the target KDC, asks it
 	// for krbtgt/OTHER.REALM@REALM and asks these KDCs, in order until one
@@ -112,6 +139,66 @@ type ProbeModule struct {
 	//	realm_kdcs:
 	//	  PARTNER.EXAMPLE: [kdc1.partner.example:88, 10.2.0.5]
 	RealmKDCs map[string][]string `yaml:"realm_kdcs"`
+}
+
+// The probers of ProbeModule.Prober.
+const (
+	ProberKDC     = "kdc"
+	ProberKpasswd = "kpasswd"
+	ProberKadmin  = "kadmin"
+)
+
+// EffectiveProber is Prober or its default, kdc.
+func (m *ProbeModule) EffectiveProber() string {
+	if m.Prober == "" {
+		return ProberKDC
+	}
+	return m.Prober
+}
+
+// DefaultPort is the port of a target given without one: 88 for the KDC,
+// kadmind's 464 (kpasswd) and 749 (admin RPC).
+func (m *ProbeModule) DefaultPort() int {
+	switch m.Prober {
+	case ProberKpasswd:
+		return 464
+	case ProberKadmin:
+		return 749
+	}
+	return 88
+}
+
+// validateKadmin checks a prober: kadmin module: it authenticates to
+// nothing, so the fields about keys, principals and the KDC do not apply.
+func (m *ProbeModule) validateKadmin() error {
+	for _, f := range []struct{ name, v string }{{"client", m.Client}, {"keytab", m.Keytab},
+		{"password_file", m.PasswordFile}, {"service", m.Service}, {"kdc", m.KDC}, {"preauth", m.Preauth},
+		{"proxy_ca_file", m.ProxyCAFile}, {"proxy_server_name", m.ProxyServerName}} {
+		if f.v != "" {
+			return fieldErr(fmt.Sprintf("%s does not apply to prober kadmin (an unauthenticated RPC call)", f.name), f.name)
+		}
+	}
+	if len(m.RealmKDCs) > 0 {
+		return fieldErr("realm_kdcs does not apply to prober kadmin (an unauthenticated RPC call)", "realm_kdcs")
+	}
+	if m.Transport != "" && m.Transport != "tcp" {
+		return fieldErr(fmt.Sprintf("transport %q: kadmind's RPC is tcp only", m.Transport), "transport")
+	}
+	if m.Realm != "" && strings.ContainsAny(m.Realm, " \t\n@/") {
+		return fieldErr(fmt.Sprintf("invalid realm %q", m.Realm), "realm")
+	}
+	if m.Timeout < 0 {
+		return fieldErr("timeout must not be negative", "timeout")
+	}
+	if m.Timeout > MaxProbeTimeout {
+		return fieldErr(fmt.Sprintf("timeout %s is above the maximum %s", m.Timeout, MaxProbeTimeout), "timeout")
+	}
+	for i, a := range m.AllowedKDCs {
+		if _, err := parseKDCPattern(a); err != nil {
+			return fieldErr(err.Error(), "allowed_kdcs", fmt.Sprint(i))
+		}
+	}
+	return nil
 }
 
 // Defaults of a probe's optional fields.
@@ -131,6 +218,32 @@ const (
 
 // Validate checks a module on its own.
 func (m *ProbeModule) Validate() error {
+	switch m.Prober {
+	case "", ProberKDC:
+		if m.KDC != "" {
+			return fieldErr("kdc applies to prober kpasswd only (a kdc prober's KDC is its target)", "kdc")
+		}
+	case ProberKpasswd:
+		if m.KDC == "" {
+			return fieldErr("prober kpasswd needs kdc: the KDC the login for kadmin/changepw goes to", "prober")
+		}
+		if err := kdcaddr.Check(m.KDC); err != nil {
+			return fieldErr(err.Error(), "kdc")
+		}
+		if m.Service != "" {
+			return fieldErr("service does not apply to prober kpasswd (its ticket is for kadmin/changepw)", "service")
+		}
+		if len(m.RealmKDCs) > 0 {
+			return fieldErr("realm_kdcs does not apply to prober kpasswd (its ticket is for kadmin/changepw of the module's realm)", "realm_kdcs")
+		}
+		if m.Transport == "https" {
+			return fieldErr("transport https: kpasswd goes to kadmind over udp or tcp", "transport")
+		}
+	case ProberKadmin:
+		return m.validateKadmin()
+	default:
+		return fieldErr(fmt.Sprintf("prober %q: want kdc, kpasswd or kadmin", m.Prober), "prober")
+	}
 	if strings.TrimSpace(m.Realm) == "" {
 		return fieldErr("realm is required", "realm")
 	}

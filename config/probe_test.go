@@ -266,6 +266,45 @@ func TestLoadDeferringKeys(t *testing.T) {
 	}
 }
 
+// TestKadmindProberConfig: the kpasswd and kadmin probers' fields, each
+// error at its file:line.
+func TestKadmindProberConfig(t *testing.T) {
+	kp := "modules:\n  m:\n    prober: kpasswd\n    realm: R\n    client: c\n    keytab: KT\n"
+	ka := "modules:\n  m:\n    prober: kadmin\n"
+	for _, tc := range []struct {
+		name, yaml, want string
+	}{
+		{"unknown prober", "modules:\n  m:\n    prober: ldap\n", `p.yml:3: modules.m.prober: prober "ldap": want kdc, kpasswd or kadmin`},
+		{"kpasswd without kdc", kp, "p.yml:3: modules.m.prober: prober kpasswd needs kdc"},
+		{"kpasswd bad kdc", kp + "    kdc: 'k k:88'\n", "p.yml:7: modules.m.kdc"},
+		{"kpasswd with service", kp + "    kdc: k\n    service: HTTP/x\n", "p.yml:8: modules.m.service: service does not apply to prober kpasswd"},
+		{"kpasswd without keys", "modules:\n  m:\n    prober: kpasswd\n    realm: R\n    client: c\n    kdc: k\n", "one of keytab or password_file is required"},
+		{"kdc on a kdc prober", "modules:\n  m:\n    realm: R\n    client: c\n    keytab: KT\n    kdc: k\n", "p.yml:6: modules.m.kdc: kdc applies to prober kpasswd only"},
+		{"kadmin with keytab", ka + "    keytab: KT\n", "p.yml:4: modules.m.keytab: keytab does not apply to prober kadmin"},
+		{"kadmin with client", ka + "    client: c\n", "p.yml:4: modules.m.client: client does not apply"},
+		{"kadmin over udp", ka + "    transport: udp\n", `p.yml:4: modules.m.transport: transport "udp": kadmind's RPC is tcp only`},
+		{"kadmin timeout", ka + "    timeout: 2h\n", "p.yml:4: modules.m.timeout: timeout 2h0m0s is above the maximum"},
+		{"kadmin allowed", ka + "    allowed_kdcs: ['k k']\n", "p.yml:4: modules.m.allowed_kdcs.0"},
+		{"kpasswd over https", kp + "    kdc: k\n    transport: https\n", "p.yml:8: modules.m.transport: transport https: kpasswd goes to kadmind over udp or tcp"},
+		{"kadmin proxy ca", ka + "    proxy_ca_file: /x\n", "p.yml:4: modules.m.proxy_ca_file: proxy_ca_file does not apply to prober kadmin"},
+		{"kpasswd cross-realm", kp + "    kdc: k\n    realm_kdcs: {B: [kb]}\n", "p.yml:8: modules.m.realm_kdcs: realm_kdcs does not apply to prober kpasswd"},
+		{"kadmin cross-realm", ka + "    realm_kdcs: {B: [kb]}\n", "p.yml:4: modules.m.realm_kdcs: realm_kdcs does not apply to prober kadmin"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(probeFiles(t, tc.yaml)), "p.yml")
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("want error containing %q, got %v", tc.want, err)
+			}
+		})
+	}
+	for _, y := range []string{ka, ka + "    transport: tcp\n    allowed_kdcs: [127.0.0.1]\nprobes:\n  - {name: a, address: 127.0.0.1, module: m}\n",
+		kp + "    kdc: 127.0.0.1:88\n    transport: tcp\n"} {
+		if _, err := Parse([]byte(probeFiles(t, y)), "p.yml"); err != nil {
+			t.Errorf("%s: %v", y, err)
+		}
+	}
+}
+
 // realmCA writes a self-signed CA certificate (config's tests do not link
 // the harness, which makes the real ones).
 func realmCA(path string) error {

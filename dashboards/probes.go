@@ -70,6 +70,13 @@ func Probes() *dashboard.DashboardBuilder {
 	b.WithPanel(graph("KDC proxy failures by class", "Failed exchanges per second of the targets of transport https, by result: tls_unknown_authority, tls_name_mismatch, tls, http_status, proxy_timeout, connection_refused, or the KDC's own error through the proxy. KDCProxyFailing fires when these fail while a direct probe of the realm logs in.", "ops", 12, 8,
 		[]query{q(`sum by (target, exchange, result) (rate(krb5_probe_total{`+psel+`, result!="success"}[$__rate_interval]) * on (job, instance, target) group_left () krb5_probe_target_info{`+psel+`, transport="https"})`, "{{target}} {{exchange}} {{result}}")}))
 
+	b.WithRow(dashboard.NewRowBuilder("kadmind: kpasswd and the admin RPC"))
+	b.WithPanel(upDown("kadmind probes", "Whether kadmind answered the last probe: kpasswd (the password-change service verified the AP-REQ and refused the empty request) and kadmin_rpc (the admin RPC answered the NULL call). kpasswd_as is the login for kadmin/changepw at the KDC before it. KadmindUnavailable fires after 2 minutes.", 8, 8,
+		[]query{q(`krb5_probe_success{`+psel+`, exchange=~"kpasswd_as|kpasswd|kadmin_rpc"}`, "{{target}} {{exchange}}")}))
+	b.WithPanel(graph("kadmind round trip p95", "p95 of the kpasswd and kadmin_rpc round trips with kadmind (successful ones).", "s", 8, 8,
+		[]query{q(`histogram_quantile(0.95, sum by (target, exchange, le) (rate(krb5_probe_duration_seconds_bucket{`+psel+`, exchange=~"kpasswd|kadmin_rpc"}[$__rate_interval])))`, "{{target}} {{exchange}}")}))
+	b.WithPanel(graph("kadmind failures by class", "Failed kpasswd and kadmin_rpc probes per second by result: connection_refused (kadmind stopped), timeout (hung), KPASSWD_* (kadmind's kpasswd refusal), RPC_*, network, malformed_reply (not kadmind on the port).", "ops", 8, 8,
+		[]query{q(`sum by (target, exchange, result) (rate(krb5_probe_total{`+psel+`, exchange=~"kpasswd|kadmin_rpc", result!="success"}[$__rate_interval]))`, "{{target}} {{exchange}} {{result}}")}))
 	b.WithRow(dashboard.NewRowBuilder("Cross-realm trusts"))
 	b.WithPanel(graph("Cross-realm hops p95", "Targets whose service is of another realm: the cross-realm TGT from the target KDC (referral) and the service ticket from the service realm's KDC with it (remote_tgs), p95 per target.", "s", 12, 8,
 		[]query{q(`histogram_quantile(0.95, sum by (target, exchange, le) (rate(krb5_probe_duration_seconds_bucket{`+psel+`, exchange=~"referral|remote_tgs"}[$__rate_interval])))`, "{{target}} {{exchange}} p95")},

@@ -5,5 +5,8 @@
 // blackbox_exporter (a fresh registry per request, probe_* metrics, the
 // module and target from the URL, the scrape timeout from Prometheus's
 // header). A probe is one login (AS exchange) and, when the module names a
-// service, one fresh service ticket (TGS exchange).
+// service, one fresh service ticket (TGS exchange). A module's prober may
+// instead probe kadmind: kpasswd (a login for kadmin/changepw, then a
+// password-change request kadmind must refuse without changing anything)
+// or kadmin (one unauthenticated call to its admin RPC, internal/kadmrpc).
 package prober

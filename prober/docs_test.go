@@ -15,7 +15,7 @@ import (
 func TestProbeMetricsDocumented(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	pm := newProbeMetrics(reg)
-	pm.initTarget("t", true, true, "EXAMPLE.COM", "OTHER.EXAMPLE", krb5.HTTPS)
+	pm.initTarget("t", []string{ExchangeAS, ExchangeTGS, ExchangeReferral, ExchangeRemoteTGS}, "EXAMPLE.COM", "OTHER.EXAMPLE", krb5.HTTPS)
 	o := Outcome{AS: krb5.ASResult{HasClockOffset: true, PreauthRequired: 1, SPAKEChallenge: 1, ASRep: 1, Method: krb5.MethodSPAKE}, TGSRan: true, CrossRan: true}
 	pm.record("t", krb5.UDP, &o)
 	pm.worldReadable.WithLabelValues("t").Set(0)

@@ -105,7 +105,8 @@ func (h *probeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if mod.Transport == "https" {
 		addr, err = kdcaddr.CanonicalProxyURL(target)
 	} else {
-		addr, err = krb5.KDCAddress(target)
+		// A bare host gets the prober's port: the KDC's 88, kadmind's 464 or 749.
+		addr, err = ServerAddress(target, &mod)
 	}
 	if err != nil {
 		http.Error(w, fmt.Sprintf("invalid target for module %q (transport %s): %v", name, krb5Transport(mod.Transport), err), http.StatusBadRequest)
@@ -146,7 +147,14 @@ func (h *probeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		level.Error(logger).Log("msg", "probe not run", "result", krb5.Classify(err), "err", err)
 		pm.duration.Set(time.Since(start).Seconds())
-		pm.exchange(ExchangeAS, err, 0, krb5.Etypes{})
+		ex := ExchangeAS
+		switch mod.EffectiveProber() {
+		case config.ProberKpasswd:
+			ex = ExchangeKpasswdAS
+		case config.ProberKadmin:
+			ex = ExchangeKadminRPC
+		}
+		pm.exchange(ex, err, 0, nil)
 	} else {
 		pm.record(&o)
 		logOutcome(logger, &o)
@@ -181,6 +189,14 @@ func krb5Transport(s string) string {
 }
 
 func (h *probeHandler) probe(ctx context.Context, addr string, mod *config.ProbeModule, name string, logger log.Logger) (Outcome, error) {
+	if mod.EffectiveProber() == config.ProberKadmin {
+		t, err := NewTarget(addr, mod, nil, logger)
+		if err != nil {
+			return Outcome{}, err
+		}
+		level.Debug(logger).Log("msg", "probing kadmind's RPC", "kadmind", addr)
+		return t.Run(ctx), nil
+	}
 	creds, err := h.creds.get(name, mod)
 	if err != nil {
 		return Outcome{}, &krb5.Error{Class: krb5.ClassKeytab, Phase: krb5.PhaseKeys, Err: err}
@@ -198,6 +214,25 @@ func (h *probeHandler) probe(ctx context.Context, addr string, mod *config.Probe
 }
 
 func logOutcome(logger log.Logger, o *Outcome) {
+	if o.RPCRan {
+		if o.RPCErr != nil {
+			level.Error(logger).Log("msg", "kadmind RPC call failed", "result", krb5.Classify(o.RPCErr), "err", o.RPCErr)
+		} else {
+			level.Info(logger).Log("msg", "kadmind answered the RPC call", "reply", o.RPC.Reply, "duration", o.RPC.Duration)
+		}
+	}
+	if !o.HasAS() {
+		return
+	}
+	if o.KpasswdRan {
+		defer func() {
+			if o.KpasswdErr != nil {
+				level.Error(logger).Log("msg", "kpasswd exchange failed", "result", krb5.Classify(o.KpasswdErr), "err", o.KpasswdErr)
+			} else {
+				level.Info(logger).Log("msg", "kadmind verified the AP-REQ and refused the empty request", "kpasswd_result", krb5.KpasswdResultName(o.Kpasswd.Code), "duration", o.Kpasswd.Duration)
+			}
+		}()
+	}
 	if o.ASErr != nil {
 		level.Error(logger).Log("msg", "login failed", "result", krb5.Classify(o.ASErr), "err", o.ASErr)
 	} else {
@@ -345,7 +380,16 @@ func (m *oneShotMetrics) record(o *Outcome) {
 	if o.Success() {
 		m.success.Set(1)
 	}
-	m.exchange(ExchangeAS, o.ASErr, o.AS.Duration, o.AS.Etypes)
+	if o.RPCRan {
+		m.exchange(ExchangeKadminRPC, o.RPCErr, o.RPC.Duration, nil)
+	}
+	if !o.HasAS() {
+		return
+	}
+	if o.KpasswdRan {
+		m.exchange(ExchangeKpasswd, o.KpasswdErr, o.Kpasswd.Duration, nil)
+	}
+	m.exchange(o.ASExchange(), o.ASErr, o.AS.Duration, &o.AS.Etypes)
 	if o.AS.PreauthRequired > 0 {
 		m.phase.WithLabelValues(krb5.PhasePreauthRequired).Set(o.AS.PreauthRequired.Seconds())
 	}
@@ -368,15 +412,15 @@ func (m *oneShotMetrics) record(o *Outcome) {
 		fallbacks++
 	}
 	if o.TGSRan {
-		m.exchange(ExchangeTGS, o.TGSErr, o.TGS.Duration, o.TGS.Etypes)
+		m.exchange(ExchangeTGS, o.TGSErr, o.TGS.Duration, &o.TGS.Etypes)
 		retrans += o.TGS.Retransmits
 		if o.TGS.TCPFallback {
 			fallbacks++
 		}
 	}
 	if o.CrossRan {
-		m.exchange(ExchangeReferral, o.ReferralErr, o.Referral.Duration, o.Referral.Etypes)
-		m.exchange(ExchangeRemoteTGS, o.RemoteErr, o.Remote.Duration, o.Remote.Etypes)
+		m.exchange(ExchangeReferral, o.ReferralErr, o.Referral.Duration, &o.Referral.Etypes)
+		m.exchange(ExchangeRemoteTGS, o.RemoteErr, o.Remote.Duration, &o.Remote.Etypes)
 		retrans += o.Referral.Retransmits + o.Remote.Retransmits
 		for _, f := range []bool{o.Referral.TCPFallback, o.Remote.TCPFallback} {
 			if f {
@@ -388,7 +432,7 @@ func (m *oneShotMetrics) record(o *Outcome) {
 	m.tcpFallback.Set(float64(fallbacks))
 }
 
-func (m *oneShotMetrics) exchange(ex string, err error, d time.Duration, e krb5.Etypes) {
+func (m *oneShotMetrics) exchange(ex string, err error, d time.Duration, e *krb5.Etypes) {
 	m.result.WithLabelValues(ex, krb5.Classify(err)).Set(1)
 	m.exDuration.WithLabelValues(ex).Set(d.Seconds())
 	if err != nil {
@@ -396,6 +440,9 @@ func (m *oneShotMetrics) exchange(ex string, err error, d time.Duration, e krb5.
 		return
 	}
 	m.exSuccess.WithLabelValues(ex).Set(1)
+	if e == nil {
+		return // kadmind's exchanges: no KDC reply parts
+	}
 	m.etype.WithLabelValues(ex, "reply").Set(float64(e.Reply))
 	m.etype.WithLabelValues(ex, "ticket").Set(float64(e.Ticket))
 	m.etype.WithLabelValues(ex, "session").Set(float64(e.Session))

@@ -111,6 +111,16 @@ func (m *Manager) ApplyConfig(cfg *config.Config) error {
 // module's key file (config.KeyFileError), which names the configuration
 // file and line where the key file's path must not be logged.
 func (m *Manager) newLoop(t config.ProbeTarget, mod config.ProbeModule, keyErr error) (*loop, error) {
+	if mod.EffectiveProber() == config.ProberKadmin {
+		// No keys: the RPC call is unauthenticated.
+		dlog := &probeLog{}
+		dlogger := newProbeLogger(dlog)
+		target, err := NewTarget(t.Address, &mod, nil, dlogger)
+		if err != nil {
+			return nil, err
+		}
+		return &loop{cfg: t, module: mod, target: target, dlog: dlog, dlogger: dlogger}, nil
+	}
 	creds, err := ModuleCredentials(&mod)
 	if err != nil {
 		if keyErr != nil {
@@ -138,8 +148,8 @@ func (m *Manager) newLoop(t config.ProbeTarget, mod config.ProbeModule, keyErr e
 func (m *Manager) start(l *loop) {
 	ctx, cancel := context.WithCancel(context.Background())
 	l.cancel, l.done = cancel, make(chan struct{})
-	m.metrics.initTarget(l.cfg.Name, l.target.HasService(), l.target.CrossRealm(), l.module.Realm, l.module.ServiceRealm(), l.target.Transport())
-	if l.creds.WorldReadable() {
+	m.metrics.initTarget(l.cfg.Name, l.target.Exchanges(), l.module.Realm, l.module.ServiceRealm(), l.target.Transport())
+	if worldReadable(l.creds) {
 		level.Warn(m.logger).Log("msg", "keytab or password file is readable by every local user", "probe", l.cfg.Name)
 	}
 	go m.run(ctx, l)
@@ -179,11 +189,15 @@ func (m *Manager) run(ctx context.Context, l *loop) {
 	defer tick.Stop()
 	failures := logging.NewChanges(nil) // per exchange: the class logged last
 	readable := logging.NewChanges(nil) // whether the key file is world-readable
-	if l.creds.WorldReadable() {
+	if worldReadable(l.creds) {
 		readable.Note("", "world-readable") // start has said so
 	}
 	for {
-		level.Debug(l.dlogger).Log("msg", "probing", "kdc", l.cfg.Address, "transport", l.target.Transport(), "client", l.creds.Principal())
+		if l.creds != nil {
+			level.Debug(l.dlogger).Log("msg", "probing", "kdc", l.cfg.Address, "transport", l.target.Transport(), "client", l.creds.Principal())
+		} else {
+			level.Debug(l.dlogger).Log("msg", "probing", "kadmind", l.cfg.Address, "prober", l.target.Prober())
+		}
 		o := l.target.Run(ctx)
 		if o.Canceled {
 			return
@@ -191,7 +205,7 @@ func (m *Manager) run(ctx context.Context, l *loop) {
 		// The gauge first: whoever sees this probe's result sees the state
 		// of the file it used.
 		v, state := 0.0, ""
-		if l.creds.WorldReadable() {
+		if worldReadable(l.creds) {
 			v, state = 1, "world-readable"
 		}
 		if _, _, changed := readable.Note("", state); changed && v == 1 {
@@ -199,16 +213,26 @@ func (m *Manager) run(ctx context.Context, l *loop) {
 		} else if changed {
 			level.Info(logger).Log("msg", "keytab or password file is no longer readable by every local user")
 		}
-		m.metrics.worldReadable.WithLabelValues(name).Set(v)
+		if l.creds != nil {
+			m.metrics.worldReadable.WithLabelValues(name).Set(v)
+		}
 		m.metrics.record(name, l.target.Transport(), &o)
 		l.history.add(recordOf(&o, l.dlogger, l.dlog))
-		logChange(logger, failures, ExchangeAS, o.ASErr)
+		if o.HasAS() {
+			logChange(logger, failures, o.ASExchange(), o.ASErr)
+		}
 		if o.TGSRan {
 			logChange(logger, failures, ExchangeTGS, o.TGSErr)
 		}
 		if o.CrossRan {
 			logChange(logger, failures, ExchangeReferral, o.ReferralErr)
 			logChange(logger, failures, ExchangeRemoteTGS, o.RemoteErr)
+		}
+		if o.KpasswdRan {
+			logChange(logger, failures, ExchangeKpasswd, o.KpasswdErr)
+		}
+		if o.RPCRan {
+			logChange(logger, failures, ExchangeKadminRPC, o.RPCErr)
 		}
 		select {
 		case <-ctx.Done():
@@ -217,6 +241,10 @@ func (m *Manager) run(ctx context.Context, l *loop) {
 		}
 	}
 }
+
+// worldReadable reports whether the key file of creds (nil: a module
+// without keys) is readable by every local user.
+func worldReadable(creds *krb5.Credentials) bool { return creds != nil && creds.WorldReadable() }
 
 // logChange logs a failure when an exchange starts failing or fails
 // differently, and its recovery: a dead KDC says so once, not every interval.

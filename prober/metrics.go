@@ -4,6 +4,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/krb5-exporter/krb5-exporter/internal/kadmrpc"
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,6 +21,11 @@ const (
 const (
 	ExchangeAS  = "as"
 	ExchangeTGS = "tgs"
+	// The kpasswd prober's login for kadmin/changepw, then its
+	// password-change exchange with kadmind; the kadmin prober's RPC call.
+	ExchangeKpasswdAS = "kpasswd_as"
+	ExchangeKpasswd   = "kpasswd"
+	ExchangeKadminRPC = "kadmin_rpc"
 	// The cross-realm hops of a module whose service is of another realm:
 	// the cross-realm TGT from the target KDC, the service ticket from the
 	// service realm's KDC with it.
@@ -65,7 +71,7 @@ func newProbeMetrics(reg prometheus.Registerer) *probeMetrics {
 	m := &probeMetrics{
 		duration: prometheus.NewHistogramVec(latencyOpts(
 			MetricDuration,
-			"Duration of successful probe exchanges against the KDC: a whole login (as, both round trips) or one service ticket request (tgs); for a service of another realm the cross-realm TGT from the target KDC (referral) and the service ticket from that realm's KDC (remote_tgs); transport is the one the exchange finished on."),
+			"Duration of successful probe exchanges: against the KDC a whole login (as, both round trips) or one service ticket request (tgs), and for a service of another realm the cross-realm TGT from the target KDC (referral) and the service ticket from that realm's KDC (remote_tgs); against kadmind the kpasswd prober's login for kadmin/changepw (kpasswd_as, at its KDC) and password-change exchange (kpasswd), or the kadmin prober's RPC call (kadmin_rpc); transport is the one the exchange finished on."),
 			[]string{"target", "exchange", "transport"}),
 		phase: prometheus.NewHistogramVec(latencyOpts(
 			"krb5_probe_as_phase_duration_seconds",
@@ -77,7 +83,7 @@ func newProbeMetrics(reg prometheus.Registerer) *probeMetrics {
 		}, []string{"target", "exchange"}),
 		total: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "krb5_probe_total",
-			Help: "Probe exchanges by result: success, a KDC error name (KDC_ERR_PREAUTH_FAILED, ...), timeout, connection_refused, network, decrypt, malformed_reply, keytab or no_tgt; through a KDC proxy also tls_unknown_authority, tls_name_mismatch, tls, http_status or proxy_timeout; for the cross-realm exchanges also no_trust_path (referral) and trust_key_mismatch (remote_tgs).",
+			Help: "Probe exchanges by result: success, a KDC error name (KDC_ERR_PREAUTH_FAILED, ...), timeout, connection_refused, network, decrypt, malformed_reply, keytab or no_tgt; through a KDC proxy also tls_unknown_authority, tls_name_mismatch, tls, http_status or proxy_timeout; for the cross-realm exchanges also no_trust_path (referral) and trust_key_mismatch (remote_tgs); for kpasswd a kpasswd result name (KPASSWD_AUTHERROR, ...) or no_ticket; for kadmin_rpc an RPC refusal (RPC_PROG_UNAVAIL, ...).",
 		}, []string{"target", "exchange", "result"}),
 		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "krb5_probe_last_success_timestamp_seconds",
@@ -136,33 +142,40 @@ var proxyClasses = []string{krb5.ClassTLSUnknownAuthority, krb5.ClassTLSNameMism
 var preauthMethods = []string{krb5.MethodSPAKE, krb5.MethodEncTimestamp, krb5.MethodNone}
 
 // initTarget creates a target's series before its first probe.
-func (m *probeMetrics) initTarget(target string, tgs, cross bool, realm, serviceRealm string, tr krb5.Transport) {
+// serviceRealm is the realm of the module's service ("" without one).
+func (m *probeMetrics) initTarget(target string, exchanges []string, realm, serviceRealm string, tr krb5.Transport) {
 	m.info.DeletePartialMatch(prometheus.Labels{"target": target})
 	m.info.WithLabelValues(target, realm, tr.String(), serviceRealm).Set(1)
 	classes := nonKDCClasses
 	if tr == krb5.HTTPS {
 		classes = append(slices.Clip(classes), proxyClasses...)
 	}
-	exchanges := []string{ExchangeAS}
-	if tgs {
-		exchanges = append(exchanges, ExchangeTGS)
-	}
-	if cross {
-		exchanges = append(exchanges, ExchangeReferral, ExchangeRemoteTGS)
-	}
+	login := false
 	for _, ex := range exchanges {
 		for _, c := range classes {
 			m.total.WithLabelValues(target, ex, c)
 		}
-		if ex != ExchangeAS {
-			m.total.WithLabelValues(target, ex, ClassNoTGT)
-		}
 		switch ex {
+		case ExchangeAS, ExchangeKpasswdAS:
+			login = true
+		case ExchangeTGS:
+			m.total.WithLabelValues(target, ex, ClassNoTGT)
 		case ExchangeReferral:
+			m.total.WithLabelValues(target, ex, ClassNoTGT)
 			m.total.WithLabelValues(target, ex, krb5.ClassNoTrustPath)
 		case ExchangeRemoteTGS:
+			m.total.WithLabelValues(target, ex, ClassNoTGT)
 			m.total.WithLabelValues(target, ex, krb5.ClassTrustKeyMismatch)
+		case ExchangeKpasswd:
+			m.total.WithLabelValues(target, ex, ClassNoTicket)
+		case ExchangeKadminRPC:
+			for _, c := range kadmrpc.Classes {
+				m.total.WithLabelValues(target, ex, c)
+			}
 		}
+	}
+	if !login {
+		return
 	}
 	m.retransmits.WithLabelValues(target)
 	m.tcpFallbacks.WithLabelValues(target)
@@ -190,6 +203,15 @@ func (m *probeMetrics) deleteTarget(target string) {
 
 // record turns one probe outcome into metrics.
 func (m *probeMetrics) record(target string, tr krb5.Transport, o *Outcome) {
+	if o.RPCRan {
+		m.exchange(target, ExchangeKadminRPC, o.RPCErr, time.Now())
+		if o.RPCErr == nil {
+			m.duration.WithLabelValues(target, ExchangeKadminRPC, krb5.TCP.String()).Observe(o.RPC.Duration.Seconds())
+		}
+	}
+	if !o.HasAS() {
+		return
+	}
 	retrans, fallbacks := o.AS.Retransmits, 0
 	if o.AS.TCPFallback {
 		fallbacks++
@@ -197,7 +219,7 @@ func (m *probeMetrics) record(target string, tr krb5.Transport, o *Outcome) {
 	if o.AS.HasClockOffset {
 		m.clockOffset.WithLabelValues(target).Set(o.AS.ClockOffset.Seconds())
 	}
-	m.exchange(target, ExchangeAS, o.ASErr, o.Start.Add(o.AS.Duration))
+	m.exchange(target, o.ASExchange(), o.ASErr, o.Start.Add(o.AS.Duration))
 	if o.AS.Method != "" {
 		for _, pm := range preauthMethods {
 			v := 0.0
@@ -208,7 +230,7 @@ func (m *probeMetrics) record(target string, tr krb5.Transport, o *Outcome) {
 		}
 	}
 	if o.ASErr == nil {
-		m.duration.WithLabelValues(target, ExchangeAS, o.ASTransport(tr)).Observe(o.AS.Duration.Seconds())
+		m.duration.WithLabelValues(target, o.ASExchange(), o.ASTransport(tr)).Observe(o.AS.Duration.Seconds())
 		if o.AS.PreauthRequired > 0 {
 			m.phase.WithLabelValues(target, krb5.PhasePreauthRequired).Observe(o.AS.PreauthRequired.Seconds())
 		}
@@ -216,7 +238,7 @@ func (m *probeMetrics) record(target string, tr krb5.Transport, o *Outcome) {
 			m.phase.WithLabelValues(target, krb5.PhaseSPAKEChallenge).Observe(o.AS.SPAKEChallenge.Seconds())
 		}
 		m.phase.WithLabelValues(target, krb5.PhaseASRep).Observe(o.AS.ASRep.Seconds())
-		m.etypes(target, ExchangeAS, o.AS.Etypes)
+		m.etypes(target, o.ASExchange(), o.AS.Etypes)
 	}
 	if o.TGSRan {
 		retrans += o.TGS.Retransmits
@@ -227,6 +249,12 @@ func (m *probeMetrics) record(target string, tr krb5.Transport, o *Outcome) {
 		if o.TGSErr == nil {
 			m.duration.WithLabelValues(target, ExchangeTGS, o.TGSTransport(tr)).Observe(o.TGS.Duration.Seconds())
 			m.etypes(target, ExchangeTGS, o.TGS.Etypes)
+		}
+	}
+	if o.KpasswdRan {
+		m.exchange(target, ExchangeKpasswd, o.KpasswdErr, time.Now())
+		if o.KpasswdErr == nil {
+			m.duration.WithLabelValues(target, ExchangeKpasswd, tr.String()).Observe(o.Kpasswd.Duration.Seconds())
 		}
 	}
 	if o.CrossRan {

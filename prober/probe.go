@@ -5,11 +5,17 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
+	"net/netip"
 	"os"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/enctype"
+	"github.com/krb5-exporter/krb5-exporter/internal/kadmrpc"
+	"github.com/krb5-exporter/krb5-exporter/internal/kdcaddr"
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
 
 	"github.com/go-kit/log"
@@ -45,14 +51,35 @@ func PendingModuleCredentials(m *config.ProbeModule, p krb5.Principal) *krb5.Cre
 // Target is one KDC probed with one module: a Client, the prepared service
 // and the time limit of each exchange. Not safe for concurrent use.
 type Target struct {
+	prober  string // config.ProberKDC, ProberKpasswd or ProberKadmin
 	client  *krb5.Client
 	service *krb5.Service
 	timeout time.Duration
+	ca      *proxyCA // transport https with a proxy_ca_file
 	// cross is the service of another realm (realm_kdcs), reached at
 	// remoteKDCs through the trust; service is nil then.
 	cross      *krb5.CrossRealmService
 	remoteKDCs []string
-	ca         *proxyCA // transport https with a proxy_ca_file
+	// kadmind's address (kpasswd and kadmin probers: the target) and the
+	// dialer of the RPC call.
+	admin  string
+	dialer net.Dialer
+}
+
+// ServerAddress normalises a target address as KDCAddress does, with the
+// module's default port (88, kpasswd's 464, kadmind's 749) for a bare host.
+func ServerAddress(s string, m *config.ProbeModule) (string, error) {
+	if err := kdcaddr.Check(s); err != nil {
+		return "", err
+	}
+	if _, _, err := net.SplitHostPort(s); err == nil {
+		return s, nil
+	}
+	port := m.DefaultPort()
+	if a, err := netip.ParseAddr(strings.Trim(s, "[]")); err == nil {
+		return netip.AddrPortFrom(a, uint16(port)).String(), nil
+	}
+	return net.JoinHostPort(s, strconv.Itoa(port)), nil
 }
 
 // proxyCA is a module's proxy_ca_file, read again when it changes (a
@@ -90,9 +117,22 @@ func (ca *proxyCA) refresh(c *krb5.Client) error {
 }
 
 // NewTarget builds the client for a module against the KDC at addr (with
-// transport https, the proxy at the URL addr). creds
-// come from ModuleCredentials and may be shared between targets.
+// transport https, the proxy at the URL addr; for the kpasswd and kadmin
+// probers, kadmind). creds come from ModuleCredentials and may be shared
+// between targets; a kadmin module needs none (nil).
 func NewTarget(addr string, m *config.ProbeModule, creds *krb5.Credentials, logger log.Logger) (*Target, error) {
+	t := &Target{prober: m.EffectiveProber(), timeout: m.EffectiveTimeout()}
+	if t.prober != config.ProberKDC {
+		a, err := ServerAddress(addr, m)
+		if err != nil {
+			return nil, err
+		}
+		t.admin = a
+		if t.prober == config.ProberKadmin {
+			return t, nil
+		}
+		addr = m.KDC // the kpasswd prober logs in there
+	}
 	tr, err := krb5.ParseTransport(m.Transport)
 	if err != nil {
 		return nil, err
@@ -115,8 +155,13 @@ func NewTarget(addr string, m *config.ProbeModule, creds *krb5.Credentials, logg
 		}
 		o.KDC, o.Proxy = "", &krb5.ProxyOptions{URL: addr, RootCAs: roots, ServerName: m.ProxyServerName}
 	}
+	var asService krb5.Principal
+	if t.prober == config.ProberKpasswd {
+		asService = krb5.Principal{Components: []string{"kadmin", "changepw"}}
+	}
 	c, err := krb5.NewClient(krb5.Options{
 		KDC:              o.KDC,
+		ASService:        asService,
 		Transport:        tr,
 		Proxy:            o.Proxy,
 		Client:           creds.Principal(),
@@ -132,7 +177,7 @@ func NewTarget(addr string, m *config.ProbeModule, creds *krb5.Credentials, logg
 	if err != nil {
 		return nil, err
 	}
-	t := &Target{client: c, timeout: m.EffectiveTimeout()}
+	t.client = c
 	if tr == krb5.HTTPS && m.ProxyCAFile != "" {
 		t.ca = &proxyCA{mod: *m}
 	}
@@ -154,10 +199,41 @@ func NewTarget(addr string, m *config.ProbeModule, creds *krb5.Credentials, logg
 }
 
 // Close releases the target's socket.
-func (t *Target) Close() { t.client.Close() }
+func (t *Target) Close() {
+	if t.client != nil {
+		t.client.Close()
+	}
+}
 
 // Transport returns the configured transport.
-func (t *Target) Transport() krb5.Transport { return t.client.Transport() }
+func (t *Target) Transport() krb5.Transport {
+	if t.client == nil {
+		return krb5.TCP // kadmind's RPC
+	}
+	return t.client.Transport()
+}
+
+// Prober is the module's prober: config.ProberKDC, ProberKpasswd or
+// ProberKadmin.
+func (t *Target) Prober() string { return t.prober }
+
+// Exchanges are the exchanges each probe of the target runs, as label
+// values.
+func (t *Target) Exchanges() []string {
+	switch t.prober {
+	case config.ProberKadmin:
+		return []string{ExchangeKadminRPC}
+	case config.ProberKpasswd:
+		return []string{ExchangeKpasswdAS, ExchangeKpasswd}
+	}
+	if t.cross != nil {
+		return []string{ExchangeAS, ExchangeReferral, ExchangeRemoteTGS}
+	}
+	if t.service != nil {
+		return []string{ExchangeAS, ExchangeTGS}
+	}
+	return []string{ExchangeAS}
+}
 
 // HasService reports whether the target runs a TGS exchange.
 func (t *Target) HasService() bool { return t.service != nil }
@@ -170,8 +246,15 @@ func (t *Target) CrossRealm() bool { return t.cross != nil }
 // failed: the TGS exchange was not attempted.
 const ClassNoTGT = "no_tgt"
 
-// Outcome is the result of one probe: a login, then a service ticket.
+// ClassNoTicket is the kpasswd result when the login for kadmin/changepw
+// failed: the password-change exchange was not attempted.
+const ClassNoTicket = "no_ticket"
+
+// Outcome is the result of one probe: a login, then a service ticket; for
+// the kpasswd prober a login for kadmin/changepw, then the kpasswd
+// exchange; for the kadmin prober the RPC call alone.
 type Outcome struct {
+	Prober   string // config.ProberKDC, ProberKpasswd or ProberKadmin
 	Start    time.Time
 	Duration time.Duration // both exchanges
 	AS       krb5.ASResult
@@ -179,6 +262,14 @@ type Outcome struct {
 	TGSRan   bool // the module names a service
 	TGS      krb5.TGSResult
 	TGSErr   error
+	// KpasswdRan: the kpasswd prober's password-change exchange.
+	KpasswdRan bool
+	Kpasswd    krb5.KpasswdResult
+	KpasswdErr error
+	// RPCRan: the kadmin prober's RPC call.
+	RPCRan bool
+	RPC    kadmrpc.Result
+	RPCErr error
 	// CrossRan is set when the module's service is of another realm: the
 	// referral at the target KDC, then the service ticket at a KDC of that
 	// realm (RemoteKDC: the one that answered, or the last one tried).
@@ -198,7 +289,16 @@ type Outcome struct {
 // module's timeout and by ctx.
 func (t *Target) Run(ctx context.Context) (o Outcome) {
 	o.Start = time.Now()
+	o.Prober = t.prober
 	defer func() { o.Duration = time.Since(o.Start) }()
+	if t.prober == config.ProberKadmin {
+		o.RPCRan = true
+		rctx, cancel := context.WithTimeout(ctx, t.timeout)
+		o.RPC, o.RPCErr = kadmrpc.Ping(rctx, &t.dialer, t.admin)
+		cancel()
+		o.Canceled = canceled(ctx, o.RPCErr)
+		return o
+	}
 	if t.ca != nil {
 		if err := t.ca.refresh(t.client); err != nil {
 			o.ASErr = &krb5.Error{Class: krb5.ClassTLS, Phase: PhaseProxyCA, Err: err}
@@ -215,6 +315,18 @@ func (t *Target) Run(ctx context.Context) (o Outcome) {
 	cancel()
 	if canceled(ctx, o.ASErr) {
 		o.Canceled = true
+		return o
+	}
+	if t.prober == config.ProberKpasswd {
+		o.KpasswdRan = true
+		if o.ASErr != nil {
+			o.KpasswdErr = &krb5.Error{Class: ClassNoTicket, Phase: krb5.PhaseKpasswd, Err: errors.New("no kadmin/changepw ticket: the login failed")}
+			return o
+		}
+		kctx, cancel := context.WithTimeout(ctx, t.timeout)
+		o.Kpasswd, o.KpasswdErr = t.client.Kpasswd(kctx, t.admin, t.client.Transport())
+		cancel()
+		o.Canceled = canceled(ctx, o.KpasswdErr)
 		return o
 	}
 	if t.cross != nil {
@@ -284,6 +396,26 @@ func canceled(ctx context.Context, err error) bool {
 	return err != nil && (errors.Is(ctx.Err(), context.Canceled) || krb5.Classify(err) == krb5.ClassCanceled)
 }
 
+// HasAS reports whether the probe ran a login (every prober but kadmin).
+func (o *Outcome) HasAS() bool { return o.Prober != config.ProberKadmin }
+
+// ASExchange is the login's exchange label: as, or kpasswd_as for the
+// kpasswd prober's login for kadmin/changepw (not a KDC login alert's
+// business: the KDC's own targets probe that).
+func (o *Outcome) ASExchange() string {
+	if o.Prober == config.ProberKpasswd {
+		return ExchangeKpasswdAS
+	}
+	return ExchangeAS
+}
+
+// Success reports whether every exchange the probe ran succeeded.
+func (o *Outcome) Success() bool {
+	return (!o.HasAS() || o.ASErr == nil) && (!o.TGSRan || o.TGSErr == nil) &&
+		(!o.CrossRan || (o.ReferralErr == nil && o.RemoteErr == nil)) &&
+		(!o.KpasswdRan || o.KpasswdErr == nil) && (!o.RPCRan || o.RPCErr == nil)
+}
+
 // ASTransport is the transport the AS exchange finished on.
 func (o *Outcome) ASTransport(configured krb5.Transport) string {
 	if o.AS.TCPFallback {
@@ -306,11 +438,6 @@ func (o *Outcome) RemoteTransport(configured krb5.Transport) string {
 		return krb5.TCP.String()
 	}
 	return configured.String()
-}
-
-// Success reports whether every exchange of the probe succeeded.
-func (o *Outcome) Success() bool {
-	return o.ASErr == nil && (!o.TGSRan || o.TGSErr == nil) && (!o.CrossRan || (o.ReferralErr == nil && o.RemoteErr == nil))
 }
 
 // TGSTransport is the transport the TGS exchange finished on.

@@ -25,8 +25,12 @@ type ProbeRecord struct {
 	Duration time.Duration // both exchanges
 	Success  bool
 	// AS and TGS are the exchanges' results: "success" or the error
-	// class; TGS is empty when the module names no service.
+	// class; TGS is empty when the module names no service, AS for the
+	// kadmin prober (no login).
 	AS, TGS string
+	// Kadmind is the result of the kpasswd or kadmin prober's exchange
+	// with kadmind (kpasswd, kadmin_rpc); empty for the kdc prober.
+	Kadmind string
 	// Referral and Remote are the cross-realm exchanges' results, empty
 	// when the module's service is of the client's realm.
 	Referral, Remote string
@@ -41,7 +45,9 @@ type TargetStatus struct {
 	Name, Address, Module string
 	// Transport is the module's: udp, tcp or https (a KDC proxy).
 	Transport string
-	Interval  time.Duration
+	// Prober is the module's prober: kdc, kpasswd or kadmin.
+	Prober   string
+	Interval time.Duration
 	// Recent holds the last probes, newest first (none before the first).
 	Recent []ProbeRecord
 }
@@ -53,7 +59,7 @@ func (m *Manager) Status() []TargetStatus {
 	out := make([]TargetStatus, 0, len(m.loops))
 	for _, l := range m.loops {
 		out = append(out, TargetStatus{Name: l.cfg.Name, Address: l.cfg.Address, Module: l.cfg.Module,
-			Transport: l.target.Transport().String(), Interval: l.cfg.EffectiveInterval(), Recent: l.history.recent()})
+			Transport: l.target.Transport().String(), Prober: l.target.Prober(), Interval: l.cfg.EffectiveInterval(), Recent: l.history.recent()})
 	}
 	m.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
@@ -122,8 +128,10 @@ func newProbeLogger(w *probeLog) log.Logger {
 // appended to its log.
 func recordOf(o *Outcome, logger log.Logger, w *probeLog) ProbeRecord {
 	logOutcome(logger, o)
-	r := ProbeRecord{Start: o.Start, Duration: o.Duration, AS: krb5.Classify(o.ASErr)}
-	r.Success = o.Success()
+	r := ProbeRecord{Start: o.Start, Duration: o.Duration, Success: o.Success()}
+	if o.HasAS() {
+		r.AS = krb5.Classify(o.ASErr)
+	}
 	if o.TGSRan {
 		r.TGS = krb5.Classify(o.TGSErr)
 	}
@@ -131,7 +139,13 @@ func recordOf(o *Outcome, logger log.Logger, w *probeLog) ProbeRecord {
 		r.Referral, r.Remote = krb5.Classify(o.ReferralErr), krb5.Classify(o.RemoteErr)
 	}
 	switch {
-	case o.ASErr != nil:
+	case o.KpasswdRan:
+		r.Kadmind = krb5.Classify(o.KpasswdErr)
+	case o.RPCRan:
+		r.Kadmind = krb5.Classify(o.RPCErr)
+	}
+	switch {
+	case o.HasAS() && o.ASErr != nil:
 		r.Err = o.ASErr.Error()
 	case o.TGSRan && o.TGSErr != nil:
 		r.Err = o.TGSErr.Error()
@@ -139,6 +153,10 @@ func recordOf(o *Outcome, logger log.Logger, w *probeLog) ProbeRecord {
 		r.Err = o.ReferralErr.Error()
 	case o.CrossRan && o.RemoteErr != nil:
 		r.Err = o.RemoteErr.Error()
+	case o.KpasswdRan && o.KpasswdErr != nil:
+		r.Err = o.KpasswdErr.Error()
+	case o.RPCRan && o.RPCErr != nil:
+		r.Err = o.RPCErr.Error()
 	}
 	r.Log = w.take()
 	return r

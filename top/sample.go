@@ -489,7 +489,15 @@ func (s *Sampler) Sample(now time.Time) (Snapshot, error) {
 		snap.Total.RSS = math.NaN()
 	}
 	SortRows(snap.Rows, ByName)
+	// The KDC's own exchanges first: top is a view of the KDC, and a line
+	// cut at the terminal's width keeps them; kadmind's probes follow.
 	slices.SortFunc(snap.Probes, func(a, b Probe) int {
+		if ka, kb := kadmindExchange(a.Exchange), kadmindExchange(b.Exchange); ka != kb {
+			if ka {
+				return 1
+			}
+			return -1
+		}
 		return strings.Compare(a.Target+"/"+a.Exchange, b.Target+"/"+b.Exchange)
 	})
 	slices.SortFunc(snap.Offenders, func(a, b Offender) int {
@@ -634,4 +642,10 @@ func cmpName(a, b string) int {
 		return -1
 	}
 	return strings.Compare(a, b)
+}
+
+// kadmindExchange reports whether a probe exchange is one of the kpasswd
+// and kadmin probers' (kpasswd_as, kpasswd, kadmin_rpc).
+func kadmindExchange(ex string) bool {
+	return ex == prober.ExchangeKpasswdAS || ex == prober.ExchangeKpasswd || ex == prober.ExchangeKadminRPC
 }

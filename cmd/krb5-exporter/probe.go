@@ -136,6 +136,11 @@ func (p *probeCmd) run(stdout, stderr io.Writer) int {
 	if err == nil {
 		err = mod.Validate()
 	}
+	if err == nil && mod.EffectiveProber() != config.ProberKDC {
+		// The check's verdict and perfdata are a KDC's; kadmind's probers
+		// run in the daemon (probes:, /probe).
+		err = fmt.Errorf("module %q is a prober %s module: use it under probes: or at /probe", p.moduleName, mod.Prober)
+	}
 	if err == nil {
 		err = mod.CheckKeyFile()
 	}

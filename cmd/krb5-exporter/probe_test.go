@@ -188,3 +188,15 @@ func TestProbeBadCommandLine(t *testing.T) {
 		t.Errorf("the daemon's bad flag: exit %d, want 2", code)
 	}
 }
+
+// The probe check is a KDC's: a kpasswd or kadmin module exits UNKNOWN
+// with where to use it, not with a KDC verdict.
+func TestProbeCommandRefusesKadmindProbers(t *testing.T) {
+	t.Parallel()
+	cfg := filepath.Join(t.TempDir(), "p.yml")
+	os.WriteFile(cfg, []byte("modules:\n  k:\n    prober: kadmin\n"), 0o600)
+	out, _, code := exporter(t, "probe", "--config.file", cfg, "--module", "k", "--kdc", "127.0.0.1:749")
+	if code != nagiosUnknown || out != "KRB5 UNKNOWN - module \"k\" is a prober kadmin module: use it under probes: or at /probe\n" {
+		t.Errorf("exit %d, stdout %q", code, out)
+	}
+}

@@ -2,7 +2,9 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"os"
+	"strconv"
 	"strings"
 	"text/template"
 
@@ -47,6 +49,21 @@ modules:
     proxy_ca_file: {{.ProxyCA}}
     allowed_proxy_urls: ["{{.ProxyURL}}"]   # what /probe may use this module against
 {{- end}}
+{{- if .KpasswdAddr}}
+  {{.Module}}_kpasswd:               # kadmind's password-change service
+    prober: kpasswd
+    realm: {{.Realm}}
+    client: {{.ProbePrincipal}}
+    keytab: {{.ProbeKeytab}}
+    kdc: {{.KDCAddr}}                 # where it logs in for kadmin/changepw
+    transport: udp
+    timeout: 5s
+    allowed_kdcs: ["{{.KpasswdAddr}}"]
+  {{.Module}}_kadmin:                # kadmind's admin RPC: no keys
+    prober: kadmin
+    timeout: 5s
+    allowed_kdcs: ["{{.KadmindAddr}}"]
+{{- end}}
 {{- if .Trust}}
   # the trusted realm {{.Trust}}'s own login, and the trust: a login in
   # {{.Realm}}, the cross-realm TGT krbtgt/{{.Trust}}@{{.Realm}} from its KDC, the
@@ -83,6 +100,16 @@ probes:
   - name: {{.Module}}-https
     address: {{.ProxyURL}}
     module: {{.Module}}_https
+    interval: 15s
+{{- end}}
+{{- if .KpasswdAddr}}
+  - name: {{.Module}}-kpasswd
+    address: {{.KpasswdAddr}}
+    module: {{.Module}}_kpasswd
+    interval: 15s
+  - name: {{.Module}}-kadmin
+    address: {{.KadmindAddr}}
+    module: {{.Module}}_kadmin
     interval: 15s
 {{- end}}
 {{- if .Trust}}
@@ -160,8 +187,11 @@ func writeRealmConfig(r *realm.Realm, path string) error {
 		service = r.Service(1)
 	}
 	kadmindLog, kpropdLog := r.KadmindLog, ""
+	kpasswdAddr, kadmindAddr := "", ""
 	if r.Replica != nil {
 		kadmindLog, kpropdLog = "", r.Replica.Log // a replica runs kpropd, no kadmind
+	} else if !r.Opts.NoKadmind {
+		kpasswdAddr, kadmindAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(r.KpasswdPort)), r.KadmindAddr
 	}
 	proxyURL, proxyCA := "", ""
 	if p := r.KDCProxy; p != nil {
@@ -173,6 +203,7 @@ func writeRealmConfig(r *realm.Realm, path string) error {
 		"KDCAddr": r.KDCAddr, "KDCLog": r.KDCLog, "KadmindLog": kadmindLog, "KpropdLog": kpropdLog,
 		"JournalDir": r.JournalDir, "JournalUser": journalUser(os.Getuid()),
 		"ProxyURL": proxyURL, "ProxyCA": proxyCA,
+		"KpasswdAddr": kpasswdAddr, "KadmindAddr": kadmindAddr,
 	}
 	if t := r.Trusted; t != nil {
 		vars["Trust"], vars["TrustModule"], vars["TrustKDCAddr"], vars["TrustKDCLog"] = t.Realm, moduleName(t.Realm), t.KDCAddr, t.KDCLog

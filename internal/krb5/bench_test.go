@@ -6,7 +6,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
-	"fmt"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -15,7 +14,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -28,6 +26,7 @@ import (
 	"github.com/jcmturner/gokrb5/v8/types"
 	"golang.org/x/sys/unix"
 
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
@@ -62,39 +61,29 @@ func benchRealm(b *testing.B) *realm.Realm {
 type cpuMeter struct {
 	kdcPids       []int
 	self0, kdc0   time.Duration
-	clkTck        float64
 	selfNs, kdcNs float64
 }
 
 func newCPUMeter(b *testing.B, r *realm.Realm) *cpuMeter {
-	m := &cpuMeter{kdcPids: r.KDCPids(), clkTck: 100} // USER_HZ is 100 on Linux
+	m := &cpuMeter{kdcPids: r.KDCPids()}
 	if len(m.kdcPids) == 0 {
 		b.Fatal("no KDC pid")
 	}
 	return m
 }
 
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
+func selfCPU() time.Duration { return testutil.SelfCPU() }
 
 func (m *cpuMeter) kdcCPU(b *testing.B) time.Duration {
-	var total float64
+	var total time.Duration
 	for _, pid := range m.kdcPids {
-		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		d, err := testutil.ProcCPU(pid)
 		if err != nil {
 			b.Fatalf("KDC stat: %v", err)
 		}
-		// Fields after the ")" of comm: utime and stime are the 14th and 15th
-		// fields overall, the 12th and 13th after it.
-		f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
-		ut, _ := strconv.ParseFloat(f[11], 64)
-		st, _ := strconv.ParseFloat(f[12], 64)
-		total += ut + st
+		total += d
 	}
-	return time.Duration(total / m.clkTck * float64(time.Second))
+	return total
 }
 
 func (m *cpuMeter) start(b *testing.B) {

@@ -30,6 +30,10 @@ type Options struct {
 	// Client is the principal that logs in; its realm is the realm of every request.
 	Client      Principal
 	Credentials *Credentials
+	// ASService is the server the AS exchange asks a ticket for: default
+	// krbtgt/REALM (a login); kadmin/changepw for the password-change
+	// probe, which needs an initial ticket for it as kpasswd does.
+	ASService Principal
 	// Etypes are offered in this order (default DefaultEtypes).
 	Etypes []int32
 	// PreauthUpfront sends PA-ENC-TIMESTAMP in the first AS-REQ, as a client
@@ -218,7 +222,14 @@ func NewClient(o Options) (*Client, error) {
 	if ap, err := netip.ParseAddrPort(kdc); err == nil {
 		c.kdcAddr = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 	}
-	c.asBody = c.encodeBody(o.Client, krbtgt(c.realm))
+	asService := krbtgt(c.realm)
+	if len(o.ASService.Components) > 0 {
+		asService = o.ASService
+		if asService.Realm == "" {
+			asService.Realm = c.realm
+		}
+	}
+	c.asBody = c.encodeBody(o.Client, asService)
 	return c, nil
 }
 

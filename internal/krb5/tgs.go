@@ -202,29 +202,7 @@ func (c *Client) buildTGSReq(s *Service, now time.Time) error {
 // cross-realm TGT for a service of another realm).
 func (c *Client) buildTGSReqWith(t *tgtState, s *Service, now time.Time) error {
 	body := s.body.body
-
-	// Authenticator ::= [APPLICATION 2] SEQUENCE { authenticator-vno [0],
-	//   crealm [1], cname [2], cksum [3], cusec [4], ctime [5] }
-	a := &c.aux
-	a.Reset()
-	var ts [15]byte
-	c.nowT.format(&ts, now)
-	a.ExplicitTime(5, &ts)
-	a.ExplicitInt(4, int64(now.Nanosecond()/1000))
-	cm := a.Len()
-	c.ct = t.cksum.checksum(c.ct[:0], body)
-	a.ExplicitOctets(1, c.ct)
-	a.ExplicitInt(0, int64(t.cksum.et.cksum))
-	a.Close(der.TagSequence, cm)
-	a.Close(der.Ctx(3), cm)
-	nm := a.Len()
-	a.principalName(c.principal)
-	a.Close(der.Ctx(2), nm)
-	a.ExplicitString(1, c.realm)
-	a.ExplicitInt(0, 5)
-	a.Close(der.TagSequence, 0)
-	a.Close(der.App(appAuthenticator), 0)
-	c.ct = t.auth.seal(c.ct[:0], a.Bytes(), c.rng)
+	c.sealAuthenticator(t.auth, now, t.cksum, body)
 
 	w := &c.w
 	w.Reset()
@@ -233,24 +211,62 @@ func (c *Client) buildTGSReqWith(t *tgtState, s *Service, now time.Time) error {
 	w.Close(der.Ctx(4), m)
 
 	pm := w.Len()
+	w.apReq(t.ticket, t.keyType, 0, c.ct)
+	w.padata(pm, patype.PA_TGS_REQ)
+	w.kdcReq(m, msgtype.KRB_TGS_REQ, appTGSReq)
+	return nil
+}
+
+// sealAuthenticator encrypts an Authenticator made at now with u into c.ct;
+// when cksum is set it carries cksum's checksum over data (the TGS-REQ
+// body), otherwise no checksum (the kpasswd AP-REQ).
+func (c *Client) sealAuthenticator(u *usageKey, now time.Time, cksum *usageKey, data []byte) {
+	// Authenticator ::= [APPLICATION 2] SEQUENCE { authenticator-vno [0],
+	//   crealm [1], cname [2], cksum [3], cusec [4], ctime [5] }
+	a := &c.aux
+	a.Reset()
+	var ts [15]byte
+	c.nowT.format(&ts, now)
+	a.ExplicitTime(5, &ts)
+	a.ExplicitInt(4, int64(now.Nanosecond()/1000))
+	if cksum != nil {
+		cm := a.Len()
+		c.ct = cksum.checksum(c.ct[:0], data)
+		a.ExplicitOctets(1, c.ct)
+		a.ExplicitInt(0, int64(cksum.et.cksum))
+		a.Close(der.TagSequence, cm)
+		a.Close(der.Ctx(3), cm)
+	}
+	nm := a.Len()
+	a.principalName(c.principal)
+	a.Close(der.Ctx(2), nm)
+	a.ExplicitString(1, c.realm)
+	a.ExplicitInt(0, 5)
+	a.Close(der.TagSequence, 0)
+	a.Close(der.App(appAuthenticator), 0)
+	c.ct = u.seal(c.ct[:0], a.Bytes(), c.rng)
+}
+
+// apReq prepends an AP-REQ with the ticket and the sealed authenticator
+// auth (encrypted with the ticket's session key, of type etype); options is
+// the first octet of ap-options (0x20: mutual-required).
+func (w *derWriter) apReq(ticket []byte, etype int32, options byte, auth []byte) {
 	// AP-REQ ::= [APPLICATION 14] SEQUENCE { pvno [0], msg-type [1],
 	//   ap-options [2], ticket [3], authenticator [4] }
+	pm := w.Len()
 	am := w.Len()
-	w.encryptedData(t.keyType, 0, c.ct)
+	w.encryptedData(etype, 0, auth)
 	w.Close(der.Ctx(4), am)
 	tm := w.Len()
-	w.Raw(t.ticket)
+	w.Raw(ticket)
 	w.Close(der.Ctx(3), tm)
 	om := w.Len()
-	w.Primitive(der.TagBitString, []byte{0, 0, 0, 0, 0})
+	w.Primitive(der.TagBitString, []byte{0, options, 0, 0, 0})
 	w.Close(der.Ctx(2), om)
 	w.ExplicitInt(1, msgtype.KRB_AP_REQ)
 	w.ExplicitInt(0, 5)
 	w.Close(der.TagSequence, pm)
 	w.Close(der.App(appAPReq), pm)
-	w.padata(pm, patype.PA_TGS_REQ)
-	w.kdcReq(m, msgtype.KRB_TGS_REQ, appTGSReq)
-	return nil
 }
 
 // EncodeServiceTicket appends a TGS-REQ for s, made with the Client's TGT

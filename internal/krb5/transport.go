@@ -223,7 +223,13 @@ func (c *Client) closeUDP() {
 }
 
 func (c *Client) tcpRoundTrip(ctx context.Context, req []byte) ([]byte, error) {
-	conn, err := c.dialer.DialContext(ctx, "tcp", c.kdc)
+	return c.tcpRoundTripTo(ctx, c.kdc, req)
+}
+
+// tcpRoundTripTo sends a length-prefixed request to addr and reads the
+// length-prefixed reply (RFC 4120 7.2.2; kpasswd over TCP is framed alike).
+func (c *Client) tcpRoundTripTo(ctx context.Context, addr string, req []byte) ([]byte, error) {
+	conn, err := c.dialer.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}

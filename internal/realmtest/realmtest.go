@@ -252,3 +252,19 @@ func DrainKDC(t testing.TB, r *realm.Realm) {
 }
 
 var drains atomic.Int64
+
+// keyState picks what a password or key change alters from getprinc.
+var keyState = regexp.MustCompile(`(?m)^(Last modified: .*|Last password change: .*|Key: vno \d+.*)$`)
+
+// KeyState is a principal's key versions, last password change and last
+// modification as kadmin.local's getprinc reads them: the oracle that a
+// probe changed no password or key.
+func KeyState(t testing.TB, r *realm.Realm, princ string) string {
+	t.Helper()
+	out := Kadmin(t, r, "getprinc "+princ)
+	m := keyState.FindAllString(out, -1)
+	if len(m) < 3 {
+		t.Fatalf("getprinc %s: no kvno or dates in\n%s", princ, out)
+	}
+	return strings.Join(m, "\n") + "\n"
+}

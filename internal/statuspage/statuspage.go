@@ -251,14 +251,17 @@ func (h *Handler) logs(name string) view {
 }
 
 func failure(r *prober.ProbeRecord) string {
-	if r.AS != krb5.ClassSuccess {
+	switch {
+	case r.AS != "" && r.AS != krb5.ClassSuccess:
 		return "login " + r.AS
-	}
-	if r.Referral != "" && r.Referral != krb5.ClassSuccess {
+	case r.TGS != "" && r.TGS != krb5.ClassSuccess:
+		return "service ticket " + r.TGS
+	case r.Referral != "" && r.Referral != krb5.ClassSuccess:
 		return "cross-realm TGT " + r.Referral
-	}
-	if r.Remote != "" {
+	case r.Remote != "" && r.Remote != krb5.ClassSuccess:
 		return "service ticket of the trusted realm " + r.Remote
+	case r.Kadmind != "":
+		return "kadmind " + r.Kadmind
 	}
 	return "service ticket " + r.TGS
 }

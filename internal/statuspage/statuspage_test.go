@@ -146,6 +146,32 @@ func TestVerdictOK(t *testing.T) {
 	}
 }
 
+// TestKadmindProbesListed: kpasswd and kadmin targets are listed with
+// their prober beside the module and kadmind's result in its own column;
+// a failing one is a problem named by kadmind's result, not a login's.
+func TestKadmindProbesListed(t *testing.T) {
+	cfg := fixture()
+	now := cfg.Now()
+	cfg.Probes = func() []prober.TargetStatus {
+		return []prober.TargetStatus{
+			{Name: "kpw", Address: "127.0.0.1:464", Module: "kp", Prober: "kpasswd", Interval: time.Second,
+				Recent: []prober.ProbeRecord{{Start: now.Add(-time.Second), AS: "success", Kadmind: "timeout", Err: "kpasswd: timeout"}}},
+			{Name: "adm", Address: "127.0.0.1:749", Module: "ka", Prober: "kadmin", Interval: time.Second,
+				Recent: []prober.ProbeRecord{{Start: now.Add(-time.Second), Success: true, Kadmind: "success"}}},
+		}
+	}
+	_, body := get(t, New(cfg), "/")
+	for _, want := range []string{"probe kpw failing: kadmind timeout", `ka <span class="muted">(kadmin)</span>`,
+		`kp <span class="muted">(kpasswd)</span>`, "<th>kadmind</th>", "<td>timeout</td>"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+	if strings.Contains(body, "probe adm failing") {
+		t.Error("the succeeding kadmin probe is listed as failing")
+	}
+}
+
 // A trust's probe shows both cross-realm exchanges, and a broken trust is
 // a problem named by its hop.
 func TestCrossRealmRow(t *testing.T) {
