@@ -119,18 +119,22 @@ func mitLoad(t *testing.T, r *realm.Realm, env []string, logins int) {
 // loses the race for a datagram both were woken for) is the worker's run
 // time from /proc/PID/schedstat over the same interval: never above it
 // (+1 % for the two clocks; above would be time counted twice), and with
-// the time the program saw it runnable waiting for a CPU, equal to run
-// time plus run delay within 8 % (0.0-2.6 % measured in 22 of 24
-// samples, 5.7 % once: a wait the program does not see, not found). The
-// run time alone is 6-9 % more than the on-CPU time (hence the 75 %
-// floor): when a wakeup preempts a running task, the kernel skips the
-// clock update of the switch that follows (rq_clock_skip_update), so the
-// woken worker is charged as run time the wait from its wakeup to its
-// switch in, which schedstat then leaves out of its run delay; the sum
-// of the two does not move. Without the pinning, on a machine others
-// load, the run time alone was up to 55 % above. The outside part is the
-// minority (33-42 % measured: most requests are unknown-principal AS
-// requests of 16 µs, beside which the loop's few µs weigh).
+// the time the program saw it runnable waiting for a CPU, it is run time
+// plus run delay: never above, 0-3.4 % short in 48 of 52 samples,
+// 4.7-8.7 % in 3 and 10.4 % once (a wait the kernel counts that the
+// program does not see: not found), so the floor is 85 %. The run time
+// alone is 1-14 % more than the on-CPU time (16-19 % under the race
+// detector; hence its floor of 75 %): when a wakeup preempts a running
+// task, the kernel skips the clock update of the switch that follows
+// (rq_clock_skip_update), so the woken worker is charged as run time the
+// wait from its wakeup to its switch in, which schedstat then leaves out
+// of its run delay; their sum does not move. Without the pinning, on a
+// machine others load, the run time alone was up to 55 % above. Broken on
+// purpose (each stretch outside service dropped at the switch out) the
+// on-CPU time was 63-70 % of the run time. The outside part is the
+// minority (30-47 % per worker measured: most requests are
+// unknown-principal AS requests of 16 µs, beside which the loop's few µs
+// weigh).
 func TestKDCServiceCountsLog(t *testing.T) {
 	r := upRealm(t, 2, false)
 	pinApart(t, r)
@@ -247,8 +251,8 @@ func countsLog(t *testing.T, r *realm.Realm) {
 		if cpu+out > 1.01*run || cpu+out < 0.75*run {
 			t.Errorf("worker %d: on CPU %.3f ms (in service %.3f + outside %.3f) against the kernel's run time %.3f ms: want 75-101 %%", i, (cpu+out)/1e6, cpu/1e6, out/1e6, run/1e6)
 		}
-		if got, want := cpu+out+wait, run+delay; math.Abs(got-want) > 0.08*want {
-			t.Errorf("worker %d: on CPU %.3f ms + waiting for a CPU %.3f ms = %.3f ms against the kernel's run time + run delay %.3f ms: want within 8 %%", i, (cpu+out)/1e6, wait/1e6, got/1e6, want/1e6)
+		if got, want := cpu+out+wait, run+delay; got > 1.01*want || got < 0.85*want {
+			t.Errorf("worker %d: on CPU %.3f ms + waiting for a CPU %.3f ms = %.3f ms against the kernel's run time + run delay %.3f ms: want 85-101 %%", i, (cpu+out)/1e6, wait/1e6, got/1e6, want/1e6)
 		}
 		inAll += cpu
 		outAll += out
