@@ -124,14 +124,15 @@ func mitLoad(t *testing.T, r *realm.Realm, env []string, logins int) {
 // 4.7-8.7 % in 3 and 10.4 % once (a wait the kernel counts that the
 // program does not see: not found), so the floor is 85 %. The run time
 // alone is 1-14 % more than the on-CPU time (16-19 % under the race
-// detector; hence its floor of 75 %): when a wakeup preempts a running
+// detector; hence its floor of 75 %), by our reading of the kernel
+// (not traced to the instruction) because when a wakeup preempts a running
 // task, the kernel skips the clock update of the switch that follows
 // (rq_clock_skip_update), so the woken worker is charged as run time the
 // wait from its wakeup to its switch in, which schedstat then leaves out
 // of its run delay; their sum does not move. Without the pinning, on a
 // machine others load, the run time alone was up to 55 % above. Broken on
 // purpose (each stretch outside service dropped at the switch out) the
-// on-CPU time was 63-70 % of the run time. The outside part is the
+// on-CPU time was 62-70 % of the run time. The outside part is the
 // minority (30-47 % per worker measured: most requests are
 // unknown-principal AS requests of 16 µs, beside which the loop's few µs
 // weigh).
