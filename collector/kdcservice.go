@@ -38,9 +38,10 @@ type kdcServiceCollector struct {
 	last  map[int]kdcbpf.Worker // by pid: the totals read last
 	byIdx map[int]*kdcbpf.Worker
 
-	service, split, queue, workerService, workerRequests, up, errors *prometheus.Desc
-	labels                                                           [kdcbpf.NumRequests][kdcbpf.NumTransports][]*dto.LabelPair
-	queueLabels                                                      []*dto.LabelPair
+	service, split, queue, workerService, workerRequests, workerCPU, workerOutside, up, errors *prometheus.Desc
+
+	labels      [kdcbpf.NumRequests][kdcbpf.NumTransports][]*dto.LabelPair
+	queueLabels []*dto.LabelPair
 }
 
 // Classic buckets of the histograms: powers of two from 2^-16 s (15 µs)
@@ -69,6 +70,10 @@ func newKDCServiceCollector(scan *procScanner, slots *kdcproc.Workers, logger lo
 			"Service time of the requests one krb5kdc worker answered (worker as in krb5_kdc_worker_cpu_seconds_total).", "worker"),
 		workerRequests: desc("kdc", "worker_service_requests_total",
 			"Requests one krb5kdc worker answered, as timed by the kdcservice collector.", "worker"),
+		workerCPU: desc("kdc", "worker_service_cpu_seconds_total",
+			"The on-CPU part of krb5_kdc_worker_service_seconds_total: time one krb5kdc worker was on CPU while serving a request.", "worker"),
+		workerOutside: desc("kdc", "worker_outside_service_cpu_seconds_total",
+			"Time one krb5kdc worker was on CPU outside service (its event loop, the receive and send calls' own work, logging after the reply, receives that found nothing); with krb5_kdc_worker_service_cpu_seconds_total, the worker's CPU time since the collector first saw it.", "worker"),
 		up: desc("kdc", "service_tracing_up",
 			"1 if the kdcservice collector's BPF programs are attached and watching krb5kdc processes, else 0.", nil...),
 		errors: desc("kdc", "service_tracing_errors_total",
@@ -105,7 +110,7 @@ func (c *kdcServiceCollector) Close() error {
 }
 
 func (c *kdcServiceCollector) describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.service, c.split, c.queue, c.workerService, c.workerRequests, c.up, c.errors} {
+	for _, d := range []*prometheus.Desc{c.service, c.split, c.queue, c.workerService, c.workerRequests, c.workerCPU, c.workerOutside, c.up, c.errors} {
 		ch <- d
 	}
 }
@@ -186,6 +191,8 @@ func (c *kdcServiceCollector) updateWorkers(ch chan<- prometheus.Metric) {
 		t.Requests += w.Requests - prev.Requests
 		t.Service += w.Service - prev.Service
 		t.CPU += w.CPU - prev.CPU
+		t.Outside += w.Outside - prev.Outside
+		t.Runqueue += w.Runqueue - prev.Runqueue
 	}
 	for pid := range c.last {
 		if !seen[pid] {
@@ -196,6 +203,8 @@ func (c *kdcServiceCollector) updateWorkers(ch chan<- prometheus.Metric) {
 		l := strconv.Itoa(idx)
 		ch <- counter(c.workerService, float64(t.Service)/1e9, l)
 		ch <- counter(c.workerRequests, float64(t.Requests), l)
+		ch <- counter(c.workerCPU, float64(t.CPU)/1e9, l)
+		ch <- counter(c.workerOutside, float64(t.Outside)/1e9, l)
 	}
 }
 

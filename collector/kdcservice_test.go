@@ -113,15 +113,32 @@ func mitLoad(t *testing.T, r *realm.Realm, env []string, logins int) {
 // are the KDC log's request lines of the same interval, exactly, for UDP
 // (unknown-principal AS requests, MIT kinit's and kvno's) and for TCP
 // (kinit and kvno over TCP: each read of a whole request is one). Per
-// worker (krb5kdc -w 2) the service time's on-CPU part is the worker's
-// CPU time from /proc/PID/schedstat over the interval less its idle work
-// (the event loop, the receive call itself, and the wakeups of the worker
-// that loses the race for a datagram both were woken for): between 50 %
-// and 100 % (61-81 % measured: most requests are unknown-principal AS
-// requests of 16 µs, beside which the loop's few µs weigh). Above 100 %
-// would be time counted on CPU that the kernel did not give the worker.
+// worker (krb5kdc -w 2, both on one CPU, the clients on the other) the
+// program's on-CPU time in service plus outside service (the event loop,
+// the receive and send calls' own work, the wakeups of the worker that
+// loses the race for a datagram both were woken for) is the worker's run
+// time from /proc/PID/schedstat over the same interval: never above it
+// (+1 % for the two clocks; above would be time counted twice), and with
+// the time the program saw it runnable waiting for a CPU, it is run time
+// plus run delay: never above, 0-3.4 % short in 48 of 52 samples,
+// 4.7-8.7 % in 3 and 10.4 % once (a wait the kernel counts that the
+// program does not see: not found), so the floor is 85 %. The run time
+// alone is 1-14 % more than the on-CPU time (16-19 % under the race
+// detector; hence its floor of 75 %), by our reading of the kernel
+// (not traced to the instruction) because when a wakeup preempts a running
+// task, the kernel skips the clock update of the switch that follows
+// (rq_clock_skip_update), so the woken worker is charged as run time the
+// wait from its wakeup to its switch in, which schedstat then leaves out
+// of its run delay; their sum does not move. Without the pinning, on a
+// machine others load, the run time alone was up to 55 % above. Broken on
+// purpose (each stretch outside service dropped at the switch out) the
+// on-CPU time was 62-70 % of the run time. The outside part is the
+// minority (30-47 % per worker measured: most requests are
+// unknown-principal AS requests of 16 µs, beside which the loop's few µs
+// weigh).
 func TestKDCServiceCountsLog(t *testing.T) {
 	r := upRealm(t, 2, false)
+	pinApart(t, r)
 	// Both ways the program sees receives and sends: the socket layer's
 	// tracepoints (Linux 6.3 and later) and, as before 6.3, sys_enter and
 	// sys_exit.
@@ -141,30 +158,56 @@ func countsLog(t *testing.T, r *realm.Realm) {
 	if len(pids) != 3 {
 		t.Fatalf("KDC pids %v, want supervisor and 2 workers", pids)
 	}
-	runNS := func() map[int]float64 {
-		m := map[int]float64{}
+	// The kernel's run time and run delay of each worker, ns.
+	runNS := func() (run, delay map[int]float64) {
+		run, delay = map[int]float64{}, map[int]float64{}
 		for _, p := range pids[1:] {
 			ss, err := procOf(t, p).Schedstat()
 			if err != nil {
 				t.Fatal(err)
 			}
-			m[p] = float64(ss.RunningNanoseconds)
+			run[p] = float64(ss.RunningNanoseconds)
+			delay[p] = float64(ss.WaitingNanoseconds)
+		}
+		return run, delay
+	}
+	// The program's runnable waits per worker (no metric: see
+	// kdcbpf.Worker), ns.
+	waitNS := func() map[int]float64 {
+		m := map[int]float64{}
+		for _, p := range pids[1:] {
+			idx, _ := ks.slots.Index(p)
+			if w := ks.byIdx[idx]; w != nil {
+				m[p] = float64(w.Runqueue)
+			}
 		}
 		return m
 	}
-	cpuByWorker := func() map[int]float64 {
-		m := map[int]float64{}
-		for idx, w := range ks.byIdx {
-			m[idx] = float64(w.CPU)
+	// The exported per-worker on-CPU seconds, in service and outside, ns.
+	cpuByWorker := func(s *scrape) (in, out map[int]float64) {
+		in, out = map[int]float64{}, map[int]float64{}
+		for _, p := range pids[1:] {
+			idx, ok := ks.slots.Index(p)
+			if !ok {
+				t.Fatalf("worker pid %d has no index", p)
+			}
+			// Absent before the worker's first request: 0.
+			w := strconv.Itoa(idx)
+			v, _ := s.Find("krb5_kdc_worker_service_cpu_seconds_total", "worker", w)
+			in[p] = 1e9 * v
+			v, _ = s.Find("krb5_kdc_worker_outside_service_cpu_seconds_total", "worker", w)
+			out[p] = 1e9 * v
 		}
-		return m
+		return in, out
 	}
 	countOf := func(s *scrape, req, tr string) float64 {
 		return s.Value(MetricKDCServiceSeconds, "request", req, "transport", tr)
 	}
 	from := testutil.LogSize(t, r.KDCLog)
 	s0 := gather(t, reg)
-	c0, r0 := cpuByWorker(), runNS()
+	r0, d0 := runNS()
+	c0, o0 := cpuByWorker(s0)
+	w0 := waitNS()
 
 	as0 := ks.snap.Service[kdcbpf.RequestAS][kdcbpf.TransportUDP]
 	rtt := freshAS(t, r, 300)
@@ -173,7 +216,9 @@ func countsLog(t *testing.T, r *realm.Realm) {
 	mitLoad(t, r, mitEnv(t, r, false), 10)
 
 	s1 := gather(t, reg)
-	c1, r1 := cpuByWorker(), runNS()
+	r1, d1 := runNS()
+	c1, o1 := cpuByWorker(s1)
+	w1 := waitNS()
 	mid := testutil.LogSize(t, r.KDCLog)
 	as := testutil.LogCount(t, r.KDCLog, from, `\bAS_REQ\b`)
 	tgs := testutil.LogCount(t, r.KDCLog, from, `\bTGS_REQ\b`)
@@ -192,22 +237,29 @@ func countsLog(t *testing.T, r *realm.Realm) {
 		t.Errorf("%v TCP requests timed with only UDP sent", d)
 	}
 
-	// Per worker: the on-CPU part of service against schedstat.
+	// Per worker: on CPU in service plus outside it against schedstat.
+	var inAll, outAll float64
 	for i, p := range pids[1:] {
-		idx, ok := ks.slots.Index(p)
-		if !ok {
-			t.Fatalf("worker pid %d has no index", p)
-		}
-		run := r1[p] - r0[p]
-		cpu := c1[idx] - c0[idx]
-		t.Logf("worker %d (pid %d): on CPU in service %.1f ms, schedstat run time %.1f ms (%.1f %%)", idx, p, cpu/1e6, run/1e6, 100*cpu/run)
+		run, delay := r1[p]-r0[p], d1[p]-d0[p]
+		cpu, out, wait := c1[p]-c0[p], o1[p]-o0[p], w1[p]-w0[p]
+		t.Logf("worker %d (pid %d): on CPU in service %.3f ms + outside %.3f ms = %.3f ms, schedstat run time %.3f ms (%+.2f %%); outside %.1f %%; + waiting %.3f ms = %.3f ms, schedstat run + delay %.3f ms (%+.2f %%)",
+			i, p, cpu/1e6, out/1e6, (cpu+out)/1e6, run/1e6, 100*(cpu+out-run)/run, 100*out/(cpu+out),
+			wait/1e6, (cpu+out+wait)/1e6, (run+delay)/1e6, 100*(cpu+out+wait-run-delay)/(run+delay))
 		if run < 5e6 {
 			t.Errorf("worker %d ran only %.1f ms", i, run/1e6)
 			continue
 		}
-		if cpu > run*1.001 || cpu < 0.5*run {
-			t.Errorf("worker %d: on CPU in service %.1f ms against %.1f ms run time: want 50-100 %%", idx, cpu/1e6, run/1e6)
+		if cpu+out > 1.01*run || cpu+out < 0.75*run {
+			t.Errorf("worker %d: on CPU %.3f ms (in service %.3f + outside %.3f) against the kernel's run time %.3f ms: want 75-101 %%", i, (cpu+out)/1e6, cpu/1e6, out/1e6, run/1e6)
 		}
+		if got, want := cpu+out+wait, run+delay; got > 1.01*want || got < 0.85*want {
+			t.Errorf("worker %d: on CPU %.3f ms + waiting for a CPU %.3f ms = %.3f ms against the kernel's run time + run delay %.3f ms: want 85-101 %%", i, (cpu+out)/1e6, wait/1e6, got/1e6, want/1e6)
+		}
+		inAll += cpu
+		outAll += out
+	}
+	if outAll >= inAll {
+		t.Errorf("on CPU outside service %.3f ms, in service %.3f ms: want the outside the minority", outAll/1e6, inAll/1e6)
 	}
 	// The split adds up to the service time.
 	var sum, split float64
@@ -449,6 +501,35 @@ func TestKDCServiceContention(t *testing.T) {
 	if a, b := share(alone.Runqueue, alone.Sum), share(busy.Runqueue, busy.Sum); b < a+0.2 {
 		t.Errorf("runqueue share %.2f beside 4 busy loops, %.2f alone: want at least 0.2 more", b, a)
 	}
+}
+
+// pinApart puts r's KDC processes on CPU 0 and this process (the load
+// generator, and the clients it starts) on the others, where the machine
+// has more than one, so that a client's work does not land between a
+// worker's wakeup and its switch in (see countsLog).
+func pinApart(t *testing.T, r *realm.Realm) {
+	t.Helper()
+	if runtime.NumCPU() < 2 {
+		return
+	}
+	testutil.RequireProgram(t, "taskset")
+	for _, p := range r.KDCPids() {
+		if out, err := exec.Command("taskset", "-a", "-p", "-c", "0", strconv.Itoa(p)).CombinedOutput(); err != nil {
+			t.Fatalf("taskset: %v %s", err, out)
+		}
+	}
+	var old unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &old); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("taskset", "-a", "-p", "-c", "1-"+strconv.Itoa(runtime.NumCPU()-1), strconv.Itoa(os.Getpid())).CombinedOutput(); err != nil {
+		t.Fatalf("taskset: %v %s", err, out)
+	}
+	t.Cleanup(func() {
+		for _, tid := range threadsOf(t, os.Getpid()) {
+			unix.SchedSetaffinity(tid, &old)
+		}
+	})
 }
 
 // threadsOf lists pid's threads.

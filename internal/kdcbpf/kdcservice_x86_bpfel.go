@@ -54,13 +54,17 @@ type kdcserviceThread struct {
 	Pending uint8
 	Tgid    uint32
 	Sk      uint64
+	Out     uint64
+	Wait    uint64
 }
 
 type kdcserviceWorker struct {
-	_     structs.HostLayout
-	Count uint64
-	Sum   uint64
-	Cpu   uint64
+	_       structs.HostLayout
+	Count   uint64
+	Sum     uint64
+	Cpu     uint64
+	Outside uint64
+	Runq    uint64
 }
 
 // Names of all BPF objects in the ELF.

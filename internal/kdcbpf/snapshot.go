@@ -56,6 +56,12 @@ type Worker struct {
 	Requests uint64
 	Service  uint64 // ns
 	CPU      uint64 // ns on CPU while in service
+	Outside  uint64 // ns on CPU outside service: CPU + Outside is its run time
+	// Runqueue is the ns it was runnable waiting for a CPU, in service and
+	// outside. Not a metric (krb5_kdc_worker_cpu_wait_seconds_total is the
+	// kernel's own): with CPU and Outside it is the kernel's run time plus
+	// run delay, whichever of the two the kernel charged a wakeup's wait to.
+	Runqueue uint64
 }
 
 // Snapshot is everything counted since the program was loaded.

@@ -176,7 +176,7 @@ func (t *Tracer) Read(s *Snapshot) error {
 	var unwatched []uint32
 	it := t.objs.Workers.Iterate()
 	for it.Next(&pid, &w) {
-		s.Workers = append(s.Workers, Worker{PID: int(pid), Requests: w.Count, Service: w.Sum, CPU: w.Cpu})
+		s.Workers = append(s.Workers, Worker{PID: int(pid), Requests: w.Count, Service: w.Sum, CPU: w.Cpu, Outside: w.Outside, Runqueue: w.Runq})
 		var v uint32
 		if t.objs.Watched.Lookup(pid, &v) != nil {
 			unwatched = append(unwatched, pid)

@@ -10,8 +10,15 @@
  * TGS-REQ); over TCP the read of the 4-byte length prefix alone does not
  * start a request. While a request is in service the scheduler
  * tracepoints split its time into on CPU, runnable waiting for a CPU, and
- * blocked (disk, locks, sleep). For UDP the time from the datagram's
- * arrival in the network stack (netif_receive_skb) to the receive call
+ * blocked (disk, locks, sleep); outside service, the thread's time on CPU
+ * (its event loop, the receive and send calls' own work, logging after
+ * the reply, receives that found nothing) is added up per process, so
+ * that the two on-CPU parts are together the thread's run time, and so is
+ * its time runnable waiting for a CPU (in service and outside: with the
+ * run time it is what the kernel's run time plus run delay add up to,
+ * whichever of the two the kernel charged a wakeup's wait to). For UDP
+ * the time from the datagram's arrival in the network stack
+ * (netif_receive_skb) to the receive call
  * that dequeues it is the queue time. Observations go into per-CPU
  * log-linear histograms (8 buckets per power of two: Prometheus
  * native-histogram schema 3) that user space sums at scrape time;
@@ -64,6 +71,8 @@ struct thread {
 	u8 pending; /* 1+TR_* once a socket receive began in this call */
 	u32 tgid;   /* for user space to drop the threads of gone processes */
 	u64 sk;     /* the socket of the request in service: its reply ends it */
+	u64 out;    /* on CPU outside service since; 0: off CPU or in service */
+	u64 wait;   /* runnable outside service since; 0: not */
 };
 
 struct total {
@@ -76,6 +85,8 @@ struct qtotal {
 
 struct worker {
 	u64 count, sum, cpu;
+	u64 outside; /* on CPU outside service */
+	u64 runq;    /* runnable waiting for a CPU, in service and outside */
 };
 
 /* The watched krb5kdc processes (tgid), filled from user space. */
@@ -122,6 +133,43 @@ static __always_inline struct stats *cpu_stats(void)
 {
 	u32 zero = 0;
 	return bpf_map_lookup_elem(&stats, &zero);
+}
+
+static __always_inline void count_error(u32 reason);
+
+/* The totals of process tgid, made on first use. */
+static __always_inline struct worker *worker_of(u32 tgid)
+{
+	struct worker *w = bpf_map_lookup_elem(&workers, &tgid);
+	if (w)
+		return w;
+	struct worker zero = {};
+	if (bpf_map_update_elem(&workers, &tgid, &zero, BPF_NOEXIST) != 0 &&
+	    !bpf_map_lookup_elem(&workers, &tgid)) {
+		count_error(ERR_WORKERS_FULL);
+		return 0;
+	}
+	return bpf_map_lookup_elem(&workers, &tgid);
+}
+
+/* Ends t's stretch on CPU outside service at now, if one was running,
+ * and adds it and extra ns to its process's time outside service (and
+ * runq to its time waiting for a CPU). */
+static __always_inline void outside_done(struct thread *t, u64 now, u64 extra, u64 runq)
+{
+	u64 since = t->out;
+	t->out = 0;
+	if (since && now > since)
+		extra += now - since;
+	if (!extra && !runq)
+		return;
+	struct worker *w = worker_of(t->tgid);
+	if (!w)
+		return;
+	if (extra)
+		__sync_fetch_and_add(&w->outside, extra);
+	if (runq)
+		__sync_fetch_and_add(&w->runq, runq);
 }
 
 /* 2^31 * 2^(k/8), k = 1..7: the sub-bucket bounds of one power of two. */
@@ -192,7 +240,8 @@ static __always_inline struct thread *current_thread(bool make)
 		return t;
 	if (!is_watched(id >> 32))
 		return 0;
-	struct thread zero = {.tgid = id >> 32};
+	/* It runs now, outside service. */
+	struct thread zero = {.tgid = id >> 32, .out = bpf_ktime_get_ns()};
 	if (bpf_map_update_elem(&threads, &tid, &zero, BPF_NOEXIST) != 0) {
 		count_error(ERR_THREADS_FULL);
 		return 0;
@@ -420,6 +469,9 @@ static __always_inline void receive_done(struct thread *t, long ret)
 		tag = b[4]; /* prefix and body in one read */
 	u8 req = tag == 0x6a ? REQ_AS : tag == 0x6c ? REQ_TGS : REQ_OTHER;
 	u64 now = bpf_ktime_get_ns();
+	/* A request left without a reply: its time on CPU is outside
+	 * service. */
+	outside_done(t, now, t->start ? t->cpu + (now - t->last) : 0, t->start ? t->runq : 0);
 	t->start = now;
 	t->last = now;
 	t->state = ST_CPU;
@@ -544,6 +596,7 @@ static __always_inline void socket_send(struct sock *sk)
 		t->cpu += d;
 	u64 svc = now - t->start;
 	t->start = 0;
+	t->out = now;
 	u32 combo = (u32)t->req * NTR + t->tr;
 	if (combo >= NREQ * NTR)
 		return;
@@ -559,22 +612,13 @@ static __always_inline void socket_send(struct sock *sk)
 		tot->runq += t->runq;
 		tot->blocked += t->blocked;
 	}
-	u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	struct worker *w = bpf_map_lookup_elem(&workers, &tgid);
-	if (!w) {
-		struct worker zero = {};
-		if (bpf_map_update_elem(&workers, &tgid, &zero, BPF_NOEXIST) != 0 &&
-		    !bpf_map_lookup_elem(&workers, &tgid)) {
-			count_error(ERR_WORKERS_FULL);
-			return;
-		}
-		w = bpf_map_lookup_elem(&workers, &tgid);
-		if (!w)
-			return;
-	}
+	struct worker *w = worker_of(t->tgid);
+	if (!w)
+		return;
 	__sync_fetch_and_add(&w->count, 1);
 	__sync_fetch_and_add(&w->sum, svc);
 	__sync_fetch_and_add(&w->cpu, t->cpu);
+	__sync_fetch_and_add(&w->runq, t->runq);
 }
 
 struct task_struct___old {
@@ -595,15 +639,33 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 	u32 prev_tid = BPF_CORE_READ(prev, pid), next_tid = BPF_CORE_READ(next, pid);
 	struct thread *pt = bpf_map_lookup_elem(&threads, &prev_tid);
 	struct thread *nt = bpf_map_lookup_elem(&threads, &next_tid);
-	if (!(pt && pt->start) && !(nt && nt->start))
-		return 0;
-	u64 now = bpf_ktime_get_ns();
-	if (pt && pt->start) {
-		pt->cpu += now - pt->last;
-		pt->last = now;
-		pt->state = (preempt || runnable(prev)) ? ST_RUNQ : ST_BLOCKED;
+	/* (Each pointer tested alone: the verifier refuses pt || nt.) */
+	u64 now = 0;
+	if (pt) {
+		now = bpf_ktime_get_ns();
+		if (pt->start) {
+			pt->cpu += now - pt->last;
+			pt->last = now;
+			pt->state = (preempt || runnable(prev)) ? ST_RUNQ : ST_BLOCKED;
+		} else {
+			outside_done(pt, now, 0, 0);
+			pt->wait = (preempt || runnable(prev)) ? now : 0;
+		}
 	}
-	if (nt && nt->start) {
+	if (!nt)
+		return 0;
+	if (!now)
+		now = bpf_ktime_get_ns();
+	if (!nt->start) {
+		nt->out = now;
+		u64 wait = nt->wait;
+		nt->wait = 0;
+		if (wait && now > wait) {
+			struct worker *w = worker_of(nt->tgid);
+			if (w)
+				__sync_fetch_and_add(&w->runq, now - wait);
+		}
+	} else {
 		u64 d = now - nt->last;
 		if (nt->state == ST_RUNQ)
 			nt->runq += d;
@@ -622,7 +684,15 @@ int BPF_PROG(sched_wakeup, struct task_struct *p)
 {
 	u32 tid = BPF_CORE_READ(p, pid);
 	struct thread *t = bpf_map_lookup_elem(&threads, &tid);
-	if (!t || !t->start || t->state != ST_BLOCKED)
+	if (!t)
+		return 0;
+	if (!t->start) {
+		/* Outside service: runnable from now, unless it runs. */
+		if (!t->out && !t->wait)
+			t->wait = bpf_ktime_get_ns();
+		return 0;
+	}
+	if (t->state != ST_BLOCKED)
 		return 0;
 	u64 now = bpf_ktime_get_ns();
 	t->blocked += now - t->last;
