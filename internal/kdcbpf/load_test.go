@@ -8,7 +8,11 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 )
@@ -116,4 +120,23 @@ func splitQuoted(s string) []string {
 		s = s[end:]
 	}
 	return out
+}
+
+// TestVerifierRefusalIsLoad: a program the verifier refuses (here one that
+// returns without setting R0) fails with EACCES, which must read as load,
+// not as permission: a permission error makes the tests skip outside CI
+// and tells the operator to grant capabilities that are already there.
+func TestVerifierRefusalIsLoad(t *testing.T) {
+	requireBPF(t)
+	_, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.SocketFilter, License: "GPL",
+		Instructions: asm.Instructions{asm.Return()}})
+	if err == nil {
+		t.Fatal("the verifier accepted a program that returns an unset R0")
+	}
+	if !errors.Is(err, syscall.EACCES) {
+		t.Logf("refusal not EACCES on this kernel: %v", err)
+	}
+	if got := ReasonOf(err, ReasonAttach); got != ReasonLoad {
+		t.Errorf("ReasonOf(%v) = %q, want %q", err, got, ReasonLoad)
+	}
 }

@@ -194,7 +194,13 @@ func (t *Tracer) Read(s *Snapshot) error {
 // ReasonOf classifies a load or attach error; def when nothing more
 // specific is known.
 func ReasonOf(err error, def string) string {
+	var verr *ebpf.VerifierError
 	switch {
+	case errors.As(err, &verr):
+		// The verifier refused the program: the kernel says EACCES, but
+		// this is no missing privilege (with one the load would not have
+		// reached the verifier), it is this program on this kernel.
+		return ReasonLoad
 	case errors.Is(err, os.ErrPermission), errors.Is(err, syscall.EPERM), errors.Is(err, syscall.EACCES):
 		return ReasonPermission
 	case errors.Is(err, ebpf.ErrNotSupported), errors.Is(err, btf.ErrNotSupported), errors.Is(err, btf.ErrNotFound), errors.Is(err, os.ErrNotExist):
