@@ -94,14 +94,14 @@ type Tracker struct {
 	retransmits uint64
 	lists       [NumLists]summary
 	last        Snapshot
-	memo        [2]memo // the last address and client: a login's lines share them
+	memo        [3]memo // the last address, client and service: a login's lines share them
 }
 
 // memo is the last name of a field and its id.
 type memo struct {
 	n  int // -1: none
 	id uint64
-	b  [attack.MaxName]byte
+	b  [64]byte
 }
 
 // New returns a tracker exporting k names a list over windows of w.
@@ -156,17 +156,7 @@ func (t *Tracker) Tick(now time.Time) {
 // ISSUE, nor the steps of a login that go on: NEEDED_PREAUTH, a SPAKE
 // round trip).
 func (t *Tracker) Request(tgs, failed bool, addr, client, service []byte) {
-	// The hot path is written out so that a line costs few calls: a
-	// name repeated from the line before (a login's steps, one host's
-	// burst) costs a compare and an increment, inline; a new one a hash
-	// and addOther.
-	a, c := ref{id: t.memo[0].id, b: addr}, ref{id: t.memo[1].id, b: client}
-	if !t.memo[0].is(addr) {
-		a = t.remember(0, addr)
-	}
-	if !t.memo[1].is(client) {
-		c = t.remember(1, client)
-	}
+	a, c := t.ref(0, addr), t.ref(1, client)
 	r := RequestsAddressAS
 	if tgs {
 		r = RequestsAddressTGS
@@ -174,36 +164,20 @@ func (t *Tracker) Request(tgs, failed bool, addr, client, service []byte) {
 	} else {
 		t.requests[0]++
 	}
-	if l := &t.lists[r]; a.id == l.lastID {
+	if l := &t.lists[r]; a.id == l.lastID { // add's hint, inline: one host's burst
 		l.hit(l.last)
 	} else {
 		l.addOther(a)
 	}
-	if l := &t.lists[r+RequestsClientAS-RequestsAddressAS]; c.id == l.lastID {
-		l.hit(l.last)
-	} else {
-		l.addOther(c)
-	}
+	t.lists[r+RequestsClientAS-RequestsAddressAS].add(c)
 	var s ref
-	if tgs { // services change from line to line: no memo, a hash
-		if s.b = service; len(service) > attack.MaxName {
-			s = t.cut(service)
-		} else {
-			s.id = nonzero(maphash.Bytes(t.seed, service))
-		}
-		if l := &t.lists[RequestsServiceTGS]; s.id == l.lastID {
-			l.hit(l.last)
-		} else {
-			l.addOther(s)
-		}
+	if tgs {
+		s = t.ref(2, service)
+		t.lists[RequestsServiceTGS].add(s)
 	}
-	if failed {
-		t.failed(tgs, a, c, s)
+	if !failed {
+		return
 	}
-}
-
-// failed counts a refused request: its names' ids are the line's.
-func (t *Tracker) failed(tgs bool, a, c, s ref) {
 	t.failures++
 	t.lists[FailuresAddress].add(a)
 	t.lists[FailuresClient].add(c)
@@ -215,11 +189,7 @@ func (t *Tracker) failed(tgs bool, a, c, s ref) {
 // Retransmit counts a retransmitted request from addr.
 func (t *Tracker) Retransmit(addr []byte) {
 	t.retransmits++
-	a := ref{id: t.memo[0].id, b: addr}
-	if !t.memo[0].is(addr) {
-		a = t.remember(0, addr)
-	}
-	t.lists[RetransmitsAddress].add(a)
+	t.lists[RetransmitsAddress].add(t.ref(0, addr))
 }
 
 // Last returns the last complete window; its slices are never changed
@@ -246,19 +216,17 @@ type ref struct {
 	b  []byte
 }
 
-// is reports whether v is the memo's name: the address of most lines
-// and the client of a login's lines (NEEDED_PREAUTH, the SPAKE round
-// trip, ISSUE) are the line before's.
-func (m *memo) is(v []byte) bool { return len(v) == m.n && string(v) == string(m.b[:m.n]) }
-
-// remember hashes v and remembers it. A cut name is not remembered (the
-// memo keeps the name before, its id still right): a memo is at most
-// MaxName bytes, so no longer name compares equal to it.
-func (t *Tracker) remember(field int, v []byte) ref {
+func (t *Tracker) ref(field int, v []byte) ref {
 	if len(v) > attack.MaxName {
 		return t.cut(v)
 	}
+	if field != 0 { // clients and services change from line to line: a hash is cheaper
+		return ref{id: nonzero(maphash.Bytes(t.seed, v)), b: v}
+	}
 	m := &t.memo[field]
+	if len(v) == m.n && string(v) == string(m.b[:m.n]) {
+		return ref{id: m.id, b: v}
+	}
 	m.id, m.n = nonzero(maphash.Bytes(t.seed, v)), copy(m.b[:], v)
 	return ref{id: m.id, b: v}
 }
