@@ -109,10 +109,10 @@ func TestNamesCutAndEscaped(t *testing.T) {
 	}
 }
 
-// TestMemoKeepsCutApart: the address and client memos (a login's lines
-// share them) never make a name of exactly MaxName bytes one with a
+// TestMemoKeepsCutApart: the address memo (most lines share the line
+// before's) never makes a name of exactly MaxName bytes one with a
 // longer name cut to it, in either order, nor a name one with the name
-// of the line before.
+// of the line before; the clients, hashed every line, neither.
 func TestMemoKeepsCutApart(t *testing.T) {
 	tr := New(5, time.Minute)
 	t0 := time.Unix(3600, 0)
