@@ -1,10 +1,14 @@
 package talkers
 
 import (
+	"bytes"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/krb5-exporter/krb5-exporter/kdclog/attack"
 )
 
 // TestSpaceSavingBound feeds a heavy-tailed stream of 200,000 requests
@@ -102,5 +106,32 @@ func TestNamesCutAndEscaped(t *testing.T) {
 	c := l.Lists[RequestsClientAS]
 	if len(c) != 2 || c[0].Name != EmptyName || c[1].Name != `\x1b[2J\\` {
 		t.Errorf("clients %v", c)
+	}
+}
+
+// TestMemoKeepsCutApart: the address memo (most lines share the line
+// before's) never makes a name of exactly MaxName bytes one with a
+// longer name cut to it, in either order, nor a name one with the name
+// of the line before; the clients, hashed every line, neither.
+func TestMemoKeepsCutApart(t *testing.T) {
+	tr := New(5, time.Minute)
+	t0 := time.Unix(3600, 0)
+	tr.Tick(t0)
+	exact := bytes.Repeat([]byte{'x'}, attack.MaxName)
+	long := bytes.Repeat([]byte{'x'}, 2*attack.MaxName)
+	for _, n := range [][]byte{long, exact, exact, long, []byte("job@R"), []byte("job@S")} {
+		tr.Request(false, false, n, n, nil)
+	}
+	tr.Tick(t0.Add(time.Minute))
+	want := map[string]uint64{string(exact) + "...": 2, string(exact): 2, "job@R": 1, "job@S": 1}
+	l := tr.Last()
+	for _, list := range []List{RequestsAddressAS, RequestsClientAS} {
+		got := map[string]uint64{}
+		for _, n := range l.Lists[list] {
+			got[n.Name] = n.Count
+		}
+		if !maps.Equal(got, want) {
+			t.Errorf("%s: %v, want %v", ListBy[list], got, want)
+		}
 	}
 }
