@@ -9,7 +9,7 @@
 #
 # lines: 3000000; cpu: 1; runs: 5 of each mode, in turn; modes:
 # exporter,exporter-attack-off,scanner (also exporter-follow: both follow_
-# options). The log is kdclog's benchmark log (kdclog/benchlog_test.go:
+# options; exporter-talkers-off: top_talkers disabled). The log is kdclog's benchmark log (kdclog/benchlog_test.go:
 # captured MIT 1.20 lines, production-like mix). About a minute.
 # BASELINE=BIN adds mode baseline: BIN, a krb5-exporter built at another
 # commit, with the default configuration (before/after in one run).

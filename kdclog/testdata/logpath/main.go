@@ -50,7 +50,7 @@ func main() {
 	logPath := flag.String("log", "", "the KDC log file (kdclog's benchmark log: go test ./kdclog -run TestWriteBenchLog -benchlog FILE)")
 	cpu := flag.String("cpu", "1", "the CPU every process is pinned to (taskset -c)")
 	runs := flag.Int("runs", 5, "runs of each mode")
-	modes := flag.String("modes", "exporter,exporter-attack-off,scanner", "modes to run, in turn (exporter, exporter-attack-off, exporter-follow, scanner, baseline)")
+	modes := flag.String("modes", "exporter,exporter-attack-off,scanner", "modes to run, in turn (exporter, exporter-attack-off, exporter-follow, exporter-talkers-off, scanner, baseline)")
 	baseline := flag.String("baseline", "", "another krb5-exporter binary (built at another commit), run as mode baseline with the default configuration: before/after in one run")
 	keep := flag.Bool("v", false, "print every run")
 	flag.Parse()
@@ -236,6 +236,8 @@ func runExporter(bin, path, cpu, mode string, n int, size int64) (float64, bool,
 		conf += "attack_signals:\n  disabled: true\n"
 	case "exporter-follow":
 		conf += "attack_signals:\n  follow_logins: true\n  follow_service_tickets: true\n"
+	case "exporter-talkers-off":
+		conf += "top_talkers:\n  disabled: true\n"
 	default:
 		return 0, false, fmt.Errorf("unknown mode %q", mode)
 	}
