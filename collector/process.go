@@ -227,7 +227,7 @@ func (c *processCollector) updateProgram(ch chan<- prometheus.Metric, snap *snap
 // nodelayacct). Each change is one log line: off says why the disk waits
 // are missing.
 func (c *processCollector) delayAccounting(ch chan<- prometheus.Metric) bool {
-	b, err := c.scan.files.readSingle(c.sysctlFn)
+	b, err := c.scan.files.readSysctl(c.sysctlFn)
 	if err != nil {
 		return c.scan.onProcfs && errors.Is(err, os.ErrNotExist)
 	}

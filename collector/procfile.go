@@ -34,7 +34,8 @@ type fileCache struct {
 	files   map[string]*cachedFile
 	gen     uint64 // scrape number; files not read in a scrape are closed
 	buf     []byte
-	maxKept int // files kept open at most
+	small   [64]byte // readSysctl's buffer
+	maxKept int      // files kept open at most
 }
 
 type cachedFile struct {
@@ -53,6 +54,12 @@ func newFileCache() *fileCache {
 // fixtures' regular files behave the same. The slice is valid until the
 // next read.
 func (c *fileCache) readSingle(path string) ([]byte, error) { return c.read(path, c.pread) }
+
+// readSysctl is readSingle for a small /proc/sys file: the kernel
+// allocates and zeroes a buffer the size of each read of one (16 KiB for
+// the 8 KiB buffer), so it is read with a small one first (warm 0.34
+// against 0.80 µs for kernel.task_delayacct, testdata/README.md round 7).
+func (c *fileCache) readSysctl(path string) ([]byte, error) { return c.read(path, c.preadSmall) }
 
 // readAll returns the whole content of path, a procfs file generated
 // record by record (children, net/udp), which one read may return only in
@@ -191,6 +198,18 @@ func (c *fileCache) pread(fd int, path string) ([]byte, error) {
 		}
 		c.buf = make([]byte, 2*len(c.buf))
 	}
+}
+
+// preadSmall is pread with a 64-byte buffer first.
+func (c *fileCache) preadSmall(fd int, path string) ([]byte, error) {
+	n, err := unix.Pread(fd, c.small[:], 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "read", Path: path, Err: err}
+	}
+	if n < len(c.small) {
+		return c.small[:n], nil
+	}
+	return c.pread(fd, path)
 }
 
 // sweep closes the files not read since the previous sweep: their

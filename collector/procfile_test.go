@@ -108,6 +108,44 @@ func TestFileCacheSweep(t *testing.T) {
 	}
 }
 
+// TestReadSysctl: readSysctl reads with a 64-byte buffer first; a file of
+// that size or more is read again whole, and a real sysctl reads as
+// os.ReadFile reads it, again after it is rewritten.
+func TestReadSysctl(t *testing.T) {
+	dir := t.TempDir()
+	c := newFileCache()
+	for _, n := range []int{0, 2, 63, 64, 65, 5000} {
+		want := make([]byte, n)
+		for i := range want {
+			want[i] = byte('a' + i%26)
+		}
+		path := filepath.Join(dir, strconv.Itoa(n))
+		if err := os.WriteFile(path, want, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 { // opened, then through the kept descriptor
+			if got, err := c.readSysctl(path); err != nil || string(got) != string(want) {
+				t.Errorf("%d bytes: read %d (%v)", n, len(got), err)
+			}
+		}
+		if err := os.WriteFile(path, want[:n/2], 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := c.readSysctl(path); err != nil || string(got) != string(want[:n/2]) {
+			t.Errorf("%d bytes rewritten to %d: read %d (%v)", n, n/2, len(got), err)
+		}
+	}
+	for _, path := range []string{"/proc/sys/kernel/task_delayacct", "/proc/sys/net/ipv4/ip_local_port_range", "/proc/sys/kernel/ostype"} {
+		want, err := os.ReadFile(path)
+		if err != nil {
+			t.Skipf("%s: %v", path, err)
+		}
+		if got, err := c.readSysctl(path); err != nil || string(got) != string(want) {
+			t.Errorf("%s: read %q (%v), want %q", path, got, err, want)
+		}
+	}
+}
+
 func TestParseStat(t *testing.T) {
 	// comm with a space and a parenthesis; fields 3..24 and 42 (proc(5)).
 	line := "4242 (kdc (x) y) S 17 4242 4242 0 -1 4194560 100 0 0 0 31 12 5 -3 20 0 1 0 987654 31944704 2553 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 73 0 0\n"
