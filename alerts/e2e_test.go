@@ -598,22 +598,31 @@ func checkVariables(t *testing.T, ctx context.Context, prom string, vars map[str
 	}
 }
 
-// activeAlerts returns the pending and firing alerts by name.
-func activeAlerts(t *testing.T, ctx context.Context, prom string) map[string]string {
+// promAlert is one alert of Prometheus's /api/v1/alerts.
+type promAlert struct {
+	Labels map[string]string `json:"labels"`
+	State  string            `json:"state"`
+}
+
+// promAlerts returns Prometheus's pending and firing alerts.
+func promAlerts(t *testing.T, ctx context.Context, prom string) []promAlert {
 	t.Helper()
 	var resp struct {
 		Data struct {
-			Alerts []struct {
-				Labels map[string]string `json:"labels"`
-				State  string            `json:"state"`
-			} `json:"alerts"`
+			Alerts []promAlert `json:"alerts"`
 		} `json:"data"`
 	}
 	if err := getJSON(ctx, prom+"/api/v1/alerts", &resp); err != nil {
 		t.Fatal(err)
 	}
+	return resp.Data.Alerts
+}
+
+// activeAlerts returns the pending and firing alerts by name.
+func activeAlerts(t *testing.T, ctx context.Context, prom string) map[string]string {
+	t.Helper()
 	out := map[string]string{}
-	for _, a := range resp.Data.Alerts {
+	for _, a := range promAlerts(t, ctx, prom) {
 		if out[a.Labels["alertname"]] != "firing" {
 			out[a.Labels["alertname"]] = a.State
 		}

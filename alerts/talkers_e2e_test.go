@@ -102,19 +102,8 @@ top_talkers:
 // firingAlerts returns the labels of the firing alerts named name.
 func firingAlerts(t *testing.T, ctx context.Context, prom, name string) []map[string]string {
 	t.Helper()
-	var resp struct {
-		Data struct {
-			Alerts []struct {
-				Labels map[string]string `json:"labels"`
-				State  string            `json:"state"`
-			} `json:"alerts"`
-		} `json:"data"`
-	}
-	if err := getJSON(ctx, prom+"/api/v1/alerts", &resp); err != nil {
-		t.Fatal(err)
-	}
 	var out []map[string]string
-	for _, a := range resp.Data.Alerts {
+	for _, a := range promAlerts(t, ctx, prom) {
 		if a.Labels["alertname"] == name && a.State == "firing" {
 			out = append(out, a.Labels)
 		}
