@@ -438,26 +438,8 @@ func TestKDCServiceContention(t *testing.T) {
 	testutil.RequireProgram(t, "taskset")
 	r := upRealm(t, 0, false)
 	_, ks, reg := serviceCollector(t, r)
-	kdc := r.KDCPids()[0]
-	if out, err := exec.Command("taskset", "-a", "-p", "-c", "0", strconv.Itoa(kdc)).CombinedOutput(); err != nil {
-		t.Fatalf("taskset: %v %s", err, out)
-	}
-	// The generator (this process) off the KDC's CPU, where the machine
-	// has another.
-	if runtime.NumCPU() > 1 {
-		var old unix.CPUSet
-		if err := unix.SchedGetaffinity(0, &old); err != nil {
-			t.Fatal(err)
-		}
-		if out, err := exec.Command("taskset", "-a", "-p", "-c", "1-"+strconv.Itoa(runtime.NumCPU()-1), strconv.Itoa(os.Getpid())).CombinedOutput(); err != nil {
-			t.Fatalf("taskset: %v %s", err, out)
-		}
-		t.Cleanup(func() {
-			for _, tid := range threadsOf(t, os.Getpid()) {
-				unix.SchedSetaffinity(tid, &old)
-			}
-		})
-	}
+	// The KDC on CPU 0, the generator (this process) off it.
+	pinApart(t, r)
 	const perPhase = 8000
 	pkts := make([][]byte, 2*perPhase)
 	for i := range pkts {
@@ -471,16 +453,7 @@ func TestKDCServiceContention(t *testing.T) {
 	load := func() {
 		conn, _ := asConn(t, r, "collector-busy")
 		defer conn.Close()
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			buf := make([]byte, 4096)
-			for {
-				if _, err := conn.Read(buf); err != nil && !errors.Is(err, syscall.ECONNREFUSED) {
-					return
-				}
-			}
-		}()
+		stop := drain(conn)
 		last := next + perPhase
 		for end := time.Now().Add(500 * time.Millisecond); time.Now().Before(end) && next < last; {
 			for range 32 {
@@ -490,8 +463,7 @@ func TestKDCServiceContention(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 		time.Sleep(50 * time.Millisecond)
-		conn.SetReadDeadline(time.Now())
-		<-done
+		stop()
 	}
 	alone, _ := phase(t, ks, reg, load)
 	var stops []func()

@@ -2,6 +2,7 @@ package collector
 
 import (
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"slices"
@@ -80,6 +81,19 @@ func flood(t *testing.T, r *realm.Realm, d time.Duration) {
 	t.Helper()
 	conn, pkt := asConn(t, r, "collector-flood")
 	defer conn.Close()
+	stop := drain(conn)
+	for end := time.Now().Add(d); time.Now().Before(end); {
+		for range 16 {
+			conn.Write(pkt)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	stop()
+}
+
+// drain reads and drops conn's answers until stop, which returns once the
+// reader has (an ICMP refusal's error does not end it).
+func drain(conn net.Conn) (stop func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -90,14 +104,10 @@ func flood(t *testing.T, r *realm.Realm, d time.Duration) {
 			}
 		}
 	}()
-	for end := time.Now().Add(d); time.Now().Before(end); {
-		for range 16 {
-			conn.Write(pkt)
-		}
-		time.Sleep(time.Millisecond)
+	return func() {
+		conn.SetReadDeadline(time.Now())
+		<-done
 	}
-	conn.SetReadDeadline(time.Now())
-	<-done
 }
 
 // TestCPUWaitUnderContention: a harness KDC (krb5kdc -w 1) pinned to CPU 0
