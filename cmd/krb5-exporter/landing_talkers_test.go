@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,7 +11,6 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
-	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
@@ -27,17 +25,7 @@ import (
 func TestLandingPageTopTalkers(t *testing.T) {
 	t.Parallel()
 	ctx, problems := browser(t)
-	r := realmtest.Realm(t, realm.Options{Dir: filepath.Join(t.TempDir(), "r"), Users: 2, Services: 1, Fillers: -1, NoKadmind: true})
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "exporter.yml")
-	if err := writeRealmConfig(r, cfg); err != nil {
-		t.Fatal(err)
-	}
-	b, _ := os.ReadFile(cfg)
-	if err := os.WriteFile(cfg, append(b, "\ntop_talkers:\n  window: 5s\n"...), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	base, _, logs := daemon(t, "--config.file", cfg, "--kdclog.position-file", filepath.Join(dir, "positions.json"))
+	r, base, logs := talkersDaemon(t)
 
 	lctx, stop := context.WithCancel(context.Background())
 	defer stop()

@@ -23,17 +23,7 @@ import (
 // of it over a window.
 func TestTopTalkersAgainstDaemon(t *testing.T) {
 	t.Parallel()
-	r := realmtest.Realm(t, realm.Options{Dir: filepath.Join(t.TempDir(), "r"), Users: 2, Services: 1, Fillers: -1, NoKadmind: true})
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "exporter.yml")
-	if err := writeRealmConfig(r, cfg); err != nil {
-		t.Fatal(err)
-	}
-	b, _ := os.ReadFile(cfg)
-	if err := os.WriteFile(cfg, append(b, "\ntop_talkers:\n  window: 5s\n"...), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	base, _, _ := daemon(t, "--config.file", cfg, "--kdclog.position-file", filepath.Join(dir, "positions.json"))
+	r, base, _ := talkersDaemon(t)
 	busy, quiet := loopbackClient(t, r, r.User(1), "127.0.0.5", nil), loopbackClient(t, r, r.User(2), "127.0.0.6", nil)
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -65,4 +55,23 @@ func TestTopTalkersAgainstDaemon(t *testing.T) {
 	if rate <= 0 || rate*5 > float64(inLog)+0.5 {
 		t.Errorf("top shows 127.0.0.5 at %v/s over 5 s, the log has %d of its lines", rate, inLog)
 	}
+}
+
+// talkersDaemon starts a daemon with realm up's configuration of a small
+// harness realm and a top-talkers window of 5 s (a test sees two windows
+// in seconds), as the talkers tests of the landing page and top use it.
+func talkersDaemon(t *testing.T) (*realm.Realm, string, *testutil.LockedBuffer) {
+	t.Helper()
+	r := realmtest.Realm(t, realm.Options{Dir: filepath.Join(t.TempDir(), "r"), Users: 2, Services: 1, Fillers: -1, NoKadmind: true})
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "exporter.yml")
+	if err := writeRealmConfig(r, cfg); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(cfg)
+	if err := os.WriteFile(cfg, append(b, "\ntop_talkers:\n  window: 5s\n"...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base, _, logs := daemon(t, "--config.file", cfg, "--kdclog.position-file", filepath.Join(dir, "positions.json"))
+	return r, base, logs
 }
