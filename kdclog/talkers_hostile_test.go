@@ -52,19 +52,7 @@ func TestTopTalkersHostileLines(t *testing.T) {
 		}
 		s.flush()
 	}
-	n := 100000
-	if testutil.Race {
-		n = 10000
-	}
-	feed(2000)
-	before := testutil.HeapAfterGC()
-	feed(n)
-	after := testutil.HeapAfterGC()
-	growth := int64(after) - int64(before)
-	t.Logf("heap %d -> %d bytes (%+d) over %d forged addresses and hostile names (%d lines)", before, after, growth, n, 4*n+n/2)
-	if growth > 256<<10 {
-		t.Errorf("heap grew by %d bytes", growth)
-	}
+	flatHeap(t, feed, 4.5)
 	now = now.Add(time.Minute)
 	got := testutil.Gather(t, reg)
 	lists := map[string]int{}
