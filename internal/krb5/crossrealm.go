@@ -70,15 +70,8 @@ func (c *Client) PrepareCrossRealm(p Principal) (*CrossRealmService, error) {
 func (c *Client) Referral(ctx context.Context, s *CrossRealmService) (TGSResult, error) {
 	c.xtgt.ok = false
 	var res TGSResult
-	if !c.HasTGT() {
-		res.Renewed = true
-		var err error
-		if res.Login, err = c.Login(ctx); err != nil {
-			return res, err
-		}
-		if !c.tgt.ok {
-			return res, errorf(ClassMalformedReply, PhaseASRep, "the TGT's session key (%s, %d bytes) is not usable", EtypeName(c.tgt.keyType), len(c.tgt.key))
-		}
+	if err := c.ensureTGT(ctx, &res); err != nil {
+		return res, err
 	}
 	start := time.Now()
 	err := c.hop(ctx, &c.tgt, s.referral, PhaseReferral, &res, nil, func(rep *kdcRep, ep *encRepPart) error {

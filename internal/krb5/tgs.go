@@ -94,20 +94,30 @@ type TGSResult struct {
 	Login   ASResult
 }
 
+// ensureTGT logs in first when the Client has no TGT or it is near
+// expiry (res.Renewed, res.Login say so), for the TGS exchanges that use it.
+func (c *Client) ensureTGT(ctx context.Context, res *TGSResult) error {
+	if c.HasTGT() {
+		return nil
+	}
+	res.Renewed = true
+	var err error
+	if res.Login, err = c.Login(ctx); err != nil {
+		return err
+	}
+	if !c.tgt.ok {
+		return errorf(ClassMalformedReply, PhaseASRep, "the TGT's session key (%s, %d bytes) is not usable", EtypeName(c.tgt.keyType), len(c.tgt.key))
+	}
+	return nil
+}
+
 // ServiceTicket performs one TGS exchange for s, never answered from a cache.
 // The TGT from the last Login is used until a quarter of its lifetime is
 // left, then renewed with a new Login.
 func (c *Client) ServiceTicket(ctx context.Context, s *Service) (TGSResult, error) {
 	var res TGSResult
-	if !c.HasTGT() {
-		res.Renewed = true
-		var err error
-		if res.Login, err = c.Login(ctx); err != nil {
-			return res, err
-		}
-		if !c.tgt.ok {
-			return res, errorf(ClassMalformedReply, PhaseASRep, "the TGT's session key (%s, %d bytes) is not usable", EtypeName(c.tgt.keyType), len(c.tgt.key))
-		}
+	if err := c.ensureTGT(ctx, &res); err != nil {
+		return res, err
 	}
 	start := time.Now()
 	err := c.serviceTicket(ctx, s, &res)
