@@ -371,21 +371,26 @@ func keyValue(b []byte, key string) (uint64, bool, error) {
 }
 
 // limitsOpenFiles returns the soft limit of "Max open files" in
-// /proc/PID/limits; unlimited is the largest uint64, as in procfs.
+// /proc/PID/limits; unlimited is the largest uint64, as in procfs. The
+// line is "Max open files" padded to 26 columns, then the soft limit,
+// padded too; the value is cut out in place (no allocation).
 func limitsOpenFiles(b []byte) (uint64, error) {
 	const key = "\nMax open files"
 	i := bytes.Index(b, []byte(key))
 	if i < 0 {
 		return 0, errors.New("limits: no Max open files line")
 	}
-	f := bytes.Fields(b[i+len(key):])
-	if len(f) == 0 {
+	v := bytes.TrimLeft(b[i+len(key):], " \t")
+	if j := bytes.IndexAny(v, " \t\n"); j >= 0 {
+		v = v[:j]
+	}
+	if len(v) == 0 {
 		return 0, errors.New("limits: empty Max open files line")
 	}
-	if string(f[0]) == "unlimited" {
+	if string(v) == "unlimited" {
 		return 1<<64 - 1, nil
 	}
-	return atou(f[0])
+	return atou(v)
 }
 
 func atou(b []byte) (uint64, error) {
