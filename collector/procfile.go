@@ -300,7 +300,11 @@ func parseStat(b []byte) (procStat, error) {
 	if l < 0 || r < l || r+2 > len(b) {
 		return st, fmt.Errorf("malformed stat %q", truncate(b))
 	}
-	st.Comm = string(b[l+1 : r])
+	if w := watchedName(b[l+1 : r]); w != "" {
+		st.Comm = w // the watched programs' names: no allocation
+	} else {
+		st.Comm = string(b[l+1 : r])
+	}
 	rest := b[r+2:]
 	for field := 3; len(rest) > 0 && field <= 42; field++ {
 		var w []byte
