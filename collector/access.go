@@ -22,6 +22,9 @@ type accessTracker struct {
 	readable *prometheus.Desc
 	denied   *logging.Changes   // unreadable at the last look: logged
 	cur      map[accessKey]bool // this scrape: readable or not
+	// logged holds the keys denied has as unreadable: a readable key
+	// not among them has no change to note (no lock, no key string).
+	logged map[accessKey]bool
 }
 
 type accessKey struct{ program, file string }
@@ -36,6 +39,7 @@ func newAccessTracker(logger log.Logger) *accessTracker {
 			[]string{"program", "file"}, nil),
 		denied: logging.NewChanges(nil),
 		cur:    map[accessKey]bool{},
+		logged: map[accessKey]bool{},
 	}
 }
 
@@ -55,6 +59,7 @@ func (a *accessTracker) note(program, file string, p *kdcProc, rel string, err e
 		a.cur[k] = !denied
 	}
 	if denied {
+		a.logged[k] = true
 		if _, _, changed := a.denied.Note(k.String(), "denied"); changed {
 			level.Warn(a.logger).Log("msg", "cannot read "+file+" of "+program+"; "+consequence+" (run the exporter as the daemon's user, or see docs/security.md)",
 				"program", program, "pid", p.pid, "path", p.file(rel), "err", err)
@@ -68,7 +73,8 @@ func (a *accessTracker) note(program, file string, p *kdcProc, rel string, err e
 // send nothing and keep their state.
 func (a *accessTracker) collect(ch chan<- prometheus.Metric) {
 	for k, ok := range a.cur {
-		if ok {
+		if ok && a.logged[k] {
+			delete(a.logged, k)
 			if _, _, changed := a.denied.Note(k.String(), ""); changed {
 				level.Info(a.logger).Log("msg", "can read "+k.file+" of "+k.program+" again", "program", k.program)
 			}

@@ -15,9 +15,9 @@ import (
 // values as before) and shared read-only by every scrape's metrics, as
 // workerseries.go does for the per-worker series.
 
-// maxPairLabels is the most label values a kept series has; series with
-// more are built as before.
-const maxPairLabels = 4
+// maxPairLabels is the most label values a kept series has (five:
+// krb5_kdcconf_info); series with more are built as before.
+const maxPairLabels = 5
 
 // maxKeptPairs bounds the kept series, whatever label values the host
 // shows (replica names, ports): at the bound they are dropped, all at
@@ -35,7 +35,8 @@ type pairKey struct {
 // time per KDCCollector, but tests run several.
 var keptPairs = struct {
 	sync.Mutex
-	m map[pairKey][]*dto.LabelPair
+	m    map[pairKey][]*dto.LabelPair
+	slab []presetMetric // not yet handed out (newPreset)
 }{m: map[pairKey][]*dto.LabelPair{}}
 
 // constMetric is prometheus.MustNewConstMetric with the label pairs kept.
@@ -47,14 +48,19 @@ func constMetric(d *prometheus.Desc, t prometheus.ValueType, v float64, labels [
 	copy(k.values[:], labels)
 	keptPairs.Lock()
 	lp, ok := keptPairs.m[k]
+	var m *presetMetric
+	if ok {
+		m = newPreset()
+	}
 	keptPairs.Unlock()
 	if ok {
-		return &presetMetric{desc: d, labels: lp, value: v, counter: t == prometheus.CounterValue}
-	}
-	m := prometheus.MustNewConstMetric(d, t, v, labels...)
-	var out dto.Metric
-	if t != prometheus.GaugeValue && t != prometheus.CounterValue || m.Write(&out) != nil {
+		m.desc, m.labels, m.value, m.counter = d, lp, v, t == prometheus.CounterValue
 		return m
+	}
+	cm := prometheus.MustNewConstMetric(d, t, v, labels...)
+	var out dto.Metric
+	if t != prometheus.GaugeValue && t != prometheus.CounterValue || cm.Write(&out) != nil {
+		return cm
 	}
 	keptPairs.Lock()
 	if len(keptPairs.m) >= maxKeptPairs {
@@ -62,5 +68,23 @@ func constMetric(d *prometheus.Desc, t prometheus.ValueType, v float64, labels [
 	}
 	keptPairs.m[k] = out.Label
 	keptPairs.Unlock()
+	return cm
+}
+
+// presetSlab is how many presetMetrics are allocated at once: a scrape
+// sends about 80, which were as many allocations. Each is handed out once
+// and never reused (the registry's dto.Metric of a scrape points into it
+// until that scrape's reply is written); a slab is garbage once all its
+// metrics are.
+const presetSlab = 64
+
+// newPreset returns a zero presetMetric from the current slab; call with
+// keptPairs locked.
+func newPreset() *presetMetric {
+	if len(keptPairs.slab) == 0 {
+		keptPairs.slab = make([]presetMetric, presetSlab)
+	}
+	m := &keptPairs.slab[0]
+	keptPairs.slab = keptPairs.slab[1:]
 	return m
 }

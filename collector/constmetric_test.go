@@ -43,6 +43,29 @@ func TestConstMetricKeptPairs(t *testing.T) {
 		}()
 		gauge(d, 1, "only one")
 	}()
+	// Five label values (krb5_kdcconf_info) are kept too; metrics
+	// handed out one after another do not share their value.
+	five := prometheus.NewDesc("krb5_test_five", "A test series.", []string{"e", "d", "c", "b", "a"}, nil)
+	labels := []string{"5", "4", "3", "2", "1"}
+	var sent []prometheus.Metric
+	for i := range 2 * presetSlab {
+		sent = append(sent, gauge(five, float64(i), labels...))
+	}
+	for i, m := range sent {
+		var got, want dto.Metric
+		if err := m.Write(&got); err != nil {
+			t.Fatal(err)
+		}
+		if err := prometheus.MustNewConstMetric(five, prometheus.GaugeValue, float64(i), labels...).Write(&want); err != nil {
+			t.Fatal(err)
+		}
+		if !proto.Equal(&got, &want) {
+			t.Errorf("five labels, metric %d: wrote %v, want %v", i, &got, &want)
+		}
+		if _, ok := m.(*presetMetric); !ok && i > 0 {
+			t.Errorf("five labels, metric %d: label pairs not kept (%T)", i, m)
+		}
+	}
 	one := prometheus.NewDesc("krb5_test_many", "A test series.", []string{"n"}, nil)
 	for i := range 2*maxKeptPairs + 10 {
 		gauge(one, 1, strconv.Itoa(i))

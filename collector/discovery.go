@@ -34,9 +34,10 @@ type procID struct {
 }
 
 type kdcProc struct {
-	pid  int
-	dir  string // /proc/PID
-	stat procStat
+	pid   int
+	dir   string     // /proc/PID
+	paths *procPaths // its files' paths, kept across scrapes; nil: built per call
+	stat  procStat
 	// memo holds what was read of the process (nil: nothing is kept);
 	// idle: it was not scheduled since, so memo's values still hold.
 	memo *procMemo
@@ -50,7 +51,54 @@ type kdcProc struct {
 func (p *kdcProc) id() procID { return procID{p.pid, p.stat.Starttime} }
 
 // file is the path of one of the process's /proc files.
-func (p *kdcProc) file(name string) string { return p.dir + "/" + name }
+func (p *kdcProc) file(name string) string {
+	if p.paths != nil {
+		return p.paths.file(name)
+	}
+	return p.dir + "/" + name
+}
+
+// procPaths are the paths of one pid's /proc files, built once and kept
+// while the pid is looked at: each scrape asks for the same few (stat,
+// schedstat, fd, status, io, children, limits), and building them was a
+// third of discovery's allocations.
+type procPaths struct {
+	dir      string
+	children string // task/PID/children, the main thread's
+	byName   map[string]string
+	gen      uint64
+}
+
+func (pp *procPaths) file(name string) string {
+	if f, ok := pp.byName[name]; ok {
+		return f
+	}
+	f := pp.dir + "/" + name
+	if len(pp.byName) < maxProcPaths { // task/TID/children of a threaded process: not kept
+		pp.byName[name] = f
+	}
+	return f
+}
+
+// maxProcPaths bounds the paths kept per pid.
+const maxProcPaths = 32
+
+// pathsFor returns pid's paths, kept until a scan does not look at pid
+// (sweepMemo).
+func (s *procScanner) pathsFor(pid int) *procPaths {
+	if pp := s.paths[pid]; pp != nil {
+		pp.gen = s.gen
+		return pp
+	}
+	if s.paths == nil {
+		s.paths = map[int]*procPaths{}
+	}
+	id := strconv.Itoa(pid)
+	dir := s.procPath + "/" + id
+	pp := &procPaths{dir: dir, children: dir + "/task/" + id + "/children", byName: map[string]string{}, gen: s.gen}
+	s.paths[pid] = pp
+	return pp
+}
 
 // programProcs are the live processes of one program.
 type programProcs struct {
@@ -118,7 +166,8 @@ type procScanner struct {
 	argsMemo kdcArgs
 
 	memo        map[int]*procMemo // by pid; see procmemo.go
-	gen         uint64            // scan number, for sweepMemo
+	paths       map[int]*procPaths
+	gen         uint64 // scan number, for sweepMemo
 	noSchedstat bool
 
 	done bool
@@ -261,26 +310,30 @@ const maxProcsPerProgram = 4096
 // children lists the children of all threads of p. A single-threaded
 // process (every MIT daemon) has one task, its own: no need to list them.
 func (s *procScanner) children(p *kdcProc) ([]int, error) {
-	var tids []string
+	var paths []string
 	if p.stat.NumThreads == 1 {
-		tids = []string{strconv.Itoa(p.pid)}
+		if p.idle && p.memo.haveChildren {
+			return p.memo.children, nil
+		}
+		if p.paths != nil {
+			paths = []string{p.paths.children}
+		} else {
+			paths = []string{p.file("task/" + strconv.Itoa(p.pid) + "/children")}
+		}
 	} else {
 		entries, err := os.ReadDir(p.file("task"))
 		if err != nil {
 			return nil, err
 		}
 		for _, e := range entries {
-			tids = append(tids, e.Name())
+			paths = append(paths, p.file("task/"+e.Name()+"/children"))
 		}
 	}
-	if p.idle && p.memo.haveChildren {
-		return p.memo.children, nil
-	}
 	var out []int
-	for _, t := range tids {
-		b, err := s.files.readAll(p.file("task/" + t + "/children"))
+	for _, path := range paths {
+		b, err := s.files.readAll(path)
 		if err != nil {
-			if len(tids) == 1 {
+			if len(paths) == 1 {
 				return nil, err
 			}
 			continue // thread exited
@@ -300,12 +353,12 @@ func (s *procScanner) children(p *kdcProc) ([]int, error) {
 // live returns the process when it runs as the named program: not a
 // zombie (an unreaped dead process) and not another program.
 func (s *procScanner) live(pid int, name string) *kdcProc {
-	dir := s.procPath + "/" + strconv.Itoa(pid)
-	m, idle := s.memoFor(pid, dir)
+	pp := s.pathsFor(pid)
+	m, idle := s.memoFor(pid, pp)
 	// stat is read even for an idle process: its resident memory can
 	// shrink meanwhile (reclaim, swap-out), and statm, the cheaper file,
 	// counts it differently (hundreds of KiB apart on Linux 6.18).
-	b, err := s.files.readSingle(dir + "/stat")
+	b, err := s.files.readSingle(pp.file("stat"))
 	if err != nil {
 		return nil
 	}
@@ -321,7 +374,7 @@ func (s *procScanner) live(pid int, name string) *kdcProc {
 	if st.State == "Z" || st.State == "X" || st.Comm != name {
 		return nil
 	}
-	pr := &kdcProc{pid: pid, dir: dir, stat: st, memo: m, idle: idle}
+	pr := &kdcProc{pid: pid, dir: pp.dir, paths: pp, stat: st, memo: m, idle: idle}
 	if m != nil && m.n > 0 {
 		// The schedstat memoFor read (not again: an idle process's is the
 		// one kept, equal to the file's).

@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"bytes"
 	"net/http"
 	"strconv"
 	"strings"
@@ -17,8 +18,14 @@ import (
 // a few percent smaller (collector/testdata/README.md, round 3). The
 // gzip is klauspost/compress's (the same format): at BestSpeed it takes
 // a third of compress/gzip's CPU for a 20 kB reply, and its output is
-// smaller (round 6). The body is the same after decompression; clients
-// that do not offer gzip get it uncompressed, as from promhttp.
+// smaller (round 6). Since round 8 the body is gathered whole and
+// compressed in one call by its stateless compressor: BestSpeed keeps a
+// 128 KiB match table that each reply touches all over and that is cold
+// again by the next scrape; the stateless one has a 16 KiB table on the
+// stack per block of at most 32 kB (a 20 kB reply with cold caches: 69
+// against 90 µs, 2 % more bytes). The body is the same after
+// decompression; clients that do not offer gzip get it uncompressed, as
+// from promhttp.
 func MetricsHandler(g prometheus.Gatherer, opts promhttp.HandlerOpts) http.Handler {
 	opts.DisableCompression = true
 	next := promhttp.HandlerFor(g, opts)
@@ -36,9 +43,11 @@ func MetricsHandler(g prometheus.Gatherer, opts promhttp.HandlerOpts) http.Handl
 }
 
 var gzipWriters = sync.Pool{New: func() any {
-	z, _ := gzip.NewWriterLevel(nil, gzip.BestSpeed)
+	z, _ := gzip.NewWriterLevel(nil, gzip.StatelessCompression)
 	return z
 }}
+
+var bodyBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // gzipResponse compresses what the handler writes, unless the handler
 // took the Content-Encoding back (an error reply written by
@@ -46,6 +55,7 @@ var gzipWriters = sync.Pool{New: func() any {
 type gzipResponse struct {
 	http.ResponseWriter
 	z       *gzip.Writer
+	buf     *bytes.Buffer
 	decided bool
 }
 
@@ -57,6 +67,8 @@ func (g *gzipResponse) WriteHeader(code int) {
 			h.Del("Content-Length")
 			g.z = gzipWriters.Get().(*gzip.Writer)
 			g.z.Reset(g.ResponseWriter)
+			g.buf = bodyBufs.Get().(*bytes.Buffer)
+			g.buf.Reset()
 		}
 	}
 	g.ResponseWriter.WriteHeader(code)
@@ -69,7 +81,7 @@ func (g *gzipResponse) Write(p []byte) (int, error) {
 	if g.z == nil {
 		return g.ResponseWriter.Write(p)
 	}
-	return g.z.Write(p)
+	return g.buf.Write(p)
 }
 
 func (g *gzipResponse) close() {
@@ -78,6 +90,11 @@ func (g *gzipResponse) close() {
 		g.WriteHeader(http.StatusOK)
 	}
 	if g.z != nil {
+		g.z.Write(g.buf.Bytes())
+		if g.buf.Cap() <= 1<<20 {
+			bodyBufs.Put(g.buf)
+		}
+		g.buf = nil
 		g.z.Close()
 		g.z.Reset(nil)
 		gzipWriters.Put(g.z)

@@ -15,10 +15,13 @@ import (
 
 // fixedRegistry has many series of fixed values, so that two scrapes
 // give the same body.
-func fixedRegistry(t testing.TB) *prometheus.Registry {
+func fixedRegistry(t testing.TB) *prometheus.Registry { return fixedRegistryN(t, 64) }
+
+// fixedRegistryN is fixedRegistry with 3 series for each of workers.
+func fixedRegistryN(t testing.TB, workers int) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	v := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "test_requests_total", Help: "h"}, []string{"worker", "state"})
-	for w := 0; w < 64; w++ {
+	for w := 0; w < workers; w++ {
 		for _, s := range []string{"R", "S", "D"} {
 			v.WithLabelValues(fmt.Sprint(w), s).Add(float64(w*3 + len(s)))
 		}
@@ -47,8 +50,17 @@ func get(t *testing.T, url string, hdr map[string]string) (*http.Response, []byt
 	return resp, b
 }
 
+// TestMetricsHandlerGzip: the reply, gzipped or not as Accept-Encoding
+// asks, is promhttp's own uncompressed body; for a small body (8 kB) and
+// one of 290 kB, which the stateless compressor writes in several blocks
+// (at most 32 kB each), compressed to less than a fifth.
 func TestMetricsHandlerGzip(t *testing.T) {
-	reg := fixedRegistry(t)
+	for _, workers := range []int{64, 2000} {
+		t.Run(fmt.Sprint(workers), func(t *testing.T) { testMetricsHandlerGzip(t, fixedRegistryN(t, workers)) })
+	}
+}
+
+func testMetricsHandlerGzip(t *testing.T, reg *prometheus.Registry) {
 	ours := httptest.NewServer(MetricsHandler(reg, promhttp.HandlerOpts{}))
 	defer ours.Close()
 	theirs := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{DisableCompression: true}))
@@ -84,6 +96,9 @@ func TestMetricsHandlerGzip(t *testing.T) {
 		if tc.gzip {
 			if ce != "gzip" {
 				t.Fatalf("%q: Content-Encoding %q, want gzip", tc.enc, ce)
+			}
+			if len(body) > len(want)/5 {
+				t.Errorf("%q: %d bytes gzipped for %d", tc.enc, len(body), len(want))
 			}
 			zr, err := gzip.NewReader(bytes.NewReader(body))
 			if err != nil {

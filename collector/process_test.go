@@ -2,13 +2,16 @@ package collector
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"golang.org/x/sys/unix"
 )
 
 // addReapedCPU moves the CPU time of worker into the supervisor's
@@ -102,5 +105,77 @@ func TestWorkerSeriesSorted(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestOpenFilesLimit: krb5_process_max_fds comes from prlimit(2) on the
+// live /proc and equals the "Max open files" soft limit that
+// /proc/PID/limits of a real process shows (parsed here, not by
+// limitsOpenFiles), with a soft limit set below the hard one; when
+// prlimit is refused (EPERM, another user's daemon) the file gives the
+// same; in a copied tree, and after the process exited, prlimit is not
+// trusted.
+func TestOpenFilesLimit(t *testing.T) {
+	cmd := exec.Command("sh", "-c", "ulimit -S -n 1234 && exec sleep 60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	dir := "/proc/" + strconv.Itoa(pid)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if b, _ := os.ReadFile(dir + "/comm"); string(b) == "sleep\n" {
+			break // exec'd: the limit is set
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the child did not exec sleep")
+		}
+	}
+	// The oracle: the file's soft and hard columns.
+	b, err := os.ReadFile(dir + "/limits")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var soft, hard string
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "Max open files"); ok {
+			f := strings.Fields(rest)
+			soft, hard = f[0], f[1]
+		}
+	}
+	if soft != "1234" || hard == soft {
+		t.Fatalf("the child's limits say soft %q, hard %q; want soft 1234 below the hard limit", soft, hard)
+	}
+	want, _ := strconv.ParseUint(soft, 10, 64)
+
+	k, _ := newTestCollector(t, DefaultConfig())
+	var c *processCollector
+	for _, nc := range k.collectors {
+		if pc, ok := nc.c.(*processCollector); ok {
+			c = pc
+		}
+	}
+	if c == nil || c.prlimit == nil {
+		t.Fatal("no process collector, or prlimit not used on this process's own /proc")
+	}
+	calls := 0
+	c.prlimit = func(pid int, rl *unix.Rlimit) error { calls++; return prlimitNoFile(pid, rl) }
+	p := &kdcProc{pid: pid, dir: dir}
+	if got, err := c.openFilesLimit(p); err != nil || got != want || calls != 1 {
+		t.Errorf("through prlimit: %v, %v (%d calls), want %d from one call", got, err, calls, want)
+	}
+	c.prlimit = func(int, *unix.Rlimit) error { calls++; return unix.EPERM }
+	if got, err := c.openFilesLimit(p); err != nil || got != want || calls != 2 {
+		t.Errorf("prlimit refused, from the file: %v, %v (%d calls), want %d", got, err, calls, want)
+	}
+
+	if ownPidNamespace(editableFixture(t), false) {
+		t.Error("a copied tree taken for this pid namespace's /proc")
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	c.prlimit = prlimitNoFile
+	if _, err := c.openFilesLimit(p); !gone(err) {
+		t.Errorf("after the process exited: %v, want an error of a gone process", err)
 	}
 }

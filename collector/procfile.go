@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -36,16 +37,23 @@ type fileCache struct {
 	buf     []byte
 	small   [64]byte // readSysctl's buffer
 	maxKept int      // files kept open at most
+	now     func() time.Time
 }
 
 type cachedFile struct {
 	fd       int
 	gen      uint64
 	dev, ino uint64 // readReplaceable's files: the file's identity
+	// readReplaceable's files: the stat at the last read, and its content
+	// while settled.
+	size       int64
+	mtim, ctim unix.Timespec
+	settled    bool
+	content    []byte
 }
 
 func newFileCache() *fileCache {
-	return &fileCache{files: map[string]*cachedFile{}, buf: make([]byte, 4096), maxKept: keptFileLimit(maxCachedFiles)}
+	return &fileCache{files: map[string]*cachedFile{}, buf: make([]byte, 4096), maxKept: keptFileLimit(maxCachedFiles), now: time.Now}
 }
 
 // readSingle returns the whole content of path, a file that procfs
@@ -111,7 +119,12 @@ func (c *fileCache) readKept(path string, pread func(fd int, path string) ([]byt
 // whether the kept descriptor is still the file there (same device and
 // inode), and it is read from offset 0 (a file rewritten in place shows
 // its new content): a stat and a read, where os.ReadFile is an open,
-// fstat, two reads and a close.
+// fstat, two reads and a close. A file whose stat (device, inode, size,
+// mtime, ctime) is the same as at its last read is not read again if its
+// mtime and ctime were already settledAge old then: any write since would
+// have set both to a later time (a write within the timestamps'
+// granularity of the last read is the case this leaves out: such a file
+// is read at every scrape until it settles).
 // The slice is valid until the next read.
 func (c *fileCache) readReplaceable(path string) ([]byte, error) {
 	var st unix.Stat_t
@@ -121,16 +134,42 @@ func (c *fileCache) readReplaceable(path string) ([]byte, error) {
 	if cf := c.files[path]; cf != nil && (cf.dev != st.Dev || cf.ino != st.Ino) {
 		unix.Close(cf.fd)
 		delete(c.files, path)
+	} else if cf != nil && cf.settled && cf.size == st.Size && cf.mtim == st.Mtim && cf.ctim == st.Ctim {
+		cf.gen = c.gen
+		return cf.content, nil
 	}
 	// A read of a regular file shorter than asked for ends at its end.
 	b, kept, err := c.readKept(path, c.pread)
-	if cf := c.files[path]; err == nil && !kept && cf != nil {
+	cf := c.files[path]
+	if err != nil || cf == nil {
+		return b, err
+	}
+	if !kept {
 		// Opened just now: if the file was replaced between the stat and
 		// the open, the next stat differs and the file is opened again.
 		cf.dev, cf.ino = st.Dev, st.Ino
 	}
-	return b, err
+	// The stat was taken before the read: a write after it changes the
+	// next one.
+	changed := time.Unix(st.Mtim.Unix())
+	if ct := time.Unix(st.Ctim.Unix()); ct.After(changed) {
+		changed = ct
+	}
+	cf.size, cf.mtim, cf.ctim = st.Size, st.Mtim, st.Ctim
+	cf.settled = len(b) <= maxSettledContent && c.now().Sub(changed) >= settledAge
+	if cf.settled {
+		cf.content = append(cf.content[:0], b...)
+	}
+	return b, nil
 }
+
+// settledAge is how old a replaceable file's mtime and ctime must be for
+// an unchanged stat to mean unchanged content: more than the coarsest
+// timestamp granularity of the file systems a pid file lives on (1 s).
+const settledAge = 2 * time.Second
+
+// maxSettledContent bounds the content kept of a settled file.
+const maxSettledContent = 256
 
 // fstat stats path through a descriptor opened with O_PATH and kept
 // between scrapes: for a procfs file whose attributes the kernel computes
@@ -261,7 +300,11 @@ func parseStat(b []byte) (procStat, error) {
 	if l < 0 || r < l || r+2 > len(b) {
 		return st, fmt.Errorf("malformed stat %q", truncate(b))
 	}
-	st.Comm = string(b[l+1 : r])
+	if w := watchedName(b[l+1 : r]); w != "" {
+		st.Comm = w // the watched programs' names: no allocation
+	} else {
+		st.Comm = string(b[l+1 : r])
+	}
 	rest := b[r+2:]
 	for field := 3; len(rest) > 0 && field <= 42; field++ {
 		var w []byte
@@ -371,21 +414,26 @@ func keyValue(b []byte, key string) (uint64, bool, error) {
 }
 
 // limitsOpenFiles returns the soft limit of "Max open files" in
-// /proc/PID/limits; unlimited is the largest uint64, as in procfs.
+// /proc/PID/limits; unlimited is the largest uint64, as in procfs. The
+// line is "Max open files" padded to 26 columns, then the soft limit,
+// padded too; the value is cut out in place (no allocation).
 func limitsOpenFiles(b []byte) (uint64, error) {
 	const key = "\nMax open files"
 	i := bytes.Index(b, []byte(key))
 	if i < 0 {
 		return 0, errors.New("limits: no Max open files line")
 	}
-	f := bytes.Fields(b[i+len(key):])
-	if len(f) == 0 {
+	v := bytes.TrimLeft(b[i+len(key):], " \t")
+	if j := bytes.IndexAny(v, " \t\n"); j >= 0 {
+		v = v[:j]
+	}
+	if len(v) == 0 {
 		return 0, errors.New("limits: empty Max open files line")
 	}
-	if string(f[0]) == "unlimited" {
+	if string(v) == "unlimited" {
 		return 1<<64 - 1, nil
 	}
-	return atou(f[0])
+	return atou(v)
 }
 
 func atou(b []byte) (uint64, error) {

@@ -10,8 +10,10 @@ import (
 	"strconv"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/prometheus/procfs"
+	"golang.org/x/sys/unix"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 )
@@ -369,5 +371,93 @@ func TestReadPidFileKeptOpen(t *testing.T) {
 	}
 	if pid, err := readPidFile(files, path); err == nil {
 		t.Errorf("no pid: got %d", pid)
+	}
+}
+
+// TestReadPidFileSettled: a pid file whose stat is unchanged is not read
+// again once its mtime and ctime were settledAge old at the last read,
+// and is read again before. What the kept descriptor reads is swapped
+// underneath (dup2 of another file with another pid onto it), which
+// leaves the path's stat as it was: the content a rewrite within the same
+// timestamp would show. A real rewrite of the same size is seen.
+func TestReadPidFileSettled(t *testing.T) {
+	files := newFileCache()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "kdc.pid")
+	want := func(what string, pid int) {
+		t.Helper()
+		got, err := readPidFile(files, path)
+		if err != nil || got != pid {
+			t.Errorf("%s: %d, %v; want %d", what, got, err, pid)
+		}
+	}
+	// swap makes the kept descriptor read the file other, or one holding
+	// pid.
+	swap := func(pid int, other string) {
+		t.Helper()
+		if other == "" {
+			other = filepath.Join(dir, "other"+strconv.Itoa(pid))
+			if err := os.WriteFile(other, []byte(strconv.Itoa(pid)+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		f, err := os.Open(other)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		cf := files.files[path]
+		if cf == nil {
+			t.Fatal("pid file not kept open")
+		}
+		if err := unix.Dup2(int(f.Fd()), cf.fd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(path, []byte("1234\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want("first read", 1234)
+	// Written just now: the same stat does not mean the same content.
+	swap(5678, "")
+	want("fresh file, same stat, new content", 5678)
+	want("fresh file read again", 5678)
+
+	// Three seconds later the stat is settled: the next read is the
+	// last one until the stat changes.
+	files.now = func() time.Time { return time.Now().Add(3 * time.Second) }
+	want("read once settled", 5678)
+	swap(999, "")
+	for i := 0; i < 3; i++ {
+		files.sweep()
+		want("settled, stat unchanged: not read", 5678)
+	}
+	if files.files[path] == nil {
+		t.Fatal("settled pid file closed by the sweep")
+	}
+	swap(0, path) // the pid file itself again
+	// A rewrite, same size: mtime and ctime move.
+	if err := os.WriteFile(path, []byte("4321\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want("rewritten, same size", 4321)
+	if err := os.WriteFile(path, []byte("42\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want("rewritten, shorter", 42)
+	// Replaced by another file: another inode.
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, []byte("77\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+	want("replaced", 77)
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readPidFile(files, path); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("removed: %v, want not exist", err)
 	}
 }

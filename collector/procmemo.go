@@ -50,14 +50,14 @@ type procMemo struct {
 // everything). The memo of a process that ran is cleared, with the new
 // schedstat recorded before any other file is read, so that activity
 // during this scrape's reads shows as a change at the next.
-func (s *procScanner) memoFor(pid int, dir string) (*procMemo, bool) {
+func (s *procScanner) memoFor(pid int, pp *procPaths) (*procMemo, bool) {
 	if !s.onProcfs || s.noSchedstat {
 		return nil, false
 	}
-	sched, kept, err := s.files.readSingleKept(dir + "/schedstat")
+	sched, kept, err := s.files.readSingleKept(pp.file("schedstat"))
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			if _, serr := os.Stat(dir); serr == nil {
+			if _, serr := os.Stat(pp.dir); serr == nil {
 				s.noSchedstat = true // the process is there, its schedstat is not
 			}
 		}
@@ -79,11 +79,17 @@ func (s *procScanner) memoFor(pid int, dir string) (*procMemo, bool) {
 	return m, false
 }
 
-// sweepMemo forgets the processes not looked at in this scan.
+// sweepMemo forgets the processes not looked at in this scan, and their
+// paths.
 func (s *procScanner) sweepMemo() {
 	for pid, m := range s.memo {
 		if m.gen != s.gen {
 			delete(s.memo, pid)
+		}
+	}
+	for pid, pp := range s.paths {
+		if pp.gen != s.gen {
+			delete(s.paths, pid)
 		}
 	}
 	s.gen++

@@ -5,7 +5,7 @@
 //	go run ./collector/testdata/scrapecost -scrapes 200
 //
 // It starts a harness realm, runs each exporter as its own process on
-// loopback, then scrapes them in turn (alternating which goes first) and
+// loopback, then scrapes them in turn (in a new random order each round) and
 // takes each exporter's CPU time from /proc/PID/task/*/schedstat
 // (nanoseconds) before and after every scrape. Our side is this package's
 // collectors plus the Go and process collectors a real exporter binary
@@ -23,6 +23,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -57,6 +58,7 @@ func main() {
 	workers := flag.Int("workers", 2, "krb5kdc -w N")
 	pe := flag.String("process-exporter", "/usr/bin/prometheus-process-exporter", "prometheus-process-exporter binary")
 	baseline := flag.String("baseline", "", "a scrapecost binary built from another commit, run as one more exporter (before/after in one run)")
+	cpus := flag.String("cpu", "", "pin every exporter to these CPUs (taskset -c LIST), so that none runs next to the scraper or the KDC by chance of placement")
 	others := flag.String("others", "", "comma-separated counts of idle other processes to start on the host, one measurement each (e.g. 100,2000,10000)")
 	flag.Parse()
 	var counts []int
@@ -74,6 +76,7 @@ func main() {
 	if len(counts) == 0 {
 		counts = []int{0}
 	}
+	pin = *cpus
 	if err := run(*scrapes, *workers, *pe, *baseline, counts); err != nil {
 		fmt.Fprintln(os.Stderr, "scrapecost:", err)
 		os.Exit(1)
@@ -110,6 +113,18 @@ func serve(args []string) error {
 	fmt.Println(l.Addr().String())
 	go func() { io.Copy(io.Discard, os.Stdin); os.Exit(0) }()
 	return http.Serve(l, collector.MetricsHandler(reg, promhttp.HandlerOpts{}))
+}
+
+// pin is -cpu: the CPU list every exporter runs on ("": anywhere).
+var pin string
+
+// command is exec.Command, under taskset -c pin when pinned (taskset
+// execs the program: the pid is the exporter's).
+func command(bin string, args ...string) *exec.Cmd {
+	if pin == "" {
+		return exec.Command(bin, args...)
+	}
+	return exec.Command("taskset", append([]string{"-c", pin, bin}, args...)...)
 }
 
 type exporter struct {
@@ -178,7 +193,7 @@ func run(scrapes, workers int, peBin, baseline string, others []int) error {
 			}{"baseline " + filepath.Base(baseline) + ", by name", baseline, []string{"serve", "-kdcconf", r.KDCConf, "-krb5conf", r.Krb5Conf}})
 	}
 	for _, o := range ourSide {
-		cmd := exec.Command(o.bin, o.args...)
+		cmd := command(o.bin, o.args...)
 		cmd.Stderr = os.Stderr
 		stdin, _ := cmd.StdinPipe()
 		stdout, _ := cmd.StdoutPipe()
@@ -210,7 +225,7 @@ func run(scrapes, workers int, peBin, baseline string, others []int) error {
 		// back from the process's own listening socket (a port probed
 		// and released here could be taken meanwhile).
 		args := append([]string{"-config.path", peConf, "-web.listen-address", "127.0.0.1:0"}, v.args...)
-		cmd := exec.Command(peBin, args...)
+		cmd := command(peBin, args...)
 		if err := cmd.Start(); err != nil {
 			return err
 		}
@@ -252,9 +267,16 @@ func measure(exps []*exporter, scrapes, n int) error {
 			}
 		}
 	}
+	// A new order each round: rotating one order ((i+j) mod n) kept every
+	// exporter behind the same neighbour, whose scrape left the caches in
+	// its own state (the same binary measured twice in one run differed by
+	// 0.15 ms in the last position it had). Seeded, so runs repeat.
+	rng := rand.New(rand.NewPCG(38, uint64(n)))
+	order := make([]*exporter, len(exps))
+	copy(order, exps)
 	for i := 0; i < scrapes; i++ {
-		for j := range exps {
-			e := exps[(i+j)%len(exps)]
+		rng.Shuffle(len(order), func(a, b int) { order[a], order[b] = order[b], order[a] })
+		for _, e := range order {
 			before, err := cpuNS(e.pid)
 			if err != nil {
 				return err
