@@ -258,11 +258,25 @@ func (c *udpCycle) run(ctx context.Context, l udpLoad, start time.Time) error {
 			}
 			return fmt.Errorf("receive: %w", err)
 		}
-		answered += n
-		now = time.Now()
-		for j := range n {
-			b, at := c.u.msg(j, now)
-			l.reply(b, at)
+		// The replies, a chunk at a time (rawUDP.recv): a full chunk may
+		// have more behind it.
+		for n > 0 {
+			answered += n
+			now = time.Now()
+			for j := range n {
+				b, at := c.u.msg(j, now)
+				l.reply(b, at)
+			}
+			if n < c.u.chunk {
+				break
+			}
+			if n, err = c.u.recv(); err != nil {
+				if isRefused(err) {
+					c.refused(l, err)
+					break
+				}
+				return fmt.Errorf("receive: %w", err)
+			}
 		}
 	}
 }
