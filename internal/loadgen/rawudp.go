@@ -118,7 +118,7 @@ func dialRawUDP(addr string, n int) (*rawUDP, error) {
 // every datagram it sends. A batch of replies taken in one recvmmsg
 // crossed that line about every other cycle (a batch is 32 replies at 64
 // in flight): an IPI, a VM exit on a virtual machine, was 29 % of
-// recvmmsg's CPU in the profile of the as load (10 % after). Taken 32 at
+// recvmmsg's CPU in the profile of the as load (9 % after). Taken 32 at
 // a time with their Kerberos work between, the KDC's CPU mostly flushes
 // (it answers) between two chunks. On older kernels, or with
 // skb_defer_max 0 (the default chunk then), the bound only splits a
