@@ -2,6 +2,7 @@ package krb5
 
 import (
 	"bytes"
+	"encoding/binary"
 	"path/filepath"
 	"testing"
 )
@@ -74,5 +75,41 @@ func TestFlightPreauthRemembered(t *testing.T) {
 	c.creds.mu.Unlock()
 	if _, err := c.ReadLoginReply(preauth); Classify(err) != ClassKeytab {
 		t.Fatalf("after the keys changed: %v (choice %+v), want a keytab error", err, c.choice)
+	}
+}
+
+// TestOpenLoginFlightChecks: the AS-REP a login in flight opens gives the
+// nonce inside its encrypted part (the captured request's), and one not
+// made with the Client's key fails the integrity check: one bit of the
+// ciphertext flipped, or the same reply to a Client whose key differs.
+func TestOpenLoginFlightChecks(t *testing.T) {
+	in := readSeed(t, filepath.Join("testdata", "fuzz", "FuzzASReply", "ok-as-rep-20"))
+	nonce, asRep := int64(binary.BigEndian.Uint32(in)), in[4:]
+	preauth := readSeed(t, filepath.Join("testdata", "fuzz", "FuzzASReply", "ok-preauth-required-20"))[4:]
+	open := func(c *Client, reply []byte) (int64, error) {
+		t.Helper()
+		if _, err := c.ReadLoginReply(preauth); err != nil {
+			t.Fatal(err)
+		}
+		f := LoginFlight{Stage: StageTimestamp}
+		return c.OpenLoginFlight(reply, &f)
+	}
+	c := fuzzClient(t)
+	if got, err := open(c, asRep); err != nil || got != nonce {
+		t.Fatalf("captured AS-REP: nonce %d, %v; want %d", got, err, nonce)
+	}
+	bad := bytes.Clone(asRep)
+	bad[len(bad)-20] ^= 1 // inside the enc-part's cipher (the HMAC's)
+	if _, err := open(c, bad); Classify(err) != ClassDecrypt {
+		t.Fatalf("flipped bit: %v, want %s", err, ClassDecrypt)
+	}
+	other := fuzzClient(t)
+	for i, k := range other.creds.keys {
+		k.key = bytes.Clone(k.key)
+		k.key[0] ^= 0xff
+		other.creds.keys[i] = k
+	}
+	if _, err := open(other, asRep); Classify(err) != ClassDecrypt {
+		t.Fatalf("another key: %v, want %s", err, ClassDecrypt)
 	}
 }
