@@ -110,6 +110,7 @@ type Client struct {
 	// flight) and lastNonce is the one it read.
 	choice    preauthChoice
 	hasChoice bool
+	pc        preauthCache // ReadLoginReply's last choice (flightPreauth)
 	anyNonce  bool
 	lastNonce int64
 

@@ -1,6 +1,7 @@
 package krb5
 
 import (
+	"bytes"
 	"fmt"
 
 	"github.com/jcmturner/gokrb5/v8/iana/errorcode"
@@ -70,7 +71,7 @@ func (c *Client) ReadLoginReply(reply []byte) (LoginReply, error) {
 	}
 	switch c.kerr.code {
 	case errorcode.KDC_ERR_PREAUTH_REQUIRED:
-		ch, err := c.choosePreauth(PhasePreauthRequired)
+		ch, err := c.flightPreauth()
 		if err != nil {
 			return ReplyPreauthRequired, err
 		}
@@ -92,6 +93,37 @@ func (c *Client) ReadLoginReply(reply []byte) (LoginReply, error) {
 		return ReplyMoreData, nil
 	}
 	return 0, kdcError(PhaseASRep, c.kerr.code, string(c.kerr.text))
+}
+
+// flightPreauth is choosePreauth for the PREAUTH_REQUIRED in c.kerr,
+// remembered: a KDC sends the same METHOD-DATA in every PREAUTH_REQUIRED
+// to one principal (MIT: ETYPE-INFO2, the methods offered), so a load of
+// logins reads the same e-data each time. One byte for byte the last one
+// read, with the same keys (the Credentials' generation), makes the same
+// choice: the ETYPE-INFO2 walk, the S2K parameter check and their hex
+// are done again only when the e-data or the keys change. (A SPAKE
+// challenge or cookie in the e-data is still taken by pickMethod each
+// time.)
+func (c *Client) flightPreauth() (preauthChoice, error) {
+	gen := c.creds.gen()
+	if c.pc.ok && c.pc.gen == gen && bytes.Equal(c.pc.edata, c.kerr.edata) {
+		return c.pc.choice, nil
+	}
+	ch, err := c.choosePreauth(PhasePreauthRequired)
+	c.pc.ok = err == nil
+	if err == nil {
+		c.pc.edata, c.pc.gen, c.pc.choice = append(c.pc.edata[:0], c.kerr.edata...), gen, ch
+	}
+	return ch, err
+}
+
+// preauthCache is the last choice flightPreauth made and what it was made
+// from.
+type preauthCache struct {
+	ok     bool
+	gen    uint64 // Credentials generation
+	edata  []byte // the PREAUTH_REQUIRED's e-data
+	choice preauthChoice
 }
 
 // EncodeLoginFirst appends the first AS-REQ of a new login (no

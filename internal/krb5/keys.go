@@ -180,6 +180,13 @@ func (c *Credentials) refresh(now time.Time) (uint64, error) {
 	return c.generation, err // the generation after the load
 }
 
+// gen is the generation of the keys now held.
+func (c *Credentials) gen() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.generation
+}
+
 func (c *Credentials) checkPending() error {
 	if c.pendingCheck == nil {
 		return nil

@@ -208,3 +208,63 @@ func threadCPU() time.Duration {
 	_ = unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts)
 	return time.Duration(ts.Nano())
 }
+
+// TestRawUDPRecvChunk: with more datagrams waiting than a chunk
+// (recvChunk, half net.core.skb_defer_max), one recv takes a chunk and
+// the next the rest, in order.
+func TestRawUDPRecvChunk(t *testing.T) {
+	peer, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	const n = 40
+	u, err := dialRawUDP(peer.LocalAddr().String(), 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.close()
+	if u.chunk != min(64, recvChunk()) || u.chunk < 1 {
+		t.Fatalf("chunk %d, want %d", u.chunk, min(64, recvChunk()))
+	}
+	u.chunk = 32 // the default skb_defer_max's, whatever this machine's
+	u.queue([]byte("hello"))
+	if err := u.send(); err != nil {
+		t.Fatal(err)
+	}
+	peer.SetDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 16)
+	_, from, err := peer.ReadFromUDP(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if _, err := peer.WriteToUDP([]byte{byte(i)}, from); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []int
+	next := 0
+	for deadline := time.Now().Add(5 * time.Second); next < n && time.Now().Before(deadline); {
+		if err := u.waitReadable(time.Second); err != nil {
+			t.Fatal(err)
+		}
+		k, err := u.recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k > 0 {
+			got = append(got, k)
+		}
+		for j := range k {
+			if b, _ := u.msg(j, time.Time{}); len(b) != 1 || int(b[0]) != next {
+				t.Fatalf("datagram %d: %v", next, b)
+			}
+			next++
+		}
+	}
+	// Loopback delivers the 40 before the first recv: 32, then 8.
+	if next != n || len(got) != 2 || got[0] != 32 {
+		t.Fatalf("recv took %v datagrams, want 32 then 8", got)
+	}
+}

@@ -35,7 +35,7 @@ func TestMain(m *testing.M) {
 
 // upRealm returns the shared realm, with every request sent to its KDC
 // so far logged (an earlier test's load cut off at its end leaves some).
-func upRealm(t *testing.T) *realm.Realm {
+func upRealm(t testing.TB) *realm.Realm {
 	t.Helper()
 	realmtest.RequireMIT(t)
 	shared.once.Do(func() {
@@ -55,14 +55,14 @@ func upRealm(t *testing.T) *realm.Realm {
 
 // realmConfig is a load's configuration against r: its users from their
 // keytab, its services, the bench's default 5 s timeout.
-func realmConfig(t *testing.T, r *realm.Realm, preauth krb5.PreauthMode) Config {
+func realmConfig(t testing.TB, r *realm.Realm, preauth krb5.PreauthMode) Config {
 	t.Helper()
 	return realmConfigVia(t, r, preauth, r.KDCAddr)
 }
 
 // realmConfigVia is realmConfig with every client, of both generators,
 // sending to kdc (a relay in front of r's KDC).
-func realmConfigVia(t *testing.T, r *realm.Realm, preauth krb5.PreauthMode, kdc string) Config {
+func realmConfigVia(t testing.TB, r *realm.Realm, preauth krb5.PreauthMode, kdc string) Config {
 	t.Helper()
 	ps := make([]krb5.Principal, r.Opts.Users)
 	for i := range ps {

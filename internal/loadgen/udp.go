@@ -30,9 +30,11 @@ import (
 //  4. in a closed loop with enough in flight, a sleep while a batch of
 //     replies gathers (the time the KDC took for a batch so far; the
 //     kernel's arrival stamps keep the latencies exact);
-//  5. one recvmmsg for every reply waiting, or a poll until one comes
-//     (or the load's next event, or 100 ms, to resend and time out);
-//  6. the load matches each reply to its request.
+//  5. recvmmsg for the replies waiting, 32 at a time (rawUDP.recv), or a
+//     poll until one comes (or the load's next event, or 100 ms, to
+//     resend and time out);
+//  6. the load matches each reply to its request (each chunk's before
+//     the next is read).
 
 // slot is one request in flight on the cycle.
 type slot struct {
@@ -258,11 +260,25 @@ func (c *udpCycle) run(ctx context.Context, l udpLoad, start time.Time) error {
 			}
 			return fmt.Errorf("receive: %w", err)
 		}
-		answered += n
-		now = time.Now()
-		for j := range n {
-			b, at := c.u.msg(j, now)
-			l.reply(b, at)
+		// The replies, a chunk at a time (rawUDP.recv): a full chunk may
+		// have more behind it.
+		for n > 0 {
+			answered += n
+			now = time.Now()
+			for j := range n {
+				b, at := c.u.msg(j, now)
+				l.reply(b, at)
+			}
+			if n < c.u.chunk {
+				break
+			}
+			if n, err = c.u.recv(); err != nil {
+				if isRefused(err) {
+					c.refused(l, err)
+					break
+				}
+				return fmt.Errorf("receive: %w", err)
+			}
 		}
 	}
 }
