@@ -201,10 +201,13 @@ func (r *Realm) StartKDCProxy(ctx context.Context) error {
 	// Two sync workers: kdcproxy holds a worker until the KDC answers or
 	// its own 17 s timeout, and a probe must not queue behind a kinit.
 	// --timeout 30 (gunicorn's default) recycles a worker stuck longer.
+	// --graceful-timeout 2: on SIGTERM the master waits that long for a
+	// worker's request, not 30 s; a test that stopped the KDC leaves one
+	// waiting on it, and StopKDCProxy allows 10 s.
 	cmd := r.command(ctx, g, "--daemon", "--pid", p.PidFile,
 		"--bind", net.JoinHostPort("127.0.0.1", strconv.Itoa(p.Port)),
 		"--certfile", p.Cert, "--keyfile", p.Key,
-		"--workers", "2", "--timeout", "30",
+		"--workers", "2", "--timeout", "30", "--graceful-timeout", "2",
 		"--error-logfile", p.Log, "--capture-output",
 		"--chdir", r.Dir, "kdcproxy:application")
 	cmd.Env = append(cmd.Env, "KDCPROXY_CONFIG="+p.Conf)

@@ -2,11 +2,14 @@ package realm
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // TestKDCProxy: the harness's proxy serves MIT kinit and kvno (kdc =
@@ -63,4 +66,85 @@ func TestKDCProxy(t *testing.T) {
 	if anyAlive(pids, gunicornComm) {
 		t.Fatalf("gunicorn %v still running after StopKDCProxy", pids)
 	}
+}
+
+// TestKDCProxyStopsWithRequestInFlight: a request the proxy is holding
+// for a KDC that does not answer (stopped with SIGSTOP; kdcproxy waits
+// up to its own 17 s) does not hold up StopKDCProxy past gunicorn's
+// graceful timeout: it returns nil, every process gone, well within its
+// 10 s. Before --graceful-timeout the master waited for the worker (30 s
+// by default) and StopKDCProxy killed it and failed (alerts' TestEndToEnd,
+// which stops the KDC while the probes go through the proxy).
+func TestKDCProxyStopsWithRequestInFlight(t *testing.T) {
+	t.Parallel()
+	if err := KDCProxyAvailable(); err != nil {
+		t.Skip(err)
+	}
+	r, err := Up(context.Background(), Options{Dir: filepath.Join(t.TempDir(), "r"), Users: 1, Services: 1, Fillers: -1, NoKadmind: true, KDCProxy: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Down() })
+	conf := filepath.Join(t.TempDir(), "krb5.conf")
+	if err := os.WriteFile(conf, []byte(r.KDCProxyKrb5Conf(r.KDCProxy.URL, r.KDCProxy.CA)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kdcs := r.KDCPids()
+	for _, p := range kdcs {
+		syscall.Kill(p, syscall.SIGSTOP)
+	}
+	t.Cleanup(func() {
+		for _, p := range kdcs {
+			syscall.Kill(p, syscall.SIGCONT)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	kinit := exec.CommandContext(ctx, "kinit", "-k", "-t", r.UserKeytab, r.User(1))
+	kinit.Env = append(os.Environ(), "KRB5_CONFIG="+conf, "KRB5CCNAME=FILE:"+filepath.Join(t.TempDir(), "cc"))
+	if err := kinit.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer kinit.Wait()
+	defer kinit.Process.Kill()
+	// The request is in a worker once the stopped KDC holds a connection
+	// from the proxy in its accept queue.
+	deadline := time.Now().Add(10 * time.Second)
+	for !proxyWaitsOnKDC(t, r) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no connection from the proxy reached the KDC's port; proxy log: %s", logTail(r.KDCProxy.Log))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	pids := r.KDCProxyPids()
+	start := time.Now()
+	if err := r.StopKDCProxy(); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 6*time.Second {
+		t.Errorf("StopKDCProxy took %v with a request in flight", took.Round(time.Millisecond))
+	}
+	if anyAlive(pids, gunicornComm) {
+		t.Fatalf("gunicorn %v still running after StopKDCProxy", pids)
+	}
+}
+
+// proxyWaitsOnKDC reports whether a request waits at the stopped KDC:
+// a datagram queued on its UDP socket, or a connection in its TCP
+// listener's accept queue (the kernel completes the handshake for it).
+func proxyWaitsOnKDC(t *testing.T, r *Realm) bool {
+	local := fmt.Sprintf(":%04X", r.KDCPort)
+	for _, f := range []string{"/proc/net/udp", "/proc/net/tcp"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(string(b), "\n")[1:] {
+			// sl local_address rem_address st tx_queue:rx_queue ...
+			if x := strings.Fields(l); len(x) > 4 && strings.HasSuffix(x[1], local) && !strings.HasSuffix(x[4], ":00000000") {
+				return true
+			}
+		}
+	}
+	return false
 }
