@@ -26,6 +26,7 @@ specs=(
 	"config;.;"
 	"kdclog;^(TestFixtures|TestRewrites|TestFastIndexes|TestParseKpropd|TestKpropdFixture|TestLabelCharsets|TestForgedLinesMakeNoLabel|TestDocumentedLabelCaps|TestParseMessageMatchesParse|TestParse|TestEtypes|TestBoundedLabels|TestRecoverWindow)\$;^(manager|collector|counts|workers|kpropd|labels|source|flags)\.go$"
 	"kdclog/attack;.;"
+	"kdclog/talkers;.;"
 )
 
 want=("$@")

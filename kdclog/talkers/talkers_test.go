@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -133,5 +134,23 @@ func TestMemoKeepsCutApart(t *testing.T) {
 		if !maps.Equal(got, want) {
 			t.Errorf("%s: %v, want %v", ListBy[list], got, want)
 		}
+	}
+}
+
+// TestMerged: the landing page's rows put lists together: a name in
+// both has the sum of its counts and errors, the rows are ordered by
+// count then name, and cut to n.
+func TestMerged(t *testing.T) {
+	var s Snapshot
+	s.Lists[RequestsAddressAS] = []Talker{{"10.0.0.1", 50, 0}, {"10.0.0.2", 30, 2}, {"10.0.0.3", 7, 0}}
+	s.Lists[RequestsAddressTGS] = []Talker{{"10.0.0.2", 25, 1}, {"10.0.0.9", 7, 0}, {"10.0.0.4", 6, 0}}
+	s.Lists[FailuresAddress] = []Talker{{"10.0.0.1", 1000, 0}} // not asked for
+	got := s.Merged(4, RequestsAddressAS, RequestsAddressTGS)
+	want := []Talker{{"10.0.0.2", 55, 3}, {"10.0.0.1", 50, 0}, {"10.0.0.3", 7, 0}, {"10.0.0.9", 7, 0}}
+	if !slices.Equal(got, want) {
+		t.Errorf("merged %v\nwant   %v", got, want)
+	}
+	if got := s.Merged(10, RequestsServiceTGS); len(got) != 0 {
+		t.Errorf("an empty list merged: %v", got)
 	}
 }
