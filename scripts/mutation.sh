@@ -27,6 +27,8 @@ specs=(
 	"kdclog;^(TestFixtures|TestRewrites|TestFastIndexes|TestParseKpropd|TestKpropdFixture|TestLabelCharsets|TestForgedLinesMakeNoLabel|TestDocumentedLabelCaps|TestParseMessageMatchesParse|TestParse|TestEtypes|TestBoundedLabels|TestRecoverWindow)\$;^(manager|collector|counts|workers|kpropd|labels|source|flags)\.go$"
 	"kdclog/attack;.;"
 	"kdclog/talkers;.;"
+	"internal/der;.;"
+	"internal/krb5/hmacx;.;"
 )
 
 want=("$@")
