@@ -253,16 +253,9 @@ func (c *udpCycle) run(ctx context.Context, l udpLoad, start time.Time) error {
 				n, err = c.u.recv()
 			}
 		}
-		if err != nil {
-			if isRefused(err) {
-				c.refused(l, err)
-				continue
-			}
-			return fmt.Errorf("receive: %w", err)
-		}
 		// The replies, a chunk at a time (rawUDP.recv): a full chunk may
 		// have more behind it.
-		for n > 0 {
+		for ; err == nil && n > 0; n, err = c.u.recv() {
 			answered += n
 			now = time.Now()
 			for j := range n {
@@ -272,13 +265,13 @@ func (c *udpCycle) run(ctx context.Context, l udpLoad, start time.Time) error {
 			if n < c.u.chunk {
 				break
 			}
-			if n, err = c.u.recv(); err != nil {
-				if isRefused(err) {
-					c.refused(l, err)
-					break
-				}
-				return fmt.Errorf("receive: %w", err)
+		}
+		if err != nil {
+			if isRefused(err) {
+				c.refused(l, err)
+				continue
 			}
+			return fmt.Errorf("receive: %w", err)
 		}
 	}
 }
