@@ -12,30 +12,38 @@ import (
 	"time"
 )
 
+// proxyRealm starts a realm of users users with its KDC proxy (the test
+// skipped without gunicorn and python3-kdcproxy), run in parallel, and
+// writes a krb5.conf that reaches the KDC through the proxy only.
+func proxyRealm(t *testing.T, users int) (r *Realm, krb5conf string) {
+	t.Parallel()
+	if err := KDCProxyAvailable(); err != nil {
+		t.Skip(err)
+	}
+	r, err := Up(context.Background(), Options{Dir: filepath.Join(t.TempDir(), "r"), Users: users, Services: 1, Fillers: -1, NoKadmind: true, KDCProxy: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Down() })
+	krb5conf = filepath.Join(t.TempDir(), "krb5.conf")
+	if err := os.WriteFile(krb5conf, []byte(r.KDCProxyKrb5Conf(r.KDCProxy.URL, r.KDCProxy.CA)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return r, krb5conf
+}
+
 // TestKDCProxy: the harness's proxy serves MIT kinit and kvno (kdc =
 // https://... in krb5.conf, the CA as http_anchors) through to the
 // realm's KDC, whose log shows the requests arriving over TCP from the
 // proxy; its keys are mode 0600; Down stops gunicorn and every worker.
 func TestKDCProxy(t *testing.T) {
-	t.Parallel()
-	if err := KDCProxyAvailable(); err != nil {
-		t.Skip(err)
-	}
-	r, err := Up(context.Background(), Options{Dir: filepath.Join(t.TempDir(), "r"), Users: 2, Services: 1, Fillers: -1, NoKadmind: true, KDCProxy: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.Down() })
+	r, conf := proxyRealm(t, 2)
 	p := r.KDCProxy
 	for _, f := range []string{p.CAKey, p.Key} {
 		fi, err := os.Stat(f)
 		if err != nil || fi.Mode().Perm() != 0o600 {
 			t.Fatalf("%s: %v mode %v, want 0600", f, err, fi.Mode().Perm())
 		}
-	}
-	conf := filepath.Join(t.TempDir(), "krb5.conf")
-	if err := os.WriteFile(conf, []byte(r.KDCProxyKrb5Conf(p.URL, p.CA)), 0o600); err != nil {
-		t.Fatal(err)
 	}
 	env := append(os.Environ(), "KRB5_CONFIG="+conf, "KRB5CCNAME=FILE:"+filepath.Join(t.TempDir(), "cc"))
 	for _, args := range [][]string{{"kinit", "-k", "-t", r.UserKeytab, r.User(1)}, {"kvno", r.Service(1)}} {
@@ -76,19 +84,7 @@ func TestKDCProxy(t *testing.T) {
 // by default) and StopKDCProxy killed it and failed (alerts' TestEndToEnd,
 // which stops the KDC while the probes go through the proxy).
 func TestKDCProxyStopsWithRequestInFlight(t *testing.T) {
-	t.Parallel()
-	if err := KDCProxyAvailable(); err != nil {
-		t.Skip(err)
-	}
-	r, err := Up(context.Background(), Options{Dir: filepath.Join(t.TempDir(), "r"), Users: 1, Services: 1, Fillers: -1, NoKadmind: true, KDCProxy: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.Down() })
-	conf := filepath.Join(t.TempDir(), "krb5.conf")
-	if err := os.WriteFile(conf, []byte(r.KDCProxyKrb5Conf(r.KDCProxy.URL, r.KDCProxy.CA)), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	r, conf := proxyRealm(t, 1)
 	kdcs := r.KDCPids()
 	for _, p := range kdcs {
 		syscall.Kill(p, syscall.SIGSTOP)
