@@ -352,20 +352,7 @@ func TestReadPidFileKeptOpen(t *testing.T) {
 		want("rewritten", pid)
 	}
 	// Replaced: a new file renamed over it; the old one stays open here.
-	tmp := path + ".new"
-	if err := os.WriteFile(tmp, []byte("777\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		t.Fatal(err)
-	}
-	want("replaced", 777)
-	if err := os.Remove(path); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := readPidFile(files, path); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("removed: %v, want not exist", err)
-	}
+	replaceThenRemove(t, files, path, 777, want)
 	if err := os.WriteFile(path, []byte("x\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -446,14 +433,22 @@ func TestReadPidFileSettled(t *testing.T) {
 	}
 	want("rewritten, shorter", 42)
 	// Replaced by another file: another inode.
+	replaceThenRemove(t, files, path, 77, want)
+}
+
+// replaceThenRemove renames a new pid file holding pid over path, which
+// want must then read, and removes it, which readPidFile must report as
+// not existing.
+func replaceThenRemove(t *testing.T, files *fileCache, path string, pid int, want func(string, int)) {
+	t.Helper()
 	tmp := path + ".new"
-	if err := os.WriteFile(tmp, []byte("77\n"), 0o644); err != nil {
+	if err := os.WriteFile(tmp, []byte(strconv.Itoa(pid)+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		t.Fatal(err)
 	}
-	want("replaced", 77)
+	want("replaced", pid)
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
