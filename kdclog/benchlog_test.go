@@ -24,6 +24,7 @@ import (
 var (
 	benchLogPath  = flag.String("benchlog", "", "TestWriteBenchLog: write the benchmark log to this file")
 	benchLogLines = flag.Int("benchlines", 1_000_000, "lines in the benchmark log")
+	benchLogSkew  = flag.Float64("benchskew", 0, "users and services of the benchmark log drawn from a Zipf distribution of this exponent (> 1; 0: uniform, the worst case of the top talkers)")
 )
 
 // template is a captured line with holes for a user and a service number.
@@ -99,10 +100,21 @@ func benchEvents(tb testing.TB) (events [][]template, weights []int) {
 	return [][]template{tgs, login, noClient, noServer, wrong, probe}, []int{62, 30, 2, 2, 2, 2}
 }
 
-// writeBenchLog writes n lines.
-func writeBenchLog(tb testing.TB, w io.Writer, n int) {
+// writeBenchLog writes n lines; skew > 1 draws users and services from
+// a Zipf distribution of that exponent, 0 uniformly.
+func writeBenchLog(tb testing.TB, w io.Writer, n int, skew float64) {
 	events, weights := benchEvents(tb)
 	rng := rand.New(rand.NewPCG(1, 2))
+	name := func() int { return 1 + rng.IntN(9999) }
+	if skew != 0 {
+		// A few clients and services with most of the requests, as
+		// production has (a Hadoop job's principal, a web service).
+		z := rand.NewZipf(rng, skew, 1, 9998)
+		if z == nil {
+			tb.Fatalf("-benchskew %v: want an exponent above 1", skew)
+		}
+		name = func() int { return 1 + int(z.Uint64()) }
+	}
 	bw := bufio.NewWriterSize(w, 1<<20)
 	for written := 0; written < n; {
 		pick := rng.IntN(100)
@@ -110,7 +122,7 @@ func writeBenchLog(tb testing.TB, w io.Writer, n int) {
 		for ; pick >= weights[e]; e++ {
 			pick -= weights[e]
 		}
-		user, svc := 1+rng.IntN(9999), 1+rng.IntN(9999)
+		user, svc := name(), name()
 		for _, t := range events[e] {
 			if written == n {
 				break
@@ -134,7 +146,7 @@ func TestWriteBenchLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeBenchLog(t, f, *benchLogLines)
+	writeBenchLog(t, f, *benchLogLines, *benchLogSkew)
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +170,7 @@ func benchLog(b *testing.B) (string, []byte) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		writeBenchLog(b, f, *benchLogLines)
+		writeBenchLog(b, f, *benchLogLines, *benchLogSkew)
 		f.Close()
 		if benchFile.data, err = os.ReadFile(benchFile.path); err != nil {
 			b.Fatal(err)
@@ -178,7 +190,7 @@ func TestMain(m *testing.M) {
 
 func TestBenchLogShape(t *testing.T) {
 	var sb strings.Builder
-	writeBenchLog(t, &sb, 20000)
+	writeBenchLog(t, &sb, 20000, 0)
 	lines := strings.Split(strings.TrimSuffix(sb.String(), "\n"), "\n")
 	if len(lines) != 20000 {
 		t.Fatalf("%d lines", len(lines))
@@ -202,5 +214,44 @@ func TestBenchLogShape(t *testing.T) {
 	}
 	if n, _ := strconv.Atoi(strings.TrimPrefix(holeRE.FindString(lines[len(lines)/2]), "user")); n > 9999 {
 		t.Errorf("bad user number in %q", lines[len(lines)/2])
+	}
+}
+
+// TestBenchLogSkew: -benchskew gives the few heavy clients and services
+// it promises, and the uniform log (the default) none; the mix of events
+// is the same.
+func TestBenchLogSkew(t *testing.T) {
+	for _, c := range []struct {
+		skew     float64
+		min, max float64 // the busiest user's and service's share of the service tickets
+	}{{0, 0, 0.01}, {1.1, 0.05, 0.5}} {
+		var sb strings.Builder
+		writeBenchLog(t, &sb, 20000, c.skew)
+		users, svcs, tgs := map[string]int{}, map[string]int{}, 0
+		for _, l := range strings.Split(strings.TrimSuffix(sb.String(), "\n"), "\n") {
+			if !strings.Contains(l, "TGS_REQ") || !strings.Contains(l, ": ISSUE:") {
+				continue
+			}
+			tgs++
+			for _, h := range holeRE.FindAllString(l, -1) {
+				if strings.HasPrefix(h, "user") {
+					users[h]++
+				} else {
+					svcs[h]++
+				}
+			}
+		}
+		if tgs < 5000 {
+			t.Errorf("skew %v: %d service tickets in 20,000 lines, want the usual mix", c.skew, tgs)
+		}
+		for what, m := range map[string]map[string]int{"user": users, "service": svcs} {
+			top := 0
+			for _, n := range m {
+				top = max(top, n)
+			}
+			if share := float64(top) / float64(tgs); share < c.min || share > c.max {
+				t.Errorf("skew %v: the busiest %s has %.3f of the service tickets, want %v to %v", c.skew, what, share, c.min, c.max)
+			}
+		}
 	}
 }

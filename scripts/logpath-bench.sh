@@ -13,6 +13,11 @@
 # captured MIT 1.20 lines, production-like mix). About a minute.
 # BASELINE=BIN adds mode baseline: BIN, a krb5-exporter built at another
 # commit, with the default configuration (before/after in one run).
+# SKEW=S draws the log's users and services from a Zipf distribution of
+# exponent S (> 1) instead of uniformly: a few names with most requests,
+# as production has; uniform is the top talkers' worst case.
+# REF=MODE sets the mode the same-run ratios are against (default scanner;
+# exporter-talkers-off gives the top talkers' cost).
 set -eu
 lines=${1:-3000000}
 cpu=${2:-1}
@@ -22,7 +27,7 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$repo"
-go build -o "$work/krb5-exporter" ./cmd/krb5-exporter
+CGO_ENABLED=0 go build -trimpath -o "$work/krb5-exporter" ./cmd/krb5-exporter # as the packages build it
 go build -o "$work/logpath" ./kdclog/testdata/logpath
-go test ./kdclog -count=1 -run '^TestWriteBenchLog$' -benchlog="$work/krb5kdc.log" -benchlines="$lines" >/dev/null
-"$work/logpath" -exporter "$work/krb5-exporter" -baseline "${BASELINE:-}" -log "$work/krb5kdc.log" -cpu "$cpu" -runs "$runs" -modes "$modes"
+go test ./kdclog -count=1 -run '^TestWriteBenchLog$' -benchlog="$work/krb5kdc.log" -benchlines="$lines" -benchskew="${SKEW:-0}" >/dev/null
+"$work/logpath" -exporter "$work/krb5-exporter" -baseline "${BASELINE:-}" -log "$work/krb5kdc.log" -cpu "$cpu" -runs "$runs" -modes "$modes" -ref "${REF:-scanner}"

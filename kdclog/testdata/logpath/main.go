@@ -52,6 +52,7 @@ func main() {
 	runs := flag.Int("runs", 5, "runs of each mode")
 	modes := flag.String("modes", "exporter,exporter-attack-off,scanner", "modes to run, in turn (exporter, exporter-attack-off, exporter-follow, exporter-talkers-off, scanner, baseline)")
 	baseline := flag.String("baseline", "", "another krb5-exporter binary (built at another commit), run as mode baseline with the default configuration: before/after in one run")
+	ref := flag.String("ref", "scanner", "the mode the same-run ratios are against (exporter-talkers-off: the top talkers' cost)")
 	keep := flag.Bool("v", false, "print every run")
 	flag.Parse()
 	if *exporter == "" || *logPath == "" {
@@ -62,7 +63,11 @@ func main() {
 	if *baseline != "" && !slices.Contains(ms, "baseline") {
 		ms = append(ms, "baseline")
 	}
-	if err := run(*exporter, *baseline, *logPath, *cpu, *runs, ms, *keep); err != nil {
+	if !slices.Contains(ms, *ref) {
+		fmt.Fprintf(os.Stderr, "logpath: -ref %s is not among the modes %s\n", *ref, *modes)
+		os.Exit(2)
+	}
+	if err := run(*exporter, *baseline, *logPath, *cpu, *runs, ms, *ref, *keep); err != nil {
 		fmt.Fprintln(os.Stderr, "logpath:", err)
 		os.Exit(1)
 	}
@@ -115,10 +120,10 @@ func scan(path string) error {
 type result struct {
 	cpu    []float64 // seconds per run
 	extra  int       // runs whose CPU includes a verifying scrape
-	ratios []float64 // against the scanner in the same round
+	ratios []float64 // against the reference mode in the same round
 }
 
-func run(exporter, baseline, logPath, cpu string, runs int, modes []string, verbose bool) error {
+func run(exporter, baseline, logPath, cpu string, runs int, modes []string, ref string, verbose bool) error {
 	abs, err := filepath.Abs(logPath)
 	if err != nil {
 		return err
@@ -169,22 +174,17 @@ func run(exporter, baseline, logPath, cpu string, runs int, modes []string, verb
 				fmt.Printf("run %d %-22s %.3f CPU-s %10.0f lines/CPU-s\n", r+1, m, secs, float64(n)/secs)
 			}
 		}
-		if sc, ok := round["scanner"]; ok {
-			for m, s := range round {
-				res[m].ratios = append(res[m].ratios, sc/s)
-			}
+		for m, s := range round {
+			res[m].ratios = append(res[m].ratios, round[ref]/s)
 		}
 	}
 	load, _ = os.ReadFile("/proc/loadavg")
-	fmt.Printf("%-22s %14s %14s %14s %22s\n", "mode", "median", "min", "max", "vs scanner, same run")
+	fmt.Printf("%-22s %14s %14s %14s %22s\n", "mode", "median", "min", "max", "vs "+ref+", same run")
 	for _, m := range modes {
 		r := res[m]
 		med, lo, hi := stats(r.cpu)
-		ratio := ""
-		if len(r.ratios) > 0 {
-			rm, rlo, rhi := stats(r.ratios)
-			ratio = fmt.Sprintf("%.2fx (%.2f-%.2f)", rm, rlo, rhi)
-		}
+		rm, rlo, rhi := stats(r.ratios)
+		ratio := fmt.Sprintf("%.2fx (%.2f-%.2f)", rm, rlo, rhi)
 		fmt.Printf("%-22s %11.2f M/s %11.2f M/s %11.2f M/s %22s", m, float64(n)/med/1e6, float64(n)/hi/1e6, float64(n)/lo/1e6, ratio)
 		if r.extra > 0 {
 			fmt.Printf("  (%d runs include a verifying scrape)", r.extra)
