@@ -22,7 +22,7 @@ const (
 
 // kdcServiceCollector times each request of the watched krb5kdc processes
 // in the kernel (internal/kdcbpf): service time by request type and
-// transport, its split into on CPU, waiting for a CPU and blocked, the UDP
+// transport, its split into on CPU, waiting for a CPU, blocked and stolen, the UDP
 // queue time, and per worker. The program is loaded once, when the
 // collector is made; without the privileges or the kernel hooks it needs,
 // the collector logs one line and reports itself down.
@@ -61,7 +61,7 @@ func newKDCServiceCollector(scan *procScanner, slots *kdcproc.Workers, logger lo
 			"Time krb5kdc worked on a request: from its receive system call returning the request to its send of the reply, measured in the kernel (eBPF), by request type (the ASN.1 tag) and transport. Native-histogram buckets too, for scrapers that negotiate protobuf.",
 			[]string{"request", "transport"}, nil),
 		split: desc("kdc", "request_service_split_seconds_total",
-			"The service time of krb5kdc's requests split by what the process was doing: on CPU, runnable waiting for a CPU (runqueue), or blocked (disk, locks, sleep).",
+			"The service time of krb5kdc's requests split by what the process was doing: on CPU, runnable waiting for a CPU (runqueue), blocked (disk, locks, sleep), or stolen (on a CPU the hypervisor took: steal time).",
 			"request", "state"),
 		queue: prometheus.NewDesc(MetricKDCQueueSeconds,
 			"Time a request waited before krb5kdc read it: from the datagram's arrival in the host's network stack to the KDC's receive call that dequeues it (UDP only).",
@@ -153,18 +153,20 @@ func (c *kdcServiceCollector) update(ch chan<- prometheus.Metric) error {
 	}
 	ch <- gauge(c.up, boolFloat(len(c.pids) > 0))
 	for i := range kdcbpf.NumRequests {
-		var cpu, runq, blocked uint64
+		var cpu, runq, blocked, stolen uint64
 		for j := range kdcbpf.NumTransports {
 			h := &c.snap.Service[i][j]
 			ch <- &histMetric{desc: c.service, labels: c.labels[i][j], h: h}
 			cpu += h.CPU
 			runq += h.Runqueue
 			blocked += h.Blocked
+			stolen += h.Stolen
 		}
 		name := kdcbpf.RequestNames[i]
 		ch <- counter(c.split, float64(cpu)/1e9, name, "cpu")
 		ch <- counter(c.split, float64(runq)/1e9, name, "runqueue")
 		ch <- counter(c.split, float64(blocked)/1e9, name, "blocked")
+		ch <- counter(c.split, float64(stolen)/1e9, name, "stolen")
 	}
 	ch <- &histMetric{desc: c.queue, labels: c.queueLabels, h: &c.snap.Queue[kdcbpf.TransportUDP]}
 	c.updateWorkers(ch)
@@ -193,6 +195,7 @@ func (c *kdcServiceCollector) updateWorkers(ch chan<- prometheus.Metric) {
 		t.CPU += w.CPU - prev.CPU
 		t.Outside += w.Outside - prev.Outside
 		t.Runqueue += w.Runqueue - prev.Runqueue
+		t.Stolen += w.Stolen - prev.Stolen
 	}
 	for pid := range c.last {
 		if !seen[pid] {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/kdcbpf"
@@ -188,6 +189,32 @@ func countsLog(t *testing.T, r *realm.Realm) {
 		}
 		return m
 	}
+	// The program's stolen time per worker (on CPU by the clock, charged
+	// to no task), ns.
+	stolenNS := func() map[int]float64 {
+		m := map[int]float64{}
+		for _, p := range pids[1:] {
+			idx, _ := ks.slots.Index(p)
+			if w := ks.byIdx[idx]; w != nil {
+				m[p] = float64(w.Stolen)
+			}
+		}
+		return m
+	}
+	// The time every CPU of the host was charged to no task, the kernel's
+	// own account (/proc/stat: steal, and irq and softirq that a kernel
+	// with IRQ time accounting also leaves out of tasks' run time), ns.
+	hostLostNS := func() float64 {
+		fs, err := procfs.NewDefaultFS()
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := fs.Stat()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return 1e9 * (st.CPUTotal.Steal + st.CPUTotal.IRQ + st.CPUTotal.SoftIRQ)
+	}
 	// The exported per-worker on-CPU seconds, in service and outside, ns.
 	cpuByWorker := func(s *scrape) (in, out map[int]float64) {
 		in, out = map[int]float64{}, map[int]float64{}
@@ -213,6 +240,7 @@ func countsLog(t *testing.T, r *realm.Realm) {
 	r0, d0 := runNS()
 	c0, o0 := cpuByWorker(s0)
 	w0 := waitNS()
+	st0, h0 := stolenNS(), hostLostNS()
 
 	as0 := ks.snap.Service[kdcbpf.RequestAS][kdcbpf.TransportUDP]
 	rtt := freshAS(t, r, 300)
@@ -224,6 +252,7 @@ func countsLog(t *testing.T, r *realm.Realm) {
 	r1, d1 := runNS()
 	c1, o1 := cpuByWorker(s1)
 	w1 := waitNS()
+	st1, h1 := stolenNS(), hostLostNS()
 	mid := testutil.LogSize(t, r.KDCLog)
 	as := testutil.LogCount(t, r.KDCLog, from, `\bAS_REQ\b`)
 	tgs := testutil.LogCount(t, r.KDCLog, from, `\bTGS_REQ\b`)
@@ -242,14 +271,17 @@ func countsLog(t *testing.T, r *realm.Realm) {
 		t.Errorf("%v TCP requests timed with only UDP sent", d)
 	}
 
-	// Per worker: on CPU in service plus outside it against schedstat.
-	var inAll, outAll float64
+	// Per worker: on CPU in service plus outside it against schedstat: the
+	// kernel's run time, which leaves out what the hypervisor stole (the
+	// program's stolen), so that the two agree on a VM too.
+	var inAll, outAll, stolenAll float64
 	for i, p := range pids[1:] {
 		run, delay := r1[p]-r0[p], d1[p]-d0[p]
-		cpu, out, wait := c1[p]-c0[p], o1[p]-o0[p], w1[p]-w0[p]
-		t.Logf("worker %d (pid %d): on CPU in service %.3f ms + outside %.3f ms = %.3f ms, schedstat run time %.3f ms (%+.2f %%); outside %.1f %%; + waiting %.3f ms = %.3f ms, schedstat run + delay %.3f ms (%+.2f %%)",
+		cpu, out, wait, stolen := c1[p]-c0[p], o1[p]-o0[p], w1[p]-w0[p], st1[p]-st0[p]
+		stolenAll += stolen
+		t.Logf("worker %d (pid %d): on CPU in service %.3f ms + outside %.3f ms = %.3f ms, schedstat run time %.3f ms (%+.2f %%); outside %.1f %%; + waiting %.3f ms = %.3f ms, schedstat run + delay %.3f ms (%+.2f %%); stolen %.3f ms",
 			i, p, cpu/1e6, out/1e6, (cpu+out)/1e6, run/1e6, 100*(cpu+out-run)/run, 100*out/(cpu+out),
-			wait/1e6, (cpu+out+wait)/1e6, (run+delay)/1e6, 100*(cpu+out+wait-run-delay)/(run+delay))
+			wait/1e6, (cpu+out+wait)/1e6, (run+delay)/1e6, 100*(cpu+out+wait-run-delay)/(run+delay), stolen/1e6)
 		if run < 5e6 {
 			t.Errorf("worker %d ran only %.1f ms", i, run/1e6)
 			continue
@@ -263,6 +295,14 @@ func countsLog(t *testing.T, r *realm.Realm) {
 		inAll += cpu
 		outAll += out
 	}
+	// What the workers had stolen is part of what the host's CPUs were
+	// charged to no task in the same time (/proc/stat counts in ticks of
+	// 10 ms: one more per CPU).
+	hostLost := h1 - h0
+	t.Logf("stolen from the workers %.3f ms; the host's CPUs charged to no task %.3f ms", stolenAll/1e6, hostLost/1e6)
+	if slack := float64(runtime.NumCPU()) * 10e6; stolenAll < 0 || stolenAll > hostLost+slack {
+		t.Errorf("the workers had %.3f ms stolen, the host's CPUs %.3f ms (+ %.0f ms of ticks) charged to no task", stolenAll/1e6, hostLost/1e6, slack/1e6)
+	}
 	if outAll >= inAll {
 		t.Errorf("on CPU outside service %.3f ms, in service %.3f ms: want the outside the minority", outAll/1e6, inAll/1e6)
 	}
@@ -272,7 +312,7 @@ func countsLog(t *testing.T, r *realm.Realm) {
 		sum += m.GetHistogram().GetSampleSum()
 	}
 	for _, req := range []string{"as", "tgs", "other"} {
-		for _, st := range []string{"cpu", "runqueue", "blocked"} {
+		for _, st := range []string{"cpu", "runqueue", "blocked", "stolen"} {
 			split += s1.Value("krb5_kdc_request_service_split_seconds_total", "request", req, "state", st)
 		}
 	}

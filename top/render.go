@@ -22,7 +22,7 @@ const (
 // the daemon runs the kdcservice collector: per request type, requests
 // traced per second, the KDC's own time per request at p95 and on
 // average, and its shares on a CPU, waiting for a CPU and blocked.
-const ServiceHeader = "SERVICE      req/s       p95      mean    CPU%  RUNQ%  BLKD%"
+const ServiceHeader = "SERVICE      req/s       p95      mean    CPU%  RUNQ%  BLKD%  STLN%"
 
 // View says how a snapshot is shown.
 type View struct {
@@ -138,8 +138,8 @@ func writeService(b *strings.Builder, snap Snapshot) {
 			if sv.Request == "other" && sv.Rate == 0 { // what is neither AS nor TGS: rare, shown when there is some
 				continue
 			}
-			fmt.Fprintf(b, "%-10s %7s %9s %9s %7s %6s %6s\n", sv.Request, num(sv.Rate), seconds(sv.P95), seconds(sv.Mean),
-				pct(sv.CPU), pct(sv.RunQueue), pct(sv.Blocked))
+			fmt.Fprintf(b, "%-10s %7s %9s %9s %7s %6s %6s %6s\n", sv.Request, num(sv.Rate), seconds(sv.P95), seconds(sv.Mean),
+				pct(sv.CPU), pct(sv.RunQueue), pct(sv.Blocked), pct(sv.Stolen))
 		}
 	}
 	if len(snap.Queue) > 0 {

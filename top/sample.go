@@ -124,10 +124,10 @@ type Service struct {
 	Rate    float64 // requests per second
 	// P95 and Mean in seconds, NaN when no request was served.
 	P95, Mean float64
-	// CPU, RunQueue and Blocked are the shares of the service time on a
-	// CPU, waiting for one and asleep (disk, database lock); NaN without
-	// the split series or time.
-	CPU, RunQueue, Blocked float64
+	// CPU, RunQueue, Blocked and Stolen are the shares of the service
+	// time on a CPU, waiting for one, asleep (disk, database lock) and
+	// taken by the hypervisor; NaN without the split series or time.
+	CPU, RunQueue, Blocked, Stolen float64
 }
 
 // Queue is the time requests of one transport waited in the KDC's socket
@@ -184,7 +184,7 @@ const (
 var (
 	serviceRequests   = []string{"as", "tgs", "other"}
 	serviceTransports = []string{"udp", "tcp"}
-	serviceStates     = []string{"cpu", "runqueue", "blocked"}
+	serviceStates     = []string{"cpu", "runqueue", "blocked", "stolen"}
 )
 
 // Sampler turns gathers of g into Snapshots.
@@ -425,12 +425,12 @@ func (s *Sampler) Sample(now time.Time) (Snapshot, error) {
 			continue
 		}
 		sv := Service{Request: req, Rate: d.count / max(dt, 1e-9), P95: d.quantile(0.95), Mean: d.mean(),
-			CPU: math.NaN(), RunQueue: math.NaN(), Blocked: math.NaN()}
+			CPU: math.NaN(), RunQueue: math.NaN(), Blocked: math.NaN(), Stolen: math.NaN()}
 		if dt <= 0 {
 			sv.Rate = 0
 		}
-		if all := split[req+"/cpu"] + split[req+"/runqueue"] + split[req+"/blocked"]; all > 0 {
-			sv.CPU, sv.RunQueue, sv.Blocked = split[req+"/cpu"]/all, split[req+"/runqueue"]/all, split[req+"/blocked"]/all
+		if all := split[req+"/cpu"] + split[req+"/runqueue"] + split[req+"/blocked"] + split[req+"/stolen"]; all > 0 {
+			sv.CPU, sv.RunQueue, sv.Blocked, sv.Stolen = split[req+"/cpu"]/all, split[req+"/runqueue"]/all, split[req+"/blocked"]/all, split[req+"/stolen"]/all
 		}
 		snap.Service = append(snap.Service, sv)
 	}

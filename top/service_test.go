@@ -45,7 +45,7 @@ func daemonSampler(t *testing.T, e *exposition) *Sampler {
 // serviceText is a kdcservice collector's exposition: as over UDP and TCP
 // and tgs over UDP, buckets 64 us, 1 ms, 4 ms; the split of as; queue
 // time over UDP; two workers; tracing attached. Each value is given.
-func serviceText(asUDP, asTCP, tgs, queue [4]float64, asSum, tcpSum, tgsSum, queueSum float64, split [3]float64, workers [4]float64) string {
+func serviceText(asUDP, asTCP, tgs, queue [4]float64, asSum, tcpSum, tgsSum, queueSum float64, split [4]float64, workers [4]float64) string {
 	var b strings.Builder
 	b.WriteString("# TYPE krb5_kdc_request_service_seconds histogram\n")
 	h := func(name, labels string, counts [4]float64, sum float64) {
@@ -65,7 +65,7 @@ func serviceText(asUDP, asTCP, tgs, queue [4]float64, asSum, tcpSum, tgsSum, que
 	b.WriteString("# TYPE krb5_kdc_request_queue_seconds histogram\n")
 	h("krb5_kdc_request_queue_seconds", `transport="udp"`, queue, queueSum)
 	b.WriteString("# TYPE krb5_kdc_request_service_split_seconds_total counter\n")
-	for i, st := range []string{"cpu", "runqueue", "blocked"} {
+	for i, st := range []string{"cpu", "runqueue", "blocked", "stolen"} {
 		b.WriteString(`krb5_kdc_request_service_split_seconds_total{request="as",state="` + st + `"} ` + ftoa(split[i]) + "\n")
 	}
 	b.WriteString("# TYPE krb5_kdc_worker_service_seconds_total counter\n")
@@ -97,13 +97,13 @@ func TestServiceFromDaemon(t *testing.T) {
 	e := &exposition{}
 	s := daemonSampler(t, e)
 	e.set(serviceText([4]float64{0, 10, 10, 10}, [4]float64{0, 5, 5, 5}, [4]float64{7, 7, 7, 7}, [4]float64{0, 10, 10, 10},
-		0.005, 0.0025, 0.0002, 0.01, [3]float64{1, 1, 1}, [4]float64{1, 2, 100, 200}))
+		0.005, 0.0025, 0.0002, 0.01, [4]float64{1, 1, 1, 1}, [4]float64{1, 2, 100, 200}))
 	t0 := time.Unix(1000, 0)
 	if _, err := s.Sample(t0); err != nil {
 		t.Fatal(err)
 	}
 	e.set(serviceText([4]float64{0, 100, 110, 110}, [4]float64{0, 105, 105, 105}, [4]float64{57, 57, 57, 57}, [4]float64{0, 30, 110, 110},
-		0.105, 0.0525, 0.0017, 0.26, [3]float64{1.09, 1.015, 1.045}, [4]float64{1.1, 2.0515, 250, 300}))
+		0.105, 0.0525, 0.0017, 0.26, [4]float64{1.09, 1.015, 1.03, 1.015}, [4]float64{1.1, 2.0515, 250, 300}))
 	snap, err := s.Sample(t0.Add(2 * time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -125,7 +125,7 @@ func TestServiceFromDaemon(t *testing.T) {
 		got, want float64
 	}{
 		{"as rate", as.Rate, 100}, {"as p95", as.P95, 0.001}, {"as mean", as.Mean, 0.00075},
-		{"as cpu", as.CPU, 0.6}, {"as runqueue", as.RunQueue, 0.1}, {"as blocked", as.Blocked, 0.3},
+		{"as cpu", as.CPU, 0.6}, {"as runqueue", as.RunQueue, 0.1}, {"as blocked", as.Blocked, 0.2}, {"as stolen", as.Stolen, 0.1},
 		{"tgs rate", tgs.Rate, 25}, {"tgs p95", tgs.P95, 0.0000608}, {"tgs mean", tgs.Mean, 0.00003},
 		{"worker 0", w0.ServiceMean(), 0.1 / 150}, {"worker 1", w1.ServiceMean(), 0.0515 / 100},
 		{"total", snap.Total.ServiceMean(), 0.1515 / 250},
@@ -148,8 +148,8 @@ func TestServiceFromDaemon(t *testing.T) {
 	text := out.String()
 	for _, want := range []string{
 		"\n" + ServiceHeader + "\n",
-		"\nas           100.0    1.00ms     750us    60.0   10.0   30.0\n",
-		"\ntgs           25.0      61us      30us       -      -      -\n",
+		"\nas           100.0    1.00ms     750us    60.0   10.0   20.0   10.0\n",
+		"\ntgs           25.0      61us      30us       -      -      -      -\n",
 		"queue (wait in the socket)  udp p95 3.81ms mean 2.50ms\n",
 		"\n" + Header + ServiceColumn + "\n",
 	} {
@@ -172,7 +172,7 @@ func TestServiceFromDaemon(t *testing.T) {
 	// requests within 4 ms (p95 at rank 9.5: 1 ms + 3 ms x 9.5/10), TCP
 	// unchanged.
 	e.set(serviceText([4]float64{0, 0, 10, 10}, [4]float64{0, 105, 105, 105}, [4]float64{57, 57, 57, 57}, [4]float64{0, 30, 110, 110},
-		0.03, 0.0525, 0.0017, 0.26, [3]float64{1.09, 1.015, 1.045}, [4]float64{1.1, 2.0515, 250, 300}))
+		0.03, 0.0525, 0.0017, 0.26, [4]float64{1.09, 1.015, 1.03, 1.015}, [4]float64{1.1, 2.0515, 250, 300}))
 	snap, _ = s.Sample(t0.Add(3 * time.Second))
 	if as := snap.Service[0]; math.Abs(as.P95-0.00385) > 1e-9 || math.Abs(as.Mean-0.003) > 1e-9 || as.Rate != 10 {
 		t.Errorf("after a reset: as %+v, want p95 3.85ms, mean 3ms, 10/s", as)

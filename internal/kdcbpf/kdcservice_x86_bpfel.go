@@ -29,6 +29,7 @@ type kdcserviceStats struct {
 		Cpu     uint64
 		Runq    uint64
 		Blocked uint64
+		Stolen  uint64
 	}
 	Queue   [384]uint64
 	Qtotals [2]struct {
@@ -46,6 +47,9 @@ type kdcserviceThread struct {
 	Cpu     uint64
 	Runq    uint64
 	Blocked uint64
+	Stolen  uint64
+	Lost    uint64
+	Debt    uint64
 	Ubuf    uint64
 	Qns     uint64
 	State   uint8
@@ -65,6 +69,7 @@ type kdcserviceWorker struct {
 	Cpu     uint64
 	Outside uint64
 	Runq    uint64
+	Stolen  uint64
 }
 
 // Names of all BPF objects in the ELF.

@@ -47,7 +47,11 @@ func UpperBound(b int) float64 {
 type Hist struct {
 	Buckets                [NumBuckets]uint64
 	Count, Sum             uint64
-	CPU, Runqueue, Blocked uint64 // service only: the split of Sum
+	CPU, Runqueue, Blocked uint64 // service only: the split of Sum, with Stolen
+	// Stolen is the time on CPU by the clock that the kernel charged to no
+	// task: a hypervisor's steal (and interrupts, where the kernel accounts
+	// IRQ time). CPU is the kernel's run time of the thread.
+	Stolen uint64
 }
 
 // Worker is one process's totals since it was first watched.
@@ -62,6 +66,7 @@ type Worker struct {
 	// kernel's own): with CPU and Outside it is the kernel's run time plus
 	// run delay, whichever of the two the kernel charged a wakeup's wait to.
 	Runqueue uint64
+	Stolen   uint64 // ns on CPU not charged to it (Hist.Stolen), in service and outside
 }
 
 // Snapshot is everything counted since the program was loaded.

@@ -158,6 +158,7 @@ func (t *Tracer) Read(s *Snapshot) error {
 				h.CPU += tot.Cpu
 				h.Runqueue += tot.Runq
 				h.Blocked += tot.Blocked
+				h.Stolen += tot.Stolen
 			}
 		}
 		for j := range NumTransports {
@@ -176,7 +177,7 @@ func (t *Tracer) Read(s *Snapshot) error {
 	var unwatched []uint32
 	it := t.objs.Workers.Iterate()
 	for it.Next(&pid, &w) {
-		s.Workers = append(s.Workers, Worker{PID: int(pid), Requests: w.Count, Service: w.Sum, CPU: w.Cpu, Outside: w.Outside, Runqueue: w.Runq})
+		s.Workers = append(s.Workers, Worker{PID: int(pid), Requests: w.Count, Service: w.Sum, CPU: w.Cpu, Outside: w.Outside, Runqueue: w.Runq, Stolen: w.Stolen})
 		var v uint32
 		if t.objs.Watched.Lookup(pid, &v) != nil {
 			unwatched = append(unwatched, pid)

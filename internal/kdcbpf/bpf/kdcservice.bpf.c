@@ -10,7 +10,11 @@
  * TGS-REQ); over TCP the read of the 4-byte length prefix alone does not
  * start a request. While a request is in service the scheduler
  * tracepoints split its time into on CPU, runnable waiting for a CPU, and
- * blocked (disk, locks, sleep); outside service, the thread's time on CPU
+ * blocked (disk, locks, sleep), and stolen: on CPU by the clock but not
+ * charged to the thread by the kernel (a hypervisor's steal; interrupts
+ * where IRQ time is accounted), so that on CPU is what the kernel counts
+ * as the thread's run time on a virtual machine too; outside service, the
+ * thread's time on CPU
  * (its event loop, the receive and send calls' own work, logging after
  * the reply, receives that found nothing) is added up per process, so
  * that the two on-CPU parts are together the thread's run time, and so is
@@ -63,7 +67,9 @@ char LICENSE[] SEC("license") = "GPL";
 struct thread {
 	u64 start; /* receive of the request in service; 0: none */
 	u64 last;  /* last change of state */
-	u64 cpu, runq, blocked;
+	u64 cpu, runq, blocked, stolen;
+	u64 lost;    /* the CPU's lost() when the stretch on CPU in progress began */
+	u64 debt;    /* stolen time seen that exceeded the stretch it was seen in */
 	u64 ubuf;    /* user buffer of the receive call in progress */
 	u64 qns;     /* queue time of the datagram being read; 0: unknown */
 	u8 state;    /* ST_* while in service */
@@ -76,7 +82,7 @@ struct thread {
 };
 
 struct total {
-	u64 count, sum, cpu, runq, blocked;
+	u64 count, sum, cpu, runq, blocked, stolen;
 };
 
 struct qtotal {
@@ -87,6 +93,7 @@ struct worker {
 	u64 count, sum, cpu;
 	u64 outside; /* on CPU outside service */
 	u64 runq;    /* runnable waiting for a CPU, in service and outside */
+	u64 stolen;  /* on CPU by the clock, not charged to it: in service and outside */
 };
 
 /* The watched krb5kdc processes (tgid), filled from user space. */
@@ -152,16 +159,55 @@ static __always_inline struct worker *worker_of(u32 tgid)
 	return bpf_map_lookup_elem(&workers, &tgid);
 }
 
+/* The time p's CPU charged to no task since boot, as of the run queue's
+ * last clock update: rq->clock less rq->clock_task. It changes only
+ * where the scheduler updates the clock (every switch, tick and wakeup
+ * on that CPU), so that over a whole stretch on CPU it is exact and at a
+ * system call within one off by at most a tick's steal. 0 where the
+ * kernel has no group scheduling (no se.cfs_rq): then no time is
+ * counted as stolen. */
+static __always_inline u64 lost(struct task_struct *p)
+{
+	if (!bpf_core_field_exists(p->se.cfs_rq))
+		return 0;
+	struct rq *rq = BPF_CORE_READ(p, se.cfs_rq, rq);
+	if (!rq)
+		return 0;
+	u64 clock = BPF_CORE_READ(rq, clock), task = BPF_CORE_READ(rq, clock_task);
+	return clock > task ? clock - task : 0;
+}
+
+/* The part of d ns on CPU, from t's last lost() to now's l, that the
+ * kernel charged to no task; t's lost() moves on to l. The clock is
+ * updated late, so that a steal can show within a stretch shorter than
+ * it (a request's 50 us seeing the 2 ms the host took just before): what
+ * exceeds d is kept as debt and taken from the thread's next stretches
+ * on CPU, so that over time on CPU is the kernel's run time exactly. */
+static __always_inline u64 stolen_of(struct thread *t, u64 d, u64 l)
+{
+	u64 s = t->debt + (l > t->lost ? l - t->lost : 0);
+	t->lost = l;
+	if (s <= d) {
+		t->debt = 0;
+		return s;
+	}
+	t->debt = s - d;
+	return d;
+}
+
 /* Ends t's stretch on CPU outside service at now, if one was running,
  * and adds it and extra ns to its process's time outside service (and
  * runq to its time waiting for a CPU). */
-static __always_inline void outside_done(struct thread *t, u64 now, u64 extra, u64 runq)
+static __always_inline void outside_done(struct thread *t, u64 now, u64 l, u64 extra, u64 runq, u64 stolen)
 {
 	u64 since = t->out;
 	t->out = 0;
-	if (since && now > since)
-		extra += now - since;
-	if (!extra && !runq)
+	if (since && now > since) {
+		u64 d = now - since, s = stolen_of(t, d, l);
+		extra += d - s;
+		stolen += s;
+	}
+	if (!extra && !runq && !stolen)
 		return;
 	struct worker *w = worker_of(t->tgid);
 	if (!w)
@@ -170,6 +216,8 @@ static __always_inline void outside_done(struct thread *t, u64 now, u64 extra, u
 		__sync_fetch_and_add(&w->outside, extra);
 	if (runq)
 		__sync_fetch_and_add(&w->runq, runq);
+	if (stolen)
+		__sync_fetch_and_add(&w->stolen, stolen);
 }
 
 /* 2^31 * 2^(k/8), k = 1..7: the sub-bucket bounds of one power of two. */
@@ -241,7 +289,7 @@ static __always_inline struct thread *current_thread(bool make)
 	if (!is_watched(id >> 32))
 		return 0;
 	/* It runs now, outside service. */
-	struct thread zero = {.tgid = id >> 32, .out = bpf_ktime_get_ns()};
+	struct thread zero = {.tgid = id >> 32, .out = bpf_ktime_get_ns(), .lost = lost(bpf_get_current_task_btf())};
 	if (bpf_map_update_elem(&threads, &tid, &zero, BPF_NOEXIST) != 0) {
 		count_error(ERR_THREADS_FULL);
 		return 0;
@@ -468,16 +516,24 @@ static __always_inline void receive_done(struct thread *t, long ret)
 	if (tr == TR_TCP && b[0] == 0 && ret >= 5)
 		tag = b[4]; /* prefix and body in one read */
 	u8 req = tag == 0x6a ? REQ_AS : tag == 0x6c ? REQ_TGS : REQ_OTHER;
-	u64 now = bpf_ktime_get_ns();
+	u64 now = bpf_ktime_get_ns(), l = lost(bpf_get_current_task_btf());
 	/* A request left without a reply: its time on CPU is outside
 	 * service. */
-	outside_done(t, now, t->start ? t->cpu + (now - t->last) : 0, t->start ? t->runq : 0);
+	u64 extra = 0, stolen = 0;
+	if (t->start) {
+		u64 d = now - t->last, s = stolen_of(t, d, l);
+		extra = t->cpu + d - s;
+		stolen = t->stolen + s;
+	}
+	outside_done(t, now, l, extra, t->start ? t->runq : 0, stolen);
+	t->lost = l;
 	t->start = now;
 	t->last = now;
 	t->state = ST_CPU;
 	t->cpu = 0;
 	t->runq = 0;
 	t->blocked = 0;
+	t->stolen = 0;
 	t->req = req;
 	t->tr = tr;
 	struct stats *st;
@@ -586,17 +642,21 @@ static __always_inline void socket_send(struct sock *sk)
 	struct thread *t = current_thread(false);
 	if (!t || t->start == 0 || t->sk != (u64)sk)
 		return;
-	u64 now = bpf_ktime_get_ns();
+	u64 now = bpf_ktime_get_ns(), l = lost(bpf_get_current_task_btf());
 	u64 d = now - t->last;
-	if (t->state == ST_RUNQ)
+	if (t->state == ST_RUNQ) {
 		t->runq += d;
-	else if (t->state == ST_BLOCKED)
+	} else if (t->state == ST_BLOCKED) {
 		t->blocked += d;
-	else
-		t->cpu += d;
+	} else {
+		u64 s = stolen_of(t, d, l);
+		t->cpu += d - s;
+		t->stolen += s;
+	}
 	u64 svc = now - t->start;
 	t->start = 0;
 	t->out = now;
+	t->lost = l;
 	u32 combo = (u32)t->req * NTR + t->tr;
 	if (combo >= NREQ * NTR)
 		return;
@@ -611,6 +671,7 @@ static __always_inline void socket_send(struct sock *sk)
 		tot->cpu += t->cpu;
 		tot->runq += t->runq;
 		tot->blocked += t->blocked;
+		tot->stolen += t->stolen;
 	}
 	struct worker *w = worker_of(t->tgid);
 	if (!w)
@@ -619,6 +680,8 @@ static __always_inline void socket_send(struct sock *sk)
 	__sync_fetch_and_add(&w->sum, svc);
 	__sync_fetch_and_add(&w->cpu, t->cpu);
 	__sync_fetch_and_add(&w->runq, t->runq);
+	if (t->stolen)
+		__sync_fetch_and_add(&w->stolen, t->stolen);
 }
 
 struct task_struct___old {
@@ -640,22 +703,29 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 	struct thread *pt = bpf_map_lookup_elem(&threads, &prev_tid);
 	struct thread *nt = bpf_map_lookup_elem(&threads, &next_tid);
 	/* (Each pointer tested alone: the verifier refuses pt || nt.) */
-	u64 now = 0;
+	/* The scheduler has just updated this CPU's clocks: lost() is exact. */
+	u64 now = 0, l = 0;
 	if (pt) {
 		now = bpf_ktime_get_ns();
+		l = lost(prev);
 		if (pt->start) {
-			pt->cpu += now - pt->last;
+			u64 d = now - pt->last, s = stolen_of(pt, d, l);
+			pt->cpu += d - s;
+			pt->stolen += s;
 			pt->last = now;
 			pt->state = (preempt || runnable(prev)) ? ST_RUNQ : ST_BLOCKED;
 		} else {
-			outside_done(pt, now, 0, 0);
+			outside_done(pt, now, l, 0, 0, 0);
 			pt->wait = (preempt || runnable(prev)) ? now : 0;
 		}
 	}
 	if (!nt)
 		return 0;
-	if (!now)
+	if (!now) {
 		now = bpf_ktime_get_ns();
+		l = lost(next);
+	}
+	nt->lost = l;
 	if (!nt->start) {
 		nt->out = now;
 		u64 wait = nt->wait;

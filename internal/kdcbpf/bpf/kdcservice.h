@@ -49,11 +49,29 @@ struct files_struct {
 	struct fdtable *fdt;
 } __attribute__((preserve_access_index));
 
+/* The CPU's run queue clocks: clock_task is clock less the time the
+ * kernel charged to no task (the hypervisor's steal with
+ * CONFIG_PARAVIRT_TIME_ACCOUNTING, interrupts with
+ * CONFIG_IRQ_TIME_ACCOUNTING), the clock of every task's run time. */
+struct rq {
+	u64 clock;
+	u64 clock_task;
+} __attribute__((preserve_access_index));
+
+struct cfs_rq {
+	struct rq *rq; /* CONFIG_FAIR_GROUP_SCHED */
+} __attribute__((preserve_access_index));
+
+struct sched_entity {
+	struct cfs_rq *cfs_rq; /* CONFIG_FAIR_GROUP_SCHED */
+} __attribute__((preserve_access_index));
+
 struct task_struct {
 	unsigned int __state;
 	int pid;
 	int tgid;
 	struct files_struct *files;
+	struct sched_entity se;
 } __attribute__((preserve_access_index));
 
 struct inode {
