@@ -62,7 +62,7 @@ func (w *window) kdcService(kind string, t krb5.Transport) *report.KDCService {
 	a, b := &w.kdcSnap[0].Service[req][tr], &w.kdcSnap[1].Service[req][tr]
 	var h kdcbpf.Hist
 	h.Count, h.Sum = b.Count-a.Count, b.Sum-a.Sum
-	h.CPU, h.Runqueue, h.Blocked = b.CPU-a.CPU, b.Runqueue-a.Runqueue, b.Blocked-a.Blocked
+	h.CPU, h.Runqueue, h.Blocked, h.Stolen = b.CPU-a.CPU, b.Runqueue-a.Runqueue, b.Blocked-a.Blocked, b.Stolen-a.Stolen
 	for i := range h.Buckets {
 		h.Buckets[i] = b.Buckets[i] - a.Buckets[i]
 	}
@@ -76,6 +76,7 @@ func (w *window) kdcService(kind string, t krb5.Transport) *report.KDCService {
 		out.CPUPct = 100 * float64(h.CPU) / float64(h.Sum)
 		out.RunqueuePct = 100 * float64(h.Runqueue) / float64(h.Sum)
 		out.BlockedPct = 100 * float64(h.Blocked) / float64(h.Sum)
+		out.StolenPct = 100 * float64(h.Stolen) / float64(h.Sum)
 	}
 	if tr == kdcbpf.TransportUDP {
 		qa, qb := &w.kdcSnap[0].Queue[tr], &w.kdcSnap[1].Queue[tr]

@@ -314,8 +314,8 @@ func kdcServiceOf(w io.Writer, name string, l *Load) {
 		return
 	}
 	k, L := l.KDCService, l.Latency
-	fmt.Fprintf(w, "\nThe KDC's own service time of the %s (in the kernel, receive to reply; bounds of 9 %%-wide buckets): %d requests, avg %s ms, p50 ≤ %s, p95 ≤ %s, p99 ≤ %s ms (on CPU %s %%, waiting for a CPU %s %%, blocked %s %%; waited in the socket %s ms on average), beside the clients' p50 %s, p95 %s, p99 %s ms.\n",
-		name, k.Requests, fmtNum(k.AvgMS), fmtNum(k.P50MS), fmtNum(k.P95MS), fmtNum(k.P99MS), fmtNum(k.CPUPct), fmtNum(k.RunqueuePct), fmtNum(k.BlockedPct), fmtNum(k.QueueAvgMS),
+	fmt.Fprintf(w, "\nThe KDC's own service time of the %s (in the kernel, receive to reply; bounds of 9 %%-wide buckets): %d requests, avg %s ms, p50 ≤ %s, p95 ≤ %s, p99 ≤ %s ms (on CPU %s %%, waiting for a CPU %s %%, blocked %s %%, stolen by the hypervisor %s %%; waited in the socket %s ms on average), beside the clients' p50 %s, p95 %s, p99 %s ms.\n",
+		name, k.Requests, fmtNum(k.AvgMS), fmtNum(k.P50MS), fmtNum(k.P95MS), fmtNum(k.P99MS), fmtNum(k.CPUPct), fmtNum(k.RunqueuePct), fmtNum(k.BlockedPct), fmtNum(k.StolenPct), fmtNum(k.QueueAvgMS),
 		fmtNum(L.P50MS), fmtNum(L.P95MS), fmtNum(L.P99MS))
 }
 

@@ -381,6 +381,8 @@ type KDCService struct {
 	CPUPct      float64 `json:"cpu_pct"`
 	RunqueuePct float64 `json:"runqueue_pct"`
 	BlockedPct  float64 `json:"blocked_pct"`
+	// StolenPct is the share on a CPU the hypervisor took (steal time).
+	StolenPct float64 `json:"stolen_pct"`
 	// QueueAvgMS is the mean time the UDP requests waited in the socket
 	// before the KDC read them (0 for TCP).
 	QueueAvgMS float64 `json:"queue_avg_ms"`

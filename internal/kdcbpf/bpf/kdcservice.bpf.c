@@ -159,6 +159,11 @@ static __always_inline struct worker *worker_of(u32 tgid)
 	return bpf_map_lookup_elem(&workers, &tgid);
 }
 
+/* The calling task, read through BPF_CORE_READ: bpf_get_current_task,
+ * not its _btf form, which Linux 5.8-5.10 (the sys_enter/sys_exit hooks'
+ * kernels) lack. */
+#define current_task() ((struct task_struct *)bpf_get_current_task())
+
 /* The time p's CPU charged to no task since boot, as of the run queue's
  * last clock update: rq->clock less rq->clock_task. It changes only
  * where the scheduler updates the clock (every switch, tick and wakeup
@@ -289,7 +294,7 @@ static __always_inline struct thread *current_thread(bool make)
 	if (!is_watched(id >> 32))
 		return 0;
 	/* It runs now, outside service. */
-	struct thread zero = {.tgid = id >> 32, .out = bpf_ktime_get_ns(), .lost = lost(bpf_get_current_task_btf())};
+	struct thread zero = {.tgid = id >> 32, .out = bpf_ktime_get_ns(), .lost = lost(current_task())};
 	if (bpf_map_update_elem(&threads, &tid, &zero, BPF_NOEXIST) != 0) {
 		count_error(ERR_THREADS_FULL);
 		return 0;
@@ -318,7 +323,7 @@ static __always_inline struct thread *current_thread(bool make)
  * a pipe, the syslog socket). */
 static __always_inline int fd_transport(long fd, u16 *port, struct sock **skp)
 {
-	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	struct task_struct *task = current_task();
 	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
 	unsigned int max = BPF_CORE_READ(fdt, max_fds);
 	if (fd < 0 || fd >= max)
@@ -516,7 +521,7 @@ static __always_inline void receive_done(struct thread *t, long ret)
 	if (tr == TR_TCP && b[0] == 0 && ret >= 5)
 		tag = b[4]; /* prefix and body in one read */
 	u8 req = tag == 0x6a ? REQ_AS : tag == 0x6c ? REQ_TGS : REQ_OTHER;
-	u64 now = bpf_ktime_get_ns(), l = lost(bpf_get_current_task_btf());
+	u64 now = bpf_ktime_get_ns(), l = lost(current_task());
 	/* A request left without a reply: its time on CPU is outside
 	 * service. */
 	u64 extra = 0, stolen = 0;
@@ -642,7 +647,7 @@ static __always_inline void socket_send(struct sock *sk)
 	struct thread *t = current_thread(false);
 	if (!t || t->start == 0 || t->sk != (u64)sk)
 		return;
-	u64 now = bpf_ktime_get_ns(), l = lost(bpf_get_current_task_btf());
+	u64 now = bpf_ktime_get_ns(), l = lost(current_task());
 	u64 d = now - t->last;
 	if (t->state == ST_RUNQ) {
 		t->runq += d;
