@@ -9,6 +9,7 @@ const (
 	causeCPU       = "cpu"       // it waited for a CPU other processes had
 	causeGenerator = "generator" // the generator took its CPU, or could not keep up
 	causeNetwork   = "network"   // neither was busy: the round trips held the rate
+	causeSteal     = "steal"     // the hypervisor gave the KDC's virtual CPUs to another guest
 )
 
 // limit is one cause and the warning that says it.
@@ -23,6 +24,9 @@ type limit struct {
 // others (a steady light load, the concurrency levels, tcp) are judged
 // on the waits for a CPU only, where a KDC idle between requests is
 // what the load is.
+//
+// Steal of the KDC's CPUs (the hypervisor's) is a cause of its own and
+// explains idle time as the waits do.
 //
 // The generator is blamed from evidence, not from its CPU per request:
 // the KDC waited for a CPU it shares with the generator, and the
@@ -52,6 +56,13 @@ func limitsOf(test string, u CPUUse, full bool, busyPct float64) []limit {
 				test, u.KDCCPUWaitPct, u.KDCBusyTotalPct, u.KDCCores, u.KDCCoresBusyPct, gen)})
 		}
 	}
+	// Steal: the KDC's CPU time and its waits both leave it out, so that
+	// it looks idle; a rate measured so says little of the KDC.
+	steal := u.KDCStealPct >= wait
+	if steal {
+		out = append(out, limit{causeSteal, fmt.Sprintf("%s: the hypervisor gave the CPU(s) the KDC may use to another guest %.0f %% of the time (steal time; the KDC busy %.0f %% of the %d core(s) it may use, CPU %.0f %%): this VM's host held the rate down, and the rates of this run understate the KDC; run where the vCPUs are not overcommitted",
+			test, u.KDCStealPct, u.KDCBusyTotalPct, u.KDCCores, u.KDCCoresBusyPct)})
+	}
 	if diskWait {
 		out = append(out, limit{causeDisk, fmt.Sprintf("%s: the KDC waited for its database writes %.0f %% of the time (busy %.0f %% of the %d core(s) it may use, CPU %.0f %%): disable_last_success / disable_lockout / the database's disk decide the rate",
 			test, u.KDCDiskWaitPct, u.KDCBusyTotalPct, u.KDCCores, u.KDCCoresBusyPct)})
@@ -64,6 +75,9 @@ func limitsOf(test string, u CPUUse, full bool, busyPct float64) []limit {
 	}
 	if diskWait {
 		idle -= u.KDCDiskWaitPct
+	}
+	if steal {
+		idle -= u.KDCStealPct
 	}
 	if !full || u.KDCBusyTotalPct >= busyPct || idle < wait {
 		return out

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"math"
 	"os"
 	"os/exec"
 	"slices"
@@ -64,6 +65,14 @@ func TestLimitsOf(t *testing.T) {
 		// 64 blocking clients: the generator a whole core, the KDC idle.
 		{"as, 64 blocking clients, quiet", CPUUse{KDCPerRequestUS: 491.3, GeneratorPerRequestUS: 279.1, Ratio: 0.6, GenBusyPct: 99.0, KDCCores: 1, KDCCoresBusyPct: 70.4, KDCCPUWaitPct: 0.5, SharedCPUs: 0, KDCDiskWaitPct: 0, KDCBusyTotalPct: 70.9, KDCIdlePct: 29.1}, true, []string{causeGenerator}},
 		{"as, 64 blocking clients", CPUUse{KDCPerRequestUS: 491.3, GeneratorPerRequestUS: 279.1, Ratio: 0.6, GenBusyPct: 40.0, KDCCores: 1, KDCCoresBusyPct: 70.4, KDCCPUWaitPct: 27.5, SharedCPUs: 0, KDCDiskWaitPct: 0, KDCBusyTotalPct: 97.9, KDCIdlePct: 2.1}, true, []string{causeCPU}},
+		// On an overcommitted VM, the KDC pinned apart: 19 % of its
+		// CPU's time stolen, which its CPU time and waits miss, so that it
+		// looks idle: the steal, not the round trips.
+		{"as, steal", CPUUse{KDCPerRequestUS: 330.5, GeneratorPerRequestUS: 22.8, Ratio: 0.07, GenBusyPct: 5.5, KDCCores: 1, KDCCoresBusyPct: 78.9, KDCCPUWaitPct: 0.8, SharedCPUs: 0, KDCBusyTotalPct: 79.7, KDCIdlePct: 20.3, KDCStealPct: 19.0}, true, []string{causeSteal}},
+		// The same idle share, steal below the warn level: the round trips.
+		{"as, little steal", CPUUse{KDCPerRequestUS: 330.5, GeneratorPerRequestUS: 22.8, Ratio: 0.07, GenBusyPct: 5.5, KDCCores: 1, KDCCoresBusyPct: 78.9, KDCCPUWaitPct: 0.8, SharedCPUs: 0, KDCBusyTotalPct: 79.7, KDCIdlePct: 20.3, KDCStealPct: 3.0}, true, []string{causeNetwork}},
+		// A steady light load is judged on the steal as well.
+		{"latency, steal", CPUUse{KDCPerRequestUS: 388.4, GeneratorPerRequestUS: 145.7, Ratio: 0.4, GenBusyPct: 7.3, KDCCores: 1, KDCCoresBusyPct: 19.5, KDCCPUWaitPct: 0.4, SharedCPUs: 0, KDCBusyTotalPct: 19.9, KDCIdlePct: 80.1, KDCStealPct: 12.0}, false, []string{causeSteal}},
 		// Not on this machine (no cores known): nothing to judge.
 		{"remote KDC", CPUUse{KDCPerRequestUS: 0, GeneratorPerRequestUS: 139.2, GenBusyPct: 17.4}, true, nil},
 	} {
@@ -72,7 +81,7 @@ func TestLimitsOf(t *testing.T) {
 		for _, l := range ls {
 			got = append(got, l.cause)
 			says := map[string]string{causeDisk: "waited for its database writes", causeCPU: "other processes on its CPUs held the rate down",
-				causeGenerator: "the generator", causeNetwork: "the round trips"}[l.cause]
+				causeGenerator: "the generator", causeNetwork: "the round trips", causeSteal: "the hypervisor gave the CPU(s) the KDC may use to another guest"}[l.cause]
 			if !strings.HasPrefix(l.text, "as: ") || !strings.Contains(l.text, says) {
 				t.Errorf("%s: %s warning %q does not name the test and say %q", tc.name, l.cause, l.text, says)
 			}
@@ -160,5 +169,20 @@ func TestGeneratorBlamedFromEvidence(t *testing.T) {
 		if blamed != tc.blamed {
 			t.Errorf("generator on CPUs %s, KDC on CPU 0: generator blamed %v, want %v", tc.generator, blamed, tc.blamed)
 		}
+	}
+}
+
+// TestCPUUseSteal: the steal of the KDC's CPUs between two samples is a
+// share of those CPUs' time, whatever the number of serving processes;
+// absent without steal figures.
+func TestCPUUseSteal(t *testing.T) {
+	a := Sample{At: time.Second, KDCCores: 1, KDCSteal: 3 * time.Second, StealCPUs: 2}
+	b := Sample{At: 3 * time.Second, KDCCores: 1, KDCSteal: 3*time.Second + 600*time.Millisecond, StealCPUs: 2}
+	if got := cpuUse(a, b, 100).KDCStealPct; math.Abs(got-15) > 1e-9 {
+		t.Errorf("600 ms stolen of 2 CPUs over 2 s: %v %%, want 15", got)
+	}
+	b.StealCPUs = 0
+	if got := cpuUse(a, b, 100).KDCStealPct; got != 0 {
+		t.Errorf("no steal figures: %v %%, want 0", got)
 	}
 }

@@ -74,6 +74,24 @@ func kdcCPUs(fs procfs.FS, pids []int) (serving int, all unix.CPUSet) {
 	return len(ps), all
 }
 
+// stealOf is the steal time so far of the CPUs the serving processes of
+// pids may run on, and how many they are.
+func stealOf(fs procfs.FS, pids []int) (time.Duration, int) {
+	_, set := kdcCPUs(fs, pids)
+	st, err := fs.Stat()
+	if err != nil || set.Count() == 0 {
+		return 0, 0
+	}
+	var steal float64
+	for cpu, c := range st.CPU {
+		if cpu < 0 || !set.IsSet(int(cpu)) {
+			continue
+		}
+		steal += c.Steal
+	}
+	return time.Duration(steal * 1e9), set.Count()
+}
+
 // sharedCPUs is how many CPUs both the serving KDC processes and this
 // process (the generator, all its threads pinned alike: taskset -a) may
 // run on: 0 when they are pinned apart.
@@ -167,6 +185,7 @@ func (s *sampler) read() Sample {
 	}
 	smp.KDCCores = coresOf(s.proc, pidsOf(s))
 	smp.SharedCPUs = sharedCPUs(s.proc, pidsOf(s))
+	smp.KDCSteal, smp.StealCPUs = stealOf(s.proc, pidsOf(s))
 	s.states.cores.Store(int64(smp.KDCCores))
 	smp.GenCPU = selfCPU()
 	smp.KDCStateTicks = s.states.ticks.Load()
@@ -261,6 +280,9 @@ func cpuUse(a, b Sample, requests int) CPUUse {
 	if u.KDCCores > 0 {
 		u.KDCBusyTotalPct = min(100, u.KDCCoresBusyPct+u.KDCCPUWaitPct+u.KDCDiskWaitPct)
 		u.KDCIdlePct = 100 - u.KDCBusyTotalPct
+	}
+	if n := min(a.StealCPUs, b.StealCPUs); wall > 0 && n > 0 && b.KDCSteal > a.KDCSteal {
+		u.KDCStealPct = 100 * float64(b.KDCSteal-a.KDCSteal) / float64(wall) / float64(n)
 	}
 	return u
 }
