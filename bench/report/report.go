@@ -250,9 +250,9 @@ type Sample struct {
 	GenCPU     time.Duration `json:"generator_cpu_ns"` // cumulative, this process
 	// KDCSteal is the steal time of the StealCPUs CPUs the serving KDC
 	// processes may run on (/proc/stat, cumulative): time a hypervisor
-	// gave those virtual CPUs to another guest. Left out on bare metal.
-	KDCSteal  time.Duration `json:"kdc_cpus_steal_ns,omitempty"`
-	StealCPUs int           `json:"steal_cpus,omitempty"`
+	// gave those virtual CPUs to another guest (0 on bare metal).
+	KDCSteal  time.Duration `json:"kdc_cpus_steal_ns"`
+	StealCPUs int           `json:"steal_cpus"`
 	// The state sampler's counts so far (cumulative, see kdcStates): looks
 	// at the serving KDC processes, the cores counted, those waiting for
 	// the disk (D). Zero when no test was running.
@@ -297,7 +297,7 @@ type CPUUse struct {
 	// KDCStealPct is the share of the time of the CPUs the KDC may use
 	// that the hypervisor gave to another guest (steal time): the KDC's
 	// CPU time and its waits miss it, so that it shows as idle.
-	KDCStealPct float64 `json:"kdc_steal_pct,omitempty"`
+	KDCStealPct float64 `json:"kdc_steal_pct"`
 	// SPAKEFloorUS is, for a load of SPAKE logins, the CPU of the client's
 	// two scalar multiplications per login (one variable-base, one
 	// fixed-base, edwards25519), timed on the generator's CPU just after
