@@ -273,8 +273,12 @@ func countsLog(t *testing.T, r *realm.Realm) {
 
 	// Per worker: on CPU in service plus outside it against schedstat: the
 	// kernel's run time, which leaves out what the hypervisor stole (the
-	// program's stolen), so that the two agree on a VM too.
-	var inAll, outAll, stolenAll float64
+	// program's stolen), so that the two agree on a VM too. Summed over
+	// the workers within 75-101 %; each worker within 70-110 %: under
+	// heavy steal a few ms of it can land on the other worker sharing the
+	// CPU (CI saw -13 % and +2.6 % with 140 ms stolen on the host, -5.4 %
+	// together), while counting steal as CPU was +10 % to +45 %.
+	var inAll, outAll, stolenAll, onAll, runAll float64
 	for i, p := range pids[1:] {
 		run, delay := r1[p]-r0[p], d1[p]-d0[p]
 		cpu, out, wait, stolen := c1[p]-c0[p], o1[p]-o0[p], w1[p]-w0[p], st1[p]-st0[p]
@@ -286,14 +290,19 @@ func countsLog(t *testing.T, r *realm.Realm) {
 			t.Errorf("worker %d ran only %.1f ms", i, run/1e6)
 			continue
 		}
-		if cpu+out > 1.01*run || cpu+out < 0.75*run {
-			t.Errorf("worker %d: on CPU %.3f ms (in service %.3f + outside %.3f) against the kernel's run time %.3f ms: want 75-101 %%", i, (cpu+out)/1e6, cpu/1e6, out/1e6, run/1e6)
+		if cpu+out > 1.10*run || cpu+out < 0.70*run {
+			t.Errorf("worker %d: on CPU %.3f ms (in service %.3f + outside %.3f) against the kernel's run time %.3f ms: want 70-110 %%", i, (cpu+out)/1e6, cpu/1e6, out/1e6, run/1e6)
 		}
+		onAll += cpu + out
+		runAll += run
 		if got, want := cpu+out+wait, run+delay; got > 1.01*want || got < 0.85*want {
 			t.Errorf("worker %d: on CPU %.3f ms + waiting for a CPU %.3f ms = %.3f ms against the kernel's run time + run delay %.3f ms: want 85-101 %%", i, (cpu+out)/1e6, wait/1e6, got/1e6, want/1e6)
 		}
 		inAll += cpu
 		outAll += out
+	}
+	if onAll > 1.01*runAll || onAll < 0.75*runAll {
+		t.Errorf("the workers on CPU %.3f ms against the kernel's run time %.3f ms: want 75-101 %%", onAll/1e6, runAll/1e6)
 	}
 	// What the workers had stolen is part of what the host's CPUs were
 	// charged to no task in the same time (/proc/stat counts in ticks of
