@@ -3,6 +3,7 @@ package collector
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -399,7 +400,7 @@ func median(h kdcbpf.Hist) float64 {
 
 // diff is a-b, bucket by bucket.
 func diff(a, b kdcbpf.Hist) kdcbpf.Hist {
-	d := kdcbpf.Hist{Count: a.Count - b.Count, Sum: a.Sum - b.Sum, CPU: a.CPU - b.CPU, Runqueue: a.Runqueue - b.Runqueue, Blocked: a.Blocked - b.Blocked}
+	d := kdcbpf.Hist{Count: a.Count - b.Count, Sum: a.Sum - b.Sum, CPU: a.CPU - b.CPU, Runqueue: a.Runqueue - b.Runqueue, Blocked: a.Blocked - b.Blocked, Stolen: a.Stolen - b.Stolen}
 	for i := range d.Buckets {
 		d.Buckets[i] = a.Buckets[i] - b.Buckets[i]
 	}
@@ -419,6 +420,26 @@ func phase(t *testing.T, ks *kdcServiceCollector, reg prometheus.Gatherer, load 
 
 func share(part, h uint64) float64 { return float64(part) / float64(max(h, 1)) }
 
+// tracedBy waits until pid is traced by tracer (its /proc status says
+// so): a fixed sleep was too short on a loaded VM, and logins before the
+// attach went undelayed.
+func tracedBy(t *testing.T, pid, tracer int) {
+	t.Helper()
+	want := "TracerPid:\t" + strconv.Itoa(tracer) + "\n"
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(b), want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d not traced by strace (pid %d) after 10 s", pid, tracer)
+		}
+	}
+}
+
 // TestKDCServiceSlowDisk: MIT kinit logins against a KDC writing
 // last_success (its database synced after each login), traced by strace
 // alone and then with each fsync delayed 5 ms (strace -e inject): the
@@ -431,8 +452,11 @@ func TestKDCServiceSlowDisk(t *testing.T) {
 	_, ks, reg := serviceCollector(t, r)
 	kdc := r.KDCPids()[0]
 	env := mitEnv(t, r, false)
-	traced := func(inject bool) (svc kdcbpf.Hist) {
-		args := []string{"-f", "-qq", "-o", "/dev/null", "-e", "trace=fsync,fdatasync", "-p", strconv.Itoa(kdc)}
+	// traced runs 20 logins under strace and returns their service times
+	// and how many syncs strace saw the KDC make.
+	traced := func(inject bool) (svc kdcbpf.Hist, syncs int) {
+		out := filepath.Join(t.TempDir(), "strace.out")
+		args := []string{"-f", "-qq", "-o", out, "-e", "trace=fsync,fdatasync", "-p", strconv.Itoa(kdc)}
 		if inject {
 			args = append(args, "-e", "inject=fsync,fdatasync:delay_enter=5ms")
 		}
@@ -441,38 +465,60 @@ func TestKDCServiceSlowDisk(t *testing.T) {
 		if err := st.Start(); err != nil {
 			t.Fatal(err)
 		}
-		defer func() { st.Process.Signal(syscall.SIGINT); st.Wait() }()
-		time.Sleep(200 * time.Millisecond) // attached
+		tracedBy(t, kdc, st.Process.Pid)
 		svc, _ = phase(t, ks, reg, func() {
 			for i := range 20 {
 				run(t, env, "kinit", "-k", "-t", r.UserKeytab, r.User(i%r.Opts.Users+1))
 			}
 		})
-		return svc
-	}
-	plain, slow := traced(false), traced(true)
-	for name, h := range map[string]kdcbpf.Hist{"strace alone": plain, "fsync delayed 5 ms": slow} {
-		t.Logf("%s: %d AS requests, mean service %.2f ms, median at most %.3g ms; blocked %.0f %%, runqueue %.0f %%, cpu %.0f %%", name, h.Count,
-			float64(h.Sum)/float64(max(h.Count, 1))/1e6, median(h)*1e3, 100*share(h.Blocked, h.Sum), 100*share(h.Runqueue, h.Sum), 100*share(h.CPU, h.Sum))
-	}
-	if plain.Count == 0 || slow.Count == 0 {
-		t.Fatal("no AS request timed")
+		st.Process.Signal(syscall.SIGINT)
+		st.Wait()
+		b, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return svc, strings.Count(string(b), "sync(")
 	}
 	// 20 logins sync at least 20 times (one last_success write each):
 	// 100 ms more over the phase, spent blocked (the KDC stopped while
-	// strace sleeps). The shares are not compared: on a loaded machine the
-	// runqueue part moves as much (strace alone: 49 % blocked, 35 %
+	// strace sleeps); at least 3 ms of each sync strace saw (its own
+	// count) must show. The shares are not compared: on a loaded machine
+	// the runqueue part moves as much (strace alone: 49 % blocked, 35 %
 	// runqueue at a load average of 7), so the service time is compared
 	// less its wait for a CPU: beside make test's race run the runqueue
 	// part fell from 37 to 18 ms between the phases and the whole service
-	// time rose 51 ms, the rest of it 70.
-	if own, ownPlain := slow.Sum-slow.Runqueue, plain.Sum-plain.Runqueue; own < ownPlain+60e6 {
-		t.Errorf("service time less its CPU wait %.1f ms with fsync delayed 5 ms, %.1f ms without: want at least 60 ms more", float64(own)/1e6, float64(ownPlain)/1e6)
+	// time rose 51 ms, the rest of it 70. The real disk's syncs vary as
+	// much on a shared VM (the phase without delays took 110 to 250 ms):
+	// up to 3 pairs of phases, one of which must show it.
+	var fails []string
+	for pair := 1; pair <= 3; pair++ {
+		plain, _ := traced(false)
+		slow, syncs := traced(true)
+		for name, h := range map[string]kdcbpf.Hist{"strace alone": plain, "fsync delayed 5 ms": slow} {
+			t.Logf("pair %d, %s: %d AS requests, mean service %.2f ms, median at most %.3g ms; blocked %.0f %%, runqueue %.0f %%, cpu %.0f %%", pair, name, h.Count,
+				float64(h.Sum)/float64(max(h.Count, 1))/1e6, median(h)*1e3, 100*share(h.Blocked, h.Sum), 100*share(h.Runqueue, h.Sum), 100*share(h.CPU, h.Sum))
+		}
+		if plain.Count == 0 || slow.Count == 0 {
+			t.Fatal("no AS request timed")
+		}
+		if syncs < 10 {
+			t.Fatalf("strace saw the KDC sync %d times in 20 logins with last_success on, want at least 10", syncs)
+		}
+		more := 3e6 * float64(syncs)
+		fails = fails[:0]
+		if own, ownPlain := slow.Sum-slow.Runqueue, plain.Sum-plain.Runqueue; float64(own) < float64(ownPlain)+more {
+			fails = append(fails, fmt.Sprintf("service time less its CPU wait %.1f ms with fsync delayed 5 ms, %.1f ms without: want at least %.0f ms more (3 ms for each of %d syncs)", float64(own)/1e6, float64(ownPlain)/1e6, more/1e6, syncs))
+		}
+		if float64(slow.Blocked) < float64(plain.Blocked)+more {
+			fails = append(fails, fmt.Sprintf("blocked %.1f ms of %.1f with fsync delayed, %.1f ms of %.1f without: want at least %.0f ms more (3 ms for each of %d syncs)",
+				float64(slow.Blocked)/1e6, float64(slow.Sum)/1e6, float64(plain.Blocked)/1e6, float64(plain.Sum)/1e6, more/1e6, syncs))
+		}
+		if len(fails) == 0 {
+			return
+		}
+		t.Logf("pair %d: %s", pair, strings.Join(fails, "; "))
 	}
-	if slow.Blocked < plain.Blocked+60e6 {
-		t.Errorf("blocked %.1f ms of %.1f with fsync delayed, %.1f ms of %.1f without: want at least 60 ms more",
-			float64(slow.Blocked)/1e6, float64(slow.Sum)/1e6, float64(plain.Blocked)/1e6, float64(plain.Sum)/1e6)
-	}
+	t.Errorf("3 pairs of phases: %s", strings.Join(fails, "; "))
 }
 
 // TestKDCServiceContention: the KDC pinned to CPU 0 kept busy (fresh AS
