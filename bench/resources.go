@@ -55,9 +55,11 @@ func pidsOf(s *sampler) []int {
 // krb5kdc -w, the parent of the others, serves none), at most as many as
 // the CPUs in their affinity masks together (taskset, cgroup cpusets).
 func coresOf(fs procfs.FS, pids []int) int {
-	n, all := kdcCPUs(fs, pids)
-	return min(n, all.Count())
+	return coresIn(kdcCPUs(fs, pids))
 }
+
+// coresIn is coresOf from what kdcCPUs returned.
+func coresIn(serving int, cpus unix.CPUSet) int { return min(serving, cpus.Count()) }
 
 // kdcCPUs is how many of pids serve and the CPUs they may run on together.
 func kdcCPUs(fs procfs.FS, pids []int) (serving int, all unix.CPUSet) {
@@ -74,10 +76,9 @@ func kdcCPUs(fs procfs.FS, pids []int) (serving int, all unix.CPUSet) {
 	return len(ps), all
 }
 
-// stealOf is the steal time so far of the CPUs the serving processes of
-// pids may run on, and how many they are.
-func stealOf(fs procfs.FS, pids []int) (time.Duration, int) {
-	_, set := kdcCPUs(fs, pids)
+// stealOf is the steal time so far of the CPUs in set (kdcCPUs), and how
+// many they are.
+func stealOf(fs procfs.FS, set unix.CPUSet) (time.Duration, int) {
 	st, err := fs.Stat()
 	if err != nil || set.Count() == 0 {
 		return 0, 0
@@ -92,11 +93,10 @@ func stealOf(fs procfs.FS, pids []int) (time.Duration, int) {
 	return time.Duration(steal * 1e9), set.Count()
 }
 
-// sharedCPUs is how many CPUs both the serving KDC processes and this
-// process (the generator, all its threads pinned alike: taskset -a) may
-// run on: 0 when they are pinned apart.
-func sharedCPUs(fs procfs.FS, pids []int) int {
-	_, kdc := kdcCPUs(fs, pids)
+// sharedCPUs is how many CPUs both the serving KDC processes (kdc, from
+// kdcCPUs) and this process (the generator, all its threads pinned alike:
+// taskset -a) may run on: 0 when they are pinned apart.
+func sharedCPUs(kdc unix.CPUSet) int {
 	var self unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &self); err != nil {
 		return 0
@@ -183,9 +183,10 @@ func (s *sampler) read() Sample {
 			s.mu.Unlock()
 		}
 	}
-	smp.KDCCores = coresOf(s.proc, pidsOf(s))
-	smp.SharedCPUs = sharedCPUs(s.proc, pidsOf(s))
-	smp.KDCSteal, smp.StealCPUs = stealOf(s.proc, pidsOf(s))
+	serving, cpus := kdcCPUs(s.proc, pidsOf(s)) // once a sample: each call reads every pid's stat
+	smp.KDCCores = coresIn(serving, cpus)
+	smp.SharedCPUs = sharedCPUs(cpus)
+	smp.KDCSteal, smp.StealCPUs = stealOf(s.proc, cpus)
 	s.states.cores.Store(int64(smp.KDCCores))
 	smp.GenCPU = selfCPU()
 	smp.KDCStateTicks = s.states.ticks.Load()
