@@ -178,30 +178,21 @@ func countsLog(t *testing.T, r *realm.Realm) {
 		}
 		return run, delay
 	}
-	// The program's runnable waits per worker (no metric: see
-	// kdcbpf.Worker), ns.
-	waitNS := func() map[int]float64 {
+	// One of the program's per-worker totals that are no metric (see
+	// kdcbpf.Worker), ns: its runnable waits, its stolen time (on CPU by
+	// the clock, charged to no task).
+	workerNS := func(field func(*kdcbpf.Worker) uint64) map[int]float64 {
 		m := map[int]float64{}
 		for _, p := range pids[1:] {
 			idx, _ := ks.slots.Index(p)
 			if w := ks.byIdx[idx]; w != nil {
-				m[p] = float64(w.Runqueue)
+				m[p] = float64(field(w))
 			}
 		}
 		return m
 	}
-	// The program's stolen time per worker (on CPU by the clock, charged
-	// to no task), ns.
-	stolenNS := func() map[int]float64 {
-		m := map[int]float64{}
-		for _, p := range pids[1:] {
-			idx, _ := ks.slots.Index(p)
-			if w := ks.byIdx[idx]; w != nil {
-				m[p] = float64(w.Stolen)
-			}
-		}
-		return m
-	}
+	waitNS := func() map[int]float64 { return workerNS(func(w *kdcbpf.Worker) uint64 { return w.Runqueue }) }
+	stolenNS := func() map[int]float64 { return workerNS(func(w *kdcbpf.Worker) uint64 { return w.Stolen }) }
 	// The time every CPU of the host was charged to no task, the kernel's
 	// own account (/proc/stat: steal, and irq and softirq that a kernel
 	// with IRQ time accounting also leaves out of tasks' run time), ns.
