@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/go-kit/log"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/krb5profile"
 )
 
 const settingsKDCConf = `[kdcdefaults]
@@ -48,6 +50,29 @@ const settingsKDCConf = `[kdcdefaults]
 [dbdefaults]
 	disable_last_success = true
 `
+
+func writeFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// mustProfile is the profile of one kdc.conf and the krb5.conf files
+// after it.
+func mustProfile(t *testing.T, paths ...string) *profile {
+	t.Helper()
+	p, err := krb5profile.Load(paths[:1], paths[1:], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &profile{p}
+}
 
 func TestSettings(t *testing.T) {
 	dir := t.TempDir()

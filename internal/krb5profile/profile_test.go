@@ -1,4 +1,4 @@
-package collector
+package krb5profile
 
 import (
 	"errors"
@@ -22,17 +22,12 @@ func writeFile(t *testing.T, dir, name, content string) string {
 	return p
 }
 
-func mustProfile(t *testing.T, paths ...string) *profile {
+func mustProfile(t *testing.T, paths ...string) *Profile {
 	t.Helper()
-	p := &profile{}
-	for _, path := range paths {
-		f, err := parseProfileFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p.files = append(p.files, f)
+	p, err := Load(paths[:1], paths[1:], nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	p.kdcFiles = 1
 	return p
 }
 
@@ -76,12 +71,12 @@ func TestProfileSyntax(t *testing.T) {
 		{[]string{"realms", "A.TEST", "nested"}, "", false}, // a subsection is not a value
 		{[]string{"indented"}, "", false},
 	} {
-		v, ok := p.get(c.path...)
+		v, ok := p.Get(c.path...)
 		if v != c.want || ok != c.ok {
 			t.Errorf("get(%v) = %q, %v; want %q, %v", c.path, v, ok, c.want, c.ok)
 		}
 	}
-	if got := strings.Join(p.subsections(p.files, "realms"), " "); got != "A.TEST B.TEST C.TEST" {
+	if got := strings.Join(p.Subsections("realms"), " "); got != "A.TEST B.TEST C.TEST" {
 		t.Errorf("realms = %q (repeated [realms] headers merge)", got)
 	}
 }
@@ -105,13 +100,13 @@ func TestProfileErrors(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			path := writeFile(t, t.TempDir(), "kdc.conf", c.text)
-			_, err := parseProfileFile(path)
-			var pe *profileError
+			_, err := ParseFile(path)
+			var pe *Error
 			if !errors.As(err, &pe) {
-				t.Fatalf("err = %v, want a profileError", err)
+				t.Fatalf("err = %v, want an *Error", err)
 			}
-			if !strings.Contains(err.Error(), c.want) || pe.line != c.line {
-				t.Errorf("err = %q (line %d), want %q at line %d", err, pe.line, c.want, c.line)
+			if !strings.Contains(err.Error(), c.want) || pe.Line != c.line {
+				t.Errorf("err = %q (line %d), want %q at line %d", err, pe.Line, c.want, c.line)
 			}
 		})
 	}
@@ -125,27 +120,27 @@ func TestProfileIncludes(t *testing.T) {
 	writeFile(t, dir, "d/.hidden.conf", "not a profile at all {{{\n")
 	writeFile(t, dir, "inc.conf", "[libdefaults]\n\tspake_preauth_groups = edwards25519\n")
 	main := writeFile(t, dir, "kdc.conf", "include "+filepath.Join(dir, "inc.conf")+"\nincludedir "+filepath.Join(dir, "d")+"\n[realms]\n\tA.TEST = {\n\t\tmain = yes\n\t}\n")
-	f, err := parseProfileFile(main)
+	f, err := ParseFile(main)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(f.files) != 4 {
-		t.Errorf("files read: %v, want the main file, inc.conf, 10-realm and 20.conf", f.files)
+	if len(f.Files) != 4 {
+		t.Errorf("files read: %v, want the main file, inc.conf, 10-realm and 20.conf", f.Files)
 	}
-	p := &profile{files: []*profFile{f}, kdcFiles: 1}
+	p := &Profile{Files: []*File{f}, KDCFiles: 1}
 	for path, want := range map[string]string{
 		"libdefaults/spake_preauth_groups":   "edwards25519",
 		"kdcdefaults/kdc_tcp_listen_backlog": "7",
 		"realms/A.TEST/from":                 "dir",
 		"realms/A.TEST/main":                 "yes",
 	} {
-		if v, _ := p.get(strings.Split(path, "/")...); v != want {
+		if v, _ := p.Get(strings.Split(path, "/")...); v != want {
 			t.Errorf("%s = %q, want %q", path, v, want)
 		}
 	}
 
 	loop := writeFile(t, dir, "loop.conf", "include "+filepath.Join(dir, "loop.conf")+"\n")
-	if _, err := parseProfileFile(loop); err == nil || !strings.Contains(err.Error(), "nested deeper") {
+	if _, err := ParseFile(loop); err == nil || !strings.Contains(err.Error(), "nested deeper") {
 		t.Errorf("include loop: err = %v", err)
 	}
 }
@@ -193,7 +188,7 @@ func TestProfileFinal(t *testing.T) {
 		"dbmodules/m/db_library":           "klmdb", // first file wins
 		"dbmodules/m/disable_last_success": "true",  // not final: merged
 	} {
-		if v, _ := p.get(strings.Split(path, "/")...); v != want {
+		if v, _ := p.Get(strings.Split(path, "/")...); v != want {
 			t.Errorf("%s = %q, want %q", path, v, want)
 		}
 	}
@@ -211,7 +206,7 @@ func TestProfileFIFO(t *testing.T) {
 	for _, p := range []string{fifo, main} {
 		done := make(chan error, 1)
 		go func() {
-			_, err := parseProfileFile(p)
+			_, err := ParseFile(p)
 			done <- err
 		}()
 		select {
