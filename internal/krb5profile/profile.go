@@ -38,6 +38,8 @@ type profNode struct {
 	isGroup  bool   // section or subsection
 	final    bool
 	children []*profNode
+	file     string // relations only: where it was read
+	line     int
 }
 
 func (n *profNode) add(c *profNode) *profNode {
@@ -222,7 +224,7 @@ func (pf *File) parseData(path string, data []byte, depth int, stack []string) e
 			if value[0] == '"' {
 				value = unquote(value[1:])
 			}
-			cur.add(&profNode{name: tag, value: value, final: final})
+			cur.add(&profNode{name: tag, value: value, final: final, file: path, line: lineNo})
 		}
 	}
 	if err := s.Err(); err != nil {
@@ -370,12 +372,20 @@ func (p *Profile) Get(path ...string) (string, bool) {
 	return "", false
 }
 
-// Values returns every value of the relation at path, in file order, as
-// libprofile's profile_get_values does (a [logging] kdc may name several
-// targets): the files after one with a final node on the path are not
-// searched.
-func (p *Profile) Values(path ...string) []string {
-	var out []string
+// Relation is one "tag = value" and where it was read.
+type Relation struct {
+	Value string
+	File  string
+	Line  int
+}
+
+func (r Relation) String() string { return fmt.Sprintf("%s (%s:%d)", r.Value, r.File, r.Line) }
+
+// Values returns every relation at path, in file order, as libprofile's
+// profile_get_values does (a [logging] kdc may name several targets):
+// the files after one with a final node on the path are not searched.
+func (p *Profile) Values(path ...string) []Relation {
+	var out []Relation
 	for _, f := range p.Files {
 		if collect(f.root, path, &out) {
 			break
@@ -384,15 +394,15 @@ func (p *Profile) Values(path ...string) []string {
 	return out
 }
 
-// collect appends the values at path under n; it reports a final node on
-// the path.
-func collect(n *profNode, path []string, out *[]string) (final bool) {
+// collect appends the relations at path under n; it reports a final node
+// on the path.
+func collect(n *profNode, path []string, out *[]Relation) (final bool) {
 	for _, c := range n.children {
 		if c.name != path[0] || c.isGroup != (len(path) > 1) {
 			continue
 		}
 		if len(path) == 1 {
-			*out = append(*out, c.value)
+			*out = append(*out, Relation{Value: c.value, File: c.file, Line: c.line})
 			final = final || c.final
 			continue
 		}
