@@ -6,6 +6,7 @@ import (
 
 	"github.com/krb5-exporter/krb5-exporter/internal/cli"
 	"github.com/krb5-exporter/krb5-exporter/internal/kdcproc"
+	"github.com/krb5-exporter/krb5-exporter/internal/krb5profile"
 )
 
 // Config selects and configures the collectors. RegisterFlags fills one
@@ -47,10 +48,7 @@ type Config struct {
 	Workers *kdcproc.Workers
 }
 
-// Locations of kdc.conf: Debian/Ubuntu first, then RHEL/Fedora.
-var kdcConfCandidates = []string{"/etc/krb5kdc/kdc.conf", "/var/kerberos/krb5kdc/kdc.conf"}
-
-const defaultKrb5Conf = "/etc/krb5.conf"
+const defaultKrb5Conf = krb5profile.DefaultKrb5Conf
 
 // MIT's KPROP_DEFAULT_FILE as Debian and RHEL build it.
 var dumpFileCandidates = []string{"/var/lib/krb5kdc/replica_datatrans", "/var/kerberos/krb5kdc/replica_datatrans"}
@@ -90,7 +88,7 @@ func RegisterFlags(app cli.FlagGroup) *Config {
 		PlaceHolder("PATH").StringVar(&cfg.KpropdPidFile)
 
 	app.Flag("collector.kdcconf.path", "KDC profile (colon-separated list allowed). Default: whichever of "+
-		kdcConfCandidates[0]+" and "+kdcConfCandidates[1]+" exists.").
+		krb5profile.KDCConfCandidates[0]+" and "+krb5profile.KDCConfCandidates[1]+" exists.").
 		Envar("KRB5_KDC_PROFILE").PlaceHolder("PATH").StringVar(&cfg.KDCConfPath)
 	app.Flag("collector.kdcconf.krb5-config", "krb5.conf merged after kdc.conf, as the KDC does (for spake_preauth_groups, default_realm); missing files are skipped. Default: "+defaultKrb5Conf+".").
 		Envar("KRB5_CONFIG").PlaceHolder("PATH").StringVar(&cfg.Krb5ConfPath)
@@ -121,16 +119,15 @@ func (c Config) pidFiles() map[string]string {
 	return m
 }
 
+// KDCProfile returns the KDC's profile files: kdc.conf (--collector.kdcconf.path
+// or the distribution's that exists) and the krb5.conf read after it.
+func (c Config) KDCProfile() (kdc, krb5 string) { return c.kdcConfPaths(), c.krb5ConfPaths() }
+
 func (c Config) kdcConfPaths() string {
 	if c.KDCConfPath != "" {
 		return c.KDCConfPath
 	}
-	for _, p := range kdcConfCandidates {
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
-	return kdcConfCandidates[0]
+	return krb5profile.DefaultKDCConf()
 }
 
 func (c Config) krb5ConfPaths() string {

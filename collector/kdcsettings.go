@@ -289,18 +289,8 @@ func stampOf(path string) fileStamp {
 }
 
 func newConfSource(logger log.Logger, kdcPaths, krb5Paths string) *confSource {
-	kp := splitPaths(kdcPaths)
-	return &confSource{logger: logger, kdcPaths: kp, krb5Paths: splitPaths(krb5Paths), defaultDB: defaultDatabase(kp)}
-}
-
-func splitPaths(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ":") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
+	kp := krb5profile.SplitPaths(kdcPaths)
+	return &confSource{logger: logger, kdcPaths: kp, krb5Paths: krb5profile.SplitPaths(krb5Paths), defaultDB: defaultDatabase(kp)}
 }
 
 // load returns the merged profile; the error is a missing kdc.conf or a

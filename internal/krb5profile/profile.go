@@ -455,3 +455,32 @@ func (p *Profile) Subsections(section string) []string {
 	}
 	return out
 }
+
+// KDCConfCandidates are where distributions put kdc.conf: Debian/Ubuntu
+// first, then RHEL/Fedora.
+var KDCConfCandidates = []string{"/etc/krb5kdc/kdc.conf", "/var/kerberos/krb5kdc/kdc.conf"}
+
+// DefaultKrb5Conf is the krb5.conf the KDC reads after kdc.conf.
+const DefaultKrb5Conf = "/etc/krb5.conf"
+
+// DefaultKDCConf is whichever of KDCConfCandidates exists, else the first.
+func DefaultKDCConf() string {
+	for _, p := range KDCConfCandidates {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	return KDCConfCandidates[0]
+}
+
+// SplitPaths splits a colon-separated list of files (KRB5_KDC_PROFILE,
+// KRB5_CONFIG), dropping empty elements.
+func SplitPaths(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ":") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
