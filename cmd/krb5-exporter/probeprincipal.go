@@ -58,7 +58,7 @@ func addProbePrincipalCommand(parent *kingpin.CmdClause) *probePrincipalCmd {
 	c.Flag("admin-keytab", "Use kadmin (over the network) with this admin keytab instead of kadmin.local.").StringVar(&p.adminKeytab)
 	c.Flag("admin-server", "With --admin-keytab: kadmind host[:port]; empty: admin_server of krb5.conf.").StringVar(&p.adminServer)
 	c.Flag("kdc", "KDC address written into the printed configuration.").Default("127.0.0.1:88").StringVar(&p.kdc)
-	c.Flag("kdc-log", "KDC log file written into the printed configuration.").Default("/var/log/krb5kdc.log").StringVar(&p.kdcLog)
+	c.Flag("kdc-log", "KDC log file written into the printed configuration; empty: none, the exporter follows what kdc.conf's [logging] says (a file, or the journal).").Default("").StringVar(&p.kdcLog)
 	return p
 }
 
@@ -340,8 +340,8 @@ probes:
     interval: 15s
 
 logs:
-  - path: {{.KDCLog}}
-    type: kdc
+  - type: kdc{{if .KDCLog}}
+    path: {{.KDCLog}}{{else}}   # where kdc.conf's [logging] kdc says: a file, or the journal{{end}}
     probe_principals: [{{.Principal}}]
 `))
 

@@ -132,7 +132,11 @@ func (s *serveCmd) run(stdout, stderr io.Writer) int {
 	level.Info(logger).Log("msg", "KDC host collectors", "enabled", strings.Join(host.Enabled(), ","))
 	probes := prober.NewManager(logger, reg)
 	defer probes.Stop()
-	logs, err := kdclog.NewManager(logger, reg, *s.logs)
+	// Log entries without path or journal follow the [logging] of the
+	// kdc.conf the collectors read.
+	logsCfg := *s.logs
+	logsCfg.KDCProfile, logsCfg.Krb5Profile = s.collectors.KDCProfile()
+	logs, err := kdclog.NewManager(logger, reg, logsCfg)
 	if err != nil {
 		level.Error(logger).Log("msg", "cannot set up the log collector", "err", err)
 		return 1
