@@ -116,7 +116,7 @@ func TestGrantAccessLogsAndDatabase(t *testing.T) {
 	kdcConf, krb5Conf := filepath.Join(dir, "kdc.conf"), filepath.Join(dir, "krb5.conf")
 	for old, new := range map[string]string{"\nuser=" + svcUser + "\n": "\nuser=nobody\n", "\nconfig=/etc/krb5-exporter/config.yml\n": "\nconfig=/nonexistent\n",
 		"\nkdcconfs=\"/etc/krb5kdc/kdc.conf /var/kerberos/krb5kdc/kdc.conf\"\n": "\nkdcconfs=" + kdcConf + "\n",
-		"\nkrb5conf=/etc/krb5.conf\n": "\nkrb5conf=" + krb5Conf + "\n", "\ndbdirs=\"/var/lib/krb5kdc /var/kerberos/krb5kdc\"\n": "\ndbdirs=" + db + "\n"} {
+		"\nkrb5conf=/etc/krb5.conf\n":                                           "\nkrb5conf=" + krb5Conf + "\n", "\ndbdirs=\"/var/lib/krb5kdc /var/kerberos/krb5kdc\"\n": "\ndbdirs=" + db + "\n"} {
 		script = strings.Replace(script, old, new, 1)
 	}
 	path := filepath.Join(dir, "grant-access")
