@@ -147,8 +147,10 @@ func (s *serveCmd) run(stdout, stderr io.Writer) int {
 	reloader.OnReload(probes.ApplyConfig)
 	reloader.OnReload(logs.ApplyConfig)
 	if err := reloader.Reload(); err != nil {
-		// Reload has logged the one line that says what is wrong.
-		return 1
+		// Reload has logged the one line that says what is wrong. The
+		// packaged unit does not restart on this status
+		// (RestartPreventExitStatus=): the file needs fixing first.
+		return exitConfig
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -223,6 +225,11 @@ func (s *serveCmd) run(stdout, stderr io.Writer) int {
 	}
 	return 0
 }
+
+// exitConfig is the exit status of a start whose configuration file is
+// invalid: sysexits.h's EX_CONFIG, distinct from 1 (a failure a restart
+// may cure, such as a port still taken).
+const exitConfig = 78
 
 // readyWait bounds how long serving waits for the log collector.
 const readyWait = 10 * time.Second
