@@ -30,7 +30,7 @@ type Reloader struct {
 
 	mu     sync.Mutex // serialises reloads (SIGHUP and /-/reload may race)
 	cur    *Config
-	loaded bool // a configuration was applied: a failure keeps it
+	loaded bool             // a configuration was applied: a failure keeps it
 	logged *logging.Changes // the outcome last logged, repeats through the limiter
 
 	success   prometheus.Gauge
