@@ -152,6 +152,13 @@ func (s *serveCmd) run(stdout, stderr io.Writer) int {
 		// (RestartPreventExitStatus=): the file needs fixing first.
 		return exitConfig
 	}
+	var addrs []net.Addr
+	for _, l := range listeners {
+		addrs = append(addrs, l.Addr())
+	}
+	if kv := exposureWarning(addrs, *s.web.WebConfigFile, reloader.Current()); kv != nil {
+		level.Warn(logger).Log(kv...)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
