@@ -322,8 +322,8 @@ func installKeytab(tmp, dest string, uid, gid int) error {
 }
 
 var probeConfigTmpl = template.Must(template.New("").Parse(`# Probe principal {{.Principal}}: {{.Keys}} keys (kvno {{.Kvno}}) in {{.Keytab}}
-# (mode 0600{{if .Owner}}, owner {{.Owner}}{{end}}). Merge into /etc/krb5-exporter/config.yml, then
-# systemctl reload krb5-exporter (or: krb5-exporter probe --kdc {{.KDC}} --config.file FILE --module default).
+# (mode 0600{{if .Owner}}, owner {{.Owner}}{{end}}). A whole /etc/krb5-exporter/config.yml, or sections to merge
+# into it; then systemctl reload krb5-exporter (or: krb5-exporter probe --kdc {{.KDC}} --config.file FILE --module default).
 modules:
   default:
     realm: {{.Realm}}
@@ -343,6 +343,7 @@ logs:
   - type: kdc{{if .KDCLog}}
     path: {{.KDCLog}}{{else}}   # where kdc.conf's [logging] kdc says: a file, or the journal{{end}}
     probe_principals: [{{.Principal}}]
+  - type: kadmind{{if not .KDCLog}}   # where kdc.conf's [logging] admin_server says{{end}}
 `))
 
 // printProbeConfig prints the snippet after checking that the exporter

@@ -267,12 +267,13 @@ func mitTools(ctx context.Context, t *testing.T, r *realm.Realm, dir string) fun
 }
 
 // The printed snippet names no log file unless told: the exporter then
-// follows what kdc.conf says, on Debian (the journal) as on RHEL (a file).
+// follows what kdc.conf says, on Debian (the journal) as on RHEL (a file),
+// for the KDC and kadmind, as the packaged configuration does.
 func TestProbeConfigLog(t *testing.T) {
 	v := map[string]string{"Principal": "p@R", "Realm": "R", "Keytab": "/k", "KDC": "127.0.0.1:88", "Keys": "4", "Kvno": "2", "Owner": ""}
-	for kdcLog, want := range map[string]config.LogSource{
-		"":                     {Type: "kdc", ProbePrincipals: []string{"p@R"}},
-		"/var/log/krb5kdc.log": {Type: "kdc", Path: "/var/log/krb5kdc.log", ProbePrincipals: []string{"p@R"}},
+	for kdcLog, want := range map[string][]config.LogSource{
+		"":                     {{Type: "kdc", ProbePrincipals: []string{"p@R"}}, {Type: "kadmind"}},
+		"/var/log/krb5kdc.log": {{Type: "kdc", Path: "/var/log/krb5kdc.log", ProbePrincipals: []string{"p@R"}}, {Type: "kadmind"}},
 	} {
 		v["KDCLog"] = kdcLog
 		var b strings.Builder
@@ -285,7 +286,7 @@ func TestProbeConfigLog(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(cfg.Logs) != 1 || !reflect.DeepEqual(cfg.Logs[0], want) {
+		if !reflect.DeepEqual(cfg.Logs, want) {
 			t.Errorf("--kdc-log %q: logs %+v, want %+v\n%s", kdcLog, cfg.Logs, want, b.String())
 		}
 	}
