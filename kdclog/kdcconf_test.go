@@ -15,6 +15,7 @@ import (
 	"github.com/go-kit/log"
 
 	"github.com/krb5-exporter/krb5-exporter/config"
+	"github.com/krb5-exporter/krb5-exporter/internal/journaldtest"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
@@ -181,25 +182,49 @@ func TestKDCConfFileRealm(t *testing.T) {
 	}
 }
 
-// A real KDC whose kdc.conf has no [logging] (Debian's): it logs through
-// syslog into a real journal, which an entry naming no path follows; the
-// counts equal the ISSUE lines the journal itself holds.
+// A real KDC whose kdc.conf has no [logging] (Debian's) logs through
+// syslog into a real systemd-journald (journaldtest), which an entry
+// naming no path follows: its counts equal the ISSUE lines journald holds
+// and the requests the clients' traces show; lines forged with the KDC's
+// name, by a user (uid nobody) and by root's logger, count nowhere.
 func TestKDCConfJournalRealm(t *testing.T) {
-	r := syslogRealm(t, realm.Options{Users: 3, Services: 2, Fillers: -1, NoKadmind: true, DisableLastSuccess: true})
+	needMIT(t)
+	j := journaldtest.Start(t, "")
+	r, err := realm.Up(context.Background(), realm.Options{Dir: filepath.Join(t.TempDir(), "r"), Users: 3, Services: 2, Fillers: -1,
+		NoKadmind: true, DisableLastSuccess: true, LogToSyslog: true, SyslogSocket: j.DevLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Down() })
 	if b, _ := os.ReadFile(r.KDCConf); strings.Contains(string(b), "[logging]") {
 		t.Fatalf("%s has a [logging] section", r.KDCConf)
 	}
-	host := &config.JournalSource{Directory: r.JournalDir, User: strconv.Itoa(os.Getuid())}
-	tm := startManagerOpts(t, log.NewNopLogger(), Config{KDCProfile: r.KDCConf, Krb5Profile: r.Krb5Conf, HostJournal: host},
+	buf := &syncBuffer{}
+	tm := startManagerOpts(t, log.NewLogfmtLogger(buf), Config{KDCProfile: r.KDCConf, Krb5Profile: r.Krb5Conf, HostJournal: &config.JournalSource{Directory: j.Dir}},
 		config.LogSource{Type: "kdc", StartAt: "beginning", ProbePrincipals: []string{realm.ReadyPrincipal}})
+	if !strings.Contains(buf.String(), "source=journal:"+j.Dir+":krb5kdc why=\"no valid [logging] kdc or default in ") {
+		t.Errorf("the choice is not logged with its reason:\n%s", buf)
+	}
 	c := &tracedClients{clients: clients{t: t, r: r}}
 	for i := 1; i <= 3; i++ {
 		c.do(true, "", "kinit", "-k", "-t", r.UserKeytab, r.User(i))
 		c.do(true, "", "kvno", "--no-store", r.Service(1), r.Service(2))
 	}
 	c.do(false, "wrong\n", "kinit", r.User(2))
+	// As the KDC sends a request line to syslog (the journal keeps the
+	// message without the syslog header).
+	forged := strings.TrimPrefix(asIssue("forged@"+r.Realm), hdr)
+	for _, args := range [][]string{
+		{"nsenter", "-t", strconv.Itoa(j.Cmd.Process.Pid), "-m", "--", "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--",
+			"logger", "-u", "/run/systemd/journal/dev-log", "-t", "krb5kdc", forged},
+		{"logger", "-u", j.DevLog, "-t", "krb5kdc", forged},
+	} {
+		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v %s", args, err, out)
+		}
+	}
 	journal := func() []byte {
-		out, err := exec.Command("journalctl", "--directory="+r.JournalDir, "--merge", "--output=cat", "--no-pager").Output()
+		out, err := exec.Command("journalctl", "--directory="+j.Dir, "_COMM=krb5kdc", "_UID=0", "--output=cat", "--no-pager").Output()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -208,15 +233,25 @@ func TestKDCConfJournalRealm(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		got := requestsTotal(t, tm)
-		j := journal()
-		as, tgs := float64(countIssued(j, "AS_REQ")), float64(countIssued(j, "TGS_REQ"))
+		jl := journal()
+		as, tgs := float64(countIssued(jl, "AS_REQ")), float64(countIssued(jl, "TGS_REQ"))
 		ok := got[key("krb5_kdc_requests_total", "request", "as", "status", "ISSUE")] == as && got[key("krb5_kdc_requests_total", "request", "tgs", "status", "ISSUE")] == tgs
 		if ok && as == 3 && tgs == 6 && sum(got) == float64(c.sent) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("counted %v (%v requests); the journal holds %v AS and %v TGS ISSUE lines, the clients sent %d", got, sum(got), as, tgs, c.sent)
+			t.Fatalf("counted %v (%v requests); journald holds %v AS and %v TGS ISSUE lines of root's krb5kdc, the clients sent %d", got, sum(got), as, tgs, c.sent)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	// The forged lines reached the journal (by SYSLOG_IDENTIFIER), and
+	// were not counted: the loop above saw the clients' count exactly.
+	out, err := exec.Command("journalctl", "--directory="+j.Dir, "SYSLOG_IDENTIFIER=krb5kdc", "--output=cat", "--no-pager").Output()
+	if err != nil || strings.Count(string(out), "forged@") != 2 {
+		t.Errorf("journald holds %d forged lines, want 2 (%v)", strings.Count(string(out), "forged@"), err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if v := requestsTotal(t, tm)[key("krb5_kdc_requests_total", "request", "as", "status", "ISSUE")]; v != 3 {
+		t.Errorf("as ISSUE = %v after the forged lines, want 3", v)
 	}
 }
