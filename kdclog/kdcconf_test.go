@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -90,6 +91,11 @@ func TestFromKDCConf(t *testing.T) {
 				keys = append(keys, l.Key())
 				if l.StartAt != "beginning" {
 					t.Errorf("%s: the entry's settings lost: %+v", l.Key(), l)
+				}
+				// The journal read is the host's, with journal: {}'s
+				// trust rule: identifiers by type, root only, no unit.
+				if l.Journal != nil && (!reflect.DeepEqual(*l.Journal, *host) || l.Journal == host) {
+					t.Errorf("%s: journal %+v, want a copy of the host's %+v", l.Key(), l.Journal, host)
 				}
 			}
 			bad := 0
