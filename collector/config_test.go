@@ -6,6 +6,7 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5profile"
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 )
 
 func TestRegisterFlags(t *testing.T) {
@@ -76,14 +77,14 @@ func TestKDCProfileEnv(t *testing.T) {
 
 func TestKDCConfDefault(t *testing.T) {
 	dir := t.TempDir()
-	rhel := writeFile(t, dir, "var/kerberos/krb5kdc/kdc.conf", "[realms]\n")
+	rhel := testutil.WriteFile(t, dir, "var/kerberos/krb5kdc/kdc.conf", "[realms]\n")
 	old := krb5profile.KDCConfCandidates
 	defer func() { krb5profile.KDCConfCandidates = old }()
 	krb5profile.KDCConfCandidates = []string{dir + "/etc/krb5kdc/kdc.conf", rhel}
 	if got := (Config{}).kdcConfPaths(); got != rhel {
 		t.Errorf("default kdc.conf = %s, want the existing RHEL one", got)
 	}
-	writeFile(t, dir, "etc/krb5kdc/kdc.conf", "[realms]\n")
+	testutil.WriteFile(t, dir, "etc/krb5kdc/kdc.conf", "[realms]\n")
 	if got := (Config{}).kdcConfPaths(); got != krb5profile.KDCConfCandidates[0] {
 		t.Errorf("default kdc.conf = %s, want the Debian one when both exist", got)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/go-kit/log"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5profile"
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 )
 
 const settingsKDCConf = `[kdcdefaults]
@@ -51,18 +52,6 @@ const settingsKDCConf = `[kdcdefaults]
 	disable_last_success = true
 `
 
-func writeFile(t *testing.T, dir, name, content string) string {
-	t.Helper()
-	p := filepath.Join(dir, name)
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 // mustProfile is the profile of one kdc.conf and the krb5.conf files
 // after it.
 func mustProfile(t *testing.T, paths ...string) *profile {
@@ -76,8 +65,8 @@ func mustProfile(t *testing.T, paths ...string) *profile {
 
 func TestSettings(t *testing.T) {
 	dir := t.TempDir()
-	p := mustProfile(t, writeFile(t, dir, "kdc.conf", settingsKDCConf),
-		writeFile(t, dir, "krb5.conf", "[libdefaults]\n\tdefault_realm = DB2.TEST\n\tspake_preauth_groups = edwards25519, P-256\n"))
+	p := mustProfile(t, testutil.WriteFile(t, dir, "kdc.conf", settingsKDCConf),
+		testutil.WriteFile(t, dir, "krb5.conf", "[libdefaults]\n\tdefault_realm = DB2.TEST\n\tspake_preauth_groups = edwards25519, P-256\n"))
 
 	// -r arguments of the running KDC decide the realms.
 	s, err := p.settings([]string{"DB2.TEST", "LMDB.TEST", "LDAP.TEST", "DB2.TEST"}, debianDatabase)
@@ -141,7 +130,7 @@ func TestSettingsInvalid(t *testing.T) {
 		"bad port":    "[realms]\n\tX.TEST = {\n\t\tkdc_listen = 127.0.0.1:99999\n\t}\n",
 	} {
 		t.Run(name, func(t *testing.T) {
-			p := mustProfile(t, writeFile(t, t.TempDir(), "kdc.conf", text))
+			p := mustProfile(t, testutil.WriteFile(t, t.TempDir(), "kdc.conf", text))
 			if _, err := p.settings([]string{"X.TEST"}, debianDatabase); err == nil {
 				t.Error("no error")
 			}
@@ -165,7 +154,7 @@ func TestEnctypeWeakness(t *testing.T) {
 // it is scraped; fixing it brings the settings back.
 func TestConfSourceCountsOnce(t *testing.T) {
 	dir := t.TempDir()
-	path := writeFile(t, dir, "kdc.conf", "[realms]\n\tX.TEST = {\n")
+	path := testutil.WriteFile(t, dir, "kdc.conf", "[realms]\n\tX.TEST = {\n")
 	c := newConfSource(log.NewNopLogger(), path, filepath.Join(dir, "missing-krb5.conf"))
 	for i := 0; i < 3; i++ {
 		if _, err := c.settings(nil); err == nil {
@@ -175,7 +164,7 @@ func TestConfSourceCountsOnce(t *testing.T) {
 	if c.parseErrors != 1 {
 		t.Errorf("parse errors = %v after 3 loads of one broken file, want 1", c.parseErrors)
 	}
-	writeFile(t, dir, "kdc.conf", "[realms]\n\tX.TEST = {\n\t}\n")
+	testutil.WriteFile(t, dir, "kdc.conf", "[realms]\n\tX.TEST = {\n\t}\n")
 	// The size changed; also move the mtime in case the clock is coarse.
 	later := time.Now().Add(time.Minute)
 	os.Chtimes(path, later, later)

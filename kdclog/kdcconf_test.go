@@ -1,7 +1,6 @@
 package kdclog
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"os/exec"
@@ -9,7 +8,6 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,35 +15,9 @@ import (
 
 	"github.com/krb5-exporter/krb5-exporter/config"
 	"github.com/krb5-exporter/krb5-exporter/internal/journaldtest"
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
-
-// syncBuffer is a log destination tests read while the manager writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func writeConf(t *testing.T, dir, name, text string) string {
-	t.Helper()
-	p := filepath.Join(dir, name)
-	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
 
 // What an entry without path or journal follows, for each way kdc.conf
 // and krb5.conf can say where the daemons log (MIT's rules: the entity's
@@ -78,9 +50,9 @@ func TestFromKDCConf(t *testing.T) {
 			dir := t.TempDir()
 			kdc := filepath.Join(dir, "kdc.conf")
 			if c.kdc != "-" {
-				writeConf(t, dir, "kdc.conf", c.kdc)
+				testutil.WriteFile(t, dir, "kdc.conf", c.kdc)
 			}
-			o := &Config{KDCProfile: kdc, Krb5Profile: writeConf(t, dir, "krb5.conf", c.krb5), HostJournal: c.journal}
+			o := &Config{KDCProfile: kdc, Krb5Profile: testutil.WriteFile(t, dir, "krb5.conf", c.krb5), HostJournal: c.journal}
 			var logs []config.LogSource
 			for _, typ := range c.types {
 				logs = append(logs, config.LogSource{Type: typ, StartAt: "beginning"})
@@ -128,8 +100,8 @@ func TestFromKDCConf(t *testing.T) {
 func TestSourceMissing(t *testing.T) {
 	dir := t.TempDir()
 	logPath := filepath.Join(dir, "krb5kdc.log")
-	kdc := writeConf(t, dir, "kdc.conf", "[logging]\n\tkdc = FILE:"+logPath+"\n\tadmin_server = CONSOLE\n")
-	buf := &syncBuffer{}
+	kdc := testutil.WriteFile(t, dir, "kdc.conf", "[logging]\n\tkdc = FILE:"+logPath+"\n\tadmin_server = CONSOLE\n")
+	buf := &testutil.LockedBuffer{}
 	tm := startManagerOpts(t, log.NewLogfmtLogger(buf), Config{KDCProfile: kdc, Krb5Profile: "/nonexistent", OpenGrace: 300 * time.Millisecond},
 		config.LogSource{Type: "kdc", PollInterval: 20 * time.Millisecond}, config.LogSource{Type: "kadmind"})
 	if v := value(t, tm.reg, "krb5_kdc_log_source_missing", "path", "", "type", "kadmind"); v != 1 {
@@ -205,7 +177,7 @@ func TestKDCConfJournalRealm(t *testing.T) {
 	if b, _ := os.ReadFile(r.KDCConf); strings.Contains(string(b), "[logging]") {
 		t.Fatalf("%s has a [logging] section", r.KDCConf)
 	}
-	buf := &syncBuffer{}
+	buf := &testutil.LockedBuffer{}
 	tm := startManagerOpts(t, log.NewLogfmtLogger(buf), Config{KDCProfile: r.KDCConf, Krb5Profile: r.Krb5Conf, HostJournal: &config.JournalSource{Directory: j.Dir}},
 		config.LogSource{Type: "kdc", StartAt: "beginning", ProbePrincipals: []string{realm.ReadyPrincipal}})
 	if !strings.Contains(buf.String(), "source=journal:"+j.Dir+":krb5kdc why=\"no valid [logging] kdc or default in ") {

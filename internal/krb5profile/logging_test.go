@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 )
 
 // Each spec form of MIT's kdc.conf [logging] (krb5_klog_init in
@@ -78,9 +80,9 @@ func TestLogging(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
-			paths := []string{writeFile(t, dir, "kdc.conf", c.kdc)}
+			paths := []string{testutil.WriteFile(t, dir, "kdc.conf", c.kdc)}
 			if c.krb5 != "" {
-				paths = append(paths, writeFile(t, dir, "krb5.conf", c.krb5))
+				paths = append(paths, testutil.WriteFile(t, dir, "krb5.conf", c.krb5))
 			}
 			targets, bad := Logging(mustProfile(t, paths...), c.entity)
 			if got := (want{show(targets), len(bad)}); got != c.want {

@@ -2,25 +2,14 @@ package krb5profile
 
 import (
 	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
-)
 
-func writeFile(t *testing.T, dir, name, content string) string {
-	t.Helper()
-	p := filepath.Join(dir, name)
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
+)
 
 func mustProfile(t *testing.T, paths ...string) *Profile {
 	t.Helper()
@@ -33,7 +22,7 @@ func mustProfile(t *testing.T, paths ...string) *Profile {
 
 func TestProfileSyntax(t *testing.T) {
 	dir := t.TempDir()
-	path := writeFile(t, dir, "kdc.conf", `this line comes before any section and is ignored, as in MIT
+	path := testutil.WriteFile(t, dir, "kdc.conf", `this line comes before any section and is ignored, as in MIT
  [indented] headers are ignored before the first section too
 [kdcdefaults]
 	kdc_tcp_listen_backlog = 20   
@@ -99,7 +88,7 @@ func TestProfileErrors(t *testing.T) {
 		"missing include": {"include /nonexistent/krb5-exporter-test.conf\n", "no such file", 0},
 	} {
 		t.Run(name, func(t *testing.T) {
-			path := writeFile(t, t.TempDir(), "kdc.conf", c.text)
+			path := testutil.WriteFile(t, t.TempDir(), "kdc.conf", c.text)
 			_, err := ParseFile(path)
 			var pe *Error
 			if !errors.As(err, &pe) {
@@ -114,12 +103,12 @@ func TestProfileErrors(t *testing.T) {
 
 func TestProfileIncludes(t *testing.T) {
 	dir := t.TempDir()
-	writeFile(t, dir, "d/10-realm", "[realms]\n\tA.TEST = {\n\t\tfrom = dir\n\t}\n")
-	writeFile(t, dir, "d/20.conf", "[kdcdefaults]\n\tkdc_tcp_listen_backlog = 7\n")
-	writeFile(t, dir, "d/skip.bak", "not a profile at all {{{\n")
-	writeFile(t, dir, "d/.hidden.conf", "not a profile at all {{{\n")
-	writeFile(t, dir, "inc.conf", "[libdefaults]\n\tspake_preauth_groups = edwards25519\n")
-	main := writeFile(t, dir, "kdc.conf", "include "+filepath.Join(dir, "inc.conf")+"\nincludedir "+filepath.Join(dir, "d")+"\n[realms]\n\tA.TEST = {\n\t\tmain = yes\n\t}\n")
+	testutil.WriteFile(t, dir, "d/10-realm", "[realms]\n\tA.TEST = {\n\t\tfrom = dir\n\t}\n")
+	testutil.WriteFile(t, dir, "d/20.conf", "[kdcdefaults]\n\tkdc_tcp_listen_backlog = 7\n")
+	testutil.WriteFile(t, dir, "d/skip.bak", "not a profile at all {{{\n")
+	testutil.WriteFile(t, dir, "d/.hidden.conf", "not a profile at all {{{\n")
+	testutil.WriteFile(t, dir, "inc.conf", "[libdefaults]\n\tspake_preauth_groups = edwards25519\n")
+	main := testutil.WriteFile(t, dir, "kdc.conf", "include "+filepath.Join(dir, "inc.conf")+"\nincludedir "+filepath.Join(dir, "d")+"\n[realms]\n\tA.TEST = {\n\t\tmain = yes\n\t}\n")
 	f, err := ParseFile(main)
 	if err != nil {
 		t.Fatal(err)
@@ -139,7 +128,7 @@ func TestProfileIncludes(t *testing.T) {
 		}
 	}
 
-	loop := writeFile(t, dir, "loop.conf", "include "+filepath.Join(dir, "loop.conf")+"\n")
+	loop := testutil.WriteFile(t, dir, "loop.conf", "include "+filepath.Join(dir, "loop.conf")+"\n")
 	if _, err := ParseFile(loop); err == nil || !strings.Contains(err.Error(), "nested deeper") {
 		t.Errorf("include loop: err = %v", err)
 	}
@@ -149,7 +138,7 @@ func TestProfileIncludes(t *testing.T) {
 // hides what later files say under it.
 func TestProfileFinal(t *testing.T) {
 	dir := t.TempDir()
-	kdc := writeFile(t, dir, "kdc.conf", `[libdefaults]*
+	kdc := testutil.WriteFile(t, dir, "kdc.conf", `[libdefaults]*
 	default_realm = KDC.TEST
 [realms]
 	A.TEST = {
@@ -163,7 +152,7 @@ func TestProfileFinal(t *testing.T) {
 		db_library = klmdb
 	}
 `)
-	krb5 := writeFile(t, dir, "krb5.conf", `[libdefaults]
+	krb5 := testutil.WriteFile(t, dir, "krb5.conf", `[libdefaults]
 	spake_preauth_groups = edwards25519
 [realms]
 	A.TEST = {
@@ -202,7 +191,7 @@ func TestProfileFIFO(t *testing.T) {
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	main := writeFile(t, dir, "kdc.conf", "include "+fifo+"\n")
+	main := testutil.WriteFile(t, dir, "kdc.conf", "include "+fifo+"\n")
 	for _, p := range []string{fifo, main} {
 		done := make(chan error, 1)
 		go func() {
