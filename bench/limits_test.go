@@ -202,7 +202,7 @@ func TestEnvironmentLimited(t *testing.T) {
 	} {
 		r := &run{sys: &System{KDCPids: func() []int { return []int{1} }}, set: Defaults(), rep: &Report{}}
 		r.checkLimits("as", tc.u, true)
-		r.checkLimits("as", tc.u, true) // said once
+		r.checkLimits("as (again)", tc.u, true) // said once, by the test's name
 		if !slices.Equal(r.rep.EnvironmentLimited, tc.want) {
 			t.Errorf("%s: environment-limited %v, want %v (warnings %q)", tc.name, r.rep.EnvironmentLimited, tc.want, r.rep.Warnings)
 		}

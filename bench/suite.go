@@ -335,6 +335,7 @@ func judge(m *Metric, value, scale float64) {
 // environmentLimited notes that something other than the KDC held test's
 // figures down (report.VerdictNote says what that means for the verdict).
 func (r *run) environmentLimited(test string) {
+	test, _, _ = strings.Cut(test, " (") // "concurrency (4 clients)"
 	if !slices.Contains(r.rep.EnvironmentLimited, test) {
 		r.rep.EnvironmentLimited = append(r.rep.EnvironmentLimited, test)
 	}

@@ -437,7 +437,7 @@ func VerdictNote(rep *Report) string {
 	var doubtful []string
 	for _, m := range rep.Metrics {
 		if m.Verdict == Fail && slices.Contains(rep.EnvironmentLimited, m.Test) {
-			doubtful = append(doubtful, m.Test+" "+m.Name)
+			doubtful = append(doubtful, m.Test+" ("+strings.ToLower(m.Label)+")")
 		}
 	}
 	switch {

@@ -12,8 +12,8 @@ import (
 // PASS there stands (a figure held down that met its target even so), and
 // a FAIL elsewhere stands.
 func TestVerdictNote(t *testing.T) {
-	as := Metric{Test: "as", Name: "as_logins_per_second", Verdict: Pass}
-	tcp := Metric{Test: "tcp", Name: "tcp_logins_per_second", Verdict: Pass}
+	as := Metric{Test: "as", Name: "as_logins_per_second", Label: "Logins per second", Verdict: Pass}
+	tcp := Metric{Test: "tcp", Name: "tcp_logins_per_second", Label: "Logins per second over TCP", Verdict: Pass}
 	fail := func(m Metric) Metric { m.Verdict = Fail; return m }
 	for _, c := range []struct {
 		name    string
@@ -23,7 +23,7 @@ func TestVerdictNote(t *testing.T) {
 	}{
 		{"no warning", Report{Verdict: Pass, Metrics: []Metric{as}}, "^$", false},
 		{"as held down and failed", Report{Verdict: Fail, Metrics: []Metric{fail(as), tcp}, Warnings: []string{"as: ..."}, EnvironmentLimited: []string{"as"}},
-			`^the FAIL of as as_logins_per_second may be the environment's, not the KDC's: something else held as down`, true},
+			`^the FAIL of as \(logins per second\) may be the environment's, not the KDC's: something else held as down`, true},
 		{"as held down and passed", Report{Verdict: Pass, Metrics: []Metric{as, tcp}, Warnings: []string{"as: ..."}, EnvironmentLimited: []string{"as"}},
 			`^the verdict stands: as ran below the KDC's limit`, false},
 		{"tcp failed, as held down", Report{Verdict: Fail, Metrics: []Metric{as, fail(tcp)}, Warnings: []string{"as: ..."}, EnvironmentLimited: []string{"as"}},
