@@ -60,6 +60,9 @@ func fixtureConfig(t testing.TB, procRoot string) Config {
 	cfg.KDCConfPath = filepath.Join(dir, "kdc.conf")
 	cfg.Krb5ConfPath = filepath.Join(dir, "krb5.conf")
 	cfg.DumpFile = filepath.Join(dir, "replica_datatrans")
+	// The fixture has no cgroup files: on a systemd host their processes
+	// would not be in a unit (identity.go).
+	cfg.Identity.SystemdDir = filepath.Join(dir, "no-systemd")
 	return cfg
 }
 
