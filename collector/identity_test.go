@@ -296,3 +296,35 @@ func moveToUnit(t *testing.T, pids []int, unit string) {
 		}
 	}
 }
+
+// TestPidFileUntrusted: a pid file that group or others may write names
+// no process (krb5kdc counts as not running), is counted once in
+// krb5_exporter_process_rejected_total{reason="pid_file"} however many
+// scrapes see it, and counts again once it is fixed.
+func TestPidFileUntrusted(t *testing.T) {
+	cfg := fixtureConfig(t, fixtureDir+"/proc")
+	cfg.KDCPidFile = filepath.Join(t.TempDir(), "krb5kdc.pid")
+	if err := os.WriteFile(cfg.KDCPidFile, []byte("20256\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(cfg.KDCPidFile, 0o666); err != nil { // past the umask
+		t.Fatal(err)
+	}
+	_, reg := newTestCollector(t, cfg)
+	for i := 0; i < 3; i++ {
+		s := gather(t, reg)
+		if v := s.Value("krb5_process_up", "program", "krb5kdc"); v != 0 {
+			t.Errorf("scrape %d: up %v through a pid file anyone may write", i, v)
+		}
+		if v := s.Value("krb5_exporter_process_rejected_total", "program", "krb5kdc", "reason", "pid_file"); v != 1 {
+			t.Errorf("scrape %d: rejected{pid_file} = %v, want 1", i, v)
+		}
+	}
+	if err := os.Chmod(cfg.KDCPidFile, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := gather(t, reg)
+	if v := s.Value("krb5_process_processes", "program", "krb5kdc"); v != 3 {
+		t.Errorf("pid file fixed: %v processes, want the fixture's 3", v)
+	}
+}
