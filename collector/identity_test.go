@@ -119,6 +119,12 @@ func TestIdentityInNamespace(t *testing.T) {
 	}
 	s, _ = scrapeAs(t, bin, dir, cfg, 65534)
 	checkKDC(t, "fakes only", s, 0, 0)
+	// The kdcservice collector traces what discovery found: nothing here
+	// (checked below against a run that traces the real KDC).
+	svc := cfg
+	svc.KDCService = true
+	s, _ = scrapeAs(t, bin, dir, svc, 0)
+	tracedFakes := s.Value("krb5_kdc_service_tracing_up")
 
 	// A namesake running as root, outside any unit (as a set-uid program
 	// started through a link named krb5kdc would): as root the exporter
@@ -129,10 +135,18 @@ func TestIdentityInNamespace(t *testing.T) {
 	if err := r.StartKDC(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	s, _ = scrapeAs(t, bin, dir, cfg, 0)
+	s, _ = scrapeAs(t, bin, dir, svc, 0)
 	checkKDC(t, "exporter as root", s, len(r.KDCPids()), 2)
 	if v := s.Value("krb5_exporter_process_rejected_total", "program", "krb5kdc", "reason", "executable"); v != 1 {
 		t.Errorf("as root: rejected{reason=executable} = %v, want 1 (the root fake)", v)
+	}
+	switch v := s.Value("krb5_kdc_service_tracing_up"); {
+	case v != 1 && testutil.InCI():
+		t.Errorf("kdcservice does not trace the real KDC in CI (tracing_up %v)", v)
+	case v != 1:
+		t.Logf("kdcservice cannot trace here (tracing_up %v): its check against the fakes says nothing", v)
+	case tracedFakes != 0:
+		t.Errorf("kdcservice traced the fakes: tracing_up %v with only fakes running", tracedFakes)
 	}
 
 	// A systemd host: the KDC started by hand is outside its unit, so an
