@@ -197,8 +197,13 @@ func (r *Rule) Check(dir, prog string) Rejection {
 
 // inUnit tells a cgroup of system.slice/UNIT (or below it: a unit may
 // delegate) with UNIT accepted. A user's own units live under user.slice
-// and are never accepted, whatever their name.
+// and are never accepted, whatever their name. An exporter in a cgroup
+// namespace (a container) sees the host's cgroups as "/../../system.slice/...":
+// the leading ".." steps lead back to the root they are relative to.
 func (r *Rule) inUnit(cg string) bool {
+	for strings.HasPrefix(cg, "/../") {
+		cg = cg[3:]
+	}
 	rest, ok := strings.CutPrefix(cg, "/system.slice/")
 	if !ok {
 		return false

@@ -55,6 +55,8 @@ func TestRuleCheck(t *testing.T) {
 		{name: "a user's own unit of that name", uids: "0 0", cgroup: "/user.slice/user-1000.slice/user@1000.service/app.slice/krb5-kdc.service", systemd: true, prog: "krb5kdc", want: RejectUnit},
 		{name: "another system unit", uids: "0 0", cgroup: "/system.slice/cron.service", systemd: true, prog: "krb5kdc", want: RejectUnit},
 		{name: "lookalike unit", uids: "0 0", cgroup: "/system.slice/krb5-kdc.service.evil", systemd: true, prog: "krb5kdc", want: RejectUnit},
+		{name: "seen from a cgroup namespace", uids: "0 0", v2: "/../../system.slice/krb5-kdc.service", systemd: true, prog: "krb5kdc"},
+		{name: "a user's unit seen from a cgroup namespace", uids: "0 0", v2: "/../../user.slice/user-1000.slice/user@1000.service/system.slice/krb5-kdc.service", systemd: true, prog: "krb5kdc", want: RejectUnit},
 		{name: "exe readable beats the unit", uids: "0 0", exe: "/usr/sbin/krb5kdc", cgroup: "/", systemd: true, prog: "krb5kdc"},
 	} {
 		dir := filepath.Join(root, strconv.Itoa(100+i))
