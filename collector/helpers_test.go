@@ -60,11 +60,14 @@ func fixtureConfig(t testing.TB, procRoot string) Config {
 	cfg.KDCConfPath = filepath.Join(dir, "kdc.conf")
 	cfg.Krb5ConfPath = filepath.Join(dir, "krb5.conf")
 	cfg.DumpFile = filepath.Join(dir, "replica_datatrans")
-	// The fixture has no cgroup files: on a systemd host their processes
-	// would not be in a unit (identity.go).
-	cfg.Identity.SystemdDir = filepath.Join(dir, "no-systemd")
+	cfg.Identity.SystemdDir = noSystemd
 	return cfg
 }
+
+// noSystemd is an Identity.SystemdDir that does not exist: the fixture's
+// processes have no cgroup files, so on a systemd host they would not be
+// in a unit (identity.go).
+const noSystemd = fixtureDir + "/no-systemd"
 
 func newTestCollector(t testing.TB, cfg Config) (*KDCCollector, *prometheus.Registry) {
 	t.Helper()
