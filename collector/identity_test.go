@@ -85,7 +85,14 @@ func TestIdentityInNamespace(t *testing.T) {
 	}
 	copied, script := fakeDir("copy"), fakeDir("script")
 	copyFileMode(t, sleepBin, copied, 0o755)
-	if err := os.WriteFile(script, []byte("#!/bin/sh\nsleep 600\n"), 0o755); err != nil {
+	// The script waits in the shell itself, in the open of a FIFO no one
+	// writes: a child it forked would be one more "krb5kdc" until its exec.
+	fifo := filepath.Join(dir, "never")
+	if err := syscall.Mkfifo(fifo, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(fifo, 0o666)
+	if err := os.WriteFile(script, []byte("#!/bin/sh\nread line < "+fifo+"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	// The script first: the oldest, it would be the main process whose
