@@ -93,14 +93,14 @@ func (id Identity) Rule() (*Rule, error) {
 	}
 	for _, d := range exeDirs {
 		for _, p := range Programs {
-			r.exes[d+"/"+p] = true
+			r.addExe(d + "/" + p)
 		}
 	}
 	for _, e := range id.Executables {
 		if !filepath.IsAbs(e) || !slices.Contains(Programs, filepath.Base(e)) {
 			return nil, fmt.Errorf("executable %q: want an absolute path ending in /krb5kdc, /kadmind or /kpropd", e)
 		}
-		r.exes[filepath.Clean(e)] = true
+		r.addExe(filepath.Clean(e))
 	}
 	for _, u := range append(slices.Clone(DistUnits), id.Units...) {
 		if u == "" || strings.ContainsRune(u, '/') {
@@ -116,6 +116,16 @@ func (id Identity) Rule() (*Rule, error) {
 		r.systemd = true
 	}
 	return r, nil
+}
+
+// addExe accepts path and, through links, the file it is: /proc/PID/exe
+// names the file (/sbin/krb5kdc runs as /usr/sbin/krb5kdc where /sbin is
+// a link to /usr/sbin).
+func (r *Rule) addExe(path string) {
+	r.exes[path] = true
+	if real, err := filepath.EvalSymlinks(path); err == nil && filepath.Base(real) == filepath.Base(path) {
+		r.exes[real] = true
+	}
 }
 
 // DefaultRule is the zero Identity's rule.

@@ -93,6 +93,33 @@ func TestRuleCheck(t *testing.T) {
 			t.Errorf("%s: %+v, want %q", c.name, got, c.want)
 		}
 	}
+	// A configured path through a link (/sbin to /usr/sbin) is the file
+	// it names, which /proc/PID/exe shows.
+	real, link, proc := filepath.Join(root, "usr-sbin"), filepath.Join(root, "sbin"), filepath.Join(root, "200")
+	for _, d := range []string{real, proc} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(real, "krb5kdc"), nil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(proc, "status"), []byte("Name:\tkrb5kdc\nUid:\t0\t0\t0\t0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(real, "krb5kdc"), filepath.Join(proc, "exe")); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Identity{Executables: []string{filepath.Join(link, "krb5kdc")}}.Rule()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Check(proc, "krb5kdc"); got.Reason != "" {
+		t.Errorf("--collector.process.exe through a link: %+v", got)
+	}
 	if got := DefaultRule().Check(filepath.Join(root, "gone"), "krb5kdc"); got != Gone {
 		t.Errorf("an exited process: %+v, want Gone", got)
 	}
