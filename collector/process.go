@@ -35,9 +35,9 @@ type processCollector struct {
 	lastMain  map[string]procID // main process seen by the previous scrape
 	restartN  map[string]float64
 	lastUp    map[string]time.Time // the last scrape that found the program running
-	slots     *kdcproc.Workers // shared with the log's per-worker counter
-	answering []kdcproc.ID     // reused by updateWorkers
-	byIndex   []int            // reused by updateWorkers
+	slots     *kdcproc.Workers     // shared with the log's per-worker counter
+	answering []kdcproc.ID         // reused by updateWorkers
+	byIndex   []int                // reused by updateWorkers
 	wlabels   workerLabelSet
 }
 
