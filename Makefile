@@ -106,6 +106,11 @@ package:
 	CGO_ENABLED=0 $(GO) build -trimpath -buildmode=pie -ldflags "$(LDFLAGS)" -o dist/krb5-exporter ./cmd/krb5-exporter
 	cd packaging && $(GO) run . -binary ../dist/krb5-exporter -out ../dist -repo .. $(if $(PKG_VERSION),-version $(PKG_VERSION))
 
+# docs/commands.md from the command line model (TestCommandsDoc checks it).
+.PHONY: docs
+docs:
+	$(GO) run ./cmd/krb5-exporter man --format=markdown > docs/commands.md
+
 # The Grafana dashboards' JSON from their Go source (dashboards/).
 # The BPF program of --collector.kdcservice, compiled with clang by bpf2go
 # (internal/kdcbpf): the object and its Go are committed, so a build

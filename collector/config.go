@@ -27,6 +27,9 @@ type Config struct {
 
 	// Pid files of the daemons; empty finds the processes by name.
 	KDCPidFile, KadmindPidFile, KpropdPidFile string
+	// Identity tells the daemons from processes that only share their
+	// name (kdcproc.Identity; --collector.process.{user,exe,unit}).
+	Identity kdcproc.Identity
 
 	// DumpFile is the full-propagation dump (kprop -f, kadmind -F) whose
 	// .dump_ok and .<replica>.last_prop markers the replication collector
@@ -86,6 +89,7 @@ func RegisterFlags(app cli.FlagGroup) *Config {
 		PlaceHolder("PATH").StringVar(&cfg.KadmindPidFile)
 	app.Flag("collector.process.kpropd-pidfile", "Pid file of kpropd; without it kpropd is found by process name.").
 		PlaceHolder("PATH").StringVar(&cfg.KpropdPidFile)
+	IdentityFlags(app, &cfg.Identity)
 
 	app.Flag("collector.kdcconf.path", "KDC profile (colon-separated list allowed). Default: whichever of "+
 		krb5profile.KDCConfCandidates[0]+" and "+krb5profile.KDCConfCandidates[1]+" exists.").
@@ -107,6 +111,18 @@ func ProcFSFlag(app cli.FlagGroup, v *string) {
 func KDCPidFileFlag(app cli.FlagGroup, v *string) {
 	app.Flag("collector.process.krb5kdc-pidfile", "Pid file of krb5kdc (its -P argument); without it krb5kdc is found by process name.").
 		PlaceHolder("PATH").StringVar(v)
+}
+
+// IdentityFlags adds the flags of what makes a process named krb5kdc,
+// kadmind or kpropd that daemon (docs/security.md); like ProcFSFlag, for
+// RegisterFlags and top.
+func IdentityFlags(app cli.FlagGroup, id *kdcproc.Identity) {
+	app.Flag("collector.process.user", "A user the daemons may run as besides root and the exporter's own (repeatable; name or uid). A process named like a daemon that runs as anyone else is not counted.").
+		PlaceHolder("USER").StringsVar(&id.Users)
+	app.Flag("collector.process.exe", "An executable of a daemon besides /usr/sbin/NAME and /usr/local/sbin/NAME (repeatable; its base name is the daemon). Checked where /proc/PID/exe is readable (root or CAP_SYS_PTRACE).").
+		PlaceHolder("PATH").StringsVar(&id.Executables)
+	app.Flag("collector.process.unit", "A systemd unit the daemons may run in besides the distributions' (krb5-kdc, krb5-admin-server, krb5-kpropd, krb5kdc, kadmin, kprop .service; repeatable). On a systemd host, where /proc/PID/exe is unreadable, a process outside these units is not counted.").
+		PlaceHolder("UNIT").StringsVar(&id.Units)
 }
 
 func (c Config) pidFiles() map[string]string {

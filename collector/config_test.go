@@ -1,10 +1,12 @@
 package collector
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/alecthomas/kingpin/v2"
 
+	"github.com/krb5-exporter/krb5-exporter/internal/kdcproc"
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5profile"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 )
@@ -22,10 +24,10 @@ func TestRegisterFlags(t *testing.T) {
 	// every collector on, the TCP connection count off, no pid files, the
 	// profile paths left to kdcConfPaths/krb5ConfPaths.
 	documented := Config{ProcFS: "/proc", Process: true, Network: true, KDCConf: true, Replication: true}
-	if *cfg != documented {
+	if !reflect.DeepEqual(*cfg, documented) {
 		t.Errorf("flag defaults = %+v, want the documented %+v", *cfg, documented)
 	}
-	if DefaultConfig() != documented {
+	if !reflect.DeepEqual(DefaultConfig(), documented) {
 		t.Errorf("DefaultConfig() = %+v, want the documented %+v", DefaultConfig(), documented)
 	}
 
@@ -33,13 +35,15 @@ func TestRegisterFlags(t *testing.T) {
 	cfg = RegisterFlags(app)
 	_, err := app.Parse([]string{"--path.procfs=/host/proc", "--no-collector.network", "--collector.process.krb5kdc-pidfile=/run/krb5kdc.pid",
 		"--collector.kdcconf.path=/a/kdc.conf:/b/kdc.conf", "--collector.kdcconf.krb5-config=/x/krb5.conf",
-		"--collector.replication.dump-file=/srv/kprop/dump", "--collector.network.tcp-connections"})
+		"--collector.replication.dump-file=/srv/kprop/dump", "--collector.network.tcp-connections",
+		"--collector.process.user=krb5", "--collector.process.user=4242", "--collector.process.exe=/opt/mit/sbin/krb5kdc", "--collector.process.unit=kdc-a.service"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := Config{ProcFS: "/host/proc", Process: true, KDCConf: true, Replication: true, TCPConnections: true, KDCPidFile: "/run/krb5kdc.pid",
-		DumpFile: "/srv/kprop/dump", KDCConfPath: "/a/kdc.conf:/b/kdc.conf", Krb5ConfPath: "/x/krb5.conf"}
-	if *cfg != want {
+		DumpFile: "/srv/kprop/dump", KDCConfPath: "/a/kdc.conf:/b/kdc.conf", Krb5ConfPath: "/x/krb5.conf",
+		Identity: kdcproc.Identity{Users: []string{"krb5", "4242"}, Executables: []string{"/opt/mit/sbin/krb5kdc"}, Units: []string{"kdc-a.service"}}}
+	if !reflect.DeepEqual(*cfg, want) {
 		t.Errorf("parsed = %+v, want %+v", *cfg, want)
 	}
 	if got := cfg.pidFiles(); len(got) != 1 || got[progKDC] != "/run/krb5kdc.pid" {

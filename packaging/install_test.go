@@ -148,6 +148,7 @@ func TestDebInstall(t *testing.T) {
 		{"/usr/libexec/krb5-exporter/grant-access", 0o755, 0, 0},
 		{"/usr/share/man/man1/krb5-exporter.1.gz", 0o644, 0, 0},
 		{"/usr/share/doc/krb5-exporter/README.md", 0o644, 0, 0},
+		{"/usr/share/doc/krb5-exporter/configuration.md", 0o644, 0, 0},
 		{"/usr/share/doc/krb5-exporter/copyright", 0o644, 0, 0},
 	} {
 		fi, err := os.Stat(f.path)

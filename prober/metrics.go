@@ -6,31 +6,24 @@ import (
 
 	"github.com/krb5-exporter/krb5-exporter/internal/kadmrpc"
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
+	"github.com/krb5-exporter/krb5-exporter/internal/probestatus"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// The names of the series other packages read (top's view of a running
-// daemon), declared once here.
+// The series and exchange names, declared once in the leaf package that
+// the pages reading them import.
 const (
-	MetricSuccess  = "krb5_probe_success"
-	MetricDuration = "krb5_probe_duration_seconds"
-)
+	MetricSuccess  = probestatus.MetricSuccess
+	MetricDuration = probestatus.MetricDuration
 
-// Exchanges, as label values.
-const (
-	ExchangeAS  = "as"
-	ExchangeTGS = "tgs"
-	// The kpasswd prober's login for kadmin/changepw, then its
-	// password-change exchange with kadmind; the kadmin prober's RPC call.
-	ExchangeKpasswdAS = "kpasswd_as"
-	ExchangeKpasswd   = "kpasswd"
-	ExchangeKadminRPC = "kadmin_rpc"
-	// The cross-realm hops of a module whose service is of another realm:
-	// the cross-realm TGT from the target KDC, the service ticket from the
-	// service realm's KDC with it.
-	ExchangeReferral  = "referral"
-	ExchangeRemoteTGS = "remote_tgs"
+	ExchangeAS        = probestatus.ExchangeAS
+	ExchangeTGS       = probestatus.ExchangeTGS
+	ExchangeKpasswdAS = probestatus.ExchangeKpasswdAS
+	ExchangeKpasswd   = probestatus.ExchangeKpasswd
+	ExchangeKadminRPC = probestatus.ExchangeKadminRPC
+	ExchangeReferral  = probestatus.ExchangeReferral
+	ExchangeRemoteTGS = probestatus.ExchangeRemoteTGS
 )
 
 // latencyBuckets include the seed's SLO bounds (login p95 20 ms / p99 50 ms,

@@ -23,8 +23,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/krb5-exporter/krb5-exporter/collector"
+	"github.com/krb5-exporter/krb5-exporter/internal/probestatus"
 	"github.com/krb5-exporter/krb5-exporter/kdclog"
-	"github.com/krb5-exporter/krb5-exporter/prober"
 )
 
 // Row is one KDC process (or the sum of them).
@@ -165,8 +165,8 @@ const (
 	mKadmindAuth    = kdclog.MetricKadmindAuthFailures // present when a kadmind log is read
 	mUDPDrops       = collector.MetricUDPDrops
 	mTCPOverflows   = collector.MetricTCPListenOverflows
-	mProbeSuccess   = prober.MetricSuccess
-	mProbeDuration  = prober.MetricDuration
+	mProbeSuccess   = probestatus.MetricSuccess
+	mProbeDuration  = probestatus.MetricDuration
 	mAttackOffender = kdclog.MetricAttackOffender
 	// The daemon's kdcservice collector (--collector.kdcservice), by the
 	// names of its metric contract (docs/metrics.md).
@@ -647,5 +647,5 @@ func cmpName(a, b string) int {
 // kadmindExchange reports whether a probe exchange is one of the kpasswd
 // and kadmin probers' (kpasswd_as, kpasswd, kadmin_rpc).
 func kadmindExchange(ex string) bool {
-	return ex == prober.ExchangeKpasswdAS || ex == prober.ExchangeKpasswd || ex == prober.ExchangeKadminRPC
+	return ex == probestatus.ExchangeKpasswdAS || ex == probestatus.ExchangeKpasswd || ex == probestatus.ExchangeKadminRPC
 }

@@ -16,19 +16,20 @@ import (
 // internal/kdcproc, the same index the log's krb5_kdc_worker_requests_total
 // carries, so that a row's requests and its CPU are the same process.
 type Source struct {
-	proc    procfs.FS
-	pidFile string
-	workers *kdcproc.Workers
+	procRoot string
+	pidFile  string
+	rule     *kdcproc.Rule
+	workers  *kdcproc.Workers
 }
 
 // NewSource finds krb5kdc through pidFile (its supervisor) or, without one,
-// by name, and names its processes by workers' indexes.
-func NewSource(procRoot, pidFile string, workers *kdcproc.Workers) (*Source, error) {
-	pfs, err := procfs.NewFS(procRoot)
-	if err != nil {
+// by name, among the processes rule accepts (nil: kdcproc.DefaultRule), and
+// names its processes by workers' indexes.
+func NewSource(procRoot, pidFile string, rule *kdcproc.Rule, workers *kdcproc.Workers) (*Source, error) {
+	if _, err := procfs.NewFS(procRoot); err != nil {
 		return nil, err
 	}
-	return &Source{proc: pfs, pidFile: pidFile, workers: workers}, nil
+	return &Source{procRoot: procRoot, pidFile: pidFile, rule: rule, workers: workers}, nil
 }
 
 var (
@@ -47,7 +48,7 @@ func (s *Source) Describe(ch chan<- *prometheus.Desc) {
 // Collect names the processes: the workers by their index (a
 // single-process KDC is worker 0) and the supervisor of -w N.
 func (s *Source) Collect(ch chan<- prometheus.Metric) {
-	procs, err := kdcproc.Find(s.proc, s.pidFile)
+	procs, err := kdcproc.Find(s.procRoot, s.pidFile, s.rule)
 	if errors.Is(err, fs.ErrNotExist) {
 		procs, err = nil, nil // no pid file: the KDC is not running
 	}

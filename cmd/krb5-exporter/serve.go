@@ -115,7 +115,12 @@ func (s *serveCmd) run(stdout, stderr io.Writer) int {
 	// One pid -> worker index for the process collector's per-worker CPU
 	// and the log's per-worker requests, so that worker="1" is the same
 	// process in both.
-	workers, err := kdcproc.NewWorkers(s.collectors.ProcFS)
+	rule, err := s.collectors.Identity.Rule()
+	if err != nil {
+		level.Error(logger).Log("msg", "cannot set up the host collectors", "err", err)
+		return 1
+	}
+	workers, err := kdcproc.NewWorkers(s.collectors.ProcFS, rule)
 	if err != nil {
 		level.Error(logger).Log("msg", "cannot set up the host collectors", "err", err)
 		return 1

@@ -317,8 +317,8 @@ func TestTopCollectorFlagsAreServes(t *testing.T) {
 			t.Errorf("top --%s is %q (help|default|placeholder), serve's is %q", name, top, serve)
 		}
 	}
-	if shared != 2 {
-		t.Errorf("top has %d collector flags, want 2 (--path.procfs, --collector.process.krb5kdc-pidfile)", shared)
+	if shared != 5 {
+		t.Errorf("top has %d collector flags, want 5 (--path.procfs, --collector.process.krb5kdc-pidfile, --collector.process.{user,exe,unit})", shared)
 	}
 }
 

@@ -17,7 +17,7 @@ import (
 )
 
 func TestAssign(t *testing.T) {
-	w, err := NewWorkers("/proc")
+	w, err := NewWorkers("/proc", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestRealKDC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	procs, err := Find(fs, r.KDCPidFile)
+	procs, err := Find("/proc", r.KDCPidFile, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestRealKDC(t *testing.T) {
 	if len(ansOf) != 3 || !slices.Equal(ansOf, ansFind) {
 		t.Errorf("Answering(Of) = %v, Answering(Find) = %v; want the 3 workers", ansOf, ansFind)
 	}
-	w, err := NewWorkers("/proc")
+	w, err := NewWorkers("/proc", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
