@@ -75,7 +75,7 @@ func newProbeMetrics(reg prometheus.Registerer) *probeMetrics {
 			Help: "Whether the last probe exchange succeeded (1) or failed (0).",
 		}, []string{"target", "exchange"}),
 		total: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "krb5_probe_total",
+			Name: probestatus.MetricTotal,
 			Help: "Probe exchanges by result: success, a KDC error name (KDC_ERR_PREAUTH_FAILED, ...), timeout, connection_refused, network, decrypt, malformed_reply, keytab or no_tgt; through a KDC proxy also tls_unknown_authority, tls_name_mismatch, tls, http_status or proxy_timeout; for the cross-realm exchanges also no_trust_path (referral) and trust_key_mismatch (remote_tgs); for kpasswd a kpasswd result name (KPASSWD_AUTHERROR, ...) or no_ticket; for kadmin_rpc an RPC refusal (RPC_PROG_UNAVAIL, ...).",
 		}, []string{"target", "exchange", "result"}),
 		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{

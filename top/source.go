@@ -36,6 +36,8 @@ var (
 	descCPU = prometheus.NewDesc(mWorkerCPU, "CPU time of each krb5kdc process, by worker index (or supervisor).", []string{"worker", "mode"}, nil)
 	descRSS = prometheus.NewDesc(mWorkerRSS, "Resident memory, by worker.", []string{"worker"}, nil)
 	descPID = prometheus.NewDesc(mWorkerPID, "Process id of the worker (top's own registry only: a pid is never a label).", []string{"worker"}, nil)
+	// descOthers: top shows one KDC; this says how many more run.
+	descOthers = prometheus.NewDesc(mOtherKDCs, "Other KDCs found by name on the host, not shown (top's own registry only).", nil, nil)
 )
 
 // Describe sends the descriptors.
@@ -43,6 +45,7 @@ func (s *Source) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descCPU
 	ch <- descRSS
 	ch <- descPID
+	ch <- descOthers
 }
 
 // Collect names the processes: the workers by their index (a
@@ -56,6 +59,11 @@ func (s *Source) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.NewInvalidMetric(descPID, err)
 		return
 	}
+	// One KDC: with several realms' KDCs on the host (no pid file given),
+	// the oldest and its own workers, never one's supervisor with
+	// another's workers.
+	procs, others := kdcproc.One(procs)
+	ch <- prometheus.MustNewConstMetric(descOthers, prometheus.GaugeValue, float64(others))
 	answering := kdcproc.Answering(procs)
 	idx := s.workers.Assign(answering)
 	name := map[int]string{}

@@ -59,7 +59,7 @@ func addTopCommand(app *kingpin.Application) *topCmd {
 	c.Flag("batch", "Print plain-text snapshots instead of the full-screen view (also when not on a terminal).").Short('b').BoolVar(&t.batch)
 	c.Flag("once", "Print one snapshot (after one interval) and exit; the same as --batch --iterations 1.").BoolVar(&t.once)
 	c.Flag("iterations", "With --batch: snapshots to print (0: until interrupted).").Default("0").IntVar(&t.iterations)
-	c.Flag("sort", "Row order: name, requests, cpu or errors.").Default(top.ByName).EnumVar(&t.sort, top.SortOrders...)
+	c.Flag("sort", "Row order: name, requests, cpu or errors.").Default(top.ByCPU).EnumVar(&t.sort, top.SortOrders...)
 	return t
 }
 
@@ -174,7 +174,7 @@ func (t *topCmd) run(stdout, stderr io.Writer) int {
 	}
 	f, isFile := stdout.(*os.File)
 	if !t.batch && isFile && term.IsTerminal(int(f.Fd())) && term.IsTerminal(int(os.Stdin.Fd())) {
-		if err := top.Interactive(ctx, s, t.interval, os.Stdin, stdout); err != nil {
+		if err := top.Interactive(ctx, s, t.interval, t.sort, os.Stdin, stdout); err != nil {
 			return fail(err)
 		}
 		return 0

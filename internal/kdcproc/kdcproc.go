@@ -330,3 +330,27 @@ func (w *Workers) trimLocked() {
 	}
 	w.occupant = w.occupant[:n]
 }
+
+// One keeps one KDC of procs (Find's, oldest first): the oldest main
+// process and its children, never one realm's supervisor with another's
+// workers; others is how many more KDCs procs held (other realms' KDCs on
+// the host, told apart by a pid file).
+func One(procs []Proc) (kdc []Proc, others int) {
+	main := -1
+	for _, p := range procs {
+		if !p.Supervisor {
+			continue
+		}
+		if main < 0 {
+			main = p.PID
+		} else {
+			others++
+		}
+	}
+	for _, p := range procs {
+		if p.PID == main || p.PPID == main && main >= 0 {
+			kdc = append(kdc, p)
+		}
+	}
+	return kdc, others
+}

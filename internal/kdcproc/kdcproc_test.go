@@ -164,3 +164,27 @@ func distinct(m map[int]int) bool {
 	}
 	return true
 }
+
+// One keeps the oldest KDC's main process and its own workers, and counts
+// the others.
+func TestOne(t *testing.T) {
+	procs := []Proc{
+		{ID: ID{PID: 10, Start: 1}, PPID: 1, Supervisor: true},
+		{ID: ID{PID: 20, Start: 2}, PPID: 1, Supervisor: true},
+		{ID: ID{PID: 11, Start: 3}, PPID: 10},
+		{ID: ID{PID: 21, Start: 4}, PPID: 20},
+		{ID: ID{PID: 12, Start: 5}, PPID: 10},
+		{ID: ID{PID: 30, Start: 6}, PPID: 1, Supervisor: true},
+	}
+	kdc, others := One(procs)
+	var pids []int
+	for _, p := range kdc {
+		pids = append(pids, p.PID)
+	}
+	if !slices.Equal(pids, []int{10, 11, 12}) || others != 2 {
+		t.Errorf("One: %v and %d others, want [10 11 12] and 2", pids, others)
+	}
+	if kdc, others := One(nil); len(kdc) != 0 || others != 0 {
+		t.Errorf("One(nil): %v, %d", kdc, others)
+	}
+}

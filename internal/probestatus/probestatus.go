@@ -12,6 +12,8 @@ import "time"
 const (
 	MetricSuccess  = "krb5_probe_success"
 	MetricDuration = "krb5_probe_duration_seconds"
+	// MetricTotal counts the exchanges by result: their failures' class.
+	MetricTotal = "krb5_probe_total"
 )
 
 // Exchanges, as label values.
