@@ -29,7 +29,8 @@
  * nothing is sent per request.
  *
  * Only BTF tracepoints are used (tp_btf: sys_enter, sys_exit,
- * sched_switch, sched_wakeup, sched_process_fork, netif_receive_skb):
+ * sched_switch, sched_wakeup, sched_process_fork, sched_process_exit,
+ * netif_receive_skb):
  * their arguments are stable across kernels, they need no tracefs, and
  * they work where fentry/kprobes are not available (this project's CI
  * kernel refuses fentry). The system call numbers are x86-64's.
@@ -62,7 +63,8 @@ char LICENSE[] SEC("license") = "GPL";
 
 #define ERR_THREADS_FULL 0
 #define ERR_WORKERS_FULL 1
-#define NERR 2
+#define ERR_WATCHED_FULL 2 /* a forked child of a watched process left out */
+#define NERR 3
 
 struct thread {
 	u64 start; /* receive of the request in service; 0: none */
@@ -96,7 +98,9 @@ struct worker {
 	u64 stolen;  /* on CPU by the clock, not charged to it: in service and outside */
 };
 
-/* The watched krb5kdc processes (tgid), filled from user space. */
+/* The watched krb5kdc processes (tgid), filled from user space (at most
+ * half of it: kdcbpf.MaxWatched) and by sched_fork; an exiting process
+ * leaves it (sched_exit). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 1024);
@@ -104,6 +108,9 @@ struct {
 	__type(value, u32);
 } watched SEC(".maps");
 
+/* The state of each thread of a watched process that received from a
+ * socket, by tid; removed when the thread exits (sched_exit) or its
+ * process is no longer watched (user space). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 4096);
@@ -502,6 +509,20 @@ int BPF_PROG(netif_receive, struct sk_buff *skb)
 	return 0;
 }
 
+/* Ends the running thread t's stretch on CPU at now (l its lost()): a
+ * request left without a reply has its time on CPU counted outside
+ * service. */
+static __always_inline void unanswered_done(struct thread *t, u64 now, u64 l)
+{
+	u64 extra = 0, stolen = 0;
+	if (t->start) {
+		u64 d = now - t->last, s = stolen_of(t, d, l);
+		extra = t->cpu + d - s;
+		stolen = t->stolen + s;
+	}
+	outside_done(t, now, l, extra, t->start ? t->runq : 0, stolen);
+}
+
 static __always_inline void receive_done(struct thread *t, long ret)
 {
 	u8 pending = t->pending;
@@ -522,15 +543,7 @@ static __always_inline void receive_done(struct thread *t, long ret)
 		tag = b[4]; /* prefix and body in one read */
 	u8 req = tag == 0x6a ? REQ_AS : tag == 0x6c ? REQ_TGS : REQ_OTHER;
 	u64 now = bpf_ktime_get_ns(), l = lost(current_task());
-	/* A request left without a reply: its time on CPU is outside
-	 * service. */
-	u64 extra = 0, stolen = 0;
-	if (t->start) {
-		u64 d = now - t->last, s = stolen_of(t, d, l);
-		extra = t->cpu + d - s;
-		stolen = t->stolen + s;
-	}
-	outside_done(t, now, l, extra, t->start ? t->runq : 0, stolen);
+	unanswered_done(t, now, l);
 	t->lost = l;
 	t->start = now;
 	t->last = now;
@@ -786,6 +799,30 @@ int BPF_PROG(sched_fork, struct task_struct *parent, struct task_struct *child)
 	if (cpid != ctgid || !is_watched(ptgid))
 		return 0;
 	u32 one = 1;
-	bpf_map_update_elem(&watched, &ctgid, &one, BPF_ANY);
+	if (bpf_map_update_elem(&watched, &ctgid, &one, BPF_ANY) != 0)
+		count_error(ERR_WATCHED_FULL);
+	return 0;
+}
+
+/* ---- Map bounds: entries leave with their thread or process ---- */
+
+/* A task exits (every thread, on every kernel since 5.5's tp_btf): its
+ * thread's state goes, after its last stretch on CPU is counted, so that
+ * short-lived threads of a watched process cannot fill the thread table;
+ * a process's leader takes the process out of the watched set, so that
+ * its pid, reused, is not traced and a forking process's children free
+ * their places. User space puts a watched process back at its next scrape
+ * if it still runs (a leader that exited before its other threads). */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(sched_exit, struct task_struct *p)
+{
+	u32 tid = BPF_CORE_READ(p, pid), tgid = BPF_CORE_READ(p, tgid);
+	struct thread *t = bpf_map_lookup_elem(&threads, &tid);
+	if (t) {
+		unanswered_done(t, bpf_ktime_get_ns(), lost(p));
+		bpf_map_delete_elem(&threads, &tid);
+	}
+	if (tid == tgid)
+		bpf_map_delete_elem(&watched, &tgid);
 	return 0;
 }
