@@ -56,6 +56,13 @@ struct files_struct {
 struct rq {
 	u64 clock;
 	u64 clock_task;
+	/* What clock_task left out, each one counter written once per
+	 * update (so never read half-updated, as clock and clock_task can
+	 * be from another CPU's or an interrupt's update between the two
+	 * reads): steal (CONFIG_PARAVIRT_TIME_ACCOUNTING) and interrupts
+	 * (CONFIG_IRQ_TIME_ACCOUNTING). */
+	u64 prev_steal_time_rq;
+	u64 prev_irq_time;
 } __attribute__((preserve_access_index));
 
 struct cfs_rq {
