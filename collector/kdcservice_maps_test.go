@@ -6,9 +6,11 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
+	"github.com/go-kit/log"
 	"golang.org/x/sys/unix"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/kdcbpf"
@@ -121,5 +123,39 @@ func churnThreads(t *testing.T, n int) {
 	wg.Wait()
 	if fails > 0 {
 		t.Fatalf("%d of %d threads could not read their datagram", fails, n)
+	}
+}
+
+// TestKDCServiceTracedWhileFull: tracing_up is 0 for a scrape whose
+// interval had a full table or that left a process unwatched, 1 again
+// once nothing more is refused; the log says it once per episode.
+func TestKDCServiceTracedWhileFull(t *testing.T) {
+	logs := &testutil.LockedBuffer{}
+	c := &kdcServiceCollector{logger: log.NewLogfmtLogger(logs), pids: []int{100}}
+	steps := []struct {
+		threadsFull uint64
+		notWatched  int
+		up          bool
+		logs        int
+	}{
+		{0, 0, true, 0},
+		{3, 0, false, 1},   // receives refused: not every request timed
+		{7, 0, false, 1},   // still refused: logged once
+		{7, 0, true, 1},    // no more since the scrape before
+		{7, 600, false, 2}, // processes left out: a new episode
+		{7, 0, true, 2},
+	}
+	for i, s := range steps {
+		c.snap.ThreadsFull, c.snap.NotWatched = s.threadsFull, s.notWatched
+		if got := c.traced(); got != s.up {
+			t.Errorf("step %d (threads full %d, not watched %d): traced %v, want %v", i, s.threadsFull, s.notWatched, got, s.up)
+		}
+		if n := strings.Count(logs.String(), "table of the BPF program is full"); n != s.logs {
+			t.Errorf("step %d: %d log lines, want %d", i, n, s.logs)
+		}
+	}
+	c.pids = nil
+	if c.traced() {
+		t.Error("traced with no krb5kdc")
 	}
 }
