@@ -60,6 +60,7 @@ type kdcserviceThread struct {
 	Sk      uint64
 	Out     uint64
 	Wait    uint64
+	Hint    uint64
 }
 
 type kdcserviceWorker struct {

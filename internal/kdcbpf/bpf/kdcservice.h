@@ -56,11 +56,9 @@ struct files_struct {
 struct rq {
 	u64 clock;
 	u64 clock_task;
-	/* What clock_task left out, each one counter written once per
-	 * update (so never read half-updated, as clock and clock_task can
-	 * be from another CPU's or an interrupt's update between the two
-	 * reads): steal (CONFIG_PARAVIRT_TIME_ACCOUNTING) and interrupts
-	 * (CONFIG_IRQ_TIME_ACCOUNTING). */
+	/* The steal (CONFIG_PARAVIRT_TIME_ACCOUNTING) and interrupt
+	 * (CONFIG_IRQ_TIME_ACCOUNTING) time the updates of clock_task took
+	 * out, each a counter written whole. */
 	u64 prev_steal_time_rq;
 	u64 prev_irq_time;
 } __attribute__((preserve_access_index));
