@@ -2,15 +2,21 @@ package collector
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/go-kit/log"
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/kdcbpf"
@@ -157,5 +163,86 @@ func TestKDCServiceTracedWhileFull(t *testing.T) {
 	c.pids = nil
 	if c.traced() {
 		t.Error("traced with no krb5kdc")
+	}
+}
+
+// TestKDCServiceOverfullWatched: a pid file naming a process called
+// krb5kdc with 1,100 children of the same name (sleep, through symlinks),
+// the reviewer's namesakes, more than the program's watched table holds
+// (1,024: the whole scrape failed, "key too big for map"): the scrape
+// does not fail, 512 are watched, the 589 left out are counted as
+// map_full at each scrape and tracing_up is 0 (its requests would not all
+// be timed), until they exit.
+func TestKDCServiceOverfullWatched(t *testing.T) {
+	testutil.RequireProgram(t, "sh", "sleep")
+	const kids = 1100
+	dir := t.TempDir()
+	for _, l := range []struct{ sub, target string }{{"sup", "sh"}, {"kid", "sleep"}} {
+		path, err := exec.LookPath(l.target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Mkdir(filepath.Join(dir, l.sub), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(path, filepath.Join(dir, l.sub, "krb5kdc")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pidFile := filepath.Join(dir, "krb5kdc.pid")
+	script := fmt.Sprintf(`echo $$ > %s.tmp; i=0; while [ $i -lt %d ]; do %s 60 & i=$((i+1)); done; mv %s.tmp %s; wait`,
+		pidFile, kids, filepath.Join(dir, "kid", "krb5kdc"), pidFile, pidFile)
+	sup := exec.Command(filepath.Join(dir, "sup", "krb5kdc"), "-c", script)
+	sup.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	if err := sup.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stop := func() {
+		syscall.Kill(-sup.Process.Pid, syscall.SIGKILL)
+		sup.Wait()
+	}
+	t.Cleanup(stop)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(pidFile); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the namesakes did not start in 30 s")
+		}
+	}
+	cfg := Config{ProcFS: "/proc", Process: true, KDCService: true, KDCPidFile: pidFile}
+	cfg.KadmindPidFile = filepath.Join(dir, "kadmind.pid") // never written
+	cfg.KpropdPidFile = filepath.Join(dir, "kpropd.pid")
+	logs := &testutil.LockedBuffer{}
+	c, err := New(log.NewLogfmtLogger(logs), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	want := kids + 1 - kdcbpf.MaxWatched
+	for scrape := 1; scrape <= 2; scrape++ {
+		s := gather(t, reg) // fails the test on a scrape error
+		if v := s.Value("krb5_kdc_service_tracing_errors_total", "reason", "load"); v != 0 {
+			if !testutil.InCI() && strings.Contains(logs.String(), "permission") {
+				t.Skipf("BPF not permitted here: %s", logs.String())
+			}
+			t.Fatalf("the program did not load: %s", logs.String())
+		}
+		t.Logf("scrape %d: processes %v, tracing_up %v, map_full %v", scrape, s.Value("krb5_process_processes", "program", "krb5kdc"), s.Value("krb5_kdc_service_tracing_up"), s.Value("krb5_kdc_service_tracing_errors_total", "reason", "map_full"))
+		if v := s.Value("krb5_kdc_service_tracing_up"); v != 0 {
+			t.Errorf("scrape %d: tracing_up %v with %d processes named krb5kdc, %d watched at most", scrape, v, kids+1, kdcbpf.MaxWatched)
+		}
+		if v := s.Value("krb5_kdc_service_tracing_errors_total", "reason", "map_full"); v != float64(scrape*want) {
+			t.Errorf("scrape %d: map_full %v, want %d (%d left out at each scrape)", scrape, v, scrape*want, want)
+		}
+	}
+	if n := strings.Count(logs.String(), "table of the BPF program is full"); n != 1 {
+		t.Errorf("%d log lines about the full table, want 1:\n%s", n, logs.String())
+	}
+	stop()
+	if v := gather(t, reg).Value("krb5_kdc_service_tracing_up"); v != 0 {
+		t.Errorf("tracing_up %v with no krb5kdc", v)
 	}
 }
