@@ -167,7 +167,8 @@ func TestKDCServiceTracedWhileFull(t *testing.T) {
 }
 
 // TestKDCServiceOverfullWatched: a pid file naming a process called
-// krb5kdc with 1,100 children of the same name (sleep, through symlinks),
+// krb5kdc with 1,100 children of the same name (copies of sh and sleep,
+// configured as the KDC's executables),
 // the reviewer's namesakes, more than the program's watched table holds
 // (1,024: the whole scrape failed, "key too big for map"): the scrape
 // does not fail, 512 are watched, the 589 left out are counted as
@@ -185,7 +186,13 @@ func TestKDCServiceOverfullWatched(t *testing.T) {
 		if err := os.Mkdir(filepath.Join(dir, l.sub), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.Symlink(path, filepath.Join(dir, l.sub, "krb5kdc")); err != nil {
+		// A copy, not a link: a configured executable is accepted
+		// through links only to a file of the same name.
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, l.sub, "krb5kdc"), b, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -211,6 +218,12 @@ func TestKDCServiceOverfullWatched(t *testing.T) {
 		}
 	}
 	cfg := Config{ProcFS: "/proc", Process: true, KDCService: true, KDCPidFile: pidFile}
+	// They are namesakes that discovery accepts: their executables
+	// configured as the KDC's (--collector.process.exe), as a site with
+	// its KDC elsewhere would, so that the program's table is what is
+	// tested.
+	cfg.Identity.Executables = []string{filepath.Join(dir, "sup", "krb5kdc"), filepath.Join(dir, "kid", "krb5kdc")}
+	cfg.Identity.SystemdDir = noSystemd
 	cfg.KadmindPidFile = filepath.Join(dir, "kadmind.pid") // never written
 	cfg.KpropdPidFile = filepath.Join(dir, "kpropd.pid")
 	logs := &testutil.LockedBuffer{}
