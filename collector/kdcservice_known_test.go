@@ -83,12 +83,16 @@ func TestKDCServiceKnownTimes(t *testing.T) {
 		}
 		defer syscall.Kill(kdc, syscall.SIGCONT)
 		waitStopped(t, kdc)
-		var sent []time.Time
+		// Each request arrived between before and after its send: a
+		// loaded machine can hold the sender after the packet is queued.
+		var before, after []time.Time
 		for range K {
-			if _, err := conn.Write(fresh()); err != nil {
+			b := fresh()
+			before = append(before, time.Now())
+			if _, err := conn.Write(b); err != nil {
 				t.Fatal(err)
 			}
-			sent = append(sent, time.Now())
+			after = append(after, time.Now())
 		}
 		time.Sleep(150 * time.Millisecond)
 		cont := time.Now()
@@ -97,9 +101,9 @@ func TestKDCServiceKnownTimes(t *testing.T) {
 		for range K {
 			last = read()
 		}
-		for _, s := range sent {
-			lo = append(lo, cont.Sub(s))
-			hi = append(hi, last.Sub(s))
+		for i := range before {
+			lo = append(lo, cont.Sub(after[i]))
+			hi = append(hi, last.Sub(before[i]))
 		}
 	})
 	t.Logf("held: %d queue times, held %v to %v", held.Count, slices.Min(lo), slices.Max(lo))
