@@ -89,7 +89,11 @@ func New(logger log.Logger, cfg Config) (*KDCCollector, error) {
 	}
 	kdcPaths := cfg.kdcConfPaths()
 	pidFiles := cfg.pidFiles()
-	scan := &procScanner{fs: pfs, procPath: cfg.ProcFS, files: newFileCache(), dirBuf: make([]byte, 8192), onProcfs: isProcfs(cfg.ProcFS), warn: newOnceLogger(logger), access: newAccessTracker(logger), pids: newPidLister(cfg.ProcFS, foundByName(pidFiles)), pidFiles: pidFiles}
+	rule, err := cfg.Identity.Rule()
+	if err != nil {
+		return nil, fmt.Errorf("collector: --collector.process.*: %w", err)
+	}
+	scan := &procScanner{ident: newIdentity(rule, logger), fs: pfs, procPath: cfg.ProcFS, files: newFileCache(), dirBuf: make([]byte, 8192), onProcfs: isProcfs(cfg.ProcFS), warn: newOnceLogger(logger), access: newAccessTracker(logger), pids: newPidLister(cfg.ProcFS, foundByName(pidFiles)), pidFiles: pidFiles}
 	conf := newConfSource(logger, kdcPaths, cfg.krb5ConfPaths())
 	k := &KDCCollector{
 		logger:   logger,
@@ -103,7 +107,7 @@ func New(logger log.Logger, cfg Config) (*KDCCollector, error) {
 	}
 	workers := cfg.Workers
 	if workers == nil && (cfg.Process || cfg.KDCService) {
-		if workers, err = kdcproc.NewWorkers(cfg.ProcFS); err != nil {
+		if workers, err = kdcproc.NewWorkers(cfg.ProcFS, rule); err != nil {
 			return nil, fmt.Errorf("collector: --path.procfs: %w", err)
 		}
 	}
@@ -153,6 +157,7 @@ func (k *KDCCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- k.duration
 	ch <- k.success
 	ch <- k.scan.access.readable
+	ch <- k.scan.ident.desc
 	for _, c := range k.collectors {
 		if d, ok := c.c.(describer); ok {
 			d.describe(ch)
@@ -182,6 +187,7 @@ func (k *KDCCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- gauge(k.success, ok, c.name)
 	}
 	k.scan.access.collect(ch)
+	k.scan.ident.collect(ch)
 	k.scan.files.sweep()
 	k.lastRun = time.Now()
 }

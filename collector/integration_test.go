@@ -38,6 +38,10 @@ func realmConfig(r *realm.Realm) Config {
 	cfg.KpropdPidFile = filepath.Join(r.Dir, "kpropd.pid") // never written
 	cfg.KDCConfPath = r.KDCConf
 	cfg.Krb5ConfPath = r.Krb5Conf
+	// The harness's daemons run in no systemd unit: an unprivileged
+	// child (which cannot read their executable) on a systemd host would
+	// reject them (kdcproc.Rule).
+	cfg.Identity.SystemdDir = filepath.Join(r.Dir, "no-systemd")
 	return cfg
 }
 

@@ -23,8 +23,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/krb5-exporter/krb5-exporter/collector"
+	"github.com/krb5-exporter/krb5-exporter/internal/probestatus"
 	"github.com/krb5-exporter/krb5-exporter/kdclog"
-	"github.com/krb5-exporter/krb5-exporter/prober"
 )
 
 // Row is one KDC process (or the sum of them).
@@ -81,6 +81,11 @@ type Probe struct {
 	// mean of those that completed since the previous refresh, else the
 	// last one seen; 0 before top has seen one.
 	Latency time.Duration
+	// Reason is the failure's class (connection_refused, timeout, a
+	// KDC_ERR_ name): the result counted most since the previous refresh,
+	// else the one counted most so far; "" while it succeeds.
+	Reason string
+	failed float64 // the reason's count
 }
 
 // Snapshot is one refresh of the view.
@@ -115,6 +120,12 @@ type Snapshot struct {
 	// Talkers are the daemon's top talkers of its last complete window
 	// (talkers.go), by kind, busiest first.
 	Talkers []Talker
+	// KDCUp: top's Source found the KDC's processes (KDCKnown: it looks
+	// for them at all); LastSeen is when it last did (zero: never since
+	// top started). OtherKDCs are other KDCs on the host, not shown.
+	KDCUp, KDCKnown bool
+	LastSeen        time.Time
+	OtherKDCs       int
 }
 
 // Service is the KDC's own time per request of one request type over the
@@ -156,6 +167,7 @@ const (
 	mWorkerCPU = "krb5_kdc_worker_cpu_seconds_total"
 	mWorkerRSS = "krb5_kdc_worker_resident_memory_bytes"
 	mWorkerPID = "krb5_kdc_worker_pid" // only on top's own registry
+	mOtherKDCs = "krb5_top_other_kdcs" // likewise
 	// The daemon's collectors define the others: their names come from
 	// there, so a rename there is one here.
 	mWorkerRequests = kdclog.MetricWorkerRequests
@@ -165,8 +177,9 @@ const (
 	mKadmindAuth    = kdclog.MetricKadmindAuthFailures // present when a kadmind log is read
 	mUDPDrops       = collector.MetricUDPDrops
 	mTCPOverflows   = collector.MetricTCPListenOverflows
-	mProbeSuccess   = prober.MetricSuccess
-	mProbeDuration  = prober.MetricDuration
+	mProbeSuccess   = probestatus.MetricSuccess
+	mProbeDuration  = probestatus.MetricDuration
+	mProbeTotal     = probestatus.MetricTotal
 	mAttackOffender = kdclog.MetricAttackOffender
 	// The daemon's kdcservice collector (--collector.kdcservice), by the
 	// names of its metric contract (docs/metrics.md).
@@ -197,6 +210,8 @@ type Sampler struct {
 	latency map[string]time.Duration
 	sawPIDs bool // the krb5kdc processes are known (top's Source)
 	daemon  *Daemon
+	// lastSeen is when the KDC's processes were last found.
+	lastSeen time.Time
 }
 
 // ReadDaemon tells the sampler that d is among its gatherer's sources, to
@@ -394,6 +409,19 @@ func (s *Sampler) Sample(now time.Time) (Snapshot, error) {
 				snap.Offenders = append(snap.Offenders, Offender{Signal: l["signal"], Name: l["offender"], Score: v})
 			case mProbeSuccess:
 				probe(l).OK = v == 1
+			case mProbeTotal:
+				if res := l["result"]; res != probestatus.ClassSuccess {
+					p := probe(l)
+					n := rate(key, v) * 1e9 // counted since the previous refresh first...
+					if n == 0 {
+						n = v // ...else so far
+					}
+					if n > p.failed {
+						p.Reason, p.failed = res, n
+					}
+				}
+			case mOtherKDCs:
+				snap.OtherKDCs = int(v)
 			case mProbeDuration:
 				h := m.GetHistogram()
 				k := l["target"] + "/" + l["exchange"]
@@ -450,6 +478,9 @@ func (s *Sampler) Sample(now time.Time) (Snapshot, error) {
 	}
 	for k, p := range probes {
 		p.Latency = s.latency[k]
+		if p.OK {
+			p.Reason = ""
+		}
 		snap.Probes = append(snap.Probes, *p)
 	}
 	for name := range s.seen {
@@ -477,6 +508,16 @@ func (s *Sampler) Sample(now time.Time) (Snapshot, error) {
 		snap.Total.ServiceRequests += r.ServiceRequests
 	}
 	snap.Total.Name = "total"
+	snap.KDCKnown = s.sawPIDs
+	for _, r := range snap.Rows {
+		if r.PID > 0 && !r.Gone {
+			snap.KDCUp = true
+		}
+	}
+	if snap.KDCUp {
+		s.lastSeen = now
+	}
+	snap.LastSeen = s.lastSeen
 	if snap.Total.CPU == 0 && snap.Total.RSS == 0 { // no whole-program series: add up the rows
 		for _, r := range snap.Rows {
 			snap.Total.CPU += r.CPU
@@ -602,7 +643,7 @@ const (
 )
 
 // SortOrders lists the orders in the order the `s` key cycles through.
-var SortOrders = []string{ByName, ByRequests, ByCPU, ByErrors}
+var SortOrders = []string{ByCPU, ByRequests, ByErrors, ByName}
 
 // SortRows orders rows: by name numerically (main and supervisor first),
 // or by a value, highest first.
@@ -647,5 +688,5 @@ func cmpName(a, b string) int {
 // kadmindExchange reports whether a probe exchange is one of the kpasswd
 // and kadmin probers' (kpasswd_as, kpasswd, kadmin_rpc).
 func kadmindExchange(ex string) bool {
-	return ex == prober.ExchangeKpasswdAS || ex == prober.ExchangeKpasswd || ex == prober.ExchangeKadminRPC
+	return ex == probestatus.ExchangeKpasswdAS || ex == probestatus.ExchangeKpasswd || ex == probestatus.ExchangeKadminRPC
 }
