@@ -138,13 +138,23 @@ func TestKDCServiceKnownTimes(t *testing.T) {
 				queueHi = append(queueHi, rtt-d)
 			}
 		})
+		// strace writes a call's line when it returns, which can be after
+		// the client has read the reply: wait for the lines (5 s at most)
+		// before stopping it.
+		sends := 0
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			log, _ := os.ReadFile(out)
+			if sends = strings.Count(string(log), "(DELAYED)"); sends >= N {
+				break
+			}
+		}
 		st.Process.Signal(syscall.SIGINT)
 		st.Wait()
 		log, err := os.ReadFile(out)
 		if err != nil {
 			t.Fatal(err)
 		}
-		sends := strings.Count(string(log), "(DELAYED)")
+		sends = strings.Count(string(log), "(DELAYED)")
 		t.Logf("replies delayed %v: strace delayed %d sends; %d service times, %d queue times; round trips %v to %v", d, sends, svc.Count, queue.Count, slices.Min(rtts), slices.Max(rtts))
 		if sends != N {
 			t.Errorf("strace delayed %d sends of %d replies", sends, N)
