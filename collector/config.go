@@ -3,6 +3,7 @@ package collector
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/cli"
 	"github.com/krb5-exporter/krb5-exporter/internal/kdcproc"
@@ -56,10 +57,14 @@ const defaultKrb5Conf = krb5profile.DefaultKrb5Conf
 // MIT's KPROP_DEFAULT_FILE as Debian and RHEL build it.
 var dumpFileCandidates = []string{"/var/lib/krb5kdc/replica_datatrans", "/var/kerberos/krb5kdc/replica_datatrans"}
 
-// DefaultConfig enables every collector and reads /proc; the TCP
-// connection count is off, as on the command line.
+// DefaultConfig enables the collectors that are on by default and reads
+// /proc; the TCP connection count is off, as on the command line.
 func DefaultConfig() Config {
-	return Config{ProcFS: "/proc", Process: true, Network: true, KDCConf: true, Replication: true}
+	cfg := Config{ProcFS: "/proc"}
+	for _, c := range collectors {
+		*c.enabled(&cfg) = c.byDefault
+	}
+	return cfg
 }
 
 // RegisterFlags adds the collector flags to app. The returned Config is
@@ -68,22 +73,14 @@ func RegisterFlags(app cli.FlagGroup) *Config {
 	cfg := &Config{}
 	ProcFSFlag(app, &cfg.ProcFS)
 
-	app.Flag("collector.process", "Enable the process collector (krb5kdc, kadmind, kpropd: CPU, memory, fds, workers, restarts).").
-		Default("true").BoolVar(&cfg.Process)
-	app.Flag("collector.network", "Enable the network collector (the KDC's UDP queues and drops, TCP listen queue and connections).").
-		Default("true").BoolVar(&cfg.Network)
-	app.Flag("collector.kdcconf", "Enable the kdcconf collector (settings from kdc.conf, database file size).").
-		Default("true").BoolVar(&cfg.KDCConf)
-
-	app.Flag("collector.replication", "Enable the replication collector (the iprop update log's header per realm, full-propagation markers).").
-		Default("true").BoolVar(&cfg.Replication)
+	for _, c := range collectors {
+		app.Flag("collector."+c.name, c.help).Default(strconv.FormatBool(c.byDefault)).BoolVar(c.enabled(cfg))
+	}
 	app.Flag("collector.replication.dump-file", "Full-propagation dump file (kprop -f, kadmind -F) next to which kdb5_util and kprop leave their .dump_ok and .<replica>.last_prop markers. Default: whichever of "+
 		dumpFileCandidates[0]+" and "+dumpFileCandidates[1]+" has its directory.").
 		PlaceHolder("PATH").StringVar(&cfg.DumpFile)
 	app.Flag("collector.network.tcp-connections", "Count the TCP connections on the KDC's ports by state (krb5_kdc_tcp_connections; off by default). The kernel walks its whole connection table for it on every scrape: about 3 ms of CPU with 262,144 buckets whatever the KDC does, more with many sockets in TIME_WAIT (see docs/metrics.md). The listen queue and overflows do not need it.").
 		Default("false").BoolVar(&cfg.TCPConnections)
-	app.Flag("collector.kdcservice", "Enable the kdcservice collector (off by default): each krb5kdc request's service time, its split into on CPU, waiting for a CPU and blocked, and the UDP queue time, measured in the kernel with eBPF. Needs CAP_BPF and CAP_PERFMON and a kernel of 5.8 or later with BTF (see docs/metrics.md).").
-		Default("false").BoolVar(&cfg.KDCService)
 	KDCPidFileFlag(app, &cfg.KDCPidFile)
 	app.Flag("collector.process.kadmind-pidfile", "Pid file of kadmind; without it kadmind is found by process name.").
 		PlaceHolder("PATH").StringVar(&cfg.KadmindPidFile)
