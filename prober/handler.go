@@ -380,16 +380,17 @@ func (m *oneShotMetrics) record(o *Outcome) {
 	if o.Success() {
 		m.success.Set(1)
 	}
-	if o.RPCRan {
-		m.exchange(ExchangeKadminRPC, o.RPCErr, o.RPC.Duration, nil)
+	retrans, fallbacks := 0, 0
+	for _, ex := range o.Exchanges(krb5.UDP) {
+		m.exchange(ex.Name, ex.Err, ex.Duration, ex.Etypes)
+		retrans += ex.Retransmits
+		if ex.Fallback {
+			fallbacks++
+		}
 	}
 	if !o.HasAS() {
 		return
 	}
-	if o.KpasswdRan {
-		m.exchange(ExchangeKpasswd, o.KpasswdErr, o.Kpasswd.Duration, nil)
-	}
-	m.exchange(o.ASExchange(), o.ASErr, o.AS.Duration, &o.AS.Etypes)
 	if o.AS.PreauthRequired > 0 {
 		m.phase.WithLabelValues(krb5.PhasePreauthRequired).Set(o.AS.PreauthRequired.Seconds())
 	}
@@ -406,27 +407,6 @@ func (m *oneShotMetrics) record(o *Outcome) {
 		// Only a reply from the KDC tells its time: no series otherwise.
 		m.reg.MustRegister(m.clockOffset)
 		m.clockOffset.Set(o.AS.ClockOffset.Seconds())
-	}
-	retrans, fallbacks := o.AS.Retransmits, 0
-	if o.AS.TCPFallback {
-		fallbacks++
-	}
-	if o.TGSRan {
-		m.exchange(ExchangeTGS, o.TGSErr, o.TGS.Duration, &o.TGS.Etypes)
-		retrans += o.TGS.Retransmits
-		if o.TGS.TCPFallback {
-			fallbacks++
-		}
-	}
-	if o.CrossRan {
-		m.exchange(ExchangeReferral, o.ReferralErr, o.Referral.Duration, &o.Referral.Etypes)
-		m.exchange(ExchangeRemoteTGS, o.RemoteErr, o.Remote.Duration, &o.Remote.Etypes)
-		retrans += o.Referral.Retransmits + o.Remote.Retransmits
-		for _, f := range []bool{o.Referral.TCPFallback, o.Remote.TCPFallback} {
-			if f {
-				fallbacks++
-			}
-		}
 	}
 	m.retransmits.Set(float64(retrans))
 	m.tcpFallback.Set(float64(fallbacks))

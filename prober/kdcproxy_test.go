@@ -81,7 +81,7 @@ func TestKDCProxyProbeAgreesWithKinit(t *testing.T) {
 	if o.ASErr != nil || o.TGSErr != nil {
 		t.Fatalf("probe through the proxy: AS %v, TGS %v; proxy log: %s", o.ASErr, o.TGSErr, tail(p.Log))
 	}
-	if got := o.ASTransport(krb5.HTTPS); got != "https" {
+	if got := o.Exchanges(krb5.HTTPS)[0].Transport; got != "https" {
 		t.Errorf("AS transport %q", got)
 	}
 	if out, err := realmtest.KinitVia(t, r, p.URL, p.CA, r.Service(1)); err != nil {

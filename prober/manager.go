@@ -218,21 +218,8 @@ func (m *Manager) run(ctx context.Context, l *loop) {
 		}
 		m.metrics.record(name, l.target.Transport(), &o)
 		l.history.add(recordOf(&o, l.dlogger, l.dlog))
-		if o.HasAS() {
-			logChange(logger, failures, o.ASExchange(), o.ASErr)
-		}
-		if o.TGSRan {
-			logChange(logger, failures, ExchangeTGS, o.TGSErr)
-		}
-		if o.CrossRan {
-			logChange(logger, failures, ExchangeReferral, o.ReferralErr)
-			logChange(logger, failures, ExchangeRemoteTGS, o.RemoteErr)
-		}
-		if o.KpasswdRan {
-			logChange(logger, failures, ExchangeKpasswd, o.KpasswdErr)
-		}
-		if o.RPCRan {
-			logChange(logger, failures, ExchangeKadminRPC, o.RPCErr)
+		for _, ex := range o.Exchanges(l.target.Transport()) {
+			logChange(logger, failures, ex.Name, ex.Err)
 		}
 		select {
 		case <-ctx.Done():

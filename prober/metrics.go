@@ -196,23 +196,28 @@ func (m *probeMetrics) deleteTarget(target string) {
 
 // record turns one probe outcome into metrics.
 func (m *probeMetrics) record(target string, tr krb5.Transport, o *Outcome) {
-	if o.RPCRan {
-		m.exchange(target, ExchangeKadminRPC, o.RPCErr, time.Now())
-		if o.RPCErr == nil {
-			m.duration.WithLabelValues(target, ExchangeKadminRPC, krb5.TCP.String()).Observe(o.RPC.Duration.Seconds())
+	retrans, fallbacks := 0, 0
+	for _, ex := range o.Exchanges(tr) {
+		m.exchange(target, ex.Name, ex.Err, ex.End)
+		if ex.Err == nil {
+			m.duration.WithLabelValues(target, ex.Name, ex.Transport).Observe(ex.Duration.Seconds())
+			if ex.Etypes != nil {
+				m.etypes(target, ex.Name, *ex.Etypes)
+			}
+		}
+		retrans += ex.Retransmits
+		if ex.Fallback {
+			fallbacks++
 		}
 	}
 	if !o.HasAS() {
 		return
 	}
-	retrans, fallbacks := o.AS.Retransmits, 0
-	if o.AS.TCPFallback {
-		fallbacks++
-	}
+	// What only the login tells: the KDC's clock, the pre-authentication
+	// method, the round trips.
 	if o.AS.HasClockOffset {
 		m.clockOffset.WithLabelValues(target).Set(o.AS.ClockOffset.Seconds())
 	}
-	m.exchange(target, o.ASExchange(), o.ASErr, o.Start.Add(o.AS.Duration))
 	if o.AS.Method != "" {
 		for _, pm := range preauthMethods {
 			v := 0.0
@@ -223,7 +228,6 @@ func (m *probeMetrics) record(target string, tr krb5.Transport, o *Outcome) {
 		}
 	}
 	if o.ASErr == nil {
-		m.duration.WithLabelValues(target, o.ASExchange(), o.ASTransport(tr)).Observe(o.AS.Duration.Seconds())
 		if o.AS.PreauthRequired > 0 {
 			m.phase.WithLabelValues(target, krb5.PhasePreauthRequired).Observe(o.AS.PreauthRequired.Seconds())
 		}
@@ -231,42 +235,6 @@ func (m *probeMetrics) record(target string, tr krb5.Transport, o *Outcome) {
 			m.phase.WithLabelValues(target, krb5.PhaseSPAKEChallenge).Observe(o.AS.SPAKEChallenge.Seconds())
 		}
 		m.phase.WithLabelValues(target, krb5.PhaseASRep).Observe(o.AS.ASRep.Seconds())
-		m.etypes(target, o.ASExchange(), o.AS.Etypes)
-	}
-	if o.TGSRan {
-		retrans += o.TGS.Retransmits
-		if o.TGS.TCPFallback {
-			fallbacks++
-		}
-		m.exchange(target, ExchangeTGS, o.TGSErr, time.Now())
-		if o.TGSErr == nil {
-			m.duration.WithLabelValues(target, ExchangeTGS, o.TGSTransport(tr)).Observe(o.TGS.Duration.Seconds())
-			m.etypes(target, ExchangeTGS, o.TGS.Etypes)
-		}
-	}
-	if o.KpasswdRan {
-		m.exchange(target, ExchangeKpasswd, o.KpasswdErr, time.Now())
-		if o.KpasswdErr == nil {
-			m.duration.WithLabelValues(target, ExchangeKpasswd, tr.String()).Observe(o.Kpasswd.Duration.Seconds())
-		}
-	}
-	if o.CrossRan {
-		retrans += o.Referral.Retransmits + o.Remote.Retransmits
-		for _, f := range []bool{o.Referral.TCPFallback, o.Remote.TCPFallback} {
-			if f {
-				fallbacks++
-			}
-		}
-		m.exchange(target, ExchangeReferral, o.ReferralErr, o.Start.Add(o.AS.Duration+o.Referral.Duration))
-		if o.ReferralErr == nil {
-			m.duration.WithLabelValues(target, ExchangeReferral, o.ReferralTransport(tr)).Observe(o.Referral.Duration.Seconds())
-			m.etypes(target, ExchangeReferral, o.Referral.Etypes)
-		}
-		m.exchange(target, ExchangeRemoteTGS, o.RemoteErr, time.Now())
-		if o.RemoteErr == nil {
-			m.duration.WithLabelValues(target, ExchangeRemoteTGS, o.RemoteTransport(tr)).Observe(o.Remote.Duration.Seconds())
-			m.etypes(target, ExchangeRemoteTGS, o.Remote.Etypes)
-		}
 	}
 	m.retransmits.WithLabelValues(target).Add(float64(retrans))
 	m.tcpFallbacks.WithLabelValues(target).Add(float64(fallbacks))

@@ -411,39 +411,10 @@ func (o *Outcome) ASExchange() string {
 
 // Success reports whether every exchange the probe ran succeeded.
 func (o *Outcome) Success() bool {
-	return (!o.HasAS() || o.ASErr == nil) && (!o.TGSRan || o.TGSErr == nil) &&
-		(!o.CrossRan || (o.ReferralErr == nil && o.RemoteErr == nil)) &&
-		(!o.KpasswdRan || o.KpasswdErr == nil) && (!o.RPCRan || o.RPCErr == nil)
-}
-
-// ASTransport is the transport the AS exchange finished on.
-func (o *Outcome) ASTransport(configured krb5.Transport) string {
-	if o.AS.TCPFallback {
-		return krb5.TCP.String()
+	for _, ex := range o.Exchanges(krb5.UDP) {
+		if ex.Err != nil {
+			return false
+		}
 	}
-	return configured.String()
-}
-
-// ReferralTransport and RemoteTransport are the transports the cross-realm
-// exchanges finished on.
-func (o *Outcome) ReferralTransport(configured krb5.Transport) string {
-	if o.Referral.TCPFallback {
-		return krb5.TCP.String()
-	}
-	return configured.String()
-}
-
-func (o *Outcome) RemoteTransport(configured krb5.Transport) string {
-	if o.Remote.TCPFallback {
-		return krb5.TCP.String()
-	}
-	return configured.String()
-}
-
-// TGSTransport is the transport the TGS exchange finished on.
-func (o *Outcome) TGSTransport(configured krb5.Transport) string {
-	if o.TGS.TCPFallback {
-		return krb5.TCP.String()
-	}
-	return configured.String()
+	return true
 }

@@ -118,40 +118,29 @@ func newProbeLogger(w *probeLog) log.Logger {
 func recordOf(o *Outcome, logger log.Logger, w *probeLog) ProbeRecord {
 	logOutcome(logger, o)
 	r := ProbeRecord{Start: o.Start, Duration: o.Duration, Success: o.Success()}
-	if o.HasAS() {
-		r.AS = krb5.Classify(o.ASErr)
-		if o.ASErr == nil {
-			r.Login = o.AS.Duration
+	for _, ex := range o.Exchanges(krb5.UDP) {
+		class := krb5.Classify(ex.Err)
+		switch ex.Name {
+		case ExchangeAS, ExchangeKpasswdAS:
+			r.AS = class
+			if ex.Err == nil {
+				r.Login = ex.Duration
+			}
+		case ExchangeTGS:
+			r.TGS = class
+			if ex.Err == nil {
+				r.Ticket = ex.Duration
+			}
+		case ExchangeReferral:
+			r.Referral = class
+		case ExchangeRemoteTGS:
+			r.Remote = class
+		case ExchangeKpasswd, ExchangeKadminRPC:
+			r.Kadmind = class
 		}
-	}
-	if o.TGSRan {
-		r.TGS = krb5.Classify(o.TGSErr)
-		if o.TGSErr == nil {
-			r.Ticket = o.TGS.Duration
+		if ex.Err != nil && r.Err == "" {
+			r.Err = ex.Err.Error() // the first failure
 		}
-	}
-	if o.CrossRan {
-		r.Referral, r.Remote = krb5.Classify(o.ReferralErr), krb5.Classify(o.RemoteErr)
-	}
-	switch {
-	case o.KpasswdRan:
-		r.Kadmind = krb5.Classify(o.KpasswdErr)
-	case o.RPCRan:
-		r.Kadmind = krb5.Classify(o.RPCErr)
-	}
-	switch {
-	case o.HasAS() && o.ASErr != nil:
-		r.Err = o.ASErr.Error()
-	case o.TGSRan && o.TGSErr != nil:
-		r.Err = o.TGSErr.Error()
-	case o.CrossRan && o.ReferralErr != nil:
-		r.Err = o.ReferralErr.Error()
-	case o.CrossRan && o.RemoteErr != nil:
-		r.Err = o.RemoteErr.Error()
-	case o.KpasswdRan && o.KpasswdErr != nil:
-		r.Err = o.KpasswdErr.Error()
-	case o.RPCRan && o.RPCErr != nil:
-		r.Err = o.RPCErr.Error()
 	}
 	r.Log = w.take()
 	return r

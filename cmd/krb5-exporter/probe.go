@@ -221,28 +221,24 @@ func (p *probeCmd) verdict(o *prober.Outcome) (int, string) {
 		}
 		parts = append(parts, fmt.Sprintf("login %s (%s; %s; %s)", ms(o.AS.Duration), o.AS.Method, phases, etypes(o.AS.Etypes)))
 	}
-	if o.TGSRan {
-		if o.TGSErr != nil {
+	// The exchanges after the login, by what a user calls them; a hop
+	// after a failed one is not said to fail too.
+	what := map[string]string{prober.ExchangeTGS: "service ticket", prober.ExchangeReferral: "cross-realm TGT",
+		prober.ExchangeRemoteTGS: "service ticket of the trusted realm"}
+	retrans, fallback, failed := 0, false, false
+	for _, ex := range o.Exchanges(krb5.UDP) {
+		retrans += ex.Retransmits
+		fallback = fallback || ex.Fallback
+		name, ok := what[ex.Name]
+		switch {
+		case !ok || failed:
+		case ex.Err != nil:
 			raise(nagiosCritical)
-			parts = append(parts, fmt.Sprintf("service ticket failed: %s (%v)", krb5.Classify(o.TGSErr), o.TGSErr))
-		} else {
-			rate(o.TGS.Duration)
-			parts = append(parts, fmt.Sprintf("service ticket %s (%s)", ms(o.TGS.Duration), etypes(o.TGS.Etypes)))
-		}
-	}
-	if o.CrossRan {
-		for _, h := range []struct {
-			what string
-			err  error
-			res  krb5.TGSResult
-		}{{"cross-realm TGT", o.ReferralErr, o.Referral}, {"service ticket of the trusted realm", o.RemoteErr, o.Remote.TGSResult}} {
-			if h.err != nil {
-				raise(nagiosCritical)
-				parts = append(parts, fmt.Sprintf("%s failed: %s (%v)", h.what, krb5.Classify(h.err), h.err))
-				break
-			}
-			rate(h.res.Duration)
-			parts = append(parts, fmt.Sprintf("%s %s (%s)", h.what, ms(h.res.Duration), etypes(h.res.Etypes)))
+			parts = append(parts, fmt.Sprintf("%s failed: %s (%v)", name, krb5.Classify(ex.Err), ex.Err))
+			failed = true
+		default:
+			rate(ex.Duration)
+			parts = append(parts, fmt.Sprintf("%s %s (%s)", name, ms(ex.Duration), etypes(*ex.Etypes)))
 		}
 	}
 	if o.AS.HasClockOffset {
@@ -256,10 +252,10 @@ func (p *probeCmd) verdict(o *prober.Outcome) (int, string) {
 			parts = append(parts, fmt.Sprintf("KDC clock off by %s", o.AS.ClockOffset.Round(time.Millisecond)))
 		}
 	}
-	if o.AS.Retransmits+o.TGS.Retransmits > 0 {
-		parts = append(parts, fmt.Sprintf("%d UDP retransmits", o.AS.Retransmits+o.TGS.Retransmits))
+	if retrans > 0 {
+		parts = append(parts, fmt.Sprintf("%d UDP retransmits", retrans))
 	}
-	if o.AS.TCPFallback || o.TGS.TCPFallback {
+	if fallback {
 		parts = append(parts, "fell back to TCP (RESPONSE_TOO_BIG)")
 	}
 	return code, strings.Join(parts, ", ")
@@ -281,24 +277,20 @@ func (p *probeCmd) perfdata(o *prober.Outcome) string {
 		}
 		f = append(f, s)
 	}
-	if o.ASErr == nil {
-		add("as", o.AS.Duration, true)
-		if o.AS.PreauthRequired > 0 {
-			add("preauth_required", o.AS.PreauthRequired, false)
+	for _, ex := range o.Exchanges(krb5.UDP) {
+		if ex.Err != nil {
+			continue
 		}
-		if o.AS.SPAKEChallenge > 0 {
-			add("spake_challenge", o.AS.SPAKEChallenge, false)
+		add(ex.Name, ex.Duration, true)
+		if ex.Name == prober.ExchangeAS { // the login's round trips
+			if o.AS.PreauthRequired > 0 {
+				add("preauth_required", o.AS.PreauthRequired, false)
+			}
+			if o.AS.SPAKEChallenge > 0 {
+				add("spake_challenge", o.AS.SPAKEChallenge, false)
+			}
+			add("as_rep", o.AS.ASRep, false)
 		}
-		add("as_rep", o.AS.ASRep, false)
-	}
-	if o.TGSRan && o.TGSErr == nil {
-		add("tgs", o.TGS.Duration, true)
-	}
-	if o.CrossRan && o.ReferralErr == nil {
-		add("referral", o.Referral.Duration, true)
-	}
-	if o.CrossRan && o.RemoteErr == nil {
-		add("remote_tgs", o.Remote.Duration, true)
 	}
 	if o.AS.HasClockOffset {
 		f = append(f, fmt.Sprintf("clock_offset=%.6fs;%s;%s", o.AS.ClockOffset.Seconds(), th(p.skewWarning), th(p.skewCritical)))
