@@ -23,7 +23,7 @@ const (
 
 var (
 	descTopRequests = prometheus.NewDesc(MetricTopRequests,
-		"Requests of the last complete top-talkers window from the top-k names by client address, client principal or service (TGS only), by request type; name escaped and cut to 48 bytes; a lower bound, exact while the window saw at most 4k names (docs/metrics.md).",
+		"Requests of the last complete top-talkers window from the top-k names by client address, client principal or service (TGS only), by request type; name escaped, a longer one than 48 bytes cut to 40 and its hash; a lower bound, exact while the window saw at most 4k names (docs/metrics.md).",
 		[]string{"by", "request", "name"}, nil)
 	descTopFailures = prometheus.NewDesc(MetricTopFailures,
 		"Failed requests (not ISSUE, NEEDED_PREAUTH nor a SPAKE round trip) of the last complete top-talkers window from the top-k names by client address, client principal or service (TGS only).",

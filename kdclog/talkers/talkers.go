@@ -18,13 +18,18 @@
 // count less that error, what Snapshot gives as Count, is a lower bound,
 // exact (error 0) for every name held since its first request of the
 // window, which is all of them while the window saw at most Slack*k
-// distinct names. Names are stored cut to attack.MaxName bytes and
-// exported escaped as the attack offenders are.
+// distinct names. Names are counted whole (by a hash of every byte,
+// keyed per process) and exported escaped as the attack offenders are; a
+// name longer than attack.MaxName bytes is shown cut to CutTo bytes with
+// `...\` and 6 hex digits of its hash after them (Display), so that long
+// names that differ only past the cut stay apart.
 package talkers
 
 import (
 	"hash/maphash"
+	"slices"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/krb5-exporter/krb5-exporter/kdclog/attack"
@@ -60,13 +65,18 @@ const Slack = 4
 // EmptyName is the name shown for an empty field.
 const EmptyName = "<empty>"
 
-// cutMark tells a cut name's id from that of a name of exactly
-// attack.MaxName bytes.
-const cutMark = 0x9e3779b97f4a7c15
+// CutTo is how many bytes of a name longer than attack.MaxName are shown.
+const CutTo = 40
+
+// CutMark follows a cut name, then the 6 hex digits of its hash: a
+// backslash followed by neither a backslash nor an x is never in the
+// escape of a name (attack.Sanitize), so no short name is shown as a cut
+// one.
+const CutMark = `...\`
 
 // Talker is one name of a list in the last complete window.
 type Talker struct {
-	Name  string // escaped and cut (attack.Sanitize)
+	Name  string // escaped and, if long, cut (Display)
 	Count uint64 // requests, at most Error too few
 	Error uint64 // 0: exact
 }
@@ -101,7 +111,7 @@ type Tracker struct {
 type memo struct {
 	n  int // -1: none
 	id uint64
-	b  [64]byte
+	b  [attack.MaxName]byte
 }
 
 // New returns a tracker exporting k names a list over windows of w.
@@ -208,19 +218,15 @@ func (t *Tracker) snapshot() {
 	}
 }
 
-// ref is a name in a log line: its id (the hash of its first MaxName
-// bytes, so that names cut alike are one) and the bytes kept, one more
-// than MaxName when cut, so that attack.Sanitize marks it cut.
+// ref is a name in a log line: its id (the hash of all its bytes) and
+// its bytes.
 type ref struct {
 	id uint64
 	b  []byte
 }
 
 func (t *Tracker) ref(field int, v []byte) ref {
-	if len(v) > attack.MaxName {
-		return t.cut(v)
-	}
-	if field != 0 { // clients and services change from line to line: a hash is cheaper
+	if field != 0 || len(v) > attack.MaxName { // clients and services change from line to line: a hash is cheaper
 		return ref{id: nonzero(maphash.Bytes(t.seed, v)), b: v}
 	}
 	m := &t.memo[field]
@@ -231,11 +237,13 @@ func (t *Tracker) ref(field int, v []byte) ref {
 	return ref{id: m.id, b: v}
 }
 
-// name is a held name's cold part: its error and bytes.
+// name is a held name's cold part: its error and bytes, CutTo of them
+// when cut.
 type name struct {
 	err uint64
 	n   uint8
-	b   [attack.MaxName + 1]byte
+	cut bool
+	b   [attack.MaxName]byte
 }
 
 // bucket is one of Filtered Space-Saving's counters of the names not
@@ -337,13 +345,14 @@ func (s *summary) addOther(r ref) {
 	}
 	s.filter[b].held++
 	n := &s.names[v]
-	n.err, n.n = err, uint8(copy(n.b[:], r.b))
+	n.err, n.cut = err, len(r.b) > attack.MaxName
+	if n.cut {
+		n.n = uint8(copy(n.b[:CutTo], r.b))
+	} else {
+		n.n = uint8(copy(n.b[:], r.b))
+	}
 	s.put(r.id, int32(v)+1)
 	s.last, s.lastID = v, r.id
-}
-
-func (t *Tracker) cut(v []byte) ref {
-	return ref{id: nonzero(maphash.Bytes(t.seed, v[:attack.MaxName]) ^ cutMark), b: v[:attack.MaxName+1]}
 }
 
 // nonzero keeps 0 for "no name" (summary.lastID).
@@ -377,9 +386,10 @@ func (s *summary) findMin() {
 
 // victim is a slot at minVal (atMin > 0). Counts only grow within a
 // window and the victim's grows, so the next one is mostly found at once
-// from where the last search stopped.
+// from where the last search stopped. One turn at most: were atMin ever
+// wrong, the minimum is found again rather than searched for forever.
 func (s *summary) victim() int {
-	for {
+	for range len(s.counts) {
 		i := s.cursor
 		if s.cursor++; s.cursor == len(s.counts) {
 			s.cursor = 0
@@ -388,6 +398,8 @@ func (s *summary) victim() int {
 			return i
 		}
 	}
+	s.findMin()
+	return slices.Index(s.counts, s.minVal)
 }
 
 func (s *summary) put(id uint64, v int32) {
@@ -426,11 +438,8 @@ func (s *summary) top(k int, out []Talker) []Talker {
 	g := func(i int) uint64 { return s.counts[i] - s.names[i].err }
 	names := make([]string, len(s.ids))
 	for i := range names {
-		if n := &s.names[i]; n.n == 0 {
-			names[i] = EmptyName
-		} else {
-			names[i] = attack.Sanitize(n.b[:n.n])
-		}
+		n := &s.names[i]
+		names[i] = display(n.b[:n.n], n.cut, s.ids[i])
 	}
 	sort.Slice(order, func(a, b int) bool {
 		x, y := order[a], order[b]
@@ -451,6 +460,19 @@ func (s *summary) top(k int, out []Talker) []Talker {
 		out = append(out, Talker{Name: names[i], Count: g(i), Error: s.names[i].err})
 	}
 	return out
+}
+
+// display is a name as exported: EmptyName for an empty one, escaped,
+// and when cut followed by CutMark and 6 hex digits of its id.
+func display(b []byte, cut bool, id uint64) string {
+	switch {
+	case cut:
+		h := strconv.FormatUint(id>>40|1<<24, 16) // 24 bits, leading zeros kept
+		return attack.Sanitize(b) + CutMark + h[1:]
+	case len(b) == 0:
+		return EmptyName
+	}
+	return attack.Sanitize(b)
 }
 
 // Merged is the names of lists together, their counts summed (a name in

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"regexp"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -86,22 +88,24 @@ func TestWindows(t *testing.T) {
 	}
 }
 
-// TestNamesCutAndEscaped: names are escaped and cut as the attack
-// offenders' are, names cut alike are one, and the empty name is shown.
+// TestNamesCutAndEscaped: names are escaped as the attack offenders'
+// are, a name longer than MaxName is shown cut to CutTo bytes with
+// CutMark and 6 hex digits, names cut alike but different are apart, and
+// the empty name is shown.
 func TestNamesCutAndEscaped(t *testing.T) {
 	tr := New(5, time.Minute)
 	t0 := time.Unix(3600, 0)
 	tr.Tick(t0)
-	long := make([]byte, 100)
-	for i := range long {
-		long[i] = 'x'
-	}
+	long := bytes.Repeat([]byte{'x'}, 100)
 	other := append(append([]byte{}, long[:60]...), 'y')
 	tr.Request(false, false, long, []byte("\x1b[2J\\"), nil)
+	tr.Request(false, false, long, nil, nil)
 	tr.Request(false, false, other, nil, nil)
 	tr.Tick(t0.Add(time.Minute))
 	l := tr.Last()
-	if a := l.Lists[RequestsAddressAS]; len(a) != 1 || a[0].Name != string(long[:48])+"..." || a[0].Count != 2 {
+	cut := regexp.MustCompile(`^x{40}\.\.\.\\[0-9a-f]{6}$`)
+	a := l.Lists[RequestsAddressAS]
+	if len(a) != 2 || a[0].Count != 2 || a[1].Count != 1 || a[0].Name == a[1].Name || !cut.MatchString(a[0].Name) || !cut.MatchString(a[1].Name) {
 		t.Errorf("addresses %v", a)
 	}
 	c := l.Lists[RequestsClientAS]
@@ -110,10 +114,57 @@ func TestNamesCutAndEscaped(t *testing.T) {
 	}
 }
 
+// TestLongNamesApart: 8,000 distinct principals of 2 kB that share
+// their first kilobyte are 8,000 names, not one: each exported name is
+// within its error of its true count (1), and one of them sent 8,000 times
+// more (above the guarantee's N/(Slack*k)) is ranked first, under a
+// name no short one can be written as.
+func TestLongNamesApart(t *testing.T) {
+	tr := New(10, time.Minute)
+	t0 := time.Unix(3600, 0)
+	tr.Tick(t0)
+	prefix := bytes.Repeat([]byte{'p'}, 1024)
+	name := func(i int) []byte { return fmt.Appendf(append([]byte{}, prefix...), "%01024d", i) }
+	for i := range 8000 {
+		tr.Request(false, false, []byte("10.0.0.1"), name(i), nil)
+		if i%20 == 0 {
+			for range 20 {
+				tr.Request(false, false, []byte("10.0.0.1"), name(4711), nil)
+			}
+		}
+	}
+	const heavy = 1 + 400*20 // its own turn, and 20 every 20 names
+	tr.Tick(t0.Add(time.Minute))
+	l := tr.Last().Lists[RequestsClientAS]
+	if len(l) != 10 || l[0].Count > heavy || l[0].Count+l[0].Error < heavy {
+		t.Fatalf("clients %v, want the first %d", l, heavy)
+	}
+	seen := map[string]bool{}
+	for _, c := range l {
+		if seen[c.Name] {
+			t.Errorf("%q twice in %v", c.Name, l)
+		}
+		seen[c.Name] = true
+		if c.Name != l[0].Name && (c.Count > 1 || c.Count+c.Error < 1) {
+			t.Errorf("client %v of %v", c, l)
+		}
+	}
+	if !strings.HasPrefix(l[0].Name, string(prefix[:CutTo])+CutMark) || len(l[0].Name) != CutTo+len(CutMark)+6 {
+		t.Errorf("shown as %q", l[0].Name)
+	}
+	// The shown name as a short name's: its escape differs.
+	if attack.Sanitize([]byte(l[0].Name)) == l[0].Name {
+		t.Errorf("a short name is shown as the cut one: %q", l[0].Name)
+	}
+	if n := tr.Last().Requests[0]; n != 8000+400*20 {
+		t.Errorf("%d requests", n)
+	}
+}
+
 // TestMemoKeepsCutApart: the address memo (most lines share the line
 // before's) never makes a name of exactly MaxName bytes one with a
-// longer name cut to it, in either order, nor a name one with the name
-// of the line before; the clients, hashed every line, neither.
+// longer name, in either order, nor a name one with the name of the line
+// before; the clients, hashed every line, neither.
 func TestMemoKeepsCutApart(t *testing.T) {
 	tr := New(5, time.Minute)
 	t0 := time.Unix(3600, 0)
@@ -124,16 +175,72 @@ func TestMemoKeepsCutApart(t *testing.T) {
 		tr.Request(false, false, n, n, nil)
 	}
 	tr.Tick(t0.Add(time.Minute))
-	want := map[string]uint64{string(exact) + "...": 2, string(exact): 2, "job@R": 1, "job@S": 1}
 	l := tr.Last()
 	for _, list := range []List{RequestsAddressAS, RequestsClientAS} {
 		got := map[string]uint64{}
 		for _, n := range l.Lists[list] {
+			if strings.HasPrefix(n.Name, string(exact[:CutTo])+CutMark) {
+				n.Name = "long"
+			}
 			got[n.Name] = n.Count
 		}
+		want := map[string]uint64{"long": 2, string(exact): 2, "job@R": 1, "job@S": 1}
 		if !maps.Equal(got, want) {
 			t.Errorf("%s: %v, want %v", ListBy[list], got, want)
 		}
+	}
+}
+
+// TestEvictsSmallest: a crafted stream whose summary is worked out here
+// from the algorithm's definition. k = 2, so 8 counters: A sends 300,
+// seven fillers 10 each, then X 300 and 200 names once each. Every name
+// above N/(Slack*k) = 108 (A and X) must be exported, within its error
+// of the truth: X takes a filler's place (the smallest counter) after
+// its bucket reached the fillers' 10, so it is exported as 290 (300 less
+// its error 10); A, never evicted, exactly. Evicting the largest counter instead
+// loses A; dropping the error carried into a replaced counter exports X
+// above its true count.
+func TestEvictsSmallest(t *testing.T) {
+	tr := New(2, time.Minute)
+	t0 := time.Unix(3600, 0)
+	tr.Tick(t0)
+	truth := map[string]uint64{}
+	send := func(name string, n int) {
+		for range n {
+			truth[name]++
+			tr.Request(false, false, []byte(name), nil, nil)
+		}
+	}
+	send("A", 300)
+	for i := range 7 {
+		send(fmt.Sprintf("filler%d", i), 10)
+	}
+	send("X", 300)
+	for i := range 200 {
+		send(fmt.Sprintf("once%d", i), 1)
+	}
+	tr.Tick(t0.Add(time.Minute))
+	got := tr.Last().Lists[RequestsAddressAS]
+	var n uint64
+	for _, v := range truth {
+		n += v
+	}
+	bound := n / (Slack * 2)
+	shown := map[string]Talker{}
+	for _, g := range got {
+		shown[g.Name] = g
+		if tv := truth[g.Name]; g.Count > tv || tv > g.Count+g.Error || g.Error > bound {
+			t.Errorf("%s: exported %d (error %d), true %d, bound %d", g.Name, g.Count, g.Error, tv, bound)
+		}
+	}
+	for name, tv := range truth {
+		if _, ok := shown[name]; tv > bound && !ok {
+			t.Errorf("%s sent %d > %d but is not exported: %v", name, tv, bound, got)
+		}
+	}
+	want := []Talker{{"A", 300, 0}, {"X", 290, 10}}
+	if !slices.Equal(got, want) {
+		t.Errorf("exported %v, want %v", got, want)
 	}
 }
 
