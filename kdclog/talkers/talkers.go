@@ -27,6 +27,7 @@ package talkers
 
 import (
 	"hash/maphash"
+	"math/bits"
 	"slices"
 	"sort"
 	"strconv"
@@ -85,7 +86,7 @@ type Talker struct {
 type Snapshot struct {
 	Start       time.Time // the window's start; zero before the first window ended
 	Window      time.Duration
-	Requests    [2]uint64 // every request line of the window: AS, TGS
+	Requests    [2]uint64 // every request of the window (a login one): AS, TGS
 	Failures    uint64
 	Retransmits uint64
 	Lists       [NumLists][]Talker // best first, at most k, names unique per list
@@ -103,6 +104,8 @@ type Tracker struct {
 	failures    uint64
 	retransmits uint64
 	lists       [NumLists]summary
+	logins      logins
+	now         uint32 // Tick's clock, in seconds
 	last        Snapshot
 	memo        [3]memo // the last address, client and service: a login's lines share them
 }
@@ -143,6 +146,7 @@ func (t *Tracker) SetConfig(k int, w time.Duration) {
 // to multiples of their length. Call it before each batch of requests and
 // before Last.
 func (t *Tracker) Tick(now time.Time) {
+	t.now = uint32(now.Unix())
 	switch {
 	case t.start.IsZero():
 	case now.Before(t.start): // the clock stepped back: start over
@@ -161,31 +165,39 @@ func (t *Tracker) Tick(now time.Time) {
 	}
 }
 
+// Status is what the KDC answered a request line, as far as counting
+// requests goes.
+type Status uint8
+
+// The statuses.
+const (
+	Issued        Status = iota // ISSUE
+	Refused                     // any other final status: a failure
+	NeededPreauth               // NEEDED_PREAUTH: a login that goes on
+	MorePreauth                 // a SPAKE round trip (PREAUTH_FAILED "More preauthentication data is required")
+)
+
 // Request counts one request line: its client address, client
-// principal and, for TGS, its service; failed says it was refused (not
-// ISSUE, nor the steps of a login that go on: NEEDED_PREAUTH, a SPAKE
-// round trip).
-func (t *Tracker) Request(tgs, failed bool, addr, client, service []byte) {
+// principal and, for TGS, its service. A login is one request whatever
+// its round trips: an AS line that goes on a login of the same client
+// from the same address (after its NEEDED_PREAUTH or a SPAKE round trip)
+// counts in no requests list, only as a failure when refused.
+func (t *Tracker) Request(tgs bool, st Status, addr, client, service []byte) {
 	a, c := t.ref(0, addr), t.ref(1, client)
-	r := RequestsAddressAS
-	if tgs {
-		r = RequestsAddressTGS
-		t.requests[1]++
-	} else {
-		t.requests[0]++
-	}
-	if l := &t.lists[r]; a.id == l.lastID { // add's hint, inline: one host's burst
-		l.hit(l.last)
-	} else {
-		l.addOther(a)
-	}
-	t.lists[r+RequestsClientAS-RequestsAddressAS].add(c)
 	var s ref
-	if tgs {
+	switch {
+	case tgs:
+		t.requests[1]++
+		t.count(RequestsAddressTGS, a)
+		t.lists[RequestsClientTGS].add(c)
 		s = t.ref(2, service)
 		t.lists[RequestsServiceTGS].add(s)
+	case t.logins.starts(a.id, c.id, st, t.now):
+		t.requests[0]++
+		t.count(RequestsAddressAS, a)
+		t.lists[RequestsClientAS].add(c)
 	}
-	if !failed {
+	if st != Refused {
 		return
 	}
 	t.failures++
@@ -194,6 +206,85 @@ func (t *Tracker) Request(tgs, failed bool, addr, client, service []byte) {
 	if tgs {
 		t.lists[FailuresService].add(s)
 	}
+}
+
+// count adds a request of address a to list r, the summary's hint
+// inline: one host's burst.
+func (t *Tracker) count(r List, a ref) {
+	if l := &t.lists[r]; a.id == l.lastID {
+		l.hit(l.last)
+	} else {
+		l.addOther(a)
+	}
+}
+
+// LoginWait is how long a login's next line may follow its last (the
+// KDC's reply and the client's next request): a login open longer was
+// given up, and the client's next line starts another.
+const LoginWait = 10 // seconds
+
+// logins are the logins going on, by client and address: 4-way
+// set-associative, so a look-up is a few compares in one or two cache
+// lines. A login pushed out by others (more than 4 of a set within
+// LoginWait: a flood of logins given up) counts twice at most: its next
+// line starts another.
+type logins [loginSets][4]login
+
+const loginSets = 1024
+
+// login is one client's logins from one address going on: open of them,
+// the last line at at.
+type login struct {
+	key  uint64 // 0: free
+	at   uint32
+	open uint32
+}
+
+// starts reports whether a line of a login starts a request, and keeps
+// the logins going on: NEEDED_PREAUTH opens one (each a request, as a
+// client may log in several times at once), a round trip or a final
+// answer goes on an open one, else starts one. Keys are hashes of the
+// whole names (keyed per process): no one can go on another's login.
+func (l *logins) starts(addr, client uint64, st Status, now uint32) bool {
+	key := client ^ bits.RotateLeft64(addr, 17)
+	if key == 0 {
+		key = 1
+	}
+	set := &l[(key^key>>32)&(loginSets-1)]
+	var e *login
+	for i := range set {
+		if set[i].key == key && set[i].open > 0 && now-set[i].at < LoginWait {
+			e = &set[i]
+			break
+		}
+	}
+	switch {
+	case st == NeededPreauth:
+	case e == nil && st == MorePreauth: // its start was not seen: this line is the request
+	case e == nil:
+		return true
+	case st == MorePreauth:
+		e.at = now
+		return false
+	default: // its final answer
+		e.open--
+		return false
+	}
+	if e == nil {
+		e = &set[0]
+		for i := range set { // a free or stale slot, else the oldest
+			if set[i].open == 0 || now-set[i].at >= LoginWait {
+				e = &set[i]
+				break
+			}
+			if now-set[i].at > now-e.at {
+				e = &set[i]
+			}
+		}
+		*e = login{key: key}
+	}
+	e.at, e.open = now, e.open+1
+	return true
 }
 
 // Retransmit counts a retransmitted request from addr.

@@ -33,7 +33,7 @@ func TestSpaceSavingBound(t *testing.T) {
 			name = fmt.Sprintf("host%d", zipf.Uint64())
 		}
 		truth[name]++
-		tr.Request(false, false, []byte(name), []byte("c"), nil)
+		tr.Request(false, Issued, []byte(name), []byte("c"), nil)
 	}
 	tr.Tick(t0.Add(time.Minute))
 	got := tr.Last().Lists[RequestsAddressAS]
@@ -63,7 +63,7 @@ func TestWindows(t *testing.T) {
 	tr := New(3, time.Minute)
 	t0 := time.Date(2026, 1, 1, 10, 0, 30, 0, time.UTC)
 	tr.Tick(t0)
-	tr.Request(true, true, []byte("a"), []byte("c"), []byte("s"))
+	tr.Request(true, Refused, []byte("a"), []byte("c"), []byte("s"))
 	tr.Retransmit([]byte("a"))
 	tr.Tick(t0.Add(29 * time.Second))
 	if l := tr.Last(); !l.Start.IsZero() || len(l.Lists[RequestsAddressTGS]) != 0 {
@@ -81,7 +81,7 @@ func TestWindows(t *testing.T) {
 	}
 	// A request in 10:01, none in 10:02: at 10:03:30 the last complete
 	// window is 10:02's, empty.
-	tr.Request(true, false, []byte("b"), []byte("c"), []byte("s"))
+	tr.Request(true, Issued, []byte("b"), []byte("c"), []byte("s"))
 	tr.Tick(t0.Add(3 * time.Minute))
 	if l := tr.Last(); len(l.Lists[RequestsAddressTGS]) != 0 || l.Requests != [2]uint64{} || !l.Start.Equal(t0.Truncate(time.Minute).Add(2*time.Minute)) {
 		t.Errorf("an idle window: %+v", l)
@@ -98,9 +98,9 @@ func TestNamesCutAndEscaped(t *testing.T) {
 	tr.Tick(t0)
 	long := bytes.Repeat([]byte{'x'}, 100)
 	other := append(append([]byte{}, long[:60]...), 'y')
-	tr.Request(false, false, long, []byte("\x1b[2J\\"), nil)
-	tr.Request(false, false, long, nil, nil)
-	tr.Request(false, false, other, nil, nil)
+	tr.Request(false, Issued, long, []byte("\x1b[2J\\"), nil)
+	tr.Request(false, Issued, long, nil, nil)
+	tr.Request(false, Issued, other, nil, nil)
 	tr.Tick(t0.Add(time.Minute))
 	l := tr.Last()
 	cut := regexp.MustCompile(`^x{40}\.\.\.\\[0-9a-f]{6}$`)
@@ -126,10 +126,10 @@ func TestLongNamesApart(t *testing.T) {
 	prefix := bytes.Repeat([]byte{'p'}, 1024)
 	name := func(i int) []byte { return fmt.Appendf(append([]byte{}, prefix...), "%01024d", i) }
 	for i := range 8000 {
-		tr.Request(false, false, []byte("10.0.0.1"), name(i), nil)
+		tr.Request(false, Issued, []byte("10.0.0.1"), name(i), nil)
 		if i%20 == 0 {
 			for range 20 {
-				tr.Request(false, false, []byte("10.0.0.1"), name(4711), nil)
+				tr.Request(false, Issued, []byte("10.0.0.1"), name(4711), nil)
 			}
 		}
 	}
@@ -172,7 +172,7 @@ func TestMemoKeepsCutApart(t *testing.T) {
 	exact := bytes.Repeat([]byte{'x'}, attack.MaxName)
 	long := bytes.Repeat([]byte{'x'}, 2*attack.MaxName)
 	for _, n := range [][]byte{long, exact, exact, long, []byte("job@R"), []byte("job@S")} {
-		tr.Request(false, false, n, n, nil)
+		tr.Request(false, Issued, n, n, nil)
 	}
 	tr.Tick(t0.Add(time.Minute))
 	l := tr.Last()
@@ -208,7 +208,7 @@ func TestEvictsSmallest(t *testing.T) {
 	send := func(name string, n int) {
 		for range n {
 			truth[name]++
-			tr.Request(false, false, []byte(name), nil, nil)
+			tr.Request(false, Issued, []byte(name), nil, nil)
 		}
 	}
 	send("A", 300)
@@ -259,5 +259,57 @@ func TestMerged(t *testing.T) {
 	}
 	if got := s.Merged(10, RequestsServiceTGS); len(got) != 0 {
 		t.Errorf("an empty list merged: %v", got)
+	}
+}
+
+// TestLoginIsOneRequest: a login is one request whatever its round trips
+// (the lines MIT's KDC writes for each, kdclog/testdata): SPAKE
+// (NEEDED_PREAUTH, a round trip, ISSUE), encrypted timestamp
+// (NEEDED_PREAUTH, ISSUE), a wrong password (one request, one failure),
+// a login given up after NEEDED_PREAUTH, logins of one client from one
+// address at once, one without pre-authentication; another client or
+// address never goes on a login, nor a line after LoginWait.
+func TestLoginIsOneRequest(t *testing.T) {
+	type line struct {
+		st           Status
+		addr, client string
+		after        time.Duration
+	}
+	N, M, I, R := NeededPreauth, MorePreauth, Issued, Refused
+	for _, c := range []struct {
+		name           string
+		lines          []line
+		requests, fail uint64
+	}{
+		{"spake", []line{{N, "a", "c", 0}, {M, "a", "c", 0}, {I, "a", "c", 0}}, 1, 0},
+		{"encrypted timestamp", []line{{N, "a", "c", 0}, {I, "a", "c", 0}}, 1, 0},
+		{"wrong password", []line{{N, "a", "c", 0}, {M, "a", "c", 0}, {R, "a", "c", 0}}, 1, 1},
+		{"given up", []line{{N, "a", "c", 0}, {N, "a", "c", 0}, {N, "a", "c", 0}}, 3, 0},
+		{"at once", []line{{N, "a", "c", 0}, {N, "a", "c", 0}, {M, "a", "c", 0}, {M, "a", "c", 0}, {I, "a", "c", 0}, {I, "a", "c", 0}}, 2, 0},
+		{"no preauth", []line{{I, "a", "c", 0}, {I, "a", "c", 0}}, 2, 0},
+		{"unknown client", []line{{R, "a", "c", 0}, {R, "a", "c", 0}}, 2, 2},
+		{"start unseen", []line{{M, "a", "c", 0}, {I, "a", "c", 0}}, 1, 0},
+		{"another client", []line{{N, "a", "c", 0}, {I, "a", "d", 0}}, 2, 0},
+		{"another address", []line{{N, "a", "c", 0}, {I, "b", "c", 0}}, 2, 0},
+		{"too late", []line{{N, "a", "c", 0}, {I, "a", "c", LoginWait * time.Second}}, 2, 0},
+		{"just in time", []line{{N, "a", "c", 0}, {M, "a", "c", (LoginWait - 1) * time.Second}, {I, "a", "c", (LoginWait - 1) * time.Second}}, 1, 0},
+	} {
+		tr := New(5, time.Hour)
+		now := time.Unix(3600, 0)
+		tr.Tick(now)
+		for _, l := range c.lines {
+			now = now.Add(l.after)
+			tr.Tick(now)
+			tr.Request(false, l.st, []byte(l.addr), []byte(l.client), nil)
+		}
+		tr.Tick(time.Unix(2*3600, 0))
+		s := tr.Last()
+		var byClient uint64
+		for _, n := range s.Lists[RequestsClientAS] {
+			byClient += n.Count
+		}
+		if s.Requests[0] != c.requests || byClient != c.requests || s.Failures != c.fail {
+			t.Errorf("%s: %d requests (%d by client), %d failures; want %d, %d", c.name, s.Requests[0], byClient, s.Failures, c.requests, c.fail)
+		}
 	}
 }
