@@ -28,7 +28,7 @@ func TestTopTalkersAgainstDaemon(t *testing.T) {
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	var logins []time.Time // the busy client's, read after done
-	go func() { // bounded: 20 s at most
+	go func() {            // bounded: 20 s at most
 		defer close(done)
 		for i := 0; i < 1000 && ctx.Err() == nil; i++ {
 			if _, err := busy.Login(ctx); err == nil {
