@@ -226,8 +226,8 @@ const LoginWait = 10 // seconds
 // logins are the logins going on, by client and address: 4-way
 // set-associative, so a look-up is a few compares in one or two cache
 // lines. A login pushed out by others (more than 4 of a set within
-// LoginWait: a flood of logins given up) counts twice at most: its next
-// line starts another.
+// LoginWait: a flood of logins given up) counts again at its next line,
+// at worst once a line, as every line counted before.
 type logins [loginSets][4]login
 
 const loginSets = 1024

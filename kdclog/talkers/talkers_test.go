@@ -313,3 +313,27 @@ func TestLoginIsOneRequest(t *testing.T) {
 		}
 	}
 }
+
+// TestLoginsEvictOldest: the table of logins going on, one set filled by
+// hand (keys whose set is 0): a login finished frees its way for the next
+// one; with none free, the oldest login goes, and its next line starts a
+// request again while the others' go on.
+func TestLoginsEvictOldest(t *testing.T) {
+	l := &logins{}
+	k := func(j int) uint64 { return uint64(j) << 42 } // set 0, address 0
+	for j := 1; j <= 4; j++ {
+		if !l.starts(0, k(j), NeededPreauth, uint32(j)) {
+			t.Fatalf("login %d: NEEDED_PREAUTH is no request", j)
+		}
+	}
+	if l.starts(0, k(3), Issued, 5) {
+		t.Error("login 3's ISSUE counted again")
+	}
+	l.starts(0, k(5), NeededPreauth, 6) // login 3's way
+	l.starts(0, k(6), NeededPreauth, 7) // none free: login 1's, the oldest
+	for j, want := range map[int]bool{1: true, 2: false, 4: false, 5: false, 6: false} {
+		if got := l.starts(0, k(j), Issued, 8); got != want {
+			t.Errorf("login %d's ISSUE starts a request: %v, want %v", j, got, want)
+		}
+	}
+}
