@@ -3,6 +3,7 @@ package krb5
 import (
 	"encoding/asn1"
 	"encoding/binary"
+	"net"
 	"testing"
 	"time"
 
@@ -91,7 +92,8 @@ func tKpasswdReply(t *testing.T, etype int32, key []byte, ctime time.Time, cusec
 // the same with any other result code (SUCCESS included: no password can
 // change, so a kadmind saying so is not the one probed), or with the
 // AP-REP's time a second or a microsecond off the authenticator's (a
-// replayed AP-REP), is a failure.
+// replayed AP-REP), is a failure; so through the probe's whole exchange
+// with a fake kadmind on loopback sending them.
 func TestKpasswdSealedReplies(t *testing.T) {
 	r := realmtest.Realm(t, realm.Options{NoKadmind: true})
 	c := changepwClient(t, r)
@@ -115,6 +117,27 @@ func TestKpasswdSealedReplies(t *testing.T) {
 		}
 		_, err := accept(tKpasswdReply(t, etype, key, ctime, cusec, code, "Password changed"))
 		wantClass(t, err, KpasswdResultName(int(code)))
+	}
+	// The same through the probe's exchange (Kpasswd over UDP) with a
+	// fake kadmind on loopback answering the request with them.
+	c.now = func() time.Time { return sent }
+	for code, want := range map[uint16]string{KpasswdHardError: ClassSuccess, KpasswdSuccess: "KPASSWD_SUCCESS", KpasswdSoftError: "KPASSWD_SOFTERROR"} {
+		srv, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		reply := tKpasswdReply(t, etype, key, ctime, cusec, code, "x")
+		go func() {
+			buf := make([]byte, 65536)
+			if _, from, err := srv.ReadFrom(buf); err == nil {
+				srv.WriteTo(reply, from)
+			}
+		}()
+		_, err = c.Kpasswd(testCtx(t, 10e9), srv.LocalAddr().String(), UDP)
+		srv.Close()
+		if Classify(err) != want {
+			t.Errorf("a fake kadmind answering %d: %v (class %s), want %s", code, err, Classify(err), want)
+		}
 	}
 	for what, at := range map[string][2]any{
 		"a second later":      {ctime.Add(time.Second), cusec},
