@@ -18,10 +18,11 @@ import (
 // Prometheus scraping a real krb5-exporter (top_talkers.window 5s) that
 // follows a harness KDC's log. The demo's steady load (krb5-exporter
 // realm load: 3 logins a second with 2 tickets each, all from one host:
-// 15 request lines a second, half the alert's rate)
+// 9 requests a second, under the alert's 20)
 // leaves KDCClientStorm silent through evaluations of two windows of
 // it; then the demo's storm (30 logins a second as one principal from
-// 127.0.0.5) fires it, for that address and that principal.
+// 127.0.0.5: 30 requests, 60 or 90 log lines) fires it, for that address
+// and that principal.
 func TestClientStormEndToEnd(t *testing.T) {
 	promBin := needPrometheus(t)
 	t.Parallel()

@@ -332,11 +332,15 @@ func checkLogFiles(logs []LogSource) error {
 	return nil
 }
 
-// ProbeClients returns the client of every module as name@REALM, sorted.
+// ProbeClients returns the client of every module that has one (not
+// prober kadmin) as name@REALM, sorted.
 func (c *Config) ProbeClients() []string {
 	var out []string
 	for _, m := range c.Modules {
 		p := m.Client
+		if p == "" { // a module without a client (prober kadmin)
+			continue
+		}
 		if !strings.Contains(p, "@") {
 			p += "@" + m.Realm
 		}

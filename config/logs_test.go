@@ -141,6 +141,9 @@ func TestOneLogFileTwoSpellings(t *testing.T) {
 	}
 }
 
+// TestProbePrincipalsDefault: without a list of its own, a log's probe
+// principals are the modules' clients (a kadmin module has none: no "@"
+// among them, nor a warning for it); a list that leaves one out says so.
 func TestProbePrincipalsDefault(t *testing.T) {
 	kt := filepath.Join(t.TempDir(), "k")
 	writeKeytab(t, kt, "probe-a@EXAMPLE.COM", "probe-b@OTHER.ORG")
@@ -148,6 +151,7 @@ func TestProbePrincipalsDefault(t *testing.T) {
 modules:
   a: {realm: EXAMPLE.COM, client: probe-a, keytab: `+kt+`}
   b: {realm: EXAMPLE.COM, client: probe-b@OTHER.ORG, keytab: `+kt+`}
+  k: {prober: kadmin}
 logs:
   - {path: /var/log/krb5kdc.log, type: kdc}
   - {path: /var/log/k2.log, type: kdc, probe_principals: [probe-a]}

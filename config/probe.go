@@ -371,19 +371,24 @@ func (m *ProbeModule) CheckProxyCA() error {
 const maxCAFile = 4 << 20
 
 // ProxyRoots reads proxy_ca_file into a pool: nil (the system's roots)
-// when the module names none; an error when the file is unreadable or
-// holds no certificate.
+// when the module names none; an error when the file is unreadable,
+// writable by its group or others, or holds no certificate.
 func (m *ProbeModule) ProxyRoots() (*x509.CertPool, error) {
 	if m.ProxyCAFile == "" {
 		return nil, nil
 	}
-	b, _, err := safefile.ReadFile(m.ProxyCAFile, maxCAFile, 0)
+	b, fi, err := safefile.ReadFile(m.ProxyCAFile, maxCAFile, 0)
 	if err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) {
 			return nil, fmt.Errorf("cannot %s proxy CA file: %w", pe.Op, pe.Err)
 		}
 		return nil, err
+	}
+	// The trust anchor of the proxy probes, re-read when it changes: a
+	// user who could write it could make any proxy trusted.
+	if perm := fi.Mode().Perm(); perm&0o022 != 0 {
+		return nil, fmt.Errorf("proxy CA file is writable by users other than its owner (mode %04o): chmod go-w it", perm)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(b) {

@@ -232,6 +232,31 @@ func TestProbeConfigErrors(t *testing.T) {
 	}
 }
 
+// TestProxyCAWritableByOthers: a proxy CA file its group or other users
+// can write is refused at its line, as keys readable by others are: any
+// of them could make a proxy trusted; go-w, it loads.
+func TestProxyCAWritableByOthers(t *testing.T) {
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := realmCA(ca); err != nil {
+		t.Fatal(err)
+	}
+	y := probeFiles(t, "modules:\n  m:\n    realm: R\n    client: c\n    keytab: KT\n    transport: https\n    proxy_ca_file: "+ca+"\n")
+	for mode, want := range map[os.FileMode]string{
+		0o666: "p.yml:7: modules.m.proxy_ca_file: proxy CA file is writable by users other than its owner (mode 0666)",
+		0o620: "(mode 0620)",
+		0o602: "(mode 0602)",
+		0o644: "",
+	} {
+		if err := os.Chmod(ca, mode); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Parse([]byte(y), "p.yml")
+		if want == "" && err != nil || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
+			t.Errorf("mode %04o: %v, want %q", mode, err, want)
+		}
+	}
+}
+
 // TestLoadDeferringKeys: a module whose keytab is truncated fails Load
 // (--config.check) at its keytab line, while LoadDeferringKeys (the
 // daemon's) returns the configuration with the same finding for that

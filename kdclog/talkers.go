@@ -23,7 +23,7 @@ const (
 
 var (
 	descTopRequests = prometheus.NewDesc(MetricTopRequests,
-		"Requests of the last complete top-talkers window from the top-k names by client address, client principal or service (TGS only), by request type; name escaped and cut to 48 bytes; a lower bound, exact while the window saw at most 4k names (docs/metrics.md).",
+		"Requests (a login one, whatever its round trips) of the last complete top-talkers window from the top-k names by client address, client principal or service (TGS only), by request type; name escaped, a longer one than 48 bytes cut to 40 and its hash; a lower bound, exact while the window saw at most 4k names (docs/metrics.md).",
 		[]string{"by", "request", "name"}, nil)
 	descTopFailures = prometheus.NewDesc(MetricTopFailures,
 		"Failed requests (not ISSUE, NEEDED_PREAUTH nor a SPAKE round trip) of the last complete top-talkers window from the top-k names by client address, client principal or service (TGS only).",
@@ -32,7 +32,7 @@ var (
 		"Retransmitted requests (DISPATCH lines) of the last complete top-talkers window from the top-k client addresses.",
 		[]string{"name"}, nil)
 	descTopWindowRequests = prometheus.NewDesc(MetricTopWindowRequests,
-		"Every request line of the last complete top-talkers window, by request type (the whole the top names are a share of): probes' excluded, as in krb5_kdc_requests_total.",
+		"Every request (a login one) of the last complete top-talkers window, by request type (the whole the top names are a share of): probes' excluded, as in krb5_kdc_requests_total.",
 		[]string{"request"}, nil)
 	descTopWindowSeconds = prometheus.NewDesc(MetricTopWindowSeconds,
 		"Length of the top-talkers window (top_talkers.window): the top series divided by it are rates.",
@@ -76,7 +76,7 @@ func (s *source) holdTalkers() *talkers.Tracker {
 }
 
 // observeTalkers counts a request line (not a probe's); si is its status
-// index.
+// index: the tracker counts a login's lines as one request.
 func (s *source) observeTalkers(e *Event, si int) {
 	if !s.c.talkers.on.Load() {
 		return
@@ -86,8 +86,16 @@ func (s *source) observeTalkers(e *Event, si int) {
 	if tgs {
 		svc = serverOf(e.AfterClient)
 	}
-	failed := si != idxIssue && si != idxNeededPreauth && si != idxMorePreauth
-	s.holdTalkers().Request(tgs, failed, e.Addr, e.Client, svc)
+	st := talkers.Refused
+	switch si {
+	case idxIssue:
+		st = talkers.Issued
+	case idxNeededPreauth:
+		st = talkers.NeededPreauth
+	case idxMorePreauth:
+		st = talkers.MorePreauth
+	}
+	s.holdTalkers().Request(tgs, st, e.Addr, e.Client, svc)
 }
 
 // observeRetransmit counts a DISPATCH line's address.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,26 +16,28 @@ import (
 	"github.com/krb5-exporter/krb5-exporter/config"
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
-	"github.com/krb5-exporter/krb5-exporter/kdclog/attack"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
 // talkerTruth is the top talkers read from a KDC log with regular
 // expressions (the oracle's header and request shapes), apart from the
 // byte scanner and the Space-Saving summaries: "metric{by,request}" ->
-// name -> requests.
+// name as logged -> requests. A login is one request: an AS line of a
+// client from an address that has a login going on (after its
+// NEEDED_PREAUTH or a SPAKE round trip, unbounded here) goes on it.
 type talkerTruth map[string]map[string]float64
 
 var (
 	tClientServer = regexp.MustCompile(`^(?:authtime \d+, )?(?:etypes \{[^}]*\},? )?(.*?) for ([^,]*)`)
 	tDispatch     = regexp.MustCompile(`^DISPATCH: repeated \(retransmitted\?\) request from ([^ ,]+)`)
+	tEscape       = regexp.MustCompile(`\\(\\|x[0-9a-f]{2}|.|$)`)
 )
 
 func (tt talkerTruth) add(list, name string) {
 	if tt[list] == nil {
 		tt[list] = map[string]float64{}
 	}
-	tt[list][attack.Sanitize([]byte(name))]++
+	tt[list][name]++
 }
 
 func readTalkerTruth(t *testing.T, path string, probes []string) talkerTruth {
@@ -45,6 +48,7 @@ func readTalkerTruth(t *testing.T, path string, probes []string) talkerTruth {
 	}
 	defer f.Close()
 	tt := talkerTruth{}
+	open := map[[2]string]int{} // logins going on by address and client
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		h := oHeader.FindStringSubmatch(sc.Text())
@@ -67,13 +71,29 @@ func readTalkerTruth(t *testing.T, path string, probes []string) talkerTruth {
 		if isProbe(cs[1], probes) {
 			continue
 		}
-		tt.add("requests{address,"+req+"}", addr)
-		tt.add("requests{client,"+req+"}", cs[1])
+		round := status == "PREAUTH_FAILED" && strings.HasSuffix(rest, ", More preauthentication data is required")
+		login := [2]string{addr, cs[1]}
+		newRequest := true
+		switch {
+		case req == "tgs":
+		case status == "NEEDED_PREAUTH":
+			open[login]++
+		case open[login] > 0 && round:
+			newRequest = false
+		case open[login] > 0:
+			open[login]--
+			newRequest = false
+		case round:
+			open[login]++
+		}
+		if newRequest {
+			tt.add("requests{address,"+req+"}", addr)
+			tt.add("requests{client,"+req+"}", cs[1])
+		}
 		if req == "tgs" {
 			tt.add("requests{service,tgs}", cs[2])
 		}
-		step := status == "NEEDED_PREAUTH" || status == "PREAUTH_FAILED" && strings.HasSuffix(rest, ", More preauthentication data is required")
-		if status == "ISSUE" || step {
+		if status == "ISSUE" || status == "NEEDED_PREAUTH" || round {
 			continue
 		}
 		tt.add("failures{address}", addr)
@@ -88,8 +108,29 @@ func readTalkerTruth(t *testing.T, path string, probes []string) talkerTruth {
 	return tt
 }
 
+// unescape reads an exported name back to the bytes logged (\\ and
+// \xNN), apart from the exporter's escaping: a backslash before anything
+// else, or a cut name, is no name logged.
+func unescape(t *testing.T, v string) string {
+	t.Helper()
+	return tEscape.ReplaceAllStringFunc(v, func(e string) string {
+		switch {
+		case e == `\\`:
+			return `\`
+		case len(e) == 4:
+			b, err := strconv.ParseUint(e[2:], 16, 8)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return string([]byte{byte(b)})
+		}
+		t.Errorf("%q: %q is no escape", v, e)
+		return e
+	})
+}
+
 // exportedTalkers is the same view of a scrape's top series.
-func exportedTalkers(s *testutil.Scrape) talkerTruth {
+func exportedTalkers(t *testing.T, s *testutil.Scrape) talkerTruth {
 	tt := talkerTruth{}
 	for _, f := range []string{MetricTopRequests, MetricTopFailures, MetricTopRetransmits} {
 		mf := s.MFs[f]
@@ -111,7 +152,7 @@ func exportedTalkers(s *testutil.Scrape) talkerTruth {
 			if tt[list] == nil {
 				tt[list] = map[string]float64{}
 			}
-			tt[list][l["name"]] = m.GetGauge().GetValue()
+			tt[list][unescape(t, l["name"])] = m.GetGauge().GetValue()
 		}
 	}
 	return tt
@@ -197,6 +238,14 @@ func TestTopTalkersRealKDC(t *testing.T) {
 			t.Fatal("a wrong password succeeded")
 		}
 	}
+	// A principal the realm lacks, its name not ASCII: exported escaped.
+	pg, _ := krb5.ParsePrincipal("zo\u00eb", r.Realm)
+	ghost := client("zo\u00eb", "127.0.0.7", krb5.NewPasswordCredentials("x", pg))
+	for range 2 {
+		if _, err := ghost.Login(ctx); err == nil {
+			t.Fatal("a principal the realm lacks logged in")
+		}
+	}
 	// A job asking for a service the realm lacks, from 127.0.0.3.
 	job := client(r.User(10), "127.0.0.3", nil)
 	if _, err := job.Login(ctx); err != nil {
@@ -225,7 +274,7 @@ func TestTopTalkersRealKDC(t *testing.T) {
 	}
 	setTalkersClock(tm, t0.Add(time.Minute+time.Second))
 	got := testutil.Gather(t, tm.reg)
-	exported := exportedTalkers(got)
+	exported := exportedTalkers(t, got)
 	lists := map[string]bool{}
 	for l := range truth {
 		lists[l] = true
@@ -251,7 +300,29 @@ func TestTopTalkersRealKDC(t *testing.T) {
 	if v := truth["retransmits"]["127.0.0.1"]; v != 3 {
 		t.Errorf("the log has %v retransmits, want 3", v)
 	}
-	// The window's totals are its request lines.
+	// A login is one request whatever its lines, as the load made them:
+	// 3a logins from 127.0.0.(1+a) (and the job's one from 127.0.0.3),
+	// each with a ticket for a services; MIT's 3 kinit and 6 kvno
+	// tickets; 5 stale passwords, 2 logins of a missing principal, 3
+	// requests sent twice and never answered.
+	for k, want := range map[[2]string]float64{
+		{"requests{address,as}", "127.0.0.2"}: 3, {"requests{address,as}", "127.0.0.3"}: 7,
+		{"requests{address,as}", "127.0.0.4"}: 9, {"requests{address,as}", "127.0.0.5"}: 12,
+		{"requests{address,tgs}", "127.0.0.5"}: 48, {"requests{address,as}", "127.0.0.6"}: 5,
+		{"requests{address,as}", "127.0.0.7"}: 2, {"requests{client,as}", "zo\u00eb@" + r.Realm}: 2,
+		{"requests{client,as}", r.User(11)}: 3, {"requests{client,tgs}", r.User(11)}: 6,
+		{"requests{client,as}", r.User(9)}: 5, {"failures{client}", r.User(9)}: 5,
+		{"requests{client,as}", strings.Replace(r.User(12), "@", `\@`, 1) + "@" + r.Realm}: 3, // a name of one component with an @, as sendTwice makes it
+	} {
+		if v := exported[k[0]][k[1]]; v != want {
+			t.Errorf("%s %s: %v exported, the load made %v (%v)", k[0], k[1], v, want, exported[k[0]])
+		}
+	}
+	// ... of more lines than that: the round trips are in the log.
+	if n := countLines(t, r.KDCLog, regexp.MustCompile(`AS_REQ .*: (NEEDED_PREAUTH|PREAUTH_FAILED): `+regexp.QuoteMeta(r.User(11))+` for .*(required)$`)); n != 6 {
+		t.Errorf("%d NEEDED_PREAUTH and SPAKE round-trip lines of MIT's 3 kinit, want 6", n)
+	}
+	// The window's totals are its requests.
 	for _, req := range []string{"as", "tgs"} {
 		var sum float64
 		for _, v := range truth["requests{address,"+req+"}"] {
@@ -275,4 +346,63 @@ func sortedTalkers(m map[string]float64) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// countLines counts the lines of path that re matches.
+func countLines(t *testing.T, path string, re *regexp.Regexp) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, l := range strings.Split(string(b), "\n") {
+		if re.MatchString(l) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestTopTalkersLoginsRealKDC: MIT kinit and kvno against a harness KDC
+// with SPAKE (a login is NEEDED_PREAUTH, a round trip and ISSUE: 3 AS
+// lines) and one without (encrypted timestamp: 2 AS lines): n logins and
+// n service tickets are n AS and n TGS requests, in the client's and the
+// address's series and the window's totals.
+func TestTopTalkersLoginsRealKDC(t *testing.T) {
+	needMIT(t)
+	const n = 4
+	for _, c := range []struct {
+		name    string
+		noSPAKE bool
+		lines   int // AS lines of a login
+	}{{"spake", false, 3}, {"encrypted timestamp", true, 2}} {
+		t.Run(c.name, func(t *testing.T) {
+			r, tm := followedRealm(t, realm.Options{Users: 1, Services: 1, Fillers: -1, NoKadmind: true, DisableLastSuccess: true, NoSPAKE: c.noSPAKE})
+			t0 := time.Now().Truncate(time.Minute)
+			setTalkersClock(tm, t0)
+			mit := clients{t: t, r: r}
+			for range n {
+				mit.ok("", "kinit", "-k", "-t", r.UserKeytab, r.User(1))
+				mit.ok("", "kvno", "--no-store", r.Service(1))
+			}
+			waitValue(t, tm.reg, completeLines(t, r.KDCLog), "krb5_kdc_log_lines_read_total", "path", r.KDCLog)
+			if got := countLines(t, r.KDCLog, regexp.MustCompile(`AS_REQ .* `+regexp.QuoteMeta(r.User(1))+` for `)); got != c.lines*n {
+				t.Fatalf("%d AS lines of %s in the log, want %d", got, r.User(1), c.lines*n)
+			}
+			setTalkersClock(tm, t0.Add(time.Minute+time.Second))
+			got := testutil.Gather(t, tm.reg)
+			for _, req := range []string{"as", "tgs"} {
+				for _, v := range []float64{
+					got.Value(MetricTopRequests, "by", "client", "request", req, "name", r.User(1)),
+					got.Value(MetricTopRequests, "by", "address", "request", req, "name", "127.0.0.1"),
+					got.Value(MetricTopWindowRequests, "request", req),
+				} {
+					if v != n {
+						t.Errorf("%s: %v requests, want %d", req, v, n)
+					}
+				}
+			}
+		})
+	}
 }

@@ -135,9 +135,10 @@ func TestLandingPageLeadsWithTheCause(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The window's rate is of requests the KDC logged: at most what its
-	// log holds from that address over the 5 s window.
-	if inLog := strings.Count(string(log), " 127.0.0.5: "); rate*5 > float64(inLog) || rate < 30 {
+	// The window's rate is of requests the KDC logged (a login one, its
+	// lines 3): at most a third of what its log holds from that address
+	// over the 5 s window, above the storm threshold (20 a second).
+	if inLog := strings.Count(string(log), " 127.0.0.5: "); rate*5 > float64(inLog)/3 || rate <= 20 {
 		t.Errorf("the storm's rate %.1f/s: %.0f requests in the window, the log has %d from 127.0.0.5 in all", rate, rate*5, inLog)
 	}
 	shot("storm")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/netip"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
+	"github.com/krb5-exporter/krb5-exporter/kdclog/talkers"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
@@ -80,8 +82,10 @@ func TestLandingPageTopTalkers(t *testing.T) {
 	if page.Title != "krb5-exporter" || page.Injected != 0 {
 		t.Errorf("injected code ran or elements exist: title %q, %d img/script elements", page.Title, page.Injected)
 	}
-	// The hostile principal as logged, escaped and cut to 48 bytes.
-	if f := page.Rows["Failures by client"]; f[0].Name != (hostileClient + "@" + r.Realm)[:48]+"..." {
+	// The hostile principal as logged, escaped and cut to 40 bytes, its
+	// hash after them.
+	cut := regexp.MustCompile("^" + regexp.QuoteMeta((hostileClient + "@" + r.Realm)[:talkers.CutTo]+talkers.CutMark) + "[0-9a-f]{6}$")
+	if f := page.Rows["Failures by client"]; !cut.MatchString(f[0].Name) {
 		t.Errorf("failures by client %+v, want the hostile principal cut", f)
 	}
 	// No more than the KDC's log has: the window is one of its stretches.

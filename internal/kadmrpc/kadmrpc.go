@@ -117,8 +117,8 @@ func ping(ctx context.Context, d *net.Dialer, addr string) (string, error) {
 	return parseReply(msg, xid)
 }
 
-// readRecord reads one record (fragments up to the last) of at most
-// maxReply bytes.
+// readRecord reads one record (fragments up to the last, none empty
+// before it) of at most maxReply bytes.
 func readRecord(r io.Reader) ([]byte, error) {
 	var msg []byte
 	for {
@@ -128,6 +128,12 @@ func readRecord(r io.Reader) ([]byte, error) {
 		}
 		v := binary.BigEndian.Uint32(h[:])
 		n := int(v & 0x7fffffff)
+		if n == 0 && v&0x80000000 == 0 {
+			// Legal in RFC 5531 but never sent by kadmind: endless ones
+			// would keep the probe reading for nothing. With it, a record
+			// is at most maxReply fragments.
+			return nil, malformed("empty fragment before the last")
+		}
 		if len(msg)+n > maxReply {
 			return nil, malformed("record of more than %d bytes", maxReply)
 		}

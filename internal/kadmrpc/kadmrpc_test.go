@@ -1,8 +1,11 @@
 package kadmrpc
 
 import (
+	"context"
 	"encoding/binary"
+	"net"
 	"testing"
+	"time"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
 )
@@ -46,4 +49,47 @@ func TestParseReply(t *testing.T) {
 			t.Errorf("%s: reply %q class %s (%v), want %q %s", tc.name, reply, krb5.Classify(err), err, tc.reply, tc.class)
 		}
 	}
+}
+
+// TestEndlessEmptyFragments: a fake kadmind on loopback that answers the
+// call with empty fragments that are never the last, as fast as it can
+// for up to 5 s: the probe refuses the first one (malformed_reply) and
+// closes, having taken a few bytes of them, not seconds of CPU.
+func TestEndlessEmptyFragments(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	sent := make(chan int64, 1)
+	go func() {
+		conn, err := l.Accept()
+		if err != nil {
+			sent <- -1
+			return
+		}
+		defer conn.Close()
+		conn.Read(make([]byte, 64)) // the call
+		chunk := make([]byte, 4096) // 1,024 empty fragments, not last
+		var n int64
+		for end := time.Now().Add(5 * time.Second); time.Now().Before(end); {
+			conn.SetWriteDeadline(end)
+			m, err := conn.Write(chunk)
+			if n += int64(m); err != nil {
+				break
+			}
+		}
+		sent <- n
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err = Ping(ctx, &net.Dialer{}, l.Addr().String())
+	if krb5.Classify(err) != krb5.ClassMalformedReply {
+		t.Errorf("endless empty fragments: %v (class %s), want %s", err, krb5.Classify(err), krb5.ClassMalformedReply)
+	}
+	if d := time.Since(start); d > 4*time.Second {
+		t.Errorf("the probe read for %s", d)
+	}
+	t.Logf("the fake server wrote %d bytes before the probe closed", <-sent)
 }

@@ -1,7 +1,9 @@
 package statuspage
 
 import (
+	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -63,24 +65,43 @@ func TestFindingsOrder(t *testing.T) {
 	}
 }
 
-// A storm is a rate and a share: many requests from everyone is a busy
-// KDC, not a storm, and a share of a trickle is nobody's storm.
+// A storm is a rate, as KDCClientStorm's (alerts/talkers.rules.yml):
+// more than 20 requests a second from one name whatever else the KDC
+// serves, so that other traffic cannot outvote it; a share of a trickle
+// is nobody's storm.
 func TestStormThresholds(t *testing.T) {
 	for _, c := range []struct {
 		n, total int
 		storm    bool
 	}{
 		{3000, 3600, true},  // 50/s, 83 %
-		{1799, 3600, false}, // 30/s less a request, 50 %
-		{1900, 3600, true},  // 31.7/s, 53 %
-		{2000, 5000, false}, // 33/s, 40 %: busy, others too
-		{6100, 20000, true}, // 101.7/s whatever its share
+		{1200, 3600, false}, // 20/s, the threshold
+		{1201, 3600, true},  // just above
+		{2400, 6000, true},  // 40/s, 40 %: outvoted by 60/s of others, a storm all the same
+		{6100, 20000, true}, // 101.7/s, 30 %
 		{100, 100, false},   // 100 % of 1.7/s
 	} {
 		got := len(stormFindings(t0, storm(t, "127.0.0.5", c.n, c.total))) > 0
 		if got != c.storm {
 			t.Errorf("%d of %d requests in 60 s: storm %v, want %v", c.n, c.total, got, c.storm)
 		}
+	}
+}
+
+// TestStormRateIsTheRule: the page's storm rate is the one the alert
+// fires at (the recording rule holding its threshold), so that the page
+// and KDCClientStorm name the same storms.
+func TestStormRateIsTheRule(t *testing.T) {
+	b, err := os.ReadFile("../../alerts/talkers.rules.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`record: krb5:kdc_client_storm_threshold:requests_per_second\n\s+expr: vector\(([0-9.]+)\)`).FindSubmatch(b)
+	if m == nil {
+		t.Fatal("talkers.rules.yml holds no storm threshold")
+	}
+	if v, err := strconv.ParseFloat(string(m[1]), 64); err != nil || v != stormRate {
+		t.Errorf("the rule's storm threshold %s, the page's %v", m[1], stormRate)
 	}
 }
 

@@ -18,13 +18,19 @@
 // count less that error, what Snapshot gives as Count, is a lower bound,
 // exact (error 0) for every name held since its first request of the
 // window, which is all of them while the window saw at most Slack*k
-// distinct names. Names are stored cut to attack.MaxName bytes and
-// exported escaped as the attack offenders are.
+// distinct names. Names are counted whole (by a hash of every byte,
+// keyed per process) and exported escaped as the attack offenders are; a
+// name longer than attack.MaxName bytes is shown cut to CutTo bytes with
+// `...\` and 6 hex digits of its hash after them (Display), so that long
+// names that differ only past the cut stay apart.
 package talkers
 
 import (
 	"hash/maphash"
+	"math/bits"
+	"slices"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/krb5-exporter/krb5-exporter/kdclog/attack"
@@ -60,13 +66,18 @@ const Slack = 4
 // EmptyName is the name shown for an empty field.
 const EmptyName = "<empty>"
 
-// cutMark tells a cut name's id from that of a name of exactly
-// attack.MaxName bytes.
-const cutMark = 0x9e3779b97f4a7c15
+// CutTo is how many bytes of a name longer than attack.MaxName are shown.
+const CutTo = 40
+
+// CutMark follows a cut name, then the 6 hex digits of its hash: a
+// backslash followed by neither a backslash nor an x is never in the
+// escape of a name (attack.Sanitize), so no short name is shown as a cut
+// one.
+const CutMark = `...\`
 
 // Talker is one name of a list in the last complete window.
 type Talker struct {
-	Name  string // escaped and cut (attack.Sanitize)
+	Name  string // escaped and, if long, cut (Display)
 	Count uint64 // requests, at most Error too few
 	Error uint64 // 0: exact
 }
@@ -75,7 +86,7 @@ type Talker struct {
 type Snapshot struct {
 	Start       time.Time // the window's start; zero before the first window ended
 	Window      time.Duration
-	Requests    [2]uint64 // every request line of the window: AS, TGS
+	Requests    [2]uint64 // every request of the window (a login one): AS, TGS
 	Failures    uint64
 	Retransmits uint64
 	Lists       [NumLists][]Talker // best first, at most k, names unique per list
@@ -93,6 +104,8 @@ type Tracker struct {
 	failures    uint64
 	retransmits uint64
 	lists       [NumLists]summary
+	logins      logins
+	now         uint32 // Tick's clock, in seconds
 	last        Snapshot
 	memo        [3]memo // the last address, client and service: a login's lines share them
 }
@@ -101,7 +114,7 @@ type Tracker struct {
 type memo struct {
 	n  int // -1: none
 	id uint64
-	b  [64]byte
+	b  [attack.MaxName]byte
 }
 
 // New returns a tracker exporting k names a list over windows of w.
@@ -133,6 +146,7 @@ func (t *Tracker) SetConfig(k int, w time.Duration) {
 // to multiples of their length. Call it before each batch of requests and
 // before Last.
 func (t *Tracker) Tick(now time.Time) {
+	t.now = uint32(now.Unix())
 	switch {
 	case t.start.IsZero():
 	case now.Before(t.start): // the clock stepped back: start over
@@ -151,31 +165,39 @@ func (t *Tracker) Tick(now time.Time) {
 	}
 }
 
+// Status is what the KDC answered a request line, as far as counting
+// requests goes.
+type Status uint8
+
+// The statuses.
+const (
+	Issued        Status = iota // ISSUE
+	Refused                     // any other final status: a failure
+	NeededPreauth               // NEEDED_PREAUTH: a login that goes on
+	MorePreauth                 // a SPAKE round trip (PREAUTH_FAILED "More preauthentication data is required")
+)
+
 // Request counts one request line: its client address, client
-// principal and, for TGS, its service; failed says it was refused (not
-// ISSUE, nor the steps of a login that go on: NEEDED_PREAUTH, a SPAKE
-// round trip).
-func (t *Tracker) Request(tgs, failed bool, addr, client, service []byte) {
+// principal and, for TGS, its service. A login is one request whatever
+// its round trips: an AS line that goes on a login of the same client
+// from the same address (after its NEEDED_PREAUTH or a SPAKE round trip)
+// counts in no requests list, only as a failure when refused.
+func (t *Tracker) Request(tgs bool, st Status, addr, client, service []byte) {
 	a, c := t.ref(0, addr), t.ref(1, client)
-	r := RequestsAddressAS
-	if tgs {
-		r = RequestsAddressTGS
-		t.requests[1]++
-	} else {
-		t.requests[0]++
-	}
-	if l := &t.lists[r]; a.id == l.lastID { // add's hint, inline: one host's burst
-		l.hit(l.last)
-	} else {
-		l.addOther(a)
-	}
-	t.lists[r+RequestsClientAS-RequestsAddressAS].add(c)
 	var s ref
-	if tgs {
+	switch {
+	case tgs:
+		t.requests[1]++
+		t.count(RequestsAddressTGS, a)
+		t.lists[RequestsClientTGS].add(c)
 		s = t.ref(2, service)
 		t.lists[RequestsServiceTGS].add(s)
+	case t.logins.starts(a.id, c.id, st, t.now):
+		t.requests[0]++
+		t.count(RequestsAddressAS, a)
+		t.lists[RequestsClientAS].add(c)
 	}
-	if !failed {
+	if st != Refused {
 		return
 	}
 	t.failures++
@@ -184,6 +206,85 @@ func (t *Tracker) Request(tgs, failed bool, addr, client, service []byte) {
 	if tgs {
 		t.lists[FailuresService].add(s)
 	}
+}
+
+// count adds a request of address a to list r, the summary's hint
+// inline: one host's burst.
+func (t *Tracker) count(r List, a ref) {
+	if l := &t.lists[r]; a.id == l.lastID {
+		l.hit(l.last)
+	} else {
+		l.addOther(a)
+	}
+}
+
+// LoginWait is how long a login's next line may follow its last (the
+// KDC's reply and the client's next request): a login open longer was
+// given up, and the client's next line starts another.
+const LoginWait = 10 // seconds
+
+// logins are the logins going on, by client and address: 4-way
+// set-associative, so a look-up is a few compares in one or two cache
+// lines. A login pushed out by others (more than 4 of a set within
+// LoginWait: a flood of logins given up) counts again at its next line,
+// at worst once a line, as every line counted before.
+type logins [loginSets][4]login
+
+const loginSets = 1024
+
+// login is one client's logins from one address going on: open of them,
+// the last line at at.
+type login struct {
+	key  uint64 // 0: free
+	at   uint32
+	open uint32
+}
+
+// starts reports whether a line of a login starts a request, and keeps
+// the logins going on: NEEDED_PREAUTH opens one (each a request, as a
+// client may log in several times at once), a round trip or a final
+// answer goes on an open one, else starts one. Keys are hashes of the
+// whole names (keyed per process): no one can go on another's login.
+func (l *logins) starts(addr, client uint64, st Status, now uint32) bool {
+	key := client ^ bits.RotateLeft64(addr, 17)
+	if key == 0 {
+		key = 1
+	}
+	set := &l[(key^key>>32)&(loginSets-1)]
+	var e *login
+	for i := range set {
+		if set[i].key == key && set[i].open > 0 && now-set[i].at < LoginWait {
+			e = &set[i]
+			break
+		}
+	}
+	switch {
+	case st == NeededPreauth:
+	case e == nil && st == MorePreauth: // its start was not seen: this line is the request
+	case e == nil:
+		return true
+	case st == MorePreauth:
+		e.at = now
+		return false
+	default: // its final answer
+		e.open--
+		return false
+	}
+	if e == nil {
+		e = &set[0]
+		for i := range set { // a free or stale slot, else the oldest
+			if set[i].open == 0 || now-set[i].at >= LoginWait {
+				e = &set[i]
+				break
+			}
+			if now-set[i].at > now-e.at {
+				e = &set[i]
+			}
+		}
+		*e = login{key: key}
+	}
+	e.at, e.open = now, e.open+1
+	return true
 }
 
 // Retransmit counts a retransmitted request from addr.
@@ -208,19 +309,15 @@ func (t *Tracker) snapshot() {
 	}
 }
 
-// ref is a name in a log line: its id (the hash of its first MaxName
-// bytes, so that names cut alike are one) and the bytes kept, one more
-// than MaxName when cut, so that attack.Sanitize marks it cut.
+// ref is a name in a log line: its id (the hash of all its bytes) and
+// its bytes.
 type ref struct {
 	id uint64
 	b  []byte
 }
 
 func (t *Tracker) ref(field int, v []byte) ref {
-	if len(v) > attack.MaxName {
-		return t.cut(v)
-	}
-	if field != 0 { // clients and services change from line to line: a hash is cheaper
+	if field != 0 || len(v) > attack.MaxName { // clients and services change from line to line: a hash is cheaper
 		return ref{id: nonzero(maphash.Bytes(t.seed, v)), b: v}
 	}
 	m := &t.memo[field]
@@ -231,11 +328,13 @@ func (t *Tracker) ref(field int, v []byte) ref {
 	return ref{id: m.id, b: v}
 }
 
-// name is a held name's cold part: its error and bytes.
+// name is a held name's cold part: its error and bytes, CutTo of them
+// when cut.
 type name struct {
 	err uint64
 	n   uint8
-	b   [attack.MaxName + 1]byte
+	cut bool
+	b   [attack.MaxName]byte
 }
 
 // bucket is one of Filtered Space-Saving's counters of the names not
@@ -337,13 +436,14 @@ func (s *summary) addOther(r ref) {
 	}
 	s.filter[b].held++
 	n := &s.names[v]
-	n.err, n.n = err, uint8(copy(n.b[:], r.b))
+	n.err, n.cut = err, len(r.b) > attack.MaxName
+	if n.cut {
+		n.n = uint8(copy(n.b[:CutTo], r.b))
+	} else {
+		n.n = uint8(copy(n.b[:], r.b))
+	}
 	s.put(r.id, int32(v)+1)
 	s.last, s.lastID = v, r.id
-}
-
-func (t *Tracker) cut(v []byte) ref {
-	return ref{id: nonzero(maphash.Bytes(t.seed, v[:attack.MaxName]) ^ cutMark), b: v[:attack.MaxName+1]}
 }
 
 // nonzero keeps 0 for "no name" (summary.lastID).
@@ -377,9 +477,10 @@ func (s *summary) findMin() {
 
 // victim is a slot at minVal (atMin > 0). Counts only grow within a
 // window and the victim's grows, so the next one is mostly found at once
-// from where the last search stopped.
+// from where the last search stopped. One turn at most: were atMin ever
+// wrong, the minimum is found again rather than searched for forever.
 func (s *summary) victim() int {
-	for {
+	for range len(s.counts) {
 		i := s.cursor
 		if s.cursor++; s.cursor == len(s.counts) {
 			s.cursor = 0
@@ -388,6 +489,8 @@ func (s *summary) victim() int {
 			return i
 		}
 	}
+	s.findMin()
+	return slices.Index(s.counts, s.minVal)
 }
 
 func (s *summary) put(id uint64, v int32) {
@@ -426,11 +529,8 @@ func (s *summary) top(k int, out []Talker) []Talker {
 	g := func(i int) uint64 { return s.counts[i] - s.names[i].err }
 	names := make([]string, len(s.ids))
 	for i := range names {
-		if n := &s.names[i]; n.n == 0 {
-			names[i] = EmptyName
-		} else {
-			names[i] = attack.Sanitize(n.b[:n.n])
-		}
+		n := &s.names[i]
+		names[i] = display(n.b[:n.n], n.cut, s.ids[i])
 	}
 	sort.Slice(order, func(a, b int) bool {
 		x, y := order[a], order[b]
@@ -451,6 +551,19 @@ func (s *summary) top(k int, out []Talker) []Talker {
 		out = append(out, Talker{Name: names[i], Count: g(i), Error: s.names[i].err})
 	}
 	return out
+}
+
+// display is a name as exported: EmptyName for an empty one, escaped,
+// and when cut followed by CutMark and 6 hex digits of its id.
+func display(b []byte, cut bool, id uint64) string {
+	switch {
+	case cut:
+		h := strconv.FormatUint(id>>40|1<<24, 16) // 24 bits, leading zeros kept
+		return attack.Sanitize(b) + CutMark + h[1:]
+	case len(b) == 0:
+		return EmptyName
+	}
+	return attack.Sanitize(b)
 }
 
 // Merged is the names of lists together, their counts summed (a name in
