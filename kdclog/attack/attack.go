@@ -4,16 +4,15 @@
 // Prometheus: kdclog feeds it one Request per AS or TGS line and exports
 // its Snapshot.
 //
-// Memory is fixed at construction whatever the log holds: exact counters
-// per kind of event, and per signal the worst offenders of the current
-// window only, k of them, kept with the Space-Saving heavy-hitter
-// algorithm (Metwally et al., 2005: any offender with more than 1/k of a
-// signal's events in a window is kept). The distinct principals or
-// services of an offender are counted exactly up to its signal's
-// threshold (a table of their 64-bit hashes, O(k * threshold)) and
-// estimated beyond it by a 512-bit linear-counting sketch; offender names
-// are stored cut to MaxName bytes. A spray from
-// 100,000 forged addresses churns the k slots; it grows nothing.
+// Every offender of a window is counted exactly, up to a bound on memory
+// (config.AttackSignals.TrackedOffenders; MaxBytes): its events, and its
+// distinct principals or services through a set of the window's distinct
+// (offender, item) pairs, both tables of hashes keyed with the process's
+// random seed. Nothing pushes an offender out, so decoys below a
+// threshold cannot hide one above it; offenders beyond the bound go to a
+// count-min sketch that never counts too few. The k exported per signal
+// are the window's highest scores; their names are stored cut to MaxName
+// bytes.
 //
 // The rule of recovery, one table for the attack signals and kdclog's
 // request counters (krb5_kdc_preauth_failures_recovered_total): an
@@ -35,6 +34,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/krb5-exporter/krb5-exporter/config"
 )
@@ -173,8 +173,10 @@ type Detector struct {
 
 	events     [NumEvents]uint64
 	detections [NumSignals]uint64
-	top        [NumSignals]topK
-	limits     [NumSignals][2]int // distinct thresholds (and Kerberoasting's RC4 one)
+	untracked  [NumSignals]uint64 // events of offenders beyond the table
+	sig        [NumSignals]offenders
+	limits     [NumSignals][2]int // thresholds (and Kerberoasting's RC4 one)
+	tracked    int                // offenders a signal tracks per window
 	promote    int                // tgsPromote, or the Kerberoasting threshold if lower
 
 	pending    [pendingCap]pending
@@ -198,16 +200,18 @@ func (d *Detector) SetConfig(c config.AttackSignals) {
 	c = c.WithDefaults()
 	limits := [NumSignals][2]int{
 		PasswordSpraying: {c.SprayingPrincipals},
+		BruteForce:       {c.BruteForceFailures},
 		UserEnumeration:  {c.EnumerationPrincipals},
 		Kerberoasting:    {c.KerberoastingServices, c.KerberoastingRC4Services},
 		ASREPRoasting:    {c.ASREPRoastingPrincipals},
 	}
-	if c.TopK != d.cfg.TopK || limits != d.limits {
-		for s := range d.top {
-			d.top[s] = newTopK(c.TopK, limits[s][0], limits[s][1])
+	if c.TopK != d.cfg.TopK || limits != d.limits || c.TrackedOffenders != d.tracked {
+		for s := range d.sig {
+			d.sig[s] = offenders{top: newTop(c.TopK)}
+			d.sig[s].reset()
 		}
 	}
-	d.cfg, d.limits = c, limits
+	d.cfg, d.limits, d.tracked = c, limits, c.TrackedOffenders
 	d.promote = min(tgsPromote, c.KerberoastingServices)
 }
 
@@ -219,8 +223,8 @@ func (d *Detector) Tick(now time.Time) {
 	d.now = now
 	if d.windowStart.IsZero() || now.Sub(d.windowStart) >= d.cfg.Window || now.Before(d.windowStart) {
 		d.windowStart = now
-		for s := range d.top {
-			d.top[s].reset()
+		for s := range d.sig {
+			d.sig[s].reset()
 		}
 		d.tgs = [tgsSets][2]tgsSlot{}
 	}
@@ -321,45 +325,84 @@ func (d *Detector) serviceTicket(r *Request) {
 	if !w.add(svc) || int(w.n) < d.promote {
 		return
 	}
-	e := d.add(Kerberoasting, d.ref(r.Client), svc, false)
-	for _, h := range w.svc[:w.n-1] { // the services seen before
-		e.distinct.add(h)
-		e.exact.add(h)
+	o := d.ref(r.Client)
+	for _, h := range w.svc[:w.n-1] { // the services seen before, no event each
+		d.count(Kerberoasting, o, h, false, false)
 	}
-	d.check(Kerberoasting, e)
+	d.add(Kerberoasting, o, svc, false)
 	w.n = tgsPromoted
 }
 
 // add counts one event of offender o with item (the principal, service or
 // address it concerns) and records a detection when o crosses the
 // signal's threshold in this window.
-func (d *Detector) add(s Signal, o ref, item uint64, rc4 bool) *entry {
-	e := d.top[s].add(o)
-	e.distinct.add(item)
-	grew := e.exact.add(item)
-	if rc4 {
-		e.rc4.add(item)
-		grew = e.exactRC4.add(item) || grew
+func (d *Detector) add(s Signal, o ref, item uint64, rc4 bool) { d.count(s, o, item, rc4, true) }
+
+// count adds item to o's distinct ones, and counts an event if event.
+func (d *Detector) count(s Signal, o ref, item uint64, rc4, event bool) {
+	st := &d.sig[s]
+	e := st.tab.get(o.id, d.tracked)
+	if e == nil { // beyond the table: the overflow sketch
+		d.untracked[s]++
+		limit := d.limits[s][0]
+		if rc4 {
+			limit = d.limits[s][1]
+		}
+		if event && st.over.add(o.id, limit) {
+			d.detections[s]++
+		}
+		return
 	}
-	if grew || s == BruteForce {
-		d.check(s, e)
+	if event && e.count < ^uint32(0) {
+		e.count++
 	}
-	return e
+	score := e.count
+	if s != BruteForce {
+		grew := st.pair(o.id, item, 0, d.tracked)
+		if grew {
+			e.distinct++
+		}
+		if rc4 && st.pair(o.id, item, rc4Pair, d.tracked) {
+			e.rc4++
+			grew = true
+		}
+		if !grew {
+			return
+		}
+		score = e.distinct
+	}
+	st.top.offer(e, o, score, &st.tab)
+	d.check(s, e)
+}
+
+// rc4Pair sets an RC4 service's pairs apart from the same service's.
+const rc4Pair = 0x9e3779b97f4a7c15
+
+// pair adds (id, item) to the signal's pairs and reports whether it was
+// new; with no room left it counts as new (never one too few).
+func (st *offenders) pair(id, item, kind uint64, tracked int) bool {
+	h := mix(id ^ mix(item^kind))
+	if h == 0 {
+		h = 1
+	}
+	isNew, _ := st.pairs.add(h, pairsPerOffender*tracked)
+	return isNew
 }
 
 // check records a detection when e reaches its signal's threshold.
-func (d *Detector) check(s Signal, e *entry) {
+func (d *Detector) check(s Signal, e *tracked) {
 	if e.fired {
 		return
 	}
+	l := d.limits[s]
 	var hit bool
 	switch s {
 	case BruteForce:
-		hit = e.count-e.err >= uint64(d.cfg.BruteForceFailures)
+		hit = int(e.count) >= l[0]
 	case Kerberoasting:
-		hit = e.exact.full() || e.exactRC4.full()
+		hit = int(e.distinct) >= l[0] || int(e.rc4) >= l[1]
 	default:
-		hit = e.exact.full()
+		hit = int(e.distinct) >= l[0]
 	}
 	if hit {
 		e.fired = true
@@ -371,41 +414,31 @@ func (d *Detector) check(s Signal, e *entry) {
 type Offender struct {
 	Name     string  // sanitized (Sanitize), at most 4*MaxName+3 bytes
 	Score    float64 // what the threshold applies to: distinct principals/services, or failures (brute force)
-	Events   uint64  // the offender's events in the window (Space-Saving: at most Error too many)
-	Error    uint64
-	Detected bool // crossed the threshold in this window
+	Events   uint64  // the offender's events in the window
+	Detected bool    // crossed the threshold in this window
 }
 
 // Snapshot is the detector's state for export.
 type Snapshot struct {
 	Events      [NumEvents]uint64
 	Detections  [NumSignals]uint64
+	Untracked   [NumSignals]uint64     // events of offenders beyond the table (TrackedOffenders), all windows
+	Tracked     [NumSignals]int        // offenders in the current window's table
 	Offenders   [NumSignals][]Offender // best first, names unique per signal
 	WindowStart time.Time
 }
 
 // Snapshot fills s (its slices are reused).
 func (d *Detector) Snapshot(s *Snapshot) {
-	s.Events, s.Detections, s.WindowStart = d.events, d.detections, d.windowStart
-	for sig := range d.top {
+	s.Events, s.Detections, s.Untracked, s.WindowStart = d.events, d.detections, d.untracked, d.windowStart
+	for sig := range d.sig {
+		st := &d.sig[sig]
+		s.Tracked[sig] = st.tab.n
 		out := s.Offenders[sig][:0]
-		seen := map[string]int{}
-		for i := range d.top[sig].e {
-			e := &d.top[sig].e[i]
-			o := Offender{Name: e.name.String(), Events: e.count, Error: e.err, Detected: e.fired}
-			if Signal(sig) == BruteForce {
-				o.Score = float64(e.count - e.err)
-			} else {
-				o.Score = e.score()
+		for i, id := range st.top.ids {
+			if e := st.tab.find(id); e != nil {
+				out = append(out, Offender{Name: st.top.names[i].String(), Score: float64(st.top.scores[i]), Events: uint64(e.count), Detected: e.fired})
 			}
-			if j, ok := seen[o.Name]; ok { // two names cut to the same prefix
-				if o.Score > out[j].Score {
-					out[j] = o
-				}
-				continue
-			}
-			seen[o.Name] = len(out)
-			out = append(out, o)
 		}
 		sort.Slice(out, func(i, j int) bool {
 			if out[i].Score != out[j].Score {
@@ -416,6 +449,39 @@ func (d *Detector) Snapshot(s *Snapshot) {
 		s.Offenders[sig] = out
 	}
 }
+
+// Bytes is the memory the offender tables hold now; MaxBytes the most
+// they can (config.AttackSignals.TrackedOffenders).
+func (d *Detector) Bytes() int {
+	n := 0
+	for s := range d.sig {
+		n += d.sig[s].bytes()
+	}
+	return n
+}
+
+// MaxBytes is what Bytes can reach: every signal's table and pairs full.
+func (d *Detector) MaxBytes() int {
+	return MaxBytes(d.cfg)
+}
+
+// MaxBytes is the most memory the offender tables of a detector
+// configured with c hold: per signal, TrackedOffenders offenders and
+// (brute force apart, which counts no items) eight times as many
+// distinct pairs, each table at most 7/8 full with a power of two of
+// slots; the overflow sketch and the top k's names.
+func MaxBytes(c config.AttackSignals) int {
+	c = c.WithDefaults()
+	pairs := 8 * max(pairsPerOffender*initialSlots, slotsFor(pairsPerOffender*c.TrackedOffenders))
+	per := slotsFor(c.TrackedOffenders)*sizeofTracked + sizeofOverflow + c.TopK*(8+4+sizeofName)
+	return int(NumSignals)*per + int(NumSignals-1)*pairs + 8*pairsPerOffender*initialSlots
+}
+
+const (
+	sizeofTracked  = int(unsafe.Sizeof(tracked{}))
+	sizeofName     = int(unsafe.Sizeof(name{}))
+	sizeofOverflow = int(unsafe.Sizeof(overflow{}))
+)
 
 // Seed is the seed of the hashes in a Request.
 func (d *Detector) Seed() maphash.Seed { return d.seed }
