@@ -20,6 +20,7 @@ const (
 	MetricAttackOffender   = "krb5_kdc_attack_offender_score"
 	MetricAttackTracked    = "krb5_kdc_attack_tracked_offenders"
 	MetricAttackUntracked  = "krb5_kdc_attack_untracked_events_total"
+	MetricAttackPrincipals = "krb5_kdc_attack_distinct_principals_total"
 )
 
 var (
@@ -38,6 +39,9 @@ var (
 	descAttackUntracked = prometheus.NewDesc(MetricAttackUntracked,
 		"Events of offenders beyond attack_signals.tracked_offenders in their window, counted in an overflow sketch (detections of them may be too many, never too few).",
 		[]string{"signal"}, nil)
+	descAttackPrincipals = prometheus.NewDesc(MetricAttackPrincipals,
+		"Principals across all addresses, each counted once in each window in which it had a wrong password (kind=wrong_password) or was asked for and not found (unknown_client): increase() over a window reads its distinct principals. Exact up to 4096 a window, a HyperLogLog beyond.",
+		[]string{"kind"}, nil)
 )
 
 // attackState is the Manager's detector. Sources feed it under mu, taken
@@ -195,6 +199,7 @@ func describeAttack(ch chan<- *prometheus.Desc) {
 	ch <- descAttackOffender
 	ch <- descAttackTracked
 	ch <- descAttackUntracked
+	ch <- descAttackPrincipals
 }
 
 func (a *attackState) collect(ch chan<- prometheus.Metric) {
@@ -208,6 +213,9 @@ func (a *attackState) collect(ch chan<- prometheus.Metric) {
 	a.mu.Unlock()
 	for e := range attack.NumEvents {
 		counter(ch, descAttackEvents, s.Events[e], attack.EventNames[e])
+	}
+	for k := range attack.NumSpreads {
+		counter(ch, descAttackPrincipals, s.Principals[k], attack.SpreadNames[k])
 	}
 	for sig := range attack.NumSignals {
 		counter(ch, descAttackDetections, s.Detections[sig], attack.SignalNames[sig])

@@ -175,6 +175,7 @@ type Detector struct {
 	detections [NumSignals]uint64
 	untracked  [NumSignals]uint64 // events of offenders beyond the table
 	sig        [NumSignals]offenders
+	spread     [NumSpreads]distinct
 	limits     [NumSignals][2]int // thresholds (and Kerberoasting's RC4 one)
 	tracked    int                // offenders a signal tracks per window
 	promote    int                // tgsPromote, or the Kerberoasting threshold if lower
@@ -190,6 +191,9 @@ type Detector struct {
 // New returns a detector configured by c (zero values take the defaults).
 func New(c config.AttackSignals) *Detector {
 	d := &Detector{seed: maphash.MakeSeed()}
+	for k := range d.spread {
+		d.spread[k].exact.reset()
+	}
 	d.SetConfig(c)
 	return d
 }
@@ -225,6 +229,9 @@ func (d *Detector) Tick(now time.Time) {
 		d.windowStart = now
 		for s := range d.sig {
 			d.sig[s].reset()
+		}
+		for k := range d.spread {
+			d.spread[k].next()
 		}
 		d.tgs = [tgsSets][2]tgsSlot{}
 	}
@@ -283,6 +290,7 @@ func (d *Detector) Observe(r *Request) {
 		d.push(key, seq, r)
 	case OutcomeUnknownClient:
 		d.events[EventUnknownClient]++
+		d.spread[SpreadUnknownClient].add(r.Hash)
 		d.add(UserEnumeration, d.ref(r.Addr), r.Hash, false)
 	case OutcomeLockedOut:
 		d.events[EventLockout]++
@@ -424,6 +432,7 @@ type Snapshot struct {
 	Detections  [NumSignals]uint64
 	Untracked   [NumSignals]uint64     // events of offenders beyond the table (TrackedOffenders), all windows
 	Tracked     [NumSignals]int        // offenders in the current window's table
+	Principals  [NumSpreads]uint64     // principals across all addresses, each once a window
 	Offenders   [NumSignals][]Offender // best first, names unique per signal
 	WindowStart time.Time
 }
@@ -431,6 +440,9 @@ type Snapshot struct {
 // Snapshot fills s (its slices are reused).
 func (d *Detector) Snapshot(s *Snapshot) {
 	s.Events, s.Detections, s.Untracked, s.WindowStart = d.events, d.detections, d.untracked, d.windowStart
+	for k := range d.spread {
+		s.Principals[k] = d.spread[k].total()
+	}
 	for sig := range d.sig {
 		st := &d.sig[sig]
 		s.Tracked[sig] = st.tab.n
@@ -457,6 +469,9 @@ func (d *Detector) Bytes() int {
 	for s := range d.sig {
 		n += d.sig[s].bytes()
 	}
+	for k := range d.spread {
+		n += sizeofDistinct - 24 + 8*len(d.spread[k].exact.h)
+	}
 	return n
 }
 
@@ -474,13 +489,15 @@ func MaxBytes(c config.AttackSignals) int {
 	c = c.WithDefaults()
 	pairs := 8 * max(pairsPerOffender*initialSlots, slotsFor(pairsPerOffender*c.TrackedOffenders))
 	per := slotsFor(c.TrackedOffenders)*sizeofTracked + sizeofOverflow + c.TopK*(8+4+sizeofName)
-	return int(NumSignals)*per + int(NumSignals-1)*pairs + 8*pairsPerOffender*initialSlots
+	spread := int(NumSpreads) * (sizeofDistinct - 24 + 8*pairsPerOffender*initialSlots)
+	return int(NumSignals)*per + int(NumSignals-1)*pairs + 8*pairsPerOffender*initialSlots + spread
 }
 
 const (
 	sizeofTracked  = int(unsafe.Sizeof(tracked{}))
 	sizeofName     = int(unsafe.Sizeof(name{}))
 	sizeofOverflow = int(unsafe.Sizeof(overflow{}))
+	sizeofDistinct = int(unsafe.Sizeof(distinct{})) // its pairSet's slice header (24 bytes) apart
 )
 
 // Seed is the seed of the hashes in a Request.

@@ -204,6 +204,7 @@ func (d *Detector) decide(p *pending) {
 		return
 	}
 	d.events[EventWrongPassword]++
+	d.spread[SpreadWrongPassword].add(p.client.item)
 	d.add(PasswordSpraying, p.addr.ref(), p.client.item, false)
 	d.add(BruteForce, p.client.ref(), p.addr.item, false)
 }
