@@ -31,7 +31,7 @@ type AttackSignals struct {
 	// in a window (every one up to it, whatever else the window holds),
 	// with up to eight times as many distinct principals or services
 	// among them. Memory grows with what the window holds up to
-	// kdclog/attack.MaxBytes: about 45 MiB for the five signals at the
+	// kdclog/attack.MaxBytes: about 47 MiB for the five signals at the
 	// default (docs/metrics.md, "Attack signals").
 	TrackedOffenders int `yaml:"tracked_offenders"`
 	// Window is the tumbling window the per-offender counts run over.
