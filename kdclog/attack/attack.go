@@ -350,13 +350,16 @@ func (d *Detector) add(s Signal, o ref, item uint64, rc4 bool) { d.count(s, o, i
 func (d *Detector) count(s Signal, o ref, item uint64, rc4, event bool) {
 	st := &d.sig[s]
 	e := st.tab.get(o.id, d.tracked)
-	if e == nil { // beyond the table: the overflow sketch
+	if e == nil { // beyond the table: the overflow sketch counts its events
+		if !event {
+			return
+		}
 		d.untracked[s]++
 		limit := d.limits[s][0]
 		if rc4 {
 			limit = d.limits[s][1]
 		}
-		if event && st.over.add(o.id, limit) {
+		if st.over.add(o.id, limit) {
 			d.detections[s]++
 		}
 		return

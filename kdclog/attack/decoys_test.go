@@ -43,7 +43,7 @@ func decoyRun(sg Signal, item func(*feeder, string, int), decoys, n, distinct in
 	next := 0 // the attacker's next item
 	for k := range total {
 		item(f, offender(k%decoys), k/decoys)
-		if next < distinct && k >= next*total/distinct {
+		if next < distinct && k >= (next+1)*total/(distinct+1) { // after the first decoys, spread
 			item(f, attacker, next)
 			next++
 		}
