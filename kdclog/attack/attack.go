@@ -134,13 +134,13 @@ const (
 	pendingCap  = 1024 // attempts awaiting recovery; a full table decides its oldest
 	preauthSets = 1024 // recent pre-authentication steps, 4-way set-associative
 	tgsSets     = 1024 // clients' recent services, 2-way set-associative
-	tgsPromote  = 4    // distinct services at which a client enters the top k
+	tgsPromote  = 4    // distinct services at which a client enters the offender table
 )
 
 // tgsSlot is a client's distinct services seen since it took the slot,
 // their hashes. Most clients ask for a few services; only one with
-// tgsPromote of them costs the top k's work (an offender name copied,
-// the summary's slot taken), which keeps the TGS path cheap. Its services
+// tgsPromote of them costs the offender table's work (its slot, its
+// pairs), which keeps the TGS path cheap. Its services
 // then go into its counts as they are, so none counts twice.
 type tgsSlot struct {
 	client uint64
@@ -148,7 +148,7 @@ type tgsSlot struct {
 	svc    [tgsPromote]uint64
 }
 
-const tgsPromoted = 255 // the n of a client handed to the top k
+const tgsPromoted = 255 // the n of a client handed to the offender table
 
 // add adds a service and reports whether it was new.
 func (w *tgsSlot) add(h uint64) bool {
@@ -185,7 +185,7 @@ type Detector struct {
 	waiting    atomic.Int64 // tail-head, for Waiting
 	idx        index        // key -> pos+1 of its newest attempt
 	steps      steps
-	tgs        [tgsSets][2]tgsSlot // clients' recent services, before the top k
+	tgs        [tgsSets][2]tgsSlot // clients' recent services, before the offender table
 }
 
 // New returns a detector configured by c (zero values take the defaults).
@@ -326,7 +326,7 @@ func (d *Detector) serviceTicket(r *Request) {
 		}
 		*w = tgsSlot{client: c}
 	}
-	if w.n == tgsPromoted { // the top k counts it now
+	if w.n == tgsPromoted { // the offender table counts it now
 		d.add(Kerberoasting, d.ref(r.Client), svc, false)
 		return
 	}
