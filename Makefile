@@ -97,11 +97,19 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 # .deb and .rpm in dist/ (nfpm, as a Go library: packaging/main.go). The
-# binary is static (no cgo), so one build serves Debian 12 and RHEL 9. The
-# version comes from git; outside a git tree: make package PKG_VERSION=1.2.3.
+# binary has no cgo, so one build serves Debian 12 and RHEL 9; it is a
+# position-independent executable, as the distributions build theirs
+# (address space layout randomization of its code too; test-pie runs the
+# daemon's tests against one). The version comes from git; outside a git
+# tree: make package PKG_VERSION=1.2.3.
 package:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o dist/krb5-exporter ./cmd/krb5-exporter
+	CGO_ENABLED=0 $(GO) build -trimpath -buildmode=pie -ldflags "$(LDFLAGS)" -o dist/krb5-exporter ./cmd/krb5-exporter
 	cd packaging && $(GO) run . -binary ../dist/krb5-exporter -out ../dist -repo .. $(if $(PKG_VERSION),-version $(PKG_VERSION))
+
+# docs/commands.md from the command line model (TestCommandsDoc checks it).
+.PHONY: docs
+docs:
+	$(GO) run ./cmd/krb5-exporter man --format=markdown > docs/commands.md
 
 # The Grafana dashboards' JSON from their Go source (dashboards/).
 # The BPF program of --collector.kdcservice, compiled with clang by bpf2go

@@ -34,6 +34,8 @@ require (
 
 require github.com/cilium/ebpf v0.22.0
 
+require github.com/yuin/goldmark v1.8.7
+
 require (
 	github.com/alecthomas/units v0.0.0-20240927000941-0f3dac36c52b // indirect
 	github.com/aymanbagabas/go-osc52/v2 v2.0.1 // indirect

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -56,7 +57,11 @@ type notification struct {
 func (n notification) String() string {
 	var names []string
 	for _, a := range n.Alerts {
-		names = append(names, a.Labels["alertname"]+"{"+a.Labels["instance"]+"}="+a.Status)
+		where := a.Labels["instance"]
+		if tg := a.Labels["target"]; tg != "" {
+			where += " " + tg
+		}
+		names = append(names, a.Labels["alertname"]+"{"+where+"}="+a.Status)
 	}
 	return fmt.Sprintf("%s %s %v", n.Receiver, n.Status, names)
 }
@@ -84,12 +89,28 @@ func (w *webhook) sent(re string) []notification {
 	defer w.mu.Unlock()
 	var out []notification
 	for _, n := range w.got {
-		if regexp.MustCompile(re).MatchString(n.Receiver) {
+		if matches(re, n.Receiver) {
 			out = append(out, n)
 		}
 	}
 	return out
 }
+
+// count returns how many notifications came so far: a mark for since.
+func (w *webhook) count() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.got)
+}
+
+// since returns the notifications that came after mark.
+func (w *webhook) since(mark int) []notification {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.got[mark:])
+}
+
+func matches(re, s string) bool { return regexp.MustCompile(re).MatchString(s) }
 
 // The test's copy of alertmanager.yml: short waits, so the test is short.
 const (
@@ -124,38 +145,7 @@ func TestAlertmanagerEndToEnd(t *testing.T) {
 	bin := exporterBinary(t)
 	r := realmtest.Realm(t, realm.Options{Users: 3, Services: 1, Fillers: -1, NoKadmind: true, DisableLastSuccess: true})
 
-	hook := &webhook{}
-	srv := httptest.NewServer(hook)
-	defer srv.Close()
-
-	// Alertmanager, with the example configuration: the receivers' URLs
-	// are the test's webhook, the example's realm the harness's.
-	b, err := os.ReadFile("alertmanager.yml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	amText := strings.NewReplacer("http://127.0.0.1:9095", srv.URL, "EXAMPLE.COM", r.Realm).Replace(string(b))
-	for re, v := range map[string]time.Duration{
-		`(?m)^(  group_wait: )\S+`:       amGroupWait,
-		`(?m)^(      group_wait: )\S+`:   amCriticalGroupWait,
-		`(?m)^(  group_interval: )\S+`:   amGroupInterval,
-		`(?m)^(\s+repeat_interval: )\S+`: time.Hour,
-	} {
-		re := regexp.MustCompile(re)
-		if !re.MatchString(amText) {
-			t.Fatalf("alertmanager.yml: %s not found", re)
-		}
-		amText = re.ReplaceAllString(amText, "${1}"+v.String())
-	}
-	amCfg := filepath.Join(tmp, "alertmanager.yml")
-	writeFile(t, amCfg, amText)
-	amAddr := freeAddr(t)
-	amLog := &testutil.LockedBuffer{}
-	// At debug level Alertmanager logs each flush of a group (waitFlushes).
-	start(t, amLog, amBin, "--config.file", amCfg, "--storage.path", filepath.Join(tmp, "am"),
-		"--web.listen-address", amAddr, "--cluster.listen-address=", "--log.level=debug")
-	am := "http://" + amAddr
-	waitHTTP(t, ctx, am+"/-/ready", amLog)
+	am, hook, amLog := startAlertmanager(t, ctx, amBin, tmp, r.Realm)
 
 	// The exporter, probing its KDC every second.
 	cfg := filepath.Join(tmp, "exporter.yml")
@@ -189,7 +179,7 @@ logs:
 scrape_configs:
   - job_name: krb5
     static_configs: [{targets: ["%s"], labels: {realm: %q}}]
-`, amAddr, exporterAddr, r.Realm))
+`, strings.TrimPrefix(am, "http://"), exporterAddr, r.Realm))
 	waitQuery(t, ctx, prom, `krb5_probe_success{exchange="as"} == 1`)
 	t.Logf("KDC, exporter, Prometheus and Alertmanager ready after %.1fs", time.Since(begin).Seconds())
 	if n := len(shortenedFor(t, copies)); n < 10 {
@@ -286,6 +276,43 @@ scrape_configs:
 		}
 	}
 	t.Logf("pages: %v", hook.sent("pager"))
+}
+
+// startAlertmanager runs the example alertmanager.yml in Alertmanager for
+// the rest of the test, at debug level (waitFlushes): the receivers' URLs
+// are the returned webhook's, the example's realm realmName, the waits
+// the test's (amGroupWait, ...). It returns Alertmanager's URL once ready.
+func startAlertmanager(t *testing.T, ctx context.Context, amBin, tmp, realmName string) (string, *webhook, *testutil.LockedBuffer) {
+	t.Helper()
+	hook := &webhook{}
+	srv := httptest.NewServer(hook)
+	t.Cleanup(srv.Close)
+	b, err := os.ReadFile("alertmanager.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	amText := strings.NewReplacer("http://127.0.0.1:9095", srv.URL, "EXAMPLE.COM", realmName).Replace(string(b))
+	for re, v := range map[string]time.Duration{
+		`(?m)^(  group_wait: )\S+`:       amGroupWait,
+		`(?m)^(      group_wait: )\S+`:   amCriticalGroupWait,
+		`(?m)^(  group_interval: )\S+`:   amGroupInterval,
+		`(?m)^(\s+repeat_interval: )\S+`: time.Hour,
+	} {
+		re := regexp.MustCompile(re)
+		if !re.MatchString(amText) {
+			t.Fatalf("alertmanager.yml: %s not found", re)
+		}
+		amText = re.ReplaceAllString(amText, "${1}"+v.String())
+	}
+	amCfg := filepath.Join(tmp, "alertmanager.yml")
+	writeFile(t, amCfg, amText)
+	amAddr := freeAddr(t)
+	amLog := &testutil.LockedBuffer{}
+	start(t, amLog, amBin, "--config.file", amCfg, "--storage.path", filepath.Join(tmp, "am"),
+		"--web.listen-address", amAddr, "--cluster.listen-address=", "--log.level=debug")
+	am := "http://" + amAddr
+	waitHTTP(t, ctx, am+"/-/ready", amLog)
+	return am, hook, amLog
 }
 
 // shortenedFor returns the alerts whose for: is 3s in the rule files.

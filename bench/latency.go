@@ -29,6 +29,7 @@ func (r *run) latency(ctx context.Context) error {
 	r.checkLimits("latency", ol.CPU, false)
 	if ol.Behind > 0 {
 		r.warn("latency: the generator started %d of %d sessions more than 1 ms late (worst %.1f ms); latencies count from the scheduled time", ol.Behind, ol.Sessions, ol.MaxBehindMS)
+		r.environmentLimited("latency")
 	}
 	if ol.Logins.Requests == 0 {
 		return errors.New("no login was made")

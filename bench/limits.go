@@ -98,5 +98,8 @@ func (r *run) checkLimits(test string, u CPUUse, full bool) {
 	}
 	for _, l := range limitsOf(test, u, full, r.set.Targets.KDCBusyWarnPct) {
 		r.warnKind("limit "+l.cause, l.text)
+		if l.cause != causeDisk { // the KDC's own writes are its limit
+			r.environmentLimited(test)
+		}
 	}
 }

@@ -186,3 +186,25 @@ func TestCPUUseSteal(t *testing.T) {
 		t.Errorf("no steal figures: %v %%, want 0", got)
 	}
 }
+
+// A warning that something else held a test's rate down marks the test
+// as environment-limited (its FAILs may not be the KDC's); the KDC's own
+// disk writes do not: they are its limit.
+func TestEnvironmentLimited(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		u    CPUUse
+		want []string
+	}{
+		{"as beside a synchronous writer: cpu and disk", CPUUse{KDCPerRequestUS: 923.0, GeneratorPerRequestUS: 443.0, Ratio: 0.5, GenBusyPct: 5.9, KDCCores: 1, KDCCoresBusyPct: 12.3, KDCCPUWaitPct: 64.2, SharedCPUs: 2, KDCDiskWaitPct: 24.8, KDCBusyTotalPct: 100, KDCIdlePct: 0}, []string{"as"}},
+		{"as, last_success on, quiet: disk only", CPUUse{KDCPerRequestUS: 641.3, GeneratorPerRequestUS: 132.8, Ratio: 0.2, GenBusyPct: 9.3, KDCCores: 1, KDCCoresBusyPct: 84.9, KDCCPUWaitPct: 0.4, SharedCPUs: 2, KDCDiskWaitPct: 11.0, KDCBusyTotalPct: 96.3, KDCIdlePct: 3.7}, nil},
+		{"as pinned apart, quiet: nothing", CPUUse{KDCPerRequestUS: 538.7, GeneratorPerRequestUS: 139.2, Ratio: 0.3, GenBusyPct: 17.4, KDCCores: 1, KDCCoresBusyPct: 97.5, KDCCPUWaitPct: 0.5, SharedCPUs: 0, KDCDiskWaitPct: 0, KDCBusyTotalPct: 98, KDCIdlePct: 2}, nil},
+	} {
+		r := &run{sys: &System{KDCPids: func() []int { return []int{1} }}, set: Defaults(), rep: &Report{}}
+		r.checkLimits("as", tc.u, true)
+		r.checkLimits("as (again)", tc.u, true) // said once, by the test's name
+		if !slices.Equal(r.rep.EnvironmentLimited, tc.want) {
+			t.Errorf("%s: environment-limited %v, want %v (warnings %q)", tc.name, r.rep.EnvironmentLimited, tc.want, r.rep.Warnings)
+		}
+	}
+}

@@ -62,6 +62,11 @@ func Merge(shards []Shard) (*Report, error) {
 		for _, w := range r.Warnings {
 			m.Warnings = append(m.Warnings, fmt.Sprintf("shard %s: %s", orOneOne(r.Settings.Shard), w))
 		}
+		for _, t := range r.EnvironmentLimited {
+			if !slices.Contains(m.EnvironmentLimited, t) {
+				m.EnvironmentLimited = append(m.EnvironmentLimited, t)
+			}
+		}
 	}
 	pick := func(f func(*Report) bool) *Report {
 		for _, s := range shards {

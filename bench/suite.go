@@ -332,6 +332,15 @@ func judge(m *Metric, value, scale float64) {
 	}
 }
 
+// environmentLimited notes that something other than the KDC held test's
+// figures down (report.VerdictNote says what that means for the verdict).
+func (r *run) environmentLimited(test string) {
+	test, _, _ = strings.Cut(test, " (") // "concurrency (4 clients)"
+	if !slices.Contains(r.rep.EnvironmentLimited, test) {
+		r.rep.EnvironmentLimited = append(r.rep.EnvironmentLimited, test)
+	}
+}
+
 // warn records a warning. A repeated test's warnings are said once per
 // kind (its format and the test it names) with the repetitions that gave
 // it, not once per repetition.

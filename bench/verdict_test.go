@@ -41,26 +41,6 @@ func parseNumber(t *testing.T, s string) float64 {
 	return v
 }
 
-// readmeTargets reads the README's flag table row: the flags in
-// --target.{...} and the defaults in "the seed's targets (...)", in order.
-func readmeTargets(t *testing.T) map[string]float64 {
-	t.Helper()
-	m := regexp.MustCompile("`--target\\.\\{([a-z0-9,-]+)\\}` \\| none \\| the seed's targets \\(([^|]*)\\) \\|").FindStringSubmatch(readDoc(t, "../README.md"))
-	if m == nil {
-		t.Fatal("README.md: no --target.{...} row with the seed's targets")
-	}
-	names := strings.Split(m[1], ",")
-	nums := regexp.MustCompile(`\d+(?:\.\d+)?`).FindAllString(m[2], -1)
-	if len(names) != len(nums) {
-		t.Fatalf("README.md: %d target flags, %d default values: %q", len(names), len(nums), m[2])
-	}
-	out := map[string]float64{}
-	for i, n := range names {
-		out[n] = parseNumber(t, nums[i])
-	}
-	return out
-}
-
 // benchDocTargets reads the targets of docs/bench.md's test table
 // ("`as-min-rate` 500") and its latency row, and the warning factors
 // quoted in its text.
@@ -84,11 +64,11 @@ func benchDocTargets(t *testing.T) map[string]float64 {
 	return out
 }
 
-// The default targets are the numbers README.md and docs/bench.md quote,
-// every one of them in both.
+// The default targets are the numbers docs/bench.md quotes, every one of
+// them (docs/commands.md is generated from the flags' own help).
 func TestDefaultTargetsAreTheDocumented(t *testing.T) {
 	fields := targetFields(t)
-	for doc, targets := range map[string]map[string]float64{"README.md": readmeTargets(t), "docs/bench.md": benchDocTargets(t)} {
+	for doc, targets := range map[string]map[string]float64{"docs/bench.md": benchDocTargets(t)} {
 		if len(targets) != len(fields) {
 			t.Errorf("%s quotes %d targets, Targets has %d fields: %v", doc, len(targets), len(fields), targets)
 		}
@@ -110,7 +90,7 @@ func TestDefaultTargetsAreTheDocumented(t *testing.T) {
 // (-min-), "<=" for the times, sizes and shares with a maximum (-max-).
 // Checked at each default target as the docs quote it.
 func TestVerdictAtTheEdge(t *testing.T) {
-	for name, target := range readmeTargets(t) {
+	for name, target := range benchDocTargets(t) {
 		op := ""
 		switch {
 		case strings.Contains(name, "-min-"):

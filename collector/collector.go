@@ -89,7 +89,11 @@ func New(logger log.Logger, cfg Config) (*KDCCollector, error) {
 	}
 	kdcPaths := cfg.kdcConfPaths()
 	pidFiles := cfg.pidFiles()
-	scan := &procScanner{fs: pfs, procPath: cfg.ProcFS, files: newFileCache(), dirBuf: make([]byte, 8192), onProcfs: isProcfs(cfg.ProcFS), warn: newOnceLogger(logger), access: newAccessTracker(logger), pids: newPidLister(cfg.ProcFS, foundByName(pidFiles)), pidFiles: pidFiles}
+	rule, err := cfg.Identity.Rule()
+	if err != nil {
+		return nil, fmt.Errorf("collector: --collector.process.*: %w", err)
+	}
+	scan := &procScanner{ident: newIdentity(rule, logger), fs: pfs, procPath: cfg.ProcFS, files: newFileCache(), dirBuf: make([]byte, 8192), onProcfs: isProcfs(cfg.ProcFS), warn: newOnceLogger(logger), access: newAccessTracker(logger), pids: newPidLister(cfg.ProcFS, foundByName(pidFiles)), pidFiles: pidFiles}
 	conf := newConfSource(logger, kdcPaths, cfg.krb5ConfPaths())
 	k := &KDCCollector{
 		logger:   logger,
@@ -103,26 +107,56 @@ func New(logger log.Logger, cfg Config) (*KDCCollector, error) {
 	}
 	workers := cfg.Workers
 	if workers == nil && (cfg.Process || cfg.KDCService) {
-		if workers, err = kdcproc.NewWorkers(cfg.ProcFS); err != nil {
+		if workers, err = kdcproc.NewWorkers(cfg.ProcFS, rule); err != nil {
 			return nil, fmt.Errorf("collector: --path.procfs: %w", err)
 		}
 	}
-	if cfg.Process {
-		k.collectors = append(k.collectors, namedCollector{"process", newProcessCollector(scan, workers, logger)})
-	}
-	if cfg.Network {
-		k.collectors = append(k.collectors, namedCollector{"network", newNetworkCollector(scan, conf, pfs, cfg.ProcFS, cfg.TCPConnections, logger)})
-	}
-	if cfg.KDCConf {
-		k.collectors = append(k.collectors, namedCollector{"kdcconf", newKDCConfCollector(scan, conf, logger)})
-	}
-	if cfg.Replication {
-		k.collectors = append(k.collectors, namedCollector{"replication", newReplicationCollector(scan, conf, cfg.dumpFile(), logger)})
-	}
-	if cfg.KDCService {
-		k.collectors = append(k.collectors, namedCollector{"kdcservice", newKDCServiceCollector(scan, workers, logger, kdcbpf.Load)})
+	d := deps{cfg: &cfg, scan: scan, conf: conf, fs: pfs, workers: workers, logger: logger}
+	for _, c := range collectors {
+		if *c.enabled(&cfg) {
+			k.collectors = append(k.collectors, namedCollector{c.name, c.build(d)})
+		}
 	}
 	return k, nil
+}
+
+// deps is what the collectors are built from.
+type deps struct {
+	cfg     *Config
+	scan    *procScanner
+	conf    *confSource
+	fs      procfs.FS
+	workers *kdcproc.Workers
+	logger  log.Logger
+}
+
+// collectors are declared once, here: the name (--[no-]collector.NAME and
+// the collector label), whether it is on by default, its flag's help, its
+// Config field and how it is built.
+var collectors = []struct {
+	name      string
+	byDefault bool
+	help      string
+	enabled   func(*Config) *bool
+	build     func(deps) Collector
+}{
+	{"process", true, "Enable the process collector (krb5kdc, kadmind, kpropd: CPU, memory, fds, workers, restarts).",
+		func(c *Config) *bool { return &c.Process },
+		func(d deps) Collector { return newProcessCollector(d.scan, d.workers, d.logger) }},
+	{"network", true, "Enable the network collector (the KDC's UDP queues and drops, TCP listen queue and connections).",
+		func(c *Config) *bool { return &c.Network },
+		func(d deps) Collector {
+			return newNetworkCollector(d.scan, d.conf, d.fs, d.cfg.ProcFS, d.cfg.TCPConnections, d.logger)
+		}},
+	{"kdcconf", true, "Enable the kdcconf collector (settings from kdc.conf, database file size).",
+		func(c *Config) *bool { return &c.KDCConf },
+		func(d deps) Collector { return newKDCConfCollector(d.scan, d.conf, d.logger) }},
+	{"replication", true, "Enable the replication collector (the iprop update log's header per realm, full-propagation markers).",
+		func(c *Config) *bool { return &c.Replication },
+		func(d deps) Collector { return newReplicationCollector(d.scan, d.conf, d.cfg.dumpFile(), d.logger) }},
+	{"kdcservice", false, "Enable the kdcservice collector (off by default): each krb5kdc request's service time, its split into on CPU, waiting for a CPU and blocked, and the UDP queue time, measured in the kernel with eBPF. Needs CAP_BPF and CAP_PERFMON and a kernel of 5.8 or later with BTF (see docs/metrics.md).",
+		func(c *Config) *bool { return &c.KDCService },
+		func(d deps) Collector { return newKDCServiceCollector(d.scan, d.workers, d.logger, kdcbpf.Load) }},
 }
 
 // Close releases what the collectors hold in the kernel (the kdcservice
@@ -153,6 +187,7 @@ func (k *KDCCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- k.duration
 	ch <- k.success
 	ch <- k.scan.access.readable
+	ch <- k.scan.ident.desc
 	for _, c := range k.collectors {
 		if d, ok := c.c.(describer); ok {
 			d.describe(ch)
@@ -182,6 +217,7 @@ func (k *KDCCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- gauge(k.success, ok, c.name)
 	}
 	k.scan.access.collect(ch)
+	k.scan.ident.collect(ch)
 	k.scan.files.sweep()
 	k.lastRun = time.Now()
 }

@@ -3,9 +3,11 @@ package collector
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/cli"
 	"github.com/krb5-exporter/krb5-exporter/internal/kdcproc"
+	"github.com/krb5-exporter/krb5-exporter/internal/krb5profile"
 )
 
 // Config selects and configures the collectors. RegisterFlags fills one
@@ -26,6 +28,9 @@ type Config struct {
 
 	// Pid files of the daemons; empty finds the processes by name.
 	KDCPidFile, KadmindPidFile, KpropdPidFile string
+	// Identity tells the daemons from processes that only share their
+	// name (kdcproc.Identity; --collector.process.{user,exe,unit}).
+	Identity kdcproc.Identity
 
 	// DumpFile is the full-propagation dump (kprop -f, kadmind -F) whose
 	// .dump_ok and .<replica>.last_prop markers the replication collector
@@ -47,18 +52,19 @@ type Config struct {
 	Workers *kdcproc.Workers
 }
 
-// Locations of kdc.conf: Debian/Ubuntu first, then RHEL/Fedora.
-var kdcConfCandidates = []string{"/etc/krb5kdc/kdc.conf", "/var/kerberos/krb5kdc/kdc.conf"}
-
-const defaultKrb5Conf = "/etc/krb5.conf"
+const defaultKrb5Conf = krb5profile.DefaultKrb5Conf
 
 // MIT's KPROP_DEFAULT_FILE as Debian and RHEL build it.
 var dumpFileCandidates = []string{"/var/lib/krb5kdc/replica_datatrans", "/var/kerberos/krb5kdc/replica_datatrans"}
 
-// DefaultConfig enables every collector and reads /proc; the TCP
-// connection count is off, as on the command line.
+// DefaultConfig enables the collectors that are on by default and reads
+// /proc; the TCP connection count is off, as on the command line.
 func DefaultConfig() Config {
-	return Config{ProcFS: "/proc", Process: true, Network: true, KDCConf: true, Replication: true}
+	cfg := Config{ProcFS: "/proc"}
+	for _, c := range collectors {
+		*c.enabled(&cfg) = c.byDefault
+	}
+	return cfg
 }
 
 // RegisterFlags adds the collector flags to app. The returned Config is
@@ -67,30 +73,23 @@ func RegisterFlags(app cli.FlagGroup) *Config {
 	cfg := &Config{}
 	ProcFSFlag(app, &cfg.ProcFS)
 
-	app.Flag("collector.process", "Enable the process collector (krb5kdc, kadmind, kpropd: CPU, memory, fds, workers, restarts).").
-		Default("true").BoolVar(&cfg.Process)
-	app.Flag("collector.network", "Enable the network collector (the KDC's UDP queues and drops, TCP listen queue and connections).").
-		Default("true").BoolVar(&cfg.Network)
-	app.Flag("collector.kdcconf", "Enable the kdcconf collector (settings from kdc.conf, database file size).").
-		Default("true").BoolVar(&cfg.KDCConf)
-
-	app.Flag("collector.replication", "Enable the replication collector (the iprop update log's header per realm, full-propagation markers).").
-		Default("true").BoolVar(&cfg.Replication)
+	for _, c := range collectors {
+		app.Flag("collector."+c.name, c.help).Default(strconv.FormatBool(c.byDefault)).BoolVar(c.enabled(cfg))
+	}
 	app.Flag("collector.replication.dump-file", "Full-propagation dump file (kprop -f, kadmind -F) next to which kdb5_util and kprop leave their .dump_ok and .<replica>.last_prop markers. Default: whichever of "+
 		dumpFileCandidates[0]+" and "+dumpFileCandidates[1]+" has its directory.").
 		PlaceHolder("PATH").StringVar(&cfg.DumpFile)
 	app.Flag("collector.network.tcp-connections", "Count the TCP connections on the KDC's ports by state (krb5_kdc_tcp_connections; off by default). The kernel walks its whole connection table for it on every scrape: about 3 ms of CPU with 262,144 buckets whatever the KDC does, more with many sockets in TIME_WAIT (see docs/metrics.md). The listen queue and overflows do not need it.").
 		Default("false").BoolVar(&cfg.TCPConnections)
-	app.Flag("collector.kdcservice", "Enable the kdcservice collector (off by default): each krb5kdc request's service time, its split into on CPU, waiting for a CPU and blocked, and the UDP queue time, measured in the kernel with eBPF. Needs CAP_BPF and CAP_PERFMON and a kernel of 5.8 or later with BTF (see docs/metrics.md).").
-		Default("false").BoolVar(&cfg.KDCService)
 	KDCPidFileFlag(app, &cfg.KDCPidFile)
 	app.Flag("collector.process.kadmind-pidfile", "Pid file of kadmind; without it kadmind is found by process name.").
 		PlaceHolder("PATH").StringVar(&cfg.KadmindPidFile)
 	app.Flag("collector.process.kpropd-pidfile", "Pid file of kpropd; without it kpropd is found by process name.").
 		PlaceHolder("PATH").StringVar(&cfg.KpropdPidFile)
+	IdentityFlags(app, &cfg.Identity)
 
 	app.Flag("collector.kdcconf.path", "KDC profile (colon-separated list allowed). Default: whichever of "+
-		kdcConfCandidates[0]+" and "+kdcConfCandidates[1]+" exists.").
+		krb5profile.KDCConfCandidates[0]+" and "+krb5profile.KDCConfCandidates[1]+" exists.").
 		Envar("KRB5_KDC_PROFILE").PlaceHolder("PATH").StringVar(&cfg.KDCConfPath)
 	app.Flag("collector.kdcconf.krb5-config", "krb5.conf merged after kdc.conf, as the KDC does (for spake_preauth_groups, default_realm); missing files are skipped. Default: "+defaultKrb5Conf+".").
 		Envar("KRB5_CONFIG").PlaceHolder("PATH").StringVar(&cfg.Krb5ConfPath)
@@ -111,6 +110,18 @@ func KDCPidFileFlag(app cli.FlagGroup, v *string) {
 		PlaceHolder("PATH").StringVar(v)
 }
 
+// IdentityFlags adds the flags of what makes a process named krb5kdc,
+// kadmind or kpropd that daemon (docs/security.md); like ProcFSFlag, for
+// RegisterFlags and top.
+func IdentityFlags(app cli.FlagGroup, id *kdcproc.Identity) {
+	app.Flag("collector.process.user", "A user the daemons may run as besides root and the exporter's own (repeatable; name or uid). A process named like a daemon that runs as anyone else is not counted.").
+		PlaceHolder("USER").StringsVar(&id.Users)
+	app.Flag("collector.process.exe", "An executable of a daemon besides /usr/sbin/NAME and /usr/local/sbin/NAME (repeatable; its base name is the daemon). Checked where /proc/PID/exe is readable (root or CAP_SYS_PTRACE).").
+		PlaceHolder("PATH").StringsVar(&id.Executables)
+	app.Flag("collector.process.unit", "A systemd unit the daemons may run in besides the distributions' (krb5-kdc, krb5-admin-server, krb5-kpropd, krb5kdc, kadmin, kprop .service; repeatable). On a systemd host, where /proc/PID/exe is unreadable, a process outside these units is not counted.").
+		PlaceHolder("UNIT").StringsVar(&id.Units)
+}
+
 func (c Config) pidFiles() map[string]string {
 	m := map[string]string{}
 	for prog, path := range map[string]string{progKDC: c.KDCPidFile, progKadmind: c.KadmindPidFile, progKpropd: c.KpropdPidFile} {
@@ -121,16 +132,15 @@ func (c Config) pidFiles() map[string]string {
 	return m
 }
 
+// KDCProfile returns the KDC's profile files: kdc.conf (--collector.kdcconf.path
+// or the distribution's that exists) and the krb5.conf read after it.
+func (c Config) KDCProfile() (kdc, krb5 string) { return c.kdcConfPaths(), c.krb5ConfPaths() }
+
 func (c Config) kdcConfPaths() string {
 	if c.KDCConfPath != "" {
 		return c.KDCConfPath
 	}
-	for _, p := range kdcConfCandidates {
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
-	return kdcConfCandidates[0]
+	return krb5profile.DefaultKDCConf()
 }
 
 func (c Config) krb5ConfPaths() string {

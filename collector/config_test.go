@@ -1,9 +1,14 @@
 package collector
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/alecthomas/kingpin/v2"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/kdcproc"
+	"github.com/krb5-exporter/krb5-exporter/internal/krb5profile"
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 )
 
 func TestRegisterFlags(t *testing.T) {
@@ -19,10 +24,10 @@ func TestRegisterFlags(t *testing.T) {
 	// every collector on, the TCP connection count off, no pid files, the
 	// profile paths left to kdcConfPaths/krb5ConfPaths.
 	documented := Config{ProcFS: "/proc", Process: true, Network: true, KDCConf: true, Replication: true}
-	if *cfg != documented {
+	if !reflect.DeepEqual(*cfg, documented) {
 		t.Errorf("flag defaults = %+v, want the documented %+v", *cfg, documented)
 	}
-	if DefaultConfig() != documented {
+	if !reflect.DeepEqual(DefaultConfig(), documented) {
 		t.Errorf("DefaultConfig() = %+v, want the documented %+v", DefaultConfig(), documented)
 	}
 
@@ -30,13 +35,15 @@ func TestRegisterFlags(t *testing.T) {
 	cfg = RegisterFlags(app)
 	_, err := app.Parse([]string{"--path.procfs=/host/proc", "--no-collector.network", "--collector.process.krb5kdc-pidfile=/run/krb5kdc.pid",
 		"--collector.kdcconf.path=/a/kdc.conf:/b/kdc.conf", "--collector.kdcconf.krb5-config=/x/krb5.conf",
-		"--collector.replication.dump-file=/srv/kprop/dump", "--collector.network.tcp-connections"})
+		"--collector.replication.dump-file=/srv/kprop/dump", "--collector.network.tcp-connections",
+		"--collector.process.user=krb5", "--collector.process.user=4242", "--collector.process.exe=/opt/mit/sbin/krb5kdc", "--collector.process.unit=kdc-a.service"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := Config{ProcFS: "/host/proc", Process: true, KDCConf: true, Replication: true, TCPConnections: true, KDCPidFile: "/run/krb5kdc.pid",
-		DumpFile: "/srv/kprop/dump", KDCConfPath: "/a/kdc.conf:/b/kdc.conf", Krb5ConfPath: "/x/krb5.conf"}
-	if *cfg != want {
+		DumpFile: "/srv/kprop/dump", KDCConfPath: "/a/kdc.conf:/b/kdc.conf", Krb5ConfPath: "/x/krb5.conf",
+		Identity: kdcproc.Identity{Users: []string{"krb5", "4242"}, Executables: []string{"/opt/mit/sbin/krb5kdc"}, Units: []string{"kdc-a.service"}}}
+	if !reflect.DeepEqual(*cfg, want) {
 		t.Errorf("parsed = %+v, want %+v", *cfg, want)
 	}
 	if got := cfg.pidFiles(); len(got) != 1 || got[progKDC] != "/run/krb5kdc.pid" {
@@ -74,15 +81,15 @@ func TestKDCProfileEnv(t *testing.T) {
 
 func TestKDCConfDefault(t *testing.T) {
 	dir := t.TempDir()
-	rhel := writeFile(t, dir, "var/kerberos/krb5kdc/kdc.conf", "[realms]\n")
-	old := kdcConfCandidates
-	defer func() { kdcConfCandidates = old }()
-	kdcConfCandidates = []string{dir + "/etc/krb5kdc/kdc.conf", rhel}
+	rhel := testutil.WriteFile(t, dir, "var/kerberos/krb5kdc/kdc.conf", "[realms]\n")
+	old := krb5profile.KDCConfCandidates
+	defer func() { krb5profile.KDCConfCandidates = old }()
+	krb5profile.KDCConfCandidates = []string{dir + "/etc/krb5kdc/kdc.conf", rhel}
 	if got := (Config{}).kdcConfPaths(); got != rhel {
 		t.Errorf("default kdc.conf = %s, want the existing RHEL one", got)
 	}
-	writeFile(t, dir, "etc/krb5kdc/kdc.conf", "[realms]\n")
-	if got := (Config{}).kdcConfPaths(); got != kdcConfCandidates[0] {
+	testutil.WriteFile(t, dir, "etc/krb5kdc/kdc.conf", "[realms]\n")
+	if got := (Config{}).kdcConfPaths(); got != krb5profile.KDCConfCandidates[0] {
 		t.Errorf("default kdc.conf = %s, want the Debian one when both exist", got)
 	}
 	if got := (Config{}).krb5ConfPaths(); got != "/etc/krb5.conf" {

@@ -12,6 +12,9 @@ import (
 	"syscall"
 
 	"github.com/prometheus/procfs"
+	"golang.org/x/sys/unix"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/kdcproc"
 )
 
 // The programs watched, by their /proc/PID/comm name.
@@ -160,6 +163,7 @@ type procScanner struct {
 	access   *accessTracker
 	pids     *pidLister
 	pidFiles map[string]string // program -> pid file; absent: find by name
+	ident    *identity         // a process named like a daemon is that daemon
 
 	bootTime float64 // cached: it does not change
 	argsFor  procID  // whose command line argsMemo is
@@ -196,7 +200,8 @@ func (s *procScanner) scan() (*snapshot, error) {
 	}
 	roots := map[string]int{} // pid file contents; 0: none or unreadable
 	for name, path := range s.pidFiles {
-		pid, err := readPidFile(s.files, path)
+		pid, err := readPidFile(s.files, path, s.ident.rule)
+		s.ident.pidFile(name, path, untrusted(err))
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			// A missing file is a stopped daemon; anything else is a
 			// configuration problem, shown as up 0 and said once here.
@@ -351,7 +356,8 @@ func (s *procScanner) children(p *kdcProc) ([]int, error) {
 }
 
 // live returns the process when it runs as the named program: not a
-// zombie (an unreaped dead process) and not another program.
+// zombie (an unreaped dead process), not another program, and the MIT
+// daemon, not a process that only took its name (identity).
 func (s *procScanner) live(pid int, name string) *kdcProc {
 	pp := s.pathsFor(pid)
 	m, idle := s.memoFor(pid, pp)
@@ -373,6 +379,9 @@ func (s *procScanner) live(pid int, name string) *kdcProc {
 	}
 	if st.State == "Z" || st.State == "X" || st.Comm != name {
 		return nil
+	}
+	if !s.ident.accept(pp.dir, procID{pid, st.Starttime}, name, s.gen) {
+		return nil // a namesake
 	}
 	pr := &kdcProc{pid: pid, dir: pp.dir, paths: pp, stat: st, memo: m, idle: idle}
 	if m != nil && m.n > 0 {
@@ -473,9 +482,9 @@ func older(a, b *kdcProc) bool {
 }
 
 // readPidFile returns the pid in the file, kept open between scrapes
-// (fileCache.readReplaceable).
-func readPidFile(files *fileCache, path string) (int, error) {
-	b, err := files.readReplaceable(path)
+// (fileCache.readReplaceable), if rule trusts the file.
+func readPidFile(files *fileCache, path string, rule *kdcproc.Rule) (int, error) {
+	b, err := files.readReplaceable(path, func(st *unix.Stat_t) error { return rule.TrustPidFile(path, st.Uid, st.Mode) })
 	if err != nil {
 		return 0, err
 	}
@@ -522,6 +531,14 @@ func parseKDCArgs(argv []string) kdcArgs {
 		}
 	}
 	return a
+}
+
+// untrusted is err if it says a pid file is not trusted, else nil.
+func untrusted(err error) error {
+	if errors.Is(err, kdcproc.ErrUntrustedPidFile) {
+		return err
+	}
+	return nil
 }
 
 // gone reports errors of a process that exited between two reads.

@@ -102,6 +102,10 @@ func goldenExpectations(t *testing.T, proc string) map[string]float64 {
 	// zombie left out; the main process is the oldest whose parent is not
 	// the same program, the others are workers.
 	for _, prog := range []string{"krb5kdc", "kadmind", "kpropd"} {
+		// Every process of the fixture runs as root (its status files).
+		for _, r := range []string{"user", "executable", "unit", "pid_file"} {
+			set(0, "krb5_exporter_process_rejected_total", "program", prog, "reason", r)
+		}
 		pids := fixturePIDs(t, proc, prog).live
 		set(boolNum(len(pids) > 0), "krb5_process_up", "program", prog)
 		set(float64(len(pids)), "krb5_process_processes", "program", prog)

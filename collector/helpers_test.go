@@ -60,8 +60,14 @@ func fixtureConfig(t testing.TB, procRoot string) Config {
 	cfg.KDCConfPath = filepath.Join(dir, "kdc.conf")
 	cfg.Krb5ConfPath = filepath.Join(dir, "krb5.conf")
 	cfg.DumpFile = filepath.Join(dir, "replica_datatrans")
+	cfg.Identity.SystemdDir = noSystemd
 	return cfg
 }
+
+// noSystemd is an Identity.SystemdDir that does not exist: the fixture's
+// processes have no cgroup files, so on a systemd host they would not be
+// in a unit (identity.go).
+const noSystemd = fixtureDir + "/no-systemd"
 
 func newTestCollector(t testing.TB, cfg Config) (*KDCCollector, *prometheus.Registry) {
 	t.Helper()

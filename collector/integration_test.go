@@ -38,6 +38,10 @@ func realmConfig(r *realm.Realm) Config {
 	cfg.KpropdPidFile = filepath.Join(r.Dir, "kpropd.pid") // never written
 	cfg.KDCConfPath = r.KDCConf
 	cfg.Krb5ConfPath = r.Krb5Conf
+	// The harness's daemons run in no systemd unit: an unprivileged
+	// child (which cannot read their executable) on a systemd host would
+	// reject them (kdcproc.Rule).
+	cfg.Identity.SystemdDir = filepath.Join(r.Dir, "no-systemd")
 	return cfg
 }
 
@@ -445,6 +449,11 @@ func TestIntegrationTCPBacklog(t *testing.T) {
 	_, reg := newTestCollector(t, withConns)
 	s := gather(t, reg)
 	over0 := s.Value("krb5_host_tcp_listen_overflows_total")
+	hostDrops0 := s.Value("krb5_host_tcp_listen_drops_total")
+	drops0, ok := s.Find("krb5_kdc_tcp_listen_drops_total", "address", r.KDCAddr)
+	if !ok {
+		t.Fatalf("no krb5_kdc_tcp_listen_drops_total for %s", r.KDCAddr)
+	}
 	limit := s.Value("krb5_kdc_tcp_listen_queue_limit", "address", r.KDCAddr)
 
 	if limit != 5 {
@@ -482,6 +491,12 @@ func TestIntegrationTCPBacklog(t *testing.T) {
 	s = waitScrape(t, reg, func(s *scrape) bool {
 		return s.Value("krb5_host_tcp_listen_overflows_total") > over0
 	})
+	// The KDC socket's own drops: at least the SYN just dropped, at most
+	// what the host's listeners dropped meanwhile (other tests' too).
+	drops := s.Value("krb5_kdc_tcp_listen_drops_total", "address", r.KDCAddr) - drops0
+	if hostDrops := s.Value("krb5_host_tcp_listen_drops_total") - hostDrops0; drops < 1 || drops > hostDrops {
+		t.Errorf("the KDC socket dropped %v, the host's listeners %v: want 1 or more, at most the host's", drops, hostDrops)
+	}
 	q := s.Value("krb5_kdc_tcp_listen_queue_length", "address", r.KDCAddr)
 	if q != limit+1 {
 		t.Errorf("accept queue = %v with %d connections made and a limit of %v, want %v", q, len(conns), limit, limit+1)

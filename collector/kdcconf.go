@@ -67,9 +67,10 @@ func (c *kdcconfCollector) Update(ch chan<- prometheus.Metric) error {
 		}
 		fi, err := os.Stat(r.dbFile)
 		if err != nil {
-			// Typically /var/lib/krb5kdc is root-only; the settings above
-			// are still worth having.
-			c.warn.log("db/"+r.dbFile, "msg", "cannot stat the principal database; size and mtime omitted", "realm", r.name, "err", err)
+			// Typically /var/lib/krb5kdc is root-only (the package's
+			// grant-access gives traverse); the settings above are still
+			// worth having.
+			c.warn.log("db/"+r.dbFile, "msg", "cannot stat the principal database; size and mtime omitted (traverse access to its directory: /usr/libexec/krb5-exporter/grant-access)", "realm", r.name, "err", err)
 			continue
 		}
 		ch <- gauge(c.dbSize, float64(fi.Size()), r.name)

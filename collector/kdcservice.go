@@ -32,11 +32,13 @@ type kdcServiceCollector struct {
 	logger log.Logger
 	tracer *kdcbpf.Tracer // nil: not loaded
 
-	errs  map[string]float64 // by reason
-	snap  kdcbpf.Snapshot
-	pids  []int
-	last  map[int]kdcbpf.Worker // by pid: the totals read last
-	byIdx map[int]*kdcbpf.Worker
+	errs   map[string]float64 // by reason
+	snap   kdcbpf.Snapshot
+	full   uint64 // snap.MapFull() of the scrape before
+	warned bool   // a table was full at the scrape before: logged
+	pids   []int
+	last   map[int]kdcbpf.Worker // by pid: the totals read last
+	byIdx  map[int]*kdcbpf.Worker
 
 	service, split, queue, workerService, workerRequests, workerCPU, workerOutside, up, errors *prometheus.Desc
 
@@ -75,9 +77,9 @@ func newKDCServiceCollector(scan *procScanner, slots *kdcproc.Workers, logger lo
 		workerOutside: desc("kdc", "worker_outside_service_cpu_seconds_total",
 			"Time one krb5kdc worker was on CPU outside service (its event loop, the receive and send calls' own work, logging after the reply, receives that found nothing); with krb5_kdc_worker_service_cpu_seconds_total, the worker's CPU time since the collector first saw it.", "worker"),
 		up: desc("kdc", "service_tracing_up",
-			"1 if the kdcservice collector's BPF programs are attached and watching krb5kdc processes, else 0.", nil...),
+			"1 if the kdcservice collector's BPF programs are attached and timed every request of the running krb5kdc processes since the last scrape, else 0 (not loaded, no krb5kdc, or a table of the program full: see the map_full errors).", nil...),
 		errors: desc("kdc", "service_tracing_errors_total",
-			"Failures of the kdcservice collector by reason: permission, unsupported_kernel, load and attach when its program could not be loaded; map_full for requests not timed because a table of the program was full.", "reason"),
+			"Failures of the kdcservice collector by reason: permission, unsupported_kernel, load and attach when its program could not be loaded; map_full for the requests and processes not timed because a table of the program was full.", "reason"),
 	}
 	for i := range kdcbpf.NumRequests {
 		for j := range kdcbpf.NumTransports {
@@ -120,7 +122,7 @@ func (c *kdcServiceCollector) Update(ch chan<- prometheus.Metric) error {
 	for _, r := range kdcbpf.Reasons {
 		v := c.errs[r]
 		if r == kdcbpf.ReasonMapFull {
-			v += float64(c.snap.ThreadsFull + c.snap.WorkersFull)
+			v += float64(c.snap.MapFull())
 		}
 		ch <- counter(c.errors, v, r)
 	}
@@ -151,7 +153,7 @@ func (c *kdcServiceCollector) update(ch chan<- prometheus.Metric) error {
 		ch <- gauge(c.up, 0)
 		return err
 	}
-	ch <- gauge(c.up, boolFloat(len(c.pids) > 0))
+	ch <- gauge(c.up, boolFloat(c.traced()))
 	for i := range kdcbpf.NumRequests {
 		var cpu, runq, blocked, stolen uint64
 		for j := range kdcbpf.NumTransports {
@@ -171,6 +173,23 @@ func (c *kdcServiceCollector) update(ch chan<- prometheus.Metric) error {
 	ch <- &histMetric{desc: c.queue, labels: c.queueLabels, h: &c.snap.Queue[kdcbpf.TransportUDP]}
 	c.updateWorkers(ch)
 	return nil
+}
+
+// traced tells whether the program timed every request of the KDC since
+// the last scrape: a KDC runs, each of its processes is watched, and no
+// table of the program was full meanwhile. A full table is logged once,
+// when it starts.
+func (c *kdcServiceCollector) traced() bool {
+	full := c.snap.MapFull()
+	grew := full > c.full
+	short := grew || c.snap.NotWatched > 0
+	if short && !c.warned {
+		level.Warn(c.logger).Log("msg", "kdcservice collector: a table of the BPF program is full, some krb5kdc requests or processes are not timed; krb5_kdc_service_tracing_up is 0 until it is not (krb5_kdc_service_tracing_errors_total{reason=\"map_full\"} counts them)",
+			"processes", len(c.pids), "not_watched", c.snap.NotWatched, "threads_full", c.snap.ThreadsFull, "workers_full", c.snap.WorkersFull, "watched_full", c.snap.WatchedFull)
+	}
+	c.full = full
+	c.warned = short
+	return len(c.pids) > 0 && !c.warned
 }
 
 // updateWorkers adds what each process answered since the last scrape to

@@ -14,7 +14,9 @@ import (
 // writes from the program's bucket counts is the one client_golang's own
 // histogram writes for the same observations, classic buckets (powers of
 // two, 2^-16 to 2 s) and native ones (schema 3, zero threshold 2^-20 s)
-// alike: count, sum, zero bucket, spans and deltas.
+// alike: count, sum, zero bucket, spans and deltas. The buckets come
+// from bucketOf, a copy of the program's arithmetic: the program's own
+// bucketing is checked by TestKDCServiceKnownTimes.
 func TestServiceHistogramEncoding(t *testing.T) {
 	var bounds []float64
 	for e := classicMin; e <= classicMax; e++ {

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -13,6 +14,8 @@ import (
 
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/krb5profile"
 )
 
 // Compiled-in MIT defaults (krb5 1.20).
@@ -67,21 +70,21 @@ func (a listenAddr) matches(ip net.IP, port uint64) bool {
 // kdc.conf, as a KDC started without -r would serve default_realm.
 func (p *profile) settings(realms []string, defaultDB string) (*kdcSettings, error) {
 	s := &kdcSettings{tcpListenBacklog: defaultTCPListenBacklog}
-	if v, ok := p.get("kdcdefaults", "kdc_tcp_listen_backlog"); ok {
+	if v, ok := p.Get("kdcdefaults", "kdc_tcp_listen_backlog"); ok {
 		n, err := strconv.Atoi(strings.TrimSpace(v))
 		if err != nil || n < 1 {
 			return nil, fmt.Errorf("kdc_tcp_listen_backlog = %q is not a positive integer", v)
 		}
 		s.tcpListenBacklog = n
 	}
-	if v, ok := p.get("libdefaults", "spake_preauth_groups"); ok {
+	if v, ok := p.Get("libdefaults", "spake_preauth_groups"); ok {
 		s.spakeGroups = splitList(v)
 	}
 	if len(realms) == 0 {
-		if v, ok := p.get("libdefaults", "default_realm"); ok && v != "" {
+		if v, ok := p.Get("libdefaults", "default_realm"); ok && v != "" {
 			realms = []string{v}
 		} else {
-			realms = p.subsections(p.files[:p.kdcFiles], "realms")
+			realms = p.Subsections("realms")
 		}
 	}
 	defUDP := firstOf(p, "88", []string{"kdcdefaults", "kdc_listen"}, []string{"kdcdefaults", "kdc_ports"})
@@ -112,10 +115,10 @@ func (p *profile) settings(realms []string, defaultDB string) (*kdcSettings, err
 func (p *profile) realm(name, defaultDB string) (realmSettings, error) {
 	r := realmSettings{name: name, dbLibrary: "db2"}
 	module := name
-	if v, ok := p.get("realms", name, "database_module"); ok {
+	if v, ok := p.Get("realms", name, "database_module"); ok {
 		module = v
 	}
-	if v, ok := p.get("dbmodules", module, "db_library"); ok {
+	if v, ok := p.Get("dbmodules", module, "db_library"); ok {
 		r.dbLibrary = v
 	}
 	var err error
@@ -124,9 +127,9 @@ func (p *profile) realm(name, defaultDB string) (realmSettings, error) {
 		tag string
 		dst *bool
 	}{{"disable_last_success", &r.disableLastSuccess}, {"disable_lockout", &r.disableLockout}} {
-		v, ok := p.get("dbmodules", module, b.tag)
+		v, ok := p.Get("dbmodules", module, b.tag)
 		if !ok && r.dbLibrary == "kldap" {
-			v, ok = p.get("dbdefaults", b.tag)
+			v, ok = p.Get("dbdefaults", b.tag)
 		}
 		if ok {
 			if *b.dst, err = profileBool(v); err != nil {
@@ -136,9 +139,9 @@ func (p *profile) realm(name, defaultDB string) (realmSettings, error) {
 	}
 	switch r.dbLibrary {
 	case "db2", "klmdb":
-		db, ok := p.get("dbmodules", module, "database_name")
+		db, ok := p.Get("dbmodules", module, "database_name")
 		if !ok {
-			if db, ok = p.get("realms", name, "database_name"); !ok {
+			if db, ok = p.Get("realms", name, "database_name"); !ok {
 				db = defaultDB
 			}
 		}
@@ -147,7 +150,7 @@ func (p *profile) realm(name, defaultDB string) (realmSettings, error) {
 		}
 		r.dbFile = db
 	}
-	if v, ok := p.get("realms", name, "iprop_enable"); ok {
+	if v, ok := p.Get("realms", name, "iprop_enable"); ok {
 		if r.ipropEnable, err = profileBool(v); err != nil {
 			return r, fmt.Errorf("realm %s: iprop_enable: %w", name, err)
 		}
@@ -156,7 +159,7 @@ func (p *profile) realm(name, defaultDB string) (realmSettings, error) {
 	// never looks at [dbmodules].
 	r.ipropLog = firstOf(p, firstOf(p, defaultDB, []string{"realms", name, "database_name"})+".ulog",
 		[]string{"realms", name, "iprop_logfile"})
-	enc, ok := p.get("realms", name, "supported_enctypes")
+	enc, ok := p.Get("realms", name, "supported_enctypes")
 	if !ok {
 		enc = defaultSupportedEnctypes
 	}
@@ -175,7 +178,7 @@ func (p *profile) realm(name, defaultDB string) (realmSettings, error) {
 // firstOf returns the first relation that exists, else def.
 func firstOf(p *profile, def string, paths ...[]string) string {
 	for _, path := range paths {
-		if v, ok := p.get(path...); ok {
+		if v, ok := p.Get(path...); ok {
 			return v
 		}
 	}
@@ -286,18 +289,8 @@ func stampOf(path string) fileStamp {
 }
 
 func newConfSource(logger log.Logger, kdcPaths, krb5Paths string) *confSource {
-	kp := splitPaths(kdcPaths)
-	return &confSource{logger: logger, kdcPaths: kp, krb5Paths: splitPaths(krb5Paths), defaultDB: defaultDatabase(kp)}
-}
-
-func splitPaths(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ":") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
+	kp := krb5profile.SplitPaths(kdcPaths)
+	return &confSource{logger: logger, kdcPaths: kp, krb5Paths: krb5profile.SplitPaths(krb5Paths), defaultDB: defaultDatabase(kp)}
 }
 
 // load returns the merged profile; the error is a missing kdc.conf or a
@@ -314,7 +307,7 @@ func (c *confSource) load() (*profile, error) {
 	}
 	c.checked = c.inScrape
 	c.prof, c.err = c.parse()
-	var pe *profileError
+	var pe *krb5profile.Error
 	if errors.As(c.err, &pe) {
 		c.parseErrors++
 		level.Error(c.logger).Log("msg", "cannot parse KDC profile; kdcconf metrics withheld until the file changes", "err", c.err)
@@ -354,41 +347,31 @@ func (c *confSource) changed() bool {
 }
 
 func (c *confSource) parse() (*profile, error) {
-	p := &profile{}
 	// Stamp the configured paths (even missing ones: creating one is a
 	// change) and then every file actually read, includes too.
 	c.stamps = c.stamps[:0]
 	for _, path := range append(append([]string(nil), c.kdcPaths...), c.krb5Paths...) {
 		c.stamps = append(c.stamps, stampOf(path))
 	}
-	read := func(paths []string) error {
-		for _, path := range paths {
-			if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-				continue // libprofile skips missing files
-			}
-			f, err := parseProfileFile(path)
-			if err != nil {
-				return err
-			}
-			for _, inc := range f.files[1:] {
-				c.stamps = append(c.stamps, stampOf(inc))
-			}
-			p.files = append(p.files, f)
+	p, err := krb5profile.Load(c.kdcPaths, c.krb5Paths, func(path string) {
+		if !slices.Contains(c.kdcPaths, path) && !slices.Contains(c.krb5Paths, path) {
+			c.stamps = append(c.stamps, stampOf(path))
 		}
-		return nil
-	}
-	if err := read(c.kdcPaths); err != nil {
+	})
+	if err != nil {
 		return nil, err
 	}
-	p.kdcFiles = len(p.files)
-	if p.kdcFiles == 0 {
+	if p.KDCFiles == 0 {
 		return nil, fmt.Errorf("%w (looked for %s)", errNoProfile, strings.Join(c.kdcPaths, ", "))
 	}
-	if err := read(c.krb5Paths); err != nil {
-		return nil, err
-	}
-	return p, nil
+	return &profile{p}, nil
 }
+
+// profile is the KDC's merged profile, which the settings interpret.
+type profile struct{ *krb5profile.Profile }
+
+// errNoProfile means none of the configured kdc.conf files exists.
+var errNoProfile = errors.New("no kdc.conf found")
 
 // defaultDatabase is the compiled-in database path of the distribution
 // whose kdc.conf location is in use.

@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/go-kit/log"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/krb5profile"
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 )
 
 const settingsKDCConf = `[kdcdefaults]
@@ -49,10 +52,21 @@ const settingsKDCConf = `[kdcdefaults]
 	disable_last_success = true
 `
 
+// mustProfile is the profile of one kdc.conf and the krb5.conf files
+// after it.
+func mustProfile(t *testing.T, paths ...string) *profile {
+	t.Helper()
+	p, err := krb5profile.Load(paths[:1], paths[1:], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &profile{p}
+}
+
 func TestSettings(t *testing.T) {
 	dir := t.TempDir()
-	p := mustProfile(t, writeFile(t, dir, "kdc.conf", settingsKDCConf),
-		writeFile(t, dir, "krb5.conf", "[libdefaults]\n\tdefault_realm = DB2.TEST\n\tspake_preauth_groups = edwards25519, P-256\n"))
+	p := mustProfile(t, testutil.WriteFile(t, dir, "kdc.conf", settingsKDCConf),
+		testutil.WriteFile(t, dir, "krb5.conf", "[libdefaults]\n\tdefault_realm = DB2.TEST\n\tspake_preauth_groups = edwards25519, P-256\n"))
 
 	// -r arguments of the running KDC decide the realms.
 	s, err := p.settings([]string{"DB2.TEST", "LMDB.TEST", "LDAP.TEST", "DB2.TEST"}, debianDatabase)
@@ -116,7 +130,7 @@ func TestSettingsInvalid(t *testing.T) {
 		"bad port":    "[realms]\n\tX.TEST = {\n\t\tkdc_listen = 127.0.0.1:99999\n\t}\n",
 	} {
 		t.Run(name, func(t *testing.T) {
-			p := mustProfile(t, writeFile(t, t.TempDir(), "kdc.conf", text))
+			p := mustProfile(t, testutil.WriteFile(t, t.TempDir(), "kdc.conf", text))
 			if _, err := p.settings([]string{"X.TEST"}, debianDatabase); err == nil {
 				t.Error("no error")
 			}
@@ -140,7 +154,7 @@ func TestEnctypeWeakness(t *testing.T) {
 // it is scraped; fixing it brings the settings back.
 func TestConfSourceCountsOnce(t *testing.T) {
 	dir := t.TempDir()
-	path := writeFile(t, dir, "kdc.conf", "[realms]\n\tX.TEST = {\n")
+	path := testutil.WriteFile(t, dir, "kdc.conf", "[realms]\n\tX.TEST = {\n")
 	c := newConfSource(log.NewNopLogger(), path, filepath.Join(dir, "missing-krb5.conf"))
 	for i := 0; i < 3; i++ {
 		if _, err := c.settings(nil); err == nil {
@@ -150,7 +164,7 @@ func TestConfSourceCountsOnce(t *testing.T) {
 	if c.parseErrors != 1 {
 		t.Errorf("parse errors = %v after 3 loads of one broken file, want 1", c.parseErrors)
 	}
-	writeFile(t, dir, "kdc.conf", "[realms]\n\tX.TEST = {\n\t}\n")
+	testutil.WriteFile(t, dir, "kdc.conf", "[realms]\n\tX.TEST = {\n\t}\n")
 	// The size changed; also move the mtime in case the clock is coarse.
 	later := time.Now().Add(time.Minute)
 	os.Chtimes(path, later, later)

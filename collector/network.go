@@ -40,7 +40,7 @@ type networkCollector struct {
 	nsFor          procID    // the KDC process nsRel is for
 	nsRel          netnsRelation
 
-	udpQueue, udpDrops, tcpQueue, tcpLimit, tcpConns,
+	udpQueue, udpDrops, tcpQueue, tcpLimit, tcpDrops, tcpConns,
 	udpRcvbuf, udpInErrors, listenOverflows, listenDrops *prometheus.Desc
 }
 
@@ -81,6 +81,7 @@ func newNetworkCollector(scan *procScanner, conf *confSource, pfs procfs.FS, pro
 		udpQueue:       desc("kdc", "udp_receive_queue_bytes", "Memory charged to the receive queue of a KDC UDP socket: datagrams not yet read by the KDC, kernel overhead included; the kernel drops datagrams once it reaches the socket receive buffer size.", "address"),
 		udpDrops:       prometheus.NewDesc(MetricUDPDrops, "Datagrams the kernel dropped on a KDC UDP socket, mostly because its receive buffer was full.", []string{"address"}, nil),
 		tcpQueue:       desc("kdc", "tcp_listen_queue_length", "Connections completed and waiting in the accept queue of a KDC TCP listening socket.", "address"),
+		tcpDrops:       desc("kdc", "tcp_listen_drops_total", "SYNs and connections a KDC TCP listening socket dropped (its sk_drops: accept queue overflows, a full SYN queue); from sock_diag only.", "address"),
 		tcpLimit:       desc("kdc", "tcp_listen_queue_limit", "Backlog of a KDC TCP listening socket (what listen() got: kdc_tcp_listen_backlog capped by net.core.somaxconn); connections are dropped once the accept queue holds more than this.", "address"),
 		tcpConns:       desc("kdc", "tcp_connections", "TCP connections to the KDC's listening addresses, by state.", "state"),
 		udpRcvbuf: desc("host", "udp_receive_buffer_errors_total",
@@ -95,7 +96,7 @@ func newNetworkCollector(scan *procScanner, conf *confSource, pfs procfs.FS, pro
 }
 
 func (c *networkCollector) describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.udpQueue, c.udpDrops, c.tcpQueue, c.tcpLimit, c.tcpConns,
+	for _, d := range []*prometheus.Desc{c.udpQueue, c.udpDrops, c.tcpQueue, c.tcpLimit, c.tcpDrops, c.tcpConns,
 		c.udpRcvbuf, c.udpInErrors, c.listenOverflows, c.listenDrops} {
 		ch <- d
 	}
@@ -453,10 +454,11 @@ func (c *networkCollector) updateTCP(ch chan<- prometheus.Metric, np *kdcProc, s
 	if err != nil {
 		return err
 	}
-	var sums addrSums
+	var sums, drops addrSums
 	computed := -1.0 // the limit from kdc.conf, worked out when needed
 	for _, l := range listeners {
-		sum, isNew := sums.at(hostPort(l.ip, uint64(l.port)))
+		addr := hostPort(l.ip, uint64(l.port))
+		sum, isNew := sums.at(addr)
 		switch {
 		case fromKernel:
 			sum.b = float64(l.wqueue) // what listen() got
@@ -467,12 +469,19 @@ func (c *networkCollector) updateTCP(ch chan<- prometheus.Metric, np *kdcProc, s
 			sum.b = computed
 		}
 		sum.a += float64(l.rqueue)
+		if l.haveDrops {
+			d, _ := drops.at(addr)
+			d.a += float64(l.drops)
+		}
 	}
 	for _, s := range sums {
 		ch <- gauge(c.tcpQueue, s.a, s.addr)
 		if s.b > 0 {
 			ch <- gauge(c.tcpLimit, s.b, s.addr)
 		}
+	}
+	for _, d := range drops {
+		ch <- counter(c.tcpDrops, d.a, d.addr)
 	}
 	if len(listeners) == 0 || !c.tcpConnections {
 		return nil
@@ -504,7 +513,7 @@ type inetSocket struct {
 	port           uint16
 	inode          uint64
 	rqueue, wqueue uint32 // wqueue of a listener: its backlog (sock_diag only)
-	drops          uint32 // UDP
+	drops          uint32 // UDP; of a TCP listener from sock_diag: its listen drops
 	haveDrops      bool
 
 	// sock_diag only: what an exact request for the socket needs.

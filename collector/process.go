@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
@@ -33,9 +34,10 @@ type processCollector struct {
 
 	lastMain  map[string]procID // main process seen by the previous scrape
 	restartN  map[string]float64
-	slots     *kdcproc.Workers // shared with the log's per-worker counter
-	answering []kdcproc.ID     // reused by updateWorkers
-	byIndex   []int            // reused by updateWorkers
+	lastUp    map[string]time.Time // the last scrape that found the program running
+	slots     *kdcproc.Workers     // shared with the log's per-worker counter
+	answering []kdcproc.ID         // reused by updateWorkers
+	byIndex   []int                // reused by updateWorkers
 	wlabels   workerLabelSet
 }
 
@@ -71,6 +73,7 @@ func newProcessCollector(scan *procScanner, slots *kdcproc.Workers, logger log.L
 		sysctlFn:       scan.procPath + "/sys/kernel/task_delayacct",
 		lastMain:       map[string]procID{},
 		restartN:       map[string]float64{},
+		lastUp:         map[string]time.Time{},
 	}
 	if ownPidNamespace(scan.procPath, scan.onProcfs) {
 		c.prlimit = prlimitNoFile
@@ -102,6 +105,7 @@ func (c *processCollector) Update(ch chan<- prometheus.Metric) error {
 				c.restartN[p.name]++
 			}
 			c.lastMain[p.name] = id
+			c.lastUp[p.name] = time.Now()
 		}
 		ch <- gauge(c.up, boolFloat(p.running()), p.name)
 		ch <- gauge(c.processes, float64(len(p.procs)), p.name)

@@ -124,12 +124,16 @@ func (c *fileCache) readKept(path string, pread func(fd int, path string) ([]byt
 // mtime and ctime were already settledAge old then: any write since would
 // have set both to a later time (a write within the timestamps'
 // granularity of the last read is the case this leaves out: such a file
-// is read at every scrape until it settles).
+// is read at every scrape until it settles). check, given the stat,
+// vetoes the file before it is read (a pid file's owner and mode).
 // The slice is valid until the next read.
-func (c *fileCache) readReplaceable(path string) ([]byte, error) {
+func (c *fileCache) readReplaceable(path string, check func(*unix.Stat_t) error) ([]byte, error) {
 	var st unix.Stat_t
 	if err := unix.Stat(path, &st); err != nil {
 		return nil, &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if err := check(&st); err != nil {
+		return nil, err
 	}
 	if cf := c.files[path]; cf != nil && (cf.dev != st.Dev || cf.ino != st.Ino) {
 		unix.Close(cf.fd)

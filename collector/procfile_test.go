@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
 
+	"github.com/krb5-exporter/krb5-exporter/internal/kdcproc"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 )
 
@@ -331,7 +332,7 @@ func TestReadPidFileKeptOpen(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "kdc.pid")
 	want := func(what string, pid int) {
 		t.Helper()
-		got, err := readPidFile(files, path)
+		got, err := readPidFile(files, path, kdcproc.DefaultRule())
 		if err != nil || got != pid {
 			t.Errorf("%s: %d, %v; want %d", what, got, err, pid)
 		}
@@ -356,7 +357,7 @@ func TestReadPidFileKeptOpen(t *testing.T) {
 	if err := os.WriteFile(path, []byte("x\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if pid, err := readPidFile(files, path); err == nil {
+	if pid, err := readPidFile(files, path, kdcproc.DefaultRule()); err == nil {
 		t.Errorf("no pid: got %d", pid)
 	}
 }
@@ -373,7 +374,7 @@ func TestReadPidFileSettled(t *testing.T) {
 	path := filepath.Join(dir, "kdc.pid")
 	want := func(what string, pid int) {
 		t.Helper()
-		got, err := readPidFile(files, path)
+		got, err := readPidFile(files, path, kdcproc.DefaultRule())
 		if err != nil || got != pid {
 			t.Errorf("%s: %d, %v; want %d", what, got, err, pid)
 		}
@@ -452,7 +453,7 @@ func replaceThenRemove(t *testing.T, files *fileCache, path string, pid int, wan
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := readPidFile(files, path); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := readPidFile(files, path, kdcproc.DefaultRule()); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("removed: %v, want not exist", err)
 	}
 }

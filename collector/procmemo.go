@@ -92,5 +92,8 @@ func (s *procScanner) sweepMemo() {
 			delete(s.paths, pid)
 		}
 	}
+	if s.ident != nil {
+		s.ident.sweep(s.gen)
+	}
 	s.gen++
 }

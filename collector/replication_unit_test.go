@@ -43,6 +43,7 @@ func TestReplicationUnusableLog(t *testing.T) {
 	}
 	cfg := DefaultConfig()
 	cfg.ProcFS = filepath.Join(fixtureDir, "proc")
+	cfg.Identity.SystemdDir = noSystemd
 	cfg.Process, cfg.Network, cfg.KDCConf = false, false, false
 	cfg.KDCConfPath, cfg.Krb5ConfPath = filepath.Join(dir, "kdc.conf"), filepath.Join(dir, "none.conf")
 	cfg.DumpFile = filepath.Join(dir, "replica_datatrans")
@@ -206,6 +207,7 @@ func BenchmarkReplicationScrape(b *testing.B) {
 	b.Run("collector", func(b *testing.B) {
 		cfg := DefaultConfig()
 		cfg.ProcFS = filepath.Join(fixtureDir, "proc")
+		cfg.Identity.SystemdDir = noSystemd
 		cfg.Process, cfg.Network, cfg.KDCConf = false, false, false
 		cfg.KDCConfPath, cfg.Krb5ConfPath, cfg.DumpFile = kdcConf, krb5Conf, dump
 		c, err := New(nil, cfg)

@@ -15,6 +15,9 @@ type ProgramStatus struct {
 	Workers []int // krb5kdc -w N's worker pids, oldest first
 	// Restarts: times the main process was seen replaced since the start.
 	Restarts int
+	// LastSeen is when a collection last found it running (zero: never
+	// since the exporter started).
+	LastSeen time.Time
 }
 
 // CollectorError is a collector failing at its last run.
@@ -66,7 +69,7 @@ func (k *KDCCollector) Status(maxAge time.Duration) Status {
 	}
 	for i := range snap.programs {
 		p := &snap.programs[i]
-		ps := ProgramStatus{Name: p.name, Running: p.running(), Restarts: int(pc.restartN[p.name])}
+		ps := ProgramStatus{Name: p.name, Running: p.running(), Restarts: int(pc.restartN[p.name]), LastSeen: pc.lastUp[p.name]}
 		if p.running() {
 			ps.PID = p.main.pid
 		}

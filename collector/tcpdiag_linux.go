@@ -232,7 +232,8 @@ func diagRequestV2(family, proto uint8, states uint32, id []byte) []byte {
 }
 
 // diagRequest builds nlmsghdr + inet_diag_req (+ a bytecode filter that
-// accepts a socket whose local port is one of ports).
+// accepts a socket whose local port is one of ports), asking for the
+// memory counters (drops) of listeners.
 func diagRequest(states uint32, ports []uint16) []byte {
 	bc := portFilter(ports)
 	size := unix.SizeofNlMsghdr + sizeofInetDiagReq
@@ -247,6 +248,12 @@ func diagRequest(states uint32, ports []uint16) []byte {
 	ne.PutUint32(b[8:], 1) // sequence number
 	r := b[unix.SizeofNlMsghdr:]
 	r[0] = unix.AF_INET // ignored by a dump: the kernel sets AF_UNSPEC
+	if states == 1<<tcpListen {
+		// idiag_ext: the socket memory counters of listeners, whose drops
+		// are the listen drops (tcp_listendrop adds to sk_drops); not for
+		// the connections, where they would cost 36 bytes a socket.
+		r[3] = 1 << (inetDiagSkmeminfo - 1)
+	}
 	if len(ports) == 1 {
 		// The kernel compares idiag_sport with every socket before
 		// running the bytecode (much cheaper); the bytecode keeps the

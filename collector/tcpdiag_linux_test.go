@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -487,5 +488,148 @@ func TestSockDiagTCPLookup(t *testing.T) {
 	defer l2.Close()
 	if _, ok, err := d.lookup(ls[0]); ok || err != nil {
 		t.Errorf("listener replaced: found %v, %v", ok, err)
+	}
+}
+
+// TestSockDiagTCPListenDrops checks a listener's drops from sock_diag (a
+// dump and an exact request) against the kernel's own count for its
+// network namespace, TcpExtListenDrops: in a namespace of the test's own,
+// where the listener (backlog 1, never accepting, 8 clients connecting)
+// is the only one, the two are the same drops.
+func TestSockDiagTCPListenDrops(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatal("a network namespace of the test's own needs root")
+		}
+		t.Skip("a network namespace of the test's own needs root")
+	}
+	type result struct {
+		before, after    uint64 // ListenDrops read before and after the requests
+		overflows        uint64
+		dump, lookup     inetSocket
+		dumped, lookedUp int
+		err              error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		// Never unlocked: the thread ends with the goroutine, and the
+		// namespace with it.
+		runtime.LockOSThread()
+		var r result
+		r.err = func() error {
+			if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+				return err
+			}
+			fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+			if err != nil {
+				return err
+			}
+			defer unix.Close(fd)
+			ifr, err := unix.NewIfreq("lo")
+			if err != nil {
+				return err
+			}
+			ifr.SetUint16(unix.IFF_UP | unix.IFF_LOOPBACK | unix.IFF_RUNNING)
+			if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+				return err
+			}
+			l, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+			if err != nil {
+				return err
+			}
+			defer unix.Close(l)
+			if err := unix.Bind(l, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+				return err
+			}
+			if err := unix.Listen(l, 1); err != nil {
+				return err
+			}
+			sa, err := unix.Getsockname(l)
+			if err != nil {
+				return err
+			}
+			for range 8 {
+				c, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+				if err != nil {
+					return err
+				}
+				defer unix.Close(c)
+				if err := unix.Connect(c, sa); err != nil && err != unix.EINPROGRESS {
+					return err
+				}
+			}
+			counts := func() (drops, overflows uint64, err error) {
+				b, err := os.ReadFile("/proc/thread-self/net/netstat")
+				if err != nil {
+					return 0, 0, err
+				}
+				var names []string
+				for _, line := range strings.Split(string(b), "\n") {
+					f := strings.Fields(line)
+					if len(f) == 0 || f[0] != "TcpExt:" {
+						continue
+					}
+					if names == nil {
+						names = f
+						continue
+					}
+					for i := 1; i < len(f) && i < len(names); i++ {
+						v, _ := strconv.ParseUint(f[i], 10, 64)
+						switch names[i] {
+						case "ListenDrops":
+							drops = v
+						case "ListenOverflows":
+							overflows = v
+						}
+					}
+				}
+				return drops, overflows, nil
+			}
+			// The clients' SYNs past the backlog are dropped at once;
+			// their retransmits (1 s, 3 s, ...) add more while we read.
+			for deadline := time.Now().Add(10 * time.Second); r.before == 0; time.Sleep(10 * time.Millisecond) {
+				if r.before, _, err = counts(); err != nil || time.Now().After(deadline) {
+					return err
+				}
+			}
+			d, err := openDiag(nil)
+			if err != nil {
+				return err
+			}
+			defer d.close()
+			ls, err := d.dumpTCP(1<<tcpListen, nil)
+			if err != nil {
+				return err
+			}
+			r.dumped = len(ls)
+			if len(ls) == 1 {
+				r.dump = ls[0]
+				var ok bool
+				if r.lookup, ok, err = d.lookup(ls[0]); err != nil {
+					return err
+				} else if ok {
+					r.lookedUp = 1
+				}
+			}
+			r.after, r.overflows, err = counts()
+			return err
+		}()
+		ch <- r
+	}()
+	r := <-ch
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	t.Logf("ListenDrops %d..%d (ListenOverflows %d); sock_diag: dump %d, exact request %d", r.before, r.after, r.overflows, r.dump.drops, r.lookup.drops)
+	if r.before == 0 {
+		t.Fatal("the kernel counted no listen drop in 10 s")
+	}
+	if r.dumped != 1 || r.lookedUp != 1 {
+		t.Fatalf("%d listeners in the namespace's dump, %d found by an exact request; want 1 and 1", r.dumped, r.lookedUp)
+	}
+	for what, s := range map[string]inetSocket{"dump": r.dump, "exact request": r.lookup} {
+		if !s.haveDrops || uint64(s.drops) < r.before || uint64(s.drops) > r.after {
+			t.Errorf("%s: drops %d (have %v), want within the namespace's ListenDrops %d..%d", what, s.drops, s.haveDrops, r.before, r.after)
+		}
 	}
 }

@@ -13,9 +13,6 @@ import (
 
 	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 )
 
 // The usual deployment runs the exporter as an unprivileged user while
@@ -118,23 +115,7 @@ func TestIntegrationUnprivileged(t *testing.T) {
 			t.Errorf("the child logged %q:\n%s", line, childLog)
 		}
 	}
-	f, err := os.Open(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	mfs, err := p.TextToMetricFamilies(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := gather(t, prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
-		var out []*dto.MetricFamily
-		for _, mf := range mfs {
-			out = append(out, mf)
-		}
-		return out, nil
-	}))
+	s := readExposition(t, out)
 
 	for _, name := range []string{"process", "network", "kdcconf", "kdcservice"} {
 		if v := s.Value("krb5_exporter_collector_scrape_success", "collector", name); v != 1 {

@@ -14,9 +14,12 @@ import (
 	"github.com/krb5-exporter/krb5-exporter/internal/safefile"
 )
 
-// LogSource is one KDC or kadmind log file to follow and count.
+// LogSource is one KDC or kadmind log to follow and count. With neither
+// path nor journal, the log is the one kdc.conf's [logging] names (the
+// daemon resolves it: FILE: a file, syslog or nothing: the journal).
 //
 //	logs:
+//	  - type: kdc                  # wherever kdc.conf says
 //	  - path: /var/log/krb5kdc.log
 //	    type: kdc
 //	    start_at: end              # or beginning; only when no position is saved
@@ -26,6 +29,7 @@ import (
 type LogSource struct {
 	// Path is the file the daemon writes: a FILE: target of kdc.conf's
 	// [logging] section, or a file a syslog daemon writes its lines to.
+	// Empty, with no journal: what kdc.conf says (FromKDCConf).
 	Path string `yaml:"path"`
 	// Type selects whose lines are counted: "kdc" (krb5kdc), "kadmind"
 	// (kadmind, plus kadmin.local/kdb5_util lines, which share its target)
@@ -129,6 +133,10 @@ func typePrograms(typ string) []string {
 	return []string{"krb5kdc", "kadmind"}
 }
 
+// FromKDCConf reports a source that names neither a file nor the
+// journal: the daemon follows what kdc.conf's [logging] says.
+func (l *LogSource) FromKDCConf() bool { return l.Path == "" && l.Journal == nil }
+
 // Key names the source in metrics (the path label) and in the position
 // file: its path, or for the journal "journal:" and what it matches.
 func (l *LogSource) Key() string {
@@ -172,8 +180,10 @@ func (l *LogSource) Validate() error {
 		if _, err := l.JournalUIDs(); err != nil {
 			return fieldErr(err.Error(), "journal", "user")
 		}
-	} else if strings.TrimSpace(l.Path) == "" {
-		return fieldErr("path (or journal) is required", "path")
+	} else if l.Path != "" && strings.TrimSpace(l.Path) == "" {
+		return fieldErr("path is blank", "path")
+	} else if l.FromKDCConf() && l.Type == "any" {
+		return fieldErr(`type "any" (one file both daemons write) needs a path`, "path")
 	}
 	if err := checkName("path", l.Path); err != nil {
 		return fieldErr(err.Error(), "path")
@@ -283,6 +293,9 @@ func checkLogFiles(logs []LogSource) error {
 	ids := map[fileID]int{}
 	keys := map[string]int{}
 	for i, l := range logs {
+		if l.FromKDCConf() {
+			continue // resolved when applied, and checked then
+		}
 		if l.Journal != nil {
 			if j, dup := keys[l.Key()]; dup {
 				return fieldErr(fmt.Sprintf("journal source listed twice (logs[%d]): its entries would be counted twice", j), "logs", strconv.Itoa(i), "journal")

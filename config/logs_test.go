@@ -41,7 +41,9 @@ logs:
 
 func TestLogSourceErrors(t *testing.T) {
 	for _, c := range []struct{ yaml, want string }{
-		{"logs:\n  - type: kdc\n", "test.yml:2: logs.0.path: path (or journal) is required"},
+		{"logs:\n  - type: any\n", `test.yml:2: logs.0.path: type "any" (one file both daemons write) needs a path`},
+		{"logs:\n  - type: kdc\n    path: \" \"\n", "test.yml:3: logs.0.path: path is blank"},
+		{"logs:\n  - {}\n", "type is required"},
 		{"logs:\n  - path: /x\n    type: kdc\n    journal: {}\n", "path and journal are exclusive"},
 		{"logs:\n  - type: kdc\n    journal: {identifiers: [\"a=b\"]}\n", "not an identifier or unit name"},
 		{"logs:\n  - type: kdc\n    journal: {units: [\"\"]}\n", "not an identifier or unit name"},
@@ -163,5 +165,24 @@ logs:
 	}
 	if got, missing := cfg.ProbePrincipalsOf(&cfg.Logs[2]); len(got) != 0 || len(missing) != 2 {
 		t.Errorf("explicitly none: %v, missing %v", got, missing)
+	}
+}
+
+// An entry with neither path nor journal follows kdc.conf: it loads, and
+// two of them are checked only once resolved (the log collector's).
+func TestLogSourceFromKDCConf(t *testing.T) {
+	cfg, err := Parse([]byte("logs:\n  - type: kdc\n  - type: kadmind\n    probe_principals: [p]\n  - type: kpropd\n"), "test.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, l := range cfg.Logs {
+		if !l.FromKDCConf() {
+			t.Errorf("logs[%d] %+v: not from kdc.conf", i, l)
+		}
+	}
+	for _, l := range []LogSource{{Type: "kdc", Path: "/x"}, {Type: "kdc", Journal: &JournalSource{}}} {
+		if l.FromKDCConf() {
+			t.Errorf("%+v: from kdc.conf", l)
+		}
 	}
 }

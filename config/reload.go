@@ -30,6 +30,7 @@ type Reloader struct {
 
 	mu     sync.Mutex // serialises reloads (SIGHUP and /-/reload may race)
 	cur    *Config
+	loaded bool             // a configuration was applied: a failure keeps it
 	logged *logging.Changes // the outcome last logged, repeats through the limiter
 
 	success   prometheus.Gauge
@@ -79,6 +80,10 @@ func (r *Reloader) Reload() error {
 		var err error
 		if cfg, err = LoadDeferringKeys(r.path); err != nil {
 			r.success.Set(0)
+			if !r.loaded {
+				r.log(level.Error, "msg", "invalid configuration: not starting", "err", err)
+				return &StartError{err}
+			}
 			r.log(level.Error, "msg", "configuration not reloaded, keeping the previous one", "err", err)
 			return err
 		}
@@ -91,16 +96,28 @@ func (r *Reloader) Reload() error {
 	}
 	if err := errors.Join(errs...); err != nil {
 		r.success.Set(0)
+		if !r.loaded {
+			r.log(level.Error, "msg", "invalid configuration: not starting", "file", r.path, "err", err)
+			return &StartError{err}
+		}
 		r.log(level.Error, "msg", "configuration applied with errors", "file", r.path, "err", err)
 		r.cur = cfg
 		return err
 	}
-	r.cur = cfg
+	r.cur, r.loaded = cfg, true
 	r.success.Set(1)
 	r.timestamp.SetToCurrentTime()
 	r.log(level.Info, "msg", "configuration loaded", "file", r.path, "modules", len(cfg.Modules), "probes", len(cfg.Probes), "logs", len(cfg.Logs))
 	return nil
 }
+
+// StartError is the first load's failure: there is no previous
+// configuration to keep, so the daemon must not start (its exit status
+// tells systemd not to restart it: the file needs fixing first).
+type StartError struct{ Err error }
+
+func (e *StartError) Error() string { return e.Err.Error() }
+func (e *StartError) Unwrap() error { return e.Err }
 
 // log writes a reload's line when its outcome (the line's values) differs
 // from the last one logged, else at most once per the limiter's interval,

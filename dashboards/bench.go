@@ -27,13 +27,17 @@ func Bench() *dashboard.DashboardBuilder {
 		limit{36 * 3600, "orange"}, limit{48 * 3600, "red"}))
 	b.WithPanel(binary("Tests", "Each test of the last run: PASS when it ran and every metric met its target; FAIL when one did not or the test could not run. Skipped tests are not shown.", 16, 5,
 		[]query{q(`krb5_bench_test_success{`+sel+`}`, "{{test}}")}, "FAIL", "PASS"))
-	b.WithPanel(results())
+	// The last run's results against their targets, one table per unit:
+	// the groups of the trend panels below.
+	for _, g := range resultGroups {
+		b.WithPanel(results(g))
+	}
 
 	// The comparison with an earlier run (bench --baseline DIR).
 	b.WithRow(dashboard.NewRowBuilder("Compared with the baseline"))
 	b.WithPanel(binary("Against the baseline", "Whether each metric of the last run got significantly worse than in the --baseline run (krb5_bench_baseline_verdict -1: Mann-Whitney U test p < 0.05, interval excluding 0, change beyond --change-floor), whatever its target says. Empty without --baseline.", 12, 5,
 		[]query{q(`krb5_bench_baseline_verdict{`+sel+`} > bool -1`, "{{test}} {{metric}}")}, "WORSE", "not worse"))
-	b.WithPanel(single("Settings that differ", "Settings that decide the numbers (krb5 version, kdc.conf, workers, pre-authentication, cores, pinning, the load) that differ from the baseline run's: above 0 the comparison answers a different question.", "none", 4, 5,
+	b.WithPanel(single("Settings that differ", "Settings that decide the numbers (krb5 version, kdc.conf, workers, pre-authentication, cores, pinning, the load) that differ from the baseline run's: above 0 the comparison answers a different question.", "suffix: settings", 4, 5,
 		[]query{q(`krb5_bench_baseline_settings_differ{`+sel+`}`, "settings")}, limit{1, "orange"}))
 	b.WithPanel(single("Change from the baseline", "Each metric's change from the baseline run, a share of the baseline's value (Hodges-Lehmann estimate from the runs' samples; krb5_bench_baseline_change_low_ratio and _high_ratio are its 95 % interval). For rates a fall is worse, for latencies, errors and CPU a rise.", "percentunit", 8, 5,
 		[]query{q(`krb5_bench_baseline_change_ratio{`+sel+`}`, "{{test}} {{metric}}")}))
@@ -58,21 +62,36 @@ func Bench() *dashboard.DashboardBuilder {
 	return b
 }
 
-// results is the table of the last run: every metric with its value,
-// target and verdict.
-func results() *table.PanelBuilder {
+// resultGroup is a group of bench metrics of one unit (by a regular
+// expression on the metric label): a results table and a trend panel.
+type resultGroup struct {
+	title, unit, metrics string
+}
+
+var resultGroups = []resultGroup{
+	{"Rates against targets", "reqps", `.*_per_second`},
+	{"Times against targets", "s", `(login|ticket)_p9[59]_seconds|startup_seconds|dump_seconds`},
+	{"Ratios against targets", "percentunit", `.*_ratio`},
+	{"Memory against its target", "bytes", `kdc_rss_peak_bytes`},
+}
+
+// results is the table of the last run's metrics of one group: each with
+// its value, the target it was held to, in the group's unit, and whether
+// it met it.
+func results(g resultGroup) *table.PanelBuilder {
 	instant := func(expr, ref string) *prometheus.DataqueryBuilder {
 		return prometheus.NewDataqueryBuilder().Expr(expr).Instant().Format(prometheus.PromQueryFormatTable).RefId(ref)
 	}
+	m := sel + `, metric=~"` + g.metrics + `"`
 	return table.NewPanelBuilder().
-		Title("Results against targets").
-		Description("Every metric of the last run in base units (the metric's name says which: seconds, per second, bytes, ratio 0–1), the target it was held to, and whether it met it.").
+		Title(g.title).
+		Description("The last run's metrics of this unit, the target each was held to (a floor for rates and the concurrency share, a ceiling for the rest), and whether it met it.").
 		Datasource(datasource).
-		Unit("none").
-		Span(24).Height(10).
-		WithTarget(instant(`krb5_bench_result{`+sel+`}`, "A")).
-		WithTarget(instant(`krb5_bench_target{`+sel+`}`, "B")).
-		WithTarget(instant(`krb5_bench_pass{`+sel+`}`, "C")).
+		Unit(g.unit).
+		Span(12).Height(7).
+		WithTarget(instant(`krb5_bench_result{`+m+`}`, "A")).
+		WithTarget(instant(`krb5_bench_target{`+m+`}`, "B")).
+		WithTarget(instant(`krb5_bench_pass{`+m+`}`, "C")).
 		WithTransformation(dashboard.DataTransformerConfig{Id: "merge", Options: map[string]any{}}).
 		WithTransformation(dashboard.DataTransformerConfig{Id: "organize", Options: map[string]any{
 			"excludeByName": map[string]bool{"Time": true, "job": true, "instance": true},
@@ -80,6 +99,7 @@ func results() *table.PanelBuilder {
 			"renameByName":  map[string]string{"Value #A": "result", "Value #B": "target", "Value #C": "met"},
 		}}).
 		OverrideByName("met", []dashboard.DynamicConfigValue{
+			{Id: "unit", Value: "none"},
 			{Id: "mappings", Value: []dashboard.ValueMapping{{ValueMap: &dashboard.ValueMap{
 				Type: dashboard.MappingTypeValueToText,
 				Options: map[string]dashboard.ValueMappingResult{

@@ -127,8 +127,8 @@ func TestQueriesUseExistingMetrics(t *testing.T) {
 
 // TestBenchShowsEveryMetric checks that every metric the bench reports
 // (its source's r.metric calls: test and name) is on exactly one trend
-// panel of the Bench dashboard, so that a new bench metric does not go
-// unseen.
+// panel and in exactly one results table of the Bench dashboard, so that
+// a new bench metric does not go unseen.
 func TestBenchShowsEveryMetric(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("..", "bench", "*.go"))
 	if err != nil {
@@ -149,7 +149,12 @@ func TestBenchShowsEveryMetric(t *testing.T) {
 	}
 	selector := regexp.MustCompile(`krb5_bench_result\{[^}]*metric=~"([^"]+)"`)
 	panelOf := map[string][]string{}
+	tableOf := map[string][]string{}
 	for _, p := range panels(t, "krb5-bench.json") {
+		of := panelOf
+		if p.Type == "table" {
+			of = tableOf
+		}
 		for _, q := range p.Targets {
 			m := selector.FindStringSubmatch(q.Expr)
 			if m == nil {
@@ -158,7 +163,7 @@ func TestBenchShowsEveryMetric(t *testing.T) {
 			re := regexp.MustCompile("^(?:" + m[1] + ")$") // PromQL anchors its regular expressions
 			for _, n := range names {
 				if re.MatchString(n) {
-					panelOf[n] = append(panelOf[n], p.Title)
+					of[n] = append(of[n], p.Title)
 				}
 			}
 		}
@@ -166,6 +171,9 @@ func TestBenchShowsEveryMetric(t *testing.T) {
 	for _, n := range names {
 		if len(panelOf[n]) != 1 {
 			t.Errorf("bench metric %s is on %d trend panels %v, want one", n, len(panelOf[n]), panelOf[n])
+		}
+		if len(tableOf[n]) != 1 {
+			t.Errorf("bench metric %s is in %d results tables %v, want one", n, len(tableOf[n]), tableOf[n])
 		}
 	}
 }

@@ -1,6 +1,8 @@
 package dashboards
 
 import (
+	"strings"
+
 	"github.com/grafana/grafana-foundation-sdk/go/cog"
 	"github.com/grafana/grafana-foundation-sdk/go/cog/variants"
 	"github.com/grafana/grafana-foundation-sdk/go/common"
@@ -132,9 +134,11 @@ func heat(title, description string, w, h uint32, expr string) *heatmap.PanelBui
 			RefId("A"))
 }
 
-// info is a table of an info metric's labels, one row per series.
-func info(title, description string, w, h uint32, expr string) *table.PanelBuilder {
-	return table.NewPanelBuilder().
+// info is a table of a query's series, one row per series, its labels as
+// columns. value names the value column and unit is its unit; with value
+// "" the value is left out (an info metric's constant 1).
+func info(title, description string, w, h uint32, expr, value, unit string) *table.PanelBuilder {
+	p := table.NewPanelBuilder().
 		Title(title).
 		Description(description).
 		Datasource(datasource).
@@ -145,6 +149,14 @@ func info(title, description string, w, h uint32, expr string) *table.PanelBuild
 			Instant().
 			Format(prometheus.PromQueryFormatTable).
 			RefId("A"))
+	organize := map[string]any{"excludeByName": map[string]bool{"Time": true}}
+	if value == "" {
+		organize["excludeByName"].(map[string]bool)["Value"] = true
+	} else {
+		organize["renameByName"] = map[string]string{"Value": value}
+		p.OverrideByName(value, []dashboard.DynamicConfigValue{{Id: "unit", Value: unit}})
+	}
+	return p.WithTransformation(dashboard.DataTransformerConfig{Id: "organize", Options: organize})
 }
 
 // timeline is a state timeline of 0/1 gauges shown as words, red at 0.
@@ -178,16 +190,64 @@ func dashed(p *timeseries.PanelBuilder) *timeseries.PanelBuilder {
 	})
 }
 
-// newDashboard starts a dashboard with the settings both share.
+// tag is the tag of every dashboard here: their links to each other find
+// them by it.
+const tag = "krb5-exporter"
+
+// newDashboard starts a dashboard with the settings all share: the links
+// to the others (by tag, keeping the time range and variables), the
+// firing alerts of the selected exporters as annotations, and the
+// runbook variable the panels' links use.
 func newDashboard(title, uid, description string) *dashboard.DashboardBuilder {
 	return dashboard.NewDashboardBuilder(title).
 		Uid(uid).
 		Description(description).
-		Tags([]string{"kerberos", "krb5-exporter"}).
+		Tags([]string{"kerberos", tag}).
 		Refresh("1m").
 		Time("now-6h", "now").
 		Timezone(common.TimeZoneBrowser).
-		Tooltip(dashboard.DashboardCursorSyncCrosshair)
+		Tooltip(dashboard.DashboardCursorSyncCrosshair).
+		Link(dashboard.NewDashboardLinkBuilder("krb5-exporter dashboards").
+			Type(dashboard.DashboardLinkTypeDashboards).
+			Tags([]string{tag}).
+			AsDropdown(false).
+			IncludeVars(true).
+			KeepTime(true)).
+		Link(dashboard.NewDashboardLinkBuilder("Runbook").
+			Type(dashboard.DashboardLinkTypeLink).
+			Url("${runbook}").
+			Tooltip("What each alert means and what to do (alerts/runbook.md; every exporter also serves it at /runbook).").
+			TargetBlank(true)).
+		Annotation(dashboard.NewAnnotationQueryBuilder().
+			Name("Alerts").
+			Datasource(datasource).
+			Enable(true).
+			IconColor("red").
+			Expr(`ALERTS{alertstate="firing", ` + sel + `}`).
+			Step("60s").
+			TitleFormat("{{alertname}}").
+			TextFormat("{{severity}}: {{instance}}").
+			TagKeys("alertname,severity")).
+		WithVariable(dashboard.NewTextBoxVariableBuilder("runbook").
+			Label("Runbook").
+			Description("Where the panels' runbook links go: the runbook in the project's repository, or http://EXPORTER:10088/runbook, which every exporter serves (offline).").
+			DefaultValue(dashboard.StringOrMap{String: cog.ToPtr(runbookURL)}).
+			Current(dashboard.VariableOption{Text: dashboard.StringOrArrayOfString{String: cog.ToPtr(runbookURL)}, Value: dashboard.StringOrArrayOfString{String: cog.ToPtr(runbookURL)}}))
+}
+
+// runbookURL is the runbook the panels link to by default.
+const runbookURL = "https://github.com/krb5-exporter/krb5-exporter/blob/main/alerts/runbook.md"
+
+// runbook links a panel to the runbook sections of the alerts it shows.
+func runbook(alerts ...string) []cog.Builder[dashboard.DashboardLink] {
+	var out []cog.Builder[dashboard.DashboardLink]
+	for _, a := range alerts {
+		out = append(out, dashboard.NewDashboardLinkBuilder("Runbook: "+a).
+			Type(dashboard.DashboardLinkTypeLink).
+			Url("${runbook}#"+strings.ToLower(a)).
+			TargetBlank(true))
+	}
+	return out
 }
 
 // variables are the datasource, job and instance template variables every

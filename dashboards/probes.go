@@ -28,10 +28,10 @@ func Probes() *dashboard.DashboardBuilder {
 
 	b.WithRow(dashboard.NewRowBuilder("Now"))
 	b.WithPanel(upDown("Probe success", "Whether the last exchange of each target succeeded (krb5_probe_success).", 12, 5,
-		[]query{q(`krb5_probe_success{`+psel+`}`, "{{target}} {{exchange}}")}))
+		[]query{q(`krb5_probe_success{`+psel+`}`, "{{target}} {{exchange}}")}).Links(runbook("KDCProbeFailing")))
 	b.WithPanel(single("p95 over 30 minutes", "The recorded p95 of each target and exchange over 30 minutes. Targets: logins 20 ms, service tickets 10 ms.", "s", 12, 5,
 		[]query{q(`target_exchange:krb5_probe_duration_seconds:p95_30m{`+psel+`}`, "{{target}} {{exchange}}")},
-		limit{0.010, "orange"}, limit{0.020, "red"}))
+		limit{0.010, "orange"}, limit{0.020, "red"}).Links(runbook("KDCLoginLatencyP95High", "KDCTicketLatencyP95High")))
 
 	b.WithRow(dashboard.NewRowBuilder("Latency"))
 	b.WithPanel(heat("Login latency distribution", "Successful probe logins per latency bucket, all selected targets.", 12, 8,
@@ -48,15 +48,15 @@ func Probes() *dashboard.DashboardBuilder {
 		[]query{
 			q(`target_exchange:krb5_probe_duration_seconds:p95_30m{`+psel+`}`, "{{target}} {{exchange}} p95"),
 			q(`target_exchange:krb5_probe_duration_seconds:p99_30m{`+psel+`}`, "{{target}} {{exchange}} p99"),
-		}, limit{0.010, "orange"}, limit{0.050, "red"}))
+		}, limit{0.010, "orange"}, limit{0.050, "red"}).Links(runbook("KDCLatencyCreeping")))
 
 	b.WithRow(dashboard.NewRowBuilder("Failures and clock"))
 	b.WithPanel(graph("Failures by class", "Failed exchanges per second by result: a KDC error by its RFC 4120 name, or timeout, connection_refused, network, decrypt, malformed_reply, keytab, no_tgt.", "ops", 12, 8,
-		[]query{q(`sum by (target, exchange, result) (rate(krb5_probe_total{`+psel+`, result!="success"}[$__rate_interval]))`, "{{target}} {{exchange}} {{result}}")}))
+		[]query{q(`sum by (target, exchange, result) (rate(krb5_probe_total{`+psel+`, result!="success"}[$__rate_interval]))`, "{{target}} {{exchange}} {{result}}")}).Links(runbook("KDCProbeFailing")))
 	b.WithPanel(graph("Failure ratio (30 minutes)", "Share of failed probe exchanges over 30 minutes.", "percentunit", 12, 8,
 		[]query{q(`target_exchange:krb5_probe_failures:ratio_rate30m{`+psel+`}`, "{{target}} {{exchange}}")}, limit{0.001, "red"}))
 	b.WithPanel(signedGraph("KDC clock offset", "The KDC's clock minus the exporter's (±0.5 s). Logins fail beyond 300 s; the alert is at 60 s (dashed).", "s", 12, 8,
-		[]query{q(`krb5_probe_clock_offset_seconds{`+psel+`}`, "{{target}}")}, limit{60, "red"}))
+		[]query{q(`krb5_probe_clock_offset_seconds{`+psel+`}`, "{{target}}")}, limit{60, "red"}).Links(runbook("KDCClockOffsetHigh")))
 	b.WithPanel(graph("UDP resends and TCP fallbacks", "Probe requests sent again over UDP for lack of a reply, and exchanges retried over TCP after RESPONSE_TOO_BIG.", "ops", 12, 8,
 		[]query{
 			q(`rate(krb5_probe_udp_retransmits_total{`+psel+`}[$__rate_interval])`, "{{target}} UDP resends"),
@@ -68,11 +68,11 @@ func Probes() *dashboard.DashboardBuilder {
 		[]query{q(`histogram_quantile(0.95, sum by (transport, le) (rate(krb5_probe_duration_seconds_bucket{`+psel+`, exchange="as"}[$__rate_interval])))`, "{{transport}} p95")},
 		limit{0.020, "orange"}, limit{0.050, "red"}))
 	b.WithPanel(graph("KDC proxy failures by class", "Failed exchanges per second of the targets of transport https, by result: tls_unknown_authority, tls_name_mismatch, tls, http_status, proxy_timeout, connection_refused, or the KDC's own error through the proxy. KDCProxyFailing fires when these fail while a direct probe of the realm logs in.", "ops", 12, 8,
-		[]query{q(`sum by (target, exchange, result) (rate(krb5_probe_total{`+psel+`, result!="success"}[$__rate_interval]) * on (job, instance, target) group_left () krb5_probe_target_info{`+psel+`, transport="https"})`, "{{target}} {{exchange}} {{result}}")}))
+		[]query{q(`sum by (target, exchange, result) (rate(krb5_probe_total{`+psel+`, result!="success"}[$__rate_interval]) * on (job, instance, target) group_left () krb5_probe_target_info{`+psel+`, transport="https"})`, "{{target}} {{exchange}} {{result}}")}).Links(runbook("KDCProxyFailing")))
 
 	b.WithRow(dashboard.NewRowBuilder("kadmind: kpasswd and the admin RPC"))
 	b.WithPanel(upDown("kadmind probes", "Whether kadmind answered the last probe: kpasswd (the password-change service verified the AP-REQ and refused the empty request) and kadmin_rpc (the admin RPC answered the NULL call). kpasswd_as is the login for kadmin/changepw at the KDC before it. KadmindUnavailable fires after 2 minutes.", 8, 8,
-		[]query{q(`krb5_probe_success{`+psel+`, exchange=~"kpasswd_as|kpasswd|kadmin_rpc"}`, "{{target}} {{exchange}}")}))
+		[]query{q(`krb5_probe_success{`+psel+`, exchange=~"kpasswd_as|kpasswd|kadmin_rpc"}`, "{{target}} {{exchange}}")}).Links(runbook("KadmindUnavailable")))
 	b.WithPanel(graph("kadmind round trip p95", "p95 of the kpasswd and kadmin_rpc round trips with kadmind (successful ones).", "s", 8, 8,
 		[]query{q(`histogram_quantile(0.95, sum by (target, exchange, le) (rate(krb5_probe_duration_seconds_bucket{`+psel+`, exchange=~"kpasswd|kadmin_rpc"}[$__rate_interval])))`, "{{target}} {{exchange}}")}))
 	b.WithPanel(graph("kadmind failures by class", "Failed kpasswd and kadmin_rpc probes per second by result: connection_refused (kadmind stopped), timeout (hung), KPASSWD_* (kadmind's kpasswd refusal), RPC_*, network, malformed_reply (not kadmind on the port).", "ops", 8, 8,
@@ -82,7 +82,7 @@ func Probes() *dashboard.DashboardBuilder {
 		[]query{q(`histogram_quantile(0.95, sum by (target, exchange, le) (rate(krb5_probe_duration_seconds_bucket{`+psel+`, exchange=~"referral|remote_tgs"}[$__rate_interval])))`, "{{target}} {{exchange}} p95")},
 		limit{0.010, "orange"}, limit{0.025, "red"}))
 	b.WithPanel(graph("Cross-realm failures by hop and class", "Failed cross-realm exchanges per second: no_trust_path (the target KDC has no krbtgt/B@A), trust_key_mismatch (the two realms' cross-realm keys differ, as after a rekey on one side), KRB_AP_ERR_SKEW (the service realm's KDC clock), connection_refused or timeout (its KDCs unreachable), no_tgt (the step before failed).", "ops", 12, 8,
-		[]query{q(`sum by (target, exchange, result) (rate(krb5_probe_total{`+psel+`, exchange=~"referral|remote_tgs", result!="success"}[$__rate_interval]))`, "{{target}} {{exchange}} {{result}}")}))
+		[]query{q(`sum by (target, exchange, result) (rate(krb5_probe_total{`+psel+`, exchange=~"referral|remote_tgs", result!="success"}[$__rate_interval]))`, "{{target}} {{exchange}} {{result}}")}).Links(runbook("Krb5CrossRealmTrustBroken")))
 	return b
 }
 

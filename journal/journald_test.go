@@ -10,126 +10,24 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/krb5-exporter/krb5-exporter/internal/journaldtest"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 )
 
-// A real systemd-journald, without systemd as PID 1: in a private mount
-// namespace with tmpfs on /run/systemd/journal and /run/log and its own
-// journald.conf bound over /etc/systemd/journald.conf, so the host's
-// journal is never touched. Its sockets and its volatile journal are
-// reached from outside the namespace through /proc/PID/root.
-type journald struct {
-	cmd          *exec.Cmd
-	root         string // /proc/PID/root of journald
-	devLog, dir  string // its syslog socket and journal directory, seen from here
-	cgroupParent string // a cgroup v2 directory services' processes go in
-}
+// journald is a private journald (journaldtest) with the helpers of
+// these tests.
+type journald struct{ *journaldtest.Journald }
 
-const journaldBin = "/lib/systemd/systemd-journald"
-
-const journaldScript = `set -e
-mount --make-rprivate /
-mkdir -p /run/systemd/journal /run/log
-mount -t tmpfs -o mode=0755,size=64m krb5-exporter-test /run/systemd/journal
-mount -t tmpfs -o mode=0755,size=64m krb5-exporter-test /run/log
-mount --bind "$1" /etc/systemd/journald.conf
-exec ` + journaldBin + `
-`
-
-// startJournald runs journald with conf ([Journal] settings) until the
-// test ends; it skips where namespaces or a writable cgroup v2 hierarchy
-// (journald tells services apart by their cgroup) are missing.
 func startJournald(t *testing.T, conf string) *journald {
-	t.Helper()
-	if _, err := os.Stat(journaldBin); err != nil {
-		if testutil.InCI() {
-			t.Fatalf("%s missing in CI: %v", journaldBin, err)
-		}
-		t.Skipf("%s not installed: %v", journaldBin, err)
-	}
-	if os.Geteuid() != 0 {
-		unavailable(t, "a private journald needs root (mount namespace, cgroups)")
-	}
-	cg := cgroup2Mount()
-	if cg == "" {
-		unavailable(t, "no cgroup v2 hierarchy: journald would see no unit")
-	}
-	dir := t.TempDir()
-	confPath := filepath.Join(dir, "journald.conf")
-	if err := os.WriteFile(confPath, []byte("[Journal]\nStorage=volatile\nReadKMsg=no\nForwardToSyslog=no\nForwardToWall=no\nForwardToConsole=no\nForwardToKMsg=no\n"+conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("unshare", "-m", "--", "/bin/sh", "-c", journaldScript, "sh", confPath)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	out := &strings.Builder{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		unavailable(t, "unshare: %v", err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	j := &journald{cmd: cmd, root: fmt.Sprintf("/proc/%d/root", cmd.Process.Pid), cgroupParent: cg}
-	j.devLog = j.root + "/run/systemd/journal/dev-log"
-	j.dir = j.root + "/run/log/journal"
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-exited
-		}
-	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		select {
-		case err := <-exited:
-			unavailable(t, "journald in a private mount namespace did not start (%v): %s", err, out)
-		default:
-		}
-		if fi, err := os.Stat(j.devLog); err == nil && fi.Mode()&os.ModeSocket != 0 {
-			if m, _ := filepath.Glob(j.dir + "/*/system.journal"); len(m) > 0 {
-				return j
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("journald made no %s and journal: %s", j.devLog, out)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	return &journald{journaldtest.Start(t, conf)}
 }
 
-// unavailable skips a test this machine cannot run, and fails it in CI,
-// whose machine can (scripts/deps.sh, root): there a skip would pass a
-// test that never ran.
 func unavailable(t *testing.T, format string, args ...any) {
 	t.Helper()
-	if testutil.InCI() {
-		t.Fatalf("in CI: "+format, args...)
-	}
-	t.Skipf(format, args...)
-}
-
-// cgroup2Mount is where the unified cgroup hierarchy is mounted (journald
-// reads a sender's unit from it), "" if nowhere writable.
-func cgroup2Mount() string {
-	f, err := os.Open("/proc/self/mounts")
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fs := strings.Fields(sc.Text())
-		if len(fs) >= 4 && fs[2] == "cgroup2" && strings.HasPrefix(fs[3], "rw") {
-			return fs[1]
-		}
-	}
-	return ""
+	journaldtest.Unavailable(t, format, args...)
 }
 
 // service is a process logging to journald's syslog socket from the
@@ -159,7 +57,7 @@ func (j *journald) serviceAs(t *testing.T, unit, comm, ident string, uid int) *s
 	}
 	cg := ""
 	if unit != "" {
-		cg = filepath.Join(j.cgroupParent, unit)
+		cg = filepath.Join(j.CgroupParent, unit)
 		if err := os.Mkdir(cg, 0o755); err != nil {
 			unavailable(t, "cannot make a cgroup for %s: %v", unit, err)
 		}
@@ -178,10 +76,10 @@ func (j *journald) serviceAs(t *testing.T, unit, comm, ident string, uid int) *s
 	// The shell joins the cgroup, then becomes logger: every message
 	// comes from a process of the unit.
 	script := `[ -z "$1" ] || echo $$ > "$1/cgroup.procs" && exec "$2" -u "$3" -t "$4"`
-	args := []string{"sh", cg, bin, j.devLog, ident}
+	args := []string{"sh", cg, bin, j.DevLog, ident}
 	if uid != 0 {
 		script = `[ -z "$1" ] || echo $$ > "$1/cgroup.procs" && exec nsenter -t "$5" -m -- setpriv --reuid="$6" --regid="$6" --clear-groups -- "$2" -u /run/systemd/journal/dev-log -t "$4"`
-		args = append(args, strconv.Itoa(j.cmd.Process.Pid), strconv.Itoa(uid))
+		args = append(args, strconv.Itoa(j.Cmd.Process.Pid), strconv.Itoa(uid))
 	}
 	cmd := exec.Command("/bin/sh", append([]string{"-c", script}, args...)...)
 	cmd.Stderr = os.Stderr
@@ -220,7 +118,7 @@ func (s *service) stop() {
 // matches, as maps of their fields.
 func (j *journald) entries(t *testing.T, matches ...string) []map[string]any {
 	t.Helper()
-	out, err := exec.Command("journalctl", append([]string{"--directory=" + j.dir, "--output=json", "--merge", "--no-pager"}, matches...)...).Output()
+	out, err := exec.Command("journalctl", append([]string{"--directory=" + j.Dir, "--output=json", "--merge", "--no-pager"}, matches...)...).Output()
 	if err != nil {
 		t.Fatalf("journalctl: %v", err)
 	}
@@ -250,8 +148,8 @@ func TestJournaldSuppressionCounted(t *testing.T) {
 	unit := fmt.Sprintf("krb5-kdc-test-%d.service", os.Getpid())
 	other := fmt.Sprintf("other-test-%d.service", os.Getpid())
 	byIdent, byUnit := &collect{}, &collect{}
-	ri := start(t, Options{Programs: []string{"krb5kdc"}, Directory: j.dir, FromBeginning: true}, nil, byIdent)
-	ru := start(t, Options{Programs: []string{"krb5kdc"}, Units: []string{unit}, Directory: j.dir, FromBeginning: true}, nil, byUnit)
+	ri := start(t, Options{Programs: []string{"krb5kdc"}, Directory: j.Dir, FromBeginning: true}, nil, byIdent)
+	ru := start(t, Options{Programs: []string{"krb5kdc"}, Units: []string{unit}, Directory: j.Dir, FromBeginning: true}, nil, byUnit)
 
 	kdc := j.service(t, unit, "krb5kdc", "krb5kdc")
 	noisy := j.service(t, other, "sshd", "sshd")
@@ -339,8 +237,8 @@ func TestJournaldForgedLinesNotCounted(t *testing.T) {
 	kdcUnit := fmt.Sprintf("krb5-kdc-test-%d.service", os.Getpid())
 	floodUnit := fmt.Sprintf("forger-test-%d.service", os.Getpid())
 	byProgram, byUnit := &collect{}, &collect{}
-	rp := start(t, Options{Programs: []string{"krb5kdc"}, Directory: j.dir, FromBeginning: true}, nil, byProgram)
-	ru := start(t, Options{Programs: []string{"krb5kdc"}, Units: []string{kdcUnit}, Directory: j.dir, FromBeginning: true}, nil, byUnit)
+	rp := start(t, Options{Programs: []string{"krb5kdc"}, Directory: j.Dir, FromBeginning: true}, nil, byProgram)
+	ru := start(t, Options{Programs: []string{"krb5kdc"}, Units: []string{kdcUnit}, Directory: j.Dir, FromBeginning: true}, nil, byUnit)
 
 	const forged = "AS_REQ (2 etypes {aes256-cts-hmac-sha1-96(18)}) 10.6.6.6: PREAUTH_FAILED: victim@EXAMPLE.COM for krbtgt/EXAMPLE.COM@EXAMPLE.COM, Preauthentication failed"
 	kdc := j.service(t, kdcUnit, "krb5kdc", "krb5kdc")

@@ -87,6 +87,9 @@ var (
 		[]string{"path"}, nil)
 	descOpen = prometheus.NewDesc("krb5_kdc_log_file_open",
 		"1 when the configured path names a file being followed, 0 while it does not exist.", []string{"path"}, nil)
+	descMissing = prometheus.NewDesc("krb5_kdc_log_source_missing",
+		"1 when a configured log source has not been open (a file) or followed (a journalctl running) for a minute, or, with an empty path, when kdc.conf names nothing the exporter can read for that type; a warning with the fix is logged.",
+		[]string{"path", "type"}, nil)
 	descInotify = prometheus.NewDesc("krb5_kdc_log_inotify",
 		"1 when change notification works for the log's directory, 0 when the file is only polled.", []string{"path"}, nil)
 	descJCursorLost = prometheus.NewDesc("krb5_kdc_log_journal_cursor_lost_total",
@@ -122,7 +125,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 		descRequests, descProbe, descIssued, descWeak, descPreauth, descRecovered, descRetrans,
 		descTooMany, descS4U, descEtypeRefused, descKDCLife, descKadmin, descKadmAuth, descKadmLife, descWorkerRequests,
 		descLines, descParsed, descUnparsed, descBytes, descRotations, descCopies, descMismatch,
-		descDiscovered, descUnread, descReadErrors, descBehind, descOpen, descInotify, descPosWrites, descPosErrors,
+		descDiscovered, descUnread, descReadErrors, descBehind, descOpen, descMissing, descInotify, descPosWrites, descPosErrors,
 		descJCursorLost, descJEntriesLost, descJExits, descJMalformed, descJRunning, descJSuppressed, descJOversized,
 	} {
 		ch <- d
@@ -233,6 +236,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			lines = s.jour.Entries.Load()
 		}
 		counter(ch, descLines, lines, p)
+		gauge(ch, descMissing, b2f(s.missing.Load()), p, *s.typ.Load())
 		counter(ch, descParsed, ps.parsed.Load(), p)
 		for r := ReasonNoHeader; r < numReasons; r++ {
 			counter(ch, descUnparsed, ps.unparsed[r].Load(), p, reasonNames[r])
@@ -262,6 +266,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(ch, descBehind, float64(t.BytesBehind.Load()), p)
 		gauge(ch, descOpen, b2f(t.Open.Load()), p)
 		gauge(ch, descInotify, b2f(t.Inotify.Load()), p)
+	}
+	for _, typ := range c.m.unresolvedTypes() {
+		gauge(ch, descMissing, 1, "", typ)
 	}
 	counter(ch, descPosWrites, c.m.store.Writes.Load())
 	counter(ch, descPosErrors, c.m.store.WriteErrors.Load())

@@ -3,6 +3,7 @@ package kdclog
 import (
 	"time"
 
+	"github.com/krb5-exporter/krb5-exporter/config"
 	"github.com/krb5-exporter/krb5-exporter/internal/cli"
 )
 
@@ -18,6 +19,19 @@ type Config struct {
 	// NoInotify makes every tailer poll (for file systems where inotify
 	// misses changes, such as some network file systems).
 	NoInotify bool
+
+	// KDCProfile and Krb5Profile are kdc.conf and the krb5.conf read
+	// after it (colon-separated lists, as the collectors' flags): a log
+	// source with neither path nor journal follows their [logging].
+	// Empty: the distribution's kdc.conf that exists, /etc/krb5.conf.
+	KDCProfile, Krb5Profile string
+	// HostJournal is the journal a daemon's syslog messages reach. Nil:
+	// the system journal where systemd runs (/run/systemd/system), none
+	// elsewhere; tests name a journal directory.
+	HostJournal *config.JournalSource
+	// OpenGrace is how long a source may stay unopened before the one
+	// warning and krb5_kdc_log_source_missing (default a minute).
+	OpenGrace time.Duration
 }
 
 // RegisterFlags adds the log collector's flags to app. The returned

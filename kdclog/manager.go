@@ -32,8 +32,16 @@ type pathState struct {
 
 	cfg    config.LogSource
 	tailer *tailer.Tailer // while it runs
-	cancel context.CancelFunc
-	done   chan struct{}
+
+	// Whether the source opens (open.go): since is when it was last open
+	// (or configured), missing says it has not been for OpenGrace.
+	since   time.Time
+	warned  bool
+	missing atomic.Bool
+	why     string                 // kdc.conf's line that named it; "" if the configuration did
+	typ     atomic.Pointer[string] // cfg.Type, for the collector (cfg changes under mu)
+	cancel  context.CancelFunc
+	done    chan struct{}
 }
 
 // Manager runs one tailer per configured log file, counts their lines and
@@ -54,6 +62,10 @@ type Manager struct {
 	ready   chan struct{} // closed once Run's tailers hold their files
 
 	flushes *logging.Changes // whether the position file is failing
+
+	// unresolved are the types of the sources that follow kdc.conf and
+	// found nothing to follow (under mu).
+	unresolved []string
 }
 
 // NewManager locks and loads the position file (none: positions are kept
@@ -93,19 +105,26 @@ func NewManager(logger log.Logger, reg prometheus.Registerer, opts Config) (*Man
 // probe_principals treats the modules' clients as probes; a log with a
 // list that leaves one out is warned about (its logins count as users').
 func (m *Manager) ApplyConfig(cfg *config.Config) error {
-	seen := map[string]bool{}
-	srcs := make([]config.LogSource, len(cfg.Logs))
 	for i := range cfg.Logs {
 		if err := cfg.Logs[i].Validate(); err != nil {
 			return fmt.Errorf("logs[%d]: %w", i, err)
 		}
-		if seen[cfg.Logs[i].Key()] {
-			return fmt.Errorf("logs[%d]: log %q listed twice", i, cfg.Logs[i].Key())
+	}
+	logs, chosen, unresolved := m.opts.resolveKDCConf(cfg.Logs)
+	seen := map[string]bool{}
+	srcs := make([]config.LogSource, len(logs))
+	for i := range logs {
+		// A source kdc.conf named is checked as one written out would be.
+		if err := logs[i].Validate(); err != nil {
+			return fmt.Errorf("logs (%s, from kdc.conf): %w", logs[i].Key(), err)
 		}
-		seen[cfg.Logs[i].Key()] = true
-		srcs[i] = cfg.Logs[i]
+		if seen[logs[i].Key()] {
+			return fmt.Errorf("log %q listed twice (or named by kdc.conf for an entry without path or journal): its lines would be counted twice", logs[i].Key())
+		}
+		seen[logs[i].Key()] = true
+		srcs[i] = logs[i]
 		var missing []string
-		srcs[i].ProbePrincipals, missing = cfg.ProbePrincipalsOf(&cfg.Logs[i])
+		srcs[i].ProbePrincipals, missing = cfg.ProbePrincipalsOf(&logs[i])
 		if len(missing) > 0 {
 			level.Warn(m.logger).Log("msg", "probe_principals of a log leaves out the client of a probe module: its logins count as user traffic", "path", srcs[i].Key(), "missing", strings.Join(missing, ","))
 		}
@@ -120,12 +139,14 @@ func (m *Manager) ApplyConfig(cfg *config.Config) error {
 	m.counts.talkers.apply(cfg.TopTalkers)
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	whys := m.logChoices(chosen, unresolved)
 	want := map[string]config.LogSource{}
 	for _, s := range srcs {
 		want[s.Key()] = s
 	}
 	for path, ps := range m.paths {
 		cfg, ok := want[path]
+		ps.why = whys[path]
 		switch {
 		case !ok:
 			m.stopLocked(ps)
@@ -146,6 +167,7 @@ func (m *Manager) ApplyConfig(cfg *config.Config) error {
 			}
 			// Swap what is counted under the running tailer.
 			ps.cfg = cfg
+			ps.typ.Store(&cfg.Type)
 			ps.src.Store(newSource(cfg, m.counts, &ps.parse))
 		}
 	}
@@ -153,7 +175,8 @@ func (m *Manager) ApplyConfig(cfg *config.Config) error {
 		if _, ok := m.paths[s.Key()]; ok {
 			continue
 		}
-		ps := &pathState{path: s.Key(), cfg: s, isJournal: s.Journal != nil}
+		ps := &pathState{path: s.Key(), cfg: s, isJournal: s.Journal != nil, since: time.Now(), why: whys[s.Key()]}
+		ps.typ.Store(&ps.cfg.Type)
 		ps.src.Store(newSource(s, m.counts, &ps.parse))
 		m.paths[s.Key()] = ps
 		m.startLocked(ps)
@@ -308,8 +331,9 @@ func (m *Manager) Run(ctx context.Context) error {
 	defer tick.Stop()
 	for {
 		select {
-		case <-tick.C:
+		case now := <-tick.C:
 			m.flush()
+			m.checkOpen(now)
 		case <-ctx.Done():
 			m.mu.Lock()
 			for _, ps := range m.paths {

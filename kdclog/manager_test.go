@@ -98,8 +98,18 @@ func startManager(t *testing.T, posFile string, srcs ...config.LogSource) *testM
 
 func startManagerLogging(t *testing.T, logger log.Logger, posFile string, srcs ...config.LogSource) *testManager {
 	t.Helper()
+	return startManagerOpts(t, logger, Config{PositionFile: posFile}, srcs...)
+}
+
+// startManagerOpts starts a manager with opts (SyncInterval 20ms unless
+// set) following srcs.
+func startManagerOpts(t *testing.T, logger log.Logger, opts Config, srcs ...config.LogSource) *testManager {
+	t.Helper()
 	reg := prometheus.NewPedanticRegistry()
-	m, err := NewManager(logger, reg, Config{PositionFile: posFile, SyncInterval: 20 * time.Millisecond})
+	if opts.SyncInterval == 0 {
+		opts.SyncInterval = 20 * time.Millisecond
+	}
+	m, err := NewManager(logger, reg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +299,7 @@ func TestManagerRejectsBadConfig(t *testing.T) {
 	}
 	for _, bad := range [][]config.LogSource{
 		{{Path: "/x", Type: "krb4"}},
-		{{Path: "", Type: "kdc"}},
+		{{Path: "", Type: "any"}},
 		{{Path: "/x", Type: "kdc"}, {Path: "/x", Type: "kadmind"}},
 		{{Path: "/x", Type: "kdc", ProbePrincipals: []string{"a b"}}},
 		{{Path: "/x", Type: "kdc", StartAt: "middle"}},

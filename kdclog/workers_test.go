@@ -29,7 +29,7 @@ func TestWorkerRequests(t *testing.T) {
 	r := realmtest.Realm(t, realm.Options{Workers: 4, NoKadmind: true, DisableLastSuccess: true})
 	src := config.LogSource{Path: r.KDCLog, Type: "kdc", StartAt: "beginning", PollInterval: 20 * time.Millisecond,
 		ProbePrincipals: []string{realm.ReadyPrincipal}}
-	w, err := kdcproc.NewWorkers("/proc")
+	w, err := kdcproc.NewWorkers("/proc", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +188,7 @@ func checkWorkers(t *testing.T, got, before map[string]float64, byPID map[int]fl
 func BenchmarkParseCountWorkers(b *testing.B) {
 	_, data := benchLog(b)
 	lines := splitLines(data)
-	w, err := kdcproc.NewWorkers("/proc")
+	w, err := kdcproc.NewWorkers("/proc", nil)
 	if err != nil {
 		b.Fatal(err)
 	}

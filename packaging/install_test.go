@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"debug/elf"
 	"fmt"
 	"io"
 	"net/http"
@@ -52,7 +53,7 @@ func buildPackages(t *testing.T) (deb, rpm string) {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "krb5-exporter")
 	// Built in the exporter's own module, as `make package` builds it.
-	if err := testutil.BuildExporter(context.Background(), bin); err != nil {
+	if err := testutil.BuildPackagedExporter(context.Background(), bin); err != nil {
 		t.Fatal(err)
 	}
 	// Packaged by the builder as `make package` runs it (not in this
@@ -117,6 +118,7 @@ func TestDebInstall(t *testing.T) {
 		}
 	})
 	dpkg(t, "-i", deb)
+	checkPIE(t, "/usr/bin/krb5-exporter")
 
 	// The user, the files and their permissions.
 	u, err := user.Lookup(svcUser)
@@ -146,6 +148,7 @@ func TestDebInstall(t *testing.T) {
 		{"/usr/libexec/krb5-exporter/grant-access", 0o755, 0, 0},
 		{"/usr/share/man/man1/krb5-exporter.1.gz", 0o644, 0, 0},
 		{"/usr/share/doc/krb5-exporter/README.md", 0o644, 0, 0},
+		{"/usr/share/doc/krb5-exporter/configuration.md", 0o644, 0, 0},
 		{"/usr/share/doc/krb5-exporter/copyright", 0o644, 0, 0},
 	} {
 		fi, err := os.Stat(f.path)
@@ -210,6 +213,12 @@ func TestDebInstall(t *testing.T) {
 	}
 
 	kdcLog := runInstalled(t, asUser)
+	// The grants of the files config.yml names go back with the package
+	// (those kdc.conf names are found at its distribution's path, which
+	// the test's realm does not use).
+	if err := os.WriteFile("/etc/krb5-exporter/config.yml", []byte("logs:\n  - path: "+kdcLog+"\n    type: kdc\n"), 0o640); err != nil {
+		t.Fatal(err)
+	}
 
 	// Remove: the service's files go, the configuration and user stay.
 	dpkg(t, "--remove", "krb5-exporter")
@@ -303,13 +312,15 @@ func runInstalled(t *testing.T, asUser func(...string) *exec.Cmd) (kdcLog string
 	}
 	t.Cleanup(func() { r.Down() })
 	// The package's helper lets the service user read the KDC log and
-	// kdc.conf, and walk to them (the realm directory is 0700).
-	if out, err := exec.Command("/usr/libexec/krb5-exporter/grant-access", r.KDCLog, r.KDCConf).CombinedOutput(); err != nil {
+	// the profile, and walk to them (the realm directory is 0700).
+	if out, err := exec.Command("/usr/libexec/krb5-exporter/grant-access", r.KDCLog, r.KDCConf, r.Krb5Conf).CombinedOutput(); err != nil {
 		t.Fatalf("grant-access: %v %s", err, out)
 	}
 
+	// The snippet as printed, naming no log: the exporter follows what
+	// the realm's kdc.conf says ([logging] kdc = FILE:...).
 	pp := exec.CommandContext(ctx, "/usr/bin/krb5-exporter", "realm", "probe-principal",
-		"--principal", "pkg-probe", "--kdc", r.KDCAddr, "--kdc-log", r.KDCLog)
+		"--principal", "pkg-probe", "--kdc", r.KDCAddr)
 	pp.Env = append(os.Environ(), r.Env()...)
 	pp.Stderr = &bytes.Buffer{}
 	snippet, err := pp.Output()
@@ -334,7 +345,7 @@ func runInstalled(t *testing.T, asUser func(...string) *exec.Cmd) (kdcLog string
 			execStart = strings.Fields(strings.ReplaceAll(rest, "$ARGS", ""))
 		}
 	}
-	args := append(execStart[1:], "--collector.process.krb5kdc-pidfile="+r.KDCPidFile, "--collector.kdcconf.path="+r.KDCConf)
+	args := append(execStart[1:], "--collector.process.krb5kdc-pidfile="+r.KDCPidFile, "--collector.kdcconf.path="+r.KDCConf, "--collector.kdcconf.krb5-config="+r.Krb5Conf)
 	base, logs, stop := startExporterAs(t, asUser().Args, execStart[0], args...)
 	defer stop() // before the package and its user are removed
 	url := base + "/metrics"
@@ -379,6 +390,9 @@ func runInstalled(t *testing.T, asUser func(...string) *exec.Cmd) (kdcLog string
 	if len(missing) > 0 {
 		t.Fatalf("the installed exporter did not report: %v\nits log:\n%s", missing, logs.String())
 	}
+	if want := `msg="log source chosen from kdc.conf" type=kdc source=` + r.KDCLog; !strings.Contains(logs.String(), want) {
+		t.Errorf("the exporter's log lacks %q:\n%s", want, logs.String())
+	}
 	// It really runs as the service user.
 	pid, _ := exporterPids.Load(t.Name())
 	status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
@@ -418,4 +432,36 @@ func value(body, series string) (float64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// checkPIE fails unless path is a position-independent executable: an
+// ELF shared object (ET_DYN) with an interpreter, as distributions build
+// their binaries (the default Go build is ET_EXEC).
+func checkPIE(t *testing.T, path string) {
+	t.Helper()
+	f, err := elf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	interp := false
+	for _, p := range f.Progs {
+		interp = interp || p.Type == elf.PT_INTERP
+	}
+	if f.Type != elf.ET_DYN || !interp {
+		t.Errorf("%s is a %v (interpreter: %v), want a PIE (ET_DYN with an interpreter)", path, f.Type, interp)
+	}
+}
+
+// The Makefile's package target builds what buildPackages builds: a PIE.
+func TestPackageTargetIsPIE(t *testing.T) {
+	mk, err := os.ReadFile("../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, recipe, _ := strings.Cut(string(mk), "\npackage:\n")
+	build, _, _ := strings.Cut(recipe, "\n")
+	if !strings.Contains(build, " build ") || !strings.Contains(build, "-buildmode=pie") {
+		t.Errorf("make package builds with %q, want -buildmode=pie", build)
+	}
 }

@@ -85,7 +85,8 @@ func build(o options) ([]string, error) {
 		"ARCH": o.Arch, "VERSION": o.Version, "BINARY": o.Binary, "MANPAGE": man,
 		"FILES":  filepath.Join(here, "files"),
 		"README": filepath.Join(o.Repo, "README.md"), "METRICS_DOC": filepath.Join(o.Repo, "docs", "metrics.md"),
-		"LICENSE": filepath.Join(o.Repo, "LICENSE"),
+		"CONFIG_DOC": filepath.Join(o.Repo, "docs", "configuration.md"),
+		"LICENSE":    filepath.Join(o.Repo, "LICENSE"),
 	}
 	cfg, err := nfpm.ParseFileWithEnvMapping(filepath.Join(here, "nfpm.yaml"), func(k string) string { return vars[k] })
 	if err != nil {

@@ -6,31 +6,24 @@ import (
 
 	"github.com/krb5-exporter/krb5-exporter/internal/kadmrpc"
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
+	"github.com/krb5-exporter/krb5-exporter/internal/probestatus"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// The names of the series other packages read (top's view of a running
-// daemon), declared once here.
+// The series and exchange names, declared once in the leaf package that
+// the pages reading them import.
 const (
-	MetricSuccess  = "krb5_probe_success"
-	MetricDuration = "krb5_probe_duration_seconds"
-)
+	MetricSuccess  = probestatus.MetricSuccess
+	MetricDuration = probestatus.MetricDuration
 
-// Exchanges, as label values.
-const (
-	ExchangeAS  = "as"
-	ExchangeTGS = "tgs"
-	// The kpasswd prober's login for kadmin/changepw, then its
-	// password-change exchange with kadmind; the kadmin prober's RPC call.
-	ExchangeKpasswdAS = "kpasswd_as"
-	ExchangeKpasswd   = "kpasswd"
-	ExchangeKadminRPC = "kadmin_rpc"
-	// The cross-realm hops of a module whose service is of another realm:
-	// the cross-realm TGT from the target KDC, the service ticket from the
-	// service realm's KDC with it.
-	ExchangeReferral  = "referral"
-	ExchangeRemoteTGS = "remote_tgs"
+	ExchangeAS        = probestatus.ExchangeAS
+	ExchangeTGS       = probestatus.ExchangeTGS
+	ExchangeKpasswdAS = probestatus.ExchangeKpasswdAS
+	ExchangeKpasswd   = probestatus.ExchangeKpasswd
+	ExchangeKadminRPC = probestatus.ExchangeKadminRPC
+	ExchangeReferral  = probestatus.ExchangeReferral
+	ExchangeRemoteTGS = probestatus.ExchangeRemoteTGS
 )
 
 // latencyBuckets include the seed's SLO bounds (login p95 20 ms / p99 50 ms,
@@ -82,7 +75,7 @@ func newProbeMetrics(reg prometheus.Registerer) *probeMetrics {
 			Help: "Whether the last probe exchange succeeded (1) or failed (0).",
 		}, []string{"target", "exchange"}),
 		total: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "krb5_probe_total",
+			Name: probestatus.MetricTotal,
 			Help: "Probe exchanges by result: success, a KDC error name (KDC_ERR_PREAUTH_FAILED, ...), timeout, connection_refused, network, decrypt, malformed_reply, keytab or no_tgt; through a KDC proxy also tls_unknown_authority, tls_name_mismatch, tls, http_status or proxy_timeout; for the cross-realm exchanges also no_trust_path (referral) and trust_key_mismatch (remote_tgs); for kpasswd a kpasswd result name (KPASSWD_AUTHERROR, ...) or no_ticket; for kadmin_rpc an RPC refusal (RPC_PROG_UNAVAIL, ...).",
 		}, []string{"target", "exchange", "result"}),
 		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{

@@ -9,6 +9,7 @@ import (
 	"github.com/go-kit/log"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
+	"github.com/krb5-exporter/krb5-exporter/internal/probestatus"
 )
 
 // The continuous probes' recent history, kept for the status page as
@@ -19,38 +20,12 @@ const (
 	MaxProbeLogBytes = 4 << 10
 )
 
-// ProbeRecord is one finished probe of a continuous target.
-type ProbeRecord struct {
-	Start    time.Time
-	Duration time.Duration // both exchanges
-	Success  bool
-	// AS and TGS are the exchanges' results: "success" or the error
-	// class; TGS is empty when the module names no service, AS for the
-	// kadmin prober (no login).
-	AS, TGS string
-	// Kadmind is the result of the kpasswd or kadmin prober's exchange
-	// with kadmind (kpasswd, kadmin_rpc); empty for the kdc prober.
-	Kadmind string
-	// Referral and Remote are the cross-realm exchanges' results, empty
-	// when the module's service is of the client's realm.
-	Referral, Remote string
-	// Err is the first failure's text ("" on success).
-	Err string
-	// Log is the probe's debug log (logfmt), cut at MaxProbeLogBytes.
-	Log string
-}
-
-// TargetStatus is what the status page shows of one continuous target.
-type TargetStatus struct {
-	Name, Address, Module string
-	// Transport is the module's: udp, tcp or https (a KDC proxy).
-	Transport string
-	// Prober is the module's prober: kdc, kpasswd or kadmin.
-	Prober   string
-	Interval time.Duration
-	// Recent holds the last probes, newest first (none before the first).
-	Recent []ProbeRecord
-}
+// ProbeRecord and TargetStatus are the leaf package's records, so that the
+// pages that show them need not link the engine.
+type (
+	ProbeRecord  = probestatus.Record
+	TargetStatus = probestatus.Target
+)
 
 // Status returns the continuous targets by name with their last probes:
 // copies, read when asked; the probes record whether anyone asks or not.
@@ -59,7 +34,7 @@ func (m *Manager) Status() []TargetStatus {
 	out := make([]TargetStatus, 0, len(m.loops))
 	for _, l := range m.loops {
 		out = append(out, TargetStatus{Name: l.cfg.Name, Address: l.cfg.Address, Module: l.cfg.Module,
-			Transport: l.target.Transport().String(), Prober: l.target.Prober(), Interval: l.cfg.EffectiveInterval(), Recent: l.history.recent()})
+			Transport: l.target.Transport().String(), Prober: l.target.Prober(), Interval: l.cfg.EffectiveInterval(), Recent: l.history.recent(), FailingSince: l.history.failingSince()})
 	}
 	m.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
@@ -71,13 +46,27 @@ type history struct {
 	mu   sync.Mutex
 	ring [HistoryProbes]ProbeRecord
 	n    int // records ever added
+	// failing is the start of the first failure since the last success.
+	failing time.Time
 }
 
 func (h *history) add(r ProbeRecord) {
 	h.mu.Lock()
 	h.ring[h.n%HistoryProbes] = r
 	h.n++
+	switch {
+	case r.Success:
+		h.failing = time.Time{}
+	case h.failing.IsZero():
+		h.failing = r.Start
+	}
 	h.mu.Unlock()
+}
+
+func (h *history) failingSince() time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.failing
 }
 
 func (h *history) recent() []ProbeRecord {
@@ -131,9 +120,15 @@ func recordOf(o *Outcome, logger log.Logger, w *probeLog) ProbeRecord {
 	r := ProbeRecord{Start: o.Start, Duration: o.Duration, Success: o.Success()}
 	if o.HasAS() {
 		r.AS = krb5.Classify(o.ASErr)
+		if o.ASErr == nil {
+			r.Login = o.AS.Duration
+		}
 	}
 	if o.TGSRan {
 		r.TGS = krb5.Classify(o.TGSErr)
+		if o.TGSErr == nil {
+			r.Ticket = o.TGS.Duration
+		}
 	}
 	if o.CrossRan {
 		r.Referral, r.Remote = krb5.Classify(o.ReferralErr), krb5.Classify(o.RemoteErr)

@@ -8,6 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/krb5-exporter/krb5-exporter/config"
+	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
+	"github.com/krb5-exporter/krb5-exporter/internal/probestatus"
 	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
@@ -41,6 +43,17 @@ func TestStatusOfRealProbes(t *testing.T) {
 	if !last.Success || last.AS != "success" || last.TGS != "success" || last.Duration <= 0 {
 		t.Errorf("working target: %+v", last)
 	}
+	// Each exchange's own time is within the probe's, and the two fit in it.
+	if last.Login <= 0 || last.Ticket <= 0 || last.Login+last.Ticket > last.Duration {
+		t.Errorf("working target: login %v and ticket %v against the probe's %v", last.Login, last.Ticket, last.Duration)
+	}
+	if !ok.FailingSince.IsZero() {
+		t.Errorf("working target failing since %v", ok.FailingSince)
+	}
+	// The dead target has failed since its first probe: the oldest it has.
+	if first := dead.Recent[len(dead.Recent)-1].Start; !dead.FailingSince.Equal(first) {
+		t.Errorf("dead target failing since %v, its first probe started %v", dead.FailingSince, first)
+	}
 	for _, want := range []string{"msg=probing", `msg="TGT issued"`, `msg="service ticket issued"`, "service=" + r.Service(1)} {
 		if !strings.Contains(last.Log, want) {
 			t.Errorf("working target's log lacks %q:\n%s", want, last.Log)
@@ -49,6 +62,36 @@ func TestStatusOfRealProbes(t *testing.T) {
 	d := dead.Recent[0]
 	if d.Success || d.AS == "success" || d.TGS != ClassNoTGT || d.Err == "" || !strings.Contains(d.Log, `msg="login failed"`) {
 		t.Errorf("dead target: %+v", d)
+	}
+}
+
+// FailingSince is the first failure after the last success, however many
+// failures followed: older than what the history still holds.
+func TestHistoryFailingSince(t *testing.T) {
+	var h history
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	at := func(i int) time.Time { return t0.Add(time.Duration(i) * time.Second) }
+	h.add(ProbeRecord{Start: at(0), Success: true})
+	if !h.failingSince().IsZero() {
+		t.Errorf("after a success: failing since %v", h.failingSince())
+	}
+	for i := 1; i <= 3*HistoryProbes; i++ {
+		h.add(ProbeRecord{Start: at(i)})
+	}
+	if got := h.failingSince(); !got.Equal(at(1)) {
+		t.Errorf("failing since %v, the first failure was %v", got, at(1))
+	}
+	h.add(ProbeRecord{Start: at(100), Success: true})
+	h.add(ProbeRecord{Start: at(101)})
+	if got := h.failingSince(); !got.Equal(at(101)) {
+		t.Errorf("after a success and a failure: since %v, want %v", got, at(101))
+	}
+}
+
+// The leaf package's success class is the engine's.
+func TestClassSuccessIsTheEngines(t *testing.T) {
+	if probestatus.ClassSuccess != krb5.ClassSuccess {
+		t.Errorf("probestatus.ClassSuccess %q, krb5.ClassSuccess %q", probestatus.ClassSuccess, krb5.ClassSuccess)
 	}
 }
 

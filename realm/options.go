@@ -53,6 +53,10 @@ type Options struct {
 	// serves, writing each message as a journal entry into JournalDir
 	// (systemd-journal-remote), as journald would.
 	LogToSyslog bool `json:"log_to_syslog"`
+	// SyslogSocket, with LogToSyslog, is the socket the daemons' /dev/log
+	// names instead of the harness's relay: a real journald's (a test's
+	// private one, internal/journaldtest). JournalDir is then not written.
+	SyslogSocket string `json:"syslog_socket,omitempty"`
 	// KDCProxy also serves the KDC through a KDC proxy ([MS-KKDCP]):
 	// python3-kdcproxy under gunicorn over TLS on KDCProxyPort (zero picks
 	// a free one), with a throwaway CA in Dir.

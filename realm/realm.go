@@ -146,7 +146,11 @@ func Create(ctx context.Context, opts Options) (*Realm, error) {
 		return nil, err
 	}
 	if opts.LogToSyslog { // refused before anything is written
-		if err := checkSyslog(ctx); err != nil {
+		check := checkSyslog
+		if opts.SyslogSocket != "" {
+			check = checkNamespaces
+		}
+		if err := check(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -211,7 +215,7 @@ func (r *Realm) setPaths(dir string) {
 	r.KadmindPidFile = r.path("kadmind.pid")
 	r.IpropLog = r.path("principal.ulog")
 	r.DumpFile = r.path("replica_datatrans")
-	if r.Opts.LogToSyslog {
+	if r.Opts.LogToSyslog && r.Opts.SyslogSocket == "" {
 		r.JournalDir = r.path("journal")
 	}
 }

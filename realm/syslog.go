@@ -93,6 +93,9 @@ func (r *Realm) syslogPaths() (sock, hostDev string) {
 // /dev/log is the realm's syslog socket.
 func (r *Realm) wrapSyslog(bin string, args []string) (string, []string) {
 	sock, hostDev := r.syslogPaths()
+	if r.Opts.SyslogSocket != "" {
+		sock = r.Opts.SyslogSocket
+	}
 	a := append(unshareArgs(), "--", "/bin/sh", "-c", nsScript, "sh", hostDev, sock, bin)
 	return "unshare", append(a, args...)
 }
@@ -103,6 +106,10 @@ func (r *Realm) wrapSyslog(bin string, args []string) (string, []string) {
 func (r *Realm) startSyslog(ctx context.Context) error {
 	if !r.Opts.LogToSyslog {
 		return nil
+	}
+	if r.Opts.SyslogSocket != "" { // a journald serves it
+		_, hostDev := r.syslogPaths()
+		return os.MkdirAll(hostDev, 0o700)
 	}
 	if err := checkSyslog(ctx); err != nil {
 		return err

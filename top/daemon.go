@@ -54,7 +54,7 @@ func (d *Daemon) Err() error {
 // end and /proc. The kdcservice collector's series too: its eBPF programs
 // are attached by the daemon, once; top attaching its own would trace
 // every request twice.
-var daemonFamilies = []string{mProbeSuccess, mProbeDuration, mTopRequests, mTopFailures, mTopRetransmits, mTopWindow,
+var daemonFamilies = []string{mProbeSuccess, mProbeDuration, mProbeTotal, mTopRequests, mTopFailures, mTopRetransmits, mTopWindow,
 	mServiceSeconds, mServiceSplit, mQueueSeconds, mWorkerService, mWorkerServed, mTracingUp, mTracingErrors}
 
 // Gather is a prometheus.Gatherer: the daemon's daemonFamilies. A daemon

@@ -11,13 +11,6 @@ import (
 	"unicode/utf8"
 )
 
-// Header is the column line of the table; ServiceColumn is added to it
-// (and each row) when the daemon has per-worker service time.
-const (
-	Header        = "WORKER       PID    AS ok/s   AS err/s  preauth/s  TGS ok/s  TGS err/s    ERR%    CPU%       RSS"
-	ServiceColumn = "   SVC/req"
-)
-
 // ServiceHeader is the column line of the service-time table, shown when
 // the daemon runs the kdcservice collector: per request type, requests
 // traced per second, the KDC's own time per request at p95 and on
@@ -28,59 +21,267 @@ const ServiceHeader = "SERVICE      req/s       p95      mean    CPU%  RUNQ%  BL
 type View struct {
 	Sort   string // one of SortOrders
 	Filter string // show rows whose name contains it (empty: all)
+	// Width and Height are the terminal's (0: no limit, as --batch
+	// prints): columns are dropped by priority and lines wrapped between
+	// values to fit Width, rows cut to fit Height; no value is cut.
+	Width, Height int
 }
 
 // Write prints snap as plain text, as `top -b` does: a summary, the column
 // line, one line per process and the total.
 func Write(w io.Writer, snap Snapshot, v View) error {
-	var b strings.Builder
-	fmt.Fprintf(&b, "krb5-exporter top - %s  interval %s  workers %d\n", snap.At.Format("15:04:05"),
-		interval(snap), workers(snap.Rows))
-	fmt.Fprintf(&b, "requests %s/s (AS %s, TGS %s)  errors %s%%  KDC CPU %s%%",
-		num(snap.Total.Requests()), num(snap.Total.ASOK+snap.Total.ASErr+snap.Total.ASStep),
-		num(snap.Total.TGSOK+snap.Total.TGSErr+snap.Total.TGSStep), pct(snap.Total.ErrorRatio()), pct(snap.Total.CPU))
+	var lines []string
+	add := func(ls ...string) { lines = append(lines, ls...) }
+	title := []string{"krb5-exporter top - " + snap.At.Format("15:04:05"), "interval " + interval(snap), fmt.Sprintf("workers %d", workers(snap.Rows))}
+	if snap.OtherKDCs > 0 {
+		title = append(title, fmt.Sprintf("(+%d other KDCs on this host: --collector.process.krb5kdc-pidfile)", snap.OtherKDCs))
+	}
+	add(wrap(title, v.Width)...)
+	for _, h := range headlines(snap) {
+		add(wrap(h, v.Width)...)
+	}
+	sum := []string{fmt.Sprintf("requests %s/s (AS %s, TGS %s)", num(snap.Total.Requests()), num(snap.Total.ASOK+snap.Total.ASErr+snap.Total.ASStep),
+		num(snap.Total.TGSOK+snap.Total.TGSErr+snap.Total.TGSStep)), "errors " + pct(snap.Total.ErrorRatio()) + "%", "KDC CPU " + pct(snap.Total.CPU) + "%"}
 	if snap.HasKadmin {
-		fmt.Fprintf(&b, "  kadmind %s ops/s (%s failed)", num(snap.KadminOps), num(snap.KadminErr))
+		sum = append(sum, fmt.Sprintf("kadmind %s ops/s (%s failed)", num(snap.KadminOps), num(snap.KadminErr)))
 	}
 	if snap.HasNetwork {
-		fmt.Fprintf(&b, "  UDP drops %s/s  TCP overflows %s/s", num(snap.UDPDrops), num(snap.TCPOverflows))
+		sum = append(sum, "UDP drops "+num(snap.UDPDrops)+"/s", "TCP overflows "+num(snap.TCPOverflows)+"/s")
 	}
-	b.WriteString("\n")
+	add(wrap(sum, v.Width)...)
 	switch {
 	case snap.DaemonErr != nil:
-		fmt.Fprintf(&b, "probes: cannot read the daemon: %s\n", Printable(snap.DaemonErr.Error()))
+		add(wrap([]string{"probes: cannot read the daemon: " + Printable(snap.DaemonErr.Error())}, v.Width)...)
 	case snap.Daemon != "" && len(snap.Probes) == 0:
-		fmt.Fprintf(&b, "probes: none in %s\n", Printable(snap.Daemon))
+		add(wrap([]string{"probes: none in " + Printable(snap.Daemon)}, v.Width)...)
 	}
+	// What is above the table: the title, the headlines and the summary
+	// (head), then the probes, attack signals, service time and talkers
+	// (mid), which give way to the table's rows on a short terminal.
+	head := lines
+	lines = nil
 	if len(snap.Probes) > 0 {
-		b.WriteString("probes")
+		segs := []string{"probes"}
+		failing := 0
 		for _, p := range snap.Probes {
-			state := "OK"
-			if !p.OK {
-				state = "FAIL"
+			seg := Printable(p.Target) + "/" + Printable(p.Exchange)
+			switch {
+			case !p.OK:
+				failing++ // with its reason in the headline above
+				continue
+			case p.Latency > 0:
+				seg += " OK " + latency(p.Latency)
+			default:
+				seg += " OK"
 			}
-			fmt.Fprintf(&b, "  %s/%s %s", Printable(p.Target), Printable(p.Exchange), state)
-			if p.OK && p.Latency > 0 {
-				fmt.Fprintf(&b, " %s", latency(p.Latency))
-			}
+			segs = append(segs, seg)
 		}
-		b.WriteString("\n")
+		if failing > 0 {
+			segs = append(segs, fmt.Sprintf("(%d failing: above)", failing))
+		}
+		add(wrap(segs, v.Width)...)
 	}
+	var b strings.Builder
 	writeOffenders(&b, snap.Offenders)
 	writeService(&b, snap)
-	writeTalkers(&b, snap.Talkers)
-	header := Header
-	if snap.HasService {
-		header += ServiceColumn
+	// The talkers are the daemon's last complete window: with the KDC
+	// answering nothing now, they are not now's.
+	if snap.KDCUp || !snap.KDCKnown {
+		writeTalkers(&b, snap.Talkers)
 	}
-	b.WriteString("\n" + header + "\n")
+	if b.Len() > 0 {
+		for _, l := range strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n") {
+			if v.Width == 0 || utf8.RuneCountInString(l) <= v.Width {
+				add(l)
+				continue
+			}
+			add(wrapSep(strings.Fields(l), v.Width, " ")...) // between words, no value cut
+		}
+	}
+	mid := lines
 	rows := VisibleRows(snap, v)
-	for i := range rows {
-		b.WriteString(line(&rows[i], snap.HasService) + "\n")
+	if v.Height > 0 {
+		// The table needs its blank line, header, total and one row at
+		// least; mid gives way first.
+		if room := v.Height - len(head) - (3 + len(rows)); len(mid) > max(room, 0) {
+			keep := max(v.Height-len(head)-4-1, 0)
+			if keep < len(mid) {
+				mid = append(mid[:keep:keep], fmt.Sprintf("... %d lines not shown: a taller terminal shows them", len(mid)-keep))
+			}
+		}
 	}
-	b.WriteString(line(&snap.Total, snap.HasService) + "\n")
-	_, err := io.WriteString(w, b.String())
+	lines = append(head, mid...)
+	cols := fit(columnsFor(snap.HasService), v.Width)
+	add("", header(cols))
+	// Room for the rows: the screen less what is above, the total and
+	// the line that says how many did not fit.
+	room := len(rows)
+	if v.Height > 0 {
+		room = max(1, v.Height-len(lines)-2)
+	}
+	for i := range rows {
+		if i == room && i < len(rows)-1 {
+			add(fmt.Sprintf("... %d more rows (/ to filter, s to sort)", len(rows)-i))
+			break
+		}
+		add(rowLine(cols, &rows[i]))
+	}
+	add(rowLine(cols, &snap.Total))
+	_, err := io.WriteString(w, strings.Join(lines, "\n")+"\n")
 	return err
+}
+
+// headlines say first what needs a look: the KDC not running, probes
+// failing with their reason, tracing not attached. Each is a line's
+// segments.
+func headlines(snap Snapshot) [][]string {
+	var out [][]string
+	if snap.KDCKnown && !snap.KDCUp {
+		h := "KDC DOWN: no krb5kdc process"
+		if !snap.LastSeen.IsZero() {
+			h += ", last seen " + snap.LastSeen.Format("15:04:05")
+		} else {
+			h += " since top started"
+		}
+		out = append(out, []string{h, "start it: systemctl start krb5-kdc (RHEL: krb5kdc)", "why: journalctl -u krb5-kdc"})
+	}
+	var failing []string
+	for _, p := range snap.Probes {
+		if !p.OK {
+			f := Printable(p.Target) + "/" + Printable(p.Exchange)
+			if p.Reason != "" {
+				f += " " + Printable(p.Reason)
+			}
+			failing = append(failing, f)
+		}
+	}
+	if len(failing) > 0 {
+		out = append(out, append([]string{fmt.Sprintf("PROBES FAILING (%d):", len(failing))}, failing...))
+	}
+	return out
+}
+
+// column is one column of the process table: its head, its width, its
+// priority (1 is the last to go when the terminal is narrow) and its cell.
+type column struct {
+	head  string
+	width int
+	prio  int
+	left  bool
+	cell  func(r *Row) string
+}
+
+// columnsFor are the table's columns in their order.
+func columnsFor(svc bool) []column {
+	cols := []column{
+		{"WORKER", 12, 1, true, func(r *Row) string { return Printable(r.Name) }},
+		{"PID", 6, 2, false, func(r *Row) string {
+			switch {
+			case r.Gone:
+				return "gone"
+			case r.PID > 0:
+				return strconv.Itoa(r.PID)
+			}
+			return "-"
+		}},
+		{"AS ok/s", 10, 4, false, func(r *Row) string { return num(r.ASOK) }},
+		{"AS err/s", 10, 9, false, func(r *Row) string { return num(r.ASErr) }},
+		{"preauth/s", 10, 11, false, func(r *Row) string { return num(r.ASStep + r.TGSStep) }},
+		{"TGS ok/s", 9, 5, false, func(r *Row) string { return num(r.TGSOK) }},
+		{"TGS err/s", 10, 10, false, func(r *Row) string { return num(r.TGSErr) }},
+		{"ERR%", 7, 6, false, func(r *Row) string { return pct(r.ErrorRatio()) }},
+		{"CPU%", 7, 3, false, func(r *Row) string { return pct(r.CPU) }},
+		{"RSS", 9, 7, false, func(r *Row) string { return byteSize(r.RSS) }},
+	}
+	if svc {
+		cols = append(cols, column{"SVC/req", 9, 8, false, func(r *Row) string { return seconds(r.ServiceMean()) }})
+	}
+	return cols
+}
+
+// fit drops the columns of the lowest priority until the table fits
+// width (0: every column).
+func fit(cols []column, width int) []column {
+	for width > 0 && tableWidth(cols) > width && len(cols) > 1 {
+		worst := 0
+		for i, c := range cols {
+			if c.prio > cols[worst].prio {
+				worst = i
+			}
+		}
+		cols = append(cols[:worst:worst], cols[worst+1:]...)
+	}
+	return cols
+}
+
+func tableWidth(cols []column) int {
+	w := 0
+	for _, c := range cols {
+		w += c.width + 1
+	}
+	return w - 1
+}
+
+func header(cols []column) string {
+	var b strings.Builder
+	for i, c := range cols {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		if c.left {
+			fmt.Fprintf(&b, "%-*s", c.width, c.head)
+		} else {
+			fmt.Fprintf(&b, "%*s", c.width, c.head)
+		}
+	}
+	return strings.TrimRight(b.String(), " ")
+}
+
+func rowLine(cols []column, r *Row) string {
+	var b strings.Builder
+	for i, c := range cols {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		if c.left {
+			fmt.Fprintf(&b, "%-*s", c.width, c.cell(r))
+		} else {
+			fmt.Fprintf(&b, "%*s", c.width, c.cell(r))
+		}
+	}
+	return strings.TrimRight(b.String(), " ")
+}
+
+// wrap joins segments with two spaces into lines of at most width
+// columns (0: one line), breaking between segments, never inside one but
+// for a segment wider than the whole line, which is cut with "...".
+func wrap(segs []string, width int) []string { return wrapSep(segs, width, "  ") }
+
+// wrapSep is wrap with sep between segments.
+func wrapSep(segs []string, width int, sep string) []string {
+	var out []string
+	cur := ""
+	for _, s := range segs {
+		if width > 0 && utf8.RuneCountInString(s) > width {
+			s = string([]rune(s)[:width-3]) + "..."
+		}
+		switch {
+		case cur == "":
+			cur = s
+		case width > 0 && utf8.RuneCountInString(cur)+len(sep)+utf8.RuneCountInString(s) > width:
+			out = append(out, cur)
+			cur = "  " + s // a continuation is indented
+			if utf8.RuneCountInString(cur) > width {
+				cur = s
+			}
+		default:
+			cur += sep + s
+		}
+	}
+	if cur != "" {
+		out = append(out, cur)
+	}
+	return out
 }
 
 // maxOffendersShown bounds the offenders shown per signal (the daemon
@@ -149,31 +350,6 @@ func writeService(b *strings.Builder, snap Snapshot) {
 		}
 		b.WriteString("\n")
 	}
-}
-
-// Line formats one row under Header.
-func Line(r *Row) string { return line(r, false) }
-
-// line formats one row, with its service time per request when svc.
-func line(r *Row, svc bool) string {
-	if svc {
-		return lineBase(r) + fmt.Sprintf(" %10s", seconds(r.ServiceMean()))
-	}
-	return lineBase(r)
-}
-
-func lineBase(r *Row) string {
-	name := Printable(r.Name)
-	if r.Gone {
-		name += " (gone)"
-	}
-	pid := "-"
-	if r.PID > 0 {
-		pid = strconv.Itoa(r.PID)
-	}
-	return fmt.Sprintf("%-12s %6s %10s %10s %10s %9s %10s %7s %7s %9s", name, pid,
-		num(r.ASOK), num(r.ASErr), num(r.ASStep+r.TGSStep), num(r.TGSOK), num(r.TGSErr),
-		pct(r.ErrorRatio()), pct(r.CPU), byteSize(r.RSS))
 }
 
 // Printable is s with what a terminal would act on escaped as in a Go

@@ -23,8 +23,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/krb5-exporter/krb5-exporter/collector"
+	"github.com/krb5-exporter/krb5-exporter/internal/probestatus"
 	"github.com/krb5-exporter/krb5-exporter/kdclog"
-	"github.com/krb5-exporter/krb5-exporter/prober"
 )
 
 // Row is one KDC process (or the sum of them).
@@ -81,6 +81,11 @@ type Probe struct {
 	// mean of those that completed since the previous refresh, else the
 	// last one seen; 0 before top has seen one.
 	Latency time.Duration
+	// Reason is the failure's class (connection_refused, timeout, a
+	// KDC_ERR_ name): the result counted most since the previous refresh,
+	// else the one counted most so far; "" while it succeeds.
+	Reason string
+	failed float64 // the reason's count
 }
 
 // Snapshot is one refresh of the view.
@@ -115,6 +120,12 @@ type Snapshot struct {
 	// Talkers are the daemon's top talkers of its last complete window
 	// (talkers.go), by kind, busiest first.
 	Talkers []Talker
+	// KDCUp: top's Source found the KDC's processes (KDCKnown: it looks
+	// for them at all); LastSeen is when it last did (zero: never since
+	// top started). OtherKDCs are other KDCs on the host, not shown.
+	KDCUp, KDCKnown bool
+	LastSeen        time.Time
+	OtherKDCs       int
 }
 
 // Service is the KDC's own time per request of one request type over the
@@ -156,6 +167,7 @@ const (
 	mWorkerCPU = "krb5_kdc_worker_cpu_seconds_total"
 	mWorkerRSS = "krb5_kdc_worker_resident_memory_bytes"
 	mWorkerPID = "krb5_kdc_worker_pid" // only on top's own registry
+	mOtherKDCs = "krb5_top_other_kdcs" // likewise
 	// The daemon's collectors define the others: their names come from
 	// there, so a rename there is one here.
 	mWorkerRequests = kdclog.MetricWorkerRequests
@@ -165,8 +177,9 @@ const (
 	mKadmindAuth    = kdclog.MetricKadmindAuthFailures // present when a kadmind log is read
 	mUDPDrops       = collector.MetricUDPDrops
 	mTCPOverflows   = collector.MetricTCPListenOverflows
-	mProbeSuccess   = prober.MetricSuccess
-	mProbeDuration  = prober.MetricDuration
+	mProbeSuccess   = probestatus.MetricSuccess
+	mProbeDuration  = probestatus.MetricDuration
+	mProbeTotal     = probestatus.MetricTotal
 	mAttackOffender = kdclog.MetricAttackOffender
 	// The daemon's kdcservice collector (--collector.kdcservice), by the
 	// names of its metric contract (docs/metrics.md).
@@ -197,6 +210,8 @@ type Sampler struct {
 	latency map[string]time.Duration
 	sawPIDs bool // the krb5kdc processes are known (top's Source)
 	daemon  *Daemon
+	// lastSeen is when the KDC's processes were last found.
+	lastSeen time.Time
 }
 
 // ReadDaemon tells the sampler that d is among its gatherer's sources, to
@@ -215,212 +230,290 @@ func (s *Sampler) Sample(now time.Time) (Snapshot, error) {
 	if err != nil && len(mfs) == 0 {
 		return Snapshot{}, err
 	}
-	cur := map[string]float64{}
-	snap := Snapshot{At: now}
-	var dt float64
+	g := &gather{s: s, snap: Snapshot{At: now}, cur: map[string]float64{}, rows: map[string]*Row{}, single: true,
+		probes: map[string]*Probe{}, probeDur: map[string]*durations{}, services: map[string]*histDelta{},
+		queues: map[string]*histDelta{}, split: map[string]float64{}}
 	if s.prev != nil {
-		snap.Interval = now.Sub(s.prevAt)
-		dt = snap.Interval.Seconds()
+		g.snap.Interval = now.Sub(s.prevAt)
+		g.dt = g.snap.Interval.Seconds()
 	}
-	rate := func(key string, v float64) float64 {
-		cur[key] = v
-		if dt <= 0 {
-			return 0
-		}
-		old, ok := s.prev[key]
-		if !ok {
-			old = 0 // a series that appeared counts from zero
-		}
-		if v < old { // a reset (the exporter restarted its counter)
-			return v / dt
-		}
-		return (v - old) / dt
-	}
-	rows := map[string]*Row{}
-	row := func(name string) *Row {
-		r := rows[name]
-		if r == nil {
-			r = &Row{Name: name, RSS: math.NaN()}
-			rows[name] = r
-		}
-		return r
-	}
-	single := true // no per-worker CPU series: a single-process KDC, worker 0
 	for _, mf := range mfs {
 		if mf.GetName() == mWorkerCPU && len(mf.GetMetric()) > 0 {
-			single = false
+			g.single = false // per-worker CPU series: not a single-process KDC
 		}
 		if mf.GetName() == mWorkerPID {
 			s.sawPIDs = true
 		}
 	}
-	var tracingReasons []string
-	probes := map[string]*Probe{}
-	probe := func(l labelSet) *Probe {
-		k := l["target"] + "/" + l["exchange"]
-		p := probes[k]
-		if p == nil {
-			p = &Probe{Target: l["target"], Exchange: l["exchange"]}
-			probes[k] = p
-		}
-		return p
-	}
-	type durations struct{ dsum, dcount float64 }
-	probeDur := map[string]*durations{}
-	services := map[string]*histDelta{} // by request
-	queues := map[string]*histDelta{}   // by transport
-	split := map[string]float64{}       // request/state -> seconds per second
-	// hist adds a histogram's change since the previous Sample to d (none
-	// on the first; a reset counts from zero, as rate does).
-	hist := func(key string, h *dto.Histogram, into map[string]*histDelta, by string) {
-		d := into[by]
-		if d == nil {
-			d = &histDelta{buckets: map[float64]float64{}}
-			into[by] = d
-		}
-		count := float64(h.GetSampleCount())
-		_, seen := s.prev[key+"count"]
-		reset := count < s.prev[key+"count"]
-		delta := func(k string, v float64) float64 {
-			cur[k] = v
-			switch {
-			case dt <= 0:
-				return 0
-			case reset || !seen:
-				return v
-			}
-			return v - s.prev[k]
-		}
-		d.count += delta(key+"count", count)
-		d.sum += delta(key+"sum", h.GetSampleSum())
-		for _, b := range h.GetBucket() {
-			ub := b.GetUpperBound()
-			d.buckets[ub] += delta(key+"le="+strconv.FormatFloat(ub, 'g', -1, 64), float64(b.GetCumulativeCount()))
-		}
-	}
-	var talk talkerSums
 	for _, mf := range mfs {
 		name := mf.GetName()
 		for _, m := range mf.GetMetric() {
 			l := labels(m)
 			v := m.GetCounter().GetValue() + m.GetGauge().GetValue()
 			key := name + "{" + l.String() + "}"
-			if talk.add(name, l, v) {
+			if g.talk.add(name, l, v) {
 				continue
 			}
-			switch name {
-			case mWorkerRequests:
-				r := row(l["worker"])
-				x := rate(key, v)
-				ok, step := outcome(l["status"])
-				switch {
-				case l["request"] == "as" && ok:
-					r.ASOK += x
-				case l["request"] == "as" && step:
-					r.ASStep += x
-				case l["request"] == "as":
-					r.ASErr += x
-				case ok:
-					r.TGSOK += x
-				case step:
-					r.TGSStep += x
-				default:
-					r.TGSErr += x
-				}
-			case mWorkerCPU:
-				row(l["worker"]).CPU += rate(key, v)
-			case mWorkerRSS:
-				row(l["worker"]).RSS = v
-			case mWorkerPID:
-				row(l["worker"]).PID = int(v)
-			case mProcessCPU:
-				if l["program"] == "krb5kdc" {
-					x := rate(key, v)
-					snap.Total.CPU += x
-					if single {
-						row("0").CPU += x
-					}
-				}
-			case mProcessRSS:
-				if l["program"] == "krb5kdc" {
-					snap.Total.RSS = v
-					if single {
-						row("0").RSS = v
-					}
-				}
-			case mKadmindAuth:
-				snap.HasKadmin = true
-			case mKadmind:
-				snap.HasKadmin = true
-				x := rate(key, v)
-				snap.KadminOps += x
-				if l["result"] != "success" {
-					snap.KadminErr += x
-				}
-			case mUDPDrops:
-				snap.HasNetwork = true
-				snap.UDPDrops += rate(key, v)
-			case mTCPOverflows:
-				snap.HasNetwork = true
-				snap.TCPOverflows += rate(key, v)
-			case mServiceSeconds:
-				if slices.Contains(serviceRequests, l["request"]) {
-					hist(key, m.GetHistogram(), services, l["request"])
-				}
-			case mQueueSeconds:
-				if slices.Contains(serviceTransports, l["transport"]) {
-					hist(key, m.GetHistogram(), queues, l["transport"])
-				}
-			case mServiceSplit:
-				if slices.Contains(serviceRequests, l["request"]) && slices.Contains(serviceStates, l["state"]) {
-					split[l["request"]+"/"+l["state"]] += rate(key, v)
-				}
-			case mWorkerService:
-				snap.HasService = true
-				row(l["worker"]).ServiceSeconds += rate(key, v)
-			case mWorkerServed:
-				snap.HasService = true
-				row(l["worker"]).ServiceRequests += rate(key, v)
-			case mTracingUp:
-				if snap.Tracing == nil {
-					snap.Tracing = &Tracing{}
-				}
-				snap.Tracing.Up = v == 1
-			case mTracingErrors:
-				if v > 0 && len(tracingReasons) < maxReasons {
-					tracingReasons = append(tracingReasons, l["reason"])
-				}
-			case mAttackOffender:
-				snap.Offenders = append(snap.Offenders, Offender{Signal: l["signal"], Name: l["offender"], Score: v})
-			case mProbeSuccess:
-				probe(l).OK = v == 1
-			case mProbeDuration:
-				h := m.GetHistogram()
-				k := l["target"] + "/" + l["exchange"]
-				d := probeDur[k]
-				if d == nil {
-					d = &durations{}
-					probeDur[k] = d
-				}
-				// Deltas since the previous refresh; none on the first.
-				if dt > 0 {
-					sum, count := h.GetSampleSum(), float64(h.GetSampleCount())
-					// A series that appeared counts from zero, as in rate.
-					oldSum, oldCount := s.prev[key+"sum"], s.prev[key+"count"]
-					if count > oldCount {
-						d.dsum += sum - oldSum
-						d.dcount += count - oldCount
-					}
-				}
-				cur[key+"sum"], cur[key+"count"] = h.GetSampleSum(), float64(h.GetSampleCount())
+			if h := handlers[name]; h != nil {
+				h(g, sample{l, m, key, v})
 			}
 		}
 	}
+	return g.finish(now), nil
+}
+
+// sample is one series of a gather: its labels, the metric, the key its
+// previous value is kept under, and its value (counter or gauge).
+type sample struct {
+	l   labelSet
+	m   *dto.Metric
+	key string
+	v   float64
+}
+
+// handlers take the series of each metric the view is made of into the
+// snapshot being built: one entry a metric, so that a new series is one
+// line here and a function.
+var handlers = map[string]func(*gather, sample){
+	mWorkerRequests: (*gather).workerRequests,
+	mWorkerCPU:      func(g *gather, x sample) { g.row(x.l["worker"]).CPU += g.rate(x.key, x.v) },
+	mWorkerRSS:      func(g *gather, x sample) { g.row(x.l["worker"]).RSS = x.v },
+	mWorkerPID:      func(g *gather, x sample) { g.row(x.l["worker"]).PID = int(x.v) },
+	mProcessCPU:     (*gather).processCPU,
+	mProcessRSS:     (*gather).processRSS,
+	mKadmindAuth:    func(g *gather, _ sample) { g.snap.HasKadmin = true },
+	mKadmind:        (*gather).kadmind,
+	mUDPDrops: func(g *gather, x sample) {
+		g.snap.HasNetwork = true
+		g.snap.UDPDrops += g.rate(x.key, x.v)
+	},
+	mTCPOverflows: func(g *gather, x sample) {
+		g.snap.HasNetwork = true
+		g.snap.TCPOverflows += g.rate(x.key, x.v)
+	},
+	mServiceSeconds: func(g *gather, x sample) {
+		if slices.Contains(serviceRequests, x.l["request"]) {
+			g.hist(x.key, x.m.GetHistogram(), g.services, x.l["request"])
+		}
+	},
+	mQueueSeconds: func(g *gather, x sample) {
+		if slices.Contains(serviceTransports, x.l["transport"]) {
+			g.hist(x.key, x.m.GetHistogram(), g.queues, x.l["transport"])
+		}
+	},
+	mServiceSplit: func(g *gather, x sample) {
+		if slices.Contains(serviceRequests, x.l["request"]) && slices.Contains(serviceStates, x.l["state"]) {
+			g.split[x.l["request"]+"/"+x.l["state"]] += g.rate(x.key, x.v)
+		}
+	},
+	mWorkerService: func(g *gather, x sample) {
+		g.snap.HasService = true
+		g.row(x.l["worker"]).ServiceSeconds += g.rate(x.key, x.v)
+	},
+	mWorkerServed: func(g *gather, x sample) {
+		g.snap.HasService = true
+		g.row(x.l["worker"]).ServiceRequests += g.rate(x.key, x.v)
+	},
+	mTracingUp: func(g *gather, x sample) {
+		if g.snap.Tracing == nil {
+			g.snap.Tracing = &Tracing{}
+		}
+		g.snap.Tracing.Up = x.v == 1
+	},
+	mTracingErrors: func(g *gather, x sample) {
+		if x.v > 0 && len(g.tracingReasons) < maxReasons {
+			g.tracingReasons = append(g.tracingReasons, x.l["reason"])
+		}
+	},
+	mAttackOffender: func(g *gather, x sample) {
+		g.snap.Offenders = append(g.snap.Offenders, Offender{Signal: x.l["signal"], Name: x.l["offender"], Score: x.v})
+	},
+	mProbeSuccess:  func(g *gather, x sample) { g.probe(x.l).OK = x.v == 1 },
+	mProbeTotal:    (*gather).probeTotal,
+	mProbeDuration: (*gather).probeDuration,
+	mOtherKDCs:     func(g *gather, x sample) { g.snap.OtherKDCs = int(x.v) },
+}
+
+// gather is one Sample's state: the snapshot being built and what its
+// series add up to.
+type gather struct {
+	s    *Sampler
+	snap Snapshot
+	cur  map[string]float64 // this gather's values, the next one's prev
+	dt   float64            // seconds since the previous gather; 0 on the first
+	rows map[string]*Row
+	// single: no per-worker CPU series, a single-process KDC (worker 0).
+	single         bool
+	probes         map[string]*Probe
+	probeDur       map[string]*durations
+	services       map[string]*histDelta // by request
+	queues         map[string]*histDelta // by transport
+	split          map[string]float64    // request/state -> seconds per second
+	tracingReasons []string
+	talk           talkerSums
+}
+
+type durations struct{ dsum, dcount float64 }
+
+// rate is a counter's rate since the previous gather: a series that
+// appeared counts from zero, a reset (the exporter restarted) from zero
+// too.
+func (g *gather) rate(key string, v float64) float64 {
+	g.cur[key] = v
+	if g.dt <= 0 {
+		return 0
+	}
+	old := g.s.prev[key]
+	if v < old {
+		return v / g.dt
+	}
+	return (v - old) / g.dt
+}
+
+func (g *gather) row(name string) *Row {
+	r := g.rows[name]
+	if r == nil {
+		r = &Row{Name: name, RSS: math.NaN()}
+		g.rows[name] = r
+	}
+	return r
+}
+
+func (g *gather) probe(l labelSet) *Probe {
+	k := l["target"] + "/" + l["exchange"]
+	p := g.probes[k]
+	if p == nil {
+		p = &Probe{Target: l["target"], Exchange: l["exchange"]}
+		g.probes[k] = p
+	}
+	return p
+}
+
+// hist adds a histogram's change since the previous gather to into[by]
+// (none on the first; a reset counts from zero, as rate does).
+func (g *gather) hist(key string, h *dto.Histogram, into map[string]*histDelta, by string) {
+	d := into[by]
+	if d == nil {
+		d = &histDelta{buckets: map[float64]float64{}}
+		into[by] = d
+	}
+	count := float64(h.GetSampleCount())
+	_, seen := g.s.prev[key+"count"]
+	reset := count < g.s.prev[key+"count"]
+	delta := func(k string, v float64) float64 {
+		g.cur[k] = v
+		switch {
+		case g.dt <= 0:
+			return 0
+		case reset || !seen:
+			return v
+		}
+		return v - g.s.prev[k]
+	}
+	d.count += delta(key+"count", count)
+	d.sum += delta(key+"sum", h.GetSampleSum())
+	for _, b := range h.GetBucket() {
+		ub := b.GetUpperBound()
+		d.buckets[ub] += delta(key+"le="+strconv.FormatFloat(ub, 'g', -1, 64), float64(b.GetCumulativeCount()))
+	}
+}
+
+func (g *gather) workerRequests(x sample) {
+	r := g.row(x.l["worker"])
+	v := g.rate(x.key, x.v)
+	ok, step := outcome(x.l["status"])
+	switch {
+	case x.l["request"] == "as" && ok:
+		r.ASOK += v
+	case x.l["request"] == "as" && step:
+		r.ASStep += v
+	case x.l["request"] == "as":
+		r.ASErr += v
+	case ok:
+		r.TGSOK += v
+	case step:
+		r.TGSStep += v
+	default:
+		r.TGSErr += v
+	}
+}
+
+func (g *gather) processCPU(x sample) {
+	if x.l["program"] != "krb5kdc" {
+		return
+	}
+	v := g.rate(x.key, x.v)
+	g.snap.Total.CPU += v
+	if g.single {
+		g.row("0").CPU += v
+	}
+}
+
+func (g *gather) processRSS(x sample) {
+	if x.l["program"] != "krb5kdc" {
+		return
+	}
+	g.snap.Total.RSS = x.v
+	if g.single {
+		g.row("0").RSS = x.v
+	}
+}
+
+func (g *gather) kadmind(x sample) {
+	g.snap.HasKadmin = true
+	v := g.rate(x.key, x.v)
+	g.snap.KadminOps += v
+	if x.l["result"] != "success" {
+		g.snap.KadminErr += v
+	}
+}
+
+// probeTotal keeps a failing probe's reason: the result counted most
+// since the previous gather, else the one counted most so far.
+func (g *gather) probeTotal(x sample) {
+	res := x.l["result"]
+	if res == probestatus.ClassSuccess {
+		return
+	}
+	p := g.probe(x.l)
+	n := g.rate(x.key, x.v) * 1e9 // counted since the previous gather first...
+	if n == 0 {
+		n = x.v // ...else so far
+	}
+	if n > p.failed {
+		p.Reason, p.failed = res, n
+	}
+}
+
+// probeDuration adds the exchanges completed since the previous gather
+// (none on the first; a series that appeared counts from zero, as in rate).
+func (g *gather) probeDuration(x sample) {
+	h := x.m.GetHistogram()
+	k := x.l["target"] + "/" + x.l["exchange"]
+	d := g.probeDur[k]
+	if d == nil {
+		d = &durations{}
+		g.probeDur[k] = d
+	}
+	if g.dt > 0 {
+		sum, count := h.GetSampleSum(), float64(h.GetSampleCount())
+		oldSum, oldCount := g.s.prev[x.key+"sum"], g.s.prev[x.key+"count"]
+		if count > oldCount {
+			d.dsum += sum - oldSum
+			d.dcount += count - oldCount
+		}
+	}
+	g.cur[x.key+"sum"], g.cur[x.key+"count"] = h.GetSampleSum(), float64(h.GetSampleCount())
+}
+
+// finish turns what the series added up to into the snapshot.
+func (g *gather) finish(now time.Time) Snapshot {
+	s, snap, dt := g.s, &g.snap, g.dt
 	if s.daemon != nil {
 		snap.Daemon, snap.DaemonErr = s.daemon.URL(), s.daemon.Err()
 	}
 	for _, req := range serviceRequests {
-		d := services[req]
+		d := g.services[req]
 		if d == nil {
 			continue
 		}
@@ -429,42 +522,45 @@ func (s *Sampler) Sample(now time.Time) (Snapshot, error) {
 		if dt <= 0 {
 			sv.Rate = 0
 		}
-		if all := split[req+"/cpu"] + split[req+"/runqueue"] + split[req+"/blocked"] + split[req+"/stolen"]; all > 0 {
-			sv.CPU, sv.RunQueue, sv.Blocked, sv.Stolen = split[req+"/cpu"]/all, split[req+"/runqueue"]/all, split[req+"/blocked"]/all, split[req+"/stolen"]/all
+		if all := g.split[req+"/cpu"] + g.split[req+"/runqueue"] + g.split[req+"/blocked"] + g.split[req+"/stolen"]; all > 0 {
+			sv.CPU, sv.RunQueue, sv.Blocked, sv.Stolen = g.split[req+"/cpu"]/all, g.split[req+"/runqueue"]/all, g.split[req+"/blocked"]/all, g.split[req+"/stolen"]/all
 		}
 		snap.Service = append(snap.Service, sv)
 	}
 	for _, tr := range serviceTransports {
-		if d := queues[tr]; d != nil {
+		if d := g.queues[tr]; d != nil {
 			snap.Queue = append(snap.Queue, Queue{Transport: tr, P95: d.quantile(0.95), Mean: d.mean()})
 		}
 	}
 	if snap.Tracing != nil {
-		slices.Sort(tracingReasons)
-		snap.Tracing.Reasons = tracingReasons
+		slices.Sort(g.tracingReasons)
+		snap.Tracing.Reasons = g.tracingReasons
 	}
-	for k, d := range probeDur {
+	for k, d := range g.probeDur {
 		if d.dcount > 0 {
 			s.latency[k] = time.Duration(d.dsum / d.dcount * float64(time.Second))
 		}
 	}
-	for k, p := range probes {
+	for k, p := range g.probes {
 		p.Latency = s.latency[k]
+		if p.OK {
+			p.Reason = ""
+		}
 		snap.Probes = append(snap.Probes, *p)
 	}
 	for name := range s.seen {
-		if rows[name] == nil {
-			rows[name] = &Row{Name: name, RSS: math.NaN(), Gone: true}
+		if g.rows[name] == nil {
+			g.rows[name] = &Row{Name: name, RSS: math.NaN(), Gone: true}
 		}
 	}
 	// Request counters outlive their process: with pids known, a row
 	// without a running process is gone.
-	for name, r := range rows {
+	for name, r := range g.rows {
 		if s.sawPIDs && r.PID == 0 && name != "unknown" && name != "other" {
 			r.Gone = true
 		}
 	}
-	for name, r := range rows {
+	for name, r := range g.rows {
 		s.seen[name] = true
 		snap.Rows = append(snap.Rows, *r)
 		snap.Total.ASOK += r.ASOK
@@ -477,6 +573,16 @@ func (s *Sampler) Sample(now time.Time) (Snapshot, error) {
 		snap.Total.ServiceRequests += r.ServiceRequests
 	}
 	snap.Total.Name = "total"
+	snap.KDCKnown = s.sawPIDs
+	for _, r := range snap.Rows {
+		if r.PID > 0 && !r.Gone {
+			snap.KDCUp = true
+		}
+	}
+	if snap.KDCUp {
+		s.lastSeen = now
+	}
+	snap.LastSeen = s.lastSeen
 	if snap.Total.CPU == 0 && snap.Total.RSS == 0 { // no whole-program series: add up the rows
 		for _, r := range snap.Rows {
 			snap.Total.CPU += r.CPU
@@ -506,9 +612,9 @@ func (s *Sampler) Sample(now time.Time) (Snapshot, error) {
 		}
 		return cmpDesc(a.Score, b.Score)
 	})
-	snap.Talkers = talk.talkers()
-	s.prev, s.prevAt = cur, now
-	return snap, nil
+	snap.Talkers = g.talk.talkers()
+	s.prev, s.prevAt = g.cur, now
+	return *snap
 }
 
 // maxReasons bounds the tracing error reasons shown.
@@ -602,7 +708,7 @@ const (
 )
 
 // SortOrders lists the orders in the order the `s` key cycles through.
-var SortOrders = []string{ByName, ByRequests, ByCPU, ByErrors}
+var SortOrders = []string{ByCPU, ByRequests, ByErrors, ByName}
 
 // SortRows orders rows: by name numerically (main and supervisor first),
 // or by a value, highest first.
@@ -647,5 +753,5 @@ func cmpName(a, b string) int {
 // kadmindExchange reports whether a probe exchange is one of the kpasswd
 // and kadmin probers' (kpasswd_as, kpasswd, kadmin_rpc).
 func kadmindExchange(ex string) bool {
-	return ex == prober.ExchangeKpasswdAS || ex == prober.ExchangeKpasswd || ex == prober.ExchangeKadminRPC
+	return ex == probestatus.ExchangeKpasswdAS || ex == probestatus.ExchangeKpasswd || ex == probestatus.ExchangeKadminRPC
 }

@@ -3,6 +3,7 @@ package top
 import (
 	"bytes"
 	"math"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -88,7 +89,7 @@ func TestSampleRates(t *testing.T) {
 	if !strings.Contains(out.String(), "kdc1/as OK 15ms") { // no new probe: the latest one stays
 		t.Errorf("probe latency not kept:\n%s", out.String())
 	}
-	if !strings.Contains(out.String(), "1 (gone)") {
+	if !regexp.MustCompile(`(?m)^1 +gone `).MatchString(out.String()) {
 		t.Errorf("worker 1 not shown as gone:\n%s", out.String())
 	}
 }

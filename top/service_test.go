@@ -151,7 +151,7 @@ func TestServiceFromDaemon(t *testing.T) {
 		"\nas           100.0    1.00ms     750us    60.0   10.0   20.0   10.0\n",
 		"\ntgs           25.0      61us      30us       -      -      -      -\n",
 		"queue (wait in the socket)  udp p95 3.81ms mean 2.50ms\n",
-		"\n" + Header + ServiceColumn + "\n",
+		"\n" + header(columnsFor(true)) + "\n",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("no %q in:\n%s", want, text)
@@ -197,7 +197,7 @@ func TestServiceAbsent(t *testing.T) {
 	var out bytes.Buffer
 	Write(&out, snap, View{Sort: ByName})
 	text := out.String()
-	if !strings.Contains(text, "\n"+Header+"\n") {
+	if !strings.Contains(text, "\n"+header(columnsFor(false))+"\n") {
 		t.Errorf("no plain header in:\n%s", text)
 	}
 	for _, no := range []string{"SVC", "SERVICE", "queue", "tracing"} {

@@ -16,25 +16,28 @@ import (
 // internal/kdcproc, the same index the log's krb5_kdc_worker_requests_total
 // carries, so that a row's requests and its CPU are the same process.
 type Source struct {
-	proc    procfs.FS
-	pidFile string
-	workers *kdcproc.Workers
+	procRoot string
+	pidFile  string
+	rule     *kdcproc.Rule
+	workers  *kdcproc.Workers
 }
 
 // NewSource finds krb5kdc through pidFile (its supervisor) or, without one,
-// by name, and names its processes by workers' indexes.
-func NewSource(procRoot, pidFile string, workers *kdcproc.Workers) (*Source, error) {
-	pfs, err := procfs.NewFS(procRoot)
-	if err != nil {
+// by name, among the processes rule accepts (nil: kdcproc.DefaultRule), and
+// names its processes by workers' indexes.
+func NewSource(procRoot, pidFile string, rule *kdcproc.Rule, workers *kdcproc.Workers) (*Source, error) {
+	if _, err := procfs.NewFS(procRoot); err != nil {
 		return nil, err
 	}
-	return &Source{proc: pfs, pidFile: pidFile, workers: workers}, nil
+	return &Source{procRoot: procRoot, pidFile: pidFile, rule: rule, workers: workers}, nil
 }
 
 var (
 	descCPU = prometheus.NewDesc(mWorkerCPU, "CPU time of each krb5kdc process, by worker index (or supervisor).", []string{"worker", "mode"}, nil)
 	descRSS = prometheus.NewDesc(mWorkerRSS, "Resident memory, by worker.", []string{"worker"}, nil)
 	descPID = prometheus.NewDesc(mWorkerPID, "Process id of the worker (top's own registry only: a pid is never a label).", []string{"worker"}, nil)
+	// descOthers: top shows one KDC; this says how many more run.
+	descOthers = prometheus.NewDesc(mOtherKDCs, "Other KDCs found by name on the host, not shown (top's own registry only).", nil, nil)
 )
 
 // Describe sends the descriptors.
@@ -42,12 +45,13 @@ func (s *Source) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descCPU
 	ch <- descRSS
 	ch <- descPID
+	ch <- descOthers
 }
 
 // Collect names the processes: the workers by their index (a
 // single-process KDC is worker 0) and the supervisor of -w N.
 func (s *Source) Collect(ch chan<- prometheus.Metric) {
-	procs, err := kdcproc.Find(s.proc, s.pidFile)
+	procs, err := kdcproc.Find(s.procRoot, s.pidFile, s.rule)
 	if errors.Is(err, fs.ErrNotExist) {
 		procs, err = nil, nil // no pid file: the KDC is not running
 	}
@@ -55,6 +59,11 @@ func (s *Source) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.NewInvalidMetric(descPID, err)
 		return
 	}
+	// One KDC: with several realms' KDCs on the host (no pid file given),
+	// the oldest and its own workers, never one's supervisor with
+	// another's workers.
+	procs, others := kdcproc.One(procs)
+	ch <- prometheus.MustNewConstMetric(descOthers, prometheus.GaugeValue, float64(others))
 	answering := kdcproc.Answering(procs)
 	idx := s.workers.Assign(answering)
 	name := map[int]string{}

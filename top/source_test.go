@@ -18,11 +18,11 @@ import (
 // once the KDC is stopped.
 func TestSourceAgainstWorkers(t *testing.T) {
 	r := realmtest.Realm(t, realm.Options{Workers: 4, NoKadmind: true})
-	w, err := kdcproc.NewWorkers("/proc")
+	w, err := kdcproc.NewWorkers("/proc", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := NewSource("/proc", r.KDCPidFile, w)
+	src, err := NewSource("/proc", r.KDCPidFile, nil, w)
 	if err != nil {
 		t.Fatal(err)
 	}

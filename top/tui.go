@@ -10,13 +10,18 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 )
 
-// Help is the key line at the bottom of the interactive view.
-const Help = "q quit  s sort (name, requests, cpu, errors)  / filter  esc clear filter  space refresh now"
+// Help is the key line at the bottom of the interactive view, its
+// segments dropped from the end on a narrow terminal.
+var Help = []string{"q quit", "c r e n sort by cpu, requests, errors, name", "s next sort", "/ filter", "esc clear", "space refresh"}
 
 // Interactive runs the full-screen view on in/out until q or ctx ends,
-// sampling s every interval.
-func Interactive(ctx context.Context, s *Sampler, interval time.Duration, in io.Reader, out io.Writer) error {
-	m := &model{s: s, interval: interval, view: View{Sort: ByName}}
+// sampling s every interval,
+// sorting the rows by sort (ByCPU when empty).
+func Interactive(ctx context.Context, s *Sampler, interval time.Duration, sort string, in io.Reader, out io.Writer) error {
+	if sort == "" {
+		sort = ByCPU
+	}
+	m := &model{s: s, interval: interval, view: View{Sort: sort}}
 	p := tea.NewProgram(m, tea.WithInput(in), tea.WithOutput(out), tea.WithAltScreen(), tea.WithContext(ctx))
 	_, err := p.Run()
 	if err != nil && ctx.Err() != nil {
@@ -36,6 +41,7 @@ type model struct {
 	editing  bool   // typing a filter
 	input    string // the filter being typed
 	width    int
+	height   int
 }
 
 func (m *model) Init() tea.Cmd {
@@ -61,7 +67,7 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.sample()
 		return m, m.tick()
 	case tea.WindowSizeMsg:
-		m.width = msg.Width
+		m.width, m.height = msg.Width, msg.Height
 	case tea.KeyMsg:
 		if m.editing {
 			switch msg.Type {
@@ -86,6 +92,14 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		case "s":
 			i := slices.Index(SortOrders, m.view.Sort)
 			m.view.Sort = SortOrders[(i+1)%len(SortOrders)]
+		case "c":
+			m.view.Sort = ByCPU
+		case "r":
+			m.view.Sort = ByRequests
+		case "e":
+			m.view.Sort = ByErrors
+		case "n":
+			m.view.Sort = ByName
 		case "/":
 			m.editing, m.input = true, m.view.Filter
 		case "esc":
@@ -97,21 +111,33 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	return m, nil
 }
 
+// View fits the terminal: the snapshot in all but the last two lines,
+// then the order and filter, then the keys (those that fit).
 func (m *model) View() string {
 	var b strings.Builder
+	v := m.view
+	v.Width = m.width
+	if m.height > 0 {
+		v.Height = max(1, m.height-3) // the status and key lines, and the empty line before them
+	}
 	if m.err != nil {
-		b.WriteString("error: " + Printable(m.err.Error()) + "\n")
+		b.WriteString(strings.Join(wrap([]string{"error: " + Printable(m.err.Error())}, v.Width), "\n") + "\n")
+		v.Height = max(1, v.Height-1)
 	}
-	Write(&b, m.snap, m.view)
-	b.WriteString("\nsort: " + m.view.Sort)
+	Write(&b, m.snap, v)
+	status := "sort: " + m.view.Sort
 	if m.view.Filter != "" {
-		b.WriteString("  filter: " + Printable(m.view.Filter))
+		status += "  filter: " + Printable(m.view.Filter)
 	}
-	b.WriteString("\n")
+	b.WriteString("\n" + wrap([]string{status}, m.width)[0] + "\n")
 	if m.editing {
-		b.WriteString("filter: " + Printable(m.input) + "_\n")
+		b.WriteString(wrap([]string{"filter: " + Printable(m.input) + "_"}, m.width)[0] + "\n")
 	} else {
-		b.WriteString(Help + "\n")
+		keys := Help
+		for m.width > 0 && len(keys) > 1 && len(strings.Join(keys, "  ")) > m.width {
+			keys = keys[:len(keys)-1]
+		}
+		b.WriteString(strings.Join(keys, "  ") + "\n")
 	}
 	return b.String()
 }

@@ -28,6 +28,28 @@ func charts(rep *Report) []chart {
 	return out
 }
 
+// targetOf is the target of the report's metric name (display units) and
+// whether it has it.
+func targetOf(rep *Report, name string) (float64, bool) {
+	for _, m := range rep.Metrics {
+		if m.Name == name {
+			return m.Target, true
+		}
+	}
+	return 0, false
+}
+
+// phases marks where each test's samples begin on a chart over time.
+func phases(p *figure, rep *Report) {
+	last := ""
+	for _, s := range rep.Samples {
+		if s.Test != "" && s.Test != last {
+			p.phase(s.Test, s.At.Seconds())
+			last = s.Test
+		}
+	}
+}
+
 func concurrencyRate(rep *Report) *figure {
 	c := rep.Concurrency
 	if c == nil || len(c.Levels) == 0 {
@@ -40,6 +62,13 @@ func concurrencyRate(rep *Report) *figure {
 	}
 	p.yMin = 0
 	p.line("logins/s", blue, pts, true)
+	if t, ok := targetOf(rep, "top_level_peak_ratio"); ok {
+		peak := 0.0
+		for _, l := range c.Levels {
+			peak = max(peak, l.Rate)
+		}
+		p.target(fmt.Sprintf("target: %s %% of the peak at the top level", fmtNum(t)), peak*t/100)
+	}
 	return p
 }
 
@@ -96,6 +125,13 @@ func latencyCDF(rep *Report) *figure {
 		pts = append(pts, xy{X: v[len(v)-1], Y: 1})
 		p.line(k.name, k.c, pts, false)
 	}
+	p.target("p95", 0.95)
+	p.target("p99", 0.99)
+	for _, t := range []struct{ metric, label string }{{"login_p95_seconds", "login p95 target"}, {"ticket_p95_seconds", "ticket p95 target"}} {
+		if v, ok := targetOf(rep, t.metric); ok {
+			p.phase(t.label+" "+fmtNum(v)+" ms", v)
+		}
+	}
 	return p
 }
 
@@ -122,6 +158,10 @@ func cpuOverTime(rep *Report) *figure {
 	p.yMin = 0
 	p.line("KDC (all krb5kdc processes)", blue, kdc, false)
 	p.line("generator", orange, gen, false)
+	if t, ok := targetOf(rep, "kdc_cpu_ratio"); ok {
+		p.target(fmt.Sprintf("KDC CPU target at the steady load (latency): %s %%", fmtNum(t)), t)
+	}
+	phases(p, rep)
 	return p
 }
 
@@ -138,6 +178,10 @@ func rssOverTime(rep *Report) *figure {
 	p := newFigure("seconds since the start", "MB")
 	p.yMin = 0
 	p.line("KDC RSS", blue, pts, false)
+	if t, ok := targetOf(rep, "kdc_rss_peak_bytes"); ok {
+		p.target(fmt.Sprintf("target: %s MB", fmtNum(t)), t)
+	}
+	phases(p, rep)
 	return p
 }
 
@@ -154,5 +198,8 @@ func degradationRounds(rep *Report) *figure {
 		p.xNames[i] = fmt.Sprint(i + 1)
 	}
 	p.marks = append(p.marks, mark{kind: barMark, color: blue, pts: bars})
+	if t, ok := targetOf(rep, "last_round_slowdown_ratio"); ok && len(d.RoundsS) > 0 {
+		p.target(fmt.Sprintf("target: the first round + %s %%", fmtNum(t)), d.RoundsS[0]*(1+t/100))
+	}
 	return p
 }

@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-var pageTmpl = template.Must(template.New("report").Funcs(template.FuncMap{"num": fmtNum, "signed": signed, "value": ValueText, "repetitions": repetitionsNote,
+var pageTmpl = template.Must(template.New("report").Funcs(template.FuncMap{"num": fmtNum, "signed": signed, "value": ValueText, "repetitions": repetitionsNote, "note": VerdictNote, "settings": settingsRows,
 	"pct":     func(f float64) float64 { return 100 * f },
 	"verdict": func(c *Comparison) string { return strings.TrimPrefix(ComparisonVerdict(c), "verdict: ") }}).Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>KDC performance report: {{.Verdict}}</title>
@@ -29,7 +29,12 @@ var pageTmpl = template.Must(template.New("report").Funcs(template.FuncMap{"num"
 {{end}}</table>
 <p>{{verdict $.Report.Baseline}}</p>
 {{with $.BaselineChart}}<div class="chart" data-chart="{{.ID}}"><h2>{{.Title}}</h2>{{.SVG}}</div>{{end}}
-{{end}}{{if .Warnings}}<h2>Warnings</h2><ul>{{range .Warnings}}<li>{{.}}</li>{{end}}</ul>{{end}}
+{{end}}{{if .Warnings}}<h2>Warnings</h2><ul>{{range .Warnings}}<li>{{.}}</li>{{end}}</ul>
+<p id="verdict-note">What they mean for the verdict: {{note $.Report}}.</p>{{end}}
+<h2>Settings</h2>
+<table id="settings"><tr><th>Setting</th><th>Value</th></tr>
+{{range settings $.Report}}<tr><td>{{index . 0}}</td><td>{{index . 1}}</td></tr>
+{{end}}</table>
 {{range $.Charts}}<div class="chart" data-chart="{{.ID}}"><h2>{{.Title}}</h2>{{.SVG}}</div>
 {{end}}</body></html>
 `))

@@ -119,7 +119,7 @@ func WriteSummary(w io.Writer, rep *Report) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TEST\tMETRIC\tVALUE\tTARGET\tRESULT")
 	for _, m := range rep.Metrics {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s %s\t%s\n", m.Test, m.Label, ValueText(m), m.Op, fmtNum(m.Target), m.Verdict)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s %s %s\t%s\n", m.Test, m.Label, ValueText(m), m.Op, fmtNum(m.Target), m.Unit, m.Verdict)
 	}
 	for _, t := range rep.Tests {
 		if t.Status == "error" || t.Status == "skipped" {
@@ -129,6 +129,9 @@ func WriteSummary(w io.Writer, rep *Report) {
 	tw.Flush()
 	for _, wn := range rep.Warnings {
 		fmt.Fprintf(w, "WARNING: %s\n", wn)
+	}
+	if note := VerdictNote(rep); note != "" {
+		fmt.Fprintf(w, "warnings: %s\n", note)
 	}
 	if rep.Settings.Count > 1 {
 		fmt.Fprintf(w, "%s.\n", repetitionsNote(rep))
@@ -172,25 +175,12 @@ func WriteMarkdown(w io.Writer, rep *Report) {
 		for _, wn := range rep.Warnings {
 			fmt.Fprintf(w, "- %s\n", wn)
 		}
+		fmt.Fprintf(w, "\nWhat they mean for the verdict: %s.\n", VerdictNote(rep))
 	}
 	fmt.Fprintln(w, "\n## Settings")
-	fmt.Fprintf(w, "- realm `%s`, KDC `%s`, %d load-test users, %d services; the generator used %s\n", rep.System.Realm, rep.System.KDC, rep.System.Users, rep.System.Services, rep.System.Preauth)
-	keys := make([]string, 0, len(rep.System.Settings))
-	for k := range rep.System.Settings {
-		keys = append(keys, k)
+	for _, kv := range settingsRows(rep) {
+		fmt.Fprintf(w, "- %s: `%s`\n", kv[0], kv[1])
 	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		fmt.Fprintf(w, "- %s: `%s`\n", k, rep.System.Settings[k])
-	}
-	s := rep.Settings
-	fmt.Fprintf(w, "- CLIENTS %d, DURATION %s, LOGIN_RATE %g, TGS_PER_LOGIN %d, CLIENT_LEVELS %v (%s each), STARTUP_ROUNDS %d, KADMIN_OPERATIONS %d, DUMP_ROUNDS %d, DEGRADATION_ROUNDS %d × %d logins\n",
-		s.Clients, s.Duration, s.LoginRate, s.TGSPerLogin, s.ClientLevels, s.LevelDuration, s.StartupRounds, s.KadminOperations, s.DumpRounds, s.DegradationRounds, s.DegradationLogins)
-	shard := s.Shard
-	if shard == "" {
-		shard = "1/1"
-	}
-	fmt.Fprintf(w, "- as and tgs generator %s (%d in flight when batched), request timeout %s, shard %s\n", s.Generator, s.BatchInflight, s.Timeout, shard)
 
 	if st := rep.Startup; st != nil {
 		fmt.Fprintln(w, "\n## startup")
@@ -401,4 +391,63 @@ func rawCSVs(rep *Report) map[string][]byte {
 	cw.Flush()
 	out["resource-samples.csv"] = b.Bytes()
 	return out
+}
+
+// settingsRows are the settings that decide the run's numbers, as report.md
+// and report.html list them: the realm and the KDC, its kdc.conf and host
+// settings, the suite's.
+func settingsRows(rep *Report) [][2]string {
+	out := [][2]string{
+		{"realm", rep.System.Realm}, {"KDC", rep.System.KDC},
+		{"load-test users", strconv.Itoa(rep.System.Users)}, {"services", strconv.Itoa(rep.System.Services)},
+		{"the generator's pre-authentication", rep.System.Preauth},
+	}
+	keys := make([]string, 0, len(rep.System.Settings))
+	for k := range rep.System.Settings {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		out = append(out, [2]string{k, rep.System.Settings[k]})
+	}
+	s := rep.Settings
+	shard := s.Shard
+	if shard == "" {
+		shard = "1/1"
+	}
+	return append(out,
+		[2]string{"CLIENTS, DURATION, LOGIN_RATE, TGS_PER_LOGIN", fmt.Sprintf("%d, %s, %g, %d", s.Clients, s.Duration, s.LoginRate, s.TGSPerLogin)},
+		[2]string{"CLIENT_LEVELS", fmt.Sprintf("%v, %s each", s.ClientLevels, s.LevelDuration)},
+		[2]string{"STARTUP_ROUNDS, KADMIN_OPERATIONS, DUMP_ROUNDS", fmt.Sprintf("%d, %d, %d", s.StartupRounds, s.KadminOperations, s.DumpRounds)},
+		[2]string{"DEGRADATION_ROUNDS × logins", fmt.Sprintf("%d × %d", s.DegradationRounds, s.DegradationLogins)},
+		[2]string{"as and tgs generator", fmt.Sprintf("%s (%d in flight when batched)", s.Generator, s.BatchInflight)},
+		[2]string{"request timeout", s.Timeout.String()},
+		[2]string{"shard", shard},
+	)
+}
+
+// VerdictNote says in one line whether the run's warnings put its verdict
+// in doubt ("" without warnings). A figure the environment held down
+// understates the KDC: a metric that met its target even so stands, one
+// that failed may be the environment's and not the KDC's.
+func VerdictNote(rep *Report) string {
+	if len(rep.Warnings) == 0 {
+		return ""
+	}
+	var doubtful []string
+	for _, m := range rep.Metrics {
+		if m.Verdict == Fail && slices.Contains(rep.EnvironmentLimited, m.Test) {
+			doubtful = append(doubtful, m.Test+" ("+strings.ToLower(m.Label)+")")
+		}
+	}
+	switch {
+	case len(doubtful) > 0:
+		return fmt.Sprintf("the FAIL of %s may be the environment's, not the KDC's: something else held %s down (the warnings say what); run again with the KDC and the generator pinned apart (--kdc-cpu, --generator-cpu) on a quiet host",
+			strings.Join(doubtful, ", "), strings.Join(rep.EnvironmentLimited, ", "))
+	case rep.Verdict == Pass && len(rep.EnvironmentLimited) > 0:
+		return fmt.Sprintf("the verdict stands: %s ran below the KDC's limit (the warnings say why), and met the targets even so", strings.Join(rep.EnvironmentLimited, ", "))
+	case rep.Verdict == Pass:
+		return "the verdict stands: no warning says the environment held a figure down"
+	}
+	return "the verdict stands: no warning says the environment held a failed figure down"
 }

@@ -34,6 +34,11 @@ type Report struct {
 	Metrics  []Metric     `json:"metrics"`
 	Tests    []TestResult `json:"tests"`
 	Warnings []string     `json:"warnings"`
+	// EnvironmentLimited are the tests whose figures something other
+	// than the KDC held down (the generator, other processes on its CPUs,
+	// the round trips, the hypervisor, a late generator): their FAILs may
+	// not be the KDC's (VerdictNote).
+	EnvironmentLimited []string `json:"environment_limited,omitempty"`
 
 	Startup     *Startup     `json:"startup,omitempty"`
 	AS          *Load        `json:"as,omitempty"`

@@ -31,6 +31,8 @@ const (
 	dotMark
 	barMark  // a bar from 0 to each point's y
 	xErrMark // a horizontal bar from lo[i] to hi[i] at each point's y
+	hLine    // a dashed line across the plot at pts[0].Y: a target
+	vLine    // a dashed line up the plot at pts[0].X, labelled: a phase's start
 )
 
 type mark struct {
@@ -40,6 +42,7 @@ type mark struct {
 	pts    []xy
 	lo, hi []float64 // xErrMark
 	dashed bool
+	label  string // vLine: written at its top
 }
 
 type xy struct{ X, Y float64 }
@@ -48,11 +51,24 @@ const (
 	blue   = "#1f77b4"
 	orange = "#ff7f0e"
 	gray   = "#646464"
+	red    = "#d62728"
 )
 
 func newFigure(x, y string) *figure {
 	nan := math.NaN()
 	return &figure{xLabel: x, yLabel: y, xMin: nan, xMax: nan, yMin: nan, yMax: nan, legend: true}
+}
+
+// target draws a target as a dashed line across the plot, in the legend
+// as name; the y axis reaches it.
+func (f *figure) target(name string, y float64) {
+	f.marks = append(f.marks, mark{kind: hLine, name: name, color: red, pts: []xy{{Y: y}}, dashed: true})
+}
+
+// phase marks where something began (a test of the run) with a labelled
+// vertical line.
+func (f *figure) phase(label string, x float64) {
+	f.marks = append(f.marks, mark{kind: vLine, color: gray, pts: []xy{{X: x}}, dashed: true, label: label})
 }
 
 func (f *figure) line(name, color string, pts []xy, points bool) {
@@ -78,14 +94,20 @@ const (
 // the whole path invalid).
 func (f *figure) svg() template.HTML {
 	xr := f.axisRange(f.xMin, f.xMax, len(f.xNames), func(m mark, i int) []float64 {
-		if m.kind == xErrMark {
+		switch m.kind {
+		case xErrMark:
 			return []float64{m.pts[i].X, m.lo[i], m.hi[i]}
+		case hLine:
+			return nil
 		}
 		return []float64{m.pts[i].X}
 	})
 	yr := f.axisRange(f.yMin, f.yMax, len(f.yNames), func(m mark, i int) []float64 {
-		if m.kind == barMark {
+		switch m.kind {
+		case barMark:
 			return []float64{0, m.pts[i].Y}
+		case vLine:
+			return nil
 		}
 		return []float64{m.pts[i].Y}
 	})
@@ -133,6 +155,12 @@ func (f *figure) svg() template.HTML {
 	for _, m := range f.marks {
 		var d bytes.Buffer
 		for i, p := range m.pts {
+			if m.kind == hLine {
+				p.X = xr[0] // only its y is a value
+			}
+			if m.kind == vLine {
+				p.Y = yr[0]
+			}
 			if !finite(p.X) || !finite(p.Y) || m.kind == xErrMark && (!finite(m.lo[i]) || !finite(m.hi[i])) {
 				continue
 			}
@@ -150,6 +178,11 @@ func (f *figure) svg() template.HTML {
 				fmt.Fprintf(&d, "M%.1f %.1fH%.1fV%.1fH%.1fZ", x-barHalfW, py(0), x+barHalfW, y, x-barHalfW)
 			case xErrMark:
 				fmt.Fprintf(&d, "M%.1f %.1fH%.1fM%.1f %.1fv8M%.1f %.1fv8", px(m.lo[i]), y, px(m.hi[i]), px(m.lo[i]), y-4, px(m.hi[i]), y-4)
+			case hLine:
+				fmt.Fprintf(&d, "M%.1f %.1fH%.1f", x0, y, x1)
+			case vLine:
+				fmt.Fprintf(&d, "M%.1f %.1fV%.1f", x, y0, y1)
+				fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" fill="%s">%s</text>`+"\n", x+2, y1+10, m.color, esc(m.label))
 			}
 		}
 		if d.Len() == 0 {
@@ -174,7 +207,11 @@ func (f *figure) svg() template.HTML {
 			if m.name == "" {
 				continue
 			}
-			fmt.Fprintf(&b, `<path d="M%.1f %.1fh20" stroke="%s" stroke-width="%g"/>`, x1-28, y, m.color, strokeW)
+			dash := ""
+			if m.dashed {
+				dash = ` stroke-dasharray="4 4"`
+			}
+			fmt.Fprintf(&b, `<path d="M%.1f %.1fh20" stroke="%s" stroke-width="%g"%s/>`, x1-28, y, m.color, strokeW, dash)
 			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="end" dominant-baseline="middle">%s</text>`+"\n", x1-34, y, esc(m.name))
 			y += 15
 		}

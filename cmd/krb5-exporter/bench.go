@@ -19,7 +19,6 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/prometheus/procfs"
 
 	"github.com/krb5-exporter/krb5-exporter/bench"
 	"github.com/krb5-exporter/krb5-exporter/bench/report"
@@ -435,12 +434,8 @@ func existingSystem(e *bench.ExistingRealm, allowWrites bool) (*bench.System, er
 		s.ServiceName = func(i int) string { return fmt.Sprintf(f, i) }
 	}
 	if e.KDCPidFile != "" {
-		proc, err := procfs.NewDefaultFS()
-		if err != nil {
-			return nil, err
-		}
 		path := e.KDCPidFile
-		s.KDCPids = func() []int { return kdcPids(proc, path) }
+		s.KDCPids = func() []int { return kdcPids(path) }
 	}
 	if len(e.StopCommand) > 0 && len(e.StartCommand) > 0 {
 		stopC, startC := e.StopCommand, e.StartCommand
@@ -459,10 +454,11 @@ func runCommand(ctx context.Context, argv []string) error {
 }
 
 // kdcPids lists the processes of the KDC whose pid file is path: its
-// main process and its krb5kdc children (kdcproc.Find); none when it is
-// not running or /proc cannot be read.
-func kdcPids(proc procfs.FS, path string) []int {
-	procs, err := kdcproc.Find(proc, path)
+// main process and its krb5kdc children (kdcproc.Find, by the default
+// rule: root's, or this user's, MIT krb5kdc); none when it is not running
+// or /proc cannot be read.
+func kdcPids(path string) []int {
+	procs, err := kdcproc.Find("/proc", path, nil)
 	if err != nil {
 		return nil
 	}

@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/prometheus/procfs"
-
 	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
@@ -18,20 +16,16 @@ import (
 // file names a process that is not a krb5kdc (a stale file whose pid was
 // reused): a stranger's CPU and memory are never the KDC's.
 func TestBenchKDCPidsFromPidFile(t *testing.T) {
-	proc, err := procfs.NewDefaultFS()
-	if err != nil {
-		t.Fatal(err)
-	}
 	stale := filepath.Join(t.TempDir(), "krb5kdc.pid")
 	if err := os.WriteFile(stale, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if got := kdcPids(proc, stale); len(got) != 0 {
+	if got := kdcPids(stale); len(got) != 0 {
 		t.Errorf("a pid file naming the test process (not a krb5kdc): pids %v, want none", got)
 	}
 	r := realmtest.Realm(t, realm.Options{})
 	want := r.KDCPids()
-	got := kdcPids(proc, r.KDCPidFile)
+	got := kdcPids(r.KDCPidFile)
 	slices.Sort(want)
 	slices.Sort(got)
 	if len(want) == 0 || !slices.Equal(got, want) {

@@ -173,7 +173,7 @@ probes:
 	if first.Title != "krb5-exporter" || first.Injected != 0 {
 		t.Errorf("injected code ran or elements exist: title %q, %d img/script elements", first.Title, first.Injected)
 	}
-	if first.HeaderBG != "rgb(230, 82, 44)" {
+	if first.HeaderBG != "rgb(181, 42, 42)" { // critical: the hostile target's probe fails
 		t.Errorf("the page's style is not applied under its CSP: header background %q", first.HeaderBG)
 	}
 	kdcLines := func(s pageState) int {

@@ -28,6 +28,7 @@ type commands struct {
 	realmLoad                      *realmLoadCmd
 	probe                          *probeCmd
 	man                            *kingpin.CmdClause
+	manFormat                      *string
 	bench                          *benchCmd
 	top                            *topCmd
 }
@@ -46,6 +47,7 @@ func newApp(stdout, stderr io.Writer) (*kingpin.Application, *commands) {
 	c.bench = addBenchCommand(app)
 	c.top = addTopCommand(app)
 	c.man = app.Command("man", "Print the manual page (roff) generated from this command line.").Hidden()
+	c.manFormat = c.man.Flag("format", "roff (the man page) or markdown (docs/commands.md).").Default("roff").Enum("roff", "markdown")
 	return app, c
 }
 
@@ -82,7 +84,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case c.probe.cmd.FullCommand():
 		return c.probe.run(stdout, stderr)
 	case c.man.FullCommand():
-		if err := writeMan(stdout, app.Model(), version.Version); err != nil {
+		write := func(w io.Writer) error { return writeMan(w, app.Model(), version.Version) }
+		if *c.manFormat == "markdown" {
+			write = func(w io.Writer) error { return writeCommandsDoc(w, app.Model()) }
+		}
+		if err := write(stdout); err != nil {
 			fmt.Fprintf(stderr, "krb5-exporter: %v\n", err)
 			return 1
 		}

@@ -129,8 +129,8 @@ func TestBadConfigIsOneClearLine(t *testing.T) {
 	os.WriteFile(bad, []byte("logs:\n  - path: /var/log/krb5kdc.log\n    type: kdc\n    severity: high\n"), 0o600)
 
 	_, stderr, code := exporter(t, "--config.file", bad)
-	if code != 1 {
-		t.Errorf("exit code %d, want 1", code)
+	if code != exitConfig {
+		t.Errorf("exit code %d, want %d", code, exitConfig)
 	}
 	oneErrorLine(t, stderr, bad+`:4: unknown key \"severity\"`)
 
@@ -141,7 +141,7 @@ func TestBadConfigIsOneClearLine(t *testing.T) {
 	oneErrorLine(t, stderr, bad+":4:")
 
 	_, stderr, code = exporter(t, "--config.file", filepath.Join(dir, "missing.yml"))
-	if code != 1 {
+	if code != exitConfig {
 		t.Errorf("missing file: exit code %d", code)
 	}
 	oneErrorLine(t, stderr, "missing.yml: no such file or directory")

@@ -58,7 +58,7 @@ func addProbePrincipalCommand(parent *kingpin.CmdClause) *probePrincipalCmd {
 	c.Flag("admin-keytab", "Use kadmin (over the network) with this admin keytab instead of kadmin.local.").StringVar(&p.adminKeytab)
 	c.Flag("admin-server", "With --admin-keytab: kadmind host[:port]; empty: admin_server of krb5.conf.").StringVar(&p.adminServer)
 	c.Flag("kdc", "KDC address written into the printed configuration.").Default("127.0.0.1:88").StringVar(&p.kdc)
-	c.Flag("kdc-log", "KDC log file written into the printed configuration.").Default("/var/log/krb5kdc.log").StringVar(&p.kdcLog)
+	c.Flag("kdc-log", "KDC log file written into the printed configuration; empty: none, the exporter follows what kdc.conf's [logging] says (a file, or the journal).").Default("").StringVar(&p.kdcLog)
 	return p
 }
 
@@ -322,8 +322,8 @@ func installKeytab(tmp, dest string, uid, gid int) error {
 }
 
 var probeConfigTmpl = template.Must(template.New("").Parse(`# Probe principal {{.Principal}}: {{.Keys}} keys (kvno {{.Kvno}}) in {{.Keytab}}
-# (mode 0600{{if .Owner}}, owner {{.Owner}}{{end}}). Merge into /etc/krb5-exporter/config.yml, then
-# systemctl reload krb5-exporter (or: krb5-exporter probe --kdc {{.KDC}} --config.file FILE --module default).
+# (mode 0600{{if .Owner}}, owner {{.Owner}}{{end}}). A whole /etc/krb5-exporter/config.yml, or sections to merge
+# into it; then systemctl reload krb5-exporter (or: krb5-exporter probe --kdc {{.KDC}} --config.file FILE --module default).
 modules:
   default:
     realm: {{.Realm}}
@@ -340,9 +340,10 @@ probes:
     interval: 15s
 
 logs:
-  - path: {{.KDCLog}}
-    type: kdc
+  - type: kdc{{if .KDCLog}}
+    path: {{.KDCLog}}{{else}}   # where kdc.conf's [logging] kdc says: a file, or the journal{{end}}
     probe_principals: [{{.Principal}}]
+  - type: kadmind{{if not .KDCLog}}   # where kdc.conf's [logging] admin_server says{{end}}
 `))
 
 // printProbeConfig prints the snippet after checking that the exporter

@@ -115,7 +115,12 @@ func (s *serveCmd) run(stdout, stderr io.Writer) int {
 	// One pid -> worker index for the process collector's per-worker CPU
 	// and the log's per-worker requests, so that worker="1" is the same
 	// process in both.
-	workers, err := kdcproc.NewWorkers(s.collectors.ProcFS)
+	rule, err := s.collectors.Identity.Rule()
+	if err != nil {
+		level.Error(logger).Log("msg", "cannot set up the host collectors", "err", err)
+		return 1
+	}
+	workers, err := kdcproc.NewWorkers(s.collectors.ProcFS, rule)
 	if err != nil {
 		level.Error(logger).Log("msg", "cannot set up the host collectors", "err", err)
 		return 1
@@ -132,7 +137,11 @@ func (s *serveCmd) run(stdout, stderr io.Writer) int {
 	level.Info(logger).Log("msg", "KDC host collectors", "enabled", strings.Join(host.Enabled(), ","))
 	probes := prober.NewManager(logger, reg)
 	defer probes.Stop()
-	logs, err := kdclog.NewManager(logger, reg, *s.logs)
+	// Log entries without path or journal follow the [logging] of the
+	// kdc.conf the collectors read.
+	logsCfg := *s.logs
+	logsCfg.KDCProfile, logsCfg.Krb5Profile = s.collectors.KDCProfile()
+	logs, err := kdclog.NewManager(logger, reg, logsCfg)
 	if err != nil {
 		level.Error(logger).Log("msg", "cannot set up the log collector", "err", err)
 		return 1
@@ -143,8 +152,17 @@ func (s *serveCmd) run(stdout, stderr io.Writer) int {
 	reloader.OnReload(probes.ApplyConfig)
 	reloader.OnReload(logs.ApplyConfig)
 	if err := reloader.Reload(); err != nil {
-		// Reload has logged the one line that says what is wrong.
-		return 1
+		// Reload has logged the one line that says what is wrong. The
+		// packaged unit does not restart on this status
+		// (RestartPreventExitStatus=): the file needs fixing first.
+		return exitConfig
+	}
+	var addrs []net.Addr
+	for _, l := range listeners {
+		addrs = append(addrs, l.Addr())
+	}
+	if kv := exposureWarning(addrs, *s.web.WebConfigFile, reloader.Current()); kv != nil {
+		level.Warn(logger).Log(kv...)
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -219,6 +237,11 @@ func (s *serveCmd) run(stdout, stderr io.Writer) int {
 	}
 	return 0
 }
+
+// exitConfig is the exit status of a start whose configuration file is
+// invalid: sysexits.h's EX_CONFIG, distinct from 1 (a failure a restart
+// may cure, such as a port still taken).
+const exitConfig = 78
 
 // readyWait bounds how long serving waits for the log collector.
 const readyWait = 10 * time.Second

@@ -30,6 +30,7 @@ type topCmd struct {
 	kadmindLogs []string
 	pidFile     string
 	procfs      string
+	identity    kdcproc.Identity
 	daemonURL   string
 	interval    time.Duration
 	batch       bool
@@ -51,13 +52,14 @@ func addTopCommand(app *kingpin.Application) *topCmd {
 	c.Flag("kadmind-log", "kadmind log file to follow for its operations per second (repeatable; besides --config.file's).").StringsVar(&t.kadmindLogs)
 	collector.KDCPidFileFlag(c, &t.pidFile)
 	collector.ProcFSFlag(c, &t.procfs)
+	collector.IdentityFlags(c, &t.identity)
 	c.Flag("daemon.url", "The /metrics of the krb5-exporter daemon whose probe results (success, latency of the latest login and service ticket) and top talkers (its last complete window) are shown. top sends no probe of its own: logins every refresh would show in the very rates it displays, and the daemon probes each target at its interval already. Its kdcservice series, if any, are shown too (top attaches no eBPF program of its own). Empty: no probe line.").
 		Default("http://localhost" + defaultListenAddress + "/metrics").StringVar(&t.daemonURL)
 	c.Flag("interval", "Time between two refreshes.").Default("1s").DurationVar(&t.interval)
 	c.Flag("batch", "Print plain-text snapshots instead of the full-screen view (also when not on a terminal).").Short('b').BoolVar(&t.batch)
 	c.Flag("once", "Print one snapshot (after one interval) and exit; the same as --batch --iterations 1.").BoolVar(&t.once)
 	c.Flag("iterations", "With --batch: snapshots to print (0: until interrupted).").Default("0").IntVar(&t.iterations)
-	c.Flag("sort", "Row order: name, requests, cpu or errors.").Default(top.ByName).EnumVar(&t.sort, top.SortOrders...)
+	c.Flag("sort", "Row order: name, requests, cpu or errors.").Default(top.ByCPU).EnumVar(&t.sort, top.SortOrders...)
 	return t
 }
 
@@ -120,7 +122,11 @@ func (t *topCmd) run(stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "krb5-exporter top: no log to follow (--config.file with a logs: section, or --log): requests will show as 0")
 	}
 	// One worker index for the log's counts and the rows' /proc values.
-	workers, err := kdcproc.NewWorkers(t.procfs)
+	rule, err := t.identity.Rule()
+	if err != nil {
+		return fail(err)
+	}
+	workers, err := kdcproc.NewWorkers(t.procfs, rule)
 	if err != nil {
 		return fail(err)
 	}
@@ -134,11 +140,11 @@ func (t *topCmd) run(stdout, stderr io.Writer) int {
 	if err := logs.ApplyConfig(cfg); err != nil {
 		return fail(fmt.Errorf("the logs to follow: %w", err))
 	}
-	host, err := collector.New(log.NewNopLogger(), collector.Config{ProcFS: t.procfs, Network: true, KDCPidFile: t.pidFile})
+	host, err := collector.New(log.NewNopLogger(), collector.Config{ProcFS: t.procfs, Network: true, KDCPidFile: t.pidFile, Identity: t.identity})
 	if err != nil {
 		return fail(err)
 	}
-	src, err := top.NewSource(t.procfs, t.pidFile, workers)
+	src, err := top.NewSource(t.procfs, t.pidFile, rule, workers)
 	if err != nil {
 		return fail(err)
 	}
@@ -168,7 +174,7 @@ func (t *topCmd) run(stdout, stderr io.Writer) int {
 	}
 	f, isFile := stdout.(*os.File)
 	if !t.batch && isFile && term.IsTerminal(int(f.Fd())) && term.IsTerminal(int(os.Stdin.Fd())) {
-		if err := top.Interactive(ctx, s, t.interval, os.Stdin, stdout); err != nil {
+		if err := top.Interactive(ctx, s, t.interval, t.sort, os.Stdin, stdout); err != nil {
 			return fail(err)
 		}
 		return 0

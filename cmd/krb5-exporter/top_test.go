@@ -63,7 +63,7 @@ type snapshot struct {
 var (
 	reInterval = regexp.MustCompile(`interval ([0-9.]+)s`)
 	reKadmind  = regexp.MustCompile(`kadmind ([0-9.]+) ops/s`)
-	reRow      = regexp.MustCompile(`^(\S+)( \(gone\))?\s+(\d+|-)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s`)
+	reRow      = regexp.MustCompile(`^(\S+)\s+(\d+|-|gone)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s`)
 )
 
 func parseSnapshot(t *testing.T, text string) snapshot {
@@ -77,9 +77,9 @@ func parseSnapshot(t *testing.T, text string) snapshot {
 	}
 	for _, line := range strings.Split(text, "\n") {
 		if m := reRow.FindStringSubmatch(line); m != nil {
-			v, _ := strconv.ParseFloat(m[6], 64)
+			v, _ := strconv.ParseFloat(m[5], 64)
 			s.preauth[m[1]] = v
-			s.gone[m[1]] = m[2] != ""
+			s.gone[m[1]] = m[2] == "gone"
 		}
 	}
 	return s
@@ -236,11 +236,13 @@ func TestTopInteractive(t *testing.T) {
 	testutil.Eventually(t, 30*time.Second, "the worker rows, kadmind, network and probes", func() bool {
 		s := screen()
 		return strings.Contains(s, "supervisor") && strings.Contains(s, "\n0 ") && strings.Contains(s, "\n1 ") &&
-			strings.Contains(s, "sort: name") && strings.Contains(s, "kadmind ") && strings.Contains(s, "UDP drops ") &&
+			strings.Contains(s, "sort: cpu") && strings.Contains(s, "kadmind ") && strings.Contains(s, "UDP drops ") &&
 			reProbe.MatchString(s)
 	})
 	tmux("send-keys", "-t", session, "s")
 	testutil.Eventually(t, 20*time.Second, "the order to change", func() bool { return strings.Contains(screen(), "sort: requests") })
+	tmux("send-keys", "-t", session, "n")
+	testutil.Eventually(t, 20*time.Second, "the order by name", func() bool { return strings.Contains(screen(), "sort: name") })
 	tmux("send-keys", "-t", session, "q")
 	testutil.Eventually(t, 20*time.Second, "top to quit", func() bool {
 		return exec.Command("tmux", "has-session", "-t", session).Run() != nil
@@ -317,8 +319,8 @@ func TestTopCollectorFlagsAreServes(t *testing.T) {
 			t.Errorf("top --%s is %q (help|default|placeholder), serve's is %q", name, top, serve)
 		}
 	}
-	if shared != 2 {
-		t.Errorf("top has %d collector flags, want 2 (--path.procfs, --collector.process.krb5kdc-pidfile)", shared)
+	if shared != 5 {
+		t.Errorf("top has %d collector flags, want 5 (--path.procfs, --collector.process.krb5kdc-pidfile, --collector.process.{user,exe,unit})", shared)
 	}
 }
 
@@ -357,5 +359,179 @@ krb5_kdc_service_tracing_up 1
 	}
 	if !strings.Contains(stdout, "SVC/req\n") || !regexp.MustCompile(`(?m)^total .* 500us$`).MatchString(stdout) {
 		t.Errorf("no service column, or the total's is not 500us:\n%s", stdout)
+	}
+}
+
+// TestTopFitsTheTerminal runs the interactive view in real terminals
+// (tmux) of 80x24 and 200x50 against a -w 4 KDC and the daemon probing
+// it: every line fits, the columns that do not are dropped whole (at 80
+// the error columns go, CPU% and the ok rates stay), every value shown is
+// whole, the keys line is there; then, with the KDC stopped, the first
+// thing under the title says so, with when it was last seen, and the
+// probes say why they fail.
+func TestTopFitsTheTerminal(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("tmux"); err != nil {
+		if testutil.InCI() {
+			t.Fatal("tmux missing in CI")
+		}
+		t.Skip(err)
+	}
+	r, args := topRealm(t, 4)
+	type term struct{ w, h int }
+	screens := map[term]func() string{}
+	for _, tm := range []term{{80, 24}, {200, 50}} {
+		session := fmt.Sprintf("krb5top%dx%d%s", tm.w, tm.h, strings.ReplaceAll(t.Name(), "/", ""))
+		out, err := exec.Command("tmux", "new-session", "-d", "-s", session, "-x", strconv.Itoa(tm.w), "-y", strconv.Itoa(tm.h),
+			binary+" "+strings.Join(args, " ")).CombinedOutput()
+		if err != nil {
+			t.Fatalf("tmux: %v %s", err, out)
+		}
+		t.Cleanup(func() { exec.Command("tmux", "kill-session", "-t", session).Run() })
+		screens[tm] = func() string {
+			out, err := exec.Command("tmux", "capture-pane", "-t", session, "-p").Output()
+			if err != nil {
+				t.Fatalf("tmux capture-pane: %v", err)
+			}
+			return string(out)
+		}
+	}
+	rowRe := regexp.MustCompile(`^(supervisor|[0-9]+|total) +(\d+|-|gone)( +(-|[0-9.]+[KMG]?|[0-9.]+(us|ms|s)))+$`)
+	check := func(tm term, s string) []string {
+		var problems []string
+		lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+		if len(lines) > tm.h {
+			problems = append(problems, fmt.Sprintf("%d lines on a screen of %d", len(lines), tm.h))
+		}
+		var head string
+		rows := 0
+		for _, l := range lines {
+			if n := len([]rune(l)); n > tm.w {
+				problems = append(problems, fmt.Sprintf("a line of %d columns: %q", n, l))
+			}
+			if strings.HasPrefix(l, "WORKER") {
+				head = l
+			}
+			if rowRe.MatchString(l) {
+				rows++
+			}
+		}
+		if rows != 6 { // supervisor, 4 workers, total
+			problems = append(problems, fmt.Sprintf("%d whole process rows, want 6", rows))
+		}
+		for _, want := range []string{"PID", "CPU%", "AS ok/s", "TGS ok/s"} {
+			if !strings.Contains(head, want) {
+				problems = append(problems, "no column "+want)
+			}
+		}
+		if wide := strings.Contains(head, "preauth/s") && strings.Contains(head, "AS err/s"); wide != (tm.w >= 120) {
+			problems = append(problems, fmt.Sprintf("at %d columns every column shown: %v", tm.w, wide))
+		}
+		if !strings.Contains(s, "sort: cpu") || !strings.Contains(s, "q quit") {
+			problems = append(problems, "no sort or keys line")
+		}
+		return problems
+	}
+	for tm, screen := range screens {
+		var last []string
+		testutil.Eventually(t, 45*time.Second, fmt.Sprintf("top at %dx%d to fit with every process row", tm.w, tm.h), func() bool {
+			s := screen()
+			last = check(tm, s)
+			return len(last) == 0 && strings.Contains(s, "-udp/as OK")
+		})
+		if len(last) > 0 {
+			t.Errorf("%dx%d: %v\n%s", tm.w, tm.h, last, screen())
+		}
+	}
+	if err := r.StopKDC(); err != nil {
+		t.Fatal(err)
+	}
+	down := regexp.MustCompile(`^KDC DOWN: no krb5kdc process, last seen \d\d:\d\d:\d\d`)
+	for tm, screen := range screens {
+		seen := ""
+		testutil.Eventually(t, 45*time.Second, fmt.Sprintf("top at %dx%d to lead with the stopped KDC and the probes' reason", tm.w, tm.h), func() bool {
+			s := screen()
+			lines := strings.Split(s, "\n")
+			ok := len(lines) > 2 && down.MatchString(lines[1]) && strings.Contains(s, "PROBES FAILING") && strings.Contains(s, "/as connection_refused")
+			if !ok && len(lines) > 2 && lines[1] != seen {
+				seen = lines[1]
+				t.Logf("%dx%d:\n%s", tm.w, tm.h, s)
+			}
+			return ok
+		})
+		s := screen()
+		for _, l := range strings.Split(s, "\n") {
+			if len([]rune(l)) > tm.w {
+				t.Errorf("%dx%d, KDC stopped: a line of %d columns: %q", tm.w, tm.h, len([]rune(l)), l)
+			}
+		}
+		if strings.Contains(s, "talkers ") {
+			t.Errorf("%dx%d: the talkers of a window before the KDC stopped are still shown:\n%s", tm.w, tm.h, s)
+		}
+		if out := os.Getenv("KRB5_EXPORTER_SCREENSHOTS"); out != "" {
+			os.WriteFile(filepath.Join(out, fmt.Sprintf("top-%dx%d-kdc-stopped.txt", tm.w, tm.h)), []byte(s), 0o644)
+		}
+	}
+}
+
+// TestTopOneKDC: without a pid file, with another realm's KDC on the host,
+// top shows one KDC: every process row is the shown supervisor or one of
+// its own workers (their parents read from /proc), and the title says
+// that other KDCs run.
+func TestTopOneKDC(t *testing.T) {
+	t.Parallel()
+	a := realmtest.Realm(t, realm.Options{Dir: filepath.Join(t.TempDir(), "a"), Workers: 2, Users: 1, Services: 1, Fillers: -1, NoKadmind: true})
+	b := realmtest.Realm(t, realm.Options{Dir: filepath.Join(t.TempDir(), "b"), Workers: 3, Users: 1, Services: 1, Fillers: -1, NoKadmind: true})
+	_, _ = a, b
+	stdout, stderr, code := exporter(t, "top", "--once", "--interval", "500ms", "--log", a.KDCLog, "--daemon.url", "")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !regexp.MustCompile(`\(\+\d+ other KDCs on this host`).MatchString(stdout) {
+		t.Errorf("no word of the other KDCs:\n%s", stdout)
+	}
+	var supervisor int
+	var pids []int
+	for _, l := range strings.Split(stdout, "\n") {
+		f := strings.Fields(l)
+		if len(f) < 2 {
+			continue
+		}
+		pid, err := strconv.Atoi(f[1])
+		if err != nil {
+			continue
+		}
+		if f[0] == "supervisor" {
+			supervisor = pid
+		} else if _, err := strconv.Atoi(f[0]); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	if len(pids) == 0 {
+		t.Fatalf("no KDC process shown:\n%s", stdout)
+	}
+	// The oldest KDC of the host is shown, whichever realm's (other
+	// tests' KDCs come and go): a single-process one is its one row;
+	// a -w N one its supervisor and that one's own workers.
+	parent := func(pid int) (int, string) {
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := strings.Fields(string(st[strings.LastIndexByte(string(st), ')')+1:]))
+		ppid, _ := strconv.Atoi(f[1])
+		comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", ppid))
+		return ppid, strings.TrimSpace(string(comm))
+	}
+	if supervisor == 0 {
+		if ppid, comm := parent(pids[0]); len(pids) != 1 || comm == "krb5kdc" {
+			t.Errorf("a KDC without a supervisor row shows %d processes, the first a child of %d (%s)\n%s", len(pids), ppid, comm, stdout)
+		}
+		return
+	}
+	for _, pid := range pids {
+		if ppid, _ := parent(pid); ppid != supervisor {
+			t.Errorf("worker pid %d's parent is %d, not the shown supervisor %d: two KDCs mixed\n%s", pid, ppid, supervisor, stdout)
+		}
 	}
 }

@@ -37,7 +37,7 @@ type kdcserviceStats struct {
 		Count uint64
 		Sum   uint64
 	}
-	Errors [2]uint64
+	Errors [3]uint64
 }
 
 type kdcserviceThread struct {
@@ -60,6 +60,7 @@ type kdcserviceThread struct {
 	Sk      uint64
 	Out     uint64
 	Wait    uint64
+	Hint    uint64
 }
 
 type kdcserviceWorker struct {
@@ -85,6 +86,7 @@ const (
 	kdcserviceMapWorkers       = "workers"
 	kdcserviceProgDevQueue     = "dev_queue"
 	kdcserviceProgNetifReceive = "netif_receive"
+	kdcserviceProgSchedExit    = "sched_exit"
 	kdcserviceProgSchedFork    = "sched_fork"
 	kdcserviceProgSchedSwitch  = "sched_switch"
 	kdcserviceProgSchedWakeup  = "sched_wakeup"
@@ -138,6 +140,7 @@ type kdcserviceSpecs struct {
 type kdcserviceProgramSpecs struct {
 	DevQueue     *ebpf.ProgramSpec `ebpf:"dev_queue"`
 	NetifReceive *ebpf.ProgramSpec `ebpf:"netif_receive"`
+	SchedExit    *ebpf.ProgramSpec `ebpf:"sched_exit"`
 	SchedFork    *ebpf.ProgramSpec `ebpf:"sched_fork"`
 	SchedSwitch  *ebpf.ProgramSpec `ebpf:"sched_switch"`
 	SchedWakeup  *ebpf.ProgramSpec `ebpf:"sched_wakeup"`
@@ -219,6 +222,7 @@ type kdcserviceVariables struct {
 type kdcservicePrograms struct {
 	DevQueue     *ebpf.Program `ebpf:"dev_queue"`
 	NetifReceive *ebpf.Program `ebpf:"netif_receive"`
+	SchedExit    *ebpf.Program `ebpf:"sched_exit"`
 	SchedFork    *ebpf.Program `ebpf:"sched_fork"`
 	SchedSwitch  *ebpf.Program `ebpf:"sched_switch"`
 	SchedWakeup  *ebpf.Program `ebpf:"sched_wakeup"`
@@ -232,6 +236,7 @@ func (p *kdcservicePrograms) Close() error {
 	return _KdcserviceClose(
 		p.DevQueue,
 		p.NetifReceive,
+		p.SchedExit,
 		p.SchedFork,
 		p.SchedSwitch,
 		p.SchedWakeup,

@@ -140,3 +140,87 @@ func TestVerifierRefusalIsLoad(t *testing.T) {
 		t.Errorf("ReasonOf(%v) = %q, want %q", err, got, ReasonLoad)
 	}
 }
+
+// TestWatchBounded: more pids than MaxWatched, or than the table holds,
+// fail neither Watch nor Read: the pids left out are counted (the
+// arithmetic of the table's 1,024 places, not the program's word). The
+// children of a watched process fill the rest of the table; those that
+// do not fit are counted by the program, and those that exit free their
+// places.
+func TestWatchBounded(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Skip("the program is built for amd64")
+	}
+	testutil.RequireProgram(t, "sleep")
+	tr := requireBPF(t)
+	const table = 1024
+	if got := tr.objs.Watched.MaxEntries(); got != table {
+		t.Fatalf("watched table of %d, the test counts on %d", got, table)
+	}
+	// This process and 1,100 pids that no process has (above pid_max's
+	// largest value, 2^22): only the lowest MaxWatched are watched.
+	pids := []int{os.Getpid()}
+	for i := range 1100 {
+		pids = append(pids, 1<<23+i)
+	}
+	var s Snapshot
+	if err := tr.Watch(pids); err != nil {
+		t.Fatalf("Watch of %d pids: %v", len(pids), err)
+	}
+	if err := tr.Read(&s); err != nil {
+		t.Fatal(err)
+	}
+	if want := len(pids) - MaxWatched; s.NotWatched != want || s.WatchedFull != uint64(want) {
+		t.Errorf("%d pids watched: %d not watched, %d counted; want %d", len(pids), s.NotWatched, s.WatchedFull, want)
+	}
+	// Children of this process (forked while it is watched) fill the
+	// table's other places: 8 more than those do not fit.
+	over := table - MaxWatched + 8
+	start := func(n int) []*exec.Cmd {
+		var cmds []*exec.Cmd
+		for range n {
+			c := exec.Command("sleep", "60")
+			c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+			if err := c.Start(); err != nil {
+				t.Fatal(err)
+			}
+			cmds = append(cmds, c)
+		}
+		return cmds
+	}
+	stop := func(cmds []*exec.Cmd) {
+		for _, c := range cmds {
+			c.Process.Kill()
+			c.Wait()
+		}
+	}
+	kids := start(over)
+	t.Cleanup(func() { stop(kids) })
+	before := s.WatchedFull
+	if err := tr.Read(&s); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.WatchedFull - before; got != 8 {
+		t.Errorf("%d children of a watched process beside %d watched pids in a table of %d: %d counted as left out, want 8", over, MaxWatched, table, got)
+	}
+	// Exited, they free their places: 8 more children all fit.
+	stop(kids)
+	kids = start(8)
+	before = s.WatchedFull
+	if err := tr.Read(&s); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.WatchedFull - before; got != 0 {
+		t.Errorf("%d children counted as left out after %d exited: their places were not freed", got, over)
+	}
+	// A bounded set again: nothing left out.
+	if err := tr.Watch(pids[:10]); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Read(&s); err != nil {
+		t.Fatal(err)
+	}
+	if s.NotWatched != 0 {
+		t.Errorf("10 pids watched: %d not watched", s.NotWatched)
+	}
+}

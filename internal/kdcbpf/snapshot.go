@@ -76,7 +76,23 @@ type Snapshot struct {
 	Workers []Worker
 	// Requests not timed: the thread table or the process table was full.
 	ThreadsFull, WorkersFull uint64
+	// WatchedFull counts the processes left out of the watched set: pids
+	// beyond MaxWatched or refused by a full table at a Watch, and
+	// children of watched processes the program could not add.
+	// NotWatched is how many of the last Watch's pids are not watched.
+	WatchedFull uint64
+	NotWatched  int
 }
+
+// MaxWatched bounds the processes user space watches: half of the
+// program's watched table (1,024), the rest for the workers they fork
+// between two scrapes. A krb5kdc is one process, or a supervisor and its
+// -w workers.
+const MaxWatched = 512
+
+// MapFull is every request or process the program's tables had no room
+// for.
+func (s *Snapshot) MapFull() uint64 { return s.ThreadsFull + s.WorkersFull + s.WatchedFull }
 
 // HooksEnv set to "syscalls" makes Load use sys_enter/sys_exit even where
 // the socket tracepoints exist: the tests run both ways on one kernel.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"syscall"
 
 	"github.com/cilium/ebpf"
@@ -21,6 +22,10 @@ type Tracer struct {
 	progs []*ebpf.Program
 	links []link.Link
 	stats []kdcserviceStats // per CPU, reused
+	// notWatched is how many pids the last Watch left out, refused is
+	// the sum of them over every Watch.
+	notWatched int
+	refused    uint64
 	// SocketHooks is true where the socket layer's tracepoints time the
 	// requests (Linux 6.3 and later), false where sys_enter/sys_exit do.
 	SocketHooks bool
@@ -89,12 +94,19 @@ func (t *Tracer) Close() error {
 // Watch makes pids the watched processes: their requests from now on are
 // timed, and the state of other processes' threads is dropped. The
 // program itself adds the processes a watched one forks (a replaced
-// worker), until the next Watch.
+// worker), until the next Watch. At most MaxWatched of pids are watched
+// (the lowest: a supervisor is older than its workers) and a full table
+// refuses more: neither is an error, the pids left out are counted in
+// the next Read (Snapshot.NotWatched, WatchedFull).
 func (t *Tracer) Watch(pids []int) error {
-	want := make(map[uint32]bool, len(pids))
-	for _, p := range pids {
+	want := make(map[uint32]bool, min(len(pids), MaxWatched))
+	for _, p := range slices.Sorted(slices.Values(pids)) {
+		if len(want) == MaxWatched {
+			break
+		}
 		want[uint32(p)] = true
 	}
+	t.notWatched = len(pids) - len(want)
 	var key, one uint32 = 0, 1
 	var stale []uint32
 	it := t.objs.Watched.Iterate()
@@ -114,9 +126,15 @@ func (t *Tracer) Watch(pids []int) error {
 	}
 	for p := range want {
 		if err := t.objs.Watched.Update(p, one, ebpf.UpdateAny); err != nil {
-			return err
+			// Full (E2BIG): children the watched processes forked since
+			// the last scrape took the room.
+			if !errors.Is(err, syscall.E2BIG) {
+				return err
+			}
+			t.notWatched++
 		}
 	}
+	t.refused += uint64(t.notWatched)
 	// Threads of processes no longer watched.
 	var tid uint32
 	var th kdcserviceThread
@@ -139,7 +157,7 @@ func (t *Tracer) Watch(pids []int) error {
 // Read adds up the counts of every CPU into s. Per-process counts of
 // processes that are not watched are dropped after being read once.
 func (t *Tracer) Read(s *Snapshot) error {
-	*s = Snapshot{Workers: s.Workers[:0]}
+	*s = Snapshot{Workers: s.Workers[:0], NotWatched: t.notWatched, WatchedFull: t.refused}
 	if err := t.objs.Stats.Lookup(uint32(0), &t.stats); err != nil {
 		return err
 	}
@@ -171,6 +189,7 @@ func (t *Tracer) Read(s *Snapshot) error {
 		}
 		s.ThreadsFull += st.Errors[0]
 		s.WorkersFull += st.Errors[1]
+		s.WatchedFull += st.Errors[2]
 	}
 	var pid uint32
 	var w kdcserviceWorker

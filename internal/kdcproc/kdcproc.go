@@ -12,10 +12,8 @@
 package kdcproc
 
 import (
-	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -44,22 +42,27 @@ type Proc struct {
 
 // Find lists the krb5kdc processes oldest first: those of the KDC whose
 // pid file is pidFile (its main process and that one's children), or,
-// without a pid file, every krb5kdc of the host. Zombies are left out. A
-// pid file given but absent (an fs.ErrNotExist error) or empty means this
-// KDC is not running: other realms' KDCs on the host are never its own.
-func Find(fs procfs.FS, pidFile string) ([]Proc, error) {
+// without a pid file, every krb5kdc of the host. Zombies are left out, and
+// so are processes rule rejects (nil: DefaultRule). A pid file given but
+// absent (an fs.ErrNotExist error) or empty means this KDC is not running:
+// other realms' KDCs on the host are never its own; one that rule does not
+// trust is an error.
+func Find(procRoot, pidFile string, rule *Rule) ([]Proc, error) {
+	if rule == nil {
+		rule = DefaultRule()
+	}
+	fs, err := procfs.NewFS(procRoot)
+	if err != nil {
+		return nil, err
+	}
 	all, err := fs.AllProcs()
 	if err != nil {
 		return nil, err
 	}
 	root := 0
 	if pidFile != "" {
-		b, err := os.ReadFile(pidFile)
-		if err != nil {
+		if root, err = rule.ReadPidFile(pidFile); err != nil || root == 0 {
 			return nil, err
-		}
-		if root, _ = strconv.Atoi(strings.TrimSpace(string(b))); root <= 0 {
-			return nil, nil // no pid in it: this KDC is not running
 		}
 	}
 	var kdc []procfs.ProcStat
@@ -67,6 +70,9 @@ func Find(fs procfs.FS, pidFile string) ([]Proc, error) {
 	for _, p := range all {
 		st, err := p.Stat()
 		if err != nil || st.Comm != Program || st.State == "Z" {
+			continue
+		}
+		if rule.Check(procRoot+"/"+strconv.Itoa(st.PID), Program).Reason != "" {
 			continue
 		}
 		kdc = append(kdc, st)
@@ -141,7 +147,9 @@ const maxMissed = 1024
 
 // Workers keeps the stable worker indexes. It is safe for concurrent use.
 type Workers struct {
-	fs procfs.FS
+	fs   procfs.FS
+	root string
+	rule *Rule
 
 	mu       sync.Mutex
 	occupant []ID // index -> process; the zero ID marks a free index
@@ -153,13 +161,17 @@ type Workers struct {
 	gen      atomic.Uint64
 }
 
-// NewWorkers reads /proc under procRoot when a pid is not yet known.
-func NewWorkers(procRoot string) (*Workers, error) {
+// NewWorkers reads /proc under procRoot when a pid is not yet known; a
+// pid takes an index only if rule accepts its process (nil: DefaultRule).
+func NewWorkers(procRoot string, rule *Rule) (*Workers, error) {
 	fs, err := procfs.NewFS(procRoot)
 	if err != nil {
 		return nil, err
 	}
-	w := &Workers{fs: fs, missed: map[int]bool{}}
+	if rule == nil {
+		rule = DefaultRule()
+	}
+	w := &Workers{fs: fs, root: procRoot, rule: rule, missed: map[int]bool{}}
 	for i := range w.gone {
 		w.gone[i].pid = -1
 	}
@@ -259,6 +271,9 @@ func (w *Workers) answering(pid int) (ID, bool) {
 	if err != nil || st.Comm != Program || st.State == "Z" {
 		return ID{}, false
 	}
+	if w.rule.Check(w.root+"/"+strconv.Itoa(pid), Program).Reason != "" {
+		return ID{}, false // a namesake
+	}
 	id := ID{pid, st.Starttime}
 	if pp, err := w.fs.Proc(st.PPID); err == nil {
 		if pst, err := pp.Stat(); err == nil && pst.Comm == Program {
@@ -314,4 +329,28 @@ func (w *Workers) trimLocked() {
 		n--
 	}
 	w.occupant = w.occupant[:n]
+}
+
+// One keeps one KDC of procs (Find's, oldest first): the oldest main
+// process and its children, never one realm's supervisor with another's
+// workers; others is how many more KDCs procs held (other realms' KDCs on
+// the host, told apart by a pid file).
+func One(procs []Proc) (kdc []Proc, others int) {
+	main := -1
+	for _, p := range procs {
+		if !p.Supervisor {
+			continue
+		}
+		if main < 0 {
+			main = p.PID
+		} else {
+			others++
+		}
+	}
+	for _, p := range procs {
+		if p.PID == main || p.PPID == main && main >= 0 {
+			kdc = append(kdc, p)
+		}
+	}
+	return kdc, others
 }

@@ -17,7 +17,7 @@ import (
 )
 
 func TestAssign(t *testing.T) {
-	w, err := NewWorkers("/proc")
+	w, err := NewWorkers("/proc", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestRealKDC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	procs, err := Find(fs, r.KDCPidFile)
+	procs, err := Find("/proc", r.KDCPidFile, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestRealKDC(t *testing.T) {
 	if len(ansOf) != 3 || !slices.Equal(ansOf, ansFind) {
 		t.Errorf("Answering(Of) = %v, Answering(Find) = %v; want the 3 workers", ansOf, ansFind)
 	}
-	w, err := NewWorkers("/proc")
+	w, err := NewWorkers("/proc", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,4 +163,28 @@ func distinct(m map[int]int) bool {
 		seen[v] = true
 	}
 	return true
+}
+
+// One keeps the oldest KDC's main process and its own workers, and counts
+// the others.
+func TestOne(t *testing.T) {
+	procs := []Proc{
+		{ID: ID{PID: 10, Start: 1}, PPID: 1, Supervisor: true},
+		{ID: ID{PID: 20, Start: 2}, PPID: 1, Supervisor: true},
+		{ID: ID{PID: 11, Start: 3}, PPID: 10},
+		{ID: ID{PID: 21, Start: 4}, PPID: 20},
+		{ID: ID{PID: 12, Start: 5}, PPID: 10},
+		{ID: ID{PID: 30, Start: 6}, PPID: 1, Supervisor: true},
+	}
+	kdc, others := One(procs)
+	var pids []int
+	for _, p := range kdc {
+		pids = append(pids, p.PID)
+	}
+	if !slices.Equal(pids, []int{10, 11, 12}) || others != 2 {
+		t.Errorf("One: %v and %d others, want [10 11 12] and 2", pids, others)
+	}
+	if kdc, others := One(nil); len(kdc) != 0 || others != 0 {
+		t.Errorf("One(nil): %v, %d", kdc, others)
+	}
 }

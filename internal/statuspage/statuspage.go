@@ -19,10 +19,9 @@ import (
 	"time"
 
 	"github.com/krb5-exporter/krb5-exporter/collector"
-	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
+	"github.com/krb5-exporter/krb5-exporter/internal/probestatus"
 	"github.com/krb5-exporter/krb5-exporter/kdclog"
 	"github.com/krb5-exporter/krb5-exporter/kdclog/talkers"
-	"github.com/krb5-exporter/krb5-exporter/prober"
 )
 
 // Config wires the page to the daemon. Nil views are shown as not
@@ -34,7 +33,7 @@ type Config struct {
 	// works behind a reverse proxy under a path.
 	RoutePrefix string
 	MetricsPath string
-	Probes      func() []prober.TargetStatus
+	Probes      func() []probestatus.Target
 	Logs        func() []kdclog.SourceStatus
 	Host        func() collector.Status
 	// Talkers is the top talkers' last complete window (nil: off).
@@ -43,9 +42,12 @@ type Config struct {
 	Now func() time.Time
 }
 
-// LogsPath is the page of one target's last probes' debug logs, relative
-// to the route prefix.
-const LogsPath = "probe-logs"
+// LogsPath is the page of one target's last probes' debug logs, and
+// RunbookPath the alerts' runbook, relative to the route prefix.
+const (
+	LogsPath    = "probe-logs"
+	RunbookPath = "runbook"
+)
 
 var (
 	//go:embed status.css
@@ -54,7 +56,7 @@ var (
 	pageHTML string
 
 	page = template.Must(template.New("status").Funcs(template.FuncMap{
-		"ago": ago, "ms": ms, "bytes": byteSize, "join": joinInts,
+		"ago": ago, "ms": ms, "bytes": byteSize, "join": joinInts, "clock": clock, "anchor": strings.ToLower, "pct": func(f float64) float64 { return 100 * f },
 	}).Parse(pageHTML))
 
 	// csp allows the page's one <style> by its hash and nothing else:
@@ -96,6 +98,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case h.prefix:
 		v = h.overview()
+	case h.prefix + RunbookPath:
+		v = view{Runbook: runbookHTML()}
 	case h.prefix + LogsPath:
 		name := r.URL.Query().Get("target")
 		v = h.logs(name)
@@ -121,6 +125,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	v.Version = h.cfg.Version
 	v.Metrics = strings.TrimPrefix(h.cfg.MetricsPath, "/")
 	v.LogsPath = LogsPath
+	v.RunbookPath = RunbookPath
 	_ = page.Execute(w, &v) // a write error is a client gone
 }
 
@@ -133,7 +138,8 @@ type view struct {
 	Refresh int // seconds; 0: no refresh
 
 	OK       bool
-	Problems []string
+	Findings []Finding
+	State    string // the header's colour: ok, warning, critical
 
 	ProbesOff bool
 	Probes    []probeRow
@@ -142,27 +148,41 @@ type view struct {
 	HostOff   bool
 	Host      collector.Status
 
-	TalkersOff bool
-	Talkers    []talkerRow
-	TalkersEnd time.Time // the window's end; zero before the first ended
-	TalkersWin time.Duration
+	TalkersOff  bool
+	Talkers     []talkerRow
+	TalkersEnd  time.Time // the window's end; zero before the first ended
+	TalkersWin  time.Duration
+	TalkersRate float64 // the window's requests per second
+	// TalkersStale: the last window ended more than a window ago (no
+	// request logged since): its rates are not today's.
+	TalkersStale bool
 
-	Target   *prober.TargetStatus // the logs page
-	LogsPath string
+	Target      *probestatus.Target // the logs page
+	LogsPath    string
+	RunbookPath string
+	Runbook     template.HTML // the runbook page
 }
 
-// talkerRow is one kind of top talkers: its top three.
+// talkerRow is one kind of top talkers: its top three, as rates.
 type talkerRow struct {
 	Title string
-	Top   []talkers.Talker
+	Top   []talkerRate
+}
+
+// talkerRate is a name's requests per second in the window and its share
+// of all the window's requests.
+type talkerRate struct {
+	Name  string
+	Rate  float64
+	Share float64 // 0..1; zero for retransmits and failures (no total)
 }
 
 // talkersShown is how many names of each kind the page shows.
 const talkersShown = 3
 
 type probeRow struct {
-	prober.TargetStatus
-	Last *prober.ProbeRecord
+	probestatus.Target
+	Last *probestatus.Record
 }
 
 // behindWarn is the lag from which a log source counts as a problem.
@@ -173,19 +193,15 @@ const hostMaxAge = 10 * time.Second
 
 func (h *Handler) overview() view {
 	v := view{Now: h.cfg.Now(), Refresh: 10}
+	var probes []probestatus.Target
 	if h.cfg.Probes == nil {
 		v.ProbesOff = true
 	} else {
-		for _, t := range h.cfg.Probes() {
-			row := probeRow{TargetStatus: t}
+		probes = h.cfg.Probes()
+		for _, t := range probes {
+			row := probeRow{Target: t}
 			if len(t.Recent) > 0 {
 				row.Last = &t.Recent[0]
-			}
-			switch {
-			case row.Last == nil:
-				v.Problems = append(v.Problems, "probe "+t.Name+": no probe finished yet")
-			case !row.Last.Success:
-				v.Problems = append(v.Problems, "probe "+t.Name+" failing: "+failure(row.Last))
 			}
 			v.Probes = append(v.Probes, row)
 		}
@@ -194,29 +210,13 @@ func (h *Handler) overview() view {
 		v.LogsOff = true
 	} else {
 		v.Logs = h.cfg.Logs()
-		for _, s := range v.Logs {
-			switch {
-			case !s.Open && s.Journal:
-				v.Problems = append(v.Problems, "log "+s.Path+": journalctl is not running")
-			case !s.Open:
-				v.Problems = append(v.Problems, "log "+s.Path+": no such file")
-			case s.BytesBehind > behindWarn:
-				v.Problems = append(v.Problems, "log "+s.Path+": "+byteSize(s.BytesBehind)+" behind")
-			}
-		}
 	}
+	var host *collector.Status
 	if h.cfg.Host == nil {
 		v.HostOff = true
 	} else {
 		v.Host = h.cfg.Host()
-		for _, p := range v.Host.Programs {
-			if p.Name == "krb5kdc" && !p.Running {
-				v.Problems = append(v.Problems, "krb5kdc is not running")
-			}
-		}
-		for _, f := range v.Host.Failing {
-			v.Problems = append(v.Problems, "collector "+f.Name+" failing: "+f.Err)
-		}
+		host = &v.Host
 	}
 	var snap *talkers.Snapshot
 	if h.cfg.Talkers != nil {
@@ -226,18 +226,39 @@ func (h *Handler) overview() view {
 		v.TalkersOff = true
 	} else if !snap.Start.IsZero() {
 		v.TalkersEnd, v.TalkersWin = snap.Start.Add(snap.Window), snap.Window
+		v.TalkersStale = !current(v.Now, snap)
+		secs := snap.Window.Seconds()
+		total := float64(snap.Requests[0] + snap.Requests[1])
+		v.TalkersRate = total / secs
 		for _, k := range talkers.Kinds {
-			v.Talkers = append(v.Talkers, talkerRow{Title: k.Title, Top: snap.Merged(talkersShown, k.Lists...)})
+			row := talkerRow{Title: k.Title}
+			for _, tk := range snap.Merged(talkersShown, k.Lists...) {
+				r := talkerRate{Name: tk.Name, Rate: float64(tk.Count) / secs}
+				if strings.HasPrefix(k.Title, "Requests") && total > 0 { // shares of all requests
+					r.Share = float64(tk.Count) / total
+				}
+				row.Top = append(row.Top, r)
+			}
+			v.Talkers = append(v.Talkers, row)
 		}
 	} else {
 		v.TalkersWin = snap.Window
 	}
-	v.OK = len(v.Problems) == 0
+	v.Findings = findings(v.Now, probes, v.Logs, host, snap)
+	v.OK = len(v.Findings) == 0
+	switch {
+	case v.OK:
+		v.State = "ok"
+	case v.Findings[0].Severity == Critical:
+		v.State = "critical"
+	default:
+		v.State = "warning"
+	}
 	return v
 }
 
 func (h *Handler) logs(name string) view {
-	v := view{Now: h.cfg.Now()}
+	v := view{Now: h.cfg.Now(), State: "ok"}
 	if h.cfg.Probes == nil {
 		return v
 	}
@@ -248,20 +269,4 @@ func (h *Handler) logs(name string) view {
 		}
 	}
 	return v
-}
-
-func failure(r *prober.ProbeRecord) string {
-	switch {
-	case r.AS != "" && r.AS != krb5.ClassSuccess:
-		return "login " + r.AS
-	case r.TGS != "" && r.TGS != krb5.ClassSuccess:
-		return "service ticket " + r.TGS
-	case r.Referral != "" && r.Referral != krb5.ClassSuccess:
-		return "cross-realm TGT " + r.Referral
-	case r.Remote != "" && r.Remote != krb5.ClassSuccess:
-		return "service ticket of the trusted realm " + r.Remote
-	case r.Kadmind != "":
-		return "kadmind " + r.Kadmind
-	}
-	return "service ticket " + r.TGS
 }

@@ -12,23 +12,23 @@ import (
 	"time"
 
 	"github.com/krb5-exporter/krb5-exporter/collector"
+	"github.com/krb5-exporter/krb5-exporter/internal/probestatus"
 	"github.com/krb5-exporter/krb5-exporter/kdclog"
-	"github.com/krb5-exporter/krb5-exporter/prober"
 )
 
 const hostile = `<script>document.title="pwned"</script><img src=x onerror=alert(1)>"'&`
 
 func fixture() Config {
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	rec := prober.ProbeRecord{Start: now.Add(-3 * time.Second), Duration: 12 * time.Millisecond, AS: "KDC_ERR_C_PRINCIPAL_UNKNOWN",
+	rec := probestatus.Record{Start: now.Add(-3 * time.Second), Duration: 12 * time.Millisecond, AS: "KDC_ERR_C_PRINCIPAL_UNKNOWN",
 		TGS: "no_tgt", Err: hostile, Log: "level=error msg=" + hostile + "\n"}
 	return Config{
 		Version:     "1.2.3",
 		MetricsPath: "/metrics",
 		Now:         func() time.Time { return now },
-		Probes: func() []prober.TargetStatus {
-			return []prober.TargetStatus{{Name: hostile, Address: "127.0.0.1:88", Module: "m&" + hostile, Interval: time.Second,
-				Recent: []prober.ProbeRecord{rec}}}
+		Probes: func() []probestatus.Target {
+			return []probestatus.Target{{Name: hostile, Address: "127.0.0.1:88", Module: "m&" + hostile, Interval: time.Second,
+				Recent: []probestatus.Record{rec}}}
 		},
 		Logs: func() []kdclog.SourceStatus {
 			return []kdclog.SourceStatus{{Path: "/var/log/" + hostile, Type: "kdc", Open: true, Offset: 4096, Lines: 7}}
@@ -69,7 +69,7 @@ func TestHostileValuesEscaped(t *testing.T) {
 		}
 	}
 	_, body := get(t, h, "/")
-	for _, want := range []string{"The KDC needs a look", "KDC_ERR_C_PRINCIPAL_UNKNOWN", "43, 44", "4096 B", "kdcconf failing"} {
+	for _, want := range []string{"login KDC_ERR_C_PRINCIPAL_UNKNOWN", "KDC_ERR_C_PRINCIPAL_UNKNOWN", "43, 44", "4096 B", "kdcconf failing"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the page lacks %q", want)
 		}
@@ -128,8 +128,8 @@ func TestRoutePrefix(t *testing.T) {
 // A healthy KDC says so; views not wired say they are off.
 func TestVerdictOK(t *testing.T) {
 	cfg := fixture()
-	cfg.Probes = func() []prober.TargetStatus {
-		return []prober.TargetStatus{{Name: "kdc1", Recent: []prober.ProbeRecord{{Success: true, AS: "success"}}}}
+	cfg.Probes = func() []probestatus.Target {
+		return []probestatus.Target{{Name: "kdc1", Recent: []probestatus.Record{{Success: true, AS: "success"}}}}
 	}
 	cfg.Host = func() collector.Status {
 		return collector.Status{Programs: []collector.ProgramStatus{{Name: "krb5kdc", Running: true, PID: 1}}}
@@ -152,22 +152,22 @@ func TestVerdictOK(t *testing.T) {
 func TestKadmindProbesListed(t *testing.T) {
 	cfg := fixture()
 	now := cfg.Now()
-	cfg.Probes = func() []prober.TargetStatus {
-		return []prober.TargetStatus{
+	cfg.Probes = func() []probestatus.Target {
+		return []probestatus.Target{
 			{Name: "kpw", Address: "127.0.0.1:464", Module: "kp", Prober: "kpasswd", Interval: time.Second,
-				Recent: []prober.ProbeRecord{{Start: now.Add(-time.Second), AS: "success", Kadmind: "timeout", Err: "kpasswd: timeout"}}},
+				Recent: []probestatus.Record{{Start: now.Add(-time.Second), AS: "success", Kadmind: "timeout", Err: "kpasswd: timeout"}}},
 			{Name: "adm", Address: "127.0.0.1:749", Module: "ka", Prober: "kadmin", Interval: time.Second,
-				Recent: []prober.ProbeRecord{{Start: now.Add(-time.Second), Success: true, Kadmind: "success"}}},
+				Recent: []probestatus.Record{{Start: now.Add(-time.Second), Success: true, Kadmind: "success"}}},
 		}
 	}
 	_, body := get(t, New(cfg), "/")
-	for _, want := range []string{"probe kpw failing: kadmind timeout", `ka <span class="muted">(kadmin)</span>`,
+	for _, want := range []string{"probe kpw: kadmind timeout", `ka <span class="muted">(kadmin)</span>`,
 		`kp <span class="muted">(kpasswd)</span>`, "<th>kadmind</th>", "<td>timeout</td>"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the page lacks %q", want)
 		}
 	}
-	if strings.Contains(body, "probe adm failing") {
+	if strings.Contains(body, "probe adm:") {
 		t.Error("the succeeding kadmin probe is listed as failing")
 	}
 }
@@ -176,12 +176,12 @@ func TestKadmindProbesListed(t *testing.T) {
 // a problem named by its hop.
 func TestCrossRealmRow(t *testing.T) {
 	cfg := fixture()
-	cfg.Probes = func() []prober.TargetStatus {
-		return []prober.TargetStatus{{Name: "a-to-b", Recent: []prober.ProbeRecord{{AS: "success", Referral: "success", Remote: "trust_key_mismatch"}}}}
+	cfg.Probes = func() []probestatus.Target {
+		return []probestatus.Target{{Name: "a-to-b", Recent: []probestatus.Record{{AS: "success", Referral: "success", Remote: "trust_key_mismatch"}}}}
 	}
 	_, body := get(t, New(cfg), "/")
 	for _, want := range []string{"cross-realm: referral success, remote_tgs trust_key_mismatch",
-		"probe a-to-b failing: service ticket of the trusted realm trust_key_mismatch"} {
+		"probe a-to-b: service ticket of the trusted realm trust_key_mismatch"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the page lacks %q:\n%s", want, body)
 		}

@@ -22,13 +22,23 @@ const BuildModeEnv = "KRB5_EXPORTER_BUILDMODE"
 // Debian builds): a daemon that worked only in the default mode crashed at
 // start as a PIE (issue #36).
 func BuildExporter(ctx context.Context, out string) error {
+	return buildExporter(ctx, out, os.Getenv(BuildModeEnv))
+}
+
+// BuildPackagedExporter builds the binary `make package` ships: as
+// BuildExporter, and always a PIE.
+func BuildPackagedExporter(ctx context.Context, out string) error {
+	return buildExporter(ctx, out, "pie")
+}
+
+func buildExporter(ctx context.Context, out, mode string) error {
 	dir, err := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", "github.com/krb5-exporter/krb5-exporter").Output()
 	if err != nil {
 		return fmt.Errorf("go list -m: %w", err)
 	}
 	args := []string{"build", "-trimpath"}
-	if m := os.Getenv(BuildModeEnv); m != "" {
-		args = append(args, "-buildmode="+m)
+	if mode != "" {
+		args = append(args, "-buildmode="+mode)
 	}
 	cmd := exec.CommandContext(ctx, "go", append(args, "-o", out, "./cmd/krb5-exporter")...)
 	cmd.Dir = strings.TrimSpace(string(dir))

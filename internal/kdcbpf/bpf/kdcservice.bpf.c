@@ -29,7 +29,8 @@
  * nothing is sent per request.
  *
  * Only BTF tracepoints are used (tp_btf: sys_enter, sys_exit,
- * sched_switch, sched_wakeup, sched_process_fork, netif_receive_skb):
+ * sched_switch, sched_wakeup, sched_process_fork, sched_process_exit,
+ * netif_receive_skb):
  * their arguments are stable across kernels, they need no tracefs, and
  * they work where fentry/kprobes are not available (this project's CI
  * kernel refuses fentry). The system call numbers are x86-64's.
@@ -62,13 +63,14 @@ char LICENSE[] SEC("license") = "GPL";
 
 #define ERR_THREADS_FULL 0
 #define ERR_WORKERS_FULL 1
-#define NERR 2
+#define ERR_WATCHED_FULL 2 /* a forked child of a watched process left out */
+#define NERR 3
 
 struct thread {
 	u64 start; /* receive of the request in service; 0: none */
 	u64 last;  /* last change of state */
 	u64 cpu, runq, blocked, stolen;
-	u64 lost;    /* the CPU's lost() when the stretch on CPU in progress began */
+	u64 lost;    /* the CPU's lost time when last read (lost_switch, lost_call) */
 	u64 debt;    /* stolen time seen that exceeded the stretch it was seen in */
 	u64 ubuf;    /* user buffer of the receive call in progress */
 	u64 qns;     /* queue time of the datagram being read; 0: unknown */
@@ -79,6 +81,7 @@ struct thread {
 	u64 sk;     /* the socket of the request in service: its reply ends it */
 	u64 out;    /* on CPU outside service since; 0: off CPU or in service */
 	u64 wait;   /* runnable outside service since; 0: not */
+	u64 hint;   /* rq_lost_counters() when lost was last read */
 };
 
 struct total {
@@ -96,7 +99,9 @@ struct worker {
 	u64 stolen;  /* on CPU by the clock, not charged to it: in service and outside */
 };
 
-/* The watched krb5kdc processes (tgid), filled from user space. */
+/* The watched krb5kdc processes (tgid), filled from user space (at most
+ * half of it: kdcbpf.MaxWatched) and by sched_fork; an exiting process
+ * leaves it (sched_exit). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 1024);
@@ -104,6 +109,9 @@ struct {
 	__type(value, u32);
 } watched SEC(".maps");
 
+/* The state of each thread of a watched process that received from a
+ * socket, by tid; removed when the thread exits (sched_exit) or its
+ * process is no longer watched (user space). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 4096);
@@ -164,22 +172,67 @@ static __always_inline struct worker *worker_of(u32 tgid)
  * kernels) lack. */
 #define current_task() ((struct task_struct *)bpf_get_current_task())
 
-/* The time p's CPU charged to no task since boot, as of the run queue's
- * last clock update: rq->clock less rq->clock_task. It changes only
- * where the scheduler updates the clock (every switch, tick and wakeup
- * on that CPU), so that over a whole stretch on CPU it is exact and at a
- * system call within one off by at most a tick's steal. 0 where the
- * kernel has no group scheduling (no se.cfs_rq): then no time is
- * counted as stolen. */
-static __always_inline u64 lost(struct task_struct *p)
+/* p's run queue: that of its CPU. 0 where the kernel has no group
+ * scheduling (no se.cfs_rq): then no time is counted as stolen. */
+static __always_inline struct rq *rq_of(struct task_struct *p)
 {
 	if (!bpf_core_field_exists(p->se.cfs_rq))
 		return 0;
-	struct rq *rq = BPF_CORE_READ(p, se.cfs_rq, rq);
+	return BPF_CORE_READ(p, se.cfs_rq, rq);
+}
+
+/* The time rq's CPU charged to no task since boot, as of its last clock
+ * update: rq->clock less rq->clock_task. It changes only where the
+ * scheduler updates the clock (every switch, tick and wakeup on that
+ * CPU), so that over a whole stretch on CPU it is exact and at a system
+ * call within one off by at most a tick's steal. clock_task is read
+ * first: an update (clock, then clock_task) between the two reads can
+ * then only make it more, never less. */
+static __always_inline u64 rq_lost(struct rq *rq)
+{
 	if (!rq)
 		return 0;
-	u64 clock = BPF_CORE_READ(rq, clock), task = BPF_CORE_READ(rq, clock_task);
+	u64 task = BPF_CORE_READ(rq, clock_task);
+	u64 clock = BPF_CORE_READ(rq, clock);
 	return clock > task ? clock - task : 0;
+}
+
+/* The steal and interrupt time the scheduler took out of rq's task clock,
+ * from counters each written whole: never torn, but the steal one counts
+ * what the kernel did not subtract too (steal beyond the clock's own
+ * advance). */
+static __always_inline u64 rq_lost_counters(struct rq *rq)
+{
+	if (!rq)
+		return 0;
+	u64 l = 0;
+	if (bpf_core_field_exists(rq->prev_steal_time_rq))
+		l += BPF_CORE_READ(rq, prev_steal_time_rq);
+	if (bpf_core_field_exists(rq->prev_irq_time))
+		l += BPF_CORE_READ(rq, prev_irq_time);
+	return l;
+}
+
+/* lost() of t's task p at a switch, under the run queue's lock: exact. */
+static __always_inline u64 lost_switch(struct thread *t, struct task_struct *p)
+{
+	struct rq *rq = rq_of(p);
+	t->hint = rq_lost_counters(rq);
+	return rq_lost(rq);
+}
+
+/* lost() of the running thread t at a system call, without the lock:
+ * another CPU's wakeup or an interrupt can update the clocks between the
+ * two reads, which then read up to a tick lost that was not (3.45 ms
+ * stolen where the switches said 71 us): t's lost() moves on by no more
+ * than the counters did. The switch out sets it right. */
+static __always_inline u64 lost_call(struct thread *t)
+{
+	struct rq *rq = rq_of(current_task());
+	u64 x = rq_lost(rq), h = rq_lost_counters(rq);
+	u64 inc = x > t->lost ? x - t->lost : 0, hinc = h > t->hint ? h - t->hint : 0;
+	t->hint = h;
+	return t->lost + (inc < hinc ? inc : hinc);
 }
 
 /* The part of d ns on CPU, from t's last lost() to now's l, that the
@@ -294,7 +347,8 @@ static __always_inline struct thread *current_thread(bool make)
 	if (!is_watched(id >> 32))
 		return 0;
 	/* It runs now, outside service. */
-	struct thread zero = {.tgid = id >> 32, .out = bpf_ktime_get_ns(), .lost = lost(current_task())};
+	struct rq *rq = rq_of(current_task());
+	struct thread zero = {.tgid = id >> 32, .out = bpf_ktime_get_ns(), .lost = rq_lost(rq), .hint = rq_lost_counters(rq)};
 	if (bpf_map_update_elem(&threads, &tid, &zero, BPF_NOEXIST) != 0) {
 		count_error(ERR_THREADS_FULL);
 		return 0;
@@ -502,6 +556,20 @@ int BPF_PROG(netif_receive, struct sk_buff *skb)
 	return 0;
 }
 
+/* Ends the running thread t's stretch on CPU at now (l its lost()): a
+ * request left without a reply has its time on CPU counted outside
+ * service. */
+static __always_inline void unanswered_done(struct thread *t, u64 now, u64 l)
+{
+	u64 extra = 0, stolen = 0;
+	if (t->start) {
+		u64 d = now - t->last, s = stolen_of(t, d, l);
+		extra = t->cpu + d - s;
+		stolen = t->stolen + s;
+	}
+	outside_done(t, now, l, extra, t->start ? t->runq : 0, stolen);
+}
+
 static __always_inline void receive_done(struct thread *t, long ret)
 {
 	u8 pending = t->pending;
@@ -521,16 +589,8 @@ static __always_inline void receive_done(struct thread *t, long ret)
 	if (tr == TR_TCP && b[0] == 0 && ret >= 5)
 		tag = b[4]; /* prefix and body in one read */
 	u8 req = tag == 0x6a ? REQ_AS : tag == 0x6c ? REQ_TGS : REQ_OTHER;
-	u64 now = bpf_ktime_get_ns(), l = lost(current_task());
-	/* A request left without a reply: its time on CPU is outside
-	 * service. */
-	u64 extra = 0, stolen = 0;
-	if (t->start) {
-		u64 d = now - t->last, s = stolen_of(t, d, l);
-		extra = t->cpu + d - s;
-		stolen = t->stolen + s;
-	}
-	outside_done(t, now, l, extra, t->start ? t->runq : 0, stolen);
+	u64 now = bpf_ktime_get_ns(), l = lost_call(t);
+	unanswered_done(t, now, l);
 	t->lost = l;
 	t->start = now;
 	t->last = now;
@@ -647,7 +707,7 @@ static __always_inline void socket_send(struct sock *sk)
 	struct thread *t = current_thread(false);
 	if (!t || t->start == 0 || t->sk != (u64)sk)
 		return;
-	u64 now = bpf_ktime_get_ns(), l = lost(current_task());
+	u64 now = bpf_ktime_get_ns(), l = lost_call(t);
 	u64 d = now - t->last;
 	if (t->state == ST_RUNQ) {
 		t->runq += d;
@@ -708,11 +768,12 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 	struct thread *pt = bpf_map_lookup_elem(&threads, &prev_tid);
 	struct thread *nt = bpf_map_lookup_elem(&threads, &next_tid);
 	/* (Each pointer tested alone: the verifier refuses pt || nt.) */
-	/* The scheduler has just updated this CPU's clocks: lost() is exact. */
+	/* The scheduler has just updated this CPU's clocks, and holds its
+	 * lock: lost is exact. */
 	u64 now = 0, l = 0;
 	if (pt) {
 		now = bpf_ktime_get_ns();
-		l = lost(prev);
+		l = lost_switch(pt, prev);
 		if (pt->start) {
 			u64 d = now - pt->last, s = stolen_of(pt, d, l);
 			pt->cpu += d - s;
@@ -726,11 +787,9 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 	}
 	if (!nt)
 		return 0;
-	if (!now) {
+	if (!now)
 		now = bpf_ktime_get_ns();
-		l = lost(next);
-	}
-	nt->lost = l;
+	nt->lost = lost_switch(nt, next);
 	if (!nt->start) {
 		nt->out = now;
 		u64 wait = nt->wait;
@@ -786,6 +845,30 @@ int BPF_PROG(sched_fork, struct task_struct *parent, struct task_struct *child)
 	if (cpid != ctgid || !is_watched(ptgid))
 		return 0;
 	u32 one = 1;
-	bpf_map_update_elem(&watched, &ctgid, &one, BPF_ANY);
+	if (bpf_map_update_elem(&watched, &ctgid, &one, BPF_ANY) != 0)
+		count_error(ERR_WATCHED_FULL);
+	return 0;
+}
+
+/* ---- Map bounds: entries leave with their thread or process ---- */
+
+/* A task exits (every thread, on every kernel since 5.5's tp_btf): its
+ * thread's state goes, after its last stretch on CPU is counted, so that
+ * short-lived threads of a watched process cannot fill the thread table;
+ * a process's leader takes the process out of the watched set, so that
+ * its pid, reused, is not traced and a forking process's children free
+ * their places. User space puts a watched process back at its next scrape
+ * if it still runs (a leader that exited before its other threads). */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(sched_exit, struct task_struct *p)
+{
+	u32 tid = BPF_CORE_READ(p, pid), tgid = BPF_CORE_READ(p, tgid);
+	struct thread *t = bpf_map_lookup_elem(&threads, &tid);
+	if (t) {
+		unanswered_done(t, bpf_ktime_get_ns(), lost_call(t));
+		bpf_map_delete_elem(&threads, &tid);
+	}
+	if (tid == tgid)
+		bpf_map_delete_elem(&watched, &tgid);
 	return 0;
 }

@@ -56,6 +56,11 @@ struct files_struct {
 struct rq {
 	u64 clock;
 	u64 clock_task;
+	/* The steal (CONFIG_PARAVIRT_TIME_ACCOUNTING) and interrupt
+	 * (CONFIG_IRQ_TIME_ACCOUNTING) time the updates of clock_task took
+	 * out, each a counter written whole. */
+	u64 prev_steal_time_rq;
+	u64 prev_irq_time;
 } __attribute__((preserve_access_index));
 
 struct cfs_rq {

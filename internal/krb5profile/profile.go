@@ -1,4 +1,7 @@
-package collector
+// Package krb5profile reads MIT krb5 profile files (kdc.conf, krb5.conf)
+// as libprofile does: the collectors read the KDC's settings from them,
+// the log collector its [logging] targets.
+package krb5profile
 
 import (
 	"bufio"
@@ -35,6 +38,8 @@ type profNode struct {
 	isGroup  bool   // section or subsection
 	final    bool
 	children []*profNode
+	file     string // relations only: where it was read
+	line     int
 }
 
 func (n *profNode) add(c *profNode) *profNode {
@@ -53,39 +58,40 @@ func (n *profNode) section(name string) *profNode {
 	return n.add(&profNode{name: name, isGroup: true})
 }
 
-// profFile is one parsed top-level file with the files it pulled in.
-type profFile struct {
-	root  *profNode
-	files []string // the file and every included file, in read order
+// File is one parsed top-level file with the files it pulled in.
+type File struct {
+	root *profNode
+	// Files are the file and every included file, in read order.
+	Files []string
 }
 
-// profileError is a syntax error with its position, or a file that could
-// not be read.
-type profileError struct {
-	path string
-	line int
-	msg  string
+// Error is a syntax error with its position, or a file that could not be
+// read.
+type Error struct {
+	Path string
+	Line int // 0: the file as a whole
+	Msg  string
 }
 
-func (e *profileError) Error() string {
-	if e.line > 0 {
-		return fmt.Sprintf("%s:%d: %s", e.path, e.line, e.msg)
+func (e *Error) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("%s:%d: %s", e.Path, e.Line, e.Msg)
 	}
-	return fmt.Sprintf("%s: %s", e.path, e.msg)
+	return fmt.Sprintf("%s: %s", e.Path, e.Msg)
 }
 
-// parseProfileFile parses path and its includes into one tree.
-func parseProfileFile(path string) (*profFile, error) {
-	pf := &profFile{root: &profNode{isGroup: true}}
+// ParseFile parses path and its includes into one tree.
+func ParseFile(path string) (*File, error) {
+	pf := &File{root: &profNode{isGroup: true}}
 	if err := pf.parse(path, 0, nil); err != nil {
 		return nil, err
 	}
 	return pf, nil
 }
 
-func (pf *profFile) parse(path string, depth int, stack []string) error {
+func (pf *File) parse(path string, depth int, stack []string) error {
 	if depth > maxIncludeDepth {
-		return &profileError{path: path, msg: fmt.Sprintf("includes nested deeper than %d (include loop through %s?)", maxIncludeDepth, strings.Join(stack, " -> "))}
+		return &Error{Path: path, Msg: fmt.Sprintf("includes nested deeper than %d (include loop through %s?)", maxIncludeDepth, strings.Join(stack, " -> "))}
 	}
 	// A FIFO put at kdc.conf's path must fail the scrape's parse, not
 	// hang every scrape from now on.
@@ -95,9 +101,9 @@ func (pf *profFile) parse(path string, depth int, stack []string) error {
 		if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
 			msg = pe.Op + ": " + pe.Err.Error() // the path is the profileError's
 		}
-		return &profileError{path: path, msg: msg}
+		return &Error{Path: path, Msg: msg}
 	}
-	pf.files = append(pf.files, path)
+	pf.Files = append(pf.Files, path)
 	return pf.parseData(path, data, depth, append(stack, path))
 }
 
@@ -109,7 +115,7 @@ const (
 	stateGetOBrace // "tag =" seen, "{" must come next
 )
 
-func (pf *profFile) parseData(path string, data []byte, depth int, stack []string) error {
+func (pf *File) parseData(path string, data []byte, depth int, stack []string) error {
 	state := stateInitComment
 	// open[0] is the current section, then the open subsections.
 	var open []*profNode
@@ -120,7 +126,7 @@ func (pf *profFile) parseData(path string, data []byte, depth int, stack []strin
 		lineNo++
 		line := strings.TrimRight(s.Text(), "\r")
 		fail := func(format string, a ...any) error {
-			return &profileError{path: path, line: lineNo, msg: fmt.Sprintf(format, a...)}
+			return &Error{Path: path, Line: lineNo, Msg: fmt.Sprintf(format, a...)}
 		}
 		// Directives must start in column 0 and are honoured in any state.
 		if arg, ok := directive(line, "includedir"); ok {
@@ -218,14 +224,14 @@ func (pf *profFile) parseData(path string, data []byte, depth int, stack []strin
 			if value[0] == '"' {
 				value = unquote(value[1:])
 			}
-			cur.add(&profNode{name: tag, value: value, final: final})
+			cur.add(&profNode{name: tag, value: value, final: final, file: path, line: lineNo})
 		}
 	}
 	if err := s.Err(); err != nil {
-		return &profileError{path: path, line: lineNo, msg: err.Error()}
+		return &Error{Path: path, Line: lineNo, Msg: err.Error()}
 	}
 	if len(open) > 1 {
-		return &profileError{path: path, line: lineNo, msg: fmt.Sprintf("end of file inside subsection %q (missing '}')", open[len(open)-1].name)}
+		return &Error{Path: path, Line: lineNo, Msg: fmt.Sprintf("end of file inside subsection %q (missing '}')", open[len(open)-1].name)}
 	}
 	return nil
 }
@@ -246,7 +252,7 @@ func directive(line, name string) (string, bool) {
 // includeDir parses the files of dir that libprofile would: names made of
 // letters, digits, '-' and '_', or ending in ".conf" (not starting with a
 // dot), in sorted order.
-func (pf *profFile) includeDir(dir string, depth int, stack []string) error {
+func (pf *File) includeDir(dir string, depth int, stack []string) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return err
@@ -308,18 +314,53 @@ func unquote(s string) string {
 	return b.String()
 }
 
-// profile is an ordered list of parsed files: the KDC's view is kdc.conf
+// Profile is an ordered list of parsed files: the KDC's view is kdc.conf
 // first, then krb5.conf. A lookup returns the first value in file order,
 // and a node marked final stops the search from reaching later files.
-type profile struct {
-	files    []*profFile
-	kdcFiles int // files[:kdcFiles] are kdc.conf files, the rest krb5.conf
+type Profile struct {
+	Files []*File
+	// KDCFiles: Files[:KDCFiles] are kdc.conf files, the rest krb5.conf.
+	KDCFiles int
 }
 
-// get returns the first value of the relation at path (section,
+// Load reads a profile as the KDC does: the files of kdcPaths, then those
+// of krb5Paths, skipping missing ones as libprofile does. seen, if not
+// nil, is called with every file read, includes too, so that a caller can
+// notice a change.
+func Load(kdcPaths, krb5Paths []string, seen func(path string)) (*Profile, error) {
+	p := &Profile{}
+	read := func(paths []string) error {
+		for _, path := range paths {
+			if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			f, err := ParseFile(path)
+			if err != nil {
+				return err
+			}
+			if seen != nil {
+				for _, inc := range f.Files {
+					seen(inc)
+				}
+			}
+			p.Files = append(p.Files, f)
+		}
+		return nil
+	}
+	if err := read(kdcPaths); err != nil {
+		return nil, err
+	}
+	p.KDCFiles = len(p.Files)
+	if err := read(krb5Paths); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// Get returns the first value of the relation at path (section,
 // subsection..., tag).
-func (p *profile) get(path ...string) (string, bool) {
-	for _, f := range p.files {
+func (p *Profile) Get(path ...string) (string, bool) {
+	for _, f := range p.Files {
 		v, found, final := lookup(f.root, path)
 		if found {
 			return v, true
@@ -329,6 +370,45 @@ func (p *profile) get(path ...string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// Relation is one "tag = value" and where it was read.
+type Relation struct {
+	Value string
+	File  string
+	Line  int
+}
+
+func (r Relation) String() string { return fmt.Sprintf("%s (%s:%d)", r.Value, r.File, r.Line) }
+
+// Values returns every relation at path, in file order, as libprofile's
+// profile_get_values does (a [logging] kdc may name several targets):
+// the files after one with a final node on the path are not searched.
+func (p *Profile) Values(path ...string) []Relation {
+	var out []Relation
+	for _, f := range p.Files {
+		if collect(f.root, path, &out) {
+			break
+		}
+	}
+	return out
+}
+
+// collect appends the relations at path under n; it reports a final node
+// on the path.
+func collect(n *profNode, path []string, out *[]Relation) (final bool) {
+	for _, c := range n.children {
+		if c.name != path[0] || c.isGroup != (len(path) > 1) {
+			continue
+		}
+		if len(path) == 1 {
+			*out = append(*out, Relation{Value: c.value, File: c.file, Line: c.line})
+			final = final || c.final
+			continue
+		}
+		final = collect(c, path[1:], out) || c.final || final
+	}
+	return final
 }
 
 // lookup searches one file; final reports a final node on the path.
@@ -355,12 +435,12 @@ func lookup(n *profNode, path []string) (value string, found, final bool) {
 	return "", false, final
 }
 
-// subsections lists the names of the subsections of a top-level section
-// in the first file set (kdc.conf files), in order, without duplicates.
-func (p *profile) subsections(files []*profFile, section string) []string {
+// Subsections lists the names of the subsections of a top-level section
+// in the kdc.conf files, in order, without duplicates.
+func (p *Profile) Subsections(section string) []string {
 	var out []string
 	seen := map[string]bool{}
-	for _, f := range files {
+	for _, f := range p.Files[:p.KDCFiles] {
 		for _, sec := range f.root.children {
 			if !sec.isGroup || sec.name != section {
 				continue
@@ -376,5 +456,31 @@ func (p *profile) subsections(files []*profFile, section string) []string {
 	return out
 }
 
-// errNoProfile means none of the configured kdc.conf files exists.
-var errNoProfile = errors.New("no kdc.conf found")
+// KDCConfCandidates are where distributions put kdc.conf: Debian/Ubuntu
+// first, then RHEL/Fedora.
+var KDCConfCandidates = []string{"/etc/krb5kdc/kdc.conf", "/var/kerberos/krb5kdc/kdc.conf"}
+
+// DefaultKrb5Conf is the krb5.conf the KDC reads after kdc.conf.
+const DefaultKrb5Conf = "/etc/krb5.conf"
+
+// DefaultKDCConf is whichever of KDCConfCandidates exists, else the first.
+func DefaultKDCConf() string {
+	for _, p := range KDCConfCandidates {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	return KDCConfCandidates[0]
+}
+
+// SplitPaths splits a colon-separated list of files (KRB5_KDC_PROFILE,
+// KRB5_CONFIG), dropping empty elements.
+func SplitPaths(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ":") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

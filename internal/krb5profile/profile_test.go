@@ -1,44 +1,28 @@
-package collector
+package krb5profile
 
 import (
 	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 )
 
-func writeFile(t *testing.T, dir, name, content string) string {
+func mustProfile(t *testing.T, paths ...string) *Profile {
 	t.Helper()
-	p := filepath.Join(dir, name)
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+	p, err := Load(paths[:1], paths[1:], nil)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-func mustProfile(t *testing.T, paths ...string) *profile {
-	t.Helper()
-	p := &profile{}
-	for _, path := range paths {
-		f, err := parseProfileFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p.files = append(p.files, f)
-	}
-	p.kdcFiles = 1
 	return p
 }
 
 func TestProfileSyntax(t *testing.T) {
 	dir := t.TempDir()
-	path := writeFile(t, dir, "kdc.conf", `this line comes before any section and is ignored, as in MIT
+	path := testutil.WriteFile(t, dir, "kdc.conf", `this line comes before any section and is ignored, as in MIT
  [indented] headers are ignored before the first section too
 [kdcdefaults]
 	kdc_tcp_listen_backlog = 20   
@@ -76,12 +60,12 @@ func TestProfileSyntax(t *testing.T) {
 		{[]string{"realms", "A.TEST", "nested"}, "", false}, // a subsection is not a value
 		{[]string{"indented"}, "", false},
 	} {
-		v, ok := p.get(c.path...)
+		v, ok := p.Get(c.path...)
 		if v != c.want || ok != c.ok {
 			t.Errorf("get(%v) = %q, %v; want %q, %v", c.path, v, ok, c.want, c.ok)
 		}
 	}
-	if got := strings.Join(p.subsections(p.files, "realms"), " "); got != "A.TEST B.TEST C.TEST" {
+	if got := strings.Join(p.Subsections("realms"), " "); got != "A.TEST B.TEST C.TEST" {
 		t.Errorf("realms = %q (repeated [realms] headers merge)", got)
 	}
 }
@@ -104,14 +88,14 @@ func TestProfileErrors(t *testing.T) {
 		"missing include": {"include /nonexistent/krb5-exporter-test.conf\n", "no such file", 0},
 	} {
 		t.Run(name, func(t *testing.T) {
-			path := writeFile(t, t.TempDir(), "kdc.conf", c.text)
-			_, err := parseProfileFile(path)
-			var pe *profileError
+			path := testutil.WriteFile(t, t.TempDir(), "kdc.conf", c.text)
+			_, err := ParseFile(path)
+			var pe *Error
 			if !errors.As(err, &pe) {
-				t.Fatalf("err = %v, want a profileError", err)
+				t.Fatalf("err = %v, want an *Error", err)
 			}
-			if !strings.Contains(err.Error(), c.want) || pe.line != c.line {
-				t.Errorf("err = %q (line %d), want %q at line %d", err, pe.line, c.want, c.line)
+			if !strings.Contains(err.Error(), c.want) || pe.Line != c.line {
+				t.Errorf("err = %q (line %d), want %q at line %d", err, pe.Line, c.want, c.line)
 			}
 		})
 	}
@@ -119,33 +103,33 @@ func TestProfileErrors(t *testing.T) {
 
 func TestProfileIncludes(t *testing.T) {
 	dir := t.TempDir()
-	writeFile(t, dir, "d/10-realm", "[realms]\n\tA.TEST = {\n\t\tfrom = dir\n\t}\n")
-	writeFile(t, dir, "d/20.conf", "[kdcdefaults]\n\tkdc_tcp_listen_backlog = 7\n")
-	writeFile(t, dir, "d/skip.bak", "not a profile at all {{{\n")
-	writeFile(t, dir, "d/.hidden.conf", "not a profile at all {{{\n")
-	writeFile(t, dir, "inc.conf", "[libdefaults]\n\tspake_preauth_groups = edwards25519\n")
-	main := writeFile(t, dir, "kdc.conf", "include "+filepath.Join(dir, "inc.conf")+"\nincludedir "+filepath.Join(dir, "d")+"\n[realms]\n\tA.TEST = {\n\t\tmain = yes\n\t}\n")
-	f, err := parseProfileFile(main)
+	testutil.WriteFile(t, dir, "d/10-realm", "[realms]\n\tA.TEST = {\n\t\tfrom = dir\n\t}\n")
+	testutil.WriteFile(t, dir, "d/20.conf", "[kdcdefaults]\n\tkdc_tcp_listen_backlog = 7\n")
+	testutil.WriteFile(t, dir, "d/skip.bak", "not a profile at all {{{\n")
+	testutil.WriteFile(t, dir, "d/.hidden.conf", "not a profile at all {{{\n")
+	testutil.WriteFile(t, dir, "inc.conf", "[libdefaults]\n\tspake_preauth_groups = edwards25519\n")
+	main := testutil.WriteFile(t, dir, "kdc.conf", "include "+filepath.Join(dir, "inc.conf")+"\nincludedir "+filepath.Join(dir, "d")+"\n[realms]\n\tA.TEST = {\n\t\tmain = yes\n\t}\n")
+	f, err := ParseFile(main)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(f.files) != 4 {
-		t.Errorf("files read: %v, want the main file, inc.conf, 10-realm and 20.conf", f.files)
+	if len(f.Files) != 4 {
+		t.Errorf("files read: %v, want the main file, inc.conf, 10-realm and 20.conf", f.Files)
 	}
-	p := &profile{files: []*profFile{f}, kdcFiles: 1}
+	p := &Profile{Files: []*File{f}, KDCFiles: 1}
 	for path, want := range map[string]string{
 		"libdefaults/spake_preauth_groups":   "edwards25519",
 		"kdcdefaults/kdc_tcp_listen_backlog": "7",
 		"realms/A.TEST/from":                 "dir",
 		"realms/A.TEST/main":                 "yes",
 	} {
-		if v, _ := p.get(strings.Split(path, "/")...); v != want {
+		if v, _ := p.Get(strings.Split(path, "/")...); v != want {
 			t.Errorf("%s = %q, want %q", path, v, want)
 		}
 	}
 
-	loop := writeFile(t, dir, "loop.conf", "include "+filepath.Join(dir, "loop.conf")+"\n")
-	if _, err := parseProfileFile(loop); err == nil || !strings.Contains(err.Error(), "nested deeper") {
+	loop := testutil.WriteFile(t, dir, "loop.conf", "include "+filepath.Join(dir, "loop.conf")+"\n")
+	if _, err := ParseFile(loop); err == nil || !strings.Contains(err.Error(), "nested deeper") {
 		t.Errorf("include loop: err = %v", err)
 	}
 }
@@ -154,7 +138,7 @@ func TestProfileIncludes(t *testing.T) {
 // hides what later files say under it.
 func TestProfileFinal(t *testing.T) {
 	dir := t.TempDir()
-	kdc := writeFile(t, dir, "kdc.conf", `[libdefaults]*
+	kdc := testutil.WriteFile(t, dir, "kdc.conf", `[libdefaults]*
 	default_realm = KDC.TEST
 [realms]
 	A.TEST = {
@@ -168,7 +152,7 @@ func TestProfileFinal(t *testing.T) {
 		db_library = klmdb
 	}
 `)
-	krb5 := writeFile(t, dir, "krb5.conf", `[libdefaults]
+	krb5 := testutil.WriteFile(t, dir, "krb5.conf", `[libdefaults]
 	spake_preauth_groups = edwards25519
 [realms]
 	A.TEST = {
@@ -193,7 +177,7 @@ func TestProfileFinal(t *testing.T) {
 		"dbmodules/m/db_library":           "klmdb", // first file wins
 		"dbmodules/m/disable_last_success": "true",  // not final: merged
 	} {
-		if v, _ := p.get(strings.Split(path, "/")...); v != want {
+		if v, _ := p.Get(strings.Split(path, "/")...); v != want {
 			t.Errorf("%s = %q, want %q", path, v, want)
 		}
 	}
@@ -207,11 +191,11 @@ func TestProfileFIFO(t *testing.T) {
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	main := writeFile(t, dir, "kdc.conf", "include "+fifo+"\n")
+	main := testutil.WriteFile(t, dir, "kdc.conf", "include "+fifo+"\n")
 	for _, p := range []string{fifo, main} {
 		done := make(chan error, 1)
 		go func() {
-			_, err := parseProfileFile(p)
+			_, err := ParseFile(p)
 			done <- err
 		}()
 		select {
