@@ -24,8 +24,16 @@ type AttackSignals struct {
 	// FollowServiceTickets counts every service ticket's service for
 	// Kerberoasting, not only RC4 ones.
 	FollowServiceTickets bool `yaml:"follow_service_tickets"`
-	// TopK is how many offenders each signal keeps (and exports).
+	// TopK is how many offenders each signal exports: those with the
+	// highest scores in the window.
 	TopK int `yaml:"top_k"`
+	// TrackedOffenders is how many offenders each signal counts exactly
+	// in a window (every one up to it, whatever else the window holds),
+	// with up to eight times as many distinct principals or services
+	// among them. Memory grows with what the window holds up to
+	// kdclog/attack.MaxBytes: about 47 MiB for the five signals at the
+	// default (docs/metrics.md, "Attack signals").
+	TrackedOffenders int `yaml:"tracked_offenders"`
 	// Window is the tumbling window the per-offender counts run over.
 	Window time.Duration `yaml:"window"`
 	// RecoveryWait is how long a PREAUTH_FAILED waits for an ISSUE of the
@@ -51,9 +59,12 @@ type AttackSignals struct {
 const (
 	DefaultAttackTopK          = 10
 	MaxAttackTopK              = 100
+	DefaultTrackedOffenders    = 114688 // 7/8 of 2^17: the tables' fullest at a power of two
+	MinTrackedOffenders        = 1024
+	MaxTrackedOffenders        = 1 << 20
 	DefaultAttackWindow        = 10 * time.Minute
 	DefaultAttackRecoveryWait  = 5 * time.Second
-	MaxAttackThreshold         = 500 // counted exactly per offender: memory top_k × threshold hashes
+	MaxAttackThreshold         = 500
 	DefaultSprayingPrincipals  = 10
 	DefaultBruteForceFailures  = 10
 	DefaultEnumerationPrincs   = 10
@@ -70,6 +81,7 @@ func (a AttackSignals) WithDefaults() AttackSignals {
 		}
 	}
 	def(&a.TopK, DefaultAttackTopK)
+	def(&a.TrackedOffenders, DefaultTrackedOffenders)
 	def(&a.SprayingPrincipals, DefaultSprayingPrincipals)
 	def(&a.BruteForceFailures, DefaultBruteForceFailures)
 	def(&a.EnumerationPrincipals, DefaultEnumerationPrincs)
@@ -89,6 +101,9 @@ func (a AttackSignals) WithDefaults() AttackSignals {
 func (a *AttackSignals) Validate() error {
 	if a.TopK < 0 || a.TopK > MaxAttackTopK {
 		return fieldErr(fmt.Sprintf("must be between 1 and %d, got %d", MaxAttackTopK, a.TopK), "top_k")
+	}
+	if a.TrackedOffenders != 0 && (a.TrackedOffenders < MinTrackedOffenders || a.TrackedOffenders > MaxTrackedOffenders) {
+		return fieldErr(fmt.Sprintf("must be between %d and %d, got %d", MinTrackedOffenders, MaxTrackedOffenders, a.TrackedOffenders), "tracked_offenders")
 	}
 	if a.Window < 0 || a.Window != 0 && (a.Window < time.Second || a.Window > 24*time.Hour) {
 		return fieldErr(fmt.Sprintf("must be between 1s and 24h, got %s", a.Window), "window")

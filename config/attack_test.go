@@ -24,6 +24,7 @@ func TestAttackSignals(t *testing.T) {
 		{"attack_signals:\n  window: 2s\n", "attack_signals.recovery_wait: must be positive and at most the window (2s), got 5s (the default when unset)"},
 		{"attack_signals:\n\n  spraying_principals: -1\n", "c.yml:3: attack_signals.spraying_principals: must be between 1 and 500, got -1"},
 		{"attack_signals:\n  kerberoasting_rc4_services: 501\n", "c.yml:2: attack_signals.kerberoasting_rc4_services"},
+		{"attack_signals:\n  tracked_offenders: 100\n", "c.yml:2: attack_signals.tracked_offenders: must be between 1024 and 1048576, got 100"},
 		{"attack_signals:\n  top: 3\n", `c.yml:2: unknown key "top"`},
 	} {
 		_, err := Parse([]byte(tc.yaml), "c.yml")

@@ -18,6 +18,9 @@ const (
 	MetricAttackEvents     = "krb5_kdc_attack_events_total"
 	MetricAttackDetections = "krb5_kdc_attack_detections_total"
 	MetricAttackOffender   = "krb5_kdc_attack_offender_score"
+	MetricAttackTracked    = "krb5_kdc_attack_tracked_offenders"
+	MetricAttackUntracked  = "krb5_kdc_attack_untracked_events_total"
+	MetricAttackPrincipals = "krb5_kdc_attack_distinct_principals_total"
 )
 
 var (
@@ -30,6 +33,15 @@ var (
 	descAttackOffender = prometheus.NewDesc(MetricAttackOffender,
 		"The top-k offenders of each signal in the current window, with the score the threshold applies to (distinct principals or services, failures for brute_force); offender is the address or principal, escaped and cut to 48 bytes.",
 		[]string{"signal", "offender"}, nil)
+	descAttackTracked = prometheus.NewDesc(MetricAttackTracked,
+		"Distinct offenders of each signal in the current window, each counted exactly, up to attack_signals.tracked_offenders.",
+		[]string{"signal"}, nil)
+	descAttackUntracked = prometheus.NewDesc(MetricAttackUntracked,
+		"Events of offenders beyond attack_signals.tracked_offenders in their window, counted in an overflow sketch (detections of them may be too many, never too few).",
+		[]string{"signal"}, nil)
+	descAttackPrincipals = prometheus.NewDesc(MetricAttackPrincipals,
+		"Principals across all addresses, each counted once in each window in which it had a wrong password (kind=wrong_password) or was asked for and not found (unknown_client): increase() over a window reads its distinct principals. Exact up to 4096 a window, a HyperLogLog beyond.",
+		[]string{"kind"}, nil)
 )
 
 // attackState is the Manager's detector. Sources feed it under mu, taken
@@ -185,6 +197,9 @@ func describeAttack(ch chan<- *prometheus.Desc) {
 	ch <- descAttackEvents
 	ch <- descAttackDetections
 	ch <- descAttackOffender
+	ch <- descAttackTracked
+	ch <- descAttackUntracked
+	ch <- descAttackPrincipals
 }
 
 func (a *attackState) collect(ch chan<- prometheus.Metric) {
@@ -199,8 +214,13 @@ func (a *attackState) collect(ch chan<- prometheus.Metric) {
 	for e := range attack.NumEvents {
 		counter(ch, descAttackEvents, s.Events[e], attack.EventNames[e])
 	}
+	for k := range attack.NumSpreads {
+		counter(ch, descAttackPrincipals, s.Principals[k], attack.SpreadNames[k])
+	}
 	for sig := range attack.NumSignals {
 		counter(ch, descAttackDetections, s.Detections[sig], attack.SignalNames[sig])
+		counter(ch, descAttackUntracked, s.Untracked[sig], attack.SignalNames[sig])
+		gauge(ch, descAttackTracked, float64(s.Tracked[sig]), attack.SignalNames[sig])
 		for _, o := range s.Offenders[sig] {
 			gauge(ch, descAttackOffender, o.Score, attack.SignalNames[sig], o.Name)
 		}

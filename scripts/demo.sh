@@ -20,9 +20,10 @@
 #                    KDCBruteForce (at once), KDCWrongPasswordsRising (10m)
 #   spray            a wrong password a second from 127.0.0.3, each for
 #                    another of the first 100 users: KDCPasswordSpraying (at once),
-#                    KDCWrongPasswordsRising (10m)
+#                    KDCDistributedPasswordSpraying (2m), KDCWrongPasswordsRising (10m)
 #   unknown-user     a login a second of principals that do not exist, 50
-#                    names in turn, from 127.0.0.4: KDCUserEnumeration (at once)
+#                    names in turn, from 127.0.0.4: KDCUserEnumeration (at once),
+#                    KDCDistributedUserEnumeration (2m)
 #   keyless-service  service tickets for a service created without keys
 #                    (the realm's fault, FINDING_SERVER_KEY):
 #                    KDCErrorBudgetBurnFast (2m)
@@ -58,8 +59,8 @@ case "$fault" in
 '') ;;
 kdc-stopped) expect="KDCDown in about a minute, then KDCProbeFailing, KDCRealmUnavailable, KDCErrorBudgetBurnFast" ;;
 wrong-passwords) expect="KDCBruteForce within a minute, KDCWrongPasswordsRising after 10 minutes" ;;
-spray) expect="KDCPasswordSpraying within a minute, KDCWrongPasswordsRising after 10 minutes" ;;
-unknown-user) expect="KDCUserEnumeration within a minute" ;;
+spray) expect="KDCPasswordSpraying within a minute, KDCDistributedPasswordSpraying after 2, KDCWrongPasswordsRising after 10 minutes" ;;
+unknown-user) expect="KDCUserEnumeration within a minute, KDCDistributedUserEnumeration after 2" ;;
 keyless-service) expect="KDCErrorBudgetBurnFast in about 2 minutes" ;;
 udp-drops) expect="KDCErrorBudgetBurnFast in about 2 minutes, KDCUDPDrops in about 6" ;;
 storm) expect="KDCClientStorm in 6 to 7 minutes; the landing page's top talkers at the first minute's end" ;;

@@ -55,7 +55,7 @@ func addRealmLoadCommand(parent *kingpin.CmdClause) *realmLoadCmd {
 	c.Flag("unknown-service-every", "Every Nth service ticket is for a service the realm does not have; 0: never.").Default("0").IntVar(&l.svcEvery)
 	c.Flag("unknown-users", "How many distinct unknown principals the unknown logins take turns among (at most 1000).").Default("1").IntVar(&l.unknownUsers)
 	c.Flag("service", "Ask every service ticket for this service of the realm (e.g. one created without keys) instead of the users' HTTP/webNNNN.").PlaceHolder("NAME").StringVar(&l.service)
-	c.Flag("source", "Send every request from this loopback address (127.0.0.0/8), as another host would (kinit's RC4 logins excepted); default: the kernel's choice.").PlaceHolder("ADDR").StringVar(&l.source)
+	c.Flag("source", "Send every request from this loopback address (127.0.0.0/8), as another host would (kinit's RC4 logins excepted); or from a prefix of it (127.0.1.0/24), each user and each unknown principal from the next address in turn, as many hosts would; default: the kernel's choice.").PlaceHolder("ADDR|PREFIX").StringVar(&l.source)
 	return l
 }
 
@@ -84,13 +84,16 @@ func (l *realmLoadCmd) run(stdout, stderr io.Writer) int {
 	case l.unknownUsers < 1 || l.unknownUsers > maxLoadUnknown:
 		return fail(fmt.Errorf("--unknown-users %d: want 1 to %d", l.unknownUsers, maxLoadUnknown))
 	}
-	var source netip.Addr
+	var source netip.Prefix
 	if l.source != "" {
-		a, err := netip.ParseAddr(l.source)
-		if err != nil || !a.Is4() || !a.IsLoopback() {
-			return fail(fmt.Errorf("--source %q: want an address of 127.0.0.0/8 (the load stays on loopback)", l.source))
+		p, err := netip.ParsePrefix(l.source)
+		if a, aerr := netip.ParseAddr(l.source); aerr == nil {
+			p, err = a.Prefix(a.BitLen())
 		}
-		source = a
+		if err != nil || !p.Addr().Is4() || !p.Addr().IsLoopback() || p.Bits() < 8 {
+			return fail(fmt.Errorf("--source %q: want an address or a prefix of 127.0.0.0/8 (the load stays on loopback)", l.source))
+		}
+		source = p.Masked()
 	}
 	r, err := realm.Load(l.dir)
 	if err != nil {
@@ -118,7 +121,7 @@ func (l *realmLoadCmd) run(stdout, stderr io.Writer) int {
 type loadGen struct {
 	r        *realm.Realm
 	l        *realmLoadCmd
-	source   netip.Addr
+	source   netip.Prefix // invalid: the kernel's choice
 	users    []*krb5.Client
 	svcs     [][]*krb5.Service // per user
 	wrong    []*krb5.Client    // per user, made at its first wrong password
@@ -127,7 +130,7 @@ type loadGen struct {
 	results  map[string]int
 }
 
-func newLoadGen(r *realm.Realm, l *realmLoadCmd, source netip.Addr) (*loadGen, error) {
+func newLoadGen(r *realm.Realm, l *realmLoadCmd, source netip.Prefix) (*loadGen, error) {
 	g := &loadGen{r: r, l: l, source: source, results: map[string]int{},
 		wrong: make([]*krb5.Client, l.users), unknown: make([]*krb5.Client, l.unknownUsers)}
 	var service krb5.Principal
@@ -140,7 +143,7 @@ func newLoadGen(r *realm.Realm, l *realmLoadCmd, source netip.Addr) (*loadGen, e
 	}
 	services := max(r.Opts.Services, 0)
 	for i := 1; i <= l.users; i++ {
-		c, err := g.client(r.User(i), func(p krb5.Principal) (*krb5.Credentials, error) {
+		c, err := g.client(r.User(i), i-1, func(p krb5.Principal) (*krb5.Credentials, error) {
 			return krb5.NewKeytabCredentials(r.UserKeytab, p)
 		})
 		if err != nil {
@@ -169,7 +172,9 @@ func newLoadGen(r *realm.Realm, l *realmLoadCmd, source netip.Addr) (*loadGen, e
 	return g, nil
 }
 
-func (g *loadGen) client(name string, creds func(krb5.Principal) (*krb5.Credentials, error)) (*krb5.Client, error) {
+// client makes the client of name, the n-th user or unknown principal,
+// from the n-th address of the source.
+func (g *loadGen) client(name string, n int, creds func(krb5.Principal) (*krb5.Credentials, error)) (*krb5.Client, error) {
 	p, err := krb5.ParsePrincipal(name, g.r.Realm)
 	if err != nil {
 		return nil, err
@@ -178,14 +183,26 @@ func (g *loadGen) client(name string, creds func(krb5.Principal) (*krb5.Credenti
 	if err != nil {
 		return nil, err
 	}
-	return krb5.NewClient(krb5.Options{KDC: g.r.KDCAddr, Client: p, Credentials: c, UDPRetransmit: time.Second, LocalAddr: g.source})
+	return krb5.NewClient(krb5.Options{KDC: g.r.KDCAddr, Client: p, Credentials: c, UDPRetransmit: time.Second, LocalAddr: nthAddr(g.source, n)})
+}
+
+// nthAddr is the n-th address of p (wrapping), or none if p is invalid.
+func nthAddr(p netip.Prefix, n int) netip.Addr {
+	if !p.IsValid() {
+		return netip.Addr{}
+	}
+	a := p.Addr()
+	for range uint64(n) % (uint64(1) << (32 - p.Bits())) {
+		a = a.Next()
+	}
+	return a
 }
 
 // passwordClient returns (*cs)[i], made for name with a wrong password at
 // its first use.
 func (g *loadGen) passwordClient(cs []*krb5.Client, i int, name string) (*krb5.Client, error) {
 	if cs[i] == nil {
-		c, err := g.client(name, func(p krb5.Principal) (*krb5.Credentials, error) {
+		c, err := g.client(name, i, func(p krb5.Principal) (*krb5.Credentials, error) {
 			return krb5.NewPasswordCredentials("not the password", p), nil
 		})
 		if err != nil {

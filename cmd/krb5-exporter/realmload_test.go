@@ -1,6 +1,7 @@
 package main
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -82,9 +83,25 @@ func TestRealmLoad(t *testing.T) {
 		t.Errorf("--service %s: %d of %d service ticket requests for it:\n%s", svc, to, tgs, log)
 	}
 
+	// Many hosts: from a prefix, each user from an address of its own.
+	before = len(testutil.MustRead(t, r.KDCLog))
+	out, stderr, code = exporter(t, "realm", "load", "--dir", r.Dir, "--rate", "20", "--duration", "1s", "--source", "127.0.1.0/28",
+		"--wrong-password-every", "1", "--unknown-user-every", "0", "--weak-enctype-every", "0")
+	if code != 0 {
+		t.Fatalf("exit %d: %s%s", code, out, stderr)
+	}
+	log = string(testutil.MustRead(t, r.KDCLog)[before:])
+	pairs := map[string]bool{}
+	for _, m := range regexp.MustCompile(`\) (\S+): PREAUTH_FAILED: user000(\d)@`).FindAllStringSubmatch(log, -1) {
+		pairs[m[1]+" "+m[2]] = true
+	}
+	if want := map[string]bool{"127.0.1.0 1": true, "127.0.1.1 2": true, "127.0.1.2 3": true, "127.0.1.3 4": true, "127.0.1.4 5": true}; !maps.Equal(pairs, want) {
+		t.Errorf("--source 127.0.1.0/28: wrong passwords from %v, want user i from 127.0.1.(i-1):\n%s", pairs, log)
+	}
+
 	// Its bounds: a demo's load, not the bench's.
 	for _, args := range [][]string{{"--rate", "500"}, {"--duration", "48h"}, {"--users", "6"}, {"--tickets=-1"},
-		{"--unknown-users", "0"}, {"--source", "10.0.0.1"}, {"--source", "::1"}} {
+		{"--unknown-users", "0"}, {"--source", "10.0.0.1"}, {"--source", "::1"}, {"--source", "10.0.0.0/24"}, {"--source", "127.0.0.0/4"}} {
 		_, stderr, code := exporter(t, append([]string{"realm", "load", "--dir", r.Dir}, args...)...)
 		if flag, _, _ := strings.Cut(args[0], "="); code != 1 || !strings.Contains(stderr, flag) {
 			t.Errorf("%v: exit %d, %q; want 1 and the flag named", args, code, stderr)

@@ -4,16 +4,15 @@
 // Prometheus: kdclog feeds it one Request per AS or TGS line and exports
 // its Snapshot.
 //
-// Memory is fixed at construction whatever the log holds: exact counters
-// per kind of event, and per signal the worst offenders of the current
-// window only, k of them, kept with the Space-Saving heavy-hitter
-// algorithm (Metwally et al., 2005: any offender with more than 1/k of a
-// signal's events in a window is kept). The distinct principals or
-// services of an offender are counted exactly up to its signal's
-// threshold (a table of their 64-bit hashes, O(k * threshold)) and
-// estimated beyond it by a 512-bit linear-counting sketch; offender names
-// are stored cut to MaxName bytes. A spray from
-// 100,000 forged addresses churns the k slots; it grows nothing.
+// Every offender of a window is counted exactly, up to a bound on memory
+// (config.AttackSignals.TrackedOffenders; MaxBytes): its events, and its
+// distinct principals or services through a set of the window's distinct
+// (offender, item) pairs, both tables of hashes keyed with the process's
+// random seed. Nothing pushes an offender out, so decoys below a
+// threshold cannot hide one above it; offenders beyond the bound go to a
+// count-min sketch that never counts too few. The k exported per signal
+// are the window's highest scores; their names are stored cut to MaxName
+// bytes.
 //
 // The rule of recovery, one table for the attack signals and kdclog's
 // request counters (krb5_kdc_preauth_failures_recovered_total): an
@@ -29,14 +28,13 @@
 package attack
 
 import (
-	"bytes"
 	"hash/maphash"
-	"math"
 	"math/bits"
 	"sort"
 	"strings"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/krb5-exporter/krb5-exporter/config"
 )
@@ -136,118 +134,13 @@ const (
 	pendingCap  = 1024 // attempts awaiting recovery; a full table decides its oldest
 	preauthSets = 1024 // recent pre-authentication steps, 4-way set-associative
 	tgsSets     = 1024 // clients' recent services, 2-way set-associative
-	tgsPromote  = 4    // distinct services at which a client enters the top k
+	tgsPromote  = 4    // distinct services at which a client enters the offender table
 )
-
-// preauthSet holds the clients (32 bits of their hash, the low bits
-// chose the set) that got a pre-authentication step lately, with the AS
-// sequence number of it: half a cache line, and a login is wrongly taken
-// for one without pre-authentication only when four others of the same
-// set are in flight at once.
-type preauthSet [4]struct{ key, seq uint32 }
-
-func preauthKey(c uint64) uint32 { return uint32(c>>32) | 1 } // 0 marks a free way
-
-func (p *preauthSet) mark(c, seq uint64) {
-	k, w := preauthKey(c), -1
-	for i := range p {
-		switch {
-		case p[i].key == k:
-			p[i].seq = uint32(seq)
-			return
-		case w >= 0 && p[w].key == 0:
-		case p[i].key == 0, w < 0, uint32(seq)-p[i].seq > uint32(seq)-p[w].seq:
-			w = i // free, or the oldest
-		}
-	}
-	p[w].key, p[w].seq = k, uint32(seq)
-}
-
-// take reports whether c had a step within RecoverLines AS lines and
-// frees its way.
-func (p *preauthSet) take(c, seq uint64) bool {
-	k := preauthKey(c)
-	for i := range p {
-		if p[i].key == k {
-			p[i].key = 0
-			return uint32(seq)-p[i].seq <= RecoverLines
-		}
-	}
-	return false
-}
-
-// steps are the clients' recent pre-authentication steps. A login's
-// steps and its ISSUE mostly follow one another: the last step's client
-// is kept apart, and only another client's step moves it into the
-// set-associative table (a cache miss on a busy KDC). The table's sets
-// that may hold a step younger than RecoverLines are marked, so that an
-// ISSUE after its own step costs no look at the table; every
-// RecoverLines AS lines the marks of sets without one are cleared.
-type steps struct {
-	last    uint64 // the last step's client hash, if lastOK
-	lastSeq uint64
-	lastOK  bool
-	swept   uint64                   // the AS line of the last sweep
-	live    [preauthSets / 64]uint64 // sets that may hold a step
-	table   [preauthSets]preauthSet
-}
-
-func (t *steps) mark(c, seq uint64) {
-	if seq-t.swept >= RecoverLines {
-		t.sweep(seq)
-	}
-	if t.lastOK && t.last == c {
-		t.lastSeq = seq
-		return
-	}
-	if t.lastOK && seq-t.lastSeq <= RecoverLines {
-		i := t.last % preauthSets
-		t.table[i].mark(t.last, t.lastSeq)
-		t.live[i/64] |= 1 << (i % 64)
-	}
-	t.last, t.lastSeq, t.lastOK = c, seq, true
-}
-
-// take reports whether c had a step within RecoverLines AS lines and
-// forgets its steps.
-func (t *steps) take(c, seq uint64) bool {
-	ok := false
-	if t.lastOK && t.last == c {
-		t.lastOK = false
-		ok = seq-t.lastSeq <= RecoverLines
-	}
-	if i := c % preauthSets; t.live[i/64]&(1<<(i%64)) != 0 {
-		ok = t.table[i].take(c, seq) || ok // an older step of c goes too
-	}
-	return ok
-}
-
-// sweep frees the table's steps older than RecoverLines and unmarks the
-// sets left empty.
-func (t *steps) sweep(seq uint64) {
-	t.swept = seq
-	for w := range t.live {
-		for m := t.live[w]; m != 0; m &= m - 1 {
-			i := w*64 + bits.TrailingZeros64(m)
-			empty := true
-			for j := range t.table[i] {
-				e := &t.table[i][j]
-				if e.key != 0 && uint32(seq)-e.seq > RecoverLines {
-					e.key = 0
-				}
-				empty = empty && e.key == 0
-			}
-			if empty {
-				t.live[w] &^= 1 << (i % 64)
-			}
-		}
-	}
-}
 
 // tgsSlot is a client's distinct services seen since it took the slot,
 // their hashes. Most clients ask for a few services; only one with
-// tgsPromote of them costs the top k's work (an offender name copied,
-// the summary's slot taken), which keeps the TGS path cheap. Its services
+// tgsPromote of them costs the offender table's work (its slot, its
+// pairs), which keeps the TGS path cheap. Its services
 // then go into its counts as they are, so none counts twice.
 type tgsSlot struct {
 	client uint64
@@ -255,7 +148,7 @@ type tgsSlot struct {
 	svc    [tgsPromote]uint64
 }
 
-const tgsPromoted = 255 // the n of a client handed to the top k
+const tgsPromoted = 255 // the n of a client handed to the offender table
 
 // add adds a service and reports whether it was new.
 func (w *tgsSlot) add(h uint64) bool {
@@ -280,8 +173,11 @@ type Detector struct {
 
 	events     [NumEvents]uint64
 	detections [NumSignals]uint64
-	top        [NumSignals]topK
-	limits     [NumSignals][2]int // distinct thresholds (and Kerberoasting's RC4 one)
+	untracked  [NumSignals]uint64 // events of offenders beyond the table
+	sig        [NumSignals]offenders
+	spread     [NumSpreads]distinct
+	limits     [NumSignals][2]int // thresholds (and Kerberoasting's RC4 one)
+	tracked    int                // offenders a signal tracks per window
 	promote    int                // tgsPromote, or the Kerberoasting threshold if lower
 
 	pending    [pendingCap]pending
@@ -289,30 +185,15 @@ type Detector struct {
 	waiting    atomic.Int64 // tail-head, for Waiting
 	idx        index        // key -> pos+1 of its newest attempt
 	steps      steps
-	tgs        [tgsSets][2]tgsSlot // clients' recent services, before the top k
-}
-
-// pending is one attempt awaiting its recovery.
-type pending struct {
-	pos      uint64 // absolute position in the ring
-	key      uint64
-	prev     uint64 // pos+1 of the key's next older attempt, if still undecided
-	seq      uint64 // AS line of its source
-	src      uint32
-	at       time.Time
-	done     bool     // recovered, or decided a wrong password already
-	lines    uint8    // failure lines: 1, or 2 with a SPAKE fallback
-	methods  [2]uint8 // their Method
-	guess    bool     // a wrong key (OutcomeWrongKey): a wrong password unless recovered
-	spake    bool     // the first failure was SPAKE's
-	fellBack bool     // a failure of another method followed it, in the same attempt
-	client   name
-	addr     name
+	tgs        [tgsSets][2]tgsSlot // clients' recent services, before the offender table
 }
 
 // New returns a detector configured by c (zero values take the defaults).
 func New(c config.AttackSignals) *Detector {
 	d := &Detector{seed: maphash.MakeSeed()}
+	for k := range d.spread {
+		d.spread[k].exact.reset()
+	}
 	d.SetConfig(c)
 	return d
 }
@@ -323,16 +204,18 @@ func (d *Detector) SetConfig(c config.AttackSignals) {
 	c = c.WithDefaults()
 	limits := [NumSignals][2]int{
 		PasswordSpraying: {c.SprayingPrincipals},
+		BruteForce:       {c.BruteForceFailures},
 		UserEnumeration:  {c.EnumerationPrincipals},
 		Kerberoasting:    {c.KerberoastingServices, c.KerberoastingRC4Services},
 		ASREPRoasting:    {c.ASREPRoastingPrincipals},
 	}
-	if c.TopK != d.cfg.TopK || limits != d.limits {
-		for s := range d.top {
-			d.top[s] = newTopK(c.TopK, limits[s][0], limits[s][1])
+	if c.TopK != d.cfg.TopK || limits != d.limits || c.TrackedOffenders != d.tracked {
+		for s := range d.sig {
+			d.sig[s] = offenders{top: newTop(c.TopK)}
+			d.sig[s].reset()
 		}
 	}
-	d.cfg, d.limits = c, limits
+	d.cfg, d.limits, d.tracked = c, limits, c.TrackedOffenders
 	d.promote = min(tgsPromote, c.KerberoastingServices)
 }
 
@@ -344,8 +227,11 @@ func (d *Detector) Tick(now time.Time) {
 	d.now = now
 	if d.windowStart.IsZero() || now.Sub(d.windowStart) >= d.cfg.Window || now.Before(d.windowStart) {
 		d.windowStart = now
-		for s := range d.top {
-			d.top[s].reset()
+		for s := range d.sig {
+			d.sig[s].reset()
+		}
+		for k := range d.spread {
+			d.spread[k].next()
 		}
 		d.tgs = [tgsSets][2]tgsSlot{}
 	}
@@ -404,6 +290,7 @@ func (d *Detector) Observe(r *Request) {
 		d.push(key, seq, r)
 	case OutcomeUnknownClient:
 		d.events[EventUnknownClient]++
+		d.spread[SpreadUnknownClient].add(r.Hash)
 		d.add(UserEnumeration, d.ref(r.Addr), r.Hash, false)
 	case OutcomeLockedOut:
 		d.events[EventLockout]++
@@ -412,69 +299,6 @@ func (d *Detector) Observe(r *Request) {
 		d.expire(r.Source, seq)
 	}
 }
-
-// key is r's pending-failure key, its source mixed in.
-func (d *Detector) key(r *Request) uint64 {
-	k := r.Key
-	if k == 0 {
-		k = KeyOf(r.Hash, maphash.Bytes(d.seed, r.Addr))
-	}
-	if k ^= uint64(r.Source) * 0x9e3779b97f4a7c15; k == 0 {
-		k = 1 // 0 marks a free slot of the index
-	}
-	return k
-}
-
-// index maps the keys with attempts pending to the newest one's pos+1:
-// linear probing over twice the ring's size (at most half full, as each
-// key has an attempt in the ring), deletion by backward shift, so a
-// look-up for a key without failures, most ISSUEs, ends at the first
-// free slot.
-type index struct {
-	keys  [2 * pendingCap]uint64 // 0: free
-	links [2 * pendingCap]uint64
-}
-
-func (x *index) slot(k uint64) int { return int(k>>32) & (2*pendingCap - 1) }
-
-func (x *index) get(k uint64) uint64 {
-	for i := x.slot(k); x.keys[i] != 0; i = (i + 1) & (2*pendingCap - 1) {
-		if x.keys[i] == k {
-			return x.links[i]
-		}
-	}
-	return 0
-}
-
-func (x *index) put(k, link uint64) {
-	i := x.slot(k)
-	for x.keys[i] != 0 && x.keys[i] != k {
-		i = (i + 1) & (2*pendingCap - 1)
-	}
-	x.keys[i], x.links[i] = k, link
-}
-
-func (x *index) del(k uint64) {
-	const mask = 2*pendingCap - 1
-	i := x.slot(k)
-	for x.keys[i] != k {
-		if x.keys[i] == 0 {
-			return
-		}
-		i = (i + 1) & mask
-	}
-	// Move back each later key of the run that may live at i.
-	for j := (i + 1) & mask; x.keys[j] != 0; j = (j + 1) & mask {
-		if h := x.slot(x.keys[j]); (j-h)&mask >= (j-i)&mask {
-			x.keys[i], x.links[i] = x.keys[j], x.links[j]
-			i = j
-		}
-	}
-	x.keys[i], x.links[i] = 0, 0
-}
-
-// noSource is no file's: expire by time alone.
-const noSource = ^uint32(0)
 
 func (d *Detector) serviceTicket(r *Request) {
 	if r.RC4 {
@@ -502,170 +326,94 @@ func (d *Detector) serviceTicket(r *Request) {
 		}
 		*w = tgsSlot{client: c}
 	}
-	if w.n == tgsPromoted { // the top k counts it now
+	if w.n == tgsPromoted { // the offender table counts it now
 		d.add(Kerberoasting, d.ref(r.Client), svc, false)
 		return
 	}
 	if !w.add(svc) || int(w.n) < d.promote {
 		return
 	}
-	e := d.add(Kerberoasting, d.ref(r.Client), svc, false)
-	for _, h := range w.svc[:w.n-1] { // the services seen before
-		e.distinct.add(h)
-		e.exact.add(h)
+	o := d.ref(r.Client)
+	for _, h := range w.svc[:w.n-1] { // the services seen before, no event each
+		d.count(Kerberoasting, o, h, false, false)
 	}
-	d.check(Kerberoasting, e)
+	d.add(Kerberoasting, o, svc, false)
 	w.n = tgsPromoted
-}
-
-// at returns the undecided attempt at pos+1 (a link of idx or prev).
-func (d *Detector) at(link uint64) *pending {
-	if link == 0 || link-1 < d.head || link-1 >= d.tail {
-		return nil
-	}
-	if p := &d.pending[(link-1)%pendingCap]; p.pos == link-1 && !p.done {
-		return p
-	}
-	return nil
-}
-
-// same reports whether p is of the attempt's source and address (the key
-// holds the client and address hashed; the address bytes and the source
-// make a match exact).
-func (p *pending) same(src uint32, addr []byte) bool {
-	return p.src == src && bytes.Equal(p.addr.b[:p.addr.n], addr[:min(len(addr), MaxName)])
-}
-
-// newest returns key's newest undecided attempt in src from addr.
-func (d *Detector) newest(key uint64, src uint32, addr []byte) *pending {
-	if p := d.at(d.idx.get(key)); p != nil && p.key == key && p.same(src, addr) {
-		return p
-	}
-	return nil
-}
-
-// recover marks the attempts of key in src from addr within the window
-// at seq recovered, adding their failure lines to recovered by method.
-func (d *Detector) recover(key uint64, src uint32, seq uint64, addr []byte, recovered []uint64) {
-	link := d.idx.get(key)
-	if link == 0 {
-		return
-	}
-	for p := d.at(link); p != nil && p.key == key; p = d.at(p.prev) {
-		if !p.same(src, addr) || seq-p.seq > RecoverLines || d.now.Sub(p.at) >= d.cfg.RecoveryWait {
-			continue // expires as a wrong password
-		}
-		p.done = true
-		for _, m := range p.methods[:p.lines] {
-			if int(m) < len(recovered) {
-				recovered[m]++
-			}
-		}
-	}
-	d.idx.del(key)
-}
-
-// push adds a new attempt of key; an attempt of the same client and
-// address beyond the newest MaxRecovered is decided now.
-func (d *Detector) push(key, seq uint64, r *Request) {
-	if d.tail-d.head == pendingCap {
-		d.pop() // the oldest counts now, unrecovered so far
-	}
-	pos := d.tail
-	prev := d.idx.get(key)
-	n := 1
-	for q, last := d.at(prev), (*pending)(nil); q != nil && q.key == key; last, q = q, d.at(q.prev) {
-		if !q.same(r.Source, r.Addr) {
-			continue
-		}
-		if n == MaxRecovered {
-			d.decide(q)
-			if last != nil {
-				last.prev = q.prev
-			} else {
-				prev = q.prev
-			}
-			break
-		}
-		n++
-	}
-	p := &d.pending[pos%pendingCap]
-	*p = pending{pos: pos, key: key, prev: prev, seq: seq, src: r.Source, at: d.now, guess: r.Outcome == OutcomeWrongKey, spake: r.SPAKE, lines: 1}
-	p.methods[0] = r.Method
-	p.client.set(d.ref(r.Client))
-	p.addr.set(d.ref(r.Addr))
-	d.tail++
-	d.waiting.Add(1)
-	d.idx.put(key, pos+1)
-}
-
-// expire decides the attempts whose wait is over: by time, or when the
-// next AS line of their source would be more than RecoverLines after
-// them (src's line at hand is seq).
-func (d *Detector) expire(src uint32, seq uint64) {
-	for d.head < d.tail {
-		p := &d.pending[d.head%pendingCap]
-		if !p.done && d.now.Sub(p.at) < d.cfg.RecoveryWait && (p.src != src || seq-p.seq < RecoverLines) {
-			return
-		}
-		d.pop()
-	}
-}
-
-func (d *Detector) pop() {
-	p := &d.pending[d.head%pendingCap]
-	d.head++
-	d.waiting.Add(-1)
-	if d.idx.get(p.key) == p.pos+1 {
-		d.idx.del(p.key)
-	}
-	d.decide(p)
-}
-
-// decide counts p a wrong password unless it was recovered or decided.
-func (d *Detector) decide(p *pending) {
-	if p.done {
-		return
-	}
-	p.done = true
-	if !p.guess {
-		return
-	}
-	d.events[EventWrongPassword]++
-	d.add(PasswordSpraying, p.addr.ref(), p.client.item, false)
-	d.add(BruteForce, p.client.ref(), p.addr.item, false)
 }
 
 // add counts one event of offender o with item (the principal, service or
 // address it concerns) and records a detection when o crosses the
 // signal's threshold in this window.
-func (d *Detector) add(s Signal, o ref, item uint64, rc4 bool) *entry {
-	e := d.top[s].add(o)
-	e.distinct.add(item)
-	grew := e.exact.add(item)
-	if rc4 {
-		e.rc4.add(item)
-		grew = e.exactRC4.add(item) || grew
+func (d *Detector) add(s Signal, o ref, item uint64, rc4 bool) { d.count(s, o, item, rc4, true) }
+
+// count adds item to o's distinct ones, and counts an event if event.
+func (d *Detector) count(s Signal, o ref, item uint64, rc4, event bool) {
+	st := &d.sig[s]
+	e := st.tab.get(o.id, d.tracked)
+	if e == nil { // beyond the table: the overflow sketch counts its events
+		if !event {
+			return
+		}
+		d.untracked[s]++
+		limit := d.limits[s][0]
+		if rc4 {
+			limit = d.limits[s][1]
+		}
+		if st.over.add(o.id, limit) {
+			d.detections[s]++
+		}
+		return
 	}
-	if grew || s == BruteForce {
-		d.check(s, e)
+	if event && e.count < ^uint32(0) {
+		e.count++
 	}
-	return e
+	score := e.count
+	if s != BruteForce {
+		grew := st.pair(o.id, item, 0, d.tracked)
+		if grew {
+			e.distinct++
+		}
+		if rc4 && st.pair(o.id, item, rc4Pair, d.tracked) {
+			e.rc4++
+			grew = true
+		}
+		if !grew {
+			return
+		}
+		score = e.distinct
+	}
+	st.top.offer(e, o, score, &st.tab)
+	d.check(s, e)
+}
+
+// rc4Pair sets an RC4 service's pairs apart from the same service's.
+const rc4Pair = 0x9e3779b97f4a7c15
+
+// pair adds (id, item) to the signal's pairs and reports whether it was
+// new; with no room left it counts as new (never one too few).
+func (st *offenders) pair(id, item, kind uint64, tracked int) bool {
+	h := mix(id ^ mix(item^kind))
+	if h == 0 {
+		h = 1
+	}
+	isNew, _ := st.pairs.add(h, pairsPerOffender*tracked)
+	return isNew
 }
 
 // check records a detection when e reaches its signal's threshold.
-func (d *Detector) check(s Signal, e *entry) {
+func (d *Detector) check(s Signal, e *tracked) {
 	if e.fired {
 		return
 	}
+	l := d.limits[s]
 	var hit bool
 	switch s {
 	case BruteForce:
-		hit = e.count-e.err >= uint64(d.cfg.BruteForceFailures)
+		hit = int(e.count) >= l[0]
 	case Kerberoasting:
-		hit = e.exact.full() || e.exactRC4.full()
+		hit = int(e.distinct) >= l[0] || int(e.rc4) >= l[1]
 	default:
-		hit = e.exact.full()
+		hit = int(e.distinct) >= l[0]
 	}
 	if hit {
 		e.fired = true
@@ -677,41 +425,35 @@ func (d *Detector) check(s Signal, e *entry) {
 type Offender struct {
 	Name     string  // sanitized (Sanitize), at most 4*MaxName+3 bytes
 	Score    float64 // what the threshold applies to: distinct principals/services, or failures (brute force)
-	Events   uint64  // the offender's events in the window (Space-Saving: at most Error too many)
-	Error    uint64
-	Detected bool // crossed the threshold in this window
+	Events   uint64  // the offender's events in the window
+	Detected bool    // crossed the threshold in this window
 }
 
 // Snapshot is the detector's state for export.
 type Snapshot struct {
 	Events      [NumEvents]uint64
 	Detections  [NumSignals]uint64
+	Untracked   [NumSignals]uint64     // events of offenders beyond the table (TrackedOffenders), all windows
+	Tracked     [NumSignals]int        // offenders in the current window's table
+	Principals  [NumSpreads]uint64     // principals across all addresses, each once a window
 	Offenders   [NumSignals][]Offender // best first, names unique per signal
 	WindowStart time.Time
 }
 
 // Snapshot fills s (its slices are reused).
 func (d *Detector) Snapshot(s *Snapshot) {
-	s.Events, s.Detections, s.WindowStart = d.events, d.detections, d.windowStart
-	for sig := range d.top {
+	s.Events, s.Detections, s.Untracked, s.WindowStart = d.events, d.detections, d.untracked, d.windowStart
+	for k := range d.spread {
+		s.Principals[k] = d.spread[k].total()
+	}
+	for sig := range d.sig {
+		st := &d.sig[sig]
+		s.Tracked[sig] = st.tab.n
 		out := s.Offenders[sig][:0]
-		seen := map[string]int{}
-		for i := range d.top[sig].e {
-			e := &d.top[sig].e[i]
-			o := Offender{Name: e.name.String(), Events: e.count, Error: e.err, Detected: e.fired}
-			if Signal(sig) == BruteForce {
-				o.Score = float64(e.count - e.err)
-			} else {
-				o.Score = e.score()
+		for i, id := range st.top.ids {
+			if e := st.tab.find(id); e != nil {
+				out = append(out, Offender{Name: st.top.names[i].String(), Score: float64(st.top.scores[i]), Events: uint64(e.count), Detected: e.fired})
 			}
-			if j, ok := seen[o.Name]; ok { // two names cut to the same prefix
-				if o.Score > out[j].Score {
-					out[j] = o
-				}
-				continue
-			}
-			seen[o.Name] = len(out)
-			out = append(out, o)
 		}
 		sort.Slice(out, func(i, j int) bool {
 			if out[i].Score != out[j].Score {
@@ -722,6 +464,44 @@ func (d *Detector) Snapshot(s *Snapshot) {
 		s.Offenders[sig] = out
 	}
 }
+
+// Bytes is the memory the offender tables hold now; MaxBytes the most
+// they can (config.AttackSignals.TrackedOffenders).
+func (d *Detector) Bytes() int {
+	n := 0
+	for s := range d.sig {
+		n += d.sig[s].bytes()
+	}
+	for k := range d.spread {
+		n += sizeofDistinct - 24 + 8*len(d.spread[k].exact.h)
+	}
+	return n
+}
+
+// MaxBytes is what Bytes can reach: every signal's table and pairs full.
+func (d *Detector) MaxBytes() int {
+	return MaxBytes(d.cfg)
+}
+
+// MaxBytes is the most memory the offender tables of a detector
+// configured with c hold: per signal, TrackedOffenders offenders and
+// (brute force apart, which counts no items) eight times as many
+// distinct pairs, each table at most 7/8 full with a power of two of
+// slots; the overflow sketch and the top k's names.
+func MaxBytes(c config.AttackSignals) int {
+	c = c.WithDefaults()
+	pairs := 8 * max(pairsPerOffender*initialSlots, slotsFor(pairsPerOffender*c.TrackedOffenders))
+	per := slotsFor(c.TrackedOffenders)*sizeofTracked + sizeofOverflow + c.TopK*(8+4+sizeofName)
+	spread := int(NumSpreads) * (sizeofDistinct - 24 + 8*pairsPerOffender*initialSlots)
+	return int(NumSignals)*per + int(NumSignals-1)*pairs + 8*pairsPerOffender*initialSlots + spread
+}
+
+const (
+	sizeofTracked  = int(unsafe.Sizeof(tracked{}))
+	sizeofName     = int(unsafe.Sizeof(name{}))
+	sizeofOverflow = int(unsafe.Sizeof(overflow{}))
+	sizeofDistinct = int(unsafe.Sizeof(distinct{})) // its pairSet's slice header (24 bytes) apart
+)
 
 // Seed is the seed of the hashes in a Request.
 func (d *Detector) Seed() maphash.Seed { return d.seed }
@@ -794,178 +574,4 @@ func sanitize(v []byte, cut bool) string {
 		b.WriteString("...")
 	}
 	return b.String()
-}
-
-// sketch estimates distinct items by linear counting over 512 bits, for
-// an offender's score beyond its threshold (the threshold itself is
-// counted exactly: set).
-type sketch struct {
-	w    [8]uint64
-	ones int
-}
-
-const sketchBits = 512
-
-func sketchIndex(h uint64) uint64 { return h >> 55 }
-
-// add sets h's bit and reports whether it was clear.
-func (s *sketch) add(h uint64) bool { return s.set(sketchIndex(h)) }
-
-// set sets bit b and reports whether it was clear.
-func (s *sketch) set(b uint64) bool {
-	w, m := &s.w[b>>6], uint64(1)<<(b&63)
-	if *w&m != 0 {
-		return false
-	}
-	*w |= m
-	s.ones++
-	return true
-}
-
-func (s *sketch) zeros() int { return sketchBits - s.ones }
-
-func (s *sketch) estimate() float64 {
-	z := s.zeros()
-	if z == 0 {
-		z = 1 // saturated: the largest estimate it can give
-	}
-	return math.Round(-sketchBits*math.Log(float64(z)/sketchBits)*10) / 10
-}
-
-// entry is one offender of a Space-Saving summary. Its distinct items
-// are counted exactly up to the threshold (exact, exactRC4), so that a
-// tracked offender fires at N distinct items and never at N-1; the
-// sketches estimate the score beyond.
-type entry struct {
-	name     name
-	count    uint64 // events, over-counted by at most err
-	err      uint64
-	distinct sketch
-	rc4      sketch
-	exact    set
-	exactRC4 set
-	fired    bool
-}
-
-// score is the distinct items: exact up to half the set's table (at
-// least the threshold), the sketch's estimate beyond.
-func (e *entry) score() float64 {
-	if e.exact.n < len(e.exact.h)/2 {
-		return float64(e.exact.n)
-	}
-	return max(float64(e.exact.n), e.distinct.estimate())
-}
-
-// renew makes e a new offender's, keeping its sets' memory.
-func (e *entry) renew(count, err uint64) {
-	x, r := e.exact, e.exactRC4
-	x.reset()
-	r.reset()
-	*e = entry{count: count, err: err, exact: x, exactRC4: r}
-}
-
-// set counts distinct item hashes exactly up to limit (and on while its
-// table is at most half full): an open-addressing table of at least twice
-// limit, allocated once (memory O(k * limit),
-// whatever the log holds). Two items are one only if their 64-bit seeded
-// hashes are equal.
-type set struct {
-	h        []uint64 // 0: free
-	n, limit int
-}
-
-func newSet(limit int) set {
-	size := 0
-	if limit > 0 {
-		size = 2
-		for size < 2*limit {
-			size *= 2
-		}
-	}
-	return set{h: make([]uint64, size), limit: limit}
-}
-
-func (s *set) reset() {
-	if s.n > 0 {
-		clear(s.h)
-	}
-	s.n = 0
-}
-
-func (s *set) full() bool { return s.limit > 0 && s.n >= s.limit }
-
-// add adds h and reports whether it was new. It counts on past the
-// limit while the table is at most half full (the score stays exact a
-// little beyond the threshold), then no more.
-func (s *set) add(h uint64) bool {
-	if s.n >= len(s.h)/2 {
-		return false
-	}
-	if h == 0 {
-		h = 1
-	}
-	mask := len(s.h) - 1
-	for i := int(h>>40) & mask; ; i = (i + 1) & mask {
-		switch s.h[i] {
-		case 0:
-			s.h[i] = h
-			s.n++
-			return true
-		case h:
-			return false
-		}
-	}
-}
-
-// topK is a Space-Saving summary of at most cap(e) offenders. k is small
-// (config.MaxAttackTopK): a linear scan of their ids (apart, in a few
-// cache lines) beats a map and allocates nothing.
-type topK struct {
-	e      []entry
-	ids    []uint64 // e[i].name.id
-	counts []uint64 // e[i].count
-}
-
-func newTopK(k, limit, limitRC4 int) topK {
-	t := topK{e: make([]entry, k), ids: make([]uint64, 0, k), counts: make([]uint64, 0, k)}
-	for i := range t.e {
-		t.e[i].exact, t.e[i].exactRC4 = newSet(limit), newSet(limitRC4)
-	}
-	t.e = t.e[:0]
-	return t
-}
-
-func (t *topK) reset() { t.e, t.ids, t.counts = t.e[:0], t.ids[:0], t.counts[:0] }
-
-// add counts one event of o and returns its entry: a new offender takes
-// the slot of the one with the fewest events and inherits its count as
-// its possible error.
-func (t *topK) add(o ref) *entry {
-	for i, id := range t.ids {
-		if id == o.id {
-			t.e[i].count++
-			t.counts[i]++
-			return &t.e[i]
-		}
-	}
-	if len(t.e) < cap(t.e) {
-		t.e = t.e[:len(t.e)+1]
-		t.ids = append(t.ids, o.id)
-		t.counts = append(t.counts, 1)
-		e := &t.e[len(t.e)-1]
-		e.renew(1, 0)
-		e.name.set(o)
-		return e
-	}
-	m := 0
-	for i, c := range t.counts {
-		if c < t.counts[m] {
-			m = i
-		}
-	}
-	min := t.counts[m]
-	t.e[m].renew(min+1, min)
-	t.e[m].name.set(o)
-	t.ids[m], t.counts[m] = o.id, min+1
-	return &t.e[m]
 }
