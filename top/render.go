@@ -9,6 +9,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/krb5-exporter/krb5-exporter/kdclog/talkers"
 )
 
 // ServiceHeader is the column line of the service-time table, shown when
@@ -101,10 +103,11 @@ func Write(w io.Writer, snap Snapshot, v View) error {
 	mid := lines
 	rows := VisibleRows(snap, v)
 	if v.Height > 0 {
-		// The table needs its blank line, header, total and one row at
-		// least; mid gives way first.
+		// The process table (its blank line, header, rows and total) is
+		// what top is for: mid gives way to it first, keeping a line to
+		// say so; rows give way only to the head.
 		if room := v.Height - len(head) - (3 + len(rows)); len(mid) > max(room, 0) {
-			keep := max(v.Height-len(head)-4-1, 0)
+			keep := max(room-1, 0)
 			if keep < len(mid) {
 				mid = append(mid[:keep:keep], fmt.Sprintf("... %d lines not shown: a taller terminal shows them", len(mid)-keep))
 			}
@@ -157,6 +160,16 @@ func headlines(snap Snapshot) [][]string {
 	}
 	if len(failing) > 0 {
 		out = append(out, append([]string{fmt.Sprintf("PROBES FAILING (%d):", len(failing))}, failing...))
+	}
+	// A storm, as KDCClientStorm: one address or client above the rate,
+	// in the daemon's last window (not while the KDC answers nothing).
+	if snap.KDCUp || !snap.KDCKnown {
+		for _, t := range snap.Talkers {
+			if (t.Kind == "requests by address" || t.Kind == "requests by client") && t.Rate > talkers.StormRate {
+				out = append(out, []string{fmt.Sprintf("STORM: %s %s sends %s requests/s", strings.TrimPrefix(t.Kind, "requests by "), Printable(t.Name), num(t.Rate)),
+					"(KDCClientStorm above " + num(talkers.StormRate) + "/s)"})
+			}
+		}
 	}
 	return out
 }

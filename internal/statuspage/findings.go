@@ -55,7 +55,7 @@ const (
 // client sending more than stormRate requests a second (a login one),
 // whatever else the KDC serves (its share is shown, not judged: adding
 // other traffic must not hide a storm).
-const stormRate = 20.0
+const stormRate = talkers.StormRate
 
 // findings derives the page's verdicts from what the daemon's views say,
 // most severe first (the critical ones, a stopped KDC and failing probes,

@@ -596,6 +596,12 @@ type Kind struct {
 	Lists []List
 }
 
+// StormRate is KDCClientStorm's threshold (alerts/talkers.rules.yml): one
+// address or client sending more requests a second than this (a login is
+// one), whatever else the KDC serves. The landing page and top judge a
+// storm by it; statuspage's TestStormRateIsTheRule holds it to the rule.
+const StormRate = 20.0
+
 // Kinds are the rows the landing page and top show: requests (AS and
 // TGS together), failures and retransmits, by address, client and
 // service.
