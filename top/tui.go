@@ -131,13 +131,15 @@ func (m *model) View() string {
 	}
 	b.WriteString("\n" + wrap([]string{status}, m.width)[0] + "\n")
 	if m.editing {
-		b.WriteString(wrap([]string{"filter: " + Printable(m.input) + "_"}, m.width)[0] + "\n")
+		b.WriteString(wrap([]string{"filter: " + Printable(m.input) + "_"}, m.width)[0])
 	} else {
 		keys := Help
 		for m.width > 0 && len(keys) > 1 && len(strings.Join(keys, "  ")) > m.width {
 			keys = keys[:len(keys)-1]
 		}
-		b.WriteString(strings.Join(keys, "  ") + "\n")
+		b.WriteString(strings.Join(keys, "  "))
 	}
+	// No newline after the last line: it would be one line more than the
+	// terminal has, and the title would scroll away.
 	return b.String()
 }

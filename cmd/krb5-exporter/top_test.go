@@ -403,6 +403,9 @@ func TestTopFitsTheTerminal(t *testing.T) {
 		if len(lines) > tm.h {
 			problems = append(problems, fmt.Sprintf("%d lines on a screen of %d", len(lines), tm.h))
 		}
+		if !strings.HasPrefix(lines[0], "krb5-exporter top - ") {
+			problems = append(problems, "the title scrolled away: "+lines[0])
+		}
 		var head string
 		rows := 0
 		for _, l := range lines {
