@@ -6,7 +6,8 @@ import "errors"
 
 // Tracer is the program on linux/amd64; elsewhere it cannot be loaded.
 type Tracer struct {
-	SocketHooks bool
+	Hooks   string
+	Skipped []string
 }
 
 // Load fails: the program is built for linux/amd64 only (its hooks are
