@@ -20,9 +20,11 @@ import (
 // Tracer is the loaded and attached program. Its methods are not safe for
 // concurrent use (the collector serialises its scrapes).
 type Tracer struct {
-	objs  kdcserviceMaps
-	links []link.Link
-	stats []kdcserviceStats // per CPU, reused
+	objs     kdcserviceMaps
+	attached []attachment
+	progs    []*ebpf.Program
+	links    []link.Link
+	stats    []kdcserviceStats // per CPU, reused
 	// notWatched is how many pids the last Watch left out, refused is
 	// the sum of them over every Watch.
 	notWatched int
@@ -32,6 +34,14 @@ type Tracer struct {
 	Hooks string
 	// Skipped says, for each better mode that failed here, why.
 	Skipped []string
+}
+
+// attachment is where one loaded program is attached.
+type attachment struct {
+	name   string // for errors
+	prog   *ebpf.Program
+	target string // kprobe function or system call tracepoint; "" for tp_btf and trampolines
+	ret    bool   // a return probe
 }
 
 // hooks is one way to see receives and sends: its programs, and for
@@ -157,28 +167,19 @@ func loadWith(kernel *btf.Spec, mode string) (*Tracer, error) {
 			delete(spec.Programs, name)
 		}
 	}
-	targets := map[string]string{} // program -> function or tracepoint; "" its section's
 	for name, to := range h.progs {
 		ps := all[name]
 		if ps == nil {
 			return nil, &Error{Reason: ReasonLoad, Err: fmt.Errorf("no program %s", name)}
 		}
-		if len(to) == 0 {
+		if ps.Type != ebpf.Tracing || len(to) == 0 {
 			spec.Programs[name] = ps
-			targets[name] = ""
 			continue
 		}
 		for _, fn := range to {
 			p := ps.Copy()
-			key := name
-			if ps.Type == ebpf.Tracing {
-				key = name + "@" + fn
-				p.AttachTo = fn
-			}
-			spec.Programs[key] = p
-			if ps.Type == ebpf.Tracing {
-				targets[key] = fn
-			}
+			p.AttachTo = fn
+			spec.Programs[name+"@"+fn] = p
 		}
 	}
 	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{Programs: ebpf.ProgramOptions{KernelTypes: kernel}})
@@ -190,40 +191,61 @@ func loadWith(kernel *btf.Spec, mode string) (*Tracer, error) {
 	if err := coll.Assign(&t.objs); err != nil {
 		return nil, &Error{Reason: ReasonLoad, Err: err}
 	}
-	fail := func(what string, err error) (*Tracer, error) {
-		t.Close()
-		return nil, &Error{Reason: ReasonOf(err, ReasonAttach), Err: fmt.Errorf("attach %s: %w", what, err)}
-	}
-	for name, p := range coll.Programs {
+	for name := range coll.Programs {
+		p := coll.DetachProgram(name)
+		t.progs = append(t.progs, p)
 		base, _, _ := strings.Cut(name, "@")
 		switch p.Type() {
-		case ebpf.Tracing:
-			l, err := link.AttachTracing(link.TracingOptions{Program: p})
-			if err != nil {
-				return fail(name, err)
-			}
-			t.links = append(t.links, l)
-		case ebpf.Kprobe:
-			for _, fn := range h.progs[base] {
-				l, err := attachKprobe(fn, p, strings.HasPrefix(base, "kretprobe"))
-				if err != nil {
-					return fail(name+" to "+fn, err)
-				}
-				t.links = append(t.links, l)
-			}
-		case ebpf.TracePoint:
-			for _, tp := range h.progs[base] {
-				l, err := link.Tracepoint("syscalls", tp, p, nil)
-				if err != nil {
-					return fail(name+" to "+tp, err)
-				}
-				t.links = append(t.links, l)
+		case ebpf.Kprobe, ebpf.TracePoint:
+			for _, to := range h.progs[base] {
+				t.attached = append(t.attached, attachment{name: name, prog: p, target: to, ret: strings.HasPrefix(base, "kretprobe")})
 			}
 		default:
-			return fail(name, fmt.Errorf("program type %v", p.Type()))
+			t.attached = append(t.attached, attachment{name: name, prog: p})
 		}
 	}
+	if err := t.Attach(); err != nil {
+		t.Close()
+		return nil, err
+	}
 	return t, nil
+}
+
+// Attach attaches the loaded programs, as Load does: with Detach, the
+// cost test compares the host with and without them, the maps kept.
+func (t *Tracer) Attach() error {
+	for _, a := range t.attached {
+		var l link.Link
+		var err error
+		switch a.prog.Type() {
+		case ebpf.Tracing:
+			l, err = link.AttachTracing(link.TracingOptions{Program: a.prog})
+		case ebpf.Kprobe:
+			l, err = attachKprobe(a.target, a.prog, a.ret)
+		case ebpf.TracePoint:
+			l, err = link.Tracepoint("syscalls", a.target, a.prog, nil)
+		default:
+			err = fmt.Errorf("program type %v", a.prog.Type())
+		}
+		if err != nil {
+			t.Detach()
+			what := a.name
+			if a.target != "" {
+				what += " to " + a.target
+			}
+			return &Error{Reason: ReasonOf(err, ReasonAttach), Err: fmt.Errorf("attach %s: %w", what, err)}
+		}
+		t.links = append(t.links, l)
+	}
+	return nil
+}
+
+// Detach detaches the programs; they stay loaded, with their maps.
+func (t *Tracer) Detach() {
+	for _, l := range t.links {
+		l.Close()
+	}
+	t.links = nil
 }
 
 // attachKprobe attaches p to fn's entry, or its return if ret. A return
@@ -244,10 +266,11 @@ func attachKprobe(fn string, p *ebpf.Program, ret bool) (link.Link, error) {
 
 // Close detaches the program and frees its maps.
 func (t *Tracer) Close() error {
-	for _, l := range t.links {
-		l.Close()
+	t.Detach()
+	for _, p := range t.progs {
+		p.Close()
 	}
-	t.links = nil
+	t.progs = nil
 	return t.objs.Close()
 }
 
