@@ -28,12 +28,15 @@
  * native-histogram schema 3) that user space sums at scrape time;
  * nothing is sent per request.
  *
- * Only BTF tracepoints are used (tp_btf: sys_enter, sys_exit,
+ * The scheduler and network hooks are BTF tracepoints (tp_btf:
  * sched_switch, sched_wakeup, sched_process_fork, sched_process_exit,
  * netif_receive_skb):
- * their arguments are stable across kernels, they need no tracefs, and
- * they work where fentry/kprobes are not available (this project's CI
- * kernel refuses fentry). The system call numbers are x86-64's.
+ * their arguments are stable across kernels and they need no tracefs.
+ * Receives and sends are seen by one of several sets of programs, which
+ * the loader picks by what the kernel offers (kdcbpf.HookModes): the
+ * socket tracepoints (6.3), fentry or kprobes on inet_recvmsg and
+ * inet_sendmsg, the receive and send system calls' tracepoints, and
+ * sys_enter/sys_exit last. The system call numbers are x86-64's.
  */
 #include "kdcservice.h"
 #include <bpf/bpf_helpers.h>
