@@ -103,10 +103,12 @@ func newKDCServiceCollector(scan *procScanner, slots *kdcproc.Workers, logger lo
 		for _, s := range t.Skipped {
 			kv = append(kv, "skipped", s)
 		}
-		if t.Hooks == kdcbpf.HooksSyscalls {
-			kv = append(kv, "cost", "every system call of every process on the host runs the program")
+		if kdcbpf.TaxesHost(t.Hooks) {
+			kv = append(kv, "cost", "this kernel offers only system call hooks: every system call of every process on the host is slower while the collector runs (docs/bench.md)")
+			level.Warn(logger).Log(kv...)
+		} else {
+			level.Info(logger).Log(kv...)
 		}
-		level.Info(logger).Log(kv...)
 	}
 	c.tracer = t
 	return c

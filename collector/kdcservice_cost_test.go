@@ -90,9 +90,8 @@ func TestKDCServiceCost(t *testing.T) {
 				t.Fatal(err)
 			}
 			ran++
-			costly := mode == kdcbpf.HooksTracepoint || mode == kdcbpf.HooksSyscalls
 			host, worst := hostTax(t, tr)
-			if costly && forced == "" {
+			if kdcbpf.TaxesHost(mode) && forced == "" {
 				t.Logf("%s hooks: the host's system calls %s", mode, host)
 				if worst <= 1.05 {
 					t.Errorf("%s hooks: the host's system calls %s: the measurement does not see the slow path they are put on", mode, host)

@@ -117,6 +117,11 @@ const (
 	HooksSyscalls = "syscalls"
 )
 
+// TaxesHost says whether mode's hooks put every system call of every
+// process on the host on the kernel's slow path (docs/bench.md: +40 to
+// +170 %), as the system call hooks do.
+func TaxesHost(mode string) bool { return mode == HooksTracepoint || mode == HooksSyscalls }
+
 // HookModes lists them, best first.
 var HookModes = []string{HooksSocket, HooksFentry, HooksKprobe, HooksTracepoint, HooksSyscalls}
 
