@@ -551,23 +551,27 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 SEC("tp_btf/netif_receive_skb")
 int BPF_PROG(netif_receive, struct sk_buff *skb)
 {
-	unsigned char *data = BPF_CORE_READ(skb, data);
-	u8 vihl = 0;
-	if (bpf_probe_read_kernel(&vihl, 1, data) != 0)
+	/* It runs for every packet the host receives: one read of the first
+	 * 48 bytes (an IPv6 header and the UDP header, or an IPv4 header
+	 * without options and the UDP header), and data loaded directly from
+	 * the trusted skb. */
+	unsigned char *data = skb->data;
+	u8 h[48];
+	if (bpf_probe_read_kernel(h, sizeof(h), data) != 0)
 		return 0;
 	struct udphdr u = {};
-	if ((vihl >> 4) == 4) {
-		struct iphdr ip = {};
-		if (bpf_probe_read_kernel(&ip, sizeof(ip), data) != 0 || ip.protocol != 17)
+	if ((h[0] >> 4) == 4) {
+		if (h[9] != 17)
 			return 0;
-		if (bpf_probe_read_kernel(&u, sizeof(u), data + (ip.ihl_version & 0xf) * 4) != 0)
+		u32 ihl = (h[0] & 0xf) * 4;
+		if (ihl == 20)
+			__builtin_memcpy(&u, h + 20, sizeof(u));
+		else if (bpf_probe_read_kernel(&u, sizeof(u), data + ihl) != 0)
 			return 0;
-	} else if ((vihl >> 4) == 6) {
-		u8 next = 0;
-		if (bpf_probe_read_kernel(&next, 1, data + 6) != 0 || next != 17)
+	} else if ((h[0] >> 4) == 6) {
+		if (h[6] != 17)
 			return 0;
-		if (bpf_probe_read_kernel(&u, sizeof(u), data + 40) != 0)
-			return 0;
+		__builtin_memcpy(&u, h + 40, sizeof(u));
 	} else {
 		return 0;
 	}
@@ -896,7 +900,9 @@ static __always_inline bool runnable(struct task_struct *p)
 SEC("tp_btf/sched_switch")
 int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	u32 prev_tid = BPF_CORE_READ(prev, pid), next_tid = BPF_CORE_READ(next, pid);
+	/* Direct loads (the tracepoint's arguments are trusted pointers), not
+	 * probe reads: this runs at every context switch of the host. */
+	u32 prev_tid = prev->pid, next_tid = next->pid;
 	struct thread *pt = bpf_map_lookup_elem(&threads, &prev_tid);
 	struct thread *nt = bpf_map_lookup_elem(&threads, &next_tid);
 	/* (Each pointer tested alone: the verifier refuses pt || nt.) */
@@ -948,7 +954,7 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 SEC("tp_btf/sched_wakeup")
 int BPF_PROG(sched_wakeup, struct task_struct *p)
 {
-	u32 tid = BPF_CORE_READ(p, pid);
+	u32 tid = p->pid; /* direct, as in sched_switch */
 	struct thread *t = bpf_map_lookup_elem(&threads, &tid);
 	if (!t)
 		return 0;
