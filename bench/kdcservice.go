@@ -30,6 +30,9 @@ func (r *run) startKDCTracer() {
 		r.warn("kdc_service: cannot load the BPF program (%v): the KDC's requests are not timed", err)
 		return
 	}
+	if kdcbpf.TaxesHost(tr.Hooks) {
+		r.warn("kdc_service: this kernel offers only system call hooks (%s): every system call on the host, the KDC's and the generator's, is slower while the program runs (docs/bench.md)", tr.Hooks)
+	}
 	r.kdc = &kdcTracer{tr: tr, pids: r.sys.KDCPids}
 }
 

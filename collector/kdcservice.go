@@ -40,7 +40,7 @@ type kdcServiceCollector struct {
 	last   map[int]kdcbpf.Worker // by pid: the totals read last
 	byIdx  map[int]*kdcbpf.Worker
 
-	service, split, queue, workerService, workerRequests, workerCPU, workerOutside, up, errors *prometheus.Desc
+	service, split, queue, workerService, workerRequests, workerCPU, workerOutside, up, info, errors *prometheus.Desc
 
 	labels      [kdcbpf.NumRequests][kdcbpf.NumTransports][]*dto.LabelPair
 	queueLabels []*dto.LabelPair
@@ -78,6 +78,8 @@ func newKDCServiceCollector(scan *procScanner, slots *kdcproc.Workers, logger lo
 			"Time one krb5kdc worker was on CPU outside service (its event loop, the receive and send calls' own work, logging after the reply, receives that found nothing); with krb5_kdc_worker_service_cpu_seconds_total, the worker's CPU time since the collector first saw it.", "worker"),
 		up: desc("kdc", "service_tracing_up",
 			"1 if the kdcservice collector's BPF programs are attached and timed every request of the running krb5kdc processes since the last scrape, else 0 (not loaded, no krb5kdc, or a table of the program full: see the map_full errors).", nil...),
+		info: desc("kdc", "service_tracing_info",
+			"1 while the kdcservice collector's BPF programs are attached, labelled with the hooks they see krb5kdc's receives and sends with: socket (the socket tracepoints, Linux 6.3), fentry or kprobe (on inet_recvmsg and inet_sendmsg), tracepoint (the receive and send system calls' tracepoints), syscalls (sys_enter and sys_exit: every system call of the host, the costliest).", "hooks"),
 		errors: desc("kdc", "service_tracing_errors_total",
 			"Failures of the kdcservice collector by reason: permission, unsupported_kernel, load and attach when its program could not be loaded; map_full for the requests and processes not timed because a table of the program was full.", "reason"),
 	}
@@ -96,6 +98,17 @@ func newKDCServiceCollector(scan *procScanner, slots *kdcproc.Workers, logger lo
 		}
 		c.errs[reason]++
 		level.Error(logger).Log("msg", "kdcservice collector: cannot trace krb5kdc; its service-time metrics are absent and krb5_kdc_service_tracing_up is 0 (it needs CAP_BPF and CAP_PERFMON, kernel 5.8 or later with BTF)", "reason", reason, "err", err)
+	} else {
+		kv := []any{"msg", "kdcservice collector: tracing krb5kdc", "hooks", t.Hooks}
+		for _, s := range t.Skipped {
+			kv = append(kv, "skipped", s)
+		}
+		if kdcbpf.TaxesHost(t.Hooks) {
+			kv = append(kv, "cost", "this kernel offers only system call hooks: every system call of every process on the host is slower while the collector runs (docs/bench.md)")
+			level.Warn(logger).Log(kv...)
+		} else {
+			level.Info(logger).Log(kv...)
+		}
 	}
 	c.tracer = t
 	return c
@@ -112,7 +125,7 @@ func (c *kdcServiceCollector) Close() error {
 }
 
 func (c *kdcServiceCollector) describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.service, c.split, c.queue, c.workerService, c.workerRequests, c.workerCPU, c.workerOutside, c.up, c.errors} {
+	for _, d := range []*prometheus.Desc{c.service, c.split, c.queue, c.workerService, c.workerRequests, c.workerCPU, c.workerOutside, c.up, c.info, c.errors} {
 		ch <- d
 	}
 }
@@ -134,6 +147,7 @@ func (c *kdcServiceCollector) update(ch chan<- prometheus.Metric) error {
 		ch <- gauge(c.up, 0)
 		return nil
 	}
+	ch <- gauge(c.info, 1, c.tracer.Hooks)
 	snap, err := c.scan.get()
 	if err != nil {
 		ch <- gauge(c.up, 0)

@@ -77,23 +77,31 @@ type kdcserviceWorker struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	kdcserviceMapArrivals      = "arrivals"
-	kdcserviceMapNextDgram     = "next_dgram"
-	kdcserviceMapPorts         = "ports"
-	kdcserviceMapStats         = "stats"
-	kdcserviceMapThreads       = "threads"
-	kdcserviceMapWatched       = "watched"
-	kdcserviceMapWorkers       = "workers"
-	kdcserviceProgDevQueue     = "dev_queue"
-	kdcserviceProgNetifReceive = "netif_receive"
-	kdcserviceProgSchedExit    = "sched_exit"
-	kdcserviceProgSchedFork    = "sched_fork"
-	kdcserviceProgSchedSwitch  = "sched_switch"
-	kdcserviceProgSchedWakeup  = "sched_wakeup"
-	kdcserviceProgSockRecv     = "sock_recv"
-	kdcserviceProgSockSend     = "sock_send"
-	kdcserviceProgSysEnter     = "sys_enter"
-	kdcserviceProgSysExit      = "sys_exit"
+	kdcserviceMapArrivals       = "arrivals"
+	kdcserviceMapNextDgram      = "next_dgram"
+	kdcserviceMapPorts          = "ports"
+	kdcserviceMapStats          = "stats"
+	kdcserviceMapThreads        = "threads"
+	kdcserviceMapWatched        = "watched"
+	kdcserviceMapWorkers        = "workers"
+	kdcserviceProgDevQueue      = "dev_queue"
+	kdcserviceProgFentryRecv    = "fentry_recv"
+	kdcserviceProgFentrySend    = "fentry_send"
+	kdcserviceProgFexitRecv     = "fexit_recv"
+	kdcserviceProgKprobeRecv    = "kprobe_recv"
+	kdcserviceProgKprobeSend    = "kprobe_send"
+	kdcserviceProgKretprobeRecv = "kretprobe_recv"
+	kdcserviceProgNetifReceive  = "netif_receive"
+	kdcserviceProgSchedExit     = "sched_exit"
+	kdcserviceProgSchedFork     = "sched_fork"
+	kdcserviceProgSchedSwitch   = "sched_switch"
+	kdcserviceProgSchedWakeup   = "sched_wakeup"
+	kdcserviceProgSockRecv      = "sock_recv"
+	kdcserviceProgSockSend      = "sock_send"
+	kdcserviceProgSysEnter      = "sys_enter"
+	kdcserviceProgSysExit       = "sys_exit"
+	kdcserviceProgTpEnter       = "tp_enter"
+	kdcserviceProgTpExit        = "tp_exit"
 )
 
 // loadKdcservice returns the embedded CollectionSpec for kdcservice.
@@ -138,16 +146,24 @@ type kdcserviceSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type kdcserviceProgramSpecs struct {
-	DevQueue     *ebpf.ProgramSpec `ebpf:"dev_queue"`
-	NetifReceive *ebpf.ProgramSpec `ebpf:"netif_receive"`
-	SchedExit    *ebpf.ProgramSpec `ebpf:"sched_exit"`
-	SchedFork    *ebpf.ProgramSpec `ebpf:"sched_fork"`
-	SchedSwitch  *ebpf.ProgramSpec `ebpf:"sched_switch"`
-	SchedWakeup  *ebpf.ProgramSpec `ebpf:"sched_wakeup"`
-	SockRecv     *ebpf.ProgramSpec `ebpf:"sock_recv"`
-	SockSend     *ebpf.ProgramSpec `ebpf:"sock_send"`
-	SysEnter     *ebpf.ProgramSpec `ebpf:"sys_enter"`
-	SysExit      *ebpf.ProgramSpec `ebpf:"sys_exit"`
+	DevQueue      *ebpf.ProgramSpec `ebpf:"dev_queue"`
+	FentryRecv    *ebpf.ProgramSpec `ebpf:"fentry_recv"`
+	FentrySend    *ebpf.ProgramSpec `ebpf:"fentry_send"`
+	FexitRecv     *ebpf.ProgramSpec `ebpf:"fexit_recv"`
+	KprobeRecv    *ebpf.ProgramSpec `ebpf:"kprobe_recv"`
+	KprobeSend    *ebpf.ProgramSpec `ebpf:"kprobe_send"`
+	KretprobeRecv *ebpf.ProgramSpec `ebpf:"kretprobe_recv"`
+	NetifReceive  *ebpf.ProgramSpec `ebpf:"netif_receive"`
+	SchedExit     *ebpf.ProgramSpec `ebpf:"sched_exit"`
+	SchedFork     *ebpf.ProgramSpec `ebpf:"sched_fork"`
+	SchedSwitch   *ebpf.ProgramSpec `ebpf:"sched_switch"`
+	SchedWakeup   *ebpf.ProgramSpec `ebpf:"sched_wakeup"`
+	SockRecv      *ebpf.ProgramSpec `ebpf:"sock_recv"`
+	SockSend      *ebpf.ProgramSpec `ebpf:"sock_send"`
+	SysEnter      *ebpf.ProgramSpec `ebpf:"sys_enter"`
+	SysExit       *ebpf.ProgramSpec `ebpf:"sys_exit"`
+	TpEnter       *ebpf.ProgramSpec `ebpf:"tp_enter"`
+	TpExit        *ebpf.ProgramSpec `ebpf:"tp_exit"`
 }
 
 // kdcserviceMapSpecs contains maps before they are loaded into the kernel.
@@ -220,21 +236,35 @@ type kdcserviceVariables struct {
 //
 // It can be passed to loadKdcserviceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type kdcservicePrograms struct {
-	DevQueue     *ebpf.Program `ebpf:"dev_queue"`
-	NetifReceive *ebpf.Program `ebpf:"netif_receive"`
-	SchedExit    *ebpf.Program `ebpf:"sched_exit"`
-	SchedFork    *ebpf.Program `ebpf:"sched_fork"`
-	SchedSwitch  *ebpf.Program `ebpf:"sched_switch"`
-	SchedWakeup  *ebpf.Program `ebpf:"sched_wakeup"`
-	SockRecv     *ebpf.Program `ebpf:"sock_recv"`
-	SockSend     *ebpf.Program `ebpf:"sock_send"`
-	SysEnter     *ebpf.Program `ebpf:"sys_enter"`
-	SysExit      *ebpf.Program `ebpf:"sys_exit"`
+	DevQueue      *ebpf.Program `ebpf:"dev_queue"`
+	FentryRecv    *ebpf.Program `ebpf:"fentry_recv"`
+	FentrySend    *ebpf.Program `ebpf:"fentry_send"`
+	FexitRecv     *ebpf.Program `ebpf:"fexit_recv"`
+	KprobeRecv    *ebpf.Program `ebpf:"kprobe_recv"`
+	KprobeSend    *ebpf.Program `ebpf:"kprobe_send"`
+	KretprobeRecv *ebpf.Program `ebpf:"kretprobe_recv"`
+	NetifReceive  *ebpf.Program `ebpf:"netif_receive"`
+	SchedExit     *ebpf.Program `ebpf:"sched_exit"`
+	SchedFork     *ebpf.Program `ebpf:"sched_fork"`
+	SchedSwitch   *ebpf.Program `ebpf:"sched_switch"`
+	SchedWakeup   *ebpf.Program `ebpf:"sched_wakeup"`
+	SockRecv      *ebpf.Program `ebpf:"sock_recv"`
+	SockSend      *ebpf.Program `ebpf:"sock_send"`
+	SysEnter      *ebpf.Program `ebpf:"sys_enter"`
+	SysExit       *ebpf.Program `ebpf:"sys_exit"`
+	TpEnter       *ebpf.Program `ebpf:"tp_enter"`
+	TpExit        *ebpf.Program `ebpf:"tp_exit"`
 }
 
 func (p *kdcservicePrograms) Close() error {
 	return _KdcserviceClose(
 		p.DevQueue,
+		p.FentryRecv,
+		p.FentrySend,
+		p.FexitRecv,
+		p.KprobeRecv,
+		p.KprobeSend,
+		p.KretprobeRecv,
 		p.NetifReceive,
 		p.SchedExit,
 		p.SchedFork,
@@ -244,6 +274,8 @@ func (p *kdcservicePrograms) Close() error {
 		p.SockSend,
 		p.SysEnter,
 		p.SysExit,
+		p.TpEnter,
+		p.TpExit,
 	)
 }
 

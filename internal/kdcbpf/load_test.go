@@ -34,17 +34,35 @@ func requireBPF(t *testing.T) *Tracer {
 	return tr
 }
 
-// TestCommittedObjectLoads loads the committed object, both ways (the
-// socket tracepoints where the kernel has them, and sys_enter/sys_exit):
-// the kernel's verifier accepts every program and each attaches.
+// TestCommittedObjectLoads loads the committed object with each way of
+// seeing receives and sends, forced: the kernel's verifier accepts every
+// program and each attaches. The socket tracepoints where the kernel has
+// them (Linux 6.3), fentry and kprobes where it has trampolines and
+// kprobes (not this project's CI kernel: the Debian 12 VM runs them),
+// the system calls' tracepoints and sys_enter/sys_exit everywhere.
 func TestCommittedObjectLoads(t *testing.T) {
 	if runtime.GOARCH != "amd64" {
 		t.Skip("the program is built for amd64")
 	}
-	for _, hooks := range []string{"", "syscalls"} {
-		t.Run("hooks="+hooks, func(t *testing.T) {
+	testutil.Tracefs(t)
+	for _, hooks := range HookModes {
+		t.Run(hooks, func(t *testing.T) {
 			t.Setenv(HooksEnv, hooks)
-			tr := requireBPF(t)
+			tr, err := Load()
+			if err != nil {
+				if KernelMayLack(hooks) {
+					t.Skipf("this kernel has no %s hooks: %v", hooks, err)
+				}
+				var e *Error
+				if errors.As(err, &e) && e.Reason == ReasonPermission && !testutil.InCI() {
+					t.Skipf("BPF not permitted here: %v", err)
+				}
+				t.Fatalf("load with %s hooks: %v", hooks, err)
+			}
+			defer tr.Close()
+			if tr.Hooks != hooks {
+				t.Errorf("loaded with %q hooks, want %q", tr.Hooks, hooks)
+			}
 			if err := tr.Watch([]int{os.Getpid()}); err != nil {
 				t.Fatal(err)
 			}
@@ -52,8 +70,46 @@ func TestCommittedObjectLoads(t *testing.T) {
 			if err := tr.Read(&s); err != nil {
 				t.Fatal(err)
 			}
-			t.Logf("socket tracepoints: %v", tr.SocketHooks)
 		})
+	}
+}
+
+// TestLoadChoosesBest: without HooksEnv, Load takes the first mode of
+// HookModes that this kernel loads and attaches, and says why it skipped
+// each better one. The best mode is found here independently: each mode
+// forced in turn, in order.
+func TestLoadChoosesBest(t *testing.T) {
+	requireBPF(t).Close()
+	testutil.Tracefs(t)
+	best := ""
+	var failed []string
+	for _, m := range HookModes {
+		t.Setenv(HooksEnv, m)
+		tr, err := Load()
+		if err == nil {
+			tr.Close()
+			best = m
+			break
+		}
+		failed = append(failed, m)
+	}
+	t.Setenv(HooksEnv, "")
+	tr := requireBPF(t)
+	if tr.Hooks != best {
+		t.Errorf("Load chose %q hooks; the first that loads here, forcing each in turn, is %q", tr.Hooks, best)
+	}
+	if len(tr.Skipped) != len(failed) {
+		t.Errorf("Load says it skipped %q; forcing each, %v failed", tr.Skipped, failed)
+	}
+	for i, m := range failed {
+		if i < len(tr.Skipped) && !strings.HasPrefix(tr.Skipped[i], m+": ") {
+			t.Errorf("skipped[%d] = %q, want %s's reason", i, tr.Skipped[i], m)
+		}
+	}
+	t.Logf("hooks %s; skipped %q", tr.Hooks, tr.Skipped)
+	t.Setenv(HooksEnv, "nonsense")
+	if _, err := Load(); err == nil || !strings.Contains(err.Error(), HooksEnv) {
+		t.Errorf("Load with %s=nonsense: %v, want an error naming it", HooksEnv, err)
 	}
 }
 

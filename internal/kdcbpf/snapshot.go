@@ -94,9 +94,36 @@ const MaxWatched = 512
 // for.
 func (s *Snapshot) MapFull() uint64 { return s.ThreadsFull + s.WorkersFull + s.WatchedFull }
 
-// HooksEnv set to "syscalls" makes Load use sys_enter/sys_exit even where
-// the socket tracepoints exist: the tests run both ways on one kernel.
+// HooksEnv set to one of HookModes makes Load use that mode only, even
+// where a better one exists: the tests run each mode the kernel has.
 const HooksEnv = "KRB5_EXPORTER_KDCSERVICE_HOOKS"
+
+// The ways the program sees the KDC's receives and sends, best first.
+// Load takes the first that the kernel loads and attaches.
+const (
+	// HooksSocket: the socket layer's tracepoints sock_recv_length and
+	// sock_send_length (Linux 6.3 and later).
+	HooksSocket = "socket"
+	// HooksFentry: BTF trampolines on inet_recvmsg, inet6_recvmsg,
+	// inet_sendmsg and inet6_sendmsg.
+	HooksFentry = "fentry"
+	// HooksKprobe: kprobes on the same functions.
+	HooksKprobe = "kprobe"
+	// HooksTracepoint: the tracepoints of the receive and send system
+	// calls (syscalls/sys_enter_recvmsg, ...).
+	HooksTracepoint = "tracepoint"
+	// HooksSyscalls: sys_enter and sys_exit, which run for every system
+	// call of every process: the last resort.
+	HooksSyscalls = "syscalls"
+)
+
+// TaxesHost says whether mode's hooks put every system call of every
+// process on the host on the kernel's slow path (docs/bench.md: +40 to
+// +170 %), as the system call hooks do.
+func TaxesHost(mode string) bool { return mode == HooksTracepoint || mode == HooksSyscalls }
+
+// HookModes lists them, best first.
+var HookModes = []string{HooksSocket, HooksFentry, HooksKprobe, HooksTracepoint, HooksSyscalls}
 
 // Error is why the program could not be loaded or attached.
 type Error struct {

@@ -5,8 +5,10 @@ package kdcbpf
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/cilium/ebpf"
@@ -18,76 +20,257 @@ import (
 // Tracer is the loaded and attached program. Its methods are not safe for
 // concurrent use (the collector serialises its scrapes).
 type Tracer struct {
-	objs  kdcserviceMaps
-	progs []*ebpf.Program
-	links []link.Link
-	stats []kdcserviceStats // per CPU, reused
+	objs     kdcserviceMaps
+	attached []attachment
+	progs    []*ebpf.Program
+	links    []link.Link
+	stats    []kdcserviceStats // per CPU, reused
 	// notWatched is how many pids the last Watch left out, refused is
 	// the sum of them over every Watch.
 	notWatched int
 	refused    uint64
-	// SocketHooks is true where the socket layer's tracepoints time the
-	// requests (Linux 6.3 and later), false where sys_enter/sys_exit do.
-	SocketHooks bool
+	// Hooks is how the program sees the KDC's receives and sends: one of
+	// HookModes, the first that this kernel loads and attaches.
+	Hooks string
+	// Skipped says, for each better mode that failed here, why.
+	Skipped []string
 }
 
-// The programs of each way to see receives and sends; the others are
-// common.
+// attachment is where one loaded program is attached.
+type attachment struct {
+	name   string // for errors
+	prog   *ebpf.Program
+	target string // kprobe function or system call tracepoint; "" for tp_btf and trampolines
+	ret    bool   // a return probe
+}
+
+// hooks is one way to see receives and sends: its programs, and for
+// each the functions or tracepoints it is attached to (none: its own
+// section's).
+type hooks struct {
+	progs map[string][]string
+	// kernel says whether the kernel can have these hooks at all, before
+	// anything is loaded; nil: try.
+	kernel func(*btf.Spec) error
+}
+
+// The system calls the KDC receives and sends with (x86-64), as the
+// program's syscall_enter and syscall_exit test them.
 var (
-	socketPrograms  = []string{"sock_recv", "sock_send", "dev_queue"}
-	syscallPrograms = []string{"sys_enter", "sys_exit"}
+	recvCalls = []string{"read", "recvfrom", "recvmsg"}
+	sendCalls = []string{"write", "writev", "sendto", "sendmsg"}
 )
 
+func syscallTracepoints(dir string, calls ...[]string) []string {
+	var out []string
+	for _, c := range calls {
+		for _, n := range c {
+			out = append(out, "sys_"+dir+"_"+n)
+		}
+	}
+	return out
+}
+
+var hookModes = map[string]hooks{
+	HooksSocket: {progs: map[string][]string{"sock_recv": nil, "sock_send": nil, "dev_queue": nil},
+		kernel: func(k *btf.Spec) error {
+			if _, err := k.AnyTypeByName("btf_trace_sock_recv_length"); err != nil {
+				return fmt.Errorf("no sock_recv_length tracepoint (Linux 6.3 and later): %w", err)
+			}
+			return nil
+		}},
+	HooksFentry: {progs: map[string][]string{
+		"fentry_recv": {"inet_recvmsg", "inet6_recvmsg"},
+		"fexit_recv":  {"inet_recvmsg", "inet6_recvmsg"},
+		"fentry_send": {"inet_sendmsg", "inet6_sendmsg"},
+	}},
+	HooksKprobe: {progs: map[string][]string{
+		"kprobe_recv":    {"inet_recvmsg", "inet6_recvmsg"},
+		"kretprobe_recv": {"inet_recvmsg", "inet6_recvmsg"},
+		"kprobe_send":    {"inet_sendmsg", "inet6_sendmsg"},
+	}},
+	HooksTracepoint: {progs: map[string][]string{
+		"tp_enter": syscallTracepoints("enter", recvCalls, sendCalls),
+		"tp_exit":  syscallTracepoints("exit", recvCalls),
+	}},
+	HooksSyscalls: {progs: map[string][]string{"sys_enter": nil, "sys_exit": nil}},
+}
+
+// KernelMayLack says whether a kernel this program supports may lack the
+// hooks of mode, so that a test can tell a missing hook from a broken
+// program: the socket tracepoints before Linux 6.3 (the kernel's BTF
+// says), trampolines and kprobes where its configuration leaves them out
+// (this project's CI kernel has neither).
+func KernelMayLack(mode string) bool {
+	switch mode {
+	case HooksSocket:
+		k, err := btf.LoadKernelSpec()
+		return err != nil || hookModes[mode].kernel(k) != nil
+	case HooksFentry, HooksKprobe:
+		return true
+	}
+	return false
+}
+
 // Load loads the program, checks it with the kernel's verifier and
-// attaches it. Its error is an *Error saying why it failed.
+// attaches it, with the first of HookModes this kernel supports (or the
+// one HooksEnv names). Its error is an *Error saying why it failed.
 func Load() (*Tracer, error) {
 	// Kernels before 5.11 charge BPF maps to RLIMIT_MEMLOCK.
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, &Error{Reason: ReasonOf(err, ReasonLoad), Err: fmt.Errorf("memlock limit: %w", err)}
 	}
-	spec, err := loadKdcservice()
-	if err != nil {
-		return nil, &Error{Reason: ReasonLoad, Err: err}
-	}
 	kernel, err := btf.LoadKernelSpec()
 	if err != nil {
 		return nil, &Error{Reason: ReasonUnsupportedKernel, Err: fmt.Errorf("kernel BTF: %w", err)}
 	}
-	t := &Tracer{}
-	_, err = kernel.AnyTypeByName("btf_trace_sock_recv_length")
-	t.SocketHooks = err == nil && os.Getenv(HooksEnv) != "syscalls"
-	drop := socketPrograms
-	if t.SocketHooks {
-		drop = syscallPrograms
+	modes := HookModes
+	if m := os.Getenv(HooksEnv); m != "" {
+		if _, ok := hookModes[m]; !ok {
+			return nil, &Error{Reason: ReasonLoad, Err: fmt.Errorf("%s=%q: want one of %v", HooksEnv, m, HookModes)}
+		}
+		modes = []string{m}
 	}
-	for _, name := range drop {
-		delete(spec.Programs, name)
+	var skipped []string
+	for i, m := range modes {
+		t, err := loadWith(kernel, m)
+		if err == nil {
+			t.Skipped = skipped
+			return t, nil
+		}
+		if i == len(modes)-1 {
+			return nil, err
+		}
+		skipped = append(skipped, fmt.Sprintf("%s: %v", m, err))
+	}
+	panic("unreachable")
+}
+
+// loadWith loads the program with the hooks of mode only.
+func loadWith(kernel *btf.Spec, mode string) (*Tracer, error) {
+	h := hookModes[mode]
+	if h.kernel != nil {
+		if err := h.kernel(kernel); err != nil {
+			return nil, &Error{Reason: ReasonUnsupportedKernel, Err: err}
+		}
+	}
+	spec, err := loadKdcservice()
+	if err != nil {
+		return nil, &Error{Reason: ReasonLoad, Err: err}
+	}
+	all := maps.Clone(spec.Programs)
+	// The programs of the other modes are dropped; one of this mode's
+	// attached to several functions is loaded once for each (a trampoline
+	// program names its function at load).
+	for _, other := range hookModes {
+		for name := range other.progs {
+			delete(spec.Programs, name)
+		}
+	}
+	for name, to := range h.progs {
+		ps := all[name]
+		if ps == nil {
+			return nil, &Error{Reason: ReasonLoad, Err: fmt.Errorf("no program %s", name)}
+		}
+		if ps.Type != ebpf.Tracing || len(to) == 0 {
+			spec.Programs[name] = ps
+			continue
+		}
+		for _, fn := range to {
+			p := ps.Copy()
+			p.AttachTo = fn
+			spec.Programs[name+"@"+fn] = p
+		}
 	}
 	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{Programs: ebpf.ProgramOptions{KernelTypes: kernel}})
 	if err != nil {
 		return nil, &Error{Reason: ReasonOf(err, ReasonLoad), Err: err}
 	}
 	defer coll.Close() // what Assign did not take
+	t := &Tracer{Hooks: mode}
 	if err := coll.Assign(&t.objs); err != nil {
 		return nil, &Error{Reason: ReasonLoad, Err: err}
 	}
-	for name, p := range coll.Programs {
-		l, err := link.AttachTracing(link.TracingOptions{Program: p})
-		if err != nil {
-			t.Close()
-			return nil, &Error{Reason: ReasonOf(err, ReasonAttach), Err: fmt.Errorf("attach %s: %w", name, err)}
+	for name := range coll.Programs {
+		p := coll.DetachProgram(name)
+		t.progs = append(t.progs, p)
+		base, _, _ := strings.Cut(name, "@")
+		switch p.Type() {
+		case ebpf.Kprobe, ebpf.TracePoint:
+			for _, to := range h.progs[base] {
+				t.attached = append(t.attached, attachment{name: name, prog: p, target: to, ret: strings.HasPrefix(base, "kretprobe")})
+			}
+		default:
+			t.attached = append(t.attached, attachment{name: name, prog: p})
 		}
-		t.links = append(t.links, l)
+	}
+	if err := t.Attach(); err != nil {
+		t.Close()
+		return nil, err
 	}
 	return t, nil
 }
 
-// Close detaches the program and frees its maps.
-func (t *Tracer) Close() error {
+// Attach attaches the loaded programs, as Load does: with Detach, the
+// cost test compares the host with and without them, the maps kept.
+func (t *Tracer) Attach() error {
+	for _, a := range t.attached {
+		var l link.Link
+		var err error
+		switch a.prog.Type() {
+		case ebpf.Tracing:
+			l, err = link.AttachTracing(link.TracingOptions{Program: a.prog})
+		case ebpf.Kprobe:
+			l, err = attachKprobe(a.target, a.prog, a.ret)
+		case ebpf.TracePoint:
+			l, err = link.Tracepoint("syscalls", a.target, a.prog, nil)
+		default:
+			err = fmt.Errorf("program type %v", a.prog.Type())
+		}
+		if err != nil {
+			t.Detach()
+			what := a.name
+			if a.target != "" {
+				what += " to " + a.target
+			}
+			return &Error{Reason: ReasonOf(err, ReasonAttach), Err: fmt.Errorf("attach %s: %w", what, err)}
+		}
+		t.links = append(t.links, l)
+	}
+	return nil
+}
+
+// Detach detaches the programs; they stay loaded, with their maps.
+func (t *Tracer) Detach() {
 	for _, l := range t.links {
 		l.Close()
 	}
 	t.links = nil
+}
+
+// attachKprobe attaches p to fn's entry, or its return if ret. A return
+// probe holds an instance for each call in progress, also of the host's
+// other processes blocked in a receive: the kernel's default (twice the
+// CPUs) would miss the KDC's returns behind them, so more are asked for
+// where the kernel takes the number (through tracefs).
+func attachKprobe(fn string, p *ebpf.Program, ret bool) (link.Link, error) {
+	if !ret {
+		return link.Kprobe(fn, p, nil)
+	}
+	l, err := link.Kretprobe(fn, p, &link.KprobeOptions{RetprobeMaxActive: 4096})
+	if err != nil {
+		l, err = link.Kretprobe(fn, p, nil)
+	}
+	return l, err
+}
+
+// Close detaches the program and frees its maps.
+func (t *Tracer) Close() error {
+	t.Detach()
+	for _, p := range t.progs {
+		p.Close()
+	}
+	t.progs = nil
 	return t.objs.Close()
 }
 

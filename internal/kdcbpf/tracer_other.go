@@ -6,7 +6,8 @@ import "errors"
 
 // Tracer is the program on linux/amd64; elsewhere it cannot be loaded.
 type Tracer struct {
-	SocketHooks bool
+	Hooks   string
+	Skipped []string
 }
 
 // Load fails: the program is built for linux/amd64 only (its hooks are
@@ -18,3 +19,8 @@ func Load() (*Tracer, error) {
 func (t *Tracer) Close() error           { return nil }
 func (t *Tracer) Watch(pids []int) error { return nil }
 func (t *Tracer) Read(s *Snapshot) error { return nil }
+func (t *Tracer) Attach() error          { return nil }
+func (t *Tracer) Detach()                {}
+
+// KernelMayLack: here every mode is missing.
+func KernelMayLack(mode string) bool { return true }

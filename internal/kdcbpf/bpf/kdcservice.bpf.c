@@ -28,12 +28,15 @@
  * native-histogram schema 3) that user space sums at scrape time;
  * nothing is sent per request.
  *
- * Only BTF tracepoints are used (tp_btf: sys_enter, sys_exit,
+ * The scheduler and network hooks are BTF tracepoints (tp_btf:
  * sched_switch, sched_wakeup, sched_process_fork, sched_process_exit,
  * netif_receive_skb):
- * their arguments are stable across kernels, they need no tracefs, and
- * they work where fentry/kprobes are not available (this project's CI
- * kernel refuses fentry). The system call numbers are x86-64's.
+ * their arguments are stable across kernels and they need no tracefs.
+ * Receives and sends are seen by one of several sets of programs, which
+ * the loader picks by what the kernel offers (kdcbpf.HookModes): the
+ * socket tracepoints (6.3), fentry or kprobes on inet_recvmsg and
+ * inet_sendmsg, the receive and send system calls' tracepoints, and
+ * sys_enter/sys_exit last. The system call numbers are x86-64's.
  */
 #include "kdcservice.h"
 #include <bpf/bpf_helpers.h>
@@ -372,6 +375,22 @@ static __always_inline struct thread *current_thread(bool make)
 #define AF_INET 2
 #define AF_INET6 10
 
+/* The transport of socket sk: TR_UDP or TR_TCP for an IPv4 or IPv6
+ * socket (its local port in *port), else -1. */
+static __always_inline int sock_transport(struct sock *sk, u16 *port)
+{
+	unsigned short family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	if (family != AF_INET && family != AF_INET6)
+		return -1;
+	*port = BPF_CORE_READ(sk, __sk_common.skc_num);
+	unsigned short type = BPF_CORE_READ(sk, sk_type);
+	if (type == SOCK_DGRAM)
+		return TR_UDP;
+	if (type == SOCK_STREAM)
+		return TR_TCP;
+	return -1;
+}
+
 /* The transport of the calling process's descriptor fd: TR_UDP or TR_TCP
  * for an IPv4 or IPv6 socket (its local port in *port), else -1 (a file,
  * a pipe, the syslog socket). */
@@ -390,17 +409,8 @@ static __always_inline int fd_transport(long fd, u16 *port, struct sock **skp)
 	if ((mode & S_IFMT) != S_IFSOCK)
 		return -1;
 	struct socket *so = BPF_CORE_READ(f, private_data);
-	unsigned short family = BPF_CORE_READ(so, sk, __sk_common.skc_family);
-	if (family != AF_INET && family != AF_INET6)
-		return -1;
-	*port = BPF_CORE_READ(so, sk, __sk_common.skc_num);
 	*skp = BPF_CORE_READ(so, sk);
-	short type = BPF_CORE_READ(so, type);
-	if (type == SOCK_DGRAM)
-		return TR_UDP;
-	if (type == SOCK_STREAM)
-		return TR_TCP;
-	return -1;
+	return sock_transport(*skp, port);
 }
 
 /* UDP ports a watched KDC reads from, for the queue time. */
@@ -483,33 +493,11 @@ static __always_inline u64 user_buffer(long nr, u64 arg)
 	return (u64)iov.iov_base;
 }
 
-/* Kernels before 6.3 (no sock_recv_length tracepoint): every system call
- * enters here, a cheap test of its number first, then of the process.
- * Costlier: any sys_enter/sys_exit program puts every task's system calls
- * on the kernel's slow path. */
-SEC("tp_btf/sys_enter")
-int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
+/* A receive of thread t on socket sk (transport tr, local port) begins,
+ * into the user buffer ubuf: the request it may read. */
+static __always_inline void receive_begin(struct thread *t, struct sock *sk, int tr, u16 port, u64 ubuf)
 {
-	bool recv = id == NR_read || id == NR_recvfrom || id == NR_recvmsg;
-	bool send = id == NR_write || id == NR_writev || id == NR_sendto || id == NR_sendmsg;
-	if (!recv && !send)
-		return 0;
-	u64 pidtgid = bpf_get_current_pid_tgid();
-	if (!is_watched(pidtgid >> 32))
-		return 0;
-	u16 port = 0;
-	struct sock *sk = 0;
-	int tr = fd_transport(BPF_CORE_READ(regs, di), &port, &sk);
-	if (tr < 0)
-		return 0;
-	if (send) {
-		socket_send(sk);
-		return 0;
-	}
-	struct thread *t = current_thread(true);
-	if (!t)
-		return 0;
-	t->ubuf = user_buffer(id, BPF_CORE_READ(regs, si));
+	t->ubuf = ubuf;
 	t->pending = 1 + tr;
 	t->sk = (u64)sk;
 	t->qns = 0;
@@ -518,6 +506,43 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 		bpf_map_update_elem(&ports, &port, &one, BPF_ANY);
 		t->qns = queue_time(sk);
 	}
+}
+
+/* System call id of the calling thread enters with its first two
+ * arguments: a receive on a socket begins, or a send on one ends the
+ * request in service. */
+static __always_inline void syscall_enter(long id, long fd, u64 arg)
+{
+	bool recv = id == NR_read || id == NR_recvfrom || id == NR_recvmsg;
+	bool send = id == NR_write || id == NR_writev || id == NR_sendto || id == NR_sendmsg;
+	if (!recv && !send)
+		return;
+	u64 pidtgid = bpf_get_current_pid_tgid();
+	if (!is_watched(pidtgid >> 32))
+		return;
+	u16 port = 0;
+	struct sock *sk = 0;
+	int tr = fd_transport(fd, &port, &sk);
+	if (tr < 0)
+		return;
+	if (send) {
+		socket_send(sk);
+		return;
+	}
+	struct thread *t = current_thread(true);
+	if (t)
+		receive_begin(t, sk, tr, port, user_buffer(id, arg));
+}
+
+/* Kernels before 6.3 without BTF trampolines or kprobes, the last
+ * resort: every system call enters here, a cheap test of its number
+ * first, then of the process. Costly: any sys_enter/sys_exit program
+ * puts every task's system calls on the kernel's slow path and runs for
+ * each. */
+SEC("tp_btf/sys_enter")
+int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
+{
+	syscall_enter(id, BPF_CORE_READ(regs, di), BPF_CORE_READ(regs, si));
 	return 0;
 }
 
@@ -526,23 +551,27 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 SEC("tp_btf/netif_receive_skb")
 int BPF_PROG(netif_receive, struct sk_buff *skb)
 {
-	unsigned char *data = BPF_CORE_READ(skb, data);
-	u8 vihl = 0;
-	if (bpf_probe_read_kernel(&vihl, 1, data) != 0)
+	/* It runs for every packet the host receives: one read of the first
+	 * 48 bytes (an IPv6 header and the UDP header, or an IPv4 header
+	 * without options and the UDP header), and data loaded directly from
+	 * the trusted skb. */
+	unsigned char *data = skb->data;
+	u8 h[48];
+	if (bpf_probe_read_kernel(h, sizeof(h), data) != 0)
 		return 0;
 	struct udphdr u = {};
-	if ((vihl >> 4) == 4) {
-		struct iphdr ip = {};
-		if (bpf_probe_read_kernel(&ip, sizeof(ip), data) != 0 || ip.protocol != 17)
+	if ((h[0] >> 4) == 4) {
+		if (h[9] != 17)
 			return 0;
-		if (bpf_probe_read_kernel(&u, sizeof(u), data + (ip.ihl_version & 0xf) * 4) != 0)
+		u32 ihl = (h[0] & 0xf) * 4;
+		if (ihl == 20)
+			__builtin_memcpy(&u, h + 20, sizeof(u));
+		else if (bpf_probe_read_kernel(&u, sizeof(u), data + ihl) != 0)
 			return 0;
-	} else if ((vihl >> 4) == 6) {
-		u8 next = 0;
-		if (bpf_probe_read_kernel(&next, 1, data + 6) != 0 || next != 17)
+	} else if ((h[0] >> 4) == 6) {
+		if (h[6] != 17)
 			return 0;
-		if (bpf_probe_read_kernel(&u, sizeof(u), data + 40) != 0)
-			return 0;
+		__builtin_memcpy(&u, h + 40, sizeof(u));
 	} else {
 		return 0;
 	}
@@ -609,16 +638,29 @@ static __always_inline void receive_done(struct thread *t, long ret)
 	}
 }
 
-SEC("tp_btf/sys_exit")
-int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
+/* System call id of the calling thread returns ret. */
+static __always_inline void syscall_exit(long id, long ret)
 {
-	long id = BPF_CORE_READ(regs, orig_ax);
 	if (id != NR_read && id != NR_recvfrom && id != NR_recvmsg)
-		return 0;
+		return;
 	struct thread *t = current_thread(false);
 	if (t)
 		receive_done(t, ret);
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
+{
+	syscall_exit(BPF_CORE_READ(regs, orig_ax), ret);
 	return 0;
+}
+
+/* The user buffer of the calling thread's receive system call, from
+ * the registers it saved on entering the kernel. */
+static __always_inline u64 syscall_buffer(void)
+{
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	return user_buffer(BPF_CORE_READ(regs, orig_ax), BPF_CORE_READ(regs, si));
 }
 
 /* Linux 6.3 and later: the socket layer's own tracepoints, which fire only
@@ -634,26 +676,17 @@ int BPF_PROG(sock_recv, struct sock *sk, int ret, int flags)
 	u64 id = bpf_get_current_pid_tgid();
 	if (!is_watched(id >> 32))
 		return 0;
-	unsigned short family = BPF_CORE_READ(sk, __sk_common.skc_family);
-	if (family != AF_INET && family != AF_INET6)
-		return 0;
-	unsigned short type = BPF_CORE_READ(sk, sk_type);
-	u8 tr;
-	if (type == SOCK_DGRAM)
-		tr = TR_UDP;
-	else if (type == SOCK_STREAM)
-		tr = TR_TCP;
-	else
+	u16 port = 0;
+	int tr = sock_transport(sk, &port);
+	if (tr < 0)
 		return 0;
 	struct thread *t = current_thread(true);
 	if (!t)
 		return 0;
-	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
-	t->ubuf = user_buffer(BPF_CORE_READ(regs, orig_ax), BPF_CORE_READ(regs, si));
+	t->ubuf = syscall_buffer();
 	t->pending = 1 + tr;
 	t->sk = (u64)sk;
 	if (tr == TR_UDP) {
-		u16 port = BPF_CORE_READ(sk, __sk_common.skc_num);
 		if (!bpf_map_lookup_elem(&ports, &port)) {
 			u8 one = 1;
 			bpf_map_update_elem(&ports, &port, &one, BPF_ANY);
@@ -697,6 +730,109 @@ SEC("tp_btf/sock_send_length")
 int BPF_PROG(sock_send, struct sock *sk, int ret, int flags)
 {
 	socket_send(sk);
+	return 0;
+}
+
+/* Kernels before 6.3 with BTF trampolines (Debian 12's 6.1, RHEL 9's
+ * 5.14): the protocol family's receive and send, inet_recvmsg and
+ * inet_sendmsg (the loader attaches each program to inet6_recvmsg and
+ * inet6_sendmsg too: same arguments). Every socket receive and send of
+ * IPv4 and IPv6 calls them from another file than the system calls
+ * (net/socket.c), so they are never inlined there, and they run for
+ * socket calls only: the host's other system calls never see the
+ * program. */
+static __always_inline void inet_receive(struct sock *sk)
+{
+	u64 id = bpf_get_current_pid_tgid();
+	if (!is_watched(id >> 32))
+		return;
+	u16 port = 0;
+	int tr = sock_transport(sk, &port);
+	if (tr < 0)
+		return;
+	struct thread *t = current_thread(true);
+	if (t)
+		receive_begin(t, sk, tr, port, syscall_buffer());
+}
+
+static __always_inline void inet_received(long ret)
+{
+	struct thread *t = current_thread(false);
+	if (t)
+		receive_done(t, ret);
+}
+
+SEC("fentry/inet_recvmsg")
+int BPF_PROG(fentry_recv, struct socket *sock)
+{
+	inet_receive(BPF_CORE_READ(sock, sk));
+	return 0;
+}
+
+SEC("fexit/inet_recvmsg")
+int BPF_PROG(fexit_recv, struct socket *sock, void *msg, unsigned long size, int flags, int ret)
+{
+	inet_received(ret);
+	return 0;
+}
+
+SEC("fentry/inet_sendmsg")
+int BPF_PROG(fentry_send, struct socket *sock)
+{
+	socket_send(BPF_CORE_READ(sock, sk));
+	return 0;
+}
+
+/* The same functions where the kernel has kprobes but no trampolines. */
+SEC("kprobe/inet_recvmsg")
+int kprobe_recv(struct pt_regs *ctx)
+{
+	inet_receive(BPF_CORE_READ((struct socket *)ctx->di, sk));
+	return 0;
+}
+
+SEC("kretprobe/inet_recvmsg")
+int kretprobe_recv(struct pt_regs *ctx)
+{
+	inet_received((int)ctx->ax);
+	return 0;
+}
+
+SEC("kprobe/inet_sendmsg")
+int kprobe_send(struct pt_regs *ctx)
+{
+	socket_send(BPF_CORE_READ((struct socket *)ctx->di, sk));
+	return 0;
+}
+
+/* Without trampolines or kprobes: the tracepoints of the receive and
+ * send system calls alone (syscalls/sys_enter_read, ...; the loader
+ * attaches these two to each), which run only for those calls. Their
+ * records are the tracing ABI: the call's number, then its arguments or
+ * its return value, 8 bytes each. */
+struct syscall_enter_args {
+	u64 common;
+	int nr;
+	u64 args[6];
+};
+
+struct syscall_exit_args {
+	u64 common;
+	int nr;
+	long ret;
+};
+
+SEC("tracepoint/syscalls/sys_enter_recvmsg")
+int tp_enter(struct syscall_enter_args *ctx)
+{
+	syscall_enter(ctx->nr, ctx->args[0], ctx->args[1]);
+	return 0;
+}
+
+SEC("tracepoint/syscalls/sys_exit_recvmsg")
+int tp_exit(struct syscall_exit_args *ctx)
+{
+	syscall_exit(ctx->nr, ctx->ret);
 	return 0;
 }
 
@@ -764,7 +900,9 @@ static __always_inline bool runnable(struct task_struct *p)
 SEC("tp_btf/sched_switch")
 int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	u32 prev_tid = BPF_CORE_READ(prev, pid), next_tid = BPF_CORE_READ(next, pid);
+	/* Direct loads (the tracepoint's arguments are trusted pointers), not
+	 * probe reads: this runs at every context switch of the host. */
+	u32 prev_tid = prev->pid, next_tid = next->pid;
 	struct thread *pt = bpf_map_lookup_elem(&threads, &prev_tid);
 	struct thread *nt = bpf_map_lookup_elem(&threads, &next_tid);
 	/* (Each pointer tested alone: the verifier refuses pt || nt.) */
@@ -816,7 +954,7 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 SEC("tp_btf/sched_wakeup")
 int BPF_PROG(sched_wakeup, struct task_struct *p)
 {
-	u32 tid = BPF_CORE_READ(p, pid);
+	u32 tid = p->pid; /* direct, as in sched_switch */
 	struct thread *t = bpf_map_lookup_elem(&threads, &tid);
 	if (!t)
 		return 0;

@@ -37,6 +37,7 @@ enum {
 struct pt_regs {
 	unsigned long di;
 	unsigned long si;
+	unsigned long ax;
 	unsigned long orig_ax;
 } __attribute__((preserve_access_index));
 
