@@ -194,11 +194,36 @@ func (m *probeMetrics) deleteTarget(target string) {
 	m.info.DeletePartialMatch(l)
 }
 
-// record turns one probe outcome into metrics.
+// record turns one probe outcome into metrics. What the login alone tells
+// comes first and each exchange's success gauge last: a reader that sees a
+// success sees the rest of that probe too.
 func (m *probeMetrics) record(target string, tr krb5.Transport, o *Outcome) {
+	if o.HasAS() {
+		if o.AS.HasClockOffset {
+			m.clockOffset.WithLabelValues(target).Set(o.AS.ClockOffset.Seconds())
+		}
+		if o.AS.Method != "" {
+			for _, pm := range preauthMethods {
+				v := 0.0
+				if pm == o.AS.Method {
+					v = 1
+				}
+				m.method.WithLabelValues(target, pm).Set(v)
+			}
+		}
+		if o.ASErr == nil {
+			if o.AS.PreauthRequired > 0 {
+				m.phase.WithLabelValues(target, krb5.PhasePreauthRequired).Observe(o.AS.PreauthRequired.Seconds())
+			}
+			if o.AS.SPAKEChallenge > 0 {
+				m.phase.WithLabelValues(target, krb5.PhaseSPAKEChallenge).Observe(o.AS.SPAKEChallenge.Seconds())
+			}
+			m.phase.WithLabelValues(target, krb5.PhaseASRep).Observe(o.AS.ASRep.Seconds())
+		}
+	}
+	exchanges := o.Exchanges(tr)
 	retrans, fallbacks := 0, 0
-	for _, ex := range o.Exchanges(tr) {
-		m.exchange(target, ex.Name, ex.Err, ex.End)
+	for _, ex := range exchanges {
 		if ex.Err == nil {
 			m.duration.WithLabelValues(target, ex.Name, ex.Transport).Observe(ex.Duration.Seconds())
 			if ex.Etypes != nil {
@@ -210,34 +235,11 @@ func (m *probeMetrics) record(target string, tr krb5.Transport, o *Outcome) {
 			fallbacks++
 		}
 	}
-	if !o.HasAS() {
-		return
-	}
-	// What only the login tells: the KDC's clock, the pre-authentication
-	// method, the round trips.
-	if o.AS.HasClockOffset {
-		m.clockOffset.WithLabelValues(target).Set(o.AS.ClockOffset.Seconds())
-	}
-	if o.AS.Method != "" {
-		for _, pm := range preauthMethods {
-			v := 0.0
-			if pm == o.AS.Method {
-				v = 1
-			}
-			m.method.WithLabelValues(target, pm).Set(v)
-		}
-	}
-	if o.ASErr == nil {
-		if o.AS.PreauthRequired > 0 {
-			m.phase.WithLabelValues(target, krb5.PhasePreauthRequired).Observe(o.AS.PreauthRequired.Seconds())
-		}
-		if o.AS.SPAKEChallenge > 0 {
-			m.phase.WithLabelValues(target, krb5.PhaseSPAKEChallenge).Observe(o.AS.SPAKEChallenge.Seconds())
-		}
-		m.phase.WithLabelValues(target, krb5.PhaseASRep).Observe(o.AS.ASRep.Seconds())
-	}
 	m.retransmits.WithLabelValues(target).Add(float64(retrans))
 	m.tcpFallbacks.WithLabelValues(target).Add(float64(fallbacks))
+	for _, ex := range exchanges {
+		m.exchange(target, ex.Name, ex.Err, ex.End)
+	}
 }
 
 func (m *probeMetrics) exchange(target, ex string, err error, end time.Time) {
