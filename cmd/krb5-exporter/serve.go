@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 
+	"github.com/krb5-exporter/krb5-exporter/capacity"
 	"github.com/krb5-exporter/krb5-exporter/collector"
 	"github.com/krb5-exporter/krb5-exporter/config"
 	"github.com/krb5-exporter/krb5-exporter/internal/kdcproc"
@@ -185,7 +186,9 @@ func (s *serveCmd) run(stdout, stderr io.Writer) int {
 		Host:        func() collector.Status { return host.Status(statusMaxAge) },
 		Talkers:     logs.TopTalkers,
 	})
-	mux := s.routes(logger, reg, reloader, probes, page)
+	// The capacity estimate reads each scrape's own series.
+	metrics := capacity.New(reg, capacity.Config{CPUs: capacity.AffinityCPUs(workers.PIDs)})
+	mux := s.routes(logger, reg, metrics, reloader, probes, page)
 	// The listeners are bound (a taken port failed before any log was
 	// read); they answer once the logs are held open again at their
 	// saved positions, so that "the exporter answers" means no rotation
@@ -315,10 +318,10 @@ func (s *serveCmd) check(stdout io.Writer, logger log.Logger) int {
 const statusMaxAge = 10 * time.Second
 
 // routes builds the HTTP endpoints of the daemon.
-func (s *serveCmd) routes(logger log.Logger, reg *prometheus.Registry, reloader *config.Reloader, probes *prober.Manager, page *statuspage.Handler) *http.ServeMux {
+func (s *serveCmd) routes(logger log.Logger, reg *prometheus.Registry, metrics prometheus.Gatherer, reloader *config.Reloader, probes *prober.Manager, page *statuspage.Handler) *http.ServeMux {
 	mux := http.NewServeMux()
 	limit := logging.NewLimiter(logRepeatInterval)
-	mux.Handle(s.metricsPath, clientGone(logger, limit, collector.MetricsHandler(reg, promhttp.HandlerOpts{
+	mux.Handle(s.metricsPath, clientGone(logger, limit, collector.MetricsHandler(metrics, promhttp.HandlerOpts{
 		ErrorLog:            promErrorLogger{logger, limit},
 		ErrorHandling:       promhttp.ContinueOnError,
 		MaxRequestsInFlight: s.maxRequests,

@@ -330,3 +330,17 @@ func (w *Workers) trimLocked() {
 	}
 	w.occupant = w.occupant[:n]
 }
+
+// PIDs returns the processes holding an index now: the ones answering
+// requests.
+func (w *Workers) PIDs() []int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var pids []int
+	for _, id := range w.occupant {
+		if id != (ID{}) {
+			pids = append(pids, id.PID)
+		}
+	}
+	return pids
+}
