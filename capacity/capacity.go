@@ -77,6 +77,8 @@ type Config struct {
 	CPUs func() int
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+	// Bench, when set, adds the latest bench run's measured ceilings.
+	Bench *Bench
 }
 
 // Gatherer wraps a gatherer: each Gather adds the estimate to its result.
@@ -86,7 +88,6 @@ type Gatherer struct {
 
 	mu      sync.Mutex
 	samples []sample
-	extra   []*dto.MetricFamily // appended to the inner gather (bench.go)
 }
 
 // New wraps g.
@@ -140,9 +141,9 @@ func (g *Gatherer) Gather() ([]*dto.MetricFamily, error) {
 		cpus = g.cfg.CPUs()
 	}
 	mfs = append(mfs, est.families(cpus)...)
-	g.mu.Lock()
-	mfs = append(mfs, g.extra...)
-	g.mu.Unlock()
+	if g.cfg.Bench != nil {
+		mfs = append(mfs, g.cfg.Bench.families()...)
+	}
 	slices.SortFunc(mfs, func(a, b *dto.MetricFamily) int { return strings.Compare(a.GetName(), b.GetName()) })
 	return mfs, err
 }

@@ -13,8 +13,9 @@ import (
 func TestMetricsDocumented(t *testing.T) {
 	ch := make(chan *prometheus.Desc, 10)
 	Describe(ch)
+	DescribeBench(ch)
 	close(ch)
-	if n := metricsdoc.CheckDescs(t, "Capacity", ch); n < 2 {
+	if n := metricsdoc.CheckDescs(t, "Capacity", ch); n < 7 {
 		t.Errorf("only %d descriptors", n)
 	}
 }

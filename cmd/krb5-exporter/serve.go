@@ -50,6 +50,7 @@ type serveCmd struct {
 	maxRequests int
 	maxProbes   int
 	idleTimeout time.Duration
+	benchDir    string
 }
 
 func addServeCommand(app *kingpin.Application) *serveCmd {
@@ -68,6 +69,8 @@ func addServeCommand(app *kingpin.Application) *serveCmd {
 		Default("20").IntVar(&s.maxProbes)
 	s.cmd.Flag("web.idle-timeout", "Close a keep-alive connection idle this long (each one holds a file descriptor).").
 		Default("2m").DurationVar(&s.idleTimeout)
+	s.cmd.Flag("capacity.bench-results", "Bench results directory (bench's --output-dir): the latest run's measured as and tgs ceilings are exported beside the live capacity estimate. Empty: none.").
+		Default("").StringVar(&s.benchDir)
 	s.collectors = collector.RegisterFlags(s.cmd)
 	s.logs = kdclog.RegisterFlags(s.cmd)
 	return s
@@ -187,7 +190,11 @@ func (s *serveCmd) run(stdout, stderr io.Writer) int {
 		Talkers:     logs.TopTalkers,
 	})
 	// The capacity estimate reads each scrape's own series.
-	metrics := capacity.New(reg, capacity.Config{CPUs: capacity.AffinityCPUs(workers.PIDs)})
+	capCfg := capacity.Config{CPUs: capacity.AffinityCPUs(workers.PIDs)}
+	if s.benchDir != "" {
+		capCfg.Bench = capacity.NewBench(s.benchDir, logger)
+	}
+	metrics := capacity.New(reg, capCfg)
 	mux := s.routes(logger, reg, metrics, reloader, probes, page)
 	// The listeners are bound (a taken port failed before any log was
 	// read); they answer once the logs are held open again at their
