@@ -184,3 +184,24 @@ func gaugeFamily(name, help string, ms ...*dto.Metric) *dto.MetricFamily {
 	f.Metric = ms
 	return f
 }
+
+// benchValues picks the ceilings by request and the finish time out of
+// the families (for Status).
+func benchValues(fams []*dto.MetricFamily) (map[string]float64, time.Time) {
+	m := map[string]float64{}
+	var at time.Time
+	for _, f := range fams {
+		switch f.GetName() {
+		case MetricBenchCapacity:
+			for _, x := range f.GetMetric() {
+				m[label(x, "request")] = x.GetGauge().GetValue()
+			}
+		case MetricBenchTimestamp:
+			for _, x := range f.GetMetric() {
+				sec := x.GetGauge().GetValue()
+				at = time.Unix(0, int64(sec*1e9))
+			}
+		}
+	}
+	return m, at
+}

@@ -88,6 +88,7 @@ type Gatherer struct {
 
 	mu      sync.Mutex
 	samples []sample
+	status  Status
 }
 
 // New wraps g.
@@ -141,9 +142,16 @@ func (g *Gatherer) Gather() ([]*dto.MetricFamily, error) {
 		cpus = g.cfg.CPUs()
 	}
 	mfs = append(mfs, est.families(cpus)...)
+	var bench map[string]float64
+	var benchAt time.Time
 	if g.cfg.Bench != nil {
-		mfs = append(mfs, g.cfg.Bench.families()...)
+		fams := g.cfg.Bench.families()
+		bench, benchAt = benchValues(fams)
+		mfs = append(mfs, fams...)
 	}
+	g.mu.Lock()
+	g.setStatus(&est, cpus, bench, benchAt)
+	g.mu.Unlock()
 	slices.SortFunc(mfs, func(a, b *dto.MetricFamily) int { return strings.Compare(a.GetName(), b.GetName()) })
 	return mfs, err
 }

@@ -191,6 +191,9 @@ func TestProcSourceSplitsVaryingMix(t *testing.T) {
 	}
 	mix, _, _ := capacityOf(t, g, "mix")
 	near(t, "mix", mix, 400/(100*0.0004+300*0.0001))
+	if why := g.Status().Rows[0].Why; why != "a mix the proc source cannot split" {
+		t.Errorf("status of as: %q", why)
+	}
 }
 
 // TestServiceSource: with the kdcservice collector up, each type's cost
@@ -213,6 +216,15 @@ func TestServiceSource(t *testing.T) {
 	near(t, "tgs", tgs, 2/(0.0001+0.0001))
 	mix, _, _ := capacityOf(t, g, "mix")
 	near(t, "mix", mix, 2/((0.0011+0.0002)/2))
+	// The landing page's view of the same: 600 requests in the minute.
+	st := g.Status()
+	if st.Source != SourceKDCService || st.Window != time.Minute || len(st.Rows) != 3 {
+		t.Fatalf("status %+v", st)
+	}
+	m := st.Rows[2]
+	near(t, "status mix capacity", m.Capacity, mix)
+	near(t, "status mix rate", m.Rate, 10)
+	near(t, "status mix utilization", m.Utilization(), 10/mix)
 }
 
 // TestWindowSlides: the KDC gets slower (each request blocked 4 ms more);

@@ -180,6 +180,12 @@ func (s *serveCmd) run(stdout, stderr io.Writer) int {
 		}
 	}()
 
+	// The capacity estimate reads each scrape's own series.
+	capCfg := capacity.Config{CPUs: capacity.AffinityCPUs(workers.PIDs)}
+	if s.benchDir != "" {
+		capCfg.Bench = capacity.NewBench(s.benchDir, logger)
+	}
+	metrics := capacity.New(reg, capCfg)
 	// The landing page reads the managers' state when it is asked for.
 	page := statuspage.New(statuspage.Config{
 		Version:     version.Version,
@@ -188,13 +194,8 @@ func (s *serveCmd) run(stdout, stderr io.Writer) int {
 		Logs:        logs.Sources,
 		Host:        func() collector.Status { return host.Status(statusMaxAge) },
 		Talkers:     logs.TopTalkers,
+		Capacity:    metrics.Status,
 	})
-	// The capacity estimate reads each scrape's own series.
-	capCfg := capacity.Config{CPUs: capacity.AffinityCPUs(workers.PIDs)}
-	if s.benchDir != "" {
-		capCfg.Bench = capacity.NewBench(s.benchDir, logger)
-	}
-	metrics := capacity.New(reg, capCfg)
 	mux := s.routes(logger, reg, metrics, reloader, probes, page)
 	// The listeners are bound (a taken port failed before any log was
 	// read); they answer once the logs are held open again at their
