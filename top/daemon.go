@@ -50,12 +50,13 @@ func (d *Daemon) Err() error {
 }
 
 // daemonFamilies are what top takes from the daemon (its probes, its top
-// talkers' last complete window): the rest it reads itself, from the logs'
+// talkers' last complete window, its capacity estimate, which needs a
+// window of its scrapes): the rest it reads itself, from the logs'
 // end and /proc. The kdcservice collector's series too: its eBPF programs
 // are attached by the daemon, once; top attaching its own would trace
 // every request twice.
 var daemonFamilies = []string{mProbeSuccess, mProbeDuration, mTopRequests, mTopFailures, mTopRetransmits, mTopWindow,
-	mServiceSeconds, mServiceSplit, mQueueSeconds, mWorkerService, mWorkerServed, mTracingUp, mTracingErrors}
+	mServiceSeconds, mServiceSplit, mQueueSeconds, mWorkerService, mWorkerServed, mTracingUp, mTracingErrors, mCapacity}
 
 // Gather is a prometheus.Gatherer: the daemon's daemonFamilies. A daemon
 // that cannot be read gives none (Err says why), so the rest of the view

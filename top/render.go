@@ -45,6 +45,9 @@ func Write(w io.Writer, snap Snapshot, v View) error {
 	if snap.HasNetwork {
 		fmt.Fprintf(&b, "  UDP drops %s/s  TCP overflows %s/s", num(snap.UDPDrops), num(snap.TCPOverflows))
 	}
+	if snap.Capacity > 0 {
+		fmt.Fprintf(&b, "  capacity ~%s/s (%s) used %s%%", num(snap.Capacity), Printable(snap.CapacitySource), pct(snap.Total.Requests()/snap.Capacity))
+	}
 	b.WriteString("\n")
 	switch {
 	case snap.DaemonErr != nil:

@@ -115,6 +115,11 @@ type Snapshot struct {
 	// Talkers are the daemon's top talkers of its last complete window
 	// (talkers.go), by kind, busiest first.
 	Talkers []Talker
+	// Capacity is the daemon's live estimate of the requests per second
+	// the KDC could answer at the current mix (0: none yet), from
+	// CapacitySource.
+	Capacity       float64
+	CapacitySource string
 }
 
 // Service is the KDC's own time per request of one request type over the
@@ -176,6 +181,7 @@ const (
 	mWorkerService  = "krb5_kdc_worker_service_seconds_total"
 	mWorkerServed   = "krb5_kdc_worker_service_requests_total"
 	mTracingUp      = "krb5_kdc_service_tracing_up"
+	mCapacity       = "krb5_kdc_capacity_requests_per_second"
 	mTracingErrors  = "krb5_kdc_service_tracing_errors_total"
 )
 
@@ -381,6 +387,10 @@ func (s *Sampler) Sample(now time.Time) (Snapshot, error) {
 			case mWorkerServed:
 				snap.HasService = true
 				row(l["worker"]).ServiceRequests += rate(key, v)
+			case mCapacity:
+				if l["request"] == "mix" {
+					snap.Capacity, snap.CapacitySource = v, l["source"]
+				}
 			case mTracingUp:
 				if snap.Tracing == nil {
 					snap.Tracing = &Tracing{}
