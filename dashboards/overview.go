@@ -54,6 +54,18 @@ func Overview() *dashboard.DashboardBuilder {
 			q(`instance:krb5_kdc_cpu_cores:rate5m{`+sel+`}`, "krb5kdc"),
 			q(`instance_worker:krb5_kdc_worker_cpu_cores:rate5m{`+sel+`}`, "worker {{worker}}"),
 		}, limit{0.5, "red"}).Links(runbook("KDCCPUHigh", "KDCWorkerSaturated")))
+	b.WithPanel(graph("Capacity: estimate, bench, load", "Requests per second the KDC could answer, estimated live from its time per request (krb5_kdc_capacity_requests_per_second: as, tgs, mix), the ceilings the latest bench run on this host measured (with --capacity.bench-results), and the requests it answers now. The estimate is conservative on a host the KDC has to itself and too high where others take its CPUs (docs/bench.md).", "reqps", 12, 8,
+		[]query{
+			q(`max by (request) (krb5_kdc_capacity_requests_per_second{`+sel+`})`, "estimate {{request}}"),
+			q(`max by (request) (krb5_kdc_bench_capacity_requests_per_second{`+sel+`})`, "bench {{request}}"),
+			q(`instance:krb5_kdc_requests:rate5m{`+sel+`}`, "load (as + tgs)"),
+		}).Links(runbook("KDCHeadroomLow", "KDCCapacityFalling")))
+	b.WithPanel(graph("Headroom: utilization", "The KDC's requests over its estimated capacity at the current mix, and the realm's load over the capacity left with its largest KDC down (N-1). The seed's rule: at most 30-50 % at the peak (50 % dashed); N-1 above 100 % means the realm could not carry the load with one KDC down. Estimate / bench near 1: the live estimate agrees with the measurement.", "percentunit", 12, 8,
+		[]query{
+			q(`instance:krb5_kdc_capacity_utilization:ratio5m{`+sel+`}`, "utilization"),
+			q(`realm:krb5_kdc_capacity_n_minus_1_utilization:ratio5m and on (job, realm) instance:krb5_kdc_requests:rate5m{`+sel+`}`, "realm {{realm}} N-1"),
+			q(`instance_request:krb5_kdc_capacity_to_bench:ratio{`+sel+`}`, "estimate / bench {{request}}"),
+		}, limit{0.5, "red"}).Links(runbook("KDCHeadroomLow", "KDCRealmNoFailoverHeadroom")))
 
 	b.WithPanel(graph("Memory", "Resident memory of all krb5kdc processes. A healthy KDC holds 8-20 MiB plus about 6 MiB per worker; the limit is 256 MiB (dashed).", "bytes", 8, 8,
 		[]query{q(`krb5_process_resident_memory_bytes{`+sel+`, program="krb5kdc"}`, "krb5kdc")}, limit{256 * 1024 * 1024, "red"}).Links(runbook("KDCMemoryHigh", "KDCMemoryGrowing")))

@@ -55,7 +55,7 @@ func (d *Daemon) Err() error {
 // are attached by the daemon, once; top attaching its own would trace
 // every request twice.
 var daemonFamilies = []string{mProbeSuccess, mProbeDuration, mProbeTotal, mTopRequests, mTopFailures, mTopRetransmits, mTopWindow,
-	mServiceSeconds, mServiceSplit, mQueueSeconds, mWorkerService, mWorkerServed, mTracingUp, mTracingErrors}
+	mServiceSeconds, mServiceSplit, mQueueSeconds, mWorkerService, mWorkerServed, mTracingUp, mTracingErrors, mCapacity}
 
 // Gather is a prometheus.Gatherer: the daemon's daemonFamilies. A daemon
 // that cannot be read gives none (Err says why), so the rest of the view

@@ -50,6 +50,9 @@ func Write(w io.Writer, snap Snapshot, v View) error {
 	if snap.HasNetwork {
 		sum = append(sum, "UDP drops "+num(snap.UDPDrops)+"/s", "TCP overflows "+num(snap.TCPOverflows)+"/s")
 	}
+	if snap.Capacity > 0 {
+		sum = append(sum, fmt.Sprintf("capacity ~%s/s (%s) used %s%%", num(snap.Capacity), Printable(snap.CapacitySource), pct(snap.Total.Requests()/snap.Capacity)))
+	}
 	add(wrap(sum, v.Width)...)
 	switch {
 	case snap.DaemonErr != nil:

@@ -126,6 +126,11 @@ type Snapshot struct {
 	KDCUp, KDCKnown bool
 	LastSeen        time.Time
 	OtherKDCs       int
+	// Capacity is the daemon's live estimate of the requests per second
+	// the KDC could answer at the current mix (0: none yet), from
+	// CapacitySource.
+	Capacity       float64
+	CapacitySource string
 }
 
 // Service is the KDC's own time per request of one request type over the
@@ -190,6 +195,7 @@ const (
 	mWorkerServed   = "krb5_kdc_worker_service_requests_total"
 	mTracingUp      = "krb5_kdc_service_tracing_up"
 	mTracingErrors  = "krb5_kdc_service_tracing_errors_total"
+	mCapacity       = "krb5_kdc_capacity_requests_per_second"
 )
 
 // The label values of the kdcservice series top shows; others (from a
@@ -332,6 +338,11 @@ var handlers = map[string]func(*gather, sample){
 	mProbeTotal:    (*gather).probeTotal,
 	mProbeDuration: (*gather).probeDuration,
 	mOtherKDCs:     func(g *gather, x sample) { g.snap.OtherKDCs = int(x.v) },
+	mCapacity: func(g *gather, x sample) {
+		if x.l["request"] == "mix" {
+			g.snap.Capacity, g.snap.CapacitySource = x.v, x.l["source"]
+		}
+	},
 }
 
 // gather is one Sample's state: the snapshot being built and what its

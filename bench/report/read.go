@@ -58,35 +58,46 @@ func ReadRun(path string) (*Report, string, error) {
 	} else if !fi.IsDir() {
 		dir, file = filepath.Dir(path), path
 	}
-	data, err := readRegular(file, maxReportBytes)
+	rep, err := ReadSummary(file)
 	if err != nil {
 		return nil, "", err
 	}
-	var rep Report
-	if err := json.Unmarshal(data, &rep); err != nil {
-		return nil, "", fmt.Errorf("%s: %w", file, err)
-	}
-	if rep.Schema != SchemaVersion {
-		return nil, "", fmt.Errorf("%s: schema %d, this krb5-exporter reads schema %d", file, rep.Schema, SchemaVersion)
-	}
-	if err := validate(&rep); err != nil {
-		return nil, "", fmt.Errorf("%s: %w", file, err)
-	}
-	for name, loads := range requestLoads(&rep) {
+	for name, loads := range requestLoads(rep) {
 		f := filepath.Join(dir, "raw", name)
 		fh, _, err := safefile.Open(f, 0)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
 		if err == nil {
-			err = readRequests(fh, loads, requestsOf(&rep, name, loads))
+			err = readRequests(fh, loads, requestsOf(rep, name, loads))
 			fh.Close()
 		}
 		if err != nil {
 			return nil, "", fmt.Errorf("%s: %w", f, err)
 		}
 	}
-	return &rep, dir, nil
+	return rep, dir, nil
+}
+
+// ReadSummary reads and validates a run's report.json alone, as ReadRun
+// does, without the requests of its raw CSVs (the daemon's reading of the
+// latest run's ceilings).
+func ReadSummary(file string) (*Report, error) {
+	data, err := readRegular(file, maxReportBytes)
+	if err != nil {
+		return nil, err
+	}
+	var rep Report
+	if err := json.Unmarshal(data, &rep); err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	if rep.Schema != SchemaVersion {
+		return nil, fmt.Errorf("%s: schema %d, this krb5-exporter reads schema %d", file, rep.Schema, SchemaVersion)
+	}
+	if err := validate(&rep); err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	return &rep, nil
 }
 
 // requestsOf is how many requests report.json says each of loads (the

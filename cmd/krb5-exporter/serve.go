@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 
+	"github.com/krb5-exporter/krb5-exporter/capacity"
 	"github.com/krb5-exporter/krb5-exporter/collector"
 	"github.com/krb5-exporter/krb5-exporter/config"
 	"github.com/krb5-exporter/krb5-exporter/internal/kdcproc"
@@ -49,6 +50,7 @@ type serveCmd struct {
 	maxRequests int
 	maxProbes   int
 	idleTimeout time.Duration
+	benchDir    string
 }
 
 func addServeCommand(app *kingpin.Application) *serveCmd {
@@ -67,6 +69,8 @@ func addServeCommand(app *kingpin.Application) *serveCmd {
 		Default("20").IntVar(&s.maxProbes)
 	s.cmd.Flag("web.idle-timeout", "Close a keep-alive connection idle this long (each one holds a file descriptor).").
 		Default("2m").DurationVar(&s.idleTimeout)
+	s.cmd.Flag("capacity.bench-results", "Bench results directory (bench's --output-dir): the latest run's measured as and tgs ceilings are exported beside the live capacity estimate. Empty: none.").
+		Default("").StringVar(&s.benchDir)
 	s.collectors = collector.RegisterFlags(s.cmd)
 	s.logs = kdclog.RegisterFlags(s.cmd)
 	return s
@@ -189,6 +193,12 @@ func (s *serveCmd) run(stdout, stderr io.Writer) int {
 		}
 	}()
 
+	// The capacity estimate reads each scrape's own series.
+	capCfg := capacity.Config{CPUs: capacity.AffinityCPUs(workers.PIDs)}
+	if s.benchDir != "" {
+		capCfg.Bench = capacity.NewBench(s.benchDir, logger)
+	}
+	metrics := capacity.New(reg, capCfg)
 	// The landing page reads the managers' state when it is asked for.
 	page := statuspage.New(statuspage.Config{
 		Version:     version.Version,
@@ -197,8 +207,9 @@ func (s *serveCmd) run(stdout, stderr io.Writer) int {
 		Logs:        logs.Sources,
 		Host:        func() collector.Status { return host.Status(statusMaxAge) },
 		Talkers:     logs.TopTalkers,
+		Capacity:    metrics.Status,
 	})
-	mux := s.routes(logger, reg, reloader, probes, page)
+	mux := s.routes(logger, reg, metrics, reloader, probes, page)
 	// The listeners are bound (a taken port failed before any log was
 	// read); they answer once the logs are held open again at their
 	// saved positions, so that "the exporter answers" means no rotation
@@ -333,10 +344,10 @@ func (s *serveCmd) check(stdout io.Writer, logger log.Logger) int {
 const statusMaxAge = 10 * time.Second
 
 // routes builds the HTTP endpoints of the daemon.
-func (s *serveCmd) routes(logger log.Logger, reg *prometheus.Registry, reloader *config.Reloader, probes *prober.Manager, page *statuspage.Handler) *http.ServeMux {
+func (s *serveCmd) routes(logger log.Logger, reg *prometheus.Registry, metrics prometheus.Gatherer, reloader *config.Reloader, probes *prober.Manager, page *statuspage.Handler) *http.ServeMux {
 	mux := http.NewServeMux()
 	limit := logging.NewLimiter(logRepeatInterval)
-	mux.Handle(s.metricsPath, clientGone(logger, limit, collector.MetricsHandler(reg, promhttp.HandlerOpts{
+	mux.Handle(s.metricsPath, clientGone(logger, limit, collector.MetricsHandler(metrics, promhttp.HandlerOpts{
 		ErrorLog:            promErrorLogger{logger, limit},
 		ErrorHandling:       promhttp.ContinueOnError,
 		MaxRequestsInFlight: s.maxRequests,

@@ -354,3 +354,17 @@ func One(procs []Proc) (kdc []Proc, others int) {
 	}
 	return kdc, others
 }
+
+// PIDs returns the processes holding an index now: the ones answering
+// requests.
+func (w *Workers) PIDs() []int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var pids []int
+	for _, id := range w.occupant {
+		if id != (ID{}) {
+			pids = append(pids, id.PID)
+		}
+	}
+	return pids
+}

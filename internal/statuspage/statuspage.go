@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/krb5-exporter/krb5-exporter/capacity"
 	"github.com/krb5-exporter/krb5-exporter/collector"
 	"github.com/krb5-exporter/krb5-exporter/internal/probestatus"
 	"github.com/krb5-exporter/krb5-exporter/kdclog"
@@ -38,6 +39,8 @@ type Config struct {
 	Host        func() collector.Status
 	// Talkers is the top talkers' last complete window (nil: off).
 	Talkers func() *talkers.Snapshot
+	// Capacity is the last capacity estimate (nil: off).
+	Capacity func() capacity.Status
 	// Now is the clock (tests); nil: time.Now.
 	Now func() time.Time
 }
@@ -148,6 +151,9 @@ type view struct {
 	HostOff   bool
 	Host      collector.Status
 
+	CapacityOff bool
+	Capacity    capacity.Status
+
 	TalkersOff  bool
 	Talkers     []talkerRow
 	TalkersEnd  time.Time // the window's end; zero before the first ended
@@ -217,6 +223,11 @@ func (h *Handler) overview() view {
 	} else {
 		v.Host = h.cfg.Host()
 		host = &v.Host
+	}
+	if h.cfg.Capacity == nil {
+		v.CapacityOff = true
+	} else {
+		v.Capacity = h.cfg.Capacity()
 	}
 	var snap *talkers.Snapshot
 	if h.cfg.Talkers != nil {

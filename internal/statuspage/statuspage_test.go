@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/krb5-exporter/krb5-exporter/capacity"
 	"github.com/krb5-exporter/krb5-exporter/collector"
 	"github.com/krb5-exporter/krb5-exporter/internal/probestatus"
 	"github.com/krb5-exporter/krb5-exporter/kdclog"
@@ -185,5 +186,35 @@ func TestCrossRealmRow(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Errorf("the page lacks %q:\n%s", want, body)
 		}
+	}
+}
+
+// TestHeadroomShown: the last capacity estimate's rows, with the load
+// over the estimate as a percentage and the bench's ceiling beside it;
+// a type without an estimate says why; no estimate yet says so.
+func TestHeadroomShown(t *testing.T) {
+	cfg := fixture()
+	now := cfg.Now()
+	cfg.Capacity = func() capacity.Status {
+		return capacity.Status{At: now.Add(-5 * time.Second), Source: "proc", Workers: 1, Window: 5 * time.Minute,
+			BenchAt: now.Add(-48 * time.Hour),
+			Rows: []capacity.StatusRow{
+				{Request: "as", Requests: 30000, Rate: 100, Capacity: 400, Bench: 1700},
+				{Request: "tgs", Requests: 60, Rate: 0.2, Why: "too few requests"},
+				{Request: "mix", Requests: 30060, Rate: 100.2, Capacity: 401},
+			}}
+	}
+	_, body := get(t, New(cfg), "/")
+	for _, want := range []string{`id="headroom"`, "100.0/s", "400/s", "25.0 %", "1700/s", "too few requests", "source proc"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the page lacks %q:\n%s", want, body)
+		}
+	}
+	cfg.Capacity = func() capacity.Status { return capacity.Status{} }
+	if _, body = get(t, New(cfg), "/"); !strings.Contains(body, "No estimate yet") {
+		t.Error("no estimate: the page does not say so")
+	}
+	if _, body = get(t, New(Config{}), "/"); !strings.Contains(body, "capacity estimate is not enabled") {
+		t.Error("off: the page does not say so")
 	}
 }

@@ -1,0 +1,70 @@
+package capacity
+
+import "time"
+
+// Status is the last estimate, for the landing page.
+type Status struct {
+	At      time.Time // the scrape that made it; zero before the first
+	Source  string    // SourceKDCService, SourceProc; empty: no KDC seen
+	Workers int
+	Window  time.Duration // the time the window covers
+	Rows    []StatusRow   // as, tgs, mix
+	// BenchAt is when the latest bench run finished (zero: none read).
+	BenchAt time.Time
+}
+
+// StatusRow is one request type's load, estimate and measured ceiling.
+type StatusRow struct {
+	Request  string
+	Requests float64 // in the window
+	Rate     float64 // requests per second over the window
+	Capacity float64 // 0: no estimate, Why says why
+	Why      string
+	Bench    float64 // 0: none measured
+}
+
+// Utilization is the row's rate over its estimated capacity (0 without
+// one).
+func (r StatusRow) Utilization() float64 {
+	if r.Capacity <= 0 {
+		return 0
+	}
+	return r.Rate / r.Capacity
+}
+
+// Status returns the estimate of the last gather.
+func (g *Gatherer) Status() Status {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.status
+}
+
+// setStatus keeps what the last gather estimated (g.mu held).
+func (g *Gatherer) setStatus(res *result, cpus int, bench map[string]float64, benchAt time.Time) {
+	st := Status{BenchAt: benchAt}
+	if n := len(g.samples); n > 0 {
+		st.At = g.samples[n-1].at
+		st.Window = g.samples[n-1].at.Sub(g.samples[0].at)
+	}
+	if res.ok() {
+		st.Source, st.Workers = res.source, res.workers
+		for i, q := range []int{reqAS, reqTGS, mixIdx} {
+			name := []string{"as", "tgs", "mix"}[i]
+			c := res.costs[q]
+			row := StatusRow{Request: name, Requests: c.n, Bench: bench[name]}
+			if secs := st.Window.Seconds(); secs > 0 {
+				row.Rate = c.n / secs
+			}
+			switch {
+			case c.published:
+				row.Capacity = rate(c, res.workers, cpus)
+			case c.n < float64(res.minReq):
+				row.Why = "too few requests"
+			default:
+				row.Why = "a mix the proc source cannot split"
+			}
+			st.Rows = append(st.Rows, row)
+		}
+	}
+	g.status = st
+}

@@ -1,0 +1,100 @@
+#!/bin/sh
+# The live capacity estimate against the bench's measured ceilings
+# (docs/bench.md, "The live capacity estimate"): for each realm setting, a
+# throwaway realm under a light steady load (krb5-exporter realm load:
+# logins only, then logins with 10 service tickets each) watched by two
+# daemons, one with --collector.kdcservice and one without; then
+# `bench --once --tests as,tgs` of a fresh realm with the same settings.
+# Prints one markdown row per setting, source and request type.
+#
+# Usage: scripts/capacity-accuracy.sh [SETTING...]
+#   SETTING: default, no-last-success, no-spake, workers2 (all four by default).
+# Needs root (the kdcservice daemon's BPF program); holds
+# /tmp/krb5x-bpf.lock while that daemon runs.
+set -eu
+GO=${GO:-go}
+work=$(mktemp -d /tmp/capacity-accuracy.XXXXXX)
+bin=$work/krb5-exporter
+$GO build -o "$bin" ./cmd/krb5-exporter
+settings=${*:-default no-last-success no-spake workers2}
+phase=${PHASE:-60s}
+
+flags() {
+	case $1 in
+	default) ;;
+	no-last-success) echo --disable-last-success ;;
+	no-spake) echo --no-spake ;;
+	workers2) echo --workers 2 ;;
+	*) echo "unknown setting $1" >&2; exit 2 ;;
+	esac
+}
+
+# value URL METRIC REQUEST: the gauge's value, or n/a.
+value() {
+	curl -s "$1" | awk -v m="$2" -v r="$3" '$1 ~ "^"m"\\{" && $1 ~ "request=\""r"\"" {print $2; f=1} END {if (!f) print "n/a"}' | head -1
+}
+
+# ceiling REPORT KEY: the measured rate in KDC requests per second (as:
+# logins/s x AS requests per login; tgs), then that rate over the share of
+# its cores the KDC spent on its own work (on CPU or waiting for its disk)
+# during the load: what it would have answered with its cores to itself,
+# where other processes took CPU from it.
+ceiling() {
+	python3 -c '
+import json,sys
+r=json.load(open(sys.argv[1])); k=sys.argv[2]
+rate=r[k]["rate_per_s"]
+if k=="as":
+    p=r["system"]["generator_preauth"]
+    rate*=3 if p.startswith("spake") else 2
+c=r[k]["cpu"]
+own=(c.get("kdc_busy_pct",0)+c.get("kdc_disk_wait_pct",0))/100
+print("%.0f %.0f"%(rate, rate/own if own>0 else 0))' "$1" "$2"
+}
+
+echo "| setting | source | request | estimate /s | measured /s | error | KDC own-time ceiling /s | error |"
+echo "|---|---|---|---:|---:|---:|---:|---:|"
+for s in $settings; do
+	d=$work/$s
+	# shellcheck disable=SC2046
+	"$bin" realm up --dir "$d" --users 1000 --services 100 --fillers 1000 --no-kadmind $(flags "$s") >/dev/null
+	common="--collector.process.krb5kdc-pidfile=$d/krb5kdc.pid --collector.kdcconf.path=$d/kdc.conf --collector.kdcconf.krb5-config=$d/krb5.conf"
+	printf 'logs:\n  - path: %s\n    type: kdc\n' "$d/krb5kdc.log" >"$d/exp.yml"
+	"$bin" serve --web.listen-address=127.0.0.1:19811 --config.file="$d/exp.yml" $common >"$d/proc.log" 2>&1 &
+	p1=$!
+	exec 9>/tmp/krb5x-bpf.lock
+	flock 9
+	"$bin" serve --web.listen-address=127.0.0.1:19812 --config.file="$d/exp.yml" --collector.kdcservice $common >"$d/bpf.log" 2>&1 &
+	p2=$!
+	sleep 2
+	scrape() { while kill -0 "$1" 2>/dev/null; do curl -s -o /dev/null http://127.0.0.1:19811/metrics; curl -s -o /dev/null http://127.0.0.1:19812/metrics; sleep 5; done; }
+	"$bin" realm load --dir "$d" --rate 30 --tickets 0 --duration "$phase" >/dev/null 2>&1 &
+	l=$!
+	scrape $l
+	as1=$(value http://127.0.0.1:19811/metrics krb5_kdc_capacity_requests_per_second as)
+	as2=$(value http://127.0.0.1:19812/metrics krb5_kdc_capacity_requests_per_second as)
+	"$bin" realm load --dir "$d" --rate 10 --tickets 10 --duration "$phase" >/dev/null 2>&1 &
+	l=$!
+	scrape $l
+	tgs1=$(value http://127.0.0.1:19811/metrics krb5_kdc_capacity_requests_per_second tgs)
+	tgs2=$(value http://127.0.0.1:19812/metrics krb5_kdc_capacity_requests_per_second tgs)
+	echo "$s: as $as1 $as2 tgs $tgs1 $tgs2" >&2
+	kill "$p1" "$p2"
+	wait "$p1" "$p2" || true
+	flock -u 9
+	"$bin" realm down --dir "$d" >/dev/null
+	# shellcheck disable=SC2046
+	"$bin" bench --once --tests as,tgs --realm.fillers 1000 $(flags "$s" | sed 's/^--/--realm./') --output-dir "$work/$s-results" >"$work/$s-bench.out" 2>&1 || true
+	rep=$(ls -d "$work/$s-results"/*/report.json | tail -1)
+	mas=$(ceiling "$rep" as)
+	mtgs=$(ceiling "$rep" tgs)
+	for row in "proc as $as1 $mas" "kdcservice as $as2 $mas" "proc tgs $tgs1 $mtgs" "kdcservice tgs $tgs2 $mtgs"; do
+		set -- $row
+		python3 -c 'import sys
+s,src,req,e,m,o=sys.argv[1:]
+def err(m): return "n/a" if e=="n/a" or float(m)==0 else "%+.0f %%"%(100*(float(e)-float(m))/float(m))
+est=e if e=="n/a" else "%.0f"%float(e)
+print("| %s | %s | %s | %s | %s | %s | %s | %s |"%(s,src,req,est,m,err(m),o,err(o)))' "$s" "$@"
+	done
+done
+[ -n "${KEEP:-}" ] || rm -rf "$work"
