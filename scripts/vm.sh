@@ -204,7 +204,14 @@ ssh_args() {
 	echo -i "$(cat "$state/image")/id_ed25519" -p "$(cat "$state/port")" \
 		-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null \
 		-o LogLevel=ERROR -o ConnectTimeout=10 -o BatchMode=yes \
-		-o ServerAliveInterval=15 -o ServerAliveCountMax=8 root@127.0.0.1
+		-o ServerAliveInterval=15 -o ServerAliveCountMax=8 \
+		-o ControlMaster=auto -o ControlPath="$state/ssh.sock" -o ControlPersist=120 root@127.0.0.1
+}
+
+# Ends the shared ssh connection (commands reuse one: a new key exchange
+# costs seconds of emulated CPU); the next command opens a new one.
+ssh_close() {
+	ssh -o ControlPath="$state/ssh.sock" -O exit 127.0.0.1 >/dev/null 2>&1 || true
 }
 
 # Waits until the guest runs commands over ssh (deadline in seconds).
@@ -291,6 +298,7 @@ cmd_reboot() {
 	boot_id=$(ssh $(ssh_args) cat /proc/sys/kernel/random/boot_id)
 	# shellcheck disable=SC2046
 	ssh $(ssh_args) systemctl reboot || true
+	ssh_close
 	local deadline=$(($(date +%s) + boot_wait))
 	# shellcheck disable=SC2046
 	until [ "$(ssh $(ssh_args) cat /proc/sys/kernel/random/boot_id 2>/dev/null)" != "" ] &&
@@ -311,6 +319,7 @@ cmd_stop() {
 	pid=$(cat "$state/qemu.pid")
 	# shellcheck disable=SC2046
 	timeout 20 ssh $(ssh_args) systemctl poweroff >/dev/null 2>&1 || true
+	ssh_close
 	for i in $(seq 60); do
 		kill -0 "$pid" 2>/dev/null || break
 		sleep 1
