@@ -11,7 +11,7 @@ LDFLAGS := -X $(PKG).Version=$(VERSION) \
            -X $(PKG).BuildDate=$(shell date -u +%Y%m%d-%H:%M:%S)
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: bpf all build test test-race test-packaging test-pie unit vet lint fmt-check deps demo bench clean dashboards package
+.PHONY: bpf all build test test-vm test-race test-packaging test-pie unit vet lint fmt-check deps demo bench clean dashboards package
 
 all: build
 
@@ -50,6 +50,15 @@ test: deps vet fmt-check
 	$(SHIPPED) $(GO) test -vet=off -count=1 -timeout 5m $(NORACE)
 	$(MAKE) --no-print-directory test-pie
 	$(SHIPPED) ./scripts/test-alone.sh
+
+# The package on a real Debian 12 host: a VM (scripts/vm.sh: Debian's
+# kernel, systemd and krb5-kdc, booted with qemu), the README's install
+# commands run in it as written, the counts checked against its journal
+# (vmtest/, docs/testing.md). Needs root, mmdebstrap and qemu (installed
+# here); the image is cached in /var/cache/krb5-exporter-vm.
+test-vm:
+	./scripts/vm.sh deps
+	KRB5X_VM_TEST=1 $(GO) test -count=1 -timeout 45m -v -run '^TestDebian12$$' ./vmtest
 
 test-race:
 	$(GO) test -race -vet=off -count=1 -p 4 -timeout 15m $$($(GO) list ./... | grep -v -x -F "$$($(GO) list $(NORACE))")
