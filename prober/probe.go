@@ -7,10 +7,8 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/enctype"
@@ -52,6 +50,7 @@ func PendingModuleCredentials(m *config.ProbeModule, p krb5.Principal) *krb5.Cre
 // and the time limit of each exchange. Not safe for concurrent use.
 type Target struct {
 	prober  string // config.ProberKDC, ProberKpasswd or ProberKadmin
+	proto   protocol
 	client  *krb5.Client
 	service *krb5.Service
 	timeout time.Duration
@@ -64,6 +63,15 @@ type Target struct {
 	// dialer of the RPC call.
 	admin  string
 	dialer net.Dialer
+}
+
+// protocol is what a probe of one kind runs and the exchanges it makes,
+// one file a protocol as in blackbox_exporter's prober/: kdc.go (a login,
+// and a service ticket), crossrealm.go, kpasswd.go, kadmin.go; proxy.go
+// is the https transport's CA, loaded before a login.
+type protocol struct {
+	run       func(*Target, context.Context, *Outcome)
+	exchanges []string // label values, in the order run makes them
 }
 
 // ServerAddress normalises a target address as KDCAddress does, with the
@@ -82,40 +90,6 @@ func ServerAddress(s string, m *config.ProbeModule) (string, error) {
 	return net.JoinHostPort(s, strconv.Itoa(port)), nil
 }
 
-// proxyCA is a module's proxy_ca_file, read again when it changes (a
-// renewed CA needs no reload) and, when it does not load, failing the
-// probe before anything is sent: a probe never falls back to other roots.
-type proxyCA struct {
-	mod   config.ProbeModule
-	stamp string // size, mtime and inode of the file last read
-	err   error  // why the file last read did not load
-}
-
-// PhaseProxyCA is the phase of a probe that failed on its proxy_ca_file.
-const PhaseProxyCA = "proxy_ca"
-
-// refresh loads the CA file into c when it changed since the last read.
-func (ca *proxyCA) refresh(c *krb5.Client) error {
-	stamp := ""
-	if fi, err := os.Stat(ca.mod.ProxyCAFile); err == nil {
-		ino := uint64(0)
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-			ino = st.Ino
-		}
-		stamp = fmt.Sprint(fi.Size(), fi.ModTime().UnixNano(), ino)
-	}
-	if stamp != "" && stamp == ca.stamp {
-		return ca.err
-	}
-	ca.stamp = stamp
-	roots, err := ca.mod.ProxyRoots()
-	if err == nil {
-		err = c.SetProxyRoots(roots)
-	}
-	ca.err = err
-	return err
-}
-
 // NewTarget builds the client for a module against the KDC at addr (with
 // transport https, the proxy at the URL addr; for the kpasswd and kadmin
 // probers, kadmind). creds come from ModuleCredentials and may be shared
@@ -129,6 +103,7 @@ func NewTarget(addr string, m *config.ProbeModule, creds *krb5.Credentials, logg
 		}
 		t.admin = a
 		if t.prober == config.ProberKadmin {
+			t.proto = kadminProtocol
 			return t, nil
 		}
 		addr = m.KDC // the kpasswd prober logs in there
@@ -157,7 +132,7 @@ func NewTarget(addr string, m *config.ProbeModule, creds *krb5.Credentials, logg
 	}
 	var asService krb5.Principal
 	if t.prober == config.ProberKpasswd {
-		asService = krb5.Principal{Components: []string{"kadmin", "changepw"}}
+		asService = kpasswdService
 	}
 	c, err := krb5.NewClient(krb5.Options{
 		KDC:              o.KDC,
@@ -195,6 +170,16 @@ func NewTarget(addr string, m *config.ProbeModule, creds *krb5.Credentials, logg
 			t.service = c.PrepareService(sp)
 		}
 	}
+	switch {
+	case t.prober == config.ProberKpasswd:
+		t.proto = kpasswdProtocol
+	case t.cross != nil:
+		t.proto = crossProtocol
+	case t.service != nil:
+		t.proto = tgsProtocol
+	default:
+		t.proto = loginProtocol
+	}
 	return t, nil
 }
 
@@ -220,19 +205,7 @@ func (t *Target) Prober() string { return t.prober }
 // Exchanges are the exchanges each probe of the target runs, as label
 // values.
 func (t *Target) Exchanges() []string {
-	switch t.prober {
-	case config.ProberKadmin:
-		return []string{ExchangeKadminRPC}
-	case config.ProberKpasswd:
-		return []string{ExchangeKpasswdAS, ExchangeKpasswd}
-	}
-	if t.cross != nil {
-		return []string{ExchangeAS, ExchangeReferral, ExchangeRemoteTGS}
-	}
-	if t.service != nil {
-		return []string{ExchangeAS, ExchangeTGS}
-	}
-	return []string{ExchangeAS}
+	return append([]string(nil), t.proto.exchanges...)
 }
 
 // HasService reports whether the target runs a TGS exchange.
@@ -284,111 +257,14 @@ type Outcome struct {
 	Canceled bool
 }
 
-// Run performs one probe: an AS exchange (a fresh login, which becomes the
-// TGT), then a TGS exchange with the newest valid TGT, each bounded by the
-// module's timeout and by ctx.
+// Run performs one probe with the module's prober (its protocol's run),
+// each exchange bounded by the module's timeout and by ctx.
 func (t *Target) Run(ctx context.Context) (o Outcome) {
 	o.Start = time.Now()
 	o.Prober = t.prober
 	defer func() { o.Duration = time.Since(o.Start) }()
-	if t.prober == config.ProberKadmin {
-		o.RPCRan = true
-		rctx, cancel := context.WithTimeout(ctx, t.timeout)
-		o.RPC, o.RPCErr = kadmrpc.Ping(rctx, &t.dialer, t.admin)
-		cancel()
-		o.Canceled = canceled(ctx, o.RPCErr)
-		return o
-	}
-	if t.ca != nil {
-		if err := t.ca.refresh(t.client); err != nil {
-			o.ASErr = &krb5.Error{Class: krb5.ClassTLS, Phase: PhaseProxyCA, Err: err}
-			if t.service != nil {
-				o.TGSRan = true
-				o.TGSErr = &krb5.Error{Class: ClassNoTGT, Phase: krb5.PhaseTGSRep, Err: errors.New("no valid TGT: the login failed")}
-			}
-			return o
-		}
-	}
-
-	actx, cancel := context.WithTimeout(ctx, t.timeout)
-	o.AS, o.ASErr = t.client.Login(actx)
-	cancel()
-	if canceled(ctx, o.ASErr) {
-		o.Canceled = true
-		return o
-	}
-	if t.prober == config.ProberKpasswd {
-		o.KpasswdRan = true
-		if o.ASErr != nil {
-			o.KpasswdErr = &krb5.Error{Class: ClassNoTicket, Phase: krb5.PhaseKpasswd, Err: errors.New("no kadmin/changepw ticket: the login failed")}
-			return o
-		}
-		kctx, cancel := context.WithTimeout(ctx, t.timeout)
-		o.Kpasswd, o.KpasswdErr = t.client.Kpasswd(kctx, t.admin, t.client.Transport())
-		cancel()
-		o.Canceled = canceled(ctx, o.KpasswdErr)
-		return o
-	}
-	if t.cross != nil {
-		t.runCross(ctx, &o)
-		return o
-	}
-	if t.service == nil {
-		return o
-	}
-	o.TGSRan = true
-	if !t.client.HasTGT() {
-		// The login failed and no earlier TGT is still good: trying again
-		// inside ServiceTicket would only double the load on a failing KDC.
-		o.TGSErr = &krb5.Error{Class: ClassNoTGT, Phase: krb5.PhaseTGSRep, Err: errors.New("no valid TGT: the login failed")}
-		return o
-	}
-	tctx, cancel := context.WithTimeout(ctx, t.timeout)
-	o.TGS, o.TGSErr = t.client.ServiceTicket(tctx, t.service)
-	cancel()
-	if canceled(ctx, o.TGSErr) {
-		o.Canceled = true
-	}
+	t.proto.run(t, ctx, &o)
 	return o
-}
-
-// runCross walks the trust after the login: the referral with the TGT,
-// then the service ticket at each KDC of the service's realm in turn
-// until one answers (a KDC that is down or unreachable is skipped, as
-// libkrb5 does), each exchange bounded by the module's timeout.
-func (t *Target) runCross(ctx context.Context, o *Outcome) {
-	o.CrossRan = true
-	if !t.client.HasTGT() {
-		o.ReferralErr = &krb5.Error{Class: ClassNoTGT, Phase: krb5.PhaseReferral, Err: errors.New("no valid TGT: the login failed")}
-		o.RemoteErr = &krb5.Error{Class: ClassNoTGT, Phase: krb5.PhaseRemoteTGS, Err: errors.New("no cross-realm TGT: the login failed")}
-		return
-	}
-	rctx, cancel := context.WithTimeout(ctx, t.timeout)
-	o.Referral, o.ReferralErr = t.client.Referral(rctx, t.cross)
-	cancel()
-	if canceled(ctx, o.ReferralErr) {
-		o.Canceled = true
-		return
-	}
-	if o.ReferralErr != nil {
-		o.RemoteErr = &krb5.Error{Class: ClassNoTGT, Phase: krb5.PhaseRemoteTGS, Err: errors.New("no cross-realm TGT: the referral failed")}
-		return
-	}
-	for _, kdc := range t.remoteKDCs {
-		o.RemoteKDC = kdc
-		hctx, cancel := context.WithTimeout(ctx, t.timeout)
-		o.Remote, o.RemoteErr = t.client.RemoteServiceTicket(hctx, t.cross, kdc)
-		cancel()
-		if canceled(ctx, o.RemoteErr) {
-			o.Canceled = true
-			return
-		}
-		switch krb5.Classify(o.RemoteErr) {
-		case krb5.ClassTimeout, krb5.ClassConnectionRefused, krb5.ClassNetwork:
-			continue // the next KDC of the realm
-		}
-		return
-	}
 }
 
 // canceled tells a caller that gave up (not a deadline: that is a timeout).
