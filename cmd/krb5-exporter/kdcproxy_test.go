@@ -9,6 +9,7 @@ import (
 
 	"github.com/krb5-exporter/krb5-exporter/config"
 	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
+	"github.com/krb5-exporter/krb5-exporter/prober"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
@@ -54,7 +55,7 @@ func TestRealmKDCProxyCommands(t *testing.T) {
 	}
 
 	out, _, code = exporter(t, "probe", "--config.file", cfg, "--module", module, "--kdc", p.URL)
-	if code != nagiosOK || !strings.HasPrefix(out, "KRB5 OK - login ") || !strings.Contains(out, "service ticket") {
+	if code != prober.NagiosOK || !strings.HasPrefix(out, "KRB5 OK - login ") || !strings.Contains(out, "service ticket") {
 		t.Errorf("probe through the proxy: exit %d %s", code, out)
 	}
 	other := filepath.Join(t.TempDir(), "other.pem")
@@ -62,11 +63,11 @@ func TestRealmKDCProxyCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, _, code = exporter(t, "probe", "--config.file", cfg, "--module", module, "--kdc", p.URL, "--proxy-ca-file", other)
-	if code != nagiosCritical || !strings.Contains(out, "login failed: tls_unknown_authority") {
+	if code != prober.NagiosCritical || !strings.Contains(out, "login failed: tls_unknown_authority") {
 		t.Errorf("probe trusting another CA: exit %d %s", code, out)
 	}
 	out, _, code = exporter(t, "probe", "--config.file", cfg, "--module", module, "--kdc", r.KDCAddr)
-	if code != nagiosUnknown || !strings.Contains(out, "want https://") {
+	if code != prober.NagiosUnknown || !strings.Contains(out, "want https://") {
 		t.Errorf("probe of an https module at a KDC address: exit %d %s", code, out)
 	}
 

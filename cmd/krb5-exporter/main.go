@@ -61,8 +61,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if len(args) > 0 && args[0] == "probe" {
 			// A monitoring system running the check reads 3 as UNKNOWN,
 			// and shows the first line of stdout.
-			fmt.Fprintf(stdout, "KRB5 UNKNOWN - bad command line: %v\n", err)
-			return nagiosUnknown
+			return probeUnknown(stdout, "bad command line: "+err.Error())
 		}
 		return 2
 	}

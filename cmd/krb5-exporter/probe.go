@@ -6,13 +6,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strconv"
-	"strings"
 	"syscall"
-	"time"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/kdcaddr"
-	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/go-kit/log"
@@ -22,30 +18,19 @@ import (
 	"github.com/krb5-exporter/krb5-exporter/prober"
 )
 
-// Exit codes of `krb5-exporter probe`, those of a Nagios/Icinga check.
-const (
-	nagiosOK       = 0
-	nagiosWarning  = 1
-	nagiosCritical = 2
-	nagiosUnknown  = 3
-)
-
 // probeCmd is `krb5-exporter probe`: one login and one service ticket
 // against one KDC, printed Nagios style. It replaces check_kerberos-style
 // shell-outs to kinit and kvno.
 type probeCmd struct {
 	cmd *kingpin.CmdClause
 
-	kdc          string
-	moduleName   string
-	moduleFile   string
-	module       config.ProbeModule
-	set          map[string]*bool // module flags given on the command line
-	warning      time.Duration
-	critical     time.Duration
-	verbose      bool
-	skewWarning  time.Duration
-	skewCritical time.Duration
+	kdc        string
+	moduleName string
+	moduleFile string
+	module     config.ProbeModule
+	set        map[string]*bool // module flags given on the command line
+	thresholds prober.NagiosThresholds
+	verbose    bool
 }
 
 // addProbeCommand registers `probe` on app. main runs it with
@@ -74,10 +59,10 @@ func addProbeCommand(app *kingpin.Application) *probeCmd {
 	p.flag(c, "enctype", "Enctype to offer, repeatable, in order (default: the four RHEL 9 AES types).").StringsVar(&m.Enctypes)
 	p.flag(c, "allow-readable-keys", "Accept a keytab or password file that users other than its owner may read.").BoolVar(&m.AllowReadableKeys)
 	p.flag(c, "udp-retransmit", "Resend an unanswered UDP request after this long, doubling (libkrb5: 1s); 0 never.").Default("0s").DurationVar(&m.UDPRetransmit)
-	c.Flag("warning", "WARNING when an exchange takes at least this long; 0 disables.").Default("0s").DurationVar(&p.warning)
-	c.Flag("critical", "CRITICAL when an exchange takes at least this long; 0 disables.").Default("0s").DurationVar(&p.critical)
-	c.Flag("clock-skew-warning", "WARNING when the KDC's clock is off by at least this much; 0 disables.").Default("60s").DurationVar(&p.skewWarning)
-	c.Flag("clock-skew-critical", "CRITICAL when the KDC's clock is off by at least this much (the KDC rejects logins beyond 5m by default); 0 disables.").Default("240s").DurationVar(&p.skewCritical)
+	c.Flag("warning", "WARNING when an exchange takes at least this long; 0 disables.").Default("0s").DurationVar(&p.thresholds.Warning)
+	c.Flag("critical", "CRITICAL when an exchange takes at least this long; 0 disables.").Default("0s").DurationVar(&p.thresholds.Critical)
+	c.Flag("clock-skew-warning", "WARNING when the KDC's clock is off by at least this much; 0 disables.").Default("60s").DurationVar(&p.thresholds.SkewWarning)
+	c.Flag("clock-skew-critical", "CRITICAL when the KDC's clock is off by at least this much (the KDC rejects logins beyond 5m by default); 0 disables.").Default("240s").DurationVar(&p.thresholds.SkewCritical)
 	c.Flag("verbose", "Print every step of the exchanges on stderr.").Short('v').BoolVar(&p.verbose)
 	return p
 }
@@ -154,8 +139,7 @@ func (p *probeCmd) run(stdout, stderr io.Writer) int {
 		}
 	}
 	if err != nil {
-		fmt.Fprintf(stdout, "KRB5 UNKNOWN - %v\n", err)
-		return nagiosUnknown
+		return probeUnknown(stdout, err.Error())
 	}
 	logger := log.NewNopLogger()
 	if p.verbose {
@@ -163,143 +147,30 @@ func (p *probeCmd) run(stdout, stderr io.Writer) int {
 	}
 	creds, err := prober.ModuleCredentials(&mod)
 	if err != nil {
-		fmt.Fprintf(stdout, "KRB5 UNKNOWN - %v\n", err)
-		return nagiosUnknown
+		return probeUnknown(stdout, err.Error())
 	}
 	if creds.WorldReadable() {
 		level.Warn(log.NewLogfmtLogger(stderr)).Log("msg", "keytab or password file is readable by every local user")
 	}
 	t, err := prober.NewTarget(p.kdc, &mod, creds, logger)
 	if err != nil {
-		fmt.Fprintf(stdout, "KRB5 UNKNOWN - %v\n", err)
-		return nagiosUnknown
+		return probeUnknown(stdout, err.Error())
 	}
 	defer t.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	o := t.Run(ctx)
 	if o.Canceled {
-		fmt.Fprintln(stdout, "KRB5 UNKNOWN - interrupted")
-		return nagiosUnknown
+		return probeUnknown(stdout, "interrupted")
 	}
-	code, text := p.verdict(&o)
-	if perf := p.perfdata(&o); perf != "" {
-		text += " | " + perf
-	}
-	fmt.Fprintf(stdout, "KRB5 %s - %s\n", [...]string{"OK", "WARNING", "CRITICAL", "UNKNOWN"}[code], text)
+	code, line := prober.NagiosCheck(&o, p.thresholds)
+	fmt.Fprintln(stdout, line)
 	return code
 }
 
-// verdict rates the outcome against the thresholds.
-func (p *probeCmd) verdict(o *prober.Outcome) (int, string) {
-	code := nagiosOK
-	raise := func(c int) {
-		if c > code {
-			code = c
-		}
-	}
-	rate := func(d time.Duration) {
-		switch {
-		case p.critical > 0 && d >= p.critical:
-			raise(nagiosCritical)
-		case p.warning > 0 && d >= p.warning:
-			raise(nagiosWarning)
-		}
-	}
-	var parts []string
-	if o.ASErr != nil {
-		raise(nagiosCritical)
-		parts = append(parts, fmt.Sprintf("login failed: %s (%v)", krb5.Classify(o.ASErr), o.ASErr))
-	} else {
-		rate(o.AS.Duration)
-		phases := fmt.Sprintf("as_rep %s", ms(o.AS.ASRep))
-		if o.AS.SPAKEChallenge > 0 {
-			phases = fmt.Sprintf("spake_challenge %s, %s", ms(o.AS.SPAKEChallenge), phases)
-		}
-		if o.AS.PreauthRequired > 0 {
-			phases = fmt.Sprintf("preauth_required %s, %s", ms(o.AS.PreauthRequired), phases)
-		}
-		parts = append(parts, fmt.Sprintf("login %s (%s; %s; %s)", ms(o.AS.Duration), o.AS.Method, phases, etypes(o.AS.Etypes)))
-	}
-	// The exchanges after the login, by what a user calls them; a hop
-	// after a failed one is not said to fail too.
-	what := map[string]string{prober.ExchangeTGS: "service ticket", prober.ExchangeReferral: "cross-realm TGT",
-		prober.ExchangeRemoteTGS: "service ticket of the trusted realm"}
-	retrans, fallback, failed := 0, false, false
-	for _, ex := range o.Exchanges(krb5.UDP) {
-		retrans += ex.Retransmits
-		fallback = fallback || ex.Fallback
-		name, ok := what[ex.Name]
-		switch {
-		case !ok || failed:
-		case ex.Err != nil:
-			raise(nagiosCritical)
-			parts = append(parts, fmt.Sprintf("%s failed: %s (%v)", name, krb5.Classify(ex.Err), ex.Err))
-			failed = true
-		default:
-			rate(ex.Duration)
-			parts = append(parts, fmt.Sprintf("%s %s (%s)", name, ms(ex.Duration), etypes(*ex.Etypes)))
-		}
-	}
-	if o.AS.HasClockOffset {
-		skew := o.AS.ClockOffset.Abs()
-		switch {
-		case p.skewCritical > 0 && skew >= p.skewCritical:
-			raise(nagiosCritical)
-			parts = append(parts, fmt.Sprintf("KDC clock off by %s", o.AS.ClockOffset.Round(time.Millisecond)))
-		case p.skewWarning > 0 && skew >= p.skewWarning:
-			raise(nagiosWarning)
-			parts = append(parts, fmt.Sprintf("KDC clock off by %s", o.AS.ClockOffset.Round(time.Millisecond)))
-		}
-	}
-	if retrans > 0 {
-		parts = append(parts, fmt.Sprintf("%d UDP retransmits", retrans))
-	}
-	if fallback {
-		parts = append(parts, "fell back to TCP (RESPONSE_TOO_BIG)")
-	}
-	return code, strings.Join(parts, ", ")
-}
-
-// perfdata is the Nagios performance data: label=value[unit];warn;crit.
-func (p *probeCmd) perfdata(o *prober.Outcome) string {
-	th := func(d time.Duration) string {
-		if d <= 0 {
-			return ""
-		}
-		return strconv.FormatFloat(d.Seconds(), 'f', -1, 64)
-	}
-	var f []string
-	add := func(label string, d time.Duration, thresholds bool) {
-		s := fmt.Sprintf("%s=%.6fs", label, d.Seconds())
-		if thresholds {
-			s += ";" + th(p.warning) + ";" + th(p.critical) + ";0"
-		}
-		f = append(f, s)
-	}
-	for _, ex := range o.Exchanges(krb5.UDP) {
-		if ex.Err != nil {
-			continue
-		}
-		add(ex.Name, ex.Duration, true)
-		if ex.Name == prober.ExchangeAS { // the login's round trips
-			if o.AS.PreauthRequired > 0 {
-				add("preauth_required", o.AS.PreauthRequired, false)
-			}
-			if o.AS.SPAKEChallenge > 0 {
-				add("spake_challenge", o.AS.SPAKEChallenge, false)
-			}
-			add("as_rep", o.AS.ASRep, false)
-		}
-	}
-	if o.AS.HasClockOffset {
-		f = append(f, fmt.Sprintf("clock_offset=%.6fs;%s;%s", o.AS.ClockOffset.Seconds(), th(p.skewWarning), th(p.skewCritical)))
-	}
-	return strings.Join(f, " ")
-}
-
-func ms(d time.Duration) string { return fmt.Sprintf("%.3fms", float64(d)/float64(time.Millisecond)) }
-
-func etypes(e krb5.Etypes) string {
-	return fmt.Sprintf("rep=%s tkt=%s ses=%s", krb5.EtypeName(e.Reply), krb5.EtypeName(e.Ticket), krb5.EtypeName(e.Session))
+// probeUnknown prints the check's UNKNOWN line, the one line a monitoring
+// system shows, and returns its exit code.
+func probeUnknown(stdout io.Writer, text string) int {
+	fmt.Fprintln(stdout, prober.NagiosLine(prober.NagiosUnknown, text))
+	return prober.NagiosUnknown
 }

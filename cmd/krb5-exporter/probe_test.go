@@ -7,11 +7,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/alecthomas/kingpin/v2"
 
-	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
 	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
 	"github.com/krb5-exporter/krb5-exporter/prober"
 	"github.com/krb5-exporter/krb5-exporter/realm"
@@ -46,7 +44,7 @@ func TestProbeCommand(t *testing.T) {
 
 	code, out, _ := runProbe(t, withSvc...)
 	ok := regexp.MustCompile(`^KRB5 OK - login [0-9.]+ms \(spake; preauth_required [0-9.]+ms, spake_challenge [0-9.]+ms, as_rep [0-9.]+ms; rep=aes256-cts-hmac-sha384-192 tkt=aes256-cts-hmac-sha384-192 ses=aes256-cts-hmac-sha384-192\), service ticket [0-9.]+ms \(rep=aes256-cts-hmac-sha384-192 .*\) \| as=[0-9.]+s;;;0 preauth_required=[0-9.]+s spake_challenge=[0-9.]+s as_rep=[0-9.]+s tgs=[0-9.]+s;;;0 clock_offset=-?[0-9.]+s;60;240\n$`)
-	if code != nagiosOK || !ok.MatchString(out) {
+	if code != prober.NagiosOK || !ok.MatchString(out) {
 		t.Errorf("OK probe: exit %d\n%s", code, out)
 	}
 
@@ -56,19 +54,19 @@ func TestProbeCommand(t *testing.T) {
 		code  int
 		match string
 	}{
-		{"tcp, login only, up front", append(append([]string{}, base...), "--transport", "tcp", "--preauth-upfront"), nagiosOK, "KRB5 OK - login "},
-		{"encrypted timestamp", append(append([]string{}, base...), "--preauth", "encrypted_timestamp"), nagiosOK, "(encrypted_timestamp; preauth_required "},
-		{"warning", append(append([]string{}, withSvc...), "--warning", "1ns"), nagiosWarning, "KRB5 WARNING - login"},
-		{"critical", append(append([]string{}, withSvc...), "--warning", "1ns", "--critical", "2ns"), nagiosCritical, "KRB5 CRITICAL - login"},
-		{"unknown service", append(append([]string{}, base...), "--service", "HTTP/nosuch."+r.Domain), nagiosCritical, "service ticket failed: KDC_ERR_S_PRINCIPAL_UNKNOWN"},
-		{"unknown client", []string{"--kdc", r.KDCAddr, "--realm", r.Realm, "--client", "nosuch", "--password-file", pwFile(t, "x")}, nagiosCritical, "login failed: KDC_ERR_C_PRINCIPAL_UNKNOWN"},
-		{"missing keytab", []string{"--kdc", r.KDCAddr, "--realm", r.Realm, "--client", "p", "--keytab", "/nonexistent.keytab"}, nagiosUnknown, "KRB5 UNKNOWN - keytab: cannot open keytab: no such file or directory"},
-		{"readable keytab", []string{"--kdc", r.KDCAddr, "--realm", r.Realm, "--client", "p", "--keytab", readableKeytab(t)}, nagiosUnknown, "KRB5 UNKNOWN - keytab: keytab is readable by users other than its owner"},
-		{"clock skew warning", append(append([]string{}, withSvc...), "--clock-skew-warning", "1ns"), nagiosWarning, "KRB5 WARNING - login"},
-		{"clock skew critical", append(append([]string{}, withSvc...), "--clock-skew-warning", "1ns", "--clock-skew-critical", "2ns"), nagiosCritical, "KDC clock off by"},
-		{"missing kdc", base[2:], nagiosUnknown, "KRB5 UNKNOWN - address is required"},
-		{"bad enctype", append(append([]string{}, base...), "--enctype", "rc4-hmac"), nagiosUnknown, `KRB5 UNKNOWN - enctypes.0: unsupported enctype "rc4-hmac"`},
-		{"module without file", append(append([]string{}, base...), "--module", "x"), nagiosUnknown, "--module needs --config.file"},
+		{"tcp, login only, up front", append(append([]string{}, base...), "--transport", "tcp", "--preauth-upfront"), prober.NagiosOK, "KRB5 OK - login "},
+		{"encrypted timestamp", append(append([]string{}, base...), "--preauth", "encrypted_timestamp"), prober.NagiosOK, "(encrypted_timestamp; preauth_required "},
+		{"warning", append(append([]string{}, withSvc...), "--warning", "1ns"), prober.NagiosWarning, "KRB5 WARNING - login"},
+		{"critical", append(append([]string{}, withSvc...), "--warning", "1ns", "--critical", "2ns"), prober.NagiosCritical, "KRB5 CRITICAL - login"},
+		{"unknown service", append(append([]string{}, base...), "--service", "HTTP/nosuch."+r.Domain), prober.NagiosCritical, "service ticket failed: KDC_ERR_S_PRINCIPAL_UNKNOWN"},
+		{"unknown client", []string{"--kdc", r.KDCAddr, "--realm", r.Realm, "--client", "nosuch", "--password-file", pwFile(t, "x")}, prober.NagiosCritical, "login failed: KDC_ERR_C_PRINCIPAL_UNKNOWN"},
+		{"missing keytab", []string{"--kdc", r.KDCAddr, "--realm", r.Realm, "--client", "p", "--keytab", "/nonexistent.keytab"}, prober.NagiosUnknown, "KRB5 UNKNOWN - keytab: cannot open keytab: no such file or directory"},
+		{"readable keytab", []string{"--kdc", r.KDCAddr, "--realm", r.Realm, "--client", "p", "--keytab", readableKeytab(t)}, prober.NagiosUnknown, "KRB5 UNKNOWN - keytab: keytab is readable by users other than its owner"},
+		{"clock skew warning", append(append([]string{}, withSvc...), "--clock-skew-warning", "1ns"), prober.NagiosWarning, "KRB5 WARNING - login"},
+		{"clock skew critical", append(append([]string{}, withSvc...), "--clock-skew-warning", "1ns", "--clock-skew-critical", "2ns"), prober.NagiosCritical, "KDC clock off by"},
+		{"missing kdc", base[2:], prober.NagiosUnknown, "KRB5 UNKNOWN - address is required"},
+		{"bad enctype", append(append([]string{}, base...), "--enctype", "rc4-hmac"), prober.NagiosUnknown, `KRB5 UNKNOWN - enctypes.0: unsupported enctype "rc4-hmac"`},
+		{"module without file", append(append([]string{}, base...), "--module", "x"), prober.NagiosUnknown, "--module needs --config.file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, errOut := runProbe(t, tc.args...)
@@ -81,7 +79,7 @@ func TestProbeCommand(t *testing.T) {
 	// A dead KDC is CRITICAL, and says why.
 	dead := realmtest.DeadAddr(t)
 	code, out, _ = runProbe(t, append([]string{"--kdc", dead}, base[2:]...)...)
-	if code != nagiosCritical || !strings.Contains(out, "login failed: connection_refused") || strings.Contains(out, "|") {
+	if code != prober.NagiosCritical || !strings.Contains(out, "login failed: connection_refused") || strings.Contains(out, "|") {
 		t.Errorf("dead KDC: exit %d\n%s", code, out)
 	}
 
@@ -95,15 +93,15 @@ func TestProbeCommand(t *testing.T) {
 	}
 	// The old flag name still works (hidden alias).
 	code, out, _ = runProbe(t, "--kdc", r.KDCAddr, "--module", "default", "--module.config-file", cfgFile)
-	if code != nagiosCritical || !strings.Contains(out, "KDC_ERR_S_PRINCIPAL_UNKNOWN") {
+	if code != prober.NagiosCritical || !strings.Contains(out, "KDC_ERR_S_PRINCIPAL_UNKNOWN") {
 		t.Errorf("module from file: exit %d\n%s", code, out)
 	}
 	code, out, _ = runProbe(t, "--kdc", r.KDCAddr, "--module", "default", "--config.file", cfgFile, "--service", r.Service(1), "-v")
-	if code != nagiosOK {
+	if code != prober.NagiosOK {
 		t.Errorf("module with --service override: exit %d\n%s", code, out)
 	}
 	code, out, _ = runProbe(t, "--kdc", r.KDCAddr, "--module", "nosuch", "--config.file", cfgFile)
-	if code != nagiosUnknown || !strings.Contains(out, `no module "nosuch"`) {
+	if code != prober.NagiosUnknown || !strings.Contains(out, `no module "nosuch"`) {
 		t.Errorf("unknown module: exit %d\n%s", code, out)
 	}
 }
@@ -127,48 +125,6 @@ func readableKeytab(t *testing.T) string {
 	return f
 }
 
-// The clock-skew thresholds rate the KDC's clock offset as the README
-// says: at or beyond --clock-skew-critical CRITICAL, else at or beyond
-// --clock-skew-warning WARNING, either sign, 0 disables, and the worse of
-// latency and skew wins.
-func TestProbeVerdictClockSkew(t *testing.T) {
-	for _, tc := range []struct {
-		name               string
-		offset             time.Duration
-		has                bool
-		warn, crit, slower time.Duration
-		want               int
-		text               string
-	}{
-		{"in sync", 2 * time.Second, true, time.Minute, 4 * time.Minute, 0, nagiosOK, ""},
-		{"no offset known", time.Hour, false, time.Minute, 4 * time.Minute, 0, nagiosOK, ""},
-		{"at warning", time.Minute, true, time.Minute, 4 * time.Minute, 0, nagiosWarning, "KDC clock off by 1m0s"},
-		{"behind, warning", -90 * time.Second, true, time.Minute, 4 * time.Minute, 0, nagiosWarning, "KDC clock off by -1m30s"},
-		{"at critical", 4 * time.Minute, true, time.Minute, 4 * time.Minute, 0, nagiosCritical, "KDC clock off by 4m0s"},
-		{"behind, critical", -5 * time.Minute, true, time.Minute, 4 * time.Minute, 0, nagiosCritical, "KDC clock off by -5m0s"},
-		{"warning disabled", 3 * time.Minute, true, 0, 4 * time.Minute, 0, nagiosOK, ""},
-		{"both disabled", time.Hour, true, 0, 0, 0, nagiosOK, ""},
-		{"critical skew beats a latency warning", 5 * time.Minute, true, time.Minute, 4 * time.Minute, time.Nanosecond, nagiosCritical, "KDC clock off by 5m0s"},
-		{"latency warning with a skew in bounds", time.Second, true, time.Minute, 4 * time.Minute, time.Nanosecond, nagiosWarning, "login"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			p := &probeCmd{skewWarning: tc.warn, skewCritical: tc.crit, warning: tc.slower}
-			o := prober.Outcome{AS: krb5.ASResult{Duration: time.Millisecond, ClockOffset: tc.offset, HasClockOffset: tc.has}}
-			code, text := p.verdict(&o)
-			if code != tc.want || !strings.Contains(text, tc.text) {
-				t.Errorf("exit %d %q, want %d with %q", code, text, tc.want, tc.text)
-			}
-			if tc.want == nagiosOK && strings.Contains(text, "clock") {
-				t.Errorf("OK verdict mentions the clock: %q", text)
-			}
-			perf := p.perfdata(&o)
-			if tc.has && !strings.Contains(perf, "clock_offset=") {
-				t.Errorf("perfdata lacks clock_offset: %q", perf)
-			}
-		})
-	}
-}
-
 // A bad command line is UNKNOWN (3) with one line on stdout, as a
 // monitoring system expects of a check; the daemon's bad flags exit 2.
 func TestProbeBadCommandLine(t *testing.T) {
@@ -180,7 +136,7 @@ func TestProbeBadCommandLine(t *testing.T) {
 		{"probe", "--kdc"},
 	} {
 		out, stderr, code := exporter(t, args...)
-		if code != nagiosUnknown || !strings.HasPrefix(out, "KRB5 UNKNOWN - bad command line: ") || strings.Count(out, "\n") != 1 {
+		if code != prober.NagiosUnknown || !strings.HasPrefix(out, "KRB5 UNKNOWN - bad command line: ") || strings.Count(out, "\n") != 1 {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q; want 3 and one UNKNOWN line", args, code, out, stderr)
 		}
 	}
@@ -196,7 +152,7 @@ func TestProbeCommandRefusesKadmindProbers(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "p.yml")
 	os.WriteFile(cfg, []byte("modules:\n  k:\n    prober: kadmin\n"), 0o600)
 	out, _, code := exporter(t, "probe", "--config.file", cfg, "--module", "k", "--kdc", "127.0.0.1:749")
-	if code != nagiosUnknown || out != "KRB5 UNKNOWN - module \"k\" is a prober kadmin module: use it under probes: or at /probe\n" {
+	if code != prober.NagiosUnknown || out != "KRB5 UNKNOWN - module \"k\" is a prober kadmin module: use it under probes: or at /probe\n" {
 		t.Errorf("exit %d, stdout %q", code, out)
 	}
 }

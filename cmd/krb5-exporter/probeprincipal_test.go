@@ -18,6 +18,7 @@ import (
 
 	"github.com/krb5-exporter/krb5-exporter/config"
 	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
+	"github.com/krb5-exporter/krb5-exporter/prober"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
@@ -102,7 +103,7 @@ func TestProbePrincipal(t *testing.T) {
 	cfg := filepath.Join(dir, "config.yml")
 	os.WriteFile(cfg, []byte(out), 0o600)
 	probe, _, code := exporter(t, "probe", "--kdc", r.KDCAddr, "--config.file", cfg, "--module", "default")
-	if code != nagiosOK {
+	if code != prober.NagiosOK {
 		t.Errorf("probe with the printed configuration: exit %d\n%s\nconfiguration:\n%s", code, probe, out)
 	}
 

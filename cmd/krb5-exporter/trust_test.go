@@ -13,6 +13,7 @@ import (
 
 	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
+	"github.com/krb5-exporter/krb5-exporter/prober"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
@@ -135,14 +136,14 @@ func TestProbeCommandCrossRealm(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out, _ := runProbe(t, "--kdc", a.KDCAddr, "--module", "x", "--config.file", cfgFile)
-	if code != nagiosOK || !strings.Contains(out, "service ticket of the trusted realm ") || !strings.Contains(out, " remote_tgs=") || !strings.Contains(out, " referral=") {
+	if code != prober.NagiosOK || !strings.Contains(out, "service ticket of the trusted realm ") || !strings.Contains(out, " remote_tgs=") || !strings.Contains(out, " referral=") {
 		t.Errorf("trust up: exit %d\n%s", code, out)
 	}
 	if err := b.StopKDC(); err != nil {
 		t.Fatal(err)
 	}
 	code, out, _ = runProbe(t, "--kdc", a.KDCAddr, "--module", "x", "--config.file", cfgFile)
-	if code != nagiosCritical || !strings.Contains(out, "service ticket of the trusted realm failed: connection_refused") {
+	if code != prober.NagiosCritical || !strings.Contains(out, "service ticket of the trusted realm failed: connection_refused") {
 		t.Errorf("trusted realm's KDC down: exit %d\n%s", code, out)
 	}
 }
