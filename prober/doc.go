@@ -9,4 +9,7 @@
 // instead probe kadmind: kpasswd (a login for kadmin/changepw, then a
 // password-change request kadmind must refuse without changing anything)
 // or kadmin (one unauthenticated call to its admin RPC, internal/kadmrpc).
+// Each protocol's probe is a file of its own (kdc.go, crossrealm.go,
+// kpasswd.go, kadmin.go; proxy.go for transport https); nagios.go rates
+// one probe as a Nagios/Icinga check (`krb5-exporter probe`).
 package prober
