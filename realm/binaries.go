@@ -16,16 +16,19 @@ type binaries struct {
 }
 
 // sbinDirs are searched after PATH: Debian and RHEL keep the servers in
-// /usr/sbin, which a non-root PATH often lacks.
-var sbinDirs = []string{"/usr/sbin", "/sbin", "/usr/local/sbin"}
+// /usr/sbin, which a non-root PATH often lacks; kadmin is in /usr/bin.
+var sbinDirs = []string{"/usr/sbin", "/sbin", "/usr/local/sbin", "/usr/bin"}
 
-func lookPath(name string) (string, error) {
+// LookPath finds a program (krb5kdc, kadmin.local, gunicorn...): in
+// PATH, then in the sbin directories a non-root PATH often lacks; there,
+// only an executable regular file.
+func LookPath(name string) (string, error) {
 	if p, err := exec.LookPath(name); err == nil {
 		return p, nil
 	}
 	for _, d := range sbinDirs {
 		p := filepath.Join(d, name)
-		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
 			return p, nil
 		}
 	}
@@ -39,14 +42,14 @@ func findBinaries() (binaries, error) {
 		name string
 		dst  *string
 	}{{"krb5kdc", &b.KDC}, {"kadmind", &b.Kadmind}, {"kdb5_util", &b.KDB5Util}, {"kadmin.local", &b.KadminLocal}} {
-		p, err := lookPath(x.name)
+		p, err := LookPath(x.name)
 		if err != nil {
 			missing = append(missing, x.name)
 			continue
 		}
 		*x.dst = p
 	}
-	b.Kpropd, _ = lookPath("kpropd")
+	b.Kpropd, _ = LookPath("kpropd")
 	if len(missing) > 0 {
 		return b, fmt.Errorf("realm: MIT Kerberos server programs missing (%s); on Debian: apt-get install krb5-kdc krb5-admin-server krb5-user",
 			strings.Join(missing, ", "))
@@ -64,7 +67,7 @@ func Available() error {
 // KpropdAvailable reports whether kpropd, which replicas need, is
 // installed.
 func KpropdAvailable() error {
-	if _, err := lookPath("kpropd"); err != nil {
+	if _, err := LookPath("kpropd"); err != nil {
 		return fmt.Errorf("realm: kpropd missing; on Debian: apt-get install krb5-kpropd")
 	}
 	return nil

@@ -64,7 +64,7 @@ func (p *KDCProxy) setPaths(r *Realm) {
 // KDCProxyAvailable reports whether gunicorn and python3-kdcproxy are
 // installed.
 func KDCProxyAvailable() error {
-	if _, err := lookPath("gunicorn"); err != nil {
+	if _, err := LookPath("gunicorn"); err != nil {
 		return fmt.Errorf("realm: gunicorn missing; on Debian: apt-get install gunicorn python3-kdcproxy")
 	}
 	// Debian's gunicorn runs /usr/bin/python3, which finds the module here.
@@ -194,7 +194,7 @@ func (r *Realm) StartKDCProxy(ctx context.Context) error {
 	if pid := r.KDCProxyPid(); pid > 0 {
 		return fmt.Errorf("realm: kdcproxy already running as pid %d", pid)
 	}
-	g, err := lookPath("gunicorn")
+	g, err := LookPath("gunicorn")
 	if err != nil {
 		return KDCProxyAvailable()
 	}

@@ -415,7 +415,7 @@ func (p *Realm) resyncWrappers() (dump, kprop string, err error) {
 			return "", "", err
 		}
 	}
-	if bin, lerr := lookPath("kprop"); lerr == nil {
+	if bin, lerr := LookPath("kprop"); lerr == nil {
 		if kprop, err = wrap("resync-kprop.sh", bin); err != nil {
 			return "", "", err
 		}

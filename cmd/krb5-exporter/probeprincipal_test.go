@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
-	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -16,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/krb5-exporter/krb5-exporter/config"
 	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
 	"github.com/krb5-exporter/krb5-exporter/prober"
 	"github.com/krb5-exporter/krb5-exporter/realm"
@@ -152,7 +150,7 @@ func TestProbePrincipalRotateKeepsTheKey(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	kadminLocal, err := findProgram("kadmin.local")
+	kadminLocal, err := realm.LookPath("kadmin.local")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,31 +262,5 @@ func mitTools(ctx context.Context, t *testing.T, r *realm.Realm, dir string) fun
 			t.Fatalf("%s %v: %v\n%s", prog, args, err, out)
 		}
 		return string(out)
-	}
-}
-
-// The printed snippet names no log file unless told: the exporter then
-// follows what kdc.conf says, on Debian (the journal) as on RHEL (a file),
-// for the KDC and kadmind, as the packaged configuration does.
-func TestProbeConfigLog(t *testing.T) {
-	v := map[string]string{"Principal": "p@R", "Realm": "R", "Keytab": "/k", "KDC": "127.0.0.1:88", "Keys": "4", "Kvno": "2", "Owner": ""}
-	for kdcLog, want := range map[string][]config.LogSource{
-		"":                     {{Type: "kdc", ProbePrincipals: []string{"p@R"}}, {Type: "kadmind"}},
-		"/var/log/krb5kdc.log": {{Type: "kdc", Path: "/var/log/krb5kdc.log", ProbePrincipals: []string{"p@R"}}, {Type: "kadmind"}},
-	} {
-		v["KDCLog"] = kdcLog
-		var b strings.Builder
-		if err := probeConfigTmpl.Execute(&b, v); err != nil {
-			t.Fatal(err)
-		}
-		path := filepath.Join(t.TempDir(), "snippet.yml")
-		os.WriteFile(path, []byte(b.String()), 0o600)
-		cfg, err := config.LoadDeferringKeys(path) // no keytab here
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !reflect.DeepEqual(cfg.Logs, want) {
-			t.Errorf("--kdc-log %q: logs %+v, want %+v\n%s", kdcLog, cfg.Logs, want, b.String())
-		}
 	}
 }
