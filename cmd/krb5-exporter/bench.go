@@ -7,10 +7,8 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -23,7 +21,6 @@ import (
 	"github.com/krb5-exporter/krb5-exporter/bench"
 	"github.com/krb5-exporter/krb5-exporter/bench/report"
 	"github.com/krb5-exporter/krb5-exporter/collector"
-	"github.com/krb5-exporter/krb5-exporter/internal/kdcproc"
 	"github.com/krb5-exporter/krb5-exporter/internal/safefile"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
@@ -40,11 +37,7 @@ type benchCmd struct {
 	configFile string
 	interval   time.Duration
 	listen     string
-	allowWrite bool
-	kdcCPU     int
-	genCPU     int
-	realmOpts  realm.Options
-	keepRealm  bool
+	setup      bench.Setup
 	baseline   string
 	floorPct   float64
 	singleRun  float64
@@ -61,12 +54,12 @@ func addBenchCommand(app *kingpin.Application) *benchCmd {
 	c.Flag("config.file", "YAML file with the settings below (same names, with _) and an optional existing realm.").StringVar(&b.configFile)
 	c.Flag("interval", "Without --once: run the suite this often and serve the last results on /metrics.").Default("24h").DurationVar(&b.interval)
 	c.Flag("web.listen-address", "Without --once: where to serve /metrics.").Default(defaultListenAddress).StringVar(&b.listen)
-	c.Flag("allow-writes", "Against an existing realm: allow the tests that write (kadmin) or restart the KDC (startup).").BoolVar(&b.allowWrite)
-	c.Flag("kdc-cpu", "Pin the ephemeral realm's KDC to this CPU (taskset); -1 leaves it.").Default("-1").IntVar(&b.kdcCPU)
-	c.Flag("generator-cpu", "Pin this process (the load generator) to this CPU; -1 leaves it.").Default("-1").IntVar(&b.genCPU)
+	c.Flag("allow-writes", "Against an existing realm: allow the tests that write (kadmin) or restart the KDC (startup).").BoolVar(&b.setup.AllowWrites)
+	c.Flag("kdc-cpu", "Pin the ephemeral realm's KDC to this CPU (taskset); -1 leaves it.").Default("-1").IntVar(&b.setup.KDCCPU)
+	c.Flag("generator-cpu", "Pin this process (the load generator) to this CPU; -1 leaves it.").Default("-1").IntVar(&b.setup.GeneratorCPU)
 	// The ephemeral realm: the options of `realm up`, under realm.
-	realm.RegisterFlags(c, "realm.", &b.realmOpts)
-	c.Flag("realm.keep", "Ephemeral realm: leave it running afterwards (prints its directory).").BoolVar(&b.keepRealm)
+	realm.RegisterFlags(c, "realm.", &b.setup.Realm)
+	c.Flag("realm.keep", "Ephemeral realm: leave it running afterwards (prints its directory).").BoolVar(&b.setup.KeepRealm)
 	c.Flag("baseline", "With --once (or each run of the daemon): compare the run with this earlier one (a results/<timestamp> directory or its report.json) in the reports and metrics, and exit 1 when a metric got significantly worse beyond --change-floor, even if it passes its target.").StringVar(&b.baseline)
 	c.Flag("change-floor", "With --baseline and bench compare, runs with --count: a change smaller than this % of the old value is never called slower or faster.").Default("5").Float64Var(&b.floorPct)
 	c.Flag("single-run-floor", "With --baseline and bench compare: when either run ran its loads once (no --count), a metric is called only when new/old is at least this factor or at most its inverse: the seconds of one run show that run's noise, not how much two runs differ.").Default("2").Float64Var(&b.singleRun)
@@ -207,13 +200,9 @@ func (b *benchCmd) run(stdout, stderr io.Writer) int {
 	// A reader that goes away (`| head`) must not kill the bench before it
 	// removes its realm and its kadmin principals.
 	signal.Ignore(syscall.SIGPIPE)
-	if b.genCPU >= 0 {
-		if err := pin(os.Getpid(), b.genCPU); err != nil {
-			fmt.Fprintf(stderr, "krb5-exporter bench: %v\n", err)
-			return 2
-		}
-		// One CPU: more Go threads would only take turns on it.
-		runtime.GOMAXPROCS(1)
+	if err := b.setup.PinGenerator(); err != nil {
+		fmt.Fprintf(stderr, "krb5-exporter bench: %v\n", err)
+		return 2
 	}
 	if b.once {
 		_, code := b.runOnce(ctx, cfg, stdout, stderr)
@@ -231,7 +220,9 @@ func (b *benchCmd) runOnce(ctx context.Context, cfg bench.Config, stdout, stderr
 		fmt.Fprintf(stderr, "krb5-exporter bench: --baseline: %v\n", err)
 		return nil, 2
 	}
-	sys, cleanup, err := b.system(ctx, cfg, stderr)
+	sys, cleanup, err := b.setup.System(ctx, cfg, func(format string, args ...any) {
+		fmt.Fprintf(stderr, "krb5-exporter bench: "+format+"\n", args...)
+	})
 	if err != nil {
 		fmt.Fprintf(stderr, "krb5-exporter bench: %v\n", err)
 		return nil, 2
@@ -313,167 +304,4 @@ func (b *benchCmd) daemon(ctx context.Context, cfg bench.Config, stdout, stderr 
 		case <-time.After(b.interval):
 		}
 	}
-}
-
-// system is the configured existing realm, or a new ephemeral one
-// (removed by cleanup).
-func (b *benchCmd) system(ctx context.Context, cfg bench.Config, stderr io.Writer) (*bench.System, func(), error) {
-	if cfg.Realm != nil {
-		unlock, err := lockRealm(cfg.Realm, cfg.Shard)
-		if err != nil {
-			return nil, nil, err
-		}
-		s, err := existingSystem(cfg.Realm, b.allowWrite || cfg.Realm.AllowWrites)
-		if err != nil {
-			unlock()
-			return nil, nil, err
-		}
-		return s, unlock, nil
-	}
-	dir, err := os.MkdirTemp("", "krb5-bench-realm-")
-	if err != nil {
-		return nil, nil, err
-	}
-	opts := b.realmOpts
-	opts.Dir = dir
-	fmt.Fprintf(stderr, "krb5-exporter bench: creating an ephemeral realm in %s\n", dir)
-	r, err := realm.Up(ctx, opts)
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, nil, err
-	}
-	cleanup := func() {
-		if b.keepRealm {
-			fmt.Fprintf(stderr, "krb5-exporter bench: the realm stays up: krb5-exporter realm down --dir %s\n", dir)
-			return
-		}
-		if err := r.Down(); err != nil {
-			fmt.Fprintf(stderr, "krb5-exporter bench: removing the realm: %v\n", err)
-		}
-	}
-	sys := bench.RealmSystem(r)
-	if b.kdcCPU >= 0 {
-		pinKDC := func() error {
-			for _, p := range r.KDCPids() {
-				if err := pin(p, b.kdcCPU); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-		if err := pinKDC(); err != nil {
-			cleanup()
-			return nil, nil, err
-		}
-		start := sys.StartKDC
-		sys.StartKDC = func(ctx context.Context) error {
-			if err := start(ctx); err != nil {
-				return err
-			}
-			return pinKDC()
-		}
-		sys.Settings["kdc_cpu"] = strconv.Itoa(b.kdcCPU)
-	}
-	if b.genCPU >= 0 {
-		sys.Settings["generator_cpu"] = strconv.Itoa(b.genCPU)
-	}
-	return sys, cleanup, nil
-}
-
-// lockRealm refuses a second bench against the same realm and KDC on this
-// machine at the same time: their loads would mix and kadmin prefixes
-// would be cleaned up under each other. The lock is a flock on a file in
-// the temporary directory, released when the process ends however it ends.
-func lockRealm(e *bench.ExistingRealm, shard string) (func(), error) {
-	name := strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' {
-			return r
-		}
-		return '_'
-	}, e.Name+"@"+e.KDC+shardSuffix(shard))
-	path := filepath.Join(os.TempDir(), "krb5-bench-"+name+".lock")
-	f, err := safefile.OpenOwned(path, os.O_RDWR|os.O_CREATE, 0o600) // in /tmp: no planted link or file
-	if err != nil {
-		return nil, err
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("another bench is running against realm %s at %s%s (lock %s is held); refusing to run a second at the same time", e.Name, e.KDC, shardSuffix(shard), path)
-	}
-	return func() { f.Close() }, nil
-}
-
-// shardSuffix names a shard in the lock: shards of one run lock apart.
-func shardSuffix(shard string) string {
-	if shard == "" || shard == "1/1" {
-		return ""
-	}
-	return " shard " + shard
-}
-
-// existingSystem describes a configured realm.
-func existingSystem(e *bench.ExistingRealm, allowWrites bool) (*bench.System, error) {
-	s := &bench.System{
-		Realm: e.Name, KDC: e.KDC, Domain: e.Domain, UserKeytab: e.UsersKeytab, Users: e.Users, Services: e.Services,
-		KadminAddr: e.Kadmind, AdminPrincipal: e.AdminName, AdminKeytab: e.AdminKeytab, KDCLog: e.KDCLog,
-		AllowWrites: allowWrites, DumpCommand: e.DumpCommand,
-		Settings: map[string]string{"realm_kind": "existing realm"},
-	}
-	if e.Krb5Config != "" {
-		s.Env = append(s.Env, "KRB5_CONFIG="+e.Krb5Config)
-	}
-	if e.KDCConf != "" {
-		s.Env = append(s.Env, "KRB5_KDC_PROFILE="+e.KDCConf)
-	}
-	if e.UserFormat != "" {
-		f := e.UserFormat
-		s.UserName = func(i int) string { return fmt.Sprintf(f, i) }
-	}
-	if e.ServiceFormat != "" {
-		f := e.ServiceFormat
-		s.ServiceName = func(i int) string { return fmt.Sprintf(f, i) }
-	}
-	if e.KDCPidFile != "" {
-		path := e.KDCPidFile
-		s.KDCPids = func() []int { return kdcPids(path) }
-	}
-	if len(e.StopCommand) > 0 && len(e.StartCommand) > 0 {
-		stopC, startC := e.StopCommand, e.StartCommand
-		s.StopKDC = func() error { return runCommand(context.Background(), stopC) }
-		s.StartKDC = func(ctx context.Context) error { return runCommand(ctx, startC) }
-	}
-	return s, nil
-}
-
-func runCommand(ctx context.Context, argv []string) error {
-	out, err := exec.CommandContext(ctx, argv[0], argv[1:]...).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("%s: %v: %s", strings.Join(argv, " "), err, strings.TrimSpace(string(out)))
-	}
-	return nil
-}
-
-// kdcPids lists the processes of the KDC whose pid file is path: its
-// main process and its krb5kdc children (kdcproc.Find, by the default
-// rule: root's, or this user's, MIT krb5kdc); none when it is not running
-// or /proc cannot be read.
-func kdcPids(path string) []int {
-	procs, err := kdcproc.Find("/proc", path, nil)
-	if err != nil {
-		return nil
-	}
-	pids := make([]int, len(procs))
-	for i, p := range procs {
-		pids[i] = p.PID
-	}
-	return pids
-}
-
-// pin moves every thread of pid to one CPU.
-func pin(pid, cpu int) error {
-	out, err := exec.Command("taskset", "-a", "-p", "-c", strconv.Itoa(cpu), strconv.Itoa(pid)).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("taskset -a -p -c %d %d: %v: %s", cpu, pid, err, strings.TrimSpace(string(out)))
-	}
-	return nil
 }
