@@ -28,7 +28,7 @@ func (b *benchCmd) addCompare(c *kingpin.CmdClause) {
 
 // comparison of two loaded runs with the command line's options.
 func (b *benchCmd) comparison(old, cur *report.Report, oldPath, newPath string) *report.Comparison {
-	c := compare.Compare(old, cur, compare.Options{FloorPct: b.floorPct, SingleRunFactor: b.singleRun})
+	c := compare.Compare(old, cur, compare.Options{FloorPct: b.flags.FloorPct, SingleRunFactor: b.flags.SingleRunFactor})
 	c.Old.Path, c.New.Path = oldPath, newPath
 	return &c
 }
@@ -72,28 +72,28 @@ func (b *benchCmd) compare(stdout, stderr io.Writer) int {
 
 // floors checks --change-floor and --single-run-floor.
 func (b *benchCmd) floors() error {
-	if b.floorPct < 0 {
+	if b.flags.FloorPct < 0 {
 		return fmt.Errorf("--change-floor must be >= 0")
 	}
-	if !(b.singleRun >= 1) {
-		return fmt.Errorf("--single-run-floor must be a factor >= 1 (2: only a halving or a doubling is called), not %g", b.singleRun)
+	if !(b.flags.SingleRunFactor >= 1) {
+		return fmt.Errorf("--single-run-floor must be a factor >= 1 (2: only a halving or a doubling is called), not %g", b.flags.SingleRunFactor)
 	}
 	return nil
 }
 
 // loadBaseline reads --baseline's run (nil without one).
 func (b *benchCmd) loadBaseline() (*report.Report, error) {
-	if b.baseline == "" {
+	if b.flags.Baseline == "" {
 		return nil, nil
 	}
 	if err := b.floors(); err != nil {
 		return nil, err
 	}
-	rep, dir, err := report.ReadRun(b.baseline)
+	rep, dir, err := report.ReadRun(b.flags.Baseline)
 	if err != nil {
 		return nil, err
 	}
-	b.baseline = dir
+	b.flags.Baseline = dir
 	return rep, nil
 }
 
@@ -103,5 +103,5 @@ func (b *benchCmd) compareBaseline(base, rep *report.Report, dir string) {
 	if base == nil {
 		return
 	}
-	rep.Baseline = b.comparison(base, rep, b.baseline, dir)
+	rep.Baseline = b.comparison(base, rep, b.flags.Baseline, dir)
 }

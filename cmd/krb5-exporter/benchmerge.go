@@ -25,7 +25,7 @@ func (b *benchCmd) addMerge(c *kingpin.CmdClause) {
 
 // mergeRuns is `bench merge DIR...`.
 func (b *benchCmd) mergeRuns(stdout, stderr io.Writer) int {
-	cfg, err := b.config()
+	cfg, err := b.flags.Config()
 	if err != nil {
 		fmt.Fprintf(stderr, "krb5-exporter bench merge: %v\n", err)
 		return 2

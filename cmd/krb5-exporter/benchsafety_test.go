@@ -7,59 +7,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/krb5-exporter/krb5-exporter/bench"
 )
-
-// The lock file in the temporary directory is never a planted link (its
-// target would be created as the bench's user), FIFO or another user's
-// file (issue 26 item 8).
-func TestBenchLockRefusesPlantedFiles(t *testing.T) {
-	t.Setenv("TMPDIR", t.TempDir())
-	e := &bench.ExistingRealm{Name: "R.TEST", KDC: "127.0.0.1:1"}
-	lock := filepath.Join(os.TempDir(), "krb5-bench-R.TEST_127.0.0.1_1.lock")
-	victim := filepath.Join(t.TempDir(), "victim")
-	plants := []struct {
-		what  string
-		plant func() error
-	}{
-		{"a link", func() error { return os.Symlink(victim, lock) }},
-		{"a FIFO", func() error { return syscall.Mkfifo(lock, 0o666) }},
-	}
-	if os.Getuid() == 0 {
-		plants = append(plants, struct {
-			what  string
-			plant func() error
-		}{"another user's file", func() error {
-			if err := os.WriteFile(lock, nil, 0o666); err != nil {
-				return err
-			}
-			return os.Chown(lock, 65534, 65534)
-		}})
-	}
-	for _, p := range plants {
-		os.Remove(lock)
-		if err := p.plant(); err != nil {
-			t.Fatal(err)
-		}
-		if unlock, err := lockRealm(e, ""); err == nil {
-			unlock()
-			t.Errorf("%s at the lock's path: locked", p.what)
-		}
-		if _, err := os.Lstat(victim); err == nil {
-			t.Fatalf("%s at the lock's path: its target was created", p.what)
-		}
-	}
-	os.Remove(lock)
-	unlock, err := lockRealm(e, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	unlock()
-}
 
 // The results go to OUTPUT_DIR/<timestamp>, a name known in advance: a
 // link planted there is refused, and its target receives nothing.
