@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
+	"github.com/krb5-exporter/krb5-exporter/internal/web"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
@@ -100,7 +101,7 @@ func BenchmarkScrapeRealKDC(b *testing.B) {
 					reg.MustRegister(c)
 					// -http: the whole reply as Prometheus asks for it
 					// (text, gzip), as the exporter's handler gives it.
-					h := MetricsHandler(reg, promhttp.HandlerOpts{})
+					h := web.MetricsHandler(reg, promhttp.HandlerOpts{})
 					req := httptest.NewRequest("GET", "/metrics", nil)
 					req.Header.Set("Accept-Encoding", "gzip")
 					b.ReportAllocs()
@@ -146,7 +147,7 @@ func benchScrapePaced(b *testing.B, workers int) {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(c)
-	h := MetricsHandler(reg, promhttp.HandlerOpts{})
+	h := web.MetricsHandler(reg, promhttp.HandlerOpts{})
 	req := httptest.NewRequest("GET", "/metrics", nil)
 	req.Header.Set("Accept-Encoding", "gzip")
 	var cpu int64
