@@ -19,6 +19,7 @@ import (
 
 	"github.com/krb5-exporter/krb5-exporter/internal/kdcbpf"
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
+	"github.com/krb5-exporter/krb5-exporter/internal/krb5/krb5test"
 	"github.com/krb5-exporter/krb5-exporter/internal/loadgen"
 	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
@@ -361,18 +362,7 @@ func fmtList(v []float64) string {
 // makes it: r's users from their keytab, its services.
 func costConfig(t *testing.T, r *realm.Realm) loadgen.Config {
 	t.Helper()
-	ps := make([]krb5.Principal, r.Opts.Users)
-	for i := range ps {
-		p, err := krb5.ParsePrincipal(r.User(i+1), r.Realm)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ps[i] = p
-	}
-	creds, err := krb5.NewKeytabCredentialsFor(r.UserKeytab, ps)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ps, creds := krb5test.UserCredentials(t, r)
 	return loadgen.Config{
 		KDC:   r.KDCAddr,
 		Users: len(ps),

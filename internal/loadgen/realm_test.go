@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
+	"github.com/krb5-exporter/krb5-exporter/internal/krb5/krb5test"
 	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
@@ -64,18 +65,7 @@ func realmConfig(t testing.TB, r *realm.Realm, preauth krb5.PreauthMode) Config 
 // sending to kdc (a relay in front of r's KDC).
 func realmConfigVia(t testing.TB, r *realm.Realm, preauth krb5.PreauthMode, kdc string) Config {
 	t.Helper()
-	ps := make([]krb5.Principal, r.Opts.Users)
-	for i := range ps {
-		p, err := krb5.ParsePrincipal(r.User(i+1), r.Realm)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ps[i] = p
-	}
-	creds, err := krb5.NewKeytabCredentialsFor(r.UserKeytab, ps)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ps, creds := krb5test.UserCredentials(t, r)
 	return Config{
 		KDC:   kdc,
 		Users: len(ps),
