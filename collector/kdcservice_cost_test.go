@@ -371,13 +371,7 @@ func costConfig(t *testing.T, r *realm.Realm) loadgen.Config {
 			return krb5.NewClient(krb5.Options{KDC: r.KDCAddr, Transport: tr, Client: ps[u], Credentials: creds[u], UDPRetransmit: time.Second})
 		},
 		Services: r.Opts.Services,
-		Service: func(c *krb5.Client, i int) *krb5.Service {
-			p, err := krb5.ParsePrincipal(r.Service((i-1)%r.Opts.Services+1), r.Realm)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return c.PrepareService(p)
-		},
-		Timeout: 5 * time.Second,
+		Service:  krb5test.Services(t, r),
+		Timeout:  5 * time.Second,
 	}
 }

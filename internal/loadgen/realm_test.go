@@ -74,14 +74,8 @@ func realmConfigVia(t testing.TB, r *realm.Realm, preauth krb5.PreauthMode, kdc 
 			return krb5.NewClient(krb5.Options{KDC: kdc, Transport: tr, Client: ps[u], Credentials: creds[u], UDPRetransmit: time.Second, Preauth: preauth})
 		},
 		Services: r.Opts.Services,
-		Service: func(c *krb5.Client, i int) *krb5.Service {
-			p, err := krb5.ParsePrincipal(r.Service((i-1)%r.Opts.Services+1), r.Realm)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return c.PrepareService(p)
-		},
-		Timeout: 5 * time.Second,
+		Service:  krb5test.Services(t, r),
+		Timeout:  5 * time.Second,
 	}
 }
 

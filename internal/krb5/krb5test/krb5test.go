@@ -1,5 +1,6 @@
 // Package krb5test holds the test helpers that give the Kerberos engine
-// (internal/krb5) what a harness realm has: its users' keys. It is apart
+// (internal/krb5) what a harness realm has: its users with their keys,
+// and its services, as a load's configuration takes them. It is apart
 // from internal/realmtest because internal/krb5's own tests import
 // realmtest. Test code only.
 package krb5test
@@ -28,4 +29,16 @@ func UserCredentials(t testing.TB, r *realm.Realm) (ps []krb5.Principal, creds [
 		t.Fatal(err)
 	}
 	return ps, creds
+}
+
+// Services returns a load's Service function for r: the i-th service
+// asked for (1-based) is r's service i, wrapping around r's services.
+func Services(t testing.TB, r *realm.Realm) func(c *krb5.Client, i int) *krb5.Service {
+	return func(c *krb5.Client, i int) *krb5.Service {
+		p, err := krb5.ParsePrincipal(r.Service((i-1)%r.Opts.Services+1), r.Realm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.PrepareService(p)
+	}
 }
