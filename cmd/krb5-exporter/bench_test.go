@@ -211,18 +211,9 @@ realm:
 func TestBenchDaemonServesResults(t *testing.T) {
 	realmtest.RequireMIT(t)
 	addr := realmtest.Addr(t)
-	logs := &testutil.LockedBuffer{}
 	args := append(smallBench(t.TempDir(), "--tests", "dump"), "--web.listen-address", addr, "--interval", "1h")
 	args = slices.DeleteFunc(args, func(a string) bool { return a == "--once" })
-	cmd := exec.Command(binary, args...)
-	cmd.Stderr = logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
-	})
+	cmd, logs := startExporter(t, args...)
 	base := "http://" + addr
 	testutil.Eventually(t, 60*time.Second, "krb5_bench_last_run_success on /metrics", func() bool {
 		resp, err := http.Get(base + "/metrics")
