@@ -195,8 +195,7 @@ func BenchmarkParseCountWorkers(b *testing.B) {
 	c := newCounts()
 	var idx WorkerIndex = w
 	c.workers.index.Store(&idx)
-	src := newSource(config.LogSource{Path: "bench", Type: "kdc", ProbePrincipals: []string{"krb5-exporter-probe@PERF.TEST"}},
-		c, &sourceStats{})
+	src := benchSource(c)
 	benchHandle(b, src, lines)
 	var n uint64
 	for i := range c.workers.rows {
