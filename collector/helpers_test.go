@@ -73,7 +73,14 @@ const noSystemd = fixtureDir + "/no-systemd"
 
 func newTestCollector(t testing.TB, cfg Config) (*KDCCollector, *prometheus.Registry) {
 	t.Helper()
-	c, err := New(log.NewNopLogger(), cfg)
+	return newTestCollectorLogging(t, cfg, log.NewNopLogger())
+}
+
+// newTestCollectorLogging is newTestCollector with the collectors
+// logging to logger.
+func newTestCollectorLogging(t testing.TB, cfg Config, logger log.Logger) (*KDCCollector, *prometheus.Registry) {
+	t.Helper()
+	c, err := New(logger, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
