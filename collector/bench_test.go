@@ -2,6 +2,7 @@ package collector
 
 import (
 	"bytes"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
+	"github.com/krb5-exporter/krb5-exporter/internal/web"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
@@ -86,23 +88,9 @@ func BenchmarkScrapeRealKDC(b *testing.B) {
 			r := realmtest.Realm(b, realm.Options{Users: 5, Services: 2, Workers: workers})
 			for _, mode := range []string{"pid-files", "by-name", "pid-files-http"} {
 				b.Run(mode, func(b *testing.B) {
-					cfg := DefaultConfig()
-					if mode != "by-name" {
-						cfg.KDCPidFile, cfg.KadmindPidFile = r.KDCPidFile, r.KadmindPidFile
-						cfg.KpropdPidFile = filepath.Join(r.Dir, "kpropd.pid")
-					}
-					cfg.KDCConfPath, cfg.Krb5ConfPath = r.KDCConf, r.Krb5Conf
-					c, err := New(log.NewNopLogger(), cfg)
-					if err != nil {
-						b.Fatal(err)
-					}
-					reg := prometheus.NewRegistry()
-					reg.MustRegister(c)
 					// -http: the whole reply as Prometheus asks for it
 					// (text, gzip), as the exporter's handler gives it.
-					h := MetricsHandler(reg, promhttp.HandlerOpts{})
-					req := httptest.NewRequest("GET", "/metrics", nil)
-					req.Header.Set("Accept-Encoding", "gzip")
+					reg, h, req := scrapeSetup(b, r, mode != "by-name")
 					b.ReportAllocs()
 					cpu0 := processCPU()
 					for b.Loop() {
@@ -123,6 +111,28 @@ func BenchmarkScrapeRealKDC(b *testing.B) {
 	}
 }
 
+// scrapeSetup registers the collectors watching r's daemons (through their
+// pid files, or found by name) and returns the registry, the exporter's
+// /metrics handler over it and a request as Prometheus sends it (gzip).
+func scrapeSetup(b *testing.B, r *realm.Realm, pidFiles bool) (*prometheus.Registry, http.Handler, *http.Request) {
+	b.Helper()
+	cfg := DefaultConfig()
+	if pidFiles {
+		cfg.KDCPidFile, cfg.KadmindPidFile = r.KDCPidFile, r.KadmindPidFile
+		cfg.KpropdPidFile = filepath.Join(r.Dir, "kpropd.pid")
+	}
+	cfg.KDCConfPath, cfg.Krb5ConfPath = r.KDCConf, r.Krb5Conf
+	c, err := New(log.NewNopLogger(), cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c)
+	req := httptest.NewRequest("GET", "/metrics", nil)
+	req.Header.Set("Accept-Encoding", "gzip")
+	return reg, web.MetricsHandler(reg, promhttp.HandlerOpts{}), req
+}
+
 // BenchmarkScrapeRealKDCPaced is BenchmarkScrapeRealKDC/wN/pid-files-http
 // with 30 ms between scrapes (outside the timer), as an exporter is
 // scraped: the CPU caches and the kernel's are cold again at each scrape,
@@ -136,19 +146,7 @@ func BenchmarkScrapeRealKDCPaced(b *testing.B) {
 
 func benchScrapePaced(b *testing.B, workers int) {
 	r := realmtest.Realm(b, realm.Options{Users: 5, Services: 2, Workers: workers})
-	cfg := DefaultConfig()
-	cfg.KDCPidFile, cfg.KadmindPidFile = r.KDCPidFile, r.KadmindPidFile
-	cfg.KpropdPidFile = filepath.Join(r.Dir, "kpropd.pid")
-	cfg.KDCConfPath, cfg.Krb5ConfPath = r.KDCConf, r.Krb5Conf
-	c, err := New(log.NewNopLogger(), cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(c)
-	h := MetricsHandler(reg, promhttp.HandlerOpts{})
-	req := httptest.NewRequest("GET", "/metrics", nil)
-	req.Header.Set("Accept-Encoding", "gzip")
+	_, h, req := scrapeSetup(b, r, true)
 	var cpu int64
 	for b.Loop() {
 		b.StopTimer()

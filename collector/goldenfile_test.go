@@ -12,8 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 )
 
 // TestGoldenFileFromProc checks every series of the golden file (the file,
@@ -26,16 +25,7 @@ func TestGoldenFileFromProc(t *testing.T) {
 	proc := filepath.Join(fixtureDir, "proc")
 	want := goldenExpectations(t, proc)
 
-	f, err := os.Open(goldenFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	mfs, err := parser.TextToMetricFamilies(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mfs := testutil.ReadExposition(t, goldenFile).MFs
 	got := map[string]float64{}
 	for name, mf := range mfs {
 		for _, m := range mf.GetMetric() {

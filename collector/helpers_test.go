@@ -5,6 +5,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -71,7 +73,14 @@ const noSystemd = fixtureDir + "/no-systemd"
 
 func newTestCollector(t testing.TB, cfg Config) (*KDCCollector, *prometheus.Registry) {
 	t.Helper()
-	c, err := New(log.NewNopLogger(), cfg)
+	return newTestCollectorLogging(t, cfg, log.NewNopLogger())
+}
+
+// newTestCollectorLogging is newTestCollector with the collectors
+// logging to logger.
+func newTestCollectorLogging(t testing.TB, cfg Config, logger log.Logger) (*KDCCollector, *prometheus.Registry) {
+	t.Helper()
+	c, err := New(logger, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,4 +169,18 @@ func processCPU() int64 {
 		return 0
 	}
 	return ru.Utime.Nano() + ru.Stime.Nano()
+}
+
+// reaper returns a function that kills and reaps the raw-forked child
+// pid, once however often it is called: the test calls it where the
+// child must be gone and defers it, so that no child outlives the test.
+func reaper(pid int) func() {
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			syscall.Kill(pid, syscall.SIGKILL)
+			var ws syscall.WaitStatus
+			syscall.Wait4(pid, &ws, 0, nil)
+		})
+	}
 }

@@ -13,11 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
-
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 )
 
@@ -242,29 +237,7 @@ func scrapeAs(t *testing.T, bin, dir string, cfg Config, uid int) (*scrape, stri
 	if err != nil {
 		t.Fatalf("child as uid %d: %v\n%s", uid, err, log)
 	}
-	return readExposition(t, out), string(log)
-}
-
-// readExposition parses a text exposition file.
-func readExposition(t *testing.T, path string) *scrape {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	mfs, err := p.TextToMetricFamilies(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return gather(t, prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
-		var out []*dto.MetricFamily
-		for _, mf := range mfs {
-			out = append(out, mf)
-		}
-		return out, nil
-	}))
+	return testutil.ReadExposition(t, out), string(log)
 }
 
 // moveToUnit puts pids into the cgroup systemd gives unit, in systemd's

@@ -19,6 +19,7 @@ import (
 
 	"github.com/krb5-exporter/krb5-exporter/internal/kdcbpf"
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
+	"github.com/krb5-exporter/krb5-exporter/internal/krb5/krb5test"
 	"github.com/krb5-exporter/krb5-exporter/internal/loadgen"
 	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
@@ -361,18 +362,7 @@ func fmtList(v []float64) string {
 // makes it: r's users from their keytab, its services.
 func costConfig(t *testing.T, r *realm.Realm) loadgen.Config {
 	t.Helper()
-	ps := make([]krb5.Principal, r.Opts.Users)
-	for i := range ps {
-		p, err := krb5.ParsePrincipal(r.User(i+1), r.Realm)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ps[i] = p
-	}
-	creds, err := krb5.NewKeytabCredentialsFor(r.UserKeytab, ps)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ps, creds := krb5test.UserCredentials(t, r)
 	return loadgen.Config{
 		KDC:   r.KDCAddr,
 		Users: len(ps),
@@ -381,13 +371,7 @@ func costConfig(t *testing.T, r *realm.Realm) loadgen.Config {
 			return krb5.NewClient(krb5.Options{KDC: r.KDCAddr, Transport: tr, Client: ps[u], Credentials: creds[u], UDPRetransmit: time.Second})
 		},
 		Services: r.Opts.Services,
-		Service: func(c *krb5.Client, i int) *krb5.Service {
-			p, err := krb5.ParsePrincipal(r.Service((i-1)%r.Opts.Services+1), r.Realm)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return c.PrepareService(p)
-		},
-		Timeout: 5 * time.Second,
+		Service:  krb5test.Services(t, r),
+		Timeout:  5 * time.Second,
 	}
 }

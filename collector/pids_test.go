@@ -79,18 +79,8 @@ func TestPidListerLive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reaped := false
-	reap := func() {
-		syscall.Kill(pid, syscall.SIGKILL)
-		var ws syscall.WaitStatus
-		syscall.Wait4(pid, &ws, 0, nil)
-		reaped = true
-	}
-	defer func() {
-		if !reaped {
-			reap()
-		}
-	}()
+	reap := reaper(pid)
+	defer reap()
 	l := newPidLister("/proc", func(c []byte) bool { return string(c) == kept })
 	scan := func() (listed bool, comm string, err error) {
 		t.Helper()

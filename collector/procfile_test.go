@@ -33,18 +33,8 @@ func TestFileCacheExitedProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reaped := false
-	reap := func() {
-		syscall.Kill(pid, syscall.SIGKILL)
-		var ws syscall.WaitStatus
-		syscall.Wait4(pid, &ws, 0, nil)
-		reaped = true
-	}
-	defer func() {
-		if !reaped {
-			reap()
-		}
-	}()
+	reap := reaper(pid)
+	defer reap()
 	path := "/proc/" + strconv.Itoa(pid) + "/stat"
 	c := newFileCache()
 	openFDs := func() int {

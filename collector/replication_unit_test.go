@@ -48,12 +48,7 @@ func TestReplicationUnusableLog(t *testing.T) {
 	cfg.KDCConfPath, cfg.Krb5ConfPath = filepath.Join(dir, "kdc.conf"), filepath.Join(dir, "none.conf")
 	cfg.DumpFile = filepath.Join(dir, "replica_datatrans")
 	var logs lockedBuffer
-	c, err := New(log.NewLogfmtLogger(&logs), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(c)
+	_, reg := newTestCollectorLogging(t, cfg, log.NewLogfmtLogger(&logs))
 	real, err := os.ReadFile("testdata/ulog/primary.ulog-header")
 	if err != nil {
 		t.Fatal(err)

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/go-kit/log"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Pids in the fixture (testdata/fixture/proc).
@@ -225,12 +224,7 @@ func TestKDCConfBroken(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs lockedBuffer
-	c, err := New(log.NewLogfmtLogger(&logs), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(c)
+	_, reg := newTestCollectorLogging(t, cfg, log.NewLogfmtLogger(&logs))
 	for i := 0; i < 3; i++ {
 		s := gather(t, reg)
 		if v := s.Value("krb5_exporter_collector_scrape_success", "collector", "kdcconf"); v != 0 {
@@ -346,12 +340,7 @@ func TestPidFileWarnsOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs strings.Builder
-	c, err := New(log.NewLogfmtLogger(&logs), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(c)
+	_, reg := newTestCollectorLogging(t, cfg, log.NewLogfmtLogger(&logs))
 	for i := 0; i < 3; i++ {
 		if v := gather(t, reg).Value("krb5_process_up", "program", "krb5kdc"); v != 0 {
 			t.Errorf("up = %v with an unusable pid file", v)

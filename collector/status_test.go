@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/go-kit/log"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 )
@@ -63,12 +62,7 @@ func TestCollectorFailureLoggedOnChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs testutil.LockedBuffer
-	c, err := New(log.NewLogfmtLogger(&logs), Config{ProcFS: "/proc", KDCConf: true, KDCConfPath: conf, Krb5ConfPath: filepath.Join(dir, "krb5.conf")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(c)
+	c, reg := newTestCollectorLogging(t, Config{ProcFS: "/proc", KDCConf: true, KDCConfPath: conf, Krb5ConfPath: filepath.Join(dir, "krb5.conf")}, log.NewLogfmtLogger(&logs))
 	scrape := func(n int) {
 		for range n {
 			if _, err := reg.Gather(); err != nil {

@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -279,26 +280,14 @@ func TestSockDiagPortsAndFamilies(t *testing.T) {
 			for _, s := range cs {
 				got[s.port]++
 			}
-			if equalCounts(got, tc.want) || time.Now().After(deadline) {
+			if maps.Equal(got, tc.want) || time.Now().After(deadline) {
 				break
 			}
 		}
-		if !equalCounts(got, tc.want) {
+		if !maps.Equal(got, tc.want) {
 			t.Errorf("ports %v: sockets by port %v, want %v", tc.ports, got, tc.want)
 		}
 	}
-}
-
-func equalCounts(a, b map[uint16]int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 // procUDPLine returns the line of /proc/self/net/udp (or udp6) for the

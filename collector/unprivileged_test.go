@@ -13,6 +13,8 @@ import (
 
 	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 )
 
 // The usual deployment runs the exporter as an unprivileged user while
@@ -115,7 +117,7 @@ func TestIntegrationUnprivileged(t *testing.T) {
 			t.Errorf("the child logged %q:\n%s", line, childLog)
 		}
 	}
-	s := readExposition(t, out)
+	s := testutil.ReadExposition(t, out)
 
 	for _, name := range []string{"process", "network", "kdcconf", "kdcservice"} {
 		if v := s.Value("krb5_exporter_collector_scrape_success", "collector", name); v != 1 {

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/go-kit/log"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
 
@@ -211,12 +210,7 @@ func TestDiskWaitReported(t *testing.T) {
 		t.Fatalf("KDC pids %v, want supervisor and worker", pids)
 	}
 	logs := &testutil.LockedBuffer{}
-	c, err := New(log.NewLogfmtLogger(logs), realmConfig(r))
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(c)
+	_, reg := newTestCollectorLogging(t, realmConfig(r), log.NewLogfmtLogger(logs))
 	if !on {
 		for range 3 {
 			s := gather(t, reg)

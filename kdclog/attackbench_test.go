@@ -29,7 +29,7 @@ var attackModes = []struct {
 func BenchmarkAttackSignals(b *testing.B) {
 	path, data := benchLog(b)
 	n := uint64(bytes.Count(data, []byte{'\n'}))
-	src := config.LogSource{Path: path, Type: "kdc", StartAt: "beginning", ProbePrincipals: []string{"krb5-exporter-probe@PERF.TEST"}}
+	src := followSource(path)
 	cpu := interleaved(b, func(c config.AttackSignals) {
 		followLog(b, &config.Config{Logs: []config.LogSource{src}, AttackSignals: c}, path, n)
 	})
@@ -52,14 +52,8 @@ func BenchmarkAttackHandle(b *testing.B) {
 	run := func(cfg config.AttackSignals) {
 		c := newCounts()
 		c.attack.apply(cfg)
-		src := newSource(config.LogSource{Path: "bench", Type: "kdc", ProbePrincipals: []string{"krb5-exporter-probe@PERF.TEST"}}, c, &sourceStats{})
-		for i, l := range lines {
-			src.handle(l, false)
-			if i%4096 == 4095 { // a tailer's batch
-				src.flush()
-			}
-		}
-		src.flush()
+		src := benchSource(c)
+		handleBatched(src, lines)
 		if cfg.FollowLogins {
 			var snap attack.Snapshot
 			c.attack.d.Snapshot(&snap)

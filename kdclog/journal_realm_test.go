@@ -3,6 +3,7 @@ package kdclog
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -136,21 +137,10 @@ func TestJournalSourceRealKDC(t *testing.T) {
 		}
 		return out
 	}
-	equal := func(a, b map[string]float64) bool {
-		if len(a) != len(b) {
-			return false
-		}
-		for k, v := range a {
-			if b[k] != v {
-				return false
-			}
-		}
-		return true
-	}
 	waitCounts := func(tm *testManager, wantNow map[string]float64, what string) {
 		t.Helper()
 		deadline := time.Now().Add(30 * time.Second)
-		for !equal(requestsTotal(t, tm), wantNow) {
+		for !maps.Equal(requestsTotal(t, tm), wantNow) {
 			if time.Now().After(deadline) {
 				// Which side lost it: the journal's own entries (all
 				// boots, no follow) against what the source counted.

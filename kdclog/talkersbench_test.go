@@ -27,7 +27,7 @@ var talkersModes = []struct {
 func BenchmarkTopTalkers(b *testing.B) {
 	path, data := benchLog(b)
 	n := uint64(bytes.Count(data, []byte{'\n'}))
-	src := config.LogSource{Path: path, Type: "kdc", StartAt: "beginning", ProbePrincipals: []string{"krb5-exporter-probe@PERF.TEST"}}
+	src := followSource(path)
 	cpu := interleave(b, len(talkersModes), func(k int) {
 		followLog(b, &config.Config{Logs: []config.LogSource{src}, TopTalkers: talkersModes[k].cfg}, path, n)
 	})
@@ -48,14 +48,8 @@ func BenchmarkTopTalkersHandle(b *testing.B) {
 	cpu := interleave(b, len(talkersModes), func(k int) {
 		c := newCounts()
 		c.talkers.apply(talkersModes[k].cfg)
-		src := newSource(config.LogSource{Path: "bench", Type: "kdc", ProbePrincipals: []string{"krb5-exporter-probe@PERF.TEST"}}, c, &sourceStats{})
-		for i, l := range lines {
-			src.handle(l, false)
-			if i%4096 == 4095 { // a tailer's batch
-				src.flush()
-			}
-		}
-		src.flush()
+		src := benchSource(c)
+		handleBatched(src, lines)
 	})
 	total := float64(len(lines)) * float64(b.N)
 	for k, m := range talkersModes {

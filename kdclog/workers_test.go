@@ -195,17 +195,8 @@ func BenchmarkParseCountWorkers(b *testing.B) {
 	c := newCounts()
 	var idx WorkerIndex = w
 	c.workers.index.Store(&idx)
-	src := newSource(config.LogSource{Path: "bench", Type: "kdc", ProbePrincipals: []string{"krb5-exporter-probe@PERF.TEST"}},
-		c, &sourceStats{})
-	b.ResetTimer()
-	m0, c0 := mallocs(), cpuSeconds()
-	for range b.N {
-		for _, l := range lines {
-			src.handle(l, false)
-		}
-	}
-	src.flush()
-	reportPerLine(b, len(lines), cpuSeconds()-c0, mallocs()-m0)
+	src := benchSource(c)
+	benchHandle(b, src, lines)
 	var n uint64
 	for i := range c.workers.rows {
 		if r := c.workers.rows[i].Load(); r != nil {

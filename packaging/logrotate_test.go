@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"compress/gzip"
 	"context"
 	"fmt"
@@ -235,11 +234,11 @@ func exporterBinary(t *testing.T) string {
 // a listening socket handed over as systemd does (--web.systemd-socket,
 // LISTEN_FDS), so no port number is released and reused, and returns its
 // base URL and log. It is stopped when the test ends.
-func startExporter(t *testing.T, bin string, args ...string) (string, *lockedBuffer, func()) {
+func startExporter(t *testing.T, bin string, args ...string) (string, *testutil.LockedBuffer, func()) {
 	return startExporterAs(t, nil, bin, args...)
 }
 
-func startExporterAs(t *testing.T, prefix []string, bin string, args ...string) (string, *lockedBuffer, func()) {
+func startExporterAs(t *testing.T, prefix []string, bin string, args ...string) (string, *testutil.LockedBuffer, func()) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -253,7 +252,7 @@ func startExporterAs(t *testing.T, prefix []string, bin string, args ...string) 
 	argv := append(append([]string{}, prefix...), "sh", "-c", `LISTEN_PID=$$ LISTEN_FDS=1 exec "$@"`, "sh", bin)
 	cmd := exec.Command(argv[0], append(append(argv[1:], args...), "--web.systemd-socket")...)
 	cmd.ExtraFiles = []*os.File{lf} // fd 3
-	logs := &lockedBuffer{}
+	logs := &testutil.LockedBuffer{}
 	cmd.Stderr = logs
 	err = cmd.Start()
 	// Only the exporter holds the socket now: if it dies, requests fail
@@ -283,21 +282,3 @@ func startExporterAs(t *testing.T, prefix []string, bin string, args ...string) 
 // exporterPids remembers the pid of each test's exporter (test name →
 // pid), for checks on the running process.
 var exporterPids sync.Map
-
-// lockedBuffer collects a child's log while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}

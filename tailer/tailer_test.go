@@ -555,6 +555,17 @@ func (l *countingLogger) Log(...any) error {
 	return nil
 }
 
+// wantOnce fails the test unless exactly one line was logged.
+func (l *countingLogger) wantOnce(t *testing.T) {
+	t.Helper()
+	l.mu.Lock()
+	n := l.n
+	l.mu.Unlock()
+	if n != 1 {
+		t.Errorf("logged %d times, want once", n)
+	}
+}
+
 // TestUnreadablePath: a path that cannot be read (here a directory) is an
 // error counted at every check but logged once, and the tailer carries on
 // and follows the file once it is one.
@@ -575,12 +586,7 @@ func TestUnreadablePath(t *testing.T) {
 	if stats.ReadErrors.Load() < 5 {
 		t.Fatalf("read errors: %d", stats.ReadErrors.Load())
 	}
-	logger.mu.Lock()
-	n := logger.n
-	logger.mu.Unlock()
-	if n != 1 {
-		t.Errorf("logged %d times, want once", n)
-	}
+	logger.wantOnce(t)
 	os.Remove(h.path)
 	appendFile(t, h.path, "now a file\n")
 	h.waitLines(1)
@@ -646,12 +652,7 @@ func TestFIFOAtPath(t *testing.T) {
 		t.Fatal("not ready after 5 s with a FIFO at the path")
 	}
 	testutil.Eventually(t, 10*time.Second, "read errors counted", func() bool { return stats.ReadErrors.Load() >= 3 })
-	logger.mu.Lock()
-	n := logger.n
-	logger.mu.Unlock()
-	if n != 1 {
-		t.Errorf("logged %d times, want once", n)
-	}
+	logger.wantOnce(t)
 	os.Remove(h.path)
 	appendFile(t, h.path, "one\n")
 	h.waitLines(1)

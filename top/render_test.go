@@ -4,7 +4,34 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
+
+// wantScreen samples g once and writes the screen in the default view:
+// it must hold each of want and no escape character (a daemon's label
+// values are not trusted).
+func wantScreen(t *testing.T, g prometheus.Gatherer, want ...string) {
+	t.Helper()
+	snap, err := NewSampler(g).Sample(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := Write(&b, snap, View{}); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Errorf("output lacks %q:\n%s", w, out)
+		}
+	}
+	if strings.Contains(out, "\x1b") {
+		t.Errorf("an escape character reached the output:\n%q", out)
+	}
+}
 
 // Printable escapes C0, DEL, C1, format characters, backslashes and bytes
 // that are not UTF-8, and leaves other text, non-ASCII letters included.

@@ -1,9 +1,7 @@
 package top
 
 import (
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -28,24 +26,8 @@ func TestTopTalkers(t *testing.T) {
 		req.WithLabelValues("address", "tgs", a).Set(6)
 	}
 	fail.WithLabelValues("client", "job@EXAMPLE.COM").Set(120)
-	snap, err := NewSampler(reg).Sample(time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b strings.Builder
-	if err := Write(&b, snap, View{}); err != nil {
-		t.Fatal(err)
-	}
-	out := b.String()
-	for _, want := range []string{
-		`talkers requests by address: 127.0.0.5 (60.0/s) 127.0.0.1 (6.0/s) \x1b[2Jevil (0.1/s) and 2 more` + "\n",
+	wantScreen(t, reg,
+		`talkers requests by address: 127.0.0.5 (60.0/s) 127.0.0.1 (6.0/s) \x1b[2Jevil (0.1/s) and 2 more`+"\n",
 		"talkers failures by client: job@EXAMPLE.COM (2.0/s)\n",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("output lacks %q:\n%s", want, out)
-		}
-	}
-	if strings.Contains(out, "\x1b") {
-		t.Errorf("an escape character reached the output:\n%q", out)
-	}
+	)
 }

@@ -19,8 +19,8 @@ import (
 
 	"github.com/krb5-exporter/krb5-exporter/bench"
 	"github.com/krb5-exporter/krb5-exporter/bench/report"
-	"github.com/krb5-exporter/krb5-exporter/collector"
 	"github.com/krb5-exporter/krb5-exporter/internal/safefile"
+	"github.com/krb5-exporter/krb5-exporter/internal/web"
 )
 
 // benchCmd is `krb5-exporter bench`: the seed's KDC test suite.
@@ -128,7 +128,7 @@ func (b *benchCmd) daemon(ctx context.Context, cfg bench.Config, stdout, stderr 
 	col := report.NewCollector()
 	reg.MustRegister(col)
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", collector.MetricsHandler(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", web.MetricsHandler(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "OK\n") })
 	// Bound before the first run: a taken port must not cost a whole run.
 	ln, err := net.Listen("tcp", b.flags.Listen)

@@ -16,9 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
-
 	"github.com/krb5-exporter/krb5-exporter/bench"
 	"github.com/krb5-exporter/krb5-exporter/bench/report"
 	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
@@ -72,16 +69,7 @@ func TestBenchOnceVerdictAndExitCode(t *testing.T) {
 	if err := json.Unmarshal(b, &rep); err != nil || rep.Verdict != bench.Pass || rep.Schema != report.SchemaVersion {
 		t.Errorf("report.json: %v verdict %q schema %d", err, rep.Verdict, rep.Schema)
 	}
-	f, err := os.Open(textfile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	mfs, err := p.TextToMetricFamilies(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mfs := testutil.ReadExposition(t, textfile).MFs
 	if mf := mfs["krb5_bench_last_run_success"]; mf == nil || mf.Metric[0].GetGauge().GetValue() != 1 {
 		t.Errorf("textfile: krb5_bench_last_run_success %v", mf)
 	}
@@ -223,18 +211,9 @@ realm:
 func TestBenchDaemonServesResults(t *testing.T) {
 	realmtest.RequireMIT(t)
 	addr := realmtest.Addr(t)
-	logs := &testutil.LockedBuffer{}
 	args := append(smallBench(t.TempDir(), "--tests", "dump"), "--web.listen-address", addr, "--interval", "1h")
 	args = slices.DeleteFunc(args, func(a string) bool { return a == "--once" })
-	cmd := exec.Command(binary, args...)
-	cmd.Stderr = logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
-	})
+	cmd, logs := startExporter(t, args...)
 	base := "http://" + addr
 	testutil.Eventually(t, 60*time.Second, "krb5_bench_last_run_success on /metrics", func() bool {
 		resp, err := http.Get(base + "/metrics")

@@ -32,15 +32,7 @@ func TestLandingPageLeadsWithTheCause(t *testing.T) {
 	ctx, problems := browser(t)
 	r := realmtest.Realm(t, realm.Options{Dir: filepath.Join(t.TempDir(), "r"), Users: 2, Services: 1, Fillers: -1, NoKadmind: true})
 	dir := t.TempDir()
-	cfg := filepath.Join(dir, "exporter.yml")
-	if err := writeRealmConfig(r, cfg); err != nil {
-		t.Fatal(err)
-	}
-	b, _ := os.ReadFile(cfg)
-	text := strings.ReplaceAll(string(b), "interval: 15s", "interval: 1s") + "\ntop_talkers:\n  window: 5s\n"
-	if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg := talkersConfig(t, r, dir, func(s string) string { return strings.ReplaceAll(s, "interval: 15s", "interval: 1s") })
 	base, _, logs := daemon(t, "--config.file", cfg, "--collector.process.krb5kdc-pidfile", r.KDCPidFile,
 		"--collector.kdcconf.path", r.KDCConf, "--collector.kdcconf.krb5-config", r.Krb5Conf,
 		"--kdclog.position-file", filepath.Join(dir, "positions.json"))

@@ -197,16 +197,7 @@ func TestPortInUse(t *testing.T) {
 func daemon(t *testing.T, args ...string) (string, *exec.Cmd, *testutil.LockedBuffer) {
 	t.Helper()
 	addr := realmtest.Addr(t)
-	logs := &testutil.LockedBuffer{}
-	cmd := exec.Command(binary, append([]string{"--web.listen-address", addr}, args...)...)
-	cmd.Stderr = logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
-	})
+	cmd, logs := startExporter(t, append([]string{"--web.listen-address", addr}, args...)...)
 	base := "http://" + addr
 	// A bound against hangs, not a measurement: a -race exporter beside a
 	// second suite on two cores can take seconds to start.
@@ -222,6 +213,23 @@ func daemon(t *testing.T, args ...string) (string, *exec.Cmd, *testutil.LockedBu
 			t.Fatalf("exporter did not come up within 60s: %s", logs.String())
 		}
 	}
+}
+
+// startExporter starts the exporter with args, its stderr in logs; it
+// is stopped (SIGTERM) when the test ends.
+func startExporter(t *testing.T, args ...string) (*exec.Cmd, *testutil.LockedBuffer) {
+	t.Helper()
+	logs := &testutil.LockedBuffer{}
+	cmd := exec.Command(binary, args...)
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+	})
+	return cmd, logs
 }
 
 // exited reports a child that has ended but is not reaped yet (a zombie),

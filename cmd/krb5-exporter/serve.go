@@ -23,7 +23,7 @@ import (
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/common/version"
-	"github.com/prometheus/exporter-toolkit/web"
+	toolkitweb "github.com/prometheus/exporter-toolkit/web"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 
 	"github.com/krb5-exporter/krb5-exporter/capacity"
@@ -31,6 +31,7 @@ import (
 	"github.com/krb5-exporter/krb5-exporter/config"
 	"github.com/krb5-exporter/krb5-exporter/internal/kdcproc"
 	"github.com/krb5-exporter/krb5-exporter/internal/statuspage"
+	"github.com/krb5-exporter/krb5-exporter/internal/web"
 	"github.com/krb5-exporter/krb5-exporter/kdclog"
 	"github.com/krb5-exporter/krb5-exporter/logging"
 	"github.com/krb5-exporter/krb5-exporter/prober"
@@ -41,7 +42,7 @@ import (
 type serveCmd struct {
 	cmd         *kingpin.CmdClause
 	log         *logging.Config
-	web         *web.FlagConfig
+	web         *toolkitweb.FlagConfig
 	collectors  *collector.Config
 	logs        *kdclog.Config
 	configFile  string
@@ -228,7 +229,7 @@ func (s *serveCmd) run(stdout, stderr io.Writer) int {
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: s.idleTimeout,
 		BaseContext: func(net.Listener) context.Context { return ctx }}
 	errc := make(chan error, 1)
-	go func() { errc <- web.ServeMultiple(listeners, srv, s.web, slogger) }()
+	go func() { errc <- toolkitweb.ServeMultiple(listeners, srv, s.web, slogger) }()
 	level.Info(logger).Log("msg", "starting krb5-exporter", "version", version.Info(), "build_context", version.BuildContext())
 
 	select {
@@ -347,7 +348,7 @@ const statusMaxAge = 10 * time.Second
 func (s *serveCmd) routes(logger log.Logger, reg *prometheus.Registry, metrics prometheus.Gatherer, reloader *config.Reloader, probes *prober.Manager, page *statuspage.Handler) *http.ServeMux {
 	mux := http.NewServeMux()
 	limit := logging.NewLimiter(logRepeatInterval)
-	mux.Handle(s.metricsPath, clientGone(logger, limit, collector.MetricsHandler(metrics, promhttp.HandlerOpts{
+	mux.Handle(s.metricsPath, clientGone(logger, limit, web.MetricsHandler(metrics, promhttp.HandlerOpts{
 		ErrorLog:            promErrorLogger{logger, limit},
 		ErrorHandling:       promhttp.ContinueOnError,
 		MaxRequestsInFlight: s.maxRequests,

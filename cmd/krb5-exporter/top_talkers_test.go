@@ -76,14 +76,27 @@ func talkersDaemon(t *testing.T) (*realm.Realm, string, *testutil.LockedBuffer) 
 	t.Helper()
 	r := realmtest.Realm(t, realm.Options{Dir: filepath.Join(t.TempDir(), "r"), Users: 2, Services: 1, Fillers: -1, NoKadmind: true})
 	dir := t.TempDir()
+	cfg := talkersConfig(t, r, dir, nil)
+	base, _, logs := daemon(t, "--config.file", cfg, "--kdclog.position-file", filepath.Join(dir, "positions.json"))
+	return r, base, logs
+}
+
+// talkersConfig writes realm up's configuration of r into dir, edited by
+// edit when not nil, with a top-talkers window of 5 s, and returns its
+// path.
+func talkersConfig(t *testing.T, r *realm.Realm, dir string, edit func(string) string) string {
+	t.Helper()
 	cfg := filepath.Join(dir, "exporter.yml")
 	if err := writeRealmConfig(r, cfg); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(cfg)
-	if err := os.WriteFile(cfg, append(b, "\ntop_talkers:\n  window: 5s\n"...), 0o600); err != nil {
+	text := string(b)
+	if edit != nil {
+		text = edit(text)
+	}
+	if err := os.WriteFile(cfg, []byte(text+"\ntop_talkers:\n  window: 5s\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	base, _, logs := daemon(t, "--config.file", cfg, "--kdclog.position-file", filepath.Join(dir, "positions.json"))
-	return r, base, logs
+	return cfg
 }

@@ -12,10 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"filippo.io/edwards25519"
-
 	"github.com/krb5-exporter/krb5-exporter/internal/der"
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5/spake"
+	"github.com/krb5-exporter/krb5-exporter/internal/krb5/spake/spaketest"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
@@ -77,23 +76,10 @@ func corruptChallenge(reply []byte, mode string, noPoint []byte) []byte {
 	return out
 }
 
-// notAPoint is a y coordinate with no x on edwards25519.
-func notAPoint(t testing.TB) []byte {
-	for y := byte(2); y < 100; y++ {
-		b := make([]byte, 32)
-		b[0] = y
-		if _, err := new(edwards25519.Point).SetBytes(b); err != nil {
-			return b
-		}
-	}
-	t.Fatal("no y off the curve")
-	return nil
-}
-
 // challengeProxy forwards UDP requests to the realm's KDC and its replies,
 // challenges corrupted, back; it returns the proxy's address.
 func challengeProxy(t *testing.T, r *realm.Realm, mode string) string {
-	noPoint := notAPoint(t)
+	noPoint := spaketest.OffCurve(t)
 	return testutil.UDPServer(t, func(req []byte) []byte {
 		conn, err := net.Dial("udp", r.KDCAddr)
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
+	"github.com/krb5-exporter/krb5-exporter/internal/krb5/krb5test"
 	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
@@ -64,18 +65,7 @@ func realmConfig(t testing.TB, r *realm.Realm, preauth krb5.PreauthMode) Config 
 // sending to kdc (a relay in front of r's KDC).
 func realmConfigVia(t testing.TB, r *realm.Realm, preauth krb5.PreauthMode, kdc string) Config {
 	t.Helper()
-	ps := make([]krb5.Principal, r.Opts.Users)
-	for i := range ps {
-		p, err := krb5.ParsePrincipal(r.User(i+1), r.Realm)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ps[i] = p
-	}
-	creds, err := krb5.NewKeytabCredentialsFor(r.UserKeytab, ps)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ps, creds := krb5test.UserCredentials(t, r)
 	return Config{
 		KDC:   kdc,
 		Users: len(ps),
@@ -84,14 +74,8 @@ func realmConfigVia(t testing.TB, r *realm.Realm, preauth krb5.PreauthMode, kdc 
 			return krb5.NewClient(krb5.Options{KDC: kdc, Transport: tr, Client: ps[u], Credentials: creds[u], UDPRetransmit: time.Second, Preauth: preauth})
 		},
 		Services: r.Opts.Services,
-		Service: func(c *krb5.Client, i int) *krb5.Service {
-			p, err := krb5.ParsePrincipal(r.Service((i-1)%r.Opts.Services+1), r.Realm)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return c.PrepareService(p)
-		},
-		Timeout: 5 * time.Second,
+		Service:  krb5test.Services(t, r),
+		Timeout:  5 * time.Second,
 	}
 }
 

@@ -24,6 +24,8 @@ import (
 	"github.com/jcmturner/gokrb5/v8/keytab"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // InCI reports whether the tests run in CI (`CI` set, as .ci/run is run).
@@ -80,6 +82,23 @@ func Gather(t testing.TB, g prometheus.Gatherer) *Scrape {
 		s.MFs[mf.GetName()] = mf
 	}
 	return s
+}
+
+// ReadExposition parses the text exposition file at path (a textfile, a
+// saved scrape); a file that cannot be read or parsed fails the test.
+func ReadExposition(t testing.TB, path string) *Scrape {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := p.TextToMetricFamilies(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Scrape{t: t, MFs: mfs}
 }
 
 // Find returns the value of the first series of name whose labels include

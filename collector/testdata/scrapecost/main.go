@@ -9,7 +9,7 @@
 // takes each exporter's CPU time from /proc/PID/task/*/schedstat
 // (nanoseconds) before and after every scrape. Our side is this package's
 // collectors plus the Go and process collectors a real exporter binary
-// has, behind collector.MetricsHandler (promhttp, gzip at BestSpeed).
+// has, behind internal/web.MetricsHandler (promhttp, gzip at BestSpeed).
 // Both exporters watch exactly the realm's daemons: ours through their
 // pid files, process-exporter through a comm+cmdline matcher on the realm
 // directory. With -others 100,2000 it measures once per count with that
@@ -43,6 +43,7 @@ import (
 
 	"github.com/krb5-exporter/krb5-exporter/collector"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
+	"github.com/krb5-exporter/krb5-exporter/internal/web"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
@@ -112,7 +113,7 @@ func serve(args []string) error {
 	}
 	fmt.Println(l.Addr().String())
 	go func() { io.Copy(io.Discard, os.Stdin); os.Exit(0) }()
-	return http.Serve(l, collector.MetricsHandler(reg, promhttp.HandlerOpts{}))
+	return http.Serve(l, web.MetricsHandler(reg, promhttp.HandlerOpts{}))
 }
 
 // pin is -cpu: the CPU list every exporter runs on ("": anywhere).

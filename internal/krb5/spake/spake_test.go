@@ -9,6 +9,7 @@ import (
 
 	"filippo.io/edwards25519"
 
+	"github.com/krb5-exporter/krb5-exporter/internal/krb5/spake/spaketest"
 	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 )
 
@@ -97,7 +98,7 @@ func TestChallengeErrors(t *testing.T) {
 	var e Exchange
 	var rnd [32]byte
 	bad := ch
-	bad.PubKey = offCurve(t)
+	bad.PubKey = spaketest.OffCurve(t)
 	if err := e.Challenge(key, nil, msg, &bad, &rnd); !errors.Is(err, ErrPublicKey) {
 		t.Errorf("invalid point: %v", err)
 	}
@@ -149,19 +150,6 @@ func EtypeName(et int32) string {
 		return "aes256-sha384"
 	}
 	return "other"
-}
-
-// offCurve returns the encoding of a y with no x on the curve.
-func offCurve(t testing.TB) []byte {
-	for y := byte(2); y < 100; y++ {
-		b := make([]byte, 32)
-		b[0] = y
-		if _, err := new(edwards25519.Point).SetBytes(b); err != nil {
-			return b
-		}
-	}
-	t.Fatal("no y off the curve")
-	return nil
 }
 
 // A warm Exchange allocates nothing per login, for every enctype (AES is

@@ -1,4 +1,7 @@
-package collector
+// Package web holds the daemon's HTTP handlers that serve any registry:
+// it knows no collector and no Kerberos, and cmd wires it to the
+// registry the collectors fill.
+package web
 
 import (
 	"bytes"
