@@ -113,8 +113,8 @@ func KernelMayLack(mode string) bool {
 }
 
 // Load loads the program, checks it with the kernel's verifier and
-// attaches it, with the first of HookModes this kernel supports (or the
-// one HooksEnv names). Its error is an *Error saying why it failed.
+// attaches it, with the first of AutoHookModes this kernel supports (or
+// the one HooksEnv names). Its error is an *Error saying why it failed.
 func Load() (*Tracer, error) {
 	// Kernels before 5.11 charge BPF maps to RLIMIT_MEMLOCK.
 	if err := rlimit.RemoveMemlock(); err != nil {
@@ -124,26 +124,32 @@ func Load() (*Tracer, error) {
 	if err != nil {
 		return nil, &Error{Reason: ReasonUnsupportedKernel, Err: fmt.Errorf("kernel BTF: %w", err)}
 	}
-	modes := HookModes
 	if m := os.Getenv(HooksEnv); m != "" {
 		if _, ok := hookModes[m]; !ok {
 			return nil, &Error{Reason: ReasonLoad, Err: fmt.Errorf("%s=%q: want one of %v", HooksEnv, m, HookModes)}
 		}
-		modes = []string{m}
+		return loadWith(kernel, m)
 	}
+	return loadAuto(kernel, AutoHookModes)
+}
+
+// loadAuto takes the first of modes that loads and attaches. When none
+// does, the error is the last one's, with why each other failed, and
+// names what would trace the KDC on this kernel at a cost to the whole
+// host.
+func loadAuto(kernel *btf.Spec, modes []string) (*Tracer, error) {
 	var skipped []string
-	for i, m := range modes {
+	for _, m := range modes {
 		t, err := loadWith(kernel, m)
 		if err == nil {
 			t.Skipped = skipped
 			return t, nil
 		}
-		if i == len(modes)-1 {
-			return nil, err
-		}
 		skipped = append(skipped, fmt.Sprintf("%s: %v", m, err))
 	}
-	panic("unreachable")
+	return nil, &Error{Reason: ReasonUnsupportedKernel, Err: fmt.Errorf(
+		"no hook that runs only for the KDC's receives and sends (%s); %s=%s traces it with the system calls' tracepoints, which slow every system call of every process on the host (docs/bench.md)",
+		strings.Join(skipped, "; "), HooksEnv, HooksTracepoint)}
 }
 
 // loadWith loads the program with the hooks of mode only.
