@@ -5,11 +5,15 @@ package kdcbpf
 import (
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"slices"
 	"strings"
 	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
@@ -23,6 +27,7 @@ type Tracer struct {
 	objs     kdcserviceMaps
 	attached []attachment
 	progs    []*ebpf.Program
+	names    []string // of progs, as the object names them
 	links    []link.Link
 	stats    []kdcserviceStats // per CPU, reused
 	// notWatched is how many pids the last Watch left out, refused is
@@ -200,6 +205,7 @@ func loadWith(kernel *btf.Spec, mode string) (*Tracer, error) {
 	for name := range coll.Programs {
 		p := coll.DetachProgram(name)
 		t.progs = append(t.progs, p)
+		t.names = append(t.names, name)
 		base, _, _ := strings.Cut(name, "@")
 		switch p.Type() {
 		case ebpf.Kprobe, ebpf.TracePoint:
@@ -278,6 +284,36 @@ func (t *Tracer) Close() error {
 	}
 	t.progs = nil
 	return t.objs.Close()
+}
+
+// EnableRunTimeStats makes the kernel account the time every BPF program
+// runs (kernel.bpf_stats_enabled, for as long as the returned Closer is
+// open): what RunTimes reads. It costs two clock reads per program run, so
+// only the cost measurement turns it on.
+func EnableRunTimeStats() (io.Closer, error) {
+	return ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+}
+
+// RunTime is the kernel's account of one of the tracer's programs while
+// run-time statistics were enabled: the time it ran and how many times,
+// wherever it ran (the KDC's context or another task's).
+type RunTime struct {
+	Program string
+	Runtime time.Duration
+	Runs    uint64
+}
+
+// RunTimes reads the RunTime of each of the tracer's programs.
+func (t *Tracer) RunTimes() ([]RunTime, error) {
+	out := make([]RunTime, len(t.progs))
+	for i, p := range t.progs {
+		s, err := p.Stats()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", t.names[i], err)
+		}
+		out[i] = RunTime{Program: t.names[i], Runtime: s.Runtime, Runs: s.RunCount}
+	}
+	return out, nil
 }
 
 // Watch makes pids the watched processes: their requests from now on are
