@@ -152,8 +152,8 @@ func TestLoadNeverTaxesTheHost(t *testing.T) {
 	if !errors.As(err, &e) || e.Reason != ReasonUnsupportedKernel {
 		t.Errorf("Load: %v, want reason %s", err, ReasonUnsupportedKernel)
 	}
-	if !strings.Contains(err.Error(), HooksEnv+"="+HooksTracepoint) {
-		t.Errorf("Load: %v: does not name the opt-in %s=%s", err, HooksEnv, HooksTracepoint)
+	if !strings.Contains(err.Error(), HooksEnv+"="+HooksSyscalls) {
+		t.Errorf("Load: %v: does not name the opt-in %s=%s", err, HooksEnv, HooksSyscalls)
 	}
 	t.Logf("missing here: %v; Load: %v", missing, err)
 }

@@ -153,8 +153,8 @@ func loadAuto(kernel *btf.Spec, modes []string) (*Tracer, error) {
 		skipped = append(skipped, fmt.Sprintf("%s: %v", m, err))
 	}
 	return nil, &Error{Reason: ReasonUnsupportedKernel, Err: fmt.Errorf(
-		"no hook that runs only for the KDC's receives and sends (%s); %s=%s traces it with the system calls' tracepoints, which slow every system call of every process on the host (docs/bench.md)",
-		strings.Join(skipped, "; "), HooksEnv, HooksTracepoint)}
+		"no hook that runs only for the KDC's receives and sends (%s); %s=%s (or %s, as root) traces it with system call hooks, which slow every system call of every process on the host (docs/bench.md)",
+		strings.Join(skipped, "; "), HooksEnv, HooksSyscalls, HooksTracepoint)}
 }
 
 // loadWith loads the program with the hooks of mode only.
