@@ -276,7 +276,15 @@ func checkFileLogging(t *testing.T, g *guest) {
 	if out := g.must("cat /etc/krb5.conf"); strings.Contains(out, "[logging]") {
 		t.Fatalf("the guest's krb5.conf already has [logging]:\n%s", out)
 	}
-	g.must(`printf '\n[logging]\n default = FILE:/var/log/krb5libs.log\n kdc = FILE:%s\n admin_server = FILE:/var/log/kadmind.log\n' ` + kdcLog + ` >>/etc/krb5.conf
+	// Debian's units make / read-only to the KDC and kadmind
+	// (ReadOnlyDirectories=/): RHEL's do not, which a drop-in restores.
+	g.must(`set -e
+printf '\n[logging]\n default = FILE:/var/log/krb5libs.log\n kdc = FILE:%s\n admin_server = FILE:/var/log/kadmind.log\n' ` + kdcLog + ` >>/etc/krb5.conf
+for u in krb5-kdc krb5-admin-server; do
+	install -d /etc/systemd/system/$u.service.d
+	printf '[Service]\nReadWriteDirectories=/var/log\n' >/etc/systemd/system/$u.service.d/as-rhel.conf
+done
+systemctl daemon-reload
 systemctl restart krb5-kdc krb5-admin-server
 chmod 600 ` + kdcLog + ` /var/log/kadmind.log
 systemctl restart krb5-exporter`)
