@@ -31,7 +31,7 @@ func (r *run) startKDCTracer() {
 		return
 	}
 	if kdcbpf.TaxesHost(tr.Hooks) {
-		r.warn("kdc_service: this kernel offers only system call hooks (%s): every system call on the host, the KDC's and the generator's, is slower while the program runs (docs/bench.md)", tr.Hooks)
+		r.warn("kdc_service: the system call hooks %s chose (%s) slow every system call on the host, the KDC's and the generator's, while the program runs (docs/bench.md)", kdcbpf.HooksEnv, tr.Hooks)
 	}
 	r.kdc = &kdcTracer{tr: tr, pids: r.sys.KDCPids}
 }

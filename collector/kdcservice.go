@@ -104,7 +104,7 @@ func newKDCServiceCollector(scan *procScanner, slots *kdcproc.Workers, logger lo
 			kv = append(kv, "skipped", s)
 		}
 		if kdcbpf.TaxesHost(t.Hooks) {
-			kv = append(kv, "cost", "this kernel offers only system call hooks: every system call of every process on the host is slower while the collector runs (docs/bench.md)")
+			kv = append(kv, "cost", "the system call hooks "+kdcbpf.HooksEnv+" chose slow every system call of every process on the host while the collector runs (docs/bench.md)")
 			level.Warn(logger).Log(kv...)
 		} else {
 			level.Info(logger).Log(kv...)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"runtime"
@@ -40,13 +41,18 @@ import (
 //   - the KDC: the bench's batched generator (internal/loadgen, 32 in
 //     flight) drives a single-process harness KDC pinned to CPU 0 at full
 //     speed with tgs tickets (its cheapest request: the largest share for
-//     the program), the program detached and attached every 50 ms, 60
+//     the program), the program detached and attached every 50 ms (KRB5_EXPORTER_KDCSERVICE_COST_PHASE: longer), 60
 //     pairs. The KDC's CPU per request in a phase is its schedstat run
 //     time (which includes the programs run in its context) over the
 //     phase divided by the requests it logged in the phase (its own
 //     count, at the same instants: the clients' count of answers lags by
 //     the requests in flight, a third of a phase). The median of the
-//     pairs' ratios must be at most 1.05. The goal is 1.02, which the
+//     pairs' ratios must be at most 1.05; and by the kernel's own account
+//     (BPF run-time statistics, on in the measurement: two clock reads a
+//     program run, about 0.1 % of a request) the programs' run time per
+//     request in the on phases, wherever they ran, must be at most 5 % of
+//     the KDC's CPU per request (by that account, and not only by the
+//     noisy ratio). The goal is 2 % in both, which the
 //     socket hooks do not meet on this machine: +3.0 % in two runs
 //     (docs/bench.md); what the test resolves: 24 pairs of 150 ms phases
 //     spread -0.6 to +9 % between runs, these 60 of 50 ms agreed within
@@ -111,15 +117,18 @@ func TestKDCServiceCost(t *testing.T) {
 			if worst > 1.05 {
 				t.Errorf("with the program attached an unrelated process's system calls are slower: %s; want at most 5 %%", host)
 			}
-			ratio, off, on := kdcCost(t, tr, cfg, kdc, r.KDCLog)
+			ratio, off, on, prog := kdcCost(t, tr, cfg, kdc, r.KDCLog)
 			if ratio > 1.05 {
 				t.Logf("%s hooks: the KDC's CPU per tgs request %.1f µs off, %.1f µs on: measured again", mode, off, on)
-				ratio, off, on = kdcCost(t, tr, cfg, kdc, r.KDCLog)
+				ratio, off, on, prog = kdcCost(t, tr, cfg, kdc, r.KDCLog)
 			}
-			t.Logf("%s hooks: the host's system calls %s; the KDC's CPU per tgs request %.1f µs off, %.1f µs on: %+.1f %% (median of the pairs' ratios)",
-				mode, host, off, on, 100*(ratio-1))
+			t.Logf("%s hooks: the host's system calls %s; the KDC's CPU per tgs request %.1f µs off, %.1f µs on: %+.1f %% (median of the pairs' ratios); the programs' own run time %.2f µs per request (%.2f %% of the KDC's CPU off)",
+				mode, host, off, on, 100*(ratio-1), prog, 100*prog/off)
 			if ratio > 1.05 {
 				t.Errorf("%s hooks cost the KDC %+.1f %% CPU per request, want at most 5 %% (the goal is 2 %%)", mode, 100*(ratio-1))
+			}
+			if prog > 0.05*off || prog <= 0 {
+				t.Errorf("%s hooks: the programs ran %.2f µs per KDC request by the kernel's account, %.2f %% of its %.1f µs: want above 0 and at most 5 %% (the goal is 2 %%)", mode, prog, 100*prog/off, off)
 			}
 		})
 	}
@@ -223,15 +232,16 @@ func hostTax(t *testing.T, tr *kdcbpf.Tracer) (string, float64) {
 }
 
 // kdcCost drives the KDC with tgs requests in one load, tr detached and
-// attached in turn every 150 ms (attached on entry and on return; off-on,
+// attached in turn every phase (50 ms; costPhaseEnv sets another) (attached on entry and on return; off-on,
 // on-off, ...: pairs that cancel a drift), and returns the median of the
 // pairs' ratios of its CPU per request, with the medians off and on in
 // µs. A pair with a phase of fewer than 20 answers (the KDC or the
 // generator held off the CPU: on this shared machine a stall of over
 // 150 ms happens) is measured again, at most as many times again.
-func kdcCost(t *testing.T, tr *kdcbpf.Tracer, cfg loadgen.Config, kdc int, kdcLog string) (ratio, off, on float64) {
+func kdcCost(t *testing.T, tr *kdcbpf.Tracer, cfg loadgen.Config, kdc int, kdcLog string) (ratio, off, on, prog float64) {
 	t.Helper()
-	const pairs, phase, least = 60, 50 * time.Millisecond, 10
+	const pairs, least = 60, 10
+	phase := costPhase(t)
 	runNS := func() float64 {
 		ss, err := procOf(t, kdc).Schedstat()
 		if err != nil {
@@ -273,6 +283,22 @@ func kdcCost(t *testing.T, tr *kdcbpf.Tracer, cfg loadgen.Config, kdc int, kdcLo
 	// µs per answered request of each phase, by state.
 	var offs, ons, ratios []float64
 	stalls := 0
+	// The kernel's own account of the programs' run time in the on
+	// phases, and the KDC's requests in them.
+	stats, err := kdcbpf.EnableRunTimeStats()
+	if err != nil {
+		t.Fatalf("BPF run-time statistics: %v", err)
+	}
+	defer stats.Close()
+	var onRequests float64
+	progs := map[string][2]float64{} // ns and runs in the on phases, by program
+	progTime := func() []kdcbpf.RunTime {
+		rt, err := tr.RunTimes()
+		if err != nil {
+			t.Error(err)
+		}
+		return rt
+	}
 	stop := make(chan struct{})
 	go func() {
 		defer close(stop)
@@ -298,14 +324,23 @@ func kdcCost(t *testing.T, tr *kdcbpf.Tracer, cfg loadgen.Config, kdc int, kdcLo
 				set(on)
 				// (Each reading at once: the run time, then where the
 				// log ends.)
-				r0 := runNS()
+				r0, p0 := runNS(), progTime()
 				logAt, _ = logged(logAt)
 				time.Sleep(phase)
-				r1 := runNS()
+				r1, p1 := runNS(), progTime()
 				var n int64
 				logAt, n = logged(logAt)
 				stalled = stalled || n < least
 				got[boolInt(on)] = (r1 - r0) / float64(max(1, n)) / 1e3
+				if on && len(p0) == len(p1) {
+					for j := range p1 {
+						v := progs[p1[j].Program]
+						v[0] += float64(p1[j].Runtime - p0[j].Runtime)
+						v[1] += float64(p1[j].Runs - p0[j].Runs)
+						progs[p1[j].Program] = v
+					}
+					onRequests += float64(n)
+				}
 			}
 			if stalled {
 				stalls++
@@ -323,7 +358,32 @@ func kdcCost(t *testing.T, tr *kdcbpf.Tracer, cfg loadgen.Config, kdc int, kdcLo
 		t.Fatalf("%d pairs of phases measured, want %d (%d stalled; %d requests in %v, errors %v)", len(ratios), pairs, stalls, len(res.Records), res.Wall, res.ErrorTexts)
 	}
 	t.Logf("KDC CPU per tgs request, µs, off: %s; on: %s (%d pairs measured again)", fmtList(offs), fmtList(ons), stalls)
-	return medianOf(ratios), medianOf(offs), medianOf(ons)
+	var progNS float64
+	var each []string
+	for _, name := range slices.Sorted(maps.Keys(progs)) {
+		v := progs[name]
+		progNS += v[0]
+		each = append(each, fmt.Sprintf("%s %.2f µs in %.1f runs", name, v[0]/max(1, onRequests)/1e3, v[1]/max(1, onRequests)))
+	}
+	t.Logf("the programs' run time per KDC request in the on phases, by the kernel's account: %s", strings.Join(each, ", "))
+	return medianOf(ratios), medianOf(offs), medianOf(ons), progNS / max(1, onRequests) / 1e3
+}
+
+// costPhaseEnv lengthens kdcCost's phases where the KDC answers too few
+// requests in 50 ms for a phase to count (an emulated guest: under qemu
+// TCG, attaching a trampoline alone takes longer than that).
+const costPhaseEnv = "KRB5_EXPORTER_KDCSERVICE_COST_PHASE"
+
+func costPhase(t *testing.T) time.Duration {
+	v := os.Getenv(costPhaseEnv)
+	if v == "" {
+		return 50 * time.Millisecond
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		t.Fatalf("%s=%q: want a duration such as 1s", costPhaseEnv, v)
+	}
+	return d
 }
 
 func boolInt(b bool) int {

@@ -196,7 +196,20 @@ var (
 // out when skip is not empty.
 func (g *guest) journalCounts(skip string) counts {
 	g.t.Helper()
-	out := g.must("journalctl -u krb5-kdc -o cat --no-pager")
+	return requestCounts(g.must("journalctl -u krb5-kdc -o cat --no-pager"), skip)
+}
+
+// fileCounts is the same from the KDC's own log file (FILE: in
+// [logging]), whose lines start with the date, the host and
+// "krb5kdc[PID](info): ".
+func (g *guest) fileCounts(path, skip string) counts {
+	g.t.Helper()
+	return requestCounts(reFilePrefix.ReplaceAllString(g.must("cat "+path), ""), skip)
+}
+
+var reFilePrefix = regexp.MustCompile(`(?m)^.*? krb5kdc\[\d+\]\(\w+\): `)
+
+func requestCounts(out, skip string) counts {
 	c := counts{}
 	for _, line := range strings.Split(out, "\n") {
 		m := reRequest.FindStringSubmatch(line)

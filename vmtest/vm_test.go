@@ -262,6 +262,74 @@ func TestDebian12(t *testing.T) {
 	})
 	t.Run("a namesake is not the KDC", func(t *testing.T) { checkNamesake(t, g) })
 	t.Run("kdcservice with the shipped drop-in", func(t *testing.T) { checkKDCService(t, g) })
+	// Last: the KDC no longer logs to the journal after it.
+	t.Run("file logging as RHEL's krb5.conf has it", func(t *testing.T) { checkFileLogging(t, g) })
+}
+
+// checkFileLogging: with RHEL's [logging] in krb5.conf (the KDC writes
+// FILE:/var/log/krb5kdc.log, mode 0600 as RHEL's logrotate creates it),
+// the unchanged packaged configuration follows that file once the
+// exporter restarts (the unit's ExecStartPre grants the file's ACL), and
+// counts what the file says.
+func checkFileLogging(t *testing.T, g *guest) {
+	const kdcLog = "/var/log/krb5kdc.log"
+	if out := g.must("cat /etc/krb5.conf"); strings.Contains(out, "[logging]") {
+		t.Fatalf("the guest's krb5.conf already has [logging]:\n%s", out)
+	}
+	// Debian's units make / read-only to the KDC and kadmind
+	// (ReadOnlyDirectories=/): RHEL's do not, which a drop-in restores.
+	g.must(`set -e
+printf '\n[logging]\n default = FILE:/var/log/krb5libs.log\n kdc = FILE:%s\n admin_server = FILE:/var/log/kadmind.log\n' ` + kdcLog + ` >>/etc/krb5.conf
+for u in krb5-kdc krb5-admin-server; do
+	install -d /etc/systemd/system/$u.service.d
+	printf '[Service]\nReadWriteDirectories=/var/log\n' >/etc/systemd/system/$u.service.d/as-rhel.conf
+done
+systemctl daemon-reload
+systemctl restart krb5-kdc krb5-admin-server
+chmod 600 ` + kdcLog + ` /var/log/kadmind.log
+systemctl restart krb5-exporter`)
+	if !eventually(t, 60*time.Second, "the exporter following "+kdcLog, func() string {
+		out, _ := g.sh("journalctl -u krb5-exporter --since -2min -o cat --no-pager | grep -F 'following log' | grep -F " + kdcLog)
+		if strings.TrimSpace(out) == "" {
+			return "no \"following log\" line for " + kdcLog
+		}
+		return ""
+	}) {
+		out, _ := g.sh("journalctl -u krb5-exporter -n 30 --no-pager")
+		t.Fatalf("the exporter's log:\n%s", out)
+	}
+	type snap struct{ file, metrics counts }
+	take := func() snap { return snap{g.fileCounts(kdcLog, probePrin), metricCounts(g.scrape())} }
+	// Settled: two readings 2 s apart alike (the exporter may still be
+	// reading what the file held when it started).
+	s0 := take()
+	for i := 0; ; i++ {
+		time.Sleep(2 * time.Second)
+		cur := take()
+		if cur.file.equal(s0.file) && cur.metrics.equal(s0.metrics) {
+			break
+		}
+		if i == 20 {
+			t.Fatalf("never settled: %+v", cur)
+		}
+		s0 = cur
+	}
+	g.must(logins)
+	g.must(logins)
+	eventually(t, 90*time.Second, "krb5_kdc_requests_total grown as "+kdcLog, func() string {
+		s := take()
+		df, dm := s.file.minus(s0.file), s.metrics.minus(s0.metrics)
+		if len(df) == 0 {
+			return "no request in " + kdcLog
+		}
+		if !df.equal(dm) {
+			return fmt.Sprintf("metrics %v, %s %v", dm, kdcLog, df)
+		}
+		return ""
+	})
+	if v, ok := value(g.scrape(), "krb5_kdc_log_source_missing", "type", "kdc"); ok && v != 0 {
+		t.Errorf("krb5_kdc_log_source_missing{type=\"kdc\"} = %v", v)
+	}
 }
 
 func makeRealm(t *testing.T, g *guest) {
@@ -549,11 +617,12 @@ func checkKDCService(t *testing.T, g *guest) {
 	}
 	links, _ := g.sh("bpftool link show")
 	t.Logf("bpftool link show (the hook mode):\n%s", links)
+	// Debian 12's 6.1 has BTF trampolines and no socket tracepoints: the
+	// collector must take fentry, never a mode that taxes every system
+	// call of the host.
 	mfs := g.scrape()
-	for name := range mfs {
-		if strings.Contains(name, "hook") || strings.HasSuffix(name, "_info") && strings.Contains(name, "service") {
-			t.Logf("%s: %v", name, series(mfs, name))
-		}
+	if v, ok := value(mfs, "krb5_kdc_service_tracing_info", "hooks", "fentry"); !ok || v != 1 {
+		t.Errorf("krb5_kdc_service_tracing_info: %v, want hooks=\"fentry\" on Debian 12's kernel", series(mfs, "krb5_kdc_service_tracing_info"))
 	}
 
 	// Requests by type, from the journal (all of them) and as timed.

@@ -83,7 +83,7 @@ func TestLoadChoosesBest(t *testing.T) {
 	testutil.Tracefs(t)
 	best := ""
 	var failed []string
-	for _, m := range HookModes {
+	for _, m := range AutoHookModes {
 		t.Setenv(HooksEnv, m)
 		tr, err := Load()
 		if err == nil {
@@ -111,6 +111,51 @@ func TestLoadChoosesBest(t *testing.T) {
 	if _, err := Load(); err == nil || !strings.Contains(err.Error(), HooksEnv) {
 		t.Errorf("Load with %s=nonsense: %v, want an error naming it", HooksEnv, err)
 	}
+}
+
+// TestLoadNeverTaxesTheHost: where none of the hooks that run only for
+// the KDC loads, Load traces nothing rather than fall back to the system
+// call hooks, and its error says so and names the opt-in. The modes that
+// fail here are found by forcing each; the ones that load are left out of
+// the automatic list for the test, as on a kernel without them (this
+// project's kernel has the socket tracepoints only, Debian 12's has
+// trampolines and kprobes only). The system call hooks load here, so a
+// Load that fell back to them would return a tracer.
+func TestLoadNeverTaxesTheHost(t *testing.T) {
+	requireBPF(t).Close()
+	testutil.Tracefs(t)
+	var missing []string
+	for _, m := range AutoHookModes {
+		t.Setenv(HooksEnv, m)
+		if tr, err := Load(); err == nil {
+			tr.Close()
+		} else {
+			missing = append(missing, m)
+		}
+	}
+	t.Setenv(HooksEnv, HooksTracepoint)
+	tr, err := Load()
+	if err != nil {
+		t.Fatalf("the system calls' tracepoints do not load here (%v): nothing to fall back to", err)
+	}
+	tr.Close()
+	t.Setenv(HooksEnv, "")
+	auto := AutoHookModes
+	t.Cleanup(func() { AutoHookModes = auto })
+	AutoHookModes = missing
+	tr, err = Load()
+	if err == nil {
+		tr.Close()
+		t.Fatalf("with none of %v on this kernel, Load traced with %s hooks", auto, tr.Hooks)
+	}
+	var e *Error
+	if !errors.As(err, &e) || e.Reason != ReasonUnsupportedKernel {
+		t.Errorf("Load: %v, want reason %s", err, ReasonUnsupportedKernel)
+	}
+	if !strings.Contains(err.Error(), HooksEnv+"="+HooksSyscalls) {
+		t.Errorf("Load: %v: does not name the opt-in %s=%s", err, HooksEnv, HooksSyscalls)
+	}
+	t.Logf("missing here: %v; Load: %v", missing, err)
 }
 
 // TestObjectIsSource compiles the C source again, as `make bpf` does, and

@@ -1,6 +1,9 @@
 package kdcbpf
 
-import "math"
+import (
+	"math"
+	"slices"
+)
 
 // Request types and transports: the indexes of Snapshot's arrays.
 const (
@@ -95,11 +98,14 @@ const MaxWatched = 512
 func (s *Snapshot) MapFull() uint64 { return s.ThreadsFull + s.WorkersFull + s.WatchedFull }
 
 // HooksEnv set to one of HookModes makes Load use that mode only, even
-// where a better one exists: the tests run each mode the kernel has.
+// where a better one exists: the tests run each mode the kernel has, and
+// it is how an operator accepts the system call hooks (TaxesHost), which
+// Load never chooses by itself.
 const HooksEnv = "KRB5_EXPORTER_KDCSERVICE_HOOKS"
 
 // The ways the program sees the KDC's receives and sends, best first.
-// Load takes the first that the kernel loads and attaches.
+// Load takes the first of AutoHookModes that the kernel loads and
+// attaches.
 const (
 	// HooksSocket: the socket layer's tracepoints sock_recv_length and
 	// sock_send_length (Linux 6.3 and later).
@@ -119,11 +125,18 @@ const (
 
 // TaxesHost says whether mode's hooks put every system call of every
 // process on the host on the kernel's slow path (docs/bench.md: +40 to
-// +170 %), as the system call hooks do.
-func TaxesHost(mode string) bool { return mode == HooksTracepoint || mode == HooksSyscalls }
+// +160 %), as the system call hooks do: the modes Load takes only when
+// HooksEnv names them.
+func TaxesHost(mode string) bool { return !slices.Contains(AutoHookModes, mode) }
 
 // HookModes lists them, best first.
 var HookModes = []string{HooksSocket, HooksFentry, HooksKprobe, HooksTracepoint, HooksSyscalls}
+
+// AutoHookModes are the modes Load tries by itself: those whose hooks run
+// only where the KDC's own receives and sends go. A kernel that has none
+// of them (no socket tracepoints, trampolines or kprobes) is not traced
+// unless HooksEnv accepts a system call mode and its tax on the host.
+var AutoHookModes = []string{HooksSocket, HooksFentry, HooksKprobe}
 
 // Error is why the program could not be loaded or attached.
 type Error struct {

@@ -5,11 +5,15 @@ package kdcbpf
 import (
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"slices"
 	"strings"
 	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
@@ -23,6 +27,7 @@ type Tracer struct {
 	objs     kdcserviceMaps
 	attached []attachment
 	progs    []*ebpf.Program
+	names    []string // of progs, as the object names them
 	links    []link.Link
 	stats    []kdcserviceStats // per CPU, reused
 	// notWatched is how many pids the last Watch left out, refused is
@@ -113,8 +118,8 @@ func KernelMayLack(mode string) bool {
 }
 
 // Load loads the program, checks it with the kernel's verifier and
-// attaches it, with the first of HookModes this kernel supports (or the
-// one HooksEnv names). Its error is an *Error saying why it failed.
+// attaches it, with the first of AutoHookModes this kernel supports (or
+// the one HooksEnv names). Its error is an *Error saying why it failed.
 func Load() (*Tracer, error) {
 	// Kernels before 5.11 charge BPF maps to RLIMIT_MEMLOCK.
 	if err := rlimit.RemoveMemlock(); err != nil {
@@ -124,26 +129,32 @@ func Load() (*Tracer, error) {
 	if err != nil {
 		return nil, &Error{Reason: ReasonUnsupportedKernel, Err: fmt.Errorf("kernel BTF: %w", err)}
 	}
-	modes := HookModes
 	if m := os.Getenv(HooksEnv); m != "" {
 		if _, ok := hookModes[m]; !ok {
 			return nil, &Error{Reason: ReasonLoad, Err: fmt.Errorf("%s=%q: want one of %v", HooksEnv, m, HookModes)}
 		}
-		modes = []string{m}
+		return loadWith(kernel, m)
 	}
+	return loadAuto(kernel, AutoHookModes)
+}
+
+// loadAuto takes the first of modes that loads and attaches. When none
+// does, the error is the last one's, with why each other failed, and
+// names what would trace the KDC on this kernel at a cost to the whole
+// host.
+func loadAuto(kernel *btf.Spec, modes []string) (*Tracer, error) {
 	var skipped []string
-	for i, m := range modes {
+	for _, m := range modes {
 		t, err := loadWith(kernel, m)
 		if err == nil {
 			t.Skipped = skipped
 			return t, nil
 		}
-		if i == len(modes)-1 {
-			return nil, err
-		}
 		skipped = append(skipped, fmt.Sprintf("%s: %v", m, err))
 	}
-	panic("unreachable")
+	return nil, &Error{Reason: ReasonUnsupportedKernel, Err: fmt.Errorf(
+		"no hook that runs only for the KDC's receives and sends (%s); %s=%s (or %s, as root) traces it with system call hooks, which slow every system call of every process on the host (docs/bench.md)",
+		strings.Join(skipped, "; "), HooksEnv, HooksSyscalls, HooksTracepoint)}
 }
 
 // loadWith loads the program with the hooks of mode only.
@@ -194,6 +205,7 @@ func loadWith(kernel *btf.Spec, mode string) (*Tracer, error) {
 	for name := range coll.Programs {
 		p := coll.DetachProgram(name)
 		t.progs = append(t.progs, p)
+		t.names = append(t.names, name)
 		base, _, _ := strings.Cut(name, "@")
 		switch p.Type() {
 		case ebpf.Kprobe, ebpf.TracePoint:
@@ -272,6 +284,36 @@ func (t *Tracer) Close() error {
 	}
 	t.progs = nil
 	return t.objs.Close()
+}
+
+// EnableRunTimeStats makes the kernel account the time every BPF program
+// runs (kernel.bpf_stats_enabled, for as long as the returned Closer is
+// open): what RunTimes reads. It costs two clock reads per program run, so
+// only the cost measurement turns it on.
+func EnableRunTimeStats() (io.Closer, error) {
+	return ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+}
+
+// RunTime is the kernel's account of one of the tracer's programs while
+// run-time statistics were enabled: the time it ran and how many times,
+// wherever it ran (the KDC's context or another task's).
+type RunTime struct {
+	Program string
+	Runtime time.Duration
+	Runs    uint64
+}
+
+// RunTimes reads the RunTime of each of the tracer's programs.
+func (t *Tracer) RunTimes() ([]RunTime, error) {
+	out := make([]RunTime, len(t.progs))
+	for i, p := range t.progs {
+		s, err := p.Stats()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", t.names[i], err)
+		}
+		out[i] = RunTime{Program: t.names[i], Runtime: s.Runtime, Runs: s.RunCount}
+	}
+	return out, nil
 }
 
 // Watch makes pids the watched processes: their requests from now on are
