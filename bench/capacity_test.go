@@ -1,0 +1,110 @@
+package bench
+
+import (
+	"bytes"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/krb5-exporter/krb5-exporter/bench/report"
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
+	"github.com/krb5-exporter/krb5-exporter/realm"
+)
+
+// capacityRow is the report's row of source and request.
+func capacityRow(t *testing.T, rep *Report, source, request string) report.CapacityRow {
+	t.Helper()
+	if rep.Capacity == nil {
+		t.Fatal("no capacity section")
+	}
+	for _, r := range rep.Capacity.Rows {
+		if r.Source == source && r.Request == request {
+			return r
+		}
+	}
+	t.Fatalf("no %s %s row in %+v", source, request, rep.Capacity.Rows)
+	return report.CapacityRow{}
+}
+
+// TestCapacityCheck: bench's capacity check against what the KDC itself
+// says, on a realm without last_success writes (no disk waits) and
+// encrypted-timestamp logins.
+//
+// First a run of latency alone: its proc estimate of the mix is 1 / the
+// KDC's CPU per request, here the KDC's CPU time read by the test from
+// /proc/PID/stat around the run over the AS and TGS lines its log gained
+// (the run is the load and a few idle milliseconds: within 15 %).
+//
+// Then as, tgs and latency: the measured ceilings are the as load's
+// logins/s times the AS lines per login the KDC logged (within 6 %), and the tgs
+// load's tickets/s; the mix's is the two at the latency load's shares;
+// the ratios are the estimate over them. Against the KDC's own-time
+// ceiling the estimate is held to what docs/bench.md says of the model:
+// at most 20 % above, at least 0.3 of it.
+func TestCapacityCheck(t *testing.T) {
+	r := upRealm(t, realm.Options{NoKadmind: true, DisableLastSuccess: true})
+	s := small("latency")
+	s.Preauth = "encrypted_timestamp"
+	s.Duration = 2 * time.Second
+	s.LoginRate = 100
+	pid := r.KDCPids()[0]
+	from := testutil.LogSize(t, r.KDCLog)
+	cpu0, err := testutil.ProcCPU(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := runSuite(t, RealmSystem(r), s)
+	cpu1, err := testutil.ProcCPU(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs := testutil.LogCount(t, r.KDCLog, from, `(AS|TGS)_REQ `)
+	mix := capacityRow(t, rep, "proc", "mix")
+	want := float64(reqs) / (cpu1 - cpu0).Seconds()
+	t.Logf("latency alone: %d requests logged, KDC CPU %v: 1 / CPU per request %.0f/s; the report's mix estimate %.0f/s from %.0f requests (%s)",
+		reqs, cpu1-cpu0, want, mix.EstimatePerS, mix.Requests, mix.Why)
+	if math.Abs(mix.Requests-float64(reqs)) > 0.02*float64(reqs) {
+		t.Errorf("the estimate counted %.0f requests, the KDC logged %d", mix.Requests, reqs)
+	}
+	if mix.EstimatePerS < 0.85*want || mix.EstimatePerS > 1.15*want {
+		t.Errorf("mix estimate %.0f/s, want %.0f/s ±15 %%", mix.EstimatePerS, want)
+	}
+	if mix.MeasuredPerS != 0 || mix.Ratio != 0 {
+		t.Errorf("a ceiling without the as and tgs loads: %+v", mix)
+	}
+
+	s.Tests = []string{"as", "tgs", "latency"}
+	from = testutil.LogSize(t, r.KDCLog)
+	rep = runSuite(t, RealmSystem(r), s)
+	logins := rep.AS.Requests + rep.Latency.Logins.Requests
+	perLogin := float64(testutil.LogCount(t, r.KDCLog, from, `AS_REQ `)) / float64(logins)
+	as, tgs := rep.AS.Rate*perLogin, rep.TGS.Rate
+	nAS, nTGS := float64(rep.Latency.Logins.Requests)*perLogin, float64(rep.Latency.Tickets.Requests)
+	wantMix := (nAS + nTGS) / (nAS/as + nTGS/tgs)
+	for _, c := range []struct {
+		req  string
+		want float64
+	}{{"as", as}, {"tgs", tgs}, {"mix", wantMix}} {
+		row := capacityRow(t, rep, "proc", c.req)
+		// 6 %: the KDC logs again the requests a client resent when its
+		// answer was late (2.08 lines a login in a run on a loaded host).
+		if math.Abs(row.MeasuredPerS-c.want) > 0.06*c.want {
+			t.Errorf("%s: measured %.0f/s, want %.0f/s (%.2f AS requests a login in the KDC's log)", c.req, row.MeasuredPerS, c.want, perLogin)
+		}
+		if row.EstimatePerS > 0 && math.Abs(row.Ratio-row.EstimatePerS/row.MeasuredPerS) > 1e-9 {
+			t.Errorf("%s: ratio %g, estimate %g over measured %g", c.req, row.Ratio, row.EstimatePerS, row.MeasuredPerS)
+		}
+	}
+	mix = capacityRow(t, rep, "proc", "mix")
+	t.Logf("as %.0f/s, tgs %.0f/s, mix %.0f/s measured; mix estimate %.0f/s: %.2f of it, %.2f of the KDC's own-time ceiling %.0f/s",
+		as, tgs, wantMix, mix.EstimatePerS, mix.Ratio, mix.OwnRatio, mix.OwnCeilingPerS)
+	if mix.OwnRatio < 0.3 || mix.OwnRatio > 1.2 {
+		t.Errorf("mix estimate %.0f/s is %.2f of the KDC's own-time ceiling %.0f/s: want 0.3 to 1.2", mix.EstimatePerS, mix.OwnRatio, mix.OwnCeilingPerS)
+	}
+	var md bytes.Buffer
+	report.WriteMarkdown(&md, rep)
+	if !strings.Contains(md.String(), "| proc | mix | ") {
+		t.Errorf("report.md has no capacity row:\n%s", md.String())
+	}
+}
