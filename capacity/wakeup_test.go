@@ -4,30 +4,13 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
-
-// schedstat is a process's /proc/PID/schedstat: seconds on CPU, and how
-// many times it was put on a CPU (each wake-up from its idle wait is one).
-func schedstat(t *testing.T, pid int) (cpu, slices float64) {
-	t.Helper()
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/schedstat")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		t.Fatalf("schedstat %q", b)
-	}
-	ns, _ := strconv.ParseFloat(f[0], 64)
-	n, _ := strconv.ParseFloat(f[2], 64)
-	return ns / 1e9, n
-}
 
 // TestWakeupsPerRequest measures why the estimate taken at a light load
 // falls below the saturated ceiling (docs/metrics.md, "Capacity"): the
@@ -47,10 +30,16 @@ func TestWakeupsPerRequest(t *testing.T) {
 		}
 	}
 	measure := func(name string, load func() int) (cpu, wakeups float64) {
-		c0, s0 := schedstat(t, pid)
+		c0, s0, err := testutil.Schedstat(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
 		n := load()
-		c1, s1 := schedstat(t, pid)
-		cpu, wakeups = (c1-c0)/float64(n), (s1-s0)/float64(n)
+		c1, s1, err := testutil.Schedstat(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cpu, wakeups = (c1-c0).Seconds()/float64(n), float64(s1-s0)/float64(n)
 		t.Logf("%-21s %5d replies: %5.1f µs CPU a request, on a CPU %.2f times a request", name, n, cpu*1e6, wakeups)
 		return cpu, wakeups
 	}
