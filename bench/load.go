@@ -300,6 +300,7 @@ func (r *run) openLoop(ctx context.Context, rate float64, tgsPer int, dur time.D
 	ol.CPU = w.use(total)
 	ol.Logins.KDCService = w.kdcService(kindAS, krb5.UDP)
 	ol.Tickets.KDCService = w.kdcService(kindTGS, krb5.UDP)
+	r.keepCapWindow(ol, w)
 	return ol, err
 }
 

@@ -51,6 +51,8 @@ type run struct {
 	details  map[string][]func() // nil for a test without a section (cpu)
 	ran      map[string]int
 	repWarns []*repWarn
+	// capWindows are the latency loads' windows (capacityCheck).
+	capWindows map[*OpenLoop]*capWindow
 }
 
 // took counts the logins of a load by pre-authentication method.
@@ -174,6 +176,7 @@ func (s *Suite) Run(ctx context.Context) (*Report, error) {
 	r.medians()
 	r.prog.reset("")
 	r.rep.System.Preauth = r.preauthUsed()
+	r.rep.Capacity = r.capacityCheck()
 	r.rep.Samples = r.sampler.all()
 	r.rep.Finished = time.Now()
 	r.rep.Verdict = Pass

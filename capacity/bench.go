@@ -152,21 +152,27 @@ func benchFamilies(rep *report.Report) []*dto.MetricFamily {
 	return out
 }
 
-// asPerLogin is how many AS requests a login of the run made: the KDC's
-// own count where the run timed it, else what its pre-authentication
-// takes (SPAKE: the first request, the challenge's, the answer's);
-// 0 when neither says.
+// asPerLogin is how many AS requests a login of the run's as load made
+// (ASPerLogin).
 func asPerLogin(rep *report.Report) float64 {
 	if rep.AS == nil {
 		return 0
 	}
-	if k := rep.AS.KDCService; k != nil && k.Requests > 0 && rep.AS.Requests > 0 {
-		return float64(k.Requests) / float64(rep.AS.Requests)
+	return ASPerLogin(rep.AS, rep.System.Preauth)
+}
+
+// ASPerLogin is how many AS requests a login of load l made: the KDC's
+// own count where the run timed it, else what its pre-authentication
+// (report.SystemInfo.Preauth) takes (SPAKE: the first request, the
+// challenge's, the answer's); 0 when neither says.
+func ASPerLogin(l *report.Load, preauth string) float64 {
+	if k := l.KDCService; k != nil && k.Requests > 0 && l.Requests > 0 {
+		return float64(k.Requests) / float64(l.Requests)
 	}
 	switch {
-	case strings.HasPrefix(rep.System.Preauth, "spake"):
+	case strings.HasPrefix(preauth, "spake"):
 		return 3
-	case strings.HasPrefix(rep.System.Preauth, "encrypted_timestamp"):
+	case strings.HasPrefix(preauth, "encrypted_timestamp"):
 		return 2
 	}
 	return 0

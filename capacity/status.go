@@ -21,6 +21,9 @@ type StatusRow struct {
 	Capacity float64 // 0: no estimate, Why says why
 	Why      string
 	Bench    float64 // 0: none measured
+	// CPU and Own are the window's seconds a request: on CPU; on CPU
+	// and blocked (the model's c and s).
+	CPU, Own float64
 }
 
 // Utilization is the row's rate over its estimated capacity (0 without
@@ -48,23 +51,30 @@ func (g *Gatherer) setStatus(res *result, cpus int, bench map[string]float64, be
 	}
 	if res.ok() {
 		st.Source, st.Workers = res.source, res.workers
-		for i, q := range []int{reqAS, reqTGS, mixIdx} {
-			name := []string{"as", "tgs", "mix"}[i]
-			c := res.costs[q]
-			row := StatusRow{Request: name, Requests: c.n, Bench: bench[name]}
-			if secs := st.Window.Seconds(); secs > 0 {
-				row.Rate = c.n / secs
-			}
-			switch {
-			case c.published:
-				row.Capacity = rate(c, res.workers, cpus)
-			case c.n < float64(res.minReq):
-				row.Why = "too few requests"
-			default:
-				row.Why = "a mix the proc source cannot split"
-			}
-			st.Rows = append(st.Rows, row)
-		}
+		st.Rows = res.rows(cpus, st.Window.Seconds(), bench)
 	}
 	g.status = st
+}
+
+// rows are the estimate's as, tgs and mix rows: secs the window's
+// length (0: no rate), bench the measured ceilings by request.
+func (r *result) rows(cpus int, secs float64, bench map[string]float64) []StatusRow {
+	var out []StatusRow
+	for i, q := range []int{reqAS, reqTGS, mixIdx} {
+		c, name := r.costs[q], []string{"as", "tgs", "mix"}[i]
+		row := StatusRow{Request: name, Requests: c.n, Bench: bench[name], CPU: c.cpu, Own: c.own}
+		if secs > 0 {
+			row.Rate = c.n / secs
+		}
+		switch {
+		case c.published:
+			row.Capacity = rate(c, r.workers, cpus)
+		case c.n < float64(r.minReq):
+			row.Why = "too few requests"
+		default:
+			row.Why = "a mix the proc source cannot split"
+		}
+		out = append(out, row)
+	}
+	return out
 }

@@ -4,7 +4,12 @@
 # throwaway realm under a light steady load (krb5-exporter realm load:
 # logins only, then logins with 10 service tickets each) watched by two
 # daemons, one with --collector.kdcservice and one without; then
-# `bench --once --tests as,tgs` of a fresh realm with the same settings.
+# `bench --once --tests as,tgs,latency` of a fresh realm with the same
+# settings, whose report also carries the bench's own estimate at its
+# latency load. The KDC runs on CPU $KDC_CPU (0), everything else of the
+# script (load generators, daemons, scrapes, the bench) on $GEN_CPU (1),
+# so that the generator takes no CPU from the KDC (other processes of the
+# host still may: the own-time ceiling corrects for them).
 # Prints one markdown row per setting, source and request type.
 #
 # Usage: scripts/capacity-accuracy.sh [SETTING...]
@@ -18,6 +23,9 @@ bin=$work/krb5-exporter
 $GO build -o "$bin" ./cmd/krb5-exporter
 settings=${*:-default no-last-success no-spake workers2}
 phase=${PHASE:-60s}
+kcpu=${KDC_CPU:-0}
+gcpu=${GEN_CPU:-1}
+gen="taskset -c $gcpu"
 
 flags() {
 	case $1 in
@@ -34,22 +42,32 @@ value() {
 	curl -s "$1" | awk -v m="$2" -v r="$3" '$1 ~ "^"m"\\{" && $1 ~ "request=\""r"\"" {print $2; f=1} END {if (!f) print "n/a"}' | head -1
 }
 
-# ceiling REPORT KEY: the measured rate in KDC requests per second (as:
-# logins/s x AS requests per login; tgs), then that rate over the share of
-# its cores the KDC spent on its own work (on CPU or waiting for its disk)
-# during the load: what it would have answered with its cores to itself,
-# where other processes took CPU from it.
+# pinkdc DIR: every krb5kdc process of the realm (its workers too) on $kcpu.
+pinkdc() {
+	main=$(cat "$1/krb5kdc.pid")
+	for p in $main $(pgrep -P "$main" || true); do
+		taskset -a -p -c "$kcpu" "$p" >/dev/null
+	done
+}
+
+# ceiling REPORT REQUEST: the bench's measured ceiling and own-time
+# ceiling of REQUEST (as, tgs, mix) in KDC requests per second, from the
+# report's capacity rows (docs/bench.md, report.json's capacity).
 ceiling() {
 	python3 -c '
 import json,sys
-r=json.load(open(sys.argv[1])); k=sys.argv[2]
-rate=r[k]["rate_per_s"]
-if k=="as":
-    p=r["system"]["generator_preauth"]
-    rate*=3 if p.startswith("spake") else 2
-c=r[k]["cpu"]
-own=(c.get("kdc_busy_pct",0)+c.get("kdc_disk_wait_pct",0))/100
-print("%.0f %.0f"%(rate, rate/own if own>0 else 0))' "$1" "$2"
+rows=json.load(open(sys.argv[1]))["capacity"]["rows"]
+r=[r for r in rows if r["source"]=="proc" and r["request"]==sys.argv[2]][0]
+print("%.0f %.0f"%(r["measured_per_s"], r["own_time_ceiling_per_s"]))' "$1" "$2"
+}
+
+# bench_estimate REPORT: the bench's own proc estimate of the mix at its latency load.
+bench_estimate() {
+	python3 -c '
+import json,sys
+rows=json.load(open(sys.argv[1]))["capacity"]["rows"]
+r=[r for r in rows if r["source"]=="proc" and r["request"]=="mix"][0]
+print(r["estimate_per_s"] or "n/a")' "$1"
 }
 
 echo "| setting | source | request | estimate /s | measured /s | error | KDC own-time ceiling /s | error |"
@@ -57,23 +75,24 @@ echo "|---|---|---|---:|---:|---:|---:|---:|"
 for s in $settings; do
 	d=$work/$s
 	# shellcheck disable=SC2046
-	"$bin" realm up --dir "$d" --users 1000 --services 100 --fillers 1000 --no-kadmind $(flags "$s") >/dev/null
+	$gen "$bin" realm up --dir "$d" --users 1000 --services 100 --fillers 1000 --no-kadmind $(flags "$s") >/dev/null
+	pinkdc "$d"
 	common="--collector.process.krb5kdc-pidfile=$d/krb5kdc.pid --collector.kdcconf.path=$d/kdc.conf --collector.kdcconf.krb5-config=$d/krb5.conf"
 	printf 'logs:\n  - path: %s\n    type: kdc\n' "$d/krb5kdc.log" >"$d/exp.yml"
-	"$bin" serve --web.listen-address=127.0.0.1:19811 --config.file="$d/exp.yml" $common >"$d/proc.log" 2>&1 &
+	$gen "$bin" serve --web.listen-address=127.0.0.1:19811 --config.file="$d/exp.yml" $common >"$d/proc.log" 2>&1 &
 	p1=$!
 	exec 9>/tmp/krb5x-bpf.lock
 	flock 9
-	"$bin" serve --web.listen-address=127.0.0.1:19812 --config.file="$d/exp.yml" --collector.kdcservice $common >"$d/bpf.log" 2>&1 &
+	$gen "$bin" serve --web.listen-address=127.0.0.1:19812 --config.file="$d/exp.yml" --collector.kdcservice $common >"$d/bpf.log" 2>&1 &
 	p2=$!
 	sleep 2
-	scrape() { while kill -0 "$1" 2>/dev/null; do curl -s -o /dev/null http://127.0.0.1:19811/metrics; curl -s -o /dev/null http://127.0.0.1:19812/metrics; sleep 5; done; }
-	"$bin" realm load --dir "$d" --rate 30 --tickets 0 --duration "$phase" >/dev/null 2>&1 &
+	scrape() { while kill -0 "$1" 2>/dev/null; do $gen curl -s -o /dev/null http://127.0.0.1:19811/metrics; $gen curl -s -o /dev/null http://127.0.0.1:19812/metrics; sleep 5; done; }
+	$gen "$bin" realm load --dir "$d" --rate 30 --tickets 0 --duration "$phase" >/dev/null 2>&1 &
 	l=$!
 	scrape $l
 	as1=$(value http://127.0.0.1:19811/metrics krb5_kdc_capacity_requests_per_second as)
 	as2=$(value http://127.0.0.1:19812/metrics krb5_kdc_capacity_requests_per_second as)
-	"$bin" realm load --dir "$d" --rate 10 --tickets 10 --duration "$phase" >/dev/null 2>&1 &
+	$gen "$bin" realm load --dir "$d" --rate 10 --tickets 10 --duration "$phase" >/dev/null 2>&1 &
 	l=$!
 	scrape $l
 	tgs1=$(value http://127.0.0.1:19811/metrics krb5_kdc_capacity_requests_per_second tgs)
@@ -84,11 +103,14 @@ for s in $settings; do
 	flock -u 9
 	"$bin" realm down --dir "$d" >/dev/null
 	# shellcheck disable=SC2046
-	"$bin" bench --once --tests as,tgs --realm.fillers 1000 $(flags "$s" | sed 's/^--/--realm./') --output-dir "$work/$s-results" >"$work/$s-bench.out" 2>&1 || true
+	$gen "$bin" bench --once --tests as,tgs,latency --realm.fillers 1000 --kdc-cpu "$kcpu" --generator-cpu "$gcpu" \
+		$(flags "$s" | sed 's/^--/--realm./') --output-dir "$work/$s-results" >"$work/$s-bench.out" 2>&1 || true
 	rep=$(ls -d "$work/$s-results"/*/report.json | tail -1)
 	mas=$(ceiling "$rep" as)
 	mtgs=$(ceiling "$rep" tgs)
-	for row in "proc as $as1 $mas" "kdcservice as $as2 $mas" "proc tgs $tgs1 $mtgs" "kdcservice tgs $tgs2 $mtgs"; do
+	mmix=$(ceiling "$rep" mix)
+	bmix=$(bench_estimate "$rep")
+	for row in "proc as $as1 $mas" "kdcservice as $as2 $mas" "proc tgs $tgs1 $mtgs" "kdcservice tgs $tgs2 $mtgs" "bench-latency mix $bmix $mmix"; do
 		set -- $row
 		python3 -c 'import sys
 s,src,req,e,m,o=sys.argv[1:]

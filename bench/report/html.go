@@ -7,6 +7,7 @@ import (
 )
 
 var pageTmpl = template.Must(template.New("report").Funcs(template.FuncMap{"num": fmtNum, "signed": signed, "value": ValueText, "repetitions": repetitionsNote, "note": VerdictNote, "settings": settingsRows,
+	"estimate": CapacityEstimateText, "dash": orDash, "ratio": ratioText,
 	"pct":     func(f float64) float64 { return 100 * f },
 	"verdict": func(c *Comparison) string { return strings.TrimPrefix(ComparisonVerdict(c), "verdict: ") }}).Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>KDC performance report: {{.Verdict}}</title>
@@ -19,7 +20,12 @@ var pageTmpl = template.Must(template.New("report").Funcs(template.FuncMap{"num"
 {{end}}{{range .Tests}}{{if or (eq .Status "error") (eq .Status "skipped")}}<tr><td>{{.Name}}</td><td colspan="3">{{.Error}}</td><td>{{.Status}}</td></tr>{{end}}
 {{end}}</table>
 {{if gt .Settings.Count 1}}<p>{{repetitions $.Report}}.</p>{{end}}
-{{with .Baseline}}<h2>Compared with the baseline</h2>
+{{with .Capacity}}<h2>Capacity estimate against the measured ceilings</h2>
+<p>The daemon's estimate (krb5_kdc_capacity_requests_per_second) at the latency load ({{num .LoadPerS}} KDC requests/s; {{.Workers}} serving process(es), {{.CPUs}} CPU(s)), in KDC requests per second.</p>
+<table id="capacity"><tr><th>Source</th><th>Request</th><th>Estimate/s</th><th>Measured/s</th><th>Estimate/measured</th><th>KDC own-time ceiling/s</th><th>Estimate/own-time</th></tr>
+{{range .Rows}}<tr><td>{{.Source}}</td><td>{{.Request}}</td><td>{{estimate .}}</td><td>{{dash .MeasuredPerS}}</td><td>{{ratio .Ratio}}</td><td>{{dash .OwnCeilingPerS}}</td><td>{{ratio .OwnRatio}}</td></tr>
+{{end}}</table>
+{{end}}{{with .Baseline}}<h2>Compared with the baseline</h2>
 <p>Old: {{.Old.Path}} ({{.Old.Started.UTC.Format "2006-01-02 15:04:05"}} UTC, {{.Old.Verdict}}); new: this run.{{if .Differ}} <strong>{{.Differ}} setting(s) differ</strong>: the runs answer different questions.{{end}}</p>
 <table><tr><th>Test</th><th>Metric</th><th>Old</th><th>New</th><th>Change</th><th>{{pct .Confidence}} % interval</th><th>Verdict</th></tr>
 {{range .Metrics}}<tr><td>{{.Test}}</td><td>{{.Label}}</td><td>{{num .Old}} {{.Unit}}</td><td>{{num .New}} {{.Unit}}</td><td>{{signed .ChangePct}} %</td><td>{{if .Tested}}[{{signed .LowPct}}, {{signed .HighPct}}] %{{end}}</td><td{{if .IsWorse}} class="FAIL"{{end}}>{{.Verdict}}{{if .Note}} ({{.Note}}){{end}}</td></tr>

@@ -133,6 +133,14 @@ func WriteSummary(w io.Writer, rep *Report) {
 	if note := VerdictNote(rep); note != "" {
 		fmt.Fprintf(w, "warnings: %s\n", note)
 	}
+	if c := rep.Capacity; c != nil {
+		for _, r := range c.Rows {
+			if r.EstimatePerS > 0 && r.MeasuredPerS > 0 {
+				fmt.Fprintf(w, "capacity %s %s: estimate %s/s at the latency load, measured %s/s (%.2fx), KDC own-time ceiling %s/s (%sx)\n",
+					r.Source, r.Request, fmtNum(r.EstimatePerS), fmtNum(r.MeasuredPerS), r.Ratio, orDash(r.OwnCeilingPerS), ratioText(r.OwnRatio))
+			}
+		}
+	}
 	if rep.Settings.Count > 1 {
 		fmt.Fprintf(w, "%s.\n", repetitionsNote(rep))
 	}
@@ -239,6 +247,9 @@ func WriteMarkdown(w io.Writer, rep *Report) {
 		u := ol.CPU
 		fmt.Fprintf(w, "KDC busy %s %% of one core (per KDC process); %s ms CPU per 1,000 requests; generator %s µs CPU per request (%.2fx the KDC's).\n",
 			fmtNum(u.KDCBusyPct), fmtNum(u.KDCPerRequestUS), fmtNum(u.GeneratorPerRequestUS), u.Ratio)
+	}
+	if rep.Capacity != nil {
+		writeCapacityMarkdown(w, rep)
 	}
 	if m := rep.Memory; m != nil {
 		fmt.Fprintln(w, "\n## memory")

@@ -50,6 +50,9 @@ type Report struct {
 	Kadmin      *Kadmin      `json:"kadmin,omitempty"`
 	Dump        *Dump        `json:"dump,omitempty"`
 	Degradation *Degradation `json:"degradation,omitempty"`
+	// Capacity is the live capacity estimate at the latency load beside
+	// the measured ceilings.
+	Capacity *Capacity `json:"capacity,omitempty"`
 	// Samples are the once-a-second resource readings of the whole run.
 	Samples []Sample `json:"samples"`
 	// Baseline is the comparison with an earlier run (bench --baseline).

@@ -33,3 +33,22 @@ func SelfCPU() time.Duration {
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// Schedstat returns a process's /proc/PID/schedstat: its time on a CPU
+// (nanoseconds, unlike ProcCPU's clock ticks) and how many times the
+// kernel put it on one (each wake-up from an idle wait is one).
+func Schedstat(pid int) (cpu time.Duration, slices int64, err error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/schedstat", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	f := strings.Fields(string(data))
+	if len(f) < 3 {
+		return 0, 0, fmt.Errorf("/proc/%d/schedstat: %q", pid, data)
+	}
+	ns, err := strconv.ParseInt(f[0], 10, 64)
+	if err == nil {
+		slices, err = strconv.ParseInt(f[2], 10, 64)
+	}
+	return time.Duration(ns), slices, err
+}
