@@ -14,12 +14,14 @@
 # (a worker's traced CPU time against the kernel's), TestKDCServiceSlowDisk and
 # TestKDCServiceStopped (service and queue times with fsyncs delayed, with the
 # KDC stopped in bursts, against the same unhindered), TestKDCServiceCost (the
-# eBPF program's cost to the host's system calls and the KDC, side by side). Each must really
+# eBPF program's cost to the host's system calls and the KDC, side by side),
+# TestWakeupsPerRequest (a flooded KDC's wake-ups per request, which a busy
+# neighbour raises). Each must really
 # run and pass here.
 set -euo pipefail
 export PATH="$PATH:/usr/local/go/bin"
 # One list: the -run pattern and the packages to build come from it.
-whole='TestJournalCost TestRealAAAndAB TestMergeRealShards TestBenchBaselineExitCode TestCPUWaitUnderContention TestIntegrationOtherRealmsNotHeld TestGeneratorBlamedFromEvidence TestKDCDiskWaitsCounted TestKDCServiceContention TestKDCServiceCountsLog TestKDCServiceSlowDisk TestKDCServiceStopped TestKDCServiceCost'
+whole='TestJournalCost TestRealAAAndAB TestMergeRealShards TestBenchBaselineExitCode TestCPUWaitUnderContention TestIntegrationOtherRealmsNotHeld TestGeneratorBlamedFromEvidence TestKDCDiskWaitsCounted TestKDCServiceContention TestKDCServiceCountsLog TestKDCServiceSlowDisk TestKDCServiceStopped TestKDCServiceCost TestWakeupsPerRequest'
 # The TestKDCService tests load a BPF program: it needs root (CAP_BPF),
 # which CI has; elsewhere, without root, they are left out here.
 if [ "$(id -u)" -ne 0 ] && [ -z "${CI:-}" ]; then
