@@ -48,10 +48,8 @@ var shortened = []string{"KDCProbeFailing", "KDCRealmUnavailable", "KDCDown", "K
 func TestEndToEnd(t *testing.T) {
 	promBin := needPrometheus(t)
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	tmp := t.TempDir()
-	bin := exporterBinary(t)
+	e := newE2E(t, 4*time.Minute)
+	ctx, tmp, bin := e.ctx, e.tmp, e.bin
 
 	// The bench daemon first: its suite runs while the realms come up.
 	benchAddr := freeAddr(t)
@@ -68,12 +66,11 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cfg := filepath.Join(tmp, "exporter.yml")
 	// kadmind's probes too: the probes dashboard's kadmind row.
 	kadmindModules := fmt.Sprintf(`  kpasswd: {prober: kpasswd, realm: %[1]s, client: %[2]s, keytab: %[3]s, kdc: "%[4]s", timeout: 2s}
   kadmin: {prober: kadmin, timeout: 2s}
 `, r.Realm, r.ProbePrincipal, r.ProbeKeytab, r.KDCAddr)
-	writeFile(t, cfg, "modules:\n"+probeModule(r, "udp", 2*time.Second)+probeModule(r, "tcp", 2*time.Second)+kadmindModules+fmt.Sprintf(`  xrealm:
+	x := e.exporter("modules:\n"+probeModule(r, "udp", 2*time.Second)+probeModule(r, "tcp", 2*time.Second)+kadmindModules+fmt.Sprintf(`  xrealm:
     realm: %[4]s
     client: %[3]s
     keytab: %[5]s
@@ -103,34 +100,23 @@ logs:
 top_talkers:
   window: 5s # the overview's top-talkers tables within the test
 `, r.KDCAddr, r.KDCLog, r.ProbePrincipal, r.Realm, r.ProbeKeytab, r.Trusted.Service(1), r.Trusted.Realm, r.Trusted.KDCAddr,
-		r.KDCProxy.URL, r.KDCProxy.CA, r.Service(1), r.KpasswdPort, r.KadmindAddr))
-
-	exporterAddr := freeAddr(t)
-	exporterLog := &testutil.LockedBuffer{}
-	start(t, exporterLog, bin, "--web.listen-address", exporterAddr, "--config.file", cfg,
+		r.KDCProxy.URL, r.KDCProxy.CA, r.Service(1), r.KpasswdPort, r.KadmindAddr),
 		"--collector.process.krb5kdc-pidfile", r.KDCPidFile, "--collector.process.kadmind-pidfile", r.KadmindPidFile,
 		"--collector.kdcconf.path", r.KDCConf, "--collector.kdcconf.krb5-config", r.Krb5Conf,
-		"--collector.replication.dump-file", r.DumpFile, "--collector.kdcservice",
-		"--kdclog.position-file", filepath.Join(tmp, "positions.json"))
-	waitHTTP(t, ctx, "http://"+exporterAddr+"/-/ready", exporterLog)
+		"--collector.replication.dump-file", r.DumpFile, "--collector.kdcservice")
 
 	// The exporter next to the replica: its KDC's and kpropd's logs, its
 	// own daemons by their pid files (kadmind runs only on the primary:
 	// that is how the rules tell the primary).
-	replicaCfg := filepath.Join(tmp, "replica.yml")
-	writeFile(t, replicaCfg, fmt.Sprintf(`logs:
+	rx := e.exporter(fmt.Sprintf(`logs:
   - {path: %s, type: kdc, start_at: beginning}
   - {path: %s, type: kpropd, start_at: beginning}
-`, replica.KDCLog, replica.Replica.Log))
-	replicaAddr := freeAddr(t)
-	replicaLog := &testutil.LockedBuffer{}
-	start(t, replicaLog, bin, "--web.listen-address", replicaAddr, "--config.file", replicaCfg,
+`, replica.KDCLog, replica.Replica.Log),
 		"--collector.process.krb5kdc-pidfile", replica.KDCPidFile, "--collector.process.kadmind-pidfile", replica.KadmindPidFile,
 		"--collector.process.kpropd-pidfile", replica.Replica.PidFile,
 		"--collector.kdcconf.path", replica.KDCConf, "--collector.kdcconf.krb5-config", replica.Krb5Conf,
-		"--collector.replication.dump-file", replica.DumpFile,
-		"--kdclog.position-file", filepath.Join(tmp, "replica-positions.json"))
-	waitHTTP(t, ctx, "http://"+replicaAddr+"/-/ready", replicaLog)
+		"--collector.replication.dump-file", replica.DumpFile)
+	exporterAddr, replicaAddr := x.addr, rx.addr
 
 	// Prometheus, with the rule files as committed except for one for:.
 	copies := ruleCopies(t, filepath.Join(tmp, "rules"), func(r rule) string {
@@ -228,7 +214,7 @@ top_talkers:
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("after 90s, %d of %d queries return no data:\n%s\nexporter log:\n%s\nreplica's exporter log:\n%s\nbench log:\n%s",
-				len(missing), len(queries), strings.Join(missing, "\n"), exporterLog.String(), replicaLog.String(), benchLog.String())
+				len(missing), len(queries), strings.Join(missing, "\n"), x.log.String(), rx.log.String(), benchLog.String())
 		}
 		sleep(ctx, time.Second)
 	}

@@ -3,7 +3,6 @@ package alerts
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -40,25 +39,23 @@ const faultForScale = 20
 //
 // The table of what each fault sent is logged.
 func TestAlertFaultsEndToEnd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end test: real KDC, KDC proxy, exporter, Prometheus and Alertmanager")
-	}
-	realmtest.RequireMIT(t)
-	promBin := testutil.RequireProgram(t, "prometheus")
-	amBin := testutil.RequireProgram(t, "prometheus-alertmanager", "alertmanager")
+	promBin, amBin := needAlertmanager(t)
 	testutil.RequireProgram(t, "faketime") // libfaketime, for the clock step
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	defer cancel()
+	alertFaults(t, promBin, amBin, true)
+}
+
+// alertFaults is TestAlertFaultsEndToEnd with the scrape's realm label
+// or without.
+func alertFaults(t *testing.T, promBin, amBin string, labelled bool) {
+	e := newE2E(t, 6*time.Minute)
+	ctx := e.ctx
 	begin := time.Now()
-	tmp := t.TempDir()
-	bin := exporterBinary(t)
 	r := realmtest.Realm(t, realm.Options{Users: 3, Services: 1, Fillers: -1, NoKadmind: true, DisableLastSuccess: true, Workers: 2, KDCProxy: true})
 
-	am, hook, amLog := startAlertmanager(t, ctx, amBin, tmp, r.Realm)
+	am, hook, amLog := startAlertmanager(t, ctx, amBin, e.tmp, r.Realm)
 
-	cfg := filepath.Join(tmp, "exporter.yml")
-	writeFile(t, cfg, "modules:\n"+probeModule(r, "udp", 2*time.Second)+fmt.Sprintf(`  https:
+	x := e.exporter("modules:\n"+probeModule(r, "udp", 2*time.Second)+fmt.Sprintf(`  https:
     realm: %[1]s
     client: %[2]s
     keytab: %[3]s
@@ -74,16 +71,16 @@ logs:
     type: kdc
     start_at: beginning
     probe_principals: [%[2]s]
-`, r.Realm, r.ProbePrincipal, r.ProbeKeytab, r.Service(1), r.KDCProxy.CA, r.KDCAddr, r.KDCProxy.URL, r.KDCLog))
-	exporterAddr := freeAddr(t)
-	exporterLog := &testutil.LockedBuffer{}
-	start(t, exporterLog, bin, "--web.listen-address", exporterAddr, "--config.file", cfg,
+`, r.Realm, r.ProbePrincipal, r.ProbeKeytab, r.Service(1), r.KDCProxy.CA, r.KDCAddr, r.KDCProxy.URL, r.KDCLog),
 		"--collector.process.krb5kdc-pidfile", r.KDCPidFile,
 		"--collector.kdcconf.path", r.KDCConf, "--collector.kdcconf.krb5-config", r.Krb5Conf,
-		"--no-collector.replication", "--kdclog.position-file", filepath.Join(tmp, "positions.json"))
-	waitHTTP(t, ctx, "http://"+exporterAddr+"/-/ready", exporterLog)
+		"--no-collector.replication")
 
-	w := watchFaults(t, ctx, promBin, tmp, am, hook, exporterAddr, r.Realm)
+	label := ""
+	if labelled {
+		label = r.Realm
+	}
+	w := watchFaults(t, ctx, promBin, e.tmp, am, hook, x, label)
 	waitQuery(t, ctx, w.prom, `count(krb5_probe_success{exchange=~"as|tgs"} == 1) == 4`)
 	t.Logf("realm, exporter, Prometheus and Alertmanager ready after %.1fs", time.Since(begin).Seconds())
 	prom := w.prom
@@ -136,18 +133,8 @@ logs:
 	waitNotification(t, ctx, hook, "pager", "KDCRealmUnavailable", "resolved")
 	w.expect("worker killed, KDC started again", mark, "KDCRealmUnavailable")
 	w.logTable()
-	var p95 struct {
-		Data struct {
-			Result []struct {
-				Metric map[string]string `json:"metric"`
-				Value  []any             `json:"value"`
-			} `json:"result"`
-		} `json:"data"`
-	}
-	if err := getJSON(ctx, prom+"/api/v1/query?query="+url.QueryEscape(`target_exchange:krb5_probe_duration_seconds:p95_30m`), &p95); err == nil {
-		for _, r := range p95.Data.Result {
-			t.Logf("probe p95 over the test: %s %s %v s", r.Metric["target"], r.Metric["exchange"], r.Value[1])
-		}
+	for _, r := range vector(t, ctx, prom, `target_exchange:krb5_probe_duration_seconds:p95_30m`) {
+		t.Logf("probe p95 over the test: %s %s %v s", r.Metric["target"], r.Metric["exchange"], r.Value)
 	}
 }
 
@@ -162,9 +149,9 @@ type faultWatch struct {
 	table []string
 }
 
-// watchFaults starts Prometheus scraping the exporter at exporterAddr
-// (with realmName as its realm label) and alerting Alertmanager am.
-func watchFaults(t *testing.T, ctx context.Context, promBin, tmp, am string, hook *webhook, exporterAddr, realmName string) *faultWatch {
+// watchFaults starts Prometheus scraping the exporter x (with realmName
+// as its realm label, none if empty) and alerting Alertmanager am.
+func watchFaults(t *testing.T, ctx context.Context, promBin, tmp, am string, hook *webhook, x exporter, realmName string) *faultWatch {
 	t.Helper()
 	// The probes' latency alerts keep their for: (15m): on a loaded test
 	// machine the KDC's own p95 may pass the targets, no fault of these.
@@ -178,13 +165,7 @@ func watchFaults(t *testing.T, ctx context.Context, promBin, tmp, am string, hoo
 		}
 		return max(time.Duration(d)/faultForScale, time.Second).String()
 	})
-	prom, _ := startPrometheus(t, ctx, promBin, tmp, copies, fmt.Sprintf(`alerting:
-  alertmanagers:
-    - static_configs: [{targets: ["%s"]}]
-scrape_configs:
-  - job_name: krb5
-    static_configs: [{targets: ["%s"], labels: {realm: %q}}]
-`, strings.TrimPrefix(am, "http://"), exporterAddr, realmName))
+	prom, _ := startPrometheus(t, ctx, promBin, tmp, copies, scrapeConfig(am, realmName, x))
 	return &faultWatch{t: t, ctx: ctx, prom: prom, hook: hook}
 }
 
@@ -261,25 +242,17 @@ func summarize(sent []notification) string {
 //   - the realm's own KDC stopped while the trusted realm's login still
 //     works: one page, KDCRealmUnavailable of the realm.
 func TestAlertFaultsTrustEndToEnd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end test: real KDCs, kadmind, exporter, Prometheus and Alertmanager")
-	}
-	realmtest.RequireMIT(t)
-	promBin := testutil.RequireProgram(t, "prometheus")
-	amBin := testutil.RequireProgram(t, "prometheus-alertmanager", "alertmanager")
+	promBin, amBin := needAlertmanager(t)
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	defer cancel()
+	e := newE2E(t, 6*time.Minute)
+	ctx := e.ctx
 	begin := time.Now()
-	tmp := t.TempDir()
-	bin := exporterBinary(t)
 	r := realmtest.Realm(t, realm.Options{Users: 3, Services: 1, Fillers: -1, DisableLastSuccess: true, Trust: realmtest.TrustRealm})
 	b := r.Trusted
 
-	am, hook, _ := startAlertmanager(t, ctx, amBin, tmp, r.Realm)
+	am, hook, _ := startAlertmanager(t, ctx, amBin, e.tmp, r.Realm)
 
-	cfg := filepath.Join(tmp, "exporter.yml")
-	writeFile(t, cfg, "modules:\n"+probeModule(r, "udp", 2*time.Second)+fmt.Sprintf(`  kpasswd: {prober: kpasswd, realm: %[1]s, client: %[2]s, keytab: %[3]s, kdc: "%[4]s", timeout: 2s}
+	x := e.exporter("modules:\n"+probeModule(r, "udp", 2*time.Second)+fmt.Sprintf(`  kpasswd: {prober: kpasswd, realm: %[1]s, client: %[2]s, keytab: %[3]s, kdc: "%[4]s", timeout: 2s}
   kadmin: {prober: kadmin, timeout: 2s}
   trust:
     realm: %[1]s
@@ -305,30 +278,19 @@ logs:
     start_at: beginning
     probe_principals: [%[2]s]
 `, r.Realm, r.ProbePrincipal, r.ProbeKeytab, r.KDCAddr, b.Service(1), b.Realm, b.KDCAddr, b.ProbePrincipal, b.ProbeKeytab,
-		r.KpasswdPort, r.KadmindAddr, r.KDCLog))
-	exporterAddr := freeAddr(t)
-	exporterLog := &testutil.LockedBuffer{}
-	start(t, exporterLog, bin, "--web.listen-address", exporterAddr, "--config.file", cfg,
+		r.KpasswdPort, r.KadmindAddr, r.KDCLog),
 		"--collector.process.krb5kdc-pidfile", r.KDCPidFile, "--collector.process.kadmind-pidfile", r.KadmindPidFile,
 		"--collector.kdcconf.path", r.KDCConf, "--collector.kdcconf.krb5-config", r.Krb5Conf,
-		"--no-collector.replication", "--kdclog.position-file", filepath.Join(tmp, "positions.json"))
-	waitHTTP(t, ctx, "http://"+exporterAddr+"/-/ready", exporterLog)
+		"--no-collector.replication")
 
-	w := watchFaults(t, ctx, promBin, tmp, am, hook, exporterAddr, r.Realm)
+	w := watchFaults(t, ctx, promBin, e.tmp, am, hook, x, r.Realm)
 	for deadline := time.Now().Add(45 * time.Second); ; sleep(ctx, 500*time.Millisecond) {
 		if n, _ := instantQuery(ctx, w.prom, `count(krb5_probe_success == 1) == count(krb5_probe_success) and count(krb5_probe_success) >= 8`); n == 1 {
 			break
 		}
 		if time.Now().After(deadline) {
-			var resp struct {
-				Data struct {
-					Result []struct {
-						Metric map[string]string `json:"metric"`
-					} `json:"result"`
-				} `json:"data"`
-			}
-			_ = getJSON(ctx, w.prom+"/api/v1/query?query="+url.QueryEscape(`krb5_probe_success == 0 or increase(krb5_probe_total{result!="success"}[1m]) > 0`), &resp)
-			t.Fatalf("probes not all succeeding after 45s: %v\n%s", resp.Data.Result, exporterLog.String())
+			failing := vector(t, ctx, w.prom, `krb5_probe_success == 0 or increase(krb5_probe_total{result!="success"}[1m]) > 0`)
+			t.Fatalf("probes not all succeeding after 45s: %v\n%s", failing, x.log.String())
 		}
 	}
 	t.Logf("realms, exporter, Prometheus and Alertmanager ready after %.1fs", time.Since(begin).Seconds())
