@@ -37,12 +37,24 @@ const faultForScale = 20
 //     KDCRealmUnavailable; after the KDC is started again no page of the
 //     error budget for the failures of the stop.
 //
+// It runs twice side by side: the scrape with the realm's label, and
+// without one (a single-realm setup), where the realm's page holds back
+// the alerts that have no realm (alertmanager.yml's realm="" inhibition).
 // The table of what each fault sent is logged.
 func TestAlertFaultsEndToEnd(t *testing.T) {
 	promBin, amBin := needAlertmanager(t)
 	testutil.RequireProgram(t, "faketime") // libfaketime, for the clock step
 	t.Parallel()
-	alertFaults(t, promBin, amBin, true)
+	for _, labelled := range []bool{true, false} {
+		name := "realm label"
+		if !labelled {
+			name = "no realm label"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			alertFaults(t, promBin, amBin, labelled)
+		})
+	}
 }
 
 // alertFaults is TestAlertFaultsEndToEnd with the scrape's realm label
@@ -88,7 +100,7 @@ logs:
 	w.healthy()
 
 	// The KDC proxy stopped.
-	mark := hook.count()
+	mark := w.mark()
 	if err := r.StopKDCProxy(); err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +113,7 @@ logs:
 	w.quiet()
 
 	// The KDC's clock stepped 10 minutes ahead.
-	mark = hook.count()
+	mark = w.mark()
 	if err := r.RestartKDCShifted(ctx, 10*time.Minute); err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +133,7 @@ logs:
 	if len(pids) != 3 {
 		t.Fatalf("krb5kdc -w 2: pids %v, want the supervisor and 2 workers", pids)
 	}
-	mark = hook.count()
+	mark = w.mark()
 	if err := syscall.Kill(pids[len(pids)-1], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -169,29 +181,50 @@ func watchFaults(t *testing.T, ctx context.Context, promBin, tmp, am string, hoo
 	return &faultWatch{t: t, ctx: ctx, prom: prom, hook: hook}
 }
 
+// faultMark is where a fault began: the notifications sent so far, and
+// the time.
+type faultMark struct {
+	sent int
+	at   time.Time
+}
+
+func (w *faultWatch) mark() faultMark { return faultMark{w.hook.count(), time.Now()} }
+
 // settle waits long enough for every alert of a fault to have fired (the
 // longest scaled for: of those that could, 5m/20, and the critical
-// group_wait) and returns what was sent since mark.
-func (w *faultWatch) settle(mark int) []notification {
+// group_wait), records the fault's line of the table and returns what
+// was sent since m.
+func (w *faultWatch) settle(fault string, m faultMark) []notification {
+	w.t.Helper()
 	sleep(w.ctx, 25*time.Second)
-	return w.hook.since(mark)
+	sent := w.hook.since(m.sent)
+	// What fired in Prometheus since m, sent or held back.
+	var fired []string
+	for _, a := range vector(w.t, w.ctx, w.prom, fmt.Sprintf(`count by (alertname, severity) (max_over_time(ALERTS{alertstate="firing"}[%ds]))`,
+		int(time.Since(m.at).Seconds())+1)) {
+		fired = append(fired, a.Metric["alertname"]+" ("+a.Metric["severity"]+")")
+	}
+	sort.Strings(fired)
+	if len(fired) == 0 {
+		fired = []string{"none"}
+	}
+	w.table = append(w.table, fmt.Sprintf("%s | %s | %s", fault, strings.Join(fired, ", "), summarize(sent)))
+	return sent
 }
 
 // healthy checks that a healthy realm sends nothing.
 func (w *faultWatch) healthy() {
 	w.t.Helper()
-	if sent := w.settle(w.hook.count()); len(sent) != 0 {
+	if sent := w.settle("none (healthy)", w.mark()); len(sent) != 0 {
 		w.t.Fatalf("notifications from a healthy realm: %v", sent)
 	}
-	w.table = append(w.table, fmt.Sprintf("%-40s none", "none (healthy)"))
 }
 
-// expect records what fault sent since mark, and checks that the alerts
-// it sent firing (to any receiver) are want.
-func (w *faultWatch) expect(fault string, mark int, want ...string) {
+// expect records what fault fired and sent since m, and checks that the
+// alerts it sent firing (to any receiver) are want.
+func (w *faultWatch) expect(fault string, m faultMark, want ...string) {
 	w.t.Helper()
-	sent := w.settle(mark)
-	w.table = append(w.table, fmt.Sprintf("%-40s %s", fault, summarize(sent)))
+	sent := w.settle(fault, m)
 	var got []string
 	for _, n := range sent {
 		for _, a := range n.Alerts {
@@ -214,7 +247,7 @@ func (w *faultWatch) quiet() {
 }
 
 func (w *faultWatch) logTable() {
-	w.t.Logf("fault -> notifications (receiver status [alert{instance target}=status]):\n%s", strings.Join(w.table, "\n"))
+	w.t.Logf("fault | alerts fired | notifications (receiver status [alert{instance target}=status]):\n%s", strings.Join(w.table, "\n"))
 }
 
 // summarize is one line of the fault table: each notification's receiver,
@@ -297,7 +330,7 @@ logs:
 	w.healthy()
 
 	// kadmind stopped.
-	mark := hook.count()
+	mark := w.mark()
 	if err := r.StopKadmind(); err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +343,7 @@ logs:
 	w.quiet()
 
 	// The trusted realm's only KDC stopped.
-	mark = hook.count()
+	mark = w.mark()
 	if err := b.StopKDC(); err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +353,7 @@ logs:
 	}
 	waitNotification(t, ctx, hook, "pager", "KDCRealmUnavailable", "resolved")
 	w.expect(fmt.Sprintf("trusted realm %s's KDC stopped, started", b.Realm), mark, "KDCRealmUnavailable")
-	for _, n := range hook.since(mark) {
+	for _, n := range hook.since(mark.sent) {
 		for _, a := range n.Alerts {
 			if a.Labels["alertname"] == "KDCRealmUnavailable" && a.Labels["realm"] != b.Realm {
 				t.Errorf("%s's KDC stopped: KDCRealmUnavailable of %q", b.Realm, a.Labels["realm"])
@@ -330,7 +363,7 @@ logs:
 	w.quiet()
 
 	// The realm's own KDC stopped; the trusted realm's login still works.
-	mark = hook.count()
+	mark = w.mark()
 	if err := r.StopKDC(); err != nil {
 		t.Fatal(err)
 	}
