@@ -692,7 +692,12 @@ func freeAddr(t *testing.T) string { return realmtest.Addr(t) }
 // start runs a daemon for the rest of the test, its output in log.
 func start(t *testing.T, log *testutil.LockedBuffer, bin string, args ...string) {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
+	startCmd(t, log, exec.Command(bin, args...))
+}
+
+// startCmd runs cmd for the rest of the test, its output in log.
+func startCmd(t *testing.T, log *testutil.LockedBuffer, cmd *exec.Cmd) {
+	t.Helper()
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

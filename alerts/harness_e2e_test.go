@@ -87,17 +87,12 @@ func (e *e2e) load(r *realm.Realm, args ...string) {
 	cmd := exec.CommandContext(e.ctx, e.bin, append([]string{"realm", "load", "--dir", r.Dir}, args...)...)
 	cmd.Env = append(os.Environ(), r.Env()...)
 	out := &testutil.LockedBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
 		if t.Failed() {
 			t.Logf("realm load %v: %s", args, out.String())
 		}
 	})
+	startCmd(t, out, cmd)
 }
 
 // scrapeConfig is the Prometheus configuration scraping the exporters as

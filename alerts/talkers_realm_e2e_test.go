@@ -1,9 +1,7 @@
 package alerts
 
 import (
-	"fmt"
 	"net/netip"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -89,22 +87,9 @@ func TestTopTalkersRealmWide(t *testing.T) {
 	}()
 	testutil.Eventually(t, 20*time.Second, "the realm-wide top talkers of the logins' window", func() bool {
 		got = map[string]float64{}
-		var resp struct {
-			Data struct {
-				Result []struct {
-					Metric map[string]string `json:"metric"`
-					Value  [2]any            `json:"value"`
-				} `json:"result"`
-			} `json:"data"`
-		}
-		if err := getJSON(ctx, prom+"/api/v1/query?query="+url.QueryEscape(expr), &resp); err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range resp.Data.Result {
+		for _, r := range vector(t, ctx, prom, expr) {
 			if r.Metric["by"] == "address" {
-				var v float64
-				fmt.Sscan(r.Value[1].(string), &v)
-				got[r.Metric["name"]] = v * 5 // requests a second over the 5 s window
+				got[r.Metric["name"]] = r.Value * 5 // requests a second over the 5 s window
 			}
 		}
 		return got["127.0.0.7"] == want["127.0.0.7"] && got["127.0.0.8"] == want["127.0.0.8"]
