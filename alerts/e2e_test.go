@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -475,29 +474,17 @@ func checkBenchAgainstReport(t *testing.T, ctx context.Context, prom, results st
 	if err := json.Unmarshal(testutil.MustRead(t, files[0]), &rep); err != nil {
 		t.Fatal(err)
 	}
-	var resp struct {
-		Data struct {
-			Result []struct {
-				Metric map[string]string `json:"metric"`
-				Value  [2]any            `json:"value"`
-			} `json:"result"`
-		} `json:"data"`
-	}
-	if err := getJSON(ctx, prom+"/api/v1/query?query="+url.QueryEscape(`krb5_bench_result{job="krb5-bench"}`), &resp); err != nil {
-		t.Fatal(err)
-	}
-	scraped := map[string]string{}
-	for _, r := range resp.Data.Result {
-		v, _ := r.Value[1].(string)
-		scraped[r.Metric["test"]+" "+r.Metric["metric"]] = v
+	scraped := map[string]float64{}
+	for _, r := range vector(t, ctx, prom, `krb5_bench_result{job="krb5-bench"}`) {
+		scraped[r.Metric["test"]+" "+r.Metric["metric"]] = r.Value
 	}
 	if len(scraped) != len(rep.Metrics) || len(rep.Metrics) == 0 {
 		t.Errorf("Prometheus has %d bench results, the report %d: %v", len(scraped), len(rep.Metrics), scraped)
 	}
 	for _, m := range rep.Metrics {
 		key := m.Test + " " + m.Name
-		if want := strconv.FormatFloat(m.Base, 'f', -1, 64); scraped[key] != want {
-			t.Errorf("krb5_bench_result %s: Prometheus %q, report.json %s", key, scraped[key], want)
+		if got, ok := scraped[key]; !ok || got != m.Base {
+			t.Errorf("krb5_bench_result %s: Prometheus %v (scraped: %v), report.json %v", key, got, ok, m.Base)
 		}
 	}
 	t.Logf("%d bench results in Prometheus match report.json (verdict %s)", len(rep.Metrics), rep.Verdict)
