@@ -131,39 +131,27 @@ const (
 // pager, while Alertmanager holds KDCDown suppressed; starting it again
 // sends the page's resolved notification and no other page.
 func TestAlertmanagerEndToEnd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end test: real KDC, exporter, Prometheus and Alertmanager")
-	}
-	realmtest.RequireMIT(t)
-	promBin := testutil.RequireProgram(t, "prometheus")
-	amBin := testutil.RequireProgram(t, "prometheus-alertmanager", "alertmanager")
+	promBin, amBin := needAlertmanager(t)
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	e := newE2E(t, 3*time.Minute)
+	ctx, tmp := e.ctx, e.tmp
 	begin := time.Now()
-	tmp := t.TempDir()
-	bin := exporterBinary(t)
 	r := realmtest.Realm(t, realm.Options{Users: 3, Services: 1, Fillers: -1, NoKadmind: true, DisableLastSuccess: true})
 
 	am, hook, amLog := startAlertmanager(t, ctx, amBin, tmp, r.Realm)
 
 	// The exporter, probing its KDC every second.
-	cfg := filepath.Join(tmp, "exporter.yml")
-	writeFile(t, cfg, "modules:\n"+probeModule(r, "udp", 5*time.Second)+fmt.Sprintf(`probes:
+	x := e.exporter("modules:\n"+probeModule(r, "udp", 5*time.Second)+fmt.Sprintf(`probes:
   - {name: kdc, address: "%s", module: udp, interval: 1s}
 logs:
   - path: %s
     type: kdc
     start_at: beginning
     probe_principals: [%s]
-`, r.KDCAddr, r.KDCLog, r.ProbePrincipal))
-	exporterAddr := freeAddr(t)
-	exporterLog := &testutil.LockedBuffer{}
-	start(t, exporterLog, bin, "--web.listen-address", exporterAddr, "--config.file", cfg,
+`, r.KDCAddr, r.KDCLog, r.ProbePrincipal),
 		"--collector.process.krb5kdc-pidfile", r.KDCPidFile,
 		"--collector.kdcconf.path", r.KDCConf, "--collector.kdcconf.krb5-config", r.Krb5Conf,
-		"--no-collector.replication", "--kdclog.position-file", filepath.Join(tmp, "positions.json"))
-	waitHTTP(t, ctx, "http://"+exporterAddr+"/-/ready", exporterLog)
+		"--no-collector.replication")
 
 	// Prometheus, the realm as a target label, every for: but the burn
 	// rates' cut to 3s.
@@ -173,13 +161,7 @@ logs:
 		}
 		return "3s"
 	})
-	prom, _ := startPrometheus(t, ctx, promBin, tmp, copies, fmt.Sprintf(`alerting:
-  alertmanagers:
-    - static_configs: [{targets: ["%s"]}]
-scrape_configs:
-  - job_name: krb5
-    static_configs: [{targets: ["%s"], labels: {realm: %q}}]
-`, strings.TrimPrefix(am, "http://"), exporterAddr, r.Realm))
+	prom, _ := startPrometheus(t, ctx, promBin, tmp, copies, scrapeConfig(am, r.Realm, x))
 	waitQuery(t, ctx, prom, `krb5_probe_success{exchange="as"} == 1`)
 	t.Logf("KDC, exporter, Prometheus and Alertmanager ready after %.1fs", time.Since(begin).Seconds())
 	if n := len(shortenedFor(t, copies)); n < 10 {

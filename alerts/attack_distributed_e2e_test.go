@@ -1,8 +1,6 @@
 package alerts
 
 import (
-	"context"
-	"fmt"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -32,19 +30,10 @@ func TestDistributedAttackAlertsEndToEnd(t *testing.T) {
 	t.Parallel()
 	began := time.Now()
 	phase := func(what string) { t.Logf("%.1fs: %s", time.Since(began).Seconds(), what) }
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	tmp := t.TempDir()
-	bin := exporterBinary(t)
+	e := newE2E(t, 3*time.Minute)
+	ctx, tmp, bin := e.ctx, e.tmp, e.bin
 	r := realmtest.Realm(t, realm.Options{Dir: filepath.Join(tmp, "realm"), Users: 30, Services: 3, Fillers: -1, NoKadmind: true, DisableLastSuccess: true})
-
-	cfg := filepath.Join(tmp, "exporter.yml")
-	writeFile(t, cfg, fmt.Sprintf("logs:\n  - {path: %s, type: kdc, start_at: beginning, probe_principals: [%s]}\n", r.KDCLog, realm.ReadyPrincipal))
-	exporterAddr := freeAddr(t)
-	exporterLog := &testutil.LockedBuffer{}
-	start(t, exporterLog, bin, "--web.listen-address", exporterAddr, "--config.file", cfg,
-		"--kdclog.position-file", filepath.Join(tmp, "positions.json"))
-	waitHTTP(t, ctx, "http://"+exporterAddr+"/-/ready", exporterLog)
+	x := e.exporter(logConfig(r))
 
 	distributed := []string{"KDCDistributedPasswordSpraying", "KDCDistributedUserEnumeration"}
 	text := string(testutil.MustRead(t, "attack.rules.yml"))
@@ -53,9 +42,7 @@ func TestDistributedAttackAlertsEndToEnd(t *testing.T) {
 	}
 	rules := filepath.Join(tmp, "attack.rules.yml")
 	writeFile(t, rules, text)
-	prom, _ := startPrometheus(t, ctx, promBin, tmp, []string{rules}, fmt.Sprintf(`scrape_configs:
-  - job_name: krb5
-    static_configs: [{targets: ["%s"], labels: {realm: %s}}]`, exporterAddr, r.Realm))
+	prom, _ := startPrometheus(t, ctx, promBin, tmp, []string{rules}, scrapeConfig("", r.Realm, x))
 	query := func(expr string) int {
 		t.Helper()
 		n, err := instantQuery(ctx, prom, expr)
@@ -158,7 +145,7 @@ func TestDistributedAttackAlertsEndToEnd(t *testing.T) {
 		}
 	}
 	if t.Failed() {
-		if out, err := exec.Command("curl", "-s", "http://"+exporterAddr+"/metrics").Output(); err == nil {
+		if out, err := exec.Command("curl", "-s", "http://"+x.addr+"/metrics").Output(); err == nil {
 			for _, l := range strings.Split(string(out), "\n") {
 				if strings.HasPrefix(l, "krb5_kdc_attack") {
 					t.Log(l)

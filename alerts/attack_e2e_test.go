@@ -33,28 +33,18 @@ func TestAttackAlertsEndToEnd(t *testing.T) {
 	t.Parallel()
 	began := time.Now()
 	phase := func(what string) { t.Logf("%.1fs: %s", time.Since(began).Seconds(), what) }
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	tmp := t.TempDir()
-	bin := exporterBinary(t)
+	e := newE2E(t, 2*time.Minute)
+	ctx, tmp := e.ctx, e.tmp
 	phase("exporter built")
 	r := realmtest.Realm(t, realm.Options{Users: 8, Services: 6, Fillers: -1, NoKadmind: true, DisableLastSuccess: true,
 		Enctypes: append(append([]string{}, realm.RHEL9Enctypes...), "arcfour-hmac")})
 
-	cfg := filepath.Join(tmp, "exporter.yml")
-	writeFile(t, cfg, fmt.Sprintf(`logs:
-  - {path: %s, type: kdc, start_at: beginning, probe_principals: [%s]}
-attack_signals:
+	x := e.exporter(logConfig(r) + `attack_signals:
   follow_logins: true
   spraying_principals: 5
   brute_force_failures: 4
   enumeration_principals: 5
-`, r.KDCLog, realm.ReadyPrincipal))
-	exporterAddr := freeAddr(t)
-	exporterLog := &testutil.LockedBuffer{}
-	start(t, exporterLog, bin, "--web.listen-address", exporterAddr, "--config.file", cfg,
-		"--kdclog.position-file", filepath.Join(tmp, "positions.json"))
-	waitHTTP(t, ctx, "http://"+exporterAddr+"/-/ready", exporterLog)
+`)
 
 	// requests.rules.yml too: one client's refused etypes must not spend
 	// the error budget.
@@ -67,9 +57,7 @@ attack_signals:
 		rules = append(rules, filepath.Join(tmp, f))
 		writeFile(t, rules[len(rules)-1], string(b))
 	}
-	prom, _ := startPrometheus(t, ctx, promBin, tmp, rules, fmt.Sprintf(`scrape_configs:
-  - job_name: krb5
-    static_configs: [{targets: ["%s"]}]`, exporterAddr))
+	prom, _ := startPrometheus(t, ctx, promBin, tmp, rules, scrapeConfig("", "", x))
 
 	run := func(conf, stdin string, args ...string) error {
 		cmd := exec.CommandContext(ctx, args[0], args[1:]...)
@@ -194,7 +182,7 @@ attack_signals:
 	phase("one client's refused etypes evaluated")
 	defer func() {
 		if t.Failed() { // what the exporter says
-			if out, err := exec.Command("curl", "-s", "http://"+exporterAddr+"/metrics").Output(); err == nil {
+			if out, err := exec.Command("curl", "-s", "http://"+x.addr+"/metrics").Output(); err == nil {
 				for _, l := range strings.Split(string(out), "\n") {
 					if strings.HasPrefix(l, "krb5_kdc_attack") {
 						t.Log(l)

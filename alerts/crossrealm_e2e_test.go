@@ -1,14 +1,12 @@
 package alerts
 
 import (
-	"context"
 	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
-	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 	"github.com/krb5-exporter/krb5-exporter/realm"
 )
 
@@ -21,13 +19,11 @@ import (
 func TestCrossRealmAlertEndToEnd(t *testing.T) {
 	promBin := needPrometheus(t)
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	tmp := t.TempDir()
+	e := newE2E(t, 2*time.Minute)
+	ctx := e.ctx
 	a, b := realmtest.Trusted(t, realm.Options{Users: 1, Services: 1})
 
-	cfg := filepath.Join(tmp, "exporter.yml")
-	writeFile(t, cfg, fmt.Sprintf(`modules:
+	x := e.exporter(fmt.Sprintf(`modules:
   b:
     realm: %[5]s
     client: %[6]s
@@ -43,23 +39,16 @@ func TestCrossRealmAlertEndToEnd(t *testing.T) {
 probes:
   - {name: b-login, address: "%[8]s", module: b, interval: 1s}
   - {name: a-to-b, address: "%[9]s", module: trust, interval: 1s}
-`, a.Realm, a.ProbePrincipal, a.ProbeKeytab, b.Service(1), b.Realm, b.ProbePrincipal, b.ProbeKeytab, b.KDCAddr, a.KDCAddr))
-	exporterAddr := freeAddr(t)
-	exporterLog := &testutil.LockedBuffer{}
-	start(t, exporterLog, exporterBinary(t), "--web.listen-address", exporterAddr, "--config.file", cfg,
+`, a.Realm, a.ProbePrincipal, a.ProbeKeytab, b.Service(1), b.Realm, b.ProbePrincipal, b.ProbeKeytab, b.KDCAddr, a.KDCAddr),
 		"--no-collector.process", "--no-collector.network", "--no-collector.kdcconf", "--no-collector.replication")
-	waitHTTP(t, ctx, "http://"+exporterAddr+"/-/ready", exporterLog)
 
-	copies := ruleCopies(t, filepath.Join(tmp, "rules"), func(r rule) string {
+	copies := ruleCopies(t, filepath.Join(e.tmp, "rules"), func(r rule) string {
 		if r.Alert == "Krb5CrossRealmTrustBroken" {
 			return "2s"
 		}
 		return ""
 	})
-	prom, _ := startPrometheus(t, ctx, promBin, tmp, copies, fmt.Sprintf(`scrape_configs:
-  - job_name: krb5
-    static_configs: [{targets: ["%s"], labels: {realm: %s}}]
-`, exporterAddr, a.Realm))
+	prom, _ := startPrometheus(t, ctx, promBin, e.tmp, copies, scrapeConfig("", a.Realm, x))
 
 	waitQuery(t, ctx, prom, `krb5_probe_success{target="a-to-b",exchange="remote_tgs"} == 1`)
 	waitQuery(t, ctx, prom, `krb5_probe_success{target="b-login",exchange="as"} == 1`)

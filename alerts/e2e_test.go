@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -48,10 +47,8 @@ var shortened = []string{"KDCProbeFailing", "KDCRealmUnavailable", "KDCDown", "K
 func TestEndToEnd(t *testing.T) {
 	promBin := needPrometheus(t)
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	tmp := t.TempDir()
-	bin := exporterBinary(t)
+	e := newE2E(t, 4*time.Minute)
+	ctx, tmp, bin := e.ctx, e.tmp, e.bin
 
 	// The bench daemon first: its suite runs while the realms come up.
 	benchAddr := freeAddr(t)
@@ -68,12 +65,11 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cfg := filepath.Join(tmp, "exporter.yml")
 	// kadmind's probes too: the probes dashboard's kadmind row.
 	kadmindModules := fmt.Sprintf(`  kpasswd: {prober: kpasswd, realm: %[1]s, client: %[2]s, keytab: %[3]s, kdc: "%[4]s", timeout: 2s}
   kadmin: {prober: kadmin, timeout: 2s}
 `, r.Realm, r.ProbePrincipal, r.ProbeKeytab, r.KDCAddr)
-	writeFile(t, cfg, "modules:\n"+probeModule(r, "udp", 2*time.Second)+probeModule(r, "tcp", 2*time.Second)+kadmindModules+fmt.Sprintf(`  xrealm:
+	x := e.exporter("modules:\n"+probeModule(r, "udp", 2*time.Second)+probeModule(r, "tcp", 2*time.Second)+kadmindModules+fmt.Sprintf(`  xrealm:
     realm: %[4]s
     client: %[3]s
     keytab: %[5]s
@@ -103,34 +99,23 @@ logs:
 top_talkers:
   window: 5s # the overview's top-talkers tables within the test
 `, r.KDCAddr, r.KDCLog, r.ProbePrincipal, r.Realm, r.ProbeKeytab, r.Trusted.Service(1), r.Trusted.Realm, r.Trusted.KDCAddr,
-		r.KDCProxy.URL, r.KDCProxy.CA, r.Service(1), r.KpasswdPort, r.KadmindAddr))
-
-	exporterAddr := freeAddr(t)
-	exporterLog := &testutil.LockedBuffer{}
-	start(t, exporterLog, bin, "--web.listen-address", exporterAddr, "--config.file", cfg,
+		r.KDCProxy.URL, r.KDCProxy.CA, r.Service(1), r.KpasswdPort, r.KadmindAddr),
 		"--collector.process.krb5kdc-pidfile", r.KDCPidFile, "--collector.process.kadmind-pidfile", r.KadmindPidFile,
 		"--collector.kdcconf.path", r.KDCConf, "--collector.kdcconf.krb5-config", r.Krb5Conf,
-		"--collector.replication.dump-file", r.DumpFile, "--collector.kdcservice",
-		"--kdclog.position-file", filepath.Join(tmp, "positions.json"))
-	waitHTTP(t, ctx, "http://"+exporterAddr+"/-/ready", exporterLog)
+		"--collector.replication.dump-file", r.DumpFile, "--collector.kdcservice")
 
 	// The exporter next to the replica: its KDC's and kpropd's logs, its
 	// own daemons by their pid files (kadmind runs only on the primary:
 	// that is how the rules tell the primary).
-	replicaCfg := filepath.Join(tmp, "replica.yml")
-	writeFile(t, replicaCfg, fmt.Sprintf(`logs:
+	rx := e.exporter(fmt.Sprintf(`logs:
   - {path: %s, type: kdc, start_at: beginning}
   - {path: %s, type: kpropd, start_at: beginning}
-`, replica.KDCLog, replica.Replica.Log))
-	replicaAddr := freeAddr(t)
-	replicaLog := &testutil.LockedBuffer{}
-	start(t, replicaLog, bin, "--web.listen-address", replicaAddr, "--config.file", replicaCfg,
+`, replica.KDCLog, replica.Replica.Log),
 		"--collector.process.krb5kdc-pidfile", replica.KDCPidFile, "--collector.process.kadmind-pidfile", replica.KadmindPidFile,
 		"--collector.process.kpropd-pidfile", replica.Replica.PidFile,
 		"--collector.kdcconf.path", replica.KDCConf, "--collector.kdcconf.krb5-config", replica.Krb5Conf,
-		"--collector.replication.dump-file", replica.DumpFile,
-		"--kdclog.position-file", filepath.Join(tmp, "replica-positions.json"))
-	waitHTTP(t, ctx, "http://"+replicaAddr+"/-/ready", replicaLog)
+		"--collector.replication.dump-file", replica.DumpFile)
+	exporterAddr, replicaAddr := x.addr, rx.addr
 
 	// Prometheus, with the rule files as committed except for one for:.
 	copies := ruleCopies(t, filepath.Join(tmp, "rules"), func(r rule) string {
@@ -228,7 +213,7 @@ top_talkers:
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("after 90s, %d of %d queries return no data:\n%s\nexporter log:\n%s\nreplica's exporter log:\n%s\nbench log:\n%s",
-				len(missing), len(queries), strings.Join(missing, "\n"), exporterLog.String(), replicaLog.String(), benchLog.String())
+				len(missing), len(queries), strings.Join(missing, "\n"), x.log.String(), rx.log.String(), benchLog.String())
 		}
 		sleep(ctx, time.Second)
 	}
@@ -489,29 +474,17 @@ func checkBenchAgainstReport(t *testing.T, ctx context.Context, prom, results st
 	if err := json.Unmarshal(testutil.MustRead(t, files[0]), &rep); err != nil {
 		t.Fatal(err)
 	}
-	var resp struct {
-		Data struct {
-			Result []struct {
-				Metric map[string]string `json:"metric"`
-				Value  [2]any            `json:"value"`
-			} `json:"result"`
-		} `json:"data"`
-	}
-	if err := getJSON(ctx, prom+"/api/v1/query?query="+url.QueryEscape(`krb5_bench_result{job="krb5-bench"}`), &resp); err != nil {
-		t.Fatal(err)
-	}
-	scraped := map[string]string{}
-	for _, r := range resp.Data.Result {
-		v, _ := r.Value[1].(string)
-		scraped[r.Metric["test"]+" "+r.Metric["metric"]] = v
+	scraped := map[string]float64{}
+	for _, r := range vector(t, ctx, prom, `krb5_bench_result{job="krb5-bench"}`) {
+		scraped[r.Metric["test"]+" "+r.Metric["metric"]] = r.Value
 	}
 	if len(scraped) != len(rep.Metrics) || len(rep.Metrics) == 0 {
 		t.Errorf("Prometheus has %d bench results, the report %d: %v", len(scraped), len(rep.Metrics), scraped)
 	}
 	for _, m := range rep.Metrics {
 		key := m.Test + " " + m.Name
-		if want := strconv.FormatFloat(m.Base, 'f', -1, 64); scraped[key] != want {
-			t.Errorf("krb5_bench_result %s: Prometheus %q, report.json %s", key, scraped[key], want)
+		if got, ok := scraped[key]; !ok || got != m.Base {
+			t.Errorf("krb5_bench_result %s: Prometheus %v (scraped: %v), report.json %v", key, got, ok, m.Base)
 		}
 	}
 	t.Logf("%d bench results in Prometheus match report.json (verdict %s)", len(rep.Metrics), rep.Verdict)
@@ -706,7 +679,12 @@ func freeAddr(t *testing.T) string { return realmtest.Addr(t) }
 // start runs a daemon for the rest of the test, its output in log.
 func start(t *testing.T, log *testutil.LockedBuffer, bin string, args ...string) {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
+	startCmd(t, log, exec.Command(bin, args...))
+}
+
+// startCmd runs cmd for the rest of the test, its output in log.
+func startCmd(t *testing.T, log *testutil.LockedBuffer, cmd *exec.Cmd) {
+	t.Helper()
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -3,7 +3,6 @@ package alerts
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -38,27 +37,37 @@ const faultForScale = 20
 //     KDCRealmUnavailable; after the KDC is started again no page of the
 //     error budget for the failures of the stop.
 //
+// It runs twice side by side: the scrape with the realm's label, and
+// without one (a single-realm setup), where the realm's page holds back
+// the alerts that have no realm (alertmanager.yml's realm="" inhibition).
 // The table of what each fault sent is logged.
 func TestAlertFaultsEndToEnd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end test: real KDC, KDC proxy, exporter, Prometheus and Alertmanager")
-	}
-	realmtest.RequireMIT(t)
-	promBin := testutil.RequireProgram(t, "prometheus")
-	amBin := testutil.RequireProgram(t, "prometheus-alertmanager", "alertmanager")
+	promBin, amBin := needAlertmanager(t)
 	testutil.RequireProgram(t, "faketime") // libfaketime, for the clock step
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	defer cancel()
+	for _, labelled := range []bool{true, false} {
+		name := "realm label"
+		if !labelled {
+			name = "no realm label"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			alertFaults(t, promBin, amBin, labelled)
+		})
+	}
+}
+
+// alertFaults is TestAlertFaultsEndToEnd with the scrape's realm label
+// or without.
+func alertFaults(t *testing.T, promBin, amBin string, labelled bool) {
+	e := newE2E(t, 6*time.Minute)
+	ctx := e.ctx
 	begin := time.Now()
-	tmp := t.TempDir()
-	bin := exporterBinary(t)
 	r := realmtest.Realm(t, realm.Options{Users: 3, Services: 1, Fillers: -1, NoKadmind: true, DisableLastSuccess: true, Workers: 2, KDCProxy: true})
 
-	am, hook, amLog := startAlertmanager(t, ctx, amBin, tmp, r.Realm)
+	am, hook, amLog := startAlertmanager(t, ctx, amBin, e.tmp, r.Realm)
 
-	cfg := filepath.Join(tmp, "exporter.yml")
-	writeFile(t, cfg, "modules:\n"+probeModule(r, "udp", 2*time.Second)+fmt.Sprintf(`  https:
+	x := e.exporter("modules:\n"+probeModule(r, "udp", 2*time.Second)+fmt.Sprintf(`  https:
     realm: %[1]s
     client: %[2]s
     keytab: %[3]s
@@ -74,16 +83,16 @@ logs:
     type: kdc
     start_at: beginning
     probe_principals: [%[2]s]
-`, r.Realm, r.ProbePrincipal, r.ProbeKeytab, r.Service(1), r.KDCProxy.CA, r.KDCAddr, r.KDCProxy.URL, r.KDCLog))
-	exporterAddr := freeAddr(t)
-	exporterLog := &testutil.LockedBuffer{}
-	start(t, exporterLog, bin, "--web.listen-address", exporterAddr, "--config.file", cfg,
+`, r.Realm, r.ProbePrincipal, r.ProbeKeytab, r.Service(1), r.KDCProxy.CA, r.KDCAddr, r.KDCProxy.URL, r.KDCLog),
 		"--collector.process.krb5kdc-pidfile", r.KDCPidFile,
 		"--collector.kdcconf.path", r.KDCConf, "--collector.kdcconf.krb5-config", r.Krb5Conf,
-		"--no-collector.replication", "--kdclog.position-file", filepath.Join(tmp, "positions.json"))
-	waitHTTP(t, ctx, "http://"+exporterAddr+"/-/ready", exporterLog)
+		"--no-collector.replication")
 
-	w := watchFaults(t, ctx, promBin, tmp, am, hook, exporterAddr, r.Realm)
+	label := ""
+	if labelled {
+		label = r.Realm
+	}
+	w := watchFaults(t, ctx, promBin, e.tmp, am, hook, x, label)
 	waitQuery(t, ctx, w.prom, `count(krb5_probe_success{exchange=~"as|tgs"} == 1) == 4`)
 	t.Logf("realm, exporter, Prometheus and Alertmanager ready after %.1fs", time.Since(begin).Seconds())
 	prom := w.prom
@@ -91,7 +100,7 @@ logs:
 	w.healthy()
 
 	// The KDC proxy stopped.
-	mark := hook.count()
+	mark := w.mark()
 	if err := r.StopKDCProxy(); err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +113,7 @@ logs:
 	w.quiet()
 
 	// The KDC's clock stepped 10 minutes ahead.
-	mark = hook.count()
+	mark = w.mark()
 	if err := r.RestartKDCShifted(ctx, 10*time.Minute); err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +133,7 @@ logs:
 	if len(pids) != 3 {
 		t.Fatalf("krb5kdc -w 2: pids %v, want the supervisor and 2 workers", pids)
 	}
-	mark = hook.count()
+	mark = w.mark()
 	if err := syscall.Kill(pids[len(pids)-1], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -136,18 +145,8 @@ logs:
 	waitNotification(t, ctx, hook, "pager", "KDCRealmUnavailable", "resolved")
 	w.expect("worker killed, KDC started again", mark, "KDCRealmUnavailable")
 	w.logTable()
-	var p95 struct {
-		Data struct {
-			Result []struct {
-				Metric map[string]string `json:"metric"`
-				Value  []any             `json:"value"`
-			} `json:"result"`
-		} `json:"data"`
-	}
-	if err := getJSON(ctx, prom+"/api/v1/query?query="+url.QueryEscape(`target_exchange:krb5_probe_duration_seconds:p95_30m`), &p95); err == nil {
-		for _, r := range p95.Data.Result {
-			t.Logf("probe p95 over the test: %s %s %v s", r.Metric["target"], r.Metric["exchange"], r.Value[1])
-		}
+	for _, r := range vector(t, ctx, prom, `target_exchange:krb5_probe_duration_seconds:p95_30m`) {
+		t.Logf("probe p95 over the test: %s %s %v s", r.Metric["target"], r.Metric["exchange"], r.Value)
 	}
 }
 
@@ -162,9 +161,9 @@ type faultWatch struct {
 	table []string
 }
 
-// watchFaults starts Prometheus scraping the exporter at exporterAddr
-// (with realmName as its realm label) and alerting Alertmanager am.
-func watchFaults(t *testing.T, ctx context.Context, promBin, tmp, am string, hook *webhook, exporterAddr, realmName string) *faultWatch {
+// watchFaults starts Prometheus scraping the exporter x (with realmName
+// as its realm label, none if empty) and alerting Alertmanager am.
+func watchFaults(t *testing.T, ctx context.Context, promBin, tmp, am string, hook *webhook, x exporter, realmName string) *faultWatch {
 	t.Helper()
 	// The probes' latency alerts keep their for: (15m): on a loaded test
 	// machine the KDC's own p95 may pass the targets, no fault of these.
@@ -178,39 +177,54 @@ func watchFaults(t *testing.T, ctx context.Context, promBin, tmp, am string, hoo
 		}
 		return max(time.Duration(d)/faultForScale, time.Second).String()
 	})
-	prom, _ := startPrometheus(t, ctx, promBin, tmp, copies, fmt.Sprintf(`alerting:
-  alertmanagers:
-    - static_configs: [{targets: ["%s"]}]
-scrape_configs:
-  - job_name: krb5
-    static_configs: [{targets: ["%s"], labels: {realm: %q}}]
-`, strings.TrimPrefix(am, "http://"), exporterAddr, realmName))
+	prom, _ := startPrometheus(t, ctx, promBin, tmp, copies, scrapeConfig(am, realmName, x))
 	return &faultWatch{t: t, ctx: ctx, prom: prom, hook: hook}
 }
 
+// faultMark is where a fault began: the notifications sent so far, and
+// the time.
+type faultMark struct {
+	sent int
+	at   time.Time
+}
+
+func (w *faultWatch) mark() faultMark { return faultMark{w.hook.count(), time.Now()} }
+
 // settle waits long enough for every alert of a fault to have fired (the
 // longest scaled for: of those that could, 5m/20, and the critical
-// group_wait) and returns what was sent since mark.
-func (w *faultWatch) settle(mark int) []notification {
+// group_wait), records the fault's line of the table and returns what
+// was sent since m.
+func (w *faultWatch) settle(fault string, m faultMark) []notification {
+	w.t.Helper()
 	sleep(w.ctx, 25*time.Second)
-	return w.hook.since(mark)
+	sent := w.hook.since(m.sent)
+	// What fired in Prometheus since m, sent or held back.
+	var fired []string
+	for _, a := range vector(w.t, w.ctx, w.prom, fmt.Sprintf(`count by (alertname, severity) (max_over_time(ALERTS{alertstate="firing"}[%ds]))`,
+		int(time.Since(m.at).Seconds())+1)) {
+		fired = append(fired, a.Metric["alertname"]+" ("+a.Metric["severity"]+")")
+	}
+	sort.Strings(fired)
+	if len(fired) == 0 {
+		fired = []string{"none"}
+	}
+	w.table = append(w.table, fmt.Sprintf("%s | %s | %s", fault, strings.Join(fired, ", "), summarize(sent)))
+	return sent
 }
 
 // healthy checks that a healthy realm sends nothing.
 func (w *faultWatch) healthy() {
 	w.t.Helper()
-	if sent := w.settle(w.hook.count()); len(sent) != 0 {
+	if sent := w.settle("none (healthy)", w.mark()); len(sent) != 0 {
 		w.t.Fatalf("notifications from a healthy realm: %v", sent)
 	}
-	w.table = append(w.table, fmt.Sprintf("%-40s none", "none (healthy)"))
 }
 
-// expect records what fault sent since mark, and checks that the alerts
-// it sent firing (to any receiver) are want.
-func (w *faultWatch) expect(fault string, mark int, want ...string) {
+// expect records what fault fired and sent since m, and checks that the
+// alerts it sent firing (to any receiver) are want.
+func (w *faultWatch) expect(fault string, m faultMark, want ...string) {
 	w.t.Helper()
-	sent := w.settle(mark)
-	w.table = append(w.table, fmt.Sprintf("%-40s %s", fault, summarize(sent)))
+	sent := w.settle(fault, m)
 	var got []string
 	for _, n := range sent {
 		for _, a := range n.Alerts {
@@ -233,7 +247,7 @@ func (w *faultWatch) quiet() {
 }
 
 func (w *faultWatch) logTable() {
-	w.t.Logf("fault -> notifications (receiver status [alert{instance target}=status]):\n%s", strings.Join(w.table, "\n"))
+	w.t.Logf("fault | alerts fired | notifications (receiver status [alert{instance target}=status]):\n%s", strings.Join(w.table, "\n"))
 }
 
 // summarize is one line of the fault table: each notification's receiver,
@@ -261,25 +275,17 @@ func summarize(sent []notification) string {
 //   - the realm's own KDC stopped while the trusted realm's login still
 //     works: one page, KDCRealmUnavailable of the realm.
 func TestAlertFaultsTrustEndToEnd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end test: real KDCs, kadmind, exporter, Prometheus and Alertmanager")
-	}
-	realmtest.RequireMIT(t)
-	promBin := testutil.RequireProgram(t, "prometheus")
-	amBin := testutil.RequireProgram(t, "prometheus-alertmanager", "alertmanager")
+	promBin, amBin := needAlertmanager(t)
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	defer cancel()
+	e := newE2E(t, 6*time.Minute)
+	ctx := e.ctx
 	begin := time.Now()
-	tmp := t.TempDir()
-	bin := exporterBinary(t)
 	r := realmtest.Realm(t, realm.Options{Users: 3, Services: 1, Fillers: -1, DisableLastSuccess: true, Trust: realmtest.TrustRealm})
 	b := r.Trusted
 
-	am, hook, _ := startAlertmanager(t, ctx, amBin, tmp, r.Realm)
+	am, hook, _ := startAlertmanager(t, ctx, amBin, e.tmp, r.Realm)
 
-	cfg := filepath.Join(tmp, "exporter.yml")
-	writeFile(t, cfg, "modules:\n"+probeModule(r, "udp", 2*time.Second)+fmt.Sprintf(`  kpasswd: {prober: kpasswd, realm: %[1]s, client: %[2]s, keytab: %[3]s, kdc: "%[4]s", timeout: 2s}
+	x := e.exporter("modules:\n"+probeModule(r, "udp", 2*time.Second)+fmt.Sprintf(`  kpasswd: {prober: kpasswd, realm: %[1]s, client: %[2]s, keytab: %[3]s, kdc: "%[4]s", timeout: 2s}
   kadmin: {prober: kadmin, timeout: 2s}
   trust:
     realm: %[1]s
@@ -305,37 +311,26 @@ logs:
     start_at: beginning
     probe_principals: [%[2]s]
 `, r.Realm, r.ProbePrincipal, r.ProbeKeytab, r.KDCAddr, b.Service(1), b.Realm, b.KDCAddr, b.ProbePrincipal, b.ProbeKeytab,
-		r.KpasswdPort, r.KadmindAddr, r.KDCLog))
-	exporterAddr := freeAddr(t)
-	exporterLog := &testutil.LockedBuffer{}
-	start(t, exporterLog, bin, "--web.listen-address", exporterAddr, "--config.file", cfg,
+		r.KpasswdPort, r.KadmindAddr, r.KDCLog),
 		"--collector.process.krb5kdc-pidfile", r.KDCPidFile, "--collector.process.kadmind-pidfile", r.KadmindPidFile,
 		"--collector.kdcconf.path", r.KDCConf, "--collector.kdcconf.krb5-config", r.Krb5Conf,
-		"--no-collector.replication", "--kdclog.position-file", filepath.Join(tmp, "positions.json"))
-	waitHTTP(t, ctx, "http://"+exporterAddr+"/-/ready", exporterLog)
+		"--no-collector.replication")
 
-	w := watchFaults(t, ctx, promBin, tmp, am, hook, exporterAddr, r.Realm)
+	w := watchFaults(t, ctx, promBin, e.tmp, am, hook, x, r.Realm)
 	for deadline := time.Now().Add(45 * time.Second); ; sleep(ctx, 500*time.Millisecond) {
 		if n, _ := instantQuery(ctx, w.prom, `count(krb5_probe_success == 1) == count(krb5_probe_success) and count(krb5_probe_success) >= 8`); n == 1 {
 			break
 		}
 		if time.Now().After(deadline) {
-			var resp struct {
-				Data struct {
-					Result []struct {
-						Metric map[string]string `json:"metric"`
-					} `json:"result"`
-				} `json:"data"`
-			}
-			_ = getJSON(ctx, w.prom+"/api/v1/query?query="+url.QueryEscape(`krb5_probe_success == 0 or increase(krb5_probe_total{result!="success"}[1m]) > 0`), &resp)
-			t.Fatalf("probes not all succeeding after 45s: %v\n%s", resp.Data.Result, exporterLog.String())
+			failing := vector(t, ctx, w.prom, `krb5_probe_success == 0 or increase(krb5_probe_total{result!="success"}[1m]) > 0`)
+			t.Fatalf("probes not all succeeding after 45s: %v\n%s", failing, x.log.String())
 		}
 	}
 	t.Logf("realms, exporter, Prometheus and Alertmanager ready after %.1fs", time.Since(begin).Seconds())
 	w.healthy()
 
 	// kadmind stopped.
-	mark := hook.count()
+	mark := w.mark()
 	if err := r.StopKadmind(); err != nil {
 		t.Fatal(err)
 	}
@@ -348,7 +343,7 @@ logs:
 	w.quiet()
 
 	// The trusted realm's only KDC stopped.
-	mark = hook.count()
+	mark = w.mark()
 	if err := b.StopKDC(); err != nil {
 		t.Fatal(err)
 	}
@@ -358,7 +353,7 @@ logs:
 	}
 	waitNotification(t, ctx, hook, "pager", "KDCRealmUnavailable", "resolved")
 	w.expect(fmt.Sprintf("trusted realm %s's KDC stopped, started", b.Realm), mark, "KDCRealmUnavailable")
-	for _, n := range hook.since(mark) {
+	for _, n := range hook.since(mark.sent) {
 		for _, a := range n.Alerts {
 			if a.Labels["alertname"] == "KDCRealmUnavailable" && a.Labels["realm"] != b.Realm {
 				t.Errorf("%s's KDC stopped: KDCRealmUnavailable of %q", b.Realm, a.Labels["realm"])
@@ -368,7 +363,7 @@ logs:
 	w.quiet()
 
 	// The realm's own KDC stopped; the trusted realm's login still works.
-	mark = hook.count()
+	mark = w.mark()
 	if err := r.StopKDC(); err != nil {
 		t.Fatal(err)
 	}

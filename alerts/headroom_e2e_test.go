@@ -1,15 +1,8 @@
 package alerts
 
 import (
-	"context"
-	"fmt"
-	"net/url"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -34,68 +27,26 @@ import (
 func TestHeadroomEndToEnd(t *testing.T) {
 	promBin := needPrometheus(t)
 	testutil.RequireProgram(t, "strace")
-	lock, err := os.OpenFile("/tmp/krb5x-bpf.lock", os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		t.Fatal(err)
-	}
+	lockBPF(t)
 	began := time.Now()
 	phase := func(what string) { t.Logf("%.1fs: %s", time.Since(began).Seconds(), what) }
-	ctx, cancel := context.WithTimeout(context.Background(), 7*time.Minute)
-	defer cancel()
-	tmp := t.TempDir()
-	bin := exporterBinary(t)
+	e := newE2E(t, 7*time.Minute)
+	ctx := e.ctx
 	r := realmtest.Realm(t, realm.Options{Users: 6, Services: 4, Fillers: -1, NoKadmind: true})
-	cfg := filepath.Join(tmp, "exporter.yml")
-	writeFile(t, cfg, fmt.Sprintf("logs:\n  - {path: %s, type: kdc, start_at: beginning, probe_principals: [%s]}\n", r.KDCLog, realm.ReadyPrincipal))
-	exporterAddr := freeAddr(t)
-	exporterLog := &testutil.LockedBuffer{}
-	start(t, exporterLog, bin, "--web.listen-address", exporterAddr, "--config.file", cfg,
-		"--collector.kdcservice", "--collector.process.krb5kdc-pidfile", r.KDCPidFile,
+	x := e.exporter(logConfig(r), "--collector.kdcservice", "--collector.process.krb5kdc-pidfile", r.KDCPidFile,
 		"--collector.kdcconf.path", r.KDCConf, "--collector.kdcconf.krb5-config", r.Krb5Conf)
-	waitHTTP(t, ctx, "http://"+exporterAddr+"/-/ready", exporterLog)
 	text := string(testutil.MustRead(t, "capacity.rules.yml"))
 	for _, a := range []string{"KDCHeadroomLow", "KDCRealmNoFailoverHeadroom", "KDCCapacityFalling"} {
 		text = testutil.ShortenFor(text, a, "for", "5s")
 	}
-	rules := filepath.Join(tmp, "capacity.rules.yml")
+	rules := filepath.Join(e.tmp, "capacity.rules.yml")
 	writeFile(t, rules, text)
-	prom, _ := startPrometheus(t, ctx, promBin, tmp, []string{rules}, fmt.Sprintf(`scrape_configs:
-  - job_name: krb5
-    static_configs: [{targets: ["%s"], labels: {realm: "%s"}}]`, exporterAddr, r.Realm))
-	load := func(args ...string) {
-		t.Helper()
-		cmd := exec.CommandContext(ctx, bin, append([]string{"realm", "load", "--dir", r.Dir}, args...)...)
-		cmd.Env = append(os.Environ(), r.Env()...)
-		out := &testutil.LockedBuffer{}
-		cmd.Stdout, cmd.Stderr = out, out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			cmd.Process.Kill()
-			cmd.Wait()
-			if t.Failed() {
-				t.Logf("realm load %v: %s", args, out.String())
-			}
-		})
-	}
+	prom, _ := startPrometheus(t, ctx, promBin, e.tmp, []string{rules}, scrapeConfig("", r.Realm, x))
 	phase("realm, exporter and Prometheus up")
-	if n, err := instantQuery(ctx, prom, `krb5_kdc_service_tracing_up == 1`); err != nil || n == 0 {
-		waitQuery(t, ctx, prom, `krb5_kdc_service_tracing_up`)
-		if n, _ := instantQuery(ctx, prom, `krb5_kdc_service_tracing_up == 1`); n == 0 {
-			if testutil.InCI() {
-				t.Fatalf("the kdcservice collector is not up: %s", exporterLog.String())
-			}
-			t.Skip("the kdcservice collector cannot load its BPF program here")
-		}
-	}
+	requireTracing(t, ctx, prom, x)
 
 	// The demo's steady load.
-	load("--duration", "6m")
+	e.load(r, "--duration", "6m")
 	waitQuery(t, ctx, prom, `instance:krb5_kdc_capacity_utilization:ratio5m`)
 	steady := time.Now()
 	testutil.Eventually(t, 30*time.Second, "the headroom rules evaluated for 10 s of the steady load", func() bool {
@@ -109,29 +60,14 @@ func TestHeadroomEndToEnd(t *testing.T) {
 	phase("steady load evaluated: quiet")
 
 	// A slow disk under a heavier load.
-	st := exec.CommandContext(ctx, "strace", "-f", "-qq", "--seccomp-bpf", "-o", "/dev/null", "-e", "trace=fsync,fdatasync",
-		"-e", "inject=fsync,fdatasync:delay_enter=250ms", "-p", strconv.Itoa(r.KDCPids()[0]))
-	st.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := st.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Process.Signal(syscall.SIGINT); st.Wait() })
-	load("--duration", "6m", "--rate", "8", "--tickets", "0", "--users", "6",
+	delayFsyncs(t, e, r, 250*time.Millisecond)
+	e.load(r, "--duration", "6m", "--rate", "8", "--tickets", "0", "--users", "6",
 		"--wrong-password-every", "0", "--unknown-user-every", "0", "--weak-enctype-every", "0")
 	show := func() {
 		for _, e := range []string{`krb5_kdc_capacity_requests_per_second`, `krb5_kdc_capacity_window_requests`, `instance:krb5_kdc_capacity_utilization:ratio5m`,
 			`instance:krb5_kdc_requests:rate5m`, `sum by (state) (rate(krb5_kdc_request_service_split_seconds_total[1m]))`} {
-			var resp struct {
-				Data struct {
-					Result []struct {
-						Metric map[string]string `json:"metric"`
-						Value  []any             `json:"value"`
-					} `json:"result"`
-				} `json:"data"`
-			}
-			getJSON(ctx, prom+"/api/v1/query?query="+url.QueryEscape(e), &resp)
-			for _, r := range resp.Data.Result {
-				t.Logf("%s %v = %v", e, r.Metric, r.Value[1])
+			for _, r := range vector(t, ctx, prom, e) {
+				t.Logf("%s %v = %v", e, r.Metric, r.Value)
 			}
 		}
 	}
@@ -149,7 +85,7 @@ func TestHeadroomEndToEnd(t *testing.T) {
 	if s := alertState(t, ctx, prom, "KDCRealmNoFailoverHeadroom"); s != "" {
 		t.Errorf("KDCRealmNoFailoverHeadroom %s for a realm of one KDC", s)
 	}
-	if b := exporterLog.String(); strings.Contains(b, "level=error") {
+	if b := x.log.String(); strings.Contains(b, "level=error") {
 		t.Logf("exporter log: %s", b)
 	}
 }

@@ -2,9 +2,6 @@ package alerts
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -28,48 +25,17 @@ func TestClientStormEndToEnd(t *testing.T) {
 	t.Parallel()
 	began := time.Now()
 	phase := func(what string) { t.Logf("%.1fs: %s", time.Since(began).Seconds(), what) }
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	tmp := t.TempDir()
-	bin := exporterBinary(t)
+	e := newE2E(t, 2*time.Minute)
+	ctx := e.ctx
 	r := realmtest.Realm(t, realm.Options{Users: 6, Services: 4, Fillers: -1, NoKadmind: true, DisableLastSuccess: true})
-	cfg := filepath.Join(tmp, "exporter.yml")
-	writeFile(t, cfg, fmt.Sprintf(`logs:
-  - {path: %s, type: kdc, start_at: beginning, probe_principals: [%s]}
-top_talkers:
-  window: 5s
-`, r.KDCLog, realm.ReadyPrincipal))
-	exporterAddr := freeAddr(t)
-	exporterLog := &testutil.LockedBuffer{}
-	start(t, exporterLog, bin, "--web.listen-address", exporterAddr, "--config.file", cfg,
-		"--kdclog.position-file", filepath.Join(tmp, "positions.json"))
-	waitHTTP(t, ctx, "http://"+exporterAddr+"/-/ready", exporterLog)
-	rules := filepath.Join(tmp, "talkers.rules.yml")
+	x := e.exporter(logConfig(r) + "top_talkers:\n  window: 5s\n")
+	rules := filepath.Join(e.tmp, "talkers.rules.yml")
 	writeFile(t, rules, testutil.ShortenFor(string(testutil.MustRead(t, "talkers.rules.yml")), "KDCClientStorm", "for", "5s"))
-	prom, _ := startPrometheus(t, ctx, promBin, tmp, []string{rules}, fmt.Sprintf(`scrape_configs:
-  - job_name: krb5
-    static_configs: [{targets: ["%s"]}]`, exporterAddr))
-	load := func(args ...string) {
-		t.Helper()
-		cmd := exec.CommandContext(ctx, bin, append([]string{"realm", "load", "--dir", r.Dir}, args...)...)
-		cmd.Env = append(os.Environ(), r.Env()...)
-		out := &testutil.LockedBuffer{}
-		cmd.Stdout, cmd.Stderr = out, out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			cmd.Process.Kill()
-			cmd.Wait()
-			if t.Failed() {
-				t.Logf("realm load %v: %s", args, out.String())
-			}
-		})
-	}
+	prom, _ := startPrometheus(t, ctx, promBin, e.tmp, []string{rules}, scrapeConfig("", "", x))
 	phase("realm, exporter and Prometheus up")
 
 	// The demo's steady load, as scripts/demo.sh starts it.
-	load("--duration", "1m")
+	e.load(r, "--duration", "1m")
 	waitQuery(t, ctx, prom, `sum(krb5_kdc_top_window_requests) > 0`)
 	steady := time.Now()
 	testutil.Eventually(t, 30*time.Second, "the talkers rules evaluated over two windows of the steady load", func() bool {
@@ -84,7 +50,7 @@ top_talkers:
 	phase("steady load evaluated")
 
 	// DEMO_FAULT=storm's client.
-	load("--duration", "1m", "--source", "127.0.0.5", "--rate", "30", "--users", "1", "--tickets", "0",
+	e.load(r, "--duration", "1m", "--source", "127.0.0.5", "--rate", "30", "--users", "1", "--tickets", "0",
 		"--wrong-password-every", "0", "--unknown-user-every", "0", "--weak-enctype-every", "0")
 	want := map[string]bool{"address 127.0.0.5": false, "client " + r.User(1): false}
 	testutil.Eventually(t, 60*time.Second, "KDCClientStorm firing for the storm's address and principal", func() bool {

@@ -1,11 +1,7 @@
 package alerts
 
 import (
-	"context"
-	"fmt"
 	"net/netip"
-	"net/url"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -27,26 +23,15 @@ import (
 func TestTopTalkersRealmWide(t *testing.T) {
 	promBin := needPrometheus(t)
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	tmp := t.TempDir()
-	bin := exporterBinary(t)
+	e := newE2E(t, 2*time.Minute)
+	ctx := e.ctx
 	var kdcs []*realm.Realm
-	var targets []string
-	for i := range 2 {
+	var exporters []exporter
+	for range 2 {
 		r := realmtest.Realm(t, realm.Options{Users: 2, Services: 1, Fillers: -1, NoKadmind: true, DisableLastSuccess: true})
-		cfg := filepath.Join(tmp, fmt.Sprintf("exporter%d.yml", i))
-		writeFile(t, cfg, fmt.Sprintf("logs:\n  - {path: %s, type: kdc, start_at: beginning, probe_principals: [%s]}\ntop_talkers:\n  window: 5s\n", r.KDCLog, realm.ReadyPrincipal))
-		addr := freeAddr(t)
-		log := &testutil.LockedBuffer{}
-		start(t, log, bin, "--web.listen-address", addr, "--config.file", cfg,
-			"--kdclog.position-file", filepath.Join(tmp, fmt.Sprintf("positions%d.json", i)))
-		waitHTTP(t, ctx, "http://"+addr+"/-/ready", log)
-		kdcs, targets = append(kdcs, r), append(targets, `"`+addr+`"`)
+		kdcs, exporters = append(kdcs, r), append(exporters, e.exporter(logConfig(r)+"top_talkers:\n  window: 5s\n"))
 	}
-	prom, _ := startPrometheus(t, ctx, promBin, tmp, nil, fmt.Sprintf(`scrape_configs:
-  - job_name: krb5
-    static_configs: [{targets: [%s]}]`, strings.Join(targets, ", ")))
+	prom, _ := startPrometheus(t, ctx, promBin, e.tmp, nil, scrapeConfig("", "", exporters...))
 	waitQuery(t, ctx, prom, `count(krb5_kdc_top_window_seconds) == 2`)
 
 	logins := func(r *realm.Realm, from string, n int) {
@@ -86,8 +71,8 @@ func TestTopTalkersRealmWide(t *testing.T) {
 		}
 	}
 	var insts []string
-	for _, a := range targets {
-		insts = append(insts, strings.Trim(a, `"`))
+	for _, x := range exporters {
+		insts = append(insts, x.addr)
 	}
 	vars := dashboardVars{job: "krb5", instances: insts}
 	expr := dashboardQueries(t, map[string]dashboardVars{"krb5-kdc-overview.json": vars, "krb5-bench.json": vars, "krb5-probes.json": vars})[`krb5-kdc-overview.json "Who is loading the KDC" query 1`]
@@ -102,22 +87,9 @@ func TestTopTalkersRealmWide(t *testing.T) {
 	}()
 	testutil.Eventually(t, 20*time.Second, "the realm-wide top talkers of the logins' window", func() bool {
 		got = map[string]float64{}
-		var resp struct {
-			Data struct {
-				Result []struct {
-					Metric map[string]string `json:"metric"`
-					Value  [2]any            `json:"value"`
-				} `json:"result"`
-			} `json:"data"`
-		}
-		if err := getJSON(ctx, prom+"/api/v1/query?query="+url.QueryEscape(expr), &resp); err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range resp.Data.Result {
+		for _, r := range vector(t, ctx, prom, expr) {
 			if r.Metric["by"] == "address" {
-				var v float64
-				fmt.Sscan(r.Value[1].(string), &v)
-				got[r.Metric["name"]] = v * 5 // requests a second over the 5 s window
+				got[r.Metric["name"]] = r.Value * 5 // requests a second over the 5 s window
 			}
 		}
 		return got["127.0.0.7"] == want["127.0.0.7"] && got["127.0.0.8"] == want["127.0.0.8"]

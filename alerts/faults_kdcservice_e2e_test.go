@@ -1,0 +1,221 @@
+package alerts
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/krb5-exporter/krb5-exporter/internal/realmtest"
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
+	"github.com/krb5-exporter/krb5-exporter/realm"
+)
+
+// TestKDCServiceFaultsEndToEnd injects the two faults that only the KDC's
+// own time tells apart into a realm watched by an exporter with
+// --collector.kdcservice, a real Prometheus with every rule file (each
+// for: divided by faultForScale, as TestAlertFaultsEndToEnd) and
+// Alertmanager with the shipped alertmanager.yml. Until its fault the KDC
+// runs SCHED_FIFO, ahead of every other task, so that the machine's other
+// load is no fault here (unpinned beside a loaded machine's neighbours a
+// healthy KDC's AS requests waited 40-50 % of their service time for a
+// CPU). A healthy stretch sends nothing; then each fault sends its own
+// ticket, never the other's, and no page:
+//   - a slow disk (strace holds each of the KDC's fsyncs, which it makes
+//     writing a login's last_success, 20 ms): KDCServiceBlockedHigh;
+//   - a crowded CPU (the KDC at nice 5 pinned to CPU 0 beside 4 busy
+//     loops pinned there, each bounded in time): KDCServiceRunQueueHigh
+//     (KDCRequestsQueueing too where requests wait in the socket while
+//     the KDC waits for the CPU).
+//
+// Each fault has a realm, exporter, Prometheus and Alertmanager of its own
+// (the 5-minute windows of the shares would otherwise hold the fault
+// before). The shares of the KDC's service time are logged when each
+// ticket comes, and the table of what each fault sent. It compares loads
+// on the machine's CPUs and loads a BPF program: it runs alone
+// (scripts/test-alone.sh), under /tmp/krb5x-bpf.lock.
+func TestKDCServiceFaultsEndToEnd(t *testing.T) {
+	testutil.Alone(t)
+	promBin, amBin := needAlertmanager(t)
+	for _, p := range []string{"strace", "taskset", "chrt", "renice", "bash"} {
+		testutil.RequireProgram(t, p)
+	}
+	lockBPF(t)
+	faults := []serviceFault{
+		{name: "slow disk (fsync +20 ms)", want: "KDCServiceBlockedHigh", not: "KDCServiceRunQueueHigh", inject: slowDisk},
+		// last_success written too: the KDC's waits for the CPU that its
+		// service time counts are those inside a request, the wake-up
+		// after its fsync first (the wait of a request that wakes it is
+		// queue time, before its receive).
+		{name: "crowded CPU (4 busy loops on the KDC's CPU)", want: "KDCServiceRunQueueHigh", not: "KDCServiceBlockedHigh", inject: crowdedCPU},
+	}
+	t.Run("faults", func(t *testing.T) {
+		for i := range faults {
+			t.Run(faults[i].want, func(t *testing.T) {
+				t.Parallel()
+				faults[i].run(t, promBin, amBin)
+			})
+		}
+	})
+	var table []string
+	for _, f := range faults {
+		table = append(table, f.table...)
+	}
+	t.Logf("fault | alerts fired | notifications (receiver status [alert{instance target}=status]):\n%s", strings.Join(table, "\n"))
+}
+
+// serviceFault is one fault of TestKDCServiceFaultsEndToEnd: inject must
+// send alert want and never not.
+type serviceFault struct {
+	name, want, not string
+	inject          func(*testing.T, *e2e, *realm.Realm)
+	table           []string // what it sent
+}
+
+// run runs the fault in a realm, exporter, Prometheus and Alertmanager of
+// its own and records its lines of the fault table.
+func (f *serviceFault) run(t *testing.T, promBin, amBin string) {
+	fault, want, not := f.name, f.want, f.not
+	e := newE2E(t, 4*time.Minute)
+	begin := time.Now()
+	// last_success written: each login the KDC answers with a ticket
+	// makes it fsync its database.
+	r := realmtest.Realm(t, realm.Options{Users: 3, Services: 1, Fillers: -1, NoKadmind: true})
+	kdcPolicy(t, r, "-f", "1")
+	am, hook, _ := startAlertmanager(t, e.ctx, amBin, e.tmp, r.Realm)
+	x := e.exporter("modules:\n"+probeModule(r, "udp", 2*time.Second)+fmt.Sprintf(`probes:
+  - {name: kdc, address: "%s", module: udp, interval: 1s}
+`, r.KDCAddr)+logConfig(r),
+		"--collector.kdcservice", "--collector.process.krb5kdc-pidfile", r.KDCPidFile,
+		"--collector.kdcconf.path", r.KDCConf, "--collector.kdcconf.krb5-config", r.Krb5Conf,
+		"--no-collector.replication")
+	w := watchFaults(t, e.ctx, promBin, e.tmp, am, hook, x, r.Realm)
+	requireTracing(t, e.ctx, w.prom, x)
+	waitQuery(t, e.ctx, w.prom, `krb5_probe_success{exchange="tgs"} == 1`)
+	t.Logf("realm, exporter, Prometheus and Alertmanager ready after %.1fs", time.Since(begin).Seconds())
+	w.healthy()
+	t.Logf("healthy: %s", serviceShares(t, w, time.Since(begin)))
+
+	mark := w.mark()
+	injected := time.Now()
+	f.inject(t, e, r)
+	deadline := time.Now().Add(150 * time.Second)
+	for !fired(hook.since(mark.sent), want) {
+		if time.Now().After(deadline) || e.ctx.Err() != nil {
+			t.Fatalf("%s: no %s ticket within 150s (%s); sent: %v", fault, want, serviceShares(t, w, time.Since(injected)), hook.since(mark.sent))
+		}
+		sleep(e.ctx, 500*time.Millisecond)
+	}
+	t.Logf("%s: %s sent after %.0fs; %s", fault, want, time.Since(injected).Seconds(), serviceShares(t, w, time.Since(injected)))
+	sent := w.settle(fault, mark)
+	t.Logf("%s, the whole fault: %s", fault, serviceShares(t, w, time.Since(injected)))
+	if s := alertState(t, e.ctx, w.prom, want); s != "firing" {
+		t.Errorf("%s: %s %q at the end, want firing still", fault, want, s)
+	}
+	if fired(sent, not) || alertState(t, e.ctx, w.prom, not) != "" {
+		t.Errorf("%s: %s %s as well: %v", fault, not, alertState(t, e.ctx, w.prom, not), sent)
+	}
+	for _, n := range sent {
+		if strings.HasPrefix(n.Receiver, "pager") {
+			t.Errorf("%s: paged: %v", fault, n)
+		}
+	}
+	f.table = w.table
+}
+
+// kdcPolicy sets the scheduling policy of r's KDC processes' threads
+// (chrt's: "-f" with priority "1" for SCHED_FIFO, "-o" with "0" for an
+// ordinary task).
+func kdcPolicy(t *testing.T, r *realm.Realm, policy, priority string) {
+	t.Helper()
+	for _, p := range r.KDCPids() {
+		if out, err := exec.Command("chrt", "-a", policy, "-p", priority, strconv.Itoa(p)).CombinedOutput(); err != nil {
+			t.Fatalf("chrt: %v %s", err, out)
+		}
+	}
+}
+
+// fired tells whether sent holds alert firing.
+func fired(sent []notification, alert string) bool {
+	for _, n := range sent {
+		for _, a := range n.Alerts {
+			if a.Labels["alertname"] == alert && a.Status == "firing" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// serviceShares is the split of the KDC's service time by request type,
+// and the mean service time, over the last window (whole seconds).
+func serviceShares(t *testing.T, w *faultWatch, window time.Duration) string {
+	t.Helper()
+	byRequest := map[string][]string{}
+	over := fmt.Sprintf("[%ds]", int(window.Seconds()))
+	for _, q := range []string{
+		`sum by (request, state) (increase(krb5_kdc_request_service_split_seconds_total` + over + `))
+		/ on (request) group_left () sum by (request) (increase(krb5_kdc_request_service_split_seconds_total` + over + `))`,
+		`sum by (request) (increase(krb5_kdc_request_service_seconds_sum` + over + `))
+		/ sum by (request) (increase(krb5_kdc_request_service_seconds_count` + over + `))`,
+	} {
+		for _, r := range vector(t, w.ctx, w.prom, q) {
+			if math.IsNaN(r.Value) { // no request of the type in 5 minutes
+				continue
+			}
+			s := fmt.Sprintf("mean %.2f ms", 1000*r.Value)
+			if state, ok := r.Metric["state"]; ok {
+				s = fmt.Sprintf("%s %.2f", state, r.Value)
+			}
+			byRequest[r.Metric["request"]] = append(byRequest[r.Metric["request"]], s)
+		}
+	}
+	var out []string
+	for _, req := range slices.Sorted(maps.Keys(byRequest)) {
+		slices.Sort(byRequest[req])
+		out = append(out, req+": "+strings.Join(byRequest[req], ", "))
+	}
+	return fmt.Sprintf("service time over %s: %s", window.Round(time.Second), strings.Join(out, "; "))
+}
+
+// slowDisk delays each of the KDC's fsyncs 20 ms for the rest of the test.
+func slowDisk(t *testing.T, e *e2e, r *realm.Realm) { delayFsyncs(t, e, r, 20*time.Millisecond) }
+
+// crowdedCPU pins the KDC to CPU 0 at nice 5 (an ordinary task again)
+// and runs 4 busy loops pinned there (bash's builtins only: one process
+// each), each ending by itself after 3 minutes at the latest. The KDC's
+// service time counts its waits for the CPU inside a request (after its
+// database fsync, or preempted), not the wait of a request that wakes it
+// (queue time, before its receive). At nice 0 a KDC that waited is owed
+// the time (its EEVDF lag) and jumps the queue when it wakes: the
+// 5-minute runqueue share of its AS requests stood near the alert's 0.5
+// when it fired (0.40-0.74 in four runs; it resolved again in one). At
+// nice 5 (its weight a third of a loop's, as a KDC given less CPU weight
+// than its neighbours) it waits its turn: 0.68-0.75 over the fault in
+// four runs.
+func crowdedCPU(t *testing.T, e *e2e, r *realm.Realm) {
+	t.Helper()
+	kdcPolicy(t, r, "-o", "0")
+	for _, p := range r.KDCPids() {
+		if out, err := exec.Command("renice", "-n", "5", "-p", strconv.Itoa(p)).CombinedOutput(); err != nil {
+			t.Fatalf("renice: %v %s", err, out)
+		}
+	}
+	for _, p := range r.KDCPids() {
+		if out, err := exec.Command("taskset", "-a", "-p", "-c", "0", strconv.Itoa(p)).CombinedOutput(); err != nil {
+			t.Fatalf("taskset: %v %s", err, out)
+		}
+	}
+	for range 4 {
+		cmd := exec.CommandContext(e.ctx, "taskset", "-c", "0", "bash", "-c", "while [ $SECONDS -lt 180 ]; do :; done")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	}
+}
