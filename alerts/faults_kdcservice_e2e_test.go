@@ -1,10 +1,10 @@
 package alerts
 
 import (
-	"os"
 	"fmt"
 	"maps"
 	"math"
+	"os"
 	"os/exec"
 	"slices"
 	"strconv"

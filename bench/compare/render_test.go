@@ -7,11 +7,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
-
 	"github.com/krb5-exporter/krb5-exporter/bench/compare"
 	"github.com/krb5-exporter/krb5-exporter/bench/report"
+	"github.com/krb5-exporter/krb5-exporter/internal/testutil"
 )
 
 // A run with a baseline (the stored pair: slow against fast) carries the
@@ -60,16 +58,7 @@ func TestBaselineRendered(t *testing.T) {
 			t.Errorf("report.html has no %q", want)
 		}
 	}
-	f, err := os.Open(prom)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	mfs, err := p.TextToMetricFamilies(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mfs := testutil.ReadExposition(t, prom).MFs
 	value := func(name, metric string) (float64, bool) {
 		mf := mfs[name]
 		if mf == nil {
