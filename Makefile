@@ -58,7 +58,8 @@ test: deps vet fmt-check
 # here); the image is cached in /var/cache/krb5-exporter-vm.
 # A slow disk and a crowded CPU injected into a KDC traced by the kdcservice
 # collector, each alert through a real Prometheus and Alertmanager (as root,
-# 2-4 min, the machine to itself): run by .ci/run after make test.
+# 2-4 min, the machine to itself). Not in .ci/run: on a machine alone the
+# crowded CPU's runqueue share stayed below the alert's 0.5 (docs/alerts.md).
 test-faults:
 	KRB5X_FAULTS_TEST=1 $(SHIPPED) $(GO) test -count=1 -timeout 10m -v -run '^TestKDCServiceFaultsEndToEnd$$' ./alerts
 
