@@ -3,6 +3,7 @@ package alerts
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -51,6 +52,13 @@ func TestAlertFaultsEndToEnd(t *testing.T) {
 			name = "no realm label"
 		}
 		t.Run(name, func(t *testing.T) {
+			// The second realm and stack beside the first slowed the
+			// libfaketime restarts enough, in a clean CI rehearsal, for
+			// the restarts' refused probes to burn the error budget: the
+			// unlabelled run is make test-faults', by hand.
+			if !labelled && os.Getenv("KRB5X_FAULTS_TEST") == "" {
+				t.Skip("make test-faults runs it (KRB5X_FAULTS_TEST=1)")
+			}
 			t.Parallel()
 			alertFaults(t, promBin, amBin, labelled)
 		})
