@@ -134,13 +134,7 @@ func lockBPF(t *testing.T) {
 // untraced).
 func delayFsyncs(t *testing.T, e *e2e, r *realm.Realm, d time.Duration) {
 	t.Helper()
-	st := exec.CommandContext(e.ctx, "strace", "-f", "-qq", "--seccomp-bpf", "-o", "/dev/null", "-e", "trace=fsync,fdatasync",
-		"-e", fmt.Sprintf("inject=fsync,fdatasync:delay_enter=%dus", d.Microseconds()), "-p", strconv.Itoa(r.KDCPids()[0]))
-	st.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := st.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Process.Signal(syscall.SIGINT); st.Wait() })
+	testutil.StraceSyncs(t, r.KDCPids()[0], d)
 }
 
 // requireTracing skips the test (fails it in CI) where the exporter's

@@ -6,9 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -134,17 +131,11 @@ func TestRealKDCSlowDisk(t *testing.T) {
 	env = append(env, "KRB5CCNAME=FILE:"+filepath.Join(t.TempDir(), "cc"))
 	lines := 0.0
 	phase := func(inject bool) (mix, n float64, syncs int) {
-		out := filepath.Join(t.TempDir(), "strace.out")
-		args := []string{"-f", "-qq", "--seccomp-bpf", "-o", out, "-e", "trace=fsync,fdatasync", "-p", strconv.Itoa(kdc)}
+		var delay time.Duration
 		if inject {
-			args = append(args, "-e", "inject=fsync,fdatasync:delay_enter=20ms")
+			delay = 20 * time.Millisecond
 		}
-		st := exec.Command("strace", args...)
-		st.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		if err := st.Start(); err != nil {
-			t.Fatal(err)
-		}
-		waitTraced(t, kdc, st.Process.Pid)
+		stop := testutil.StraceSyncs(t, kdc, delay)
 		c := &clock{t: time.Now()}
 		g := New(reg, Config{Now: c.now, MinRequests: 20})
 		testutil.Gather(t, g)
@@ -165,13 +156,7 @@ func TestRealKDCSlowDisk(t *testing.T) {
 			t.Fatalf("no kdcservice estimate (%v, %q)", ok, src)
 		}
 		n = testutil.Gather(t, g).Value(MetricWindowRequests, "request", "mix")
-		st.Process.Signal(syscall.SIGINT)
-		st.Wait()
-		b, err := os.ReadFile(out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v, n, strings.Count(string(b), "sync(")
+		return v, n, stop()
 	}
 	// The model: each request's own time grows by the delays it waited,
 	// at least 10 ms of each 20, spread over the phase's requests. The
@@ -194,14 +179,4 @@ func TestRealKDCSlowDisk(t *testing.T) {
 		t.Logf("pair %d: %s", pair, fail)
 	}
 	t.Error(fail)
-}
-
-// waitTraced waits until pid is traced by tracer.
-func waitTraced(t *testing.T, pid, tracer int) {
-	t.Helper()
-	want := "TracerPid:\t" + strconv.Itoa(tracer) + "\n"
-	testutil.Eventually(t, 10*time.Second, "strace attached", func() bool {
-		b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
-		return err == nil && strings.Contains(string(b), want)
-	})
 }

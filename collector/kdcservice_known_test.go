@@ -125,7 +125,7 @@ func TestKDCServiceKnownTimes(t *testing.T) {
 		if err := st.Start(); err != nil {
 			t.Fatal(err)
 		}
-		tracedBy(t, kdc, st.Process.Pid)
+		testutil.TracedBy(t, kdc, st.Process.Pid)
 		var rtts, svcLo, queueHi []time.Duration
 		svc, queue := phase(t, ks, reg, func() {
 			for range N {

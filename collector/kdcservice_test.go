@@ -431,26 +431,6 @@ func phase(t *testing.T, ks *kdcServiceCollector, reg prometheus.Gatherer, load 
 
 func share(part, h uint64) float64 { return float64(part) / float64(max(h, 1)) }
 
-// tracedBy waits until pid is traced by tracer (its /proc status says
-// so): a fixed sleep was too short on a loaded VM, and logins before the
-// attach went undelayed.
-func tracedBy(t *testing.T, pid, tracer int) {
-	t.Helper()
-	want := "TracerPid:\t" + strconv.Itoa(tracer) + "\n"
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if strings.Contains(string(b), want) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pid %d not traced by strace (pid %d) after 10 s", pid, tracer)
-		}
-	}
-}
-
 // TestKDCServiceSlowDisk: MIT kinit logins against a KDC writing
 // last_success (its database synced after each login), traced by strace
 // alone and then with each fsync delayed 5 ms (strace -e inject): the
@@ -466,29 +446,17 @@ func TestKDCServiceSlowDisk(t *testing.T) {
 	// traced runs 20 logins under strace and returns their service times
 	// and how many syncs strace saw the KDC make.
 	traced := func(inject bool) (svc kdcbpf.Hist, syncs int) {
-		out := filepath.Join(t.TempDir(), "strace.out")
-		args := []string{"-f", "-qq", "-o", out, "-e", "trace=fsync,fdatasync", "-p", strconv.Itoa(kdc)}
+		var delay time.Duration
 		if inject {
-			args = append(args, "-e", "inject=fsync,fdatasync:delay_enter=5ms")
+			delay = 5 * time.Millisecond
 		}
-		st := exec.Command("strace", args...)
-		st.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		if err := st.Start(); err != nil {
-			t.Fatal(err)
-		}
-		tracedBy(t, kdc, st.Process.Pid)
+		stop := testutil.StraceSyncs(t, kdc, delay)
 		svc, _ = phase(t, ks, reg, func() {
 			for i := range 20 {
 				run(t, env, "kinit", "-k", "-t", r.UserKeytab, r.User(i%r.Opts.Users+1))
 			}
 		})
-		st.Process.Signal(syscall.SIGINT)
-		st.Wait()
-		b, err := os.ReadFile(out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return svc, strings.Count(string(b), "sync(")
+		return svc, stop()
 	}
 	// 20 logins sync at least 20 times (one last_success write each):
 	// 100 ms more over the phase, spent blocked (the KDC stopped while
