@@ -54,10 +54,10 @@ func TestAlertFaultsEndToEnd(t *testing.T) {
 			name = "no realm label"
 		}
 		t.Run(name, func(t *testing.T) {
-			// The second realm and stack beside the first slowed the
-			// libfaketime restarts enough, in a clean CI rehearsal, for
-			// the restarts' refused probes to burn the error budget: the
-			// unlabelled run is make test-faults', by hand.
+			// The unlabelled run is make test-faults' (.ci/run runs it
+			// after make test): a second realm and stack in make test's
+			// race run, for the inhibitions that only the missing label
+			// tells apart.
 			if !labelled && os.Getenv("KRB5X_FAULTS_TEST") == "" {
 				t.Skip("make test-faults runs it (KRB5X_FAULTS_TEST=1)")
 			}

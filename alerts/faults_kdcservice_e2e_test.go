@@ -29,10 +29,10 @@ import (
 // ticket, never the other's, and no page:
 //   - a slow disk (strace holds each of the KDC's fsyncs, which it makes
 //     writing a login's last_success, 20 ms): KDCServiceBlockedHigh;
-//   - a crowded CPU (the KDC at nice 5 pinned to CPU 0 beside 4 busy
-//     loops pinned there, each bounded in time): KDCServiceRunQueueHigh
-//     (KDCRequestsQueueing too where requests wait in the socket while
-//     the KDC waits for the CPU).
+//   - a crowded CPU (the KDC, an ordinary task again, pinned to CPU 0,
+//     where a real-time job takes 2 ms of every 2.5, bounded in time):
+//     KDCServiceRunQueueHigh (KDCRequestsQueueing too where requests
+//     wait in the socket while the job runs).
 //
 // Each fault has a realm, exporter, Prometheus and Alertmanager of its own
 // (the 5-minute windows of the shares would otherwise hold the fault
@@ -41,10 +41,10 @@ import (
 // on the machine's CPUs and loads a BPF program: it runs alone
 // (make test-faults), under /tmp/krb5x-bpf.lock and /tmp/krb5x-quiet.lock.
 func TestKDCServiceFaultsEndToEnd(t *testing.T) {
-	// 2-4 minutes of faults: kept out of make test, run by make test-faults
-	// (and .ci/run) on a machine to itself.
+	// 2 minutes of faults that take a CPU: kept out of make test, run by
+	// make test-faults (in .ci/run, after make test).
 	if os.Getenv("KRB5X_FAULTS_TEST") == "" {
-		t.Skip("make test-faults runs it (KRB5X_FAULTS_TEST=1): a slow disk and a crowded CPU through Prometheus and Alertmanager, as root, 2-4 min")
+		t.Skip("make test-faults runs it (KRB5X_FAULTS_TEST=1): a slow disk and a crowded CPU through Prometheus and Alertmanager, as root, about 2 min")
 	}
 	testutil.Alone(t)
 	promBin, amBin := needAlertmanager(t)
@@ -54,10 +54,10 @@ func TestKDCServiceFaultsEndToEnd(t *testing.T) {
 	lockQuiet(t)
 	faults := []serviceFault{
 		{name: "slow disk (fsync +20 ms)", want: "KDCServiceBlockedHigh", not: "KDCServiceRunQueueHigh", inject: slowDisk},
-		// last_success written too: the KDC's waits for the CPU that its
-		// service time counts are those inside a request, the wake-up
-		// after its fsync first (the wait of a request that wakes it is
-		// queue time, before its receive).
+		// The KDC's waits for the CPU that its service time counts are
+		// those inside a request (the wait of a request for the KDC to
+		// wake is queue time, before its receive): the job's bursts that
+		// begin inside one.
 		{name: "crowded CPU (a real-time job on the KDC's CPU)", want: "KDCServiceRunQueueHigh", not: "KDCServiceBlockedHigh", inject: crowdedCPU},
 	}
 	t.Run("faults", func(t *testing.T) {
