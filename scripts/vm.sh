@@ -26,6 +26,11 @@
 # below>: a new recipe builds anew, an unchanged one is reused. Each boot
 # writes to a qcow2 overlay of its own, so the cached base stays clean.
 #
+# Kernel: KRB5X_VM_KERNEL=bullseye (Debian 11's 5.10) or jammy (Ubuntu
+# 22.04's 5.15) builds and boots the same guest with that kernel instead
+# of Debian 12's 6.1 (recipe_kernel below; an image of its own in the
+# cache); every command takes it, as make test-vm-kernels does.
+#
 # Boot: qemu with TCG (-accel tcg,thread=multi), not KVM: this machine kind's
 # /dev/kvm (kvm-pvm) cannot boot a stock kernel. KRB5X_VM_ACCEL=kvm to try.
 # User-mode networking, the guest's port 22 forwarded from 127.0.0.1 only;

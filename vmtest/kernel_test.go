@@ -19,6 +19,9 @@ type kernelWant struct {
 	release string // uname -r's beginning
 	hooks   string
 	memlock bool
+	// noReattach: the kernel does not attach a trampoline program again
+	// once its link is closed (ENOENT), which TestKDCServiceCost does.
+	noReattach bool
 }
 
 // Debian 12's own 6.1 (TestDebian12) and the kernels TestKernel boots
@@ -27,8 +30,8 @@ type kernelWant struct {
 var (
 	debian12 = kernelWant{release: "6.1.", hooks: "fentry"}
 	kernels  = map[string]kernelWant{
-		"bullseye": {release: "5.10.", hooks: "fentry", memlock: true}, // Debian 11
-		"jammy":    {release: "5.15.", hooks: "fentry"},                // Ubuntu 22.04
+		"bullseye": {release: "5.10.", hooks: "fentry", memlock: true, noReattach: true}, // Debian 11
+		"jammy":    {release: "5.15.", hooks: "fentry"},                                  // Ubuntu 22.04
 	}
 )
 
@@ -91,7 +94,7 @@ func checkHooks(t *testing.T, g *guest, want string) {
 			loaded[p.Name]++
 			switch {
 			case mode != want:
-				t.Errorf("program %s (id %d, %s) of the %s hooks is loaded; the collector says %s", p.Name, p.ID, p.Type, mode, want)
+				t.Errorf("program %s (id %d, %s) of the %s hooks is loaded, want the %s hooks' only", p.Name, p.ID, p.Type, mode, want)
 			case (mode == "fentry" || mode == "socket") && linked[p.ID] != 1:
 				t.Errorf("program %s (id %d) is in %d links, want 1", p.Name, p.ID, linked[p.ID])
 			}
@@ -110,8 +113,8 @@ func checkHooks(t *testing.T, g *guest, want string) {
 			}
 		}
 	}
-	out, _ := g.sh("bpftool link show; bpftool perf show")
-	t.Logf("%s: the collector's hooks %s; loaded %v; bpftool link show, perf show:\n%s", g.kernelRelease(), want, loaded, out)
+	out, _ := g.sh("journalctl -u krb5-exporter -b -o cat --no-pager | grep -F 'kdcservice collector:' | tail -n 1; bpftool link show; bpftool perf show")
+	t.Logf("%s: hook programs loaded %v (want the %s hooks'); the collector's log, bpftool link show, perf show:\n%s", g.kernelRelease(), loaded, want, out)
 }
 
 func (g *guest) kernelRelease() string {
@@ -157,7 +160,12 @@ func TestKernel(t *testing.T) {
 		t.FailNow()
 	}
 	if os.Getenv("KRB5X_VM_COST") != "" {
-		t.Run("TestKDCServiceCost in the guest", func(t *testing.T) { guestCost(t, g, k.hooks) })
+		t.Run("TestKDCServiceCost in the guest", func(t *testing.T) {
+			if k.noReattach {
+				t.Skipf("%s does not attach a detached %s program again: the cost test's off and on phases cannot alternate", rel, k.hooks)
+			}
+			guestCost(t, g, k.hooks)
+		})
 	}
 }
 

@@ -687,6 +687,7 @@ func checkKDCService(t *testing.T, g *guest, k kernelWant) {
 		if !dj.equal(dt) {
 			return fmt.Sprintf("traced %v, journal %v", dt, dj)
 		}
+		t.Logf("requests timed by kdcservice %v, in the journal %v", dt, dj)
 		return ""
 	})
 }
