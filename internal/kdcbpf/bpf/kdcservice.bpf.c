@@ -656,10 +656,20 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 }
 
 /* The user buffer of the calling thread's receive system call, from
- * the registers it saved on entering the kernel. */
+ * the registers it saved on entering the kernel. bpf_task_pt_regs is
+ * Linux 5.15's (5.11's bpf_get_current_task_btf with it); before, the
+ * registers are where x86-64's task_pt_regs() finds them, at the top of
+ * the task's stack (THREAD_SIZE 16 KiB: no KASAN), so that the fentry and
+ * kprobe hooks load on Debian 11's 5.10 too. */
+#define THREAD_SIZE 16384
 static __always_inline u64 syscall_buffer(void)
 {
-	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	struct pt_regs *regs;
+	if (bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_task_pt_regs))
+		regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	else
+		regs = (struct pt_regs *)((u64)BPF_CORE_READ(current_task(), stack) + THREAD_SIZE -
+					  bpf_core_type_size(struct pt_regs));
 	return user_buffer(BPF_CORE_READ(regs, orig_ax), BPF_CORE_READ(regs, si));
 }
 
