@@ -83,6 +83,7 @@ struct task_struct {
 
 /* For bpf_core_enum_value_exists: whether the kernel has the helper. */
 enum bpf_func_id {
+	BPF_FUNC_get_current_task_btf = 158,
 	BPF_FUNC_task_pt_regs = 175,
 };
 
