@@ -11,7 +11,7 @@ LDFLAGS := -X $(PKG).Version=$(VERSION) \
            -X $(PKG).BuildDate=$(shell date -u +%Y%m%d-%H:%M:%S)
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: bpf all build test test-faults test-vm test-race test-packaging test-pie unit vet lint fmt-check deps demo bench clean dashboards package
+.PHONY: bpf all build test test-faults test-vm test-vm-kernels test-race test-packaging test-pie unit vet lint fmt-check deps demo bench clean dashboards package
 
 all: build
 
@@ -69,6 +69,17 @@ test-faults:
 test-vm:
 	./scripts/vm.sh deps
 	KRB5X_VM_TEST=1 $(GO) test -count=1 -timeout 45m -v -run '^TestDebian12$$' ./vmtest
+
+# The same guest booted with the kernels of other KDCs (scripts/vm.sh
+# KRB5X_VM_KERNEL): the kdcservice collector's hooks and counts there
+# (vmtest/kernel_test.go, docs/testing.md). KERNELS to choose, COST=1 to
+# run TestKDCServiceCost in each guest too.
+KERNELS ?= bullseye jammy
+test-vm-kernels:
+	./scripts/vm.sh deps
+	set -e; for k in $(KERNELS); do \
+		KRB5X_VM_TEST=1 KRB5X_VM_KERNEL=$$k KRB5X_VM_COST=$(COST) $(GO) test -count=1 -timeout 45m -v -run '^TestKernel$$' ./vmtest; \
+	done
 
 test-race:
 	$(GO) test -race -vet=off -count=1 -p 4 -timeout 15m $$($(GO) list ./... | grep -v -x -F "$$($(GO) list $(NORACE))")

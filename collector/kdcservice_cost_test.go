@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"os/exec"
@@ -41,22 +42,24 @@ import (
 //   - the KDC: the bench's batched generator (internal/loadgen, 32 in
 //     flight) drives a single-process harness KDC pinned to CPU 0 at full
 //     speed with tgs tickets (its cheapest request: the largest share for
-//     the program), the program detached and attached every 50 ms (KRB5_EXPORTER_KDCSERVICE_COST_PHASE: longer), 60
-//     pairs. The KDC's CPU per request in a phase is its schedstat run
-//     time (which includes the programs run in its context) over the
-//     phase divided by the requests it logged in the phase (its own
-//     count, at the same instants: the clients' count of answers lags by
-//     the requests in flight, a third of a phase). The median of the
-//     pairs' ratios must be at most 1.05; and by the kernel's own account
-//     (BPF run-time statistics, on in the measurement: two clock reads a
-//     program run, about 0.1 % of a request) the programs' run time per
-//     request in the on phases, wherever they ran, must be at most 5 % of
-//     the KDC's CPU per request (by that account, and not only by the
-//     noisy ratio). The goal is 2 % in both, which the
-//     socket hooks do not meet on this machine: +3.0 % in two runs
-//     (docs/bench.md); what the test resolves: 24 pairs of 150 ms phases
-//     spread -0.6 to +9 % between runs, these 60 of 50 ms agreed within
-//     0.5 %.
+//     the program), in rounds of three 50 ms phases
+//     (KRB5_EXPORTER_KDCSERVICE_COST_PHASE: longer): detached, attached,
+//     and attached with the kernel's BPF run-time statistics on (off, on,
+//     accounted; the next round the other way round), 60 rounds. The
+//     KDC's CPU per request in a phase is its schedstat run time (which
+//     includes the programs run in its context) over the phase divided
+//     by the requests it logged in the phase (its own count, at the same
+//     instants: the clients' count of answers lags by the requests in
+//     flight, a third of a phase). The median of the rounds' on/off
+//     ratios must be at most 1.05, the statistics (two clock reads a
+//     program run) off in both. By the kernel's own account, in the
+//     accounted phases, the programs' run time per request, wherever they
+//     ran, must be at most 2 % of the KDC's CPU per request off with the
+//     socket hooks (the goal; 5 % with the others, measured only in the
+//     emulated VM). The ratio is the whole cost, the programs' time and
+//     what they cost the KDC's own code (caches), but too noisy on this
+//     shared machine to hold to 2 %: +1.5 to +3.3 % in nine runs beside
+//     other jobs, a run's median moving by about ±1 % (docs/bench.md).
 //
 // The modes that hook system calls, tracepoint and syscalls, put every
 // system call of the host on the kernel's slow path, and tracepoint adds
@@ -127,8 +130,12 @@ func TestKDCServiceCost(t *testing.T) {
 			if ratio > 1.05 {
 				t.Errorf("%s hooks cost the KDC %+.1f %% CPU per request, want at most 5 %% (the goal is 2 %%)", mode, 100*(ratio-1))
 			}
-			if prog > 0.05*off || prog <= 0 {
-				t.Errorf("%s hooks: the programs ran %.2f µs per KDC request by the kernel's account, %.2f %% of its %.1f µs: want above 0 and at most 5 %% (the goal is 2 %%)", mode, prog, 100*prog/off, off)
+			limit := 0.05
+			if mode == kdcbpf.HooksSocket {
+				limit = 0.02
+			}
+			if prog > limit*off || prog <= 0 {
+				t.Errorf("%s hooks: the programs ran %.2f µs per KDC request by the kernel's account, %.2f %% of its %.1f µs: want above 0 and at most %.0f %%", mode, prog, 100*prog/off, off, 100*limit)
 			}
 		})
 	}
@@ -280,18 +287,16 @@ func kdcCost(t *testing.T, tr *kdcbpf.Tracer, cfg loadgen.Config, kdc int, kdcLo
 	logAt, _ := logged(0)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	// µs per answered request of each phase, by state.
-	var offs, ons, ratios []float64
+	// µs per answered request of each phase, by state: off, on, and on
+	// with the kernel's run-time statistics.
+	var offs, ons, accts, ratios, acctRatios []float64
 	stalls := 0
-	// The kernel's own account of the programs' run time in the on
-	// phases, and the KDC's requests in them.
-	stats, err := kdcbpf.EnableRunTimeStats()
-	if err != nil {
-		t.Fatalf("BPF run-time statistics: %v", err)
-	}
-	defer stats.Close()
-	var onRequests float64
-	progs := map[string][2]float64{} // ns and runs in the on phases, by program
+	// The kernel's own account of the programs' run time in the phases
+	// with statistics, and the KDC's requests in them. The statistics
+	// cost two clock reads a program run: on only in those phases, so
+	// that the on phases' ratio is the programs' cost alone.
+	var acctRequests float64
+	progs := map[string][2]float64{} // ns and runs in the accounted phases, by program
 	progTime := func() []kdcbpf.RunTime {
 		rt, err := tr.RunTimes()
 		if err != nil {
@@ -305,7 +310,8 @@ func kdcCost(t *testing.T, tr *kdcbpf.Tracer, cfg loadgen.Config, kdc int, kdcLo
 		defer cancel()
 		<-started
 		attached := true
-		set := func(on bool) {
+		var stats io.Closer
+		set := func(on, acct bool) {
 			if on && !attached {
 				if err := tr.Attach(); err != nil {
 					t.Error(err)
@@ -314,14 +320,29 @@ func kdcCost(t *testing.T, tr *kdcbpf.Tracer, cfg loadgen.Config, kdc int, kdcLo
 				tr.Detach()
 			}
 			attached = on
+			if acct && stats == nil {
+				var err error
+				if stats, err = kdcbpf.EnableRunTimeStats(); err != nil {
+					t.Errorf("BPF run-time statistics: %v", err)
+				}
+			} else if !acct && stats != nil {
+				stats.Close()
+				stats = nil
+			}
 		}
-		defer set(true)
+		defer set(true, false)
+		// Each round: off, on, accounted; the next the other way round, so
+		// that on and accounted each sit once before and once after off.
+		const phaseOff, phaseOn, phaseAcct = 0, 1, 2
 		for i := 0; len(ratios) < pairs && i < 2*pairs; i++ {
-			var got [2]float64
+			var got [3]float64
 			stalled := false
-			for k := range 2 {
-				on := (k == 1) == (i%2 == 0)
-				set(on)
+			for k := range 3 {
+				kind := k
+				if i%2 == 1 {
+					kind = 2 - k
+				}
+				set(kind != phaseOff, kind == phaseAcct)
 				// (Each reading at once: the run time, then where the
 				// log ends.)
 				r0, p0 := runNS(), progTime()
@@ -331,25 +352,26 @@ func kdcCost(t *testing.T, tr *kdcbpf.Tracer, cfg loadgen.Config, kdc int, kdcLo
 				var n int64
 				logAt, n = logged(logAt)
 				stalled = stalled || n < least
-				got[boolInt(on)] = (r1 - r0) / float64(max(1, n)) / 1e3
-				if on && len(p0) == len(p1) {
+				got[kind] = (r1 - r0) / float64(max(1, n)) / 1e3
+				if kind == phaseAcct && len(p0) == len(p1) {
 					for j := range p1 {
 						v := progs[p1[j].Program]
 						v[0] += float64(p1[j].Runtime - p0[j].Runtime)
 						v[1] += float64(p1[j].Runs - p0[j].Runs)
 						progs[p1[j].Program] = v
 					}
-					onRequests += float64(n)
+					acctRequests += float64(n)
 				}
 			}
 			if stalled {
 				stalls++
 				continue
 			}
-			offs, ons, ratios = append(offs, got[0]), append(ons, got[1]), append(ratios, got[1]/got[0])
+			offs, ons, accts = append(offs, got[phaseOff]), append(ons, got[phaseOn]), append(accts, got[phaseAcct])
+			ratios, acctRatios = append(ratios, got[phaseOn]/got[phaseOff]), append(acctRatios, got[phaseAcct]/got[phaseOff])
 		}
 	}()
-	res, lerr := loadgen.Batched(ctx, c, loadgen.KindTGS, 32, 4*pairs*2*phase, 0)
+	res, lerr := loadgen.Batched(ctx, c, loadgen.KindTGS, 32, 4*pairs*3*phase, 0)
 	<-stop
 	if lerr != nil && !errors.Is(lerr, context.Canceled) {
 		t.Fatal(lerr)
@@ -357,16 +379,17 @@ func kdcCost(t *testing.T, tr *kdcbpf.Tracer, cfg loadgen.Config, kdc int, kdcLo
 	if len(ratios) < pairs {
 		t.Fatalf("%d pairs of phases measured, want %d (%d stalled; %d requests in %v, errors %v)", len(ratios), pairs, stalls, len(res.Records), res.Wall, res.ErrorTexts)
 	}
-	t.Logf("KDC CPU per tgs request, µs, off: %s; on: %s (%d pairs measured again)", fmtList(offs), fmtList(ons), stalls)
+	t.Logf("KDC CPU per tgs request, µs, off: %s; on: %s; on with run-time statistics: %s (%d rounds measured again)", fmtList(offs), fmtList(ons), fmtList(accts), stalls)
+	t.Logf("with the kernel's run-time statistics on too: %.1f µs, %+.1f %% (median of the rounds' ratios to off)", medianOf(accts), 100*(medianOf(acctRatios)-1))
 	var progNS float64
 	var each []string
 	for _, name := range slices.Sorted(maps.Keys(progs)) {
 		v := progs[name]
 		progNS += v[0]
-		each = append(each, fmt.Sprintf("%s %.2f µs in %.1f runs", name, v[0]/max(1, onRequests)/1e3, v[1]/max(1, onRequests)))
+		each = append(each, fmt.Sprintf("%s %.2f µs in %.2f runs", name, v[0]/max(1, acctRequests)/1e3, v[1]/max(1, acctRequests)))
 	}
-	t.Logf("the programs' run time per KDC request in the on phases, by the kernel's account: %s", strings.Join(each, ", "))
-	return medianOf(ratios), medianOf(offs), medianOf(ons), progNS / max(1, onRequests) / 1e3
+	t.Logf("the programs' run time per KDC request in the accounted phases, by the kernel's account: %s", strings.Join(each, ", "))
+	return medianOf(ratios), medianOf(offs), medianOf(ons), progNS / max(1, acctRequests) / 1e3
 }
 
 // costPhaseEnv lengthens kdcCost's phases where the KDC answers too few
@@ -384,13 +407,6 @@ func costPhase(t *testing.T) time.Duration {
 		t.Fatalf("%s=%q: want a duration such as 1s", costPhaseEnv, v)
 	}
 	return d
-}
-
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 func medianOf(v []float64) float64 {

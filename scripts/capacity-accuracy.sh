@@ -11,16 +11,21 @@
 # so that the generator takes no CPU from the KDC (other processes of the
 # host still may: the own-time ceiling corrects for them).
 # Prints one markdown row per setting, source and request type.
+# RAW=DIR keeps the raw windows for scripts/capacity-candidates.py: per
+# setting every scrape of both daemons (capacity/testdata/capdump), the
+# KDC's schedstat and stat per thread at that moment, and report.json.
 #
-# Usage: scripts/capacity-accuracy.sh [SETTING...]
+# Usage: [RAW=DIR] scripts/capacity-accuracy.sh [SETTING...]
 #   SETTING: default, no-last-success, no-spake, workers2 (all four by default).
-# Needs root (the kdcservice daemon's BPF program); holds
-# /tmp/krb5x-bpf.lock while that daemon runs.
+# Needs root (the kdcservice daemon's BPF program); per setting holds
+# /tmp/krb5x-bpf.lock while that daemon runs and /tmp/krb5x-quiet.lock
+# until its bench ends (taken in that order).
 set -eu
 GO=${GO:-go}
 work=$(mktemp -d /tmp/capacity-accuracy.XXXXXX)
 bin=$work/krb5-exporter
 $GO build -o "$bin" ./cmd/krb5-exporter
+[ -z "${RAW:-}" ] || $GO build -o "$work/capdump" ./capacity/testdata/capdump
 settings=${*:-default no-last-success no-spake workers2}
 phase=${PHASE:-60s}
 kcpu=${KDC_CPU:-0}
@@ -70,10 +75,40 @@ r=[r for r in rows if r["source"]=="proc" and r["request"]=="mix"][0]
 print(r["estimate_per_s"] or "n/a")' "$1"
 }
 
+# scrape PID PHASE: both daemons every 5 s while PID (a load) runs; with
+# RAW, each scrape kept (the daemons' families, the KDC's threads'
+# schedstat: run time, wait, times on a CPU; stat: utime, stime, blkio).
+scrape() {
+	i=0
+	while kill -0 "$1" 2>/dev/null; do
+		if [ -n "${RAW:-}" ]; then
+			mkdir -p "$RAW/$s"
+			$gen "$work/capdump" http://127.0.0.1:19811/metrics >"$RAW/$s/$2-$i-proc.json"
+			$gen "$work/capdump" http://127.0.0.1:19812/metrics >"$RAW/$s/$2-$i-bpf.json"
+			main=$(cat "$d/krb5kdc.pid")
+			for p in $main $(pgrep -P "$main" || true); do
+				for t in /proc/"$p"/task/*; do
+					echo "$p ${t##*/} $(cat "$t/schedstat") $(awk '{print $14, $15, $42}' "$t/stat")"
+				done
+			done >"$RAW/$s/$2-$i-sched.txt"
+			i=$((i + 1))
+		else
+			$gen curl -s -o /dev/null http://127.0.0.1:19811/metrics
+			$gen curl -s -o /dev/null http://127.0.0.1:19812/metrics
+		fi
+		sleep 5
+	done
+}
+
 echo "| setting | source | request | estimate /s | measured /s | error | KDC own-time ceiling /s | error |"
 echo "|---|---|---|---:|---:|---:|---:|---:|"
 for s in $settings; do
 	d=$work/$s
+	# The BPF lock, then the quiet one (the order the BPF cost test takes
+	# them in); the BPF lock only while the kdcservice daemon runs.
+	exec 9>/tmp/krb5x-bpf.lock 8>/tmp/krb5x-quiet.lock
+	flock 9
+	flock 8
 	# shellcheck disable=SC2046
 	$gen "$bin" realm up --dir "$d" --users 1000 --services 100 --fillers 1000 --no-kadmind $(flags "$s") >/dev/null
 	pinkdc "$d"
@@ -81,20 +116,17 @@ for s in $settings; do
 	printf 'logs:\n  - path: %s\n    type: kdc\n' "$d/krb5kdc.log" >"$d/exp.yml"
 	$gen "$bin" serve --web.listen-address=127.0.0.1:19811 --config.file="$d/exp.yml" $common >"$d/proc.log" 2>&1 &
 	p1=$!
-	exec 9>/tmp/krb5x-bpf.lock
-	flock 9
 	$gen "$bin" serve --web.listen-address=127.0.0.1:19812 --config.file="$d/exp.yml" --collector.kdcservice $common >"$d/bpf.log" 2>&1 &
 	p2=$!
 	sleep 2
-	scrape() { while kill -0 "$1" 2>/dev/null; do $gen curl -s -o /dev/null http://127.0.0.1:19811/metrics; $gen curl -s -o /dev/null http://127.0.0.1:19812/metrics; sleep 5; done; }
 	$gen "$bin" realm load --dir "$d" --rate 30 --tickets 0 --duration "$phase" >/dev/null 2>&1 &
 	l=$!
-	scrape $l
+	scrape $l as
 	as1=$(value http://127.0.0.1:19811/metrics krb5_kdc_capacity_requests_per_second as)
 	as2=$(value http://127.0.0.1:19812/metrics krb5_kdc_capacity_requests_per_second as)
 	$gen "$bin" realm load --dir "$d" --rate 10 --tickets 10 --duration "$phase" >/dev/null 2>&1 &
 	l=$!
-	scrape $l
+	scrape $l tgs
 	tgs1=$(value http://127.0.0.1:19811/metrics krb5_kdc_capacity_requests_per_second tgs)
 	tgs2=$(value http://127.0.0.1:19812/metrics krb5_kdc_capacity_requests_per_second tgs)
 	echo "$s: as $as1 $as2 tgs $tgs1 $tgs2" >&2
@@ -105,7 +137,9 @@ for s in $settings; do
 	# shellcheck disable=SC2046
 	$gen "$bin" bench --once --tests as,tgs,latency --realm.fillers 1000 --kdc-cpu "$kcpu" --generator-cpu "$gcpu" \
 		$(flags "$s" | sed 's/^--/--realm./') --output-dir "$work/$s-results" >"$work/$s-bench.out" 2>&1 || true
+	flock -u 8
 	rep=$(ls -d "$work/$s-results"/*/report.json | tail -1)
+	[ -z "${RAW:-}" ] || cp "$rep" "$RAW/$s/report.json"
 	mas=$(ceiling "$rep" as)
 	mtgs=$(ceiling "$rep" tgs)
 	mmix=$(ceiling "$rep" mix)

@@ -26,6 +26,11 @@
 # below>: a new recipe builds anew, an unchanged one is reused. Each boot
 # writes to a qcow2 overlay of its own, so the cached base stays clean.
 #
+# Kernel: KRB5X_VM_KERNEL=bullseye (Debian 11's 5.10) or jammy (Ubuntu
+# 22.04's 5.15) builds and boots the same guest with that kernel instead
+# of Debian 12's 6.1 (recipe_kernel below; an image of its own in the
+# cache); every command takes it, as make test-vm-kernels does.
+#
 # Boot: qemu with TCG (-accel tcg,thread=multi), not KVM: this machine kind's
 # /dev/kvm (kvm-pvm) cannot boot a stock kernel. KRB5X_VM_ACCEL=kvm to try.
 # User-mode networking, the guest's port 22 forwarded from 127.0.0.1 only;
@@ -65,10 +70,38 @@ die() {
 # cache key (declare -f), so changing any of it builds a new image.
 recipe_suite=bookworm
 recipe_packages=(
-	systemd-sysv udev dbus linux-image-amd64 initramfs-tools kmod e2fsprogs
+	systemd-sysv udev dbus initramfs-tools kmod e2fsprogs
 	openssh-server iproute2 procps curl acl adduser less bpftool
 	krb5-kdc krb5-admin-server krb5-user
 )
+# The guest's kernel: $KRB5X_VM_KERNEL names another distribution's, for
+# the kernels KDCs run besides Debian 12's 6.1. recipe_kernel prints, one
+# a line, "pkg PACKAGE" (installed instead of linux-image-amd64; apt's
+# pkg/suite), "src SOURCES-LINE" (an apt source added to the build),
+# "pin WHAT" (apt's Pin: of that source's packages, given priority 1 so
+# that only the kernel comes from it) and
+# "key DEB-URL FILE FINGERPRINT" (the keyring FILE of a keyring package,
+# KEYRING in the source line, used only if it holds exactly the key of
+# FINGERPRINT). Debian's initramfs-tools in the guest makes its initrd.
+recipe_kernel() {
+	case ${1:-} in
+	'') echo "pkg linux-image-amd64" ;;
+	bullseye) # Debian 11, Linux 5.10: Debian's signed kernel, security updates
+		echo "pkg linux-image-amd64/bullseye-security"
+		echo "src deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian-security bullseye-security main"
+		echo "pin release n=bullseye-security"
+		;;
+	jammy) # Ubuntu 22.04, Linux 5.15: Ubuntu's generic kernel, updates
+		echo "pkg linux-image-virtual/jammy-updates"
+		echo "src deb [signed-by=KEYRING] http://archive.ubuntu.com/ubuntu jammy main"
+		echo "src deb [signed-by=KEYRING] http://archive.ubuntu.com/ubuntu jammy-updates main"
+		echo "pin release o=Ubuntu"
+		# The archive's 2018 key, from Ubuntu's keyring package.
+		echo "key http://archive.ubuntu.com/ubuntu/pool/main/u/ubuntu-keyring/ubuntu-keyring_2021.03.26_all.deb etc/apt/trusted.gpg.d/ubuntu-keyring-2018-archive.gpg F6ECB3762474EDA9D21B7022871920D1991BC93C"
+		;;
+	*) return 1 ;;
+	esac
+}
 # debconf answers a new user gives: the realm, its KDC and admin server;
 # Debian's krb5-kdc then writes /etc/krb5kdc/kdc.conf (no [logging]).
 recipe_debconf() {
@@ -115,9 +148,19 @@ EOF
 }
 # --- end of recipe
 
+kernel=${KRB5X_VM_KERNEL:-}
+
 recipe_hash() {
 	{
-		echo "$recipe_suite ${recipe_packages[*]}"
+		# Debian 12's own kernel: the hash it had before the kernel was a
+		# choice, so that its cached image stays valid.
+		if [ -z "$kernel" ]; then
+			echo "$recipe_suite ${recipe_packages[*]/%initramfs-tools/linux-image-amd64 initramfs-tools}"
+		else
+			echo "$recipe_suite ${recipe_packages[*]}"
+			declare -f recipe_kernel
+			echo "kernel $kernel"
+		fi
 		declare -f recipe_debconf recipe_customize
 		sources_file && cat "$(sources_file)"
 	} | sha256sum | cut -c1-16
@@ -150,6 +193,20 @@ cmd_deps() {
 		--no-install-recommends "${need[@]}" >/dev/null
 }
 
+# fetch_key DIR DEB-URL FILE FINGERPRINT: FILE of the keyring package at
+# DEB-URL as DIR/kernel-archive.gpg, if it holds exactly the key of
+# FINGERPRINT (the fingerprint is what is trusted, as a Signed-By would).
+fetch_key() {
+	local dir=$1 url=$2 file=$3 fpr=$4 got
+	curl -sSf --max-time 120 -o "$dir/keyring.deb" "$url" || die "cannot fetch $url"
+	dpkg-deb --fsys-tarfile "$dir/keyring.deb" | tar -xO "./$file" >"$dir/kernel-archive.gpg" ||
+		die "$url has no $file"
+	got=$(GNUPGHOME=$(mktemp -d) gpg --show-keys --with-colons "$dir/kernel-archive.gpg" 2>/dev/null |
+		awk -F: '$1 == "fpr" && !seen++ { print $10 } $1 == "pub" { n++ } END { if (n != 1) print "keys:" n }')
+	[ "$got" = "$fpr" ] || die "$url: $file holds $got, not the key $fpr"
+	rm -f "$dir/keyring.deb"
+}
+
 cmd_build() {
 	local dir
 	dir=$(image_dir)
@@ -169,26 +226,43 @@ cmd_build() {
 		echo "$dir"
 		return 0
 	fi
-	local t0 tmp src
+	local t0 tmp src what arg
+	local -a pkgs=("${recipe_packages[@]}") mirrors=()
 	t0=$(date +%s)
 	tmp=$(mktemp -d "$cache/.build.XXXXXX")
-	trap 'rm -rf "$tmp"' EXIT
+	trap "rm -rf '$tmp'" EXIT
 	ssh-keygen -q -t ed25519 -N '' -C krb5x-vm -f "$tmp/id_ed25519"
 	src=$(sources_file || echo http://deb.debian.org/debian)
-	log "building the $recipe_suite image in $dir (apt sources: $src)"
+	# The kernel's packages, sources and keys; its sources' packages are
+	# pinned low, for apt's resolver and then in the guest.
+	: >"$tmp/pin"
+	while read -r what arg; do
+		case $what in
+		pkg) pkgs+=("$arg") ;;
+		src)
+			mirrors+=("${arg//KEYRING/$tmp/kernel-archive.gpg}") ;;
+		pin) printf 'Package: *\nPin: %s\nPin-Priority: 1\n\n' "$arg" >>"$tmp/pin" ;;
+		key) fetch_key "$tmp" $arg ;;
+		esac
+	done < <(recipe_kernel "$kernel" || die "KRB5X_VM_KERNEL=$kernel: unknown (bullseye, jammy)")
+	log "building the $recipe_suite image in $dir (apt sources: $src${mirrors:+ ${mirrors[*]}}; kernel ${pkgs[-1]})"
 	recipe_debconf >"$tmp/debconf"
 	declare -f recipe_customize >"$tmp/customize.sh"
 	echo 'recipe_customize "$@"' >>"$tmp/customize.sh"
 	mmdebstrap --mode=root --variant=apt --quiet \
 		--include="$(
 			IFS=,
-			echo "${recipe_packages[*]}"
+			echo "${pkgs[*]}"
 		)" \
+		--setup-hook="mkdir -p \"\$1/etc/apt/preferences.d\" && cp $tmp/pin \"\$1/etc/apt/preferences.d/kernel\"" \
 		--essential-hook="chroot \"\$1\" debconf-set-selections < $tmp/debconf" \
 		--customize-hook="bash $tmp/customize.sh \"\$1\" $tmp/id_ed25519.pub" \
-		"$recipe_suite" "$tmp/root" "$src"
+		"$recipe_suite" "$tmp/root" "$src" "${mirrors[@]}"
+	# One kernel in the image: the one booted.
+	[ "$(find "$tmp/root/boot" -name 'vmlinuz-*' | wc -l)" = 1 ] || die "not one kernel in the image: $(ls "$tmp/root/boot")"
 	cp "$tmp/root"/boot/vmlinuz-* "$tmp/vmlinuz"
 	cp "$tmp/root"/boot/initrd.img-* "$tmp/initrd.img"
+	basename "$tmp/root"/boot/vmlinuz-* | cut -c9- >"$tmp/kernel-release"
 	# The tree as an ext4 file system (room for the tests), then qcow2.
 	mke2fs -q -t ext4 -L root -d "$tmp/root" "$tmp/root.ext4" 4G
 	qemu-img convert -O qcow2 "$tmp/root.ext4" "$tmp/base.qcow2"

@@ -25,6 +25,7 @@ type guest struct {
 	t     *testing.T
 	repo  string
 	state string
+	image string // the image's directory in the cache (scripts/vm.sh build)
 }
 
 func (g *guest) vm(args ...string) (string, error) {

@@ -28,22 +28,29 @@ func TestREADMEInstallBlock(t *testing.T) {
 
 // TestUncommentDropIn: the shipped kdcservice.conf uncommented as its
 // comments say grants CAP_BPF and CAP_PERFMON and allows bpf(2), and
-// leaves the block for kernels before 5.11 commented.
+// leaves the block for kernels before 5.11 commented unless asked for it.
 func TestUncommentDropIn(t *testing.T) {
 	b, err := os.ReadFile("../packaging/files/kdcservice.conf")
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := uncommentDropIn(t, string(b))
-	var active []string
-	for _, l := range strings.Split(d, "\n") {
-		if l != "" && !strings.HasPrefix(l, "#") {
-			active = append(active, l)
-		}
-	}
 	want := []string{"[Service]", "CapabilityBoundingSet=CAP_BPF CAP_PERFMON", "AmbientCapabilities=CAP_BPF CAP_PERFMON", "SystemCallFilter=bpf"}
-	if strings.Join(active, "\n") != strings.Join(want, "\n") {
-		t.Errorf("uncommented drop-in:\n%s\nwant:\n%s", strings.Join(active, "\n"), strings.Join(want, "\n"))
+	memlock := []string{"CapabilityBoundingSet=CAP_SYS_RESOURCE", "AmbientCapabilities=CAP_SYS_RESOURCE", "SystemCallFilter=setrlimit prlimit64"}
+	for _, before511 := range []bool{false, true} {
+		d := uncommentDropIn(t, string(b), before511)
+		var active []string
+		for _, l := range strings.Split(d, "\n") {
+			if l != "" && !strings.HasPrefix(l, "#") {
+				active = append(active, l)
+			}
+		}
+		w := want
+		if before511 {
+			w = append(w[:len(w):len(w)], memlock...)
+		}
+		if strings.Join(active, "\n") != strings.Join(w, "\n") {
+			t.Errorf("uncommented drop-in (before 5.11: %v):\n%s\nwant:\n%s", before511, strings.Join(active, "\n"), strings.Join(w, "\n"))
+		}
 	}
 }
 

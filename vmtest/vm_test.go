@@ -131,19 +131,23 @@ func mergeLogs(cfg, snippet any) any {
 
 // uncommentDropIn turns the shipped kdcservice.conf into the drop-in its
 // comments describe: the lines from "#[Service]" up to the first bare "#"
-// uncommented (the kernel here is past 5.11: the memlock block stays
-// commented).
-func uncommentDropIn(t *testing.T, shipped string) string {
+// uncommented and, for a kernel before 5.11 (memlock), the commented
+// settings under "# Kernels before 5.11" up to the next bare "#".
+func uncommentDropIn(t *testing.T, shipped string, memlock bool) string {
 	var out []string
-	in := false
+	in, inMem := false, false
 	for _, l := range strings.Split(shipped, "\n") {
 		switch {
 		case l == "#[Service]":
 			in = true
 		case in && l == "#":
 			in = false
+		case memlock && strings.HasPrefix(l, "# Kernels before 5.11"):
+			inMem = true
+		case inMem && l == "#":
+			inMem = false
 		}
-		if in {
+		if in || inMem && len(l) > 1 && l[1] != ' ' {
 			l = strings.TrimPrefix(l, "#")
 		}
 		out = append(out, l)
@@ -151,6 +155,9 @@ func uncommentDropIn(t *testing.T, shipped string) string {
 	d := strings.Join(out, "\n")
 	if !strings.Contains(d, "\n[Service]\n") || !strings.Contains(d, "\nAmbientCapabilities=") {
 		t.Fatalf("kdcservice.conf: no \"#[Service]\" block to uncomment:\n%s", shipped)
+	}
+	if memlock && !strings.Contains(d, "\nAmbientCapabilities=CAP_SYS_RESOURCE") {
+		t.Fatalf("kdcservice.conf: no \"# Kernels before 5.11\" block to uncomment:\n%s", shipped)
 	}
 	return d
 }
@@ -173,42 +180,10 @@ func TestDebian12(t *testing.T) {
 	if os.Getenv("KRB5X_VM_TEST") == "" {
 		t.Skip("make test-vm runs it (KRB5X_VM_TEST=1): boots a Debian 12 VM")
 	}
-	if os.Getuid() != 0 {
-		if testutil.InCI() {
-			t.Fatal("make test-vm needs root (mmdebstrap, the image cache)")
-		}
-		t.Skip("make test-vm needs root (mmdebstrap, the image cache)")
+	if os.Getenv("KRB5X_VM_KERNEL") != "" {
+		t.Fatal("KRB5X_VM_KERNEL is TestKernel's (make test-vm-kernels): TestDebian12 runs Debian 12's own kernel")
 	}
-	for _, p := range []string{"mmdebstrap", "qemu-system-x86_64", "qemu-img", "mke2fs", "ssh", "ssh-keygen", "flock", "make"} {
-		testutil.RequireProgram(t, p)
-	}
-	start := time.Now()
-	repo, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := &guest{t: t, repo: repo, state: filepath.Join(os.TempDir(), fmt.Sprintf("krb5x-vmtest-%d", os.Getpid()))}
-
-	t0 := time.Now()
-	if out, err := g.vm("build"); err != nil {
-		t.Fatalf("scripts/vm.sh build: %v\n%s", err, out)
-	}
-	t.Logf("image ready in %v", time.Since(t0).Round(time.Second))
-	t0 = time.Now()
-	t.Cleanup(func() {
-		if t.Failed() {
-			if b, err := os.ReadFile(filepath.Join(g.state, "console.log")); err == nil {
-				os.WriteFile(filepath.Join(os.TempDir(), "krb5x-vmtest-console.log"), b, 0o600)
-				t.Logf("the guest's serial console: %s", filepath.Join(os.TempDir(), "krb5x-vmtest-console.log"))
-			}
-		}
-		g.vm("stop")
-		t.Logf("make test-vm's test took %v", time.Since(start).Round(time.Second))
-	})
-	if out, err := g.vm("boot"); err != nil {
-		t.Fatalf("scripts/vm.sh boot: %v\n%s", err, out)
-	}
-	t.Logf("guest booted in %v (including waiting for %s)", time.Since(t0).Round(time.Second), "/tmp/krb5x-vm.lock")
+	g := bootGuest(t)
 
 	if !t.Run("realm", func(t *testing.T) { makeRealm(t, g) }) {
 		t.FailNow()
@@ -217,7 +192,7 @@ func TestDebian12(t *testing.T) {
 		t.FailNow()
 	}
 
-	t.Run("hardened service", func(t *testing.T) { checkHardened(t, g, false) })
+	t.Run("hardened service", func(t *testing.T) { checkHardened(t, g, 0) })
 	t.Run("process metrics of the units' main pids", func(t *testing.T) { checkProcesses(t, g) })
 	t.Run("probe", func(t *testing.T) { checkProbe(t, g) })
 
@@ -256,14 +231,59 @@ func TestDebian12(t *testing.T) {
 		g.must("systemctl is-system-running --wait >/dev/null || true")
 		g.must(logins)
 		checkCounts(t, g, base)
-		checkHardened(t, g, false)
+		checkHardened(t, g, 0)
 		checkProcesses(t, g)
 		checkProbe(t, g)
 	})
 	t.Run("a namesake is not the KDC", func(t *testing.T) { checkNamesake(t, g) })
-	t.Run("kdcservice with the shipped drop-in", func(t *testing.T) { checkKDCService(t, g) })
+	t.Run("kdcservice with the shipped drop-in", func(t *testing.T) { checkKDCService(t, g, debian12) })
 	// Last: the KDC no longer logs to the journal after it.
 	t.Run("file logging as RHEL's krb5.conf has it", func(t *testing.T) { checkFileLogging(t, g) })
+}
+
+// bootGuest builds (or reuses) the image of scripts/vm.sh, for the kernel
+// KRB5X_VM_KERNEL names (none: Debian 12's), and boots it; the VM is
+// stopped when the test ends.
+func bootGuest(t *testing.T) *guest {
+	if os.Getuid() != 0 {
+		if testutil.InCI() {
+			t.Fatal("make test-vm needs root (mmdebstrap, the image cache)")
+		}
+		t.Skip("make test-vm needs root (mmdebstrap, the image cache)")
+	}
+	for _, p := range []string{"mmdebstrap", "qemu-system-x86_64", "qemu-img", "mke2fs", "ssh", "ssh-keygen", "flock", "make"} {
+		testutil.RequireProgram(t, p)
+	}
+	start := time.Now()
+	repo, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &guest{t: t, repo: repo, state: filepath.Join(os.TempDir(), fmt.Sprintf("krb5x-vmtest-%d", os.Getpid()))}
+
+	t0 := time.Now()
+	out, err := g.vm("build")
+	if err != nil {
+		t.Fatalf("scripts/vm.sh build: %v\n%s", err, out)
+	}
+	g.image = strings.TrimSpace(out[strings.LastIndexByte(strings.TrimSpace(out), '\n')+1:])
+	t.Logf("image ready in %v: %s", time.Since(t0).Round(time.Second), g.image)
+	t0 = time.Now()
+	t.Cleanup(func() {
+		if t.Failed() {
+			if b, err := os.ReadFile(filepath.Join(g.state, "console.log")); err == nil {
+				os.WriteFile(filepath.Join(os.TempDir(), "krb5x-vmtest-console.log"), b, 0o600)
+				t.Logf("the guest's serial console: %s", filepath.Join(os.TempDir(), "krb5x-vmtest-console.log"))
+			}
+		}
+		g.vm("stop")
+		t.Logf("make test-vm's test took %v", time.Since(start).Round(time.Second))
+	})
+	if out, err := g.vm("boot"); err != nil {
+		t.Fatalf("scripts/vm.sh boot: %v\n%s", err, out)
+	}
+	t.Logf("guest booted in %v (including waiting for %s)", time.Since(t0).Round(time.Second), "/tmp/krb5x-vm.lock")
+	return g
 }
 
 // checkFileLogging: with RHEL's [logging] in krb5.conf (the KDC writes
@@ -409,11 +429,19 @@ func installAsREADME(t *testing.T, g *guest) {
 
 var reExposure = regexp.MustCompile(`Overall exposure level for krb5-exporter.service: ([0-9.]+)`)
 
+// The capabilities of the kdcservice drop-in, as /proc/PID/status shows
+// them: CAP_BPF and CAP_PERFMON, with CAP_SYS_RESOURCE before 5.11.
+const (
+	capsBPF     = uint64(1)<<38 | uint64(1)<<39 // CAP_PERFMON, CAP_BPF
+	capsMemlock = capsBPF | uint64(1)<<24       // and CAP_SYS_RESOURCE
+)
+
 // checkHardened: the service runs, from the shipped unit, as its user with
-// no capability (or only CAP_BPF and CAP_PERFMON with the kdcservice
-// drop-in), no new privileges and a seccomp filter, as the kernel says;
-// without the drop-in, systemd-analyze gives the README's exposure level.
-func checkHardened(t *testing.T, g *guest, bpf bool) {
+// no capability (or exactly caps, those of the kdcservice drop-in), no
+// new privileges and a seccomp filter, as the kernel says; without the
+// drop-in, systemd-analyze gives the README's exposure level.
+func checkHardened(t *testing.T, g *guest, caps uint64) {
+	bpf := caps != 0
 	if out, err := g.sh("systemctl is-active krb5-exporter"); err != nil {
 		t.Fatalf("krb5-exporter not active: %s\n%s", out, g.status("krb5-exporter"))
 	}
@@ -426,15 +454,12 @@ func checkHardened(t *testing.T, g *guest, bpf bool) {
 	st := g.must(fmt.Sprintf("cat /proc/%d/status; id -u krb5-exporter", pid))
 	lines := strings.Split(strings.TrimSpace(st), "\n")
 	uid := lines[len(lines)-1]
-	caps := "0000000000000000"
-	if bpf {
-		caps = fmt.Sprintf("%016x", uint64(1)<<38|uint64(1)<<39) // CAP_PERFMON, CAP_BPF
-	}
+	capHex := fmt.Sprintf("%016x", caps)
 	want := map[string]string{
 		"Uid":        strings.Repeat(uid+"\t", 3) + uid,
-		"CapEff":     caps,
-		"CapPrm":     caps,
-		"CapBnd":     caps,
+		"CapEff":     capHex,
+		"CapPrm":     capHex,
+		"CapBnd":     capHex,
 		"NoNewPrivs": "1",
 		"Seccomp":    "2",
 	}
@@ -590,12 +615,13 @@ func checkNamesake(t *testing.T, g *guest) {
 	})
 }
 
-// checkKDCService: with the shipped drop-in uncommented and
-// --collector.kdcservice, the eBPF collector traces the KDC on Debian's
-// 6.1 kernel and times every request the journal shows (the probe's
-// included: the kernel does not know principals).
-func checkKDCService(t *testing.T, g *guest) {
-	dropIn := uncommentDropIn(t, string(g.get("/usr/share/doc/krb5-exporter/examples/kdcservice.conf")))
+// checkKDCService: with the shipped drop-in uncommented as the guest's
+// kernel needs and --collector.kdcservice, the eBPF collector traces the
+// KDC with the hooks the kernel must get (checkHooks) and times every
+// request the journal shows (the probe's included: the kernel does not
+// know principals).
+func checkKDCService(t *testing.T, g *guest, k kernelWant) {
+	dropIn := uncommentDropIn(t, string(g.get("/usr/share/doc/krb5-exporter/examples/kdcservice.conf")), k.memlock)
 	g.must("install -d /etc/systemd/system/krb5-exporter.service.d")
 	g.put("/etc/systemd/system/krb5-exporter.service.d/kdcservice.conf", []byte(dropIn))
 	def := string(g.get("/etc/default/krb5-exporter"))
@@ -604,7 +630,11 @@ func checkKDCService(t *testing.T, g *guest) {
 	}
 	g.put("/etc/default/krb5-exporter", []byte(strings.Replace(def, "\nARGS=\"\"\n", "\nARGS=\"--collector.kdcservice\"\n", 1)))
 	g.must("systemctl daemon-reload && systemctl restart krb5-exporter")
-	checkHardened(t, g, true)
+	caps := capsBPF
+	if k.memlock {
+		caps = capsMemlock
+	}
+	checkHardened(t, g, caps)
 	if !eventually(t, 60*time.Second, "krb5_kdc_service_tracing_up 1", func() string {
 		mfs := g.scrape()
 		if v, ok := value(mfs, "krb5_kdc_service_tracing_up"); !ok || v != 1 {
@@ -615,15 +645,7 @@ func checkKDCService(t *testing.T, g *guest) {
 		out, _ := g.sh("journalctl -u krb5-exporter -n 30 --no-pager")
 		t.Fatalf("the exporter's log:\n%s", out)
 	}
-	links, _ := g.sh("bpftool link show")
-	t.Logf("bpftool link show (the hook mode):\n%s", links)
-	// Debian 12's 6.1 has BTF trampolines and no socket tracepoints: the
-	// collector must take fentry, never a mode that taxes every system
-	// call of the host.
-	mfs := g.scrape()
-	if v, ok := value(mfs, "krb5_kdc_service_tracing_info", "hooks", "fentry"); !ok || v != 1 {
-		t.Errorf("krb5_kdc_service_tracing_info: %v, want hooks=\"fentry\" on Debian 12's kernel", series(mfs, "krb5_kdc_service_tracing_info"))
-	}
+	checkHooks(t, g, k.hooks)
 
 	// Requests by type, from the journal (all of them) and as timed.
 	type snap struct{ journal, traced counts }
@@ -665,6 +687,7 @@ func checkKDCService(t *testing.T, g *guest) {
 		if !dj.equal(dt) {
 			return fmt.Sprintf("traced %v, journal %v", dt, dj)
 		}
+		t.Logf("requests timed by kdcservice %v, in the journal %v", dt, dj)
 		return ""
 	})
 }

@@ -41,26 +41,29 @@ type kdcserviceStats struct {
 }
 
 type kdcserviceThread struct {
-	_       structs.HostLayout
-	Start   uint64
-	Last    uint64
-	Cpu     uint64
-	Runq    uint64
-	Blocked uint64
-	Stolen  uint64
-	Lost    uint64
-	Debt    uint64
-	Ubuf    uint64
-	Qns     uint64
-	State   uint8
-	Req     uint8
-	Tr      uint8
-	Pending uint8
-	Tgid    uint32
-	Sk      uint64
-	Out     uint64
-	Wait    uint64
-	Hint    uint64
+	_         structs.HostLayout
+	Start     uint64
+	Last      uint64
+	Cpu       uint64
+	Runq      uint64
+	Blocked   uint64
+	Stolen    uint64
+	Lost      uint64
+	Debt      uint64
+	Ubuf      uint64
+	Qns       uint64
+	State     uint8
+	Req       uint8
+	Tr        uint8
+	Pending   uint8
+	Tgid      uint32
+	Sk        uint64
+	Out       uint64
+	Wait      uint64
+	Hint      uint64
+	P_outside uint64
+	P_runq    uint64
+	P_stolen  uint64
 }
 
 type kdcserviceWorker struct {
@@ -79,7 +82,6 @@ type kdcserviceWorker struct {
 const (
 	kdcserviceMapArrivals       = "arrivals"
 	kdcserviceMapNextDgram      = "next_dgram"
-	kdcserviceMapPorts          = "ports"
 	kdcserviceMapStats          = "stats"
 	kdcserviceMapThreads        = "threads"
 	kdcserviceMapWatched        = "watched"
@@ -102,6 +104,9 @@ const (
 	kdcserviceProgSysExit       = "sys_exit"
 	kdcserviceProgTpEnter       = "tp_enter"
 	kdcserviceProgTpExit        = "tp_exit"
+	kdcserviceVarForkBits       = "fork_bits"
+	kdcserviceVarKdcPorts       = "kdc_ports"
+	kdcserviceVarWatchBits      = "watch_bits"
 )
 
 // loadKdcservice returns the embedded CollectionSpec for kdcservice.
@@ -172,7 +177,6 @@ type kdcserviceProgramSpecs struct {
 type kdcserviceMapSpecs struct {
 	Arrivals  *ebpf.MapSpec `ebpf:"arrivals"`
 	NextDgram *ebpf.MapSpec `ebpf:"next_dgram"`
-	Ports     *ebpf.MapSpec `ebpf:"ports"`
 	Stats     *ebpf.MapSpec `ebpf:"stats"`
 	Threads   *ebpf.MapSpec `ebpf:"threads"`
 	Watched   *ebpf.MapSpec `ebpf:"watched"`
@@ -183,6 +187,9 @@ type kdcserviceMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type kdcserviceVariableSpecs struct {
+	ForkBits  *ebpf.VariableSpec `ebpf:"fork_bits"`
+	KdcPorts  *ebpf.VariableSpec `ebpf:"kdc_ports"`
+	WatchBits *ebpf.VariableSpec `ebpf:"watch_bits"`
 }
 
 // kdcserviceObjects contains all objects after they have been loaded into the kernel.
@@ -207,7 +214,6 @@ func (o *kdcserviceObjects) Close() error {
 type kdcserviceMaps struct {
 	Arrivals  *ebpf.Map `ebpf:"arrivals"`
 	NextDgram *ebpf.Map `ebpf:"next_dgram"`
-	Ports     *ebpf.Map `ebpf:"ports"`
 	Stats     *ebpf.Map `ebpf:"stats"`
 	Threads   *ebpf.Map `ebpf:"threads"`
 	Watched   *ebpf.Map `ebpf:"watched"`
@@ -218,7 +224,6 @@ func (m *kdcserviceMaps) Close() error {
 	return _KdcserviceClose(
 		m.Arrivals,
 		m.NextDgram,
-		m.Ports,
 		m.Stats,
 		m.Threads,
 		m.Watched,
@@ -230,6 +235,9 @@ func (m *kdcserviceMaps) Close() error {
 //
 // It can be passed to loadKdcserviceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type kdcserviceVariables struct {
+	ForkBits  *ebpf.Variable `ebpf:"fork_bits"`
+	KdcPorts  *ebpf.Variable `ebpf:"kdc_ports"`
+	WatchBits *ebpf.Variable `ebpf:"watch_bits"`
 }
 
 // kdcservicePrograms contains all programs after they have been loaded into the kernel.

@@ -25,6 +25,7 @@ import (
 // concurrent use (the collector serialises its scrapes).
 type Tracer struct {
 	objs     kdcserviceMaps
+	vars     kdcserviceVariables
 	attached []attachment
 	progs    []*ebpf.Program
 	names    []string // of progs, as the object names them
@@ -202,6 +203,9 @@ func loadWith(kernel *btf.Spec, mode string) (*Tracer, error) {
 	if err := coll.Assign(&t.objs); err != nil {
 		return nil, &Error{Reason: ReasonLoad, Err: err}
 	}
+	if err := coll.Assign(&t.vars); err != nil {
+		return nil, &Error{Reason: ReasonLoad, Err: err}
+	}
 	for name := range coll.Programs {
 		p := coll.DetachProgram(name)
 		t.progs = append(t.progs, p)
@@ -360,6 +364,15 @@ func (t *Tracer) Watch(pids []int) error {
 		}
 	}
 	t.refused += uint64(t.notWatched)
+	// The program's first test of a task: one bit a watched pid (see
+	// watch_bits in kdcservice.bpf.c), written whole after the map.
+	var bits [65536 / 64]uint64
+	for p := range want {
+		bits[p/64%uint32(len(bits))] |= 1 << (p % 64)
+	}
+	if err := t.vars.WatchBits.Set(bits); err != nil {
+		return err
+	}
 	// Threads of processes no longer watched.
 	var tid uint32
 	var th kdcserviceThread

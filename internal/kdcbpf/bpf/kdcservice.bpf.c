@@ -85,7 +85,17 @@ struct thread {
 	u64 out;    /* on CPU outside service since; 0: off CPU or in service */
 	u64 wait;   /* runnable outside service since; 0: not */
 	u64 hint;   /* rq_lost_counters() when lost was last read */
+	/* Time outside service not yet added to the process's worker: what
+	 * a receive ended, added with the reply's counts (one worker lookup
+	 * a request), at the next switch out, or once it reaches
+	 * PENDING_MAX. */
+	u64 p_outside, p_runq, p_stolen;
 };
+
+/* The most outside time a thread keeps from its process's worker, ns: a
+ * KDC that receives without replying (requests it drops) and never
+ * blocks still shows it within this much. */
+#define PENDING_MAX 1000000ULL
 
 struct total {
 	u64 count, sum, cpu, runq, blocked, stolen;
@@ -171,18 +181,42 @@ static __always_inline struct worker *worker_of(u32 tgid)
 }
 
 /* The calling task, read through BPF_CORE_READ: bpf_get_current_task,
- * not its _btf form, which Linux 5.8-5.10 (the sys_enter/sys_exit hooks'
+ * not its _btf form, which Linux 5.8-5.10 (the system call hooks'
  * kernels) lack. */
 #define current_task() ((struct task_struct *)bpf_get_current_task())
 
+/* Kernel memory is read two ways. A BTF pointer (a tp_btf or trampoline
+ * program's argument, bpf_get_current_task_btf, and what they point to)
+ * is loaded from directly: an instruction, where bpf_probe_read_kernel,
+ * which BPF_CORE_READ calls, is a helper call for each field (on a CPU
+ * with return-thunk mitigations, tens of ns each). The functions that
+ * take a bool btf read with direct loads when it is true; the callers
+ * pass a constant, so that each program keeps only one of the two. */
+
 /* p's run queue: that of its CPU. 0 where the kernel has no group
  * scheduling (no se.cfs_rq): then no time is counted as stolen. */
-static __always_inline struct rq *rq_of(struct task_struct *p)
+static __always_inline struct rq *rq_of(struct task_struct *p, bool btf)
 {
 	if (!bpf_core_field_exists(p->se.cfs_rq))
 		return 0;
+	if (btf)
+		return p->se.cfs_rq->rq;
 	return BPF_CORE_READ(p, se.cfs_rq, rq);
 }
+
+/* The calling task's run queue. The hooks of every mode but the system
+ * calls' take the task as a BTF pointer where the kernel has
+ * bpf_get_current_task_btf (5.11); Debian 11's 5.10 runs fentry and
+ * kprobe without it. */
+static __always_inline struct rq *current_rq(bool btf)
+{
+	if (btf && bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_get_current_task_btf))
+		return rq_of(bpf_get_current_task_btf(), true);
+	return rq_of(current_task(), false);
+}
+
+/* A field of *rq, loaded once (volatile: in the order written). */
+#define RQ_FIELD(rq, f, btf) ((btf) ? *(volatile u64 *)&(rq)->f : BPF_CORE_READ(rq, f))
 
 /* The time rq's CPU charged to no task since boot, as of its last clock
  * update: rq->clock less rq->clock_task. It changes only where the
@@ -191,12 +225,12 @@ static __always_inline struct rq *rq_of(struct task_struct *p)
  * call within one off by at most a tick's steal. clock_task is read
  * first: an update (clock, then clock_task) between the two reads can
  * then only make it more, never less. */
-static __always_inline u64 rq_lost(struct rq *rq)
+static __always_inline u64 rq_lost(struct rq *rq, bool btf)
 {
 	if (!rq)
 		return 0;
-	u64 task = BPF_CORE_READ(rq, clock_task);
-	u64 clock = BPF_CORE_READ(rq, clock);
+	u64 task = RQ_FIELD(rq, clock_task, btf);
+	u64 clock = RQ_FIELD(rq, clock, btf);
 	return clock > task ? clock - task : 0;
 }
 
@@ -204,24 +238,25 @@ static __always_inline u64 rq_lost(struct rq *rq)
  * from counters each written whole: never torn, but the steal one counts
  * what the kernel did not subtract too (steal beyond the clock's own
  * advance). */
-static __always_inline u64 rq_lost_counters(struct rq *rq)
+static __always_inline u64 rq_lost_counters(struct rq *rq, bool btf)
 {
 	if (!rq)
 		return 0;
 	u64 l = 0;
 	if (bpf_core_field_exists(rq->prev_steal_time_rq))
-		l += BPF_CORE_READ(rq, prev_steal_time_rq);
+		l += RQ_FIELD(rq, prev_steal_time_rq, btf);
 	if (bpf_core_field_exists(rq->prev_irq_time))
-		l += BPF_CORE_READ(rq, prev_irq_time);
+		l += RQ_FIELD(rq, prev_irq_time, btf);
 	return l;
 }
 
-/* lost() of t's task p at a switch, under the run queue's lock: exact. */
+/* lost() of t's task p (the switch's BTF pointer) at a switch, under the
+ * run queue's lock: exact. */
 static __always_inline u64 lost_switch(struct thread *t, struct task_struct *p)
 {
-	struct rq *rq = rq_of(p);
-	t->hint = rq_lost_counters(rq);
-	return rq_lost(rq);
+	struct rq *rq = rq_of(p, true);
+	t->hint = rq_lost_counters(rq, true);
+	return rq_lost(rq, true);
 }
 
 /* lost() of the running thread t at a system call, without the lock:
@@ -229,10 +264,10 @@ static __always_inline u64 lost_switch(struct thread *t, struct task_struct *p)
  * two reads, which then read up to a tick lost that was not (3.45 ms
  * stolen where the switches said 71 us): t's lost() moves on by no more
  * than the counters did. The switch out sets it right. */
-static __always_inline u64 lost_call(struct thread *t)
+static __always_inline u64 lost_call(struct thread *t, bool btf)
 {
-	struct rq *rq = rq_of(current_task());
-	u64 x = rq_lost(rq), h = rq_lost_counters(rq);
+	struct rq *rq = current_rq(btf);
+	u64 x = rq_lost(rq, btf), h = rq_lost_counters(rq, btf);
 	u64 inc = x > t->lost ? x - t->lost : 0, hinc = h > t->hint ? h - t->hint : 0;
 	t->hint = h;
 	return t->lost + (inc < hinc ? inc : hinc);
@@ -256,10 +291,26 @@ static __always_inline u64 stolen_of(struct thread *t, u64 d, u64 l)
 	return d;
 }
 
+/* Adds t's pending time outside service to w, its process's worker. */
+static __always_inline void pending_flush(struct thread *t, struct worker *w)
+{
+	if (t->p_outside)
+		__sync_fetch_and_add(&w->outside, t->p_outside);
+	if (t->p_runq)
+		__sync_fetch_and_add(&w->runq, t->p_runq);
+	if (t->p_stolen)
+		__sync_fetch_and_add(&w->stolen, t->p_stolen);
+	t->p_outside = 0;
+	t->p_runq = 0;
+	t->p_stolen = 0;
+}
+
 /* Ends t's stretch on CPU outside service at now, if one was running,
  * and adds it and extra ns to its process's time outside service (and
- * runq to its time waiting for a CPU). */
-static __always_inline void outside_done(struct thread *t, u64 now, u64 l, u64 extra, u64 runq, u64 stolen)
+ * runq to its time waiting for a CPU): at once if flush, else kept in t
+ * (pending_flush). Only t's own CPU writes t's pending time (t runs, or
+ * is switched there), so that it needs no atomics. */
+static __always_inline void outside_done(struct thread *t, u64 now, u64 l, u64 extra, u64 runq, u64 stolen, bool flush)
 {
 	u64 since = t->out;
 	t->out = 0;
@@ -268,17 +319,16 @@ static __always_inline void outside_done(struct thread *t, u64 now, u64 l, u64 e
 		extra += d - s;
 		stolen += s;
 	}
-	if (!extra && !runq && !stolen)
+	t->p_outside += extra;
+	t->p_runq += runq;
+	t->p_stolen += stolen;
+	if (!flush && t->p_outside < PENDING_MAX)
+		return;
+	if (!t->p_outside && !t->p_runq && !t->p_stolen)
 		return;
 	struct worker *w = worker_of(t->tgid);
-	if (!w)
-		return;
-	if (extra)
-		__sync_fetch_and_add(&w->outside, extra);
-	if (runq)
-		__sync_fetch_and_add(&w->runq, runq);
-	if (stolen)
-		__sync_fetch_and_add(&w->stolen, stolen);
+	if (w)
+		pending_flush(t, w);
 }
 
 /* 2^31 * 2^(k/8), k = 1..7: the sub-bucket bounds of one power of two. */
@@ -327,9 +377,28 @@ static __always_inline u32 bucket(u64 ns)
 	return idx;
 }
 
+/* The watched processes, one bit a tgid (tgid % 2^16): a test that the
+ * host's other tasks fail with two loads, before any map lookup, in every
+ * hook that runs for the whole host (each packet, switch, wakeup, exit,
+ * socket call). A set bit says only "maybe": the watched map decides.
+ * User space writes watch_bits whole at each Watch, from the pids it
+ * watches; the program sets fork_bits for the children it watches
+ * (sched_fork) and never clears them (a worker replaced now and then: its
+ * stale bit costs its pid's later namesakes a lookup). A bit set by two
+ * CPUs at once in one word can be lost (no atomic OR before Linux 5.12):
+ * that child is then seen from user space's next Watch. */
+u64 watch_bits[65536 / 64];
+u64 fork_bits[65536 / 64];
+
+static __always_inline bool maybe_watched(u32 tgid)
+{
+	u32 i = (tgid / 64) % (65536 / 64);
+	return ((watch_bits[i] | fork_bits[i]) >> (tgid % 64)) & 1;
+}
+
 static __always_inline bool is_watched(u32 tgid)
 {
-	return bpf_map_lookup_elem(&watched, &tgid) != 0;
+	return maybe_watched(tgid) && bpf_map_lookup_elem(&watched, &tgid) != 0;
 }
 
 static __always_inline void count_error(u32 reason)
@@ -339,25 +408,29 @@ static __always_inline void count_error(u32 reason)
 		st->errors[reason] += 1;
 }
 
-/* The calling thread's state, made if its process is watched. */
-static __always_inline struct thread *current_thread(bool make)
+/* The state of the calling thread (id: bpf_get_current_pid_tgid), made
+ * if its process is watched. */
+static __always_inline struct thread *thread_of(u64 id, bool make)
 {
-	u64 id = bpf_get_current_pid_tgid();
+	if (!maybe_watched(id >> 32))
+		return 0;
 	u32 tid = (u32)id;
 	struct thread *t = bpf_map_lookup_elem(&threads, &tid);
 	if (t || !make)
 		return t;
 	if (!is_watched(id >> 32))
 		return 0;
-	/* It runs now, outside service. */
-	struct rq *rq = rq_of(current_task());
-	struct thread zero = {.tgid = id >> 32, .out = bpf_ktime_get_ns(), .lost = rq_lost(rq), .hint = rq_lost_counters(rq)};
+	/* It runs now, outside service (once a thread: read the slow way). */
+	struct rq *rq = current_rq(false);
+	struct thread zero = {.tgid = id >> 32, .out = bpf_ktime_get_ns(), .lost = rq_lost(rq, false), .hint = rq_lost_counters(rq, false)};
 	if (bpf_map_update_elem(&threads, &tid, &zero, BPF_NOEXIST) != 0) {
 		count_error(ERR_THREADS_FULL);
 		return 0;
 	}
 	return bpf_map_lookup_elem(&threads, &tid);
 }
+
+#define current_thread(make) thread_of(bpf_get_current_pid_tgid(), make)
 
 /* x86-64 system call numbers */
 #define NR_read 0
@@ -375,15 +448,15 @@ static __always_inline struct thread *current_thread(bool make)
 #define AF_INET 2
 #define AF_INET6 10
 
-/* The transport of socket sk: TR_UDP or TR_TCP for an IPv4 or IPv6
- * socket (its local port in *port), else -1. */
-static __always_inline int sock_transport(struct sock *sk, u16 *port)
+/* The transport of socket sk (a BTF pointer if btf): TR_UDP or TR_TCP
+ * for an IPv4 or IPv6 socket (its local port in *port), else -1. */
+static __always_inline int sock_transport(struct sock *sk, u16 *port, bool btf)
 {
-	unsigned short family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	unsigned short family = btf ? sk->__sk_common.skc_family : BPF_CORE_READ(sk, __sk_common.skc_family);
 	if (family != AF_INET && family != AF_INET6)
 		return -1;
-	*port = BPF_CORE_READ(sk, __sk_common.skc_num);
-	unsigned short type = BPF_CORE_READ(sk, sk_type);
+	*port = btf ? sk->__sk_common.skc_num : BPF_CORE_READ(sk, __sk_common.skc_num);
+	unsigned short type = btf ? sk->sk_type : BPF_CORE_READ(sk, sk_type);
 	if (type == SOCK_DGRAM)
 		return TR_UDP;
 	if (type == SOCK_STREAM)
@@ -410,16 +483,28 @@ static __always_inline int fd_transport(long fd, u16 *port, struct sock **skp)
 		return -1;
 	struct socket *so = BPF_CORE_READ(f, private_data);
 	*skp = BPF_CORE_READ(so, sk);
-	return sock_transport(*skp, port);
+	return sock_transport(*skp, port, false);
 }
 
-/* UDP ports a watched KDC reads from, for the queue time. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 256);
-	__type(key, u16);
-	__type(value, u8);
-} ports SEC(".maps");
+/* UDP ports a watched KDC reads from, for the queue time: one bit a port
+ * (8 KiB, every port fits), tested for every packet the host receives
+ * with a load, not a map lookup. A bit is set with a plain read and
+ * write (atomic OR needs Linux 5.12): one that two CPUs set at once in
+ * the same word can be lost, and is set again by the port's next
+ * receive. */
+u64 kdc_ports[65536 / 64];
+
+static __always_inline bool kdc_port(u16 port)
+{
+	return (kdc_ports[port / 64] >> (port % 64)) & 1;
+}
+
+static __always_inline void kdc_port_add(u16 port)
+{
+	u64 bit = 1ULL << (port % 64);
+	if (!(kdc_ports[port / 64] & bit))
+		kdc_ports[port / 64] |= bit;
+}
 
 /* Arrival of the datagrams to those ports, by skb. */
 struct {
@@ -429,7 +514,7 @@ struct {
 	__type(value, u64);
 } arrivals SEC(".maps");
 
-static __always_inline void socket_send(struct sock *sk);
+static __always_inline void socket_send(struct sock *sk, bool btf);
 
 /* Per UDP port, the datagram the next receive on it takes and its
  * arrival (socket-tracepoint kernels, where the program sees a receive
@@ -449,12 +534,14 @@ struct {
 /* The head of sk's queue, as __skb_recv_udp takes them: the reader
  * queue's first, or the receive queue's when that one is empty; 0 when
  * both are. */
-static __always_inline u64 queue_head(struct sock *sk)
+static __always_inline u64 queue_head(struct sock *sk, bool btf)
 {
+	/* (udp_sock's own fields lie beyond struct sock: the verifier lets
+	 * no direct load reach them) */
 	struct udp_sock *up = (struct udp_sock *)sk;
 	struct sk_buff *skb = BPF_CORE_READ(up, reader_queue.next);
 	if ((void *)skb == (void *)__builtin_preserve_access_index(&up->reader_queue)) {
-		skb = BPF_CORE_READ(sk, sk_receive_queue.next);
+		skb = btf ? sk->sk_receive_queue.next : BPF_CORE_READ(sk, sk_receive_queue.next);
 		if ((void *)skb == (void *)__builtin_preserve_access_index(&sk->sk_receive_queue))
 			return 0;
 	}
@@ -464,9 +551,9 @@ static __always_inline u64 queue_head(struct sock *sk)
 /* The queue time of the datagram a receive on sk is about to dequeue:
  * the head of the socket's reader queue, or of its receive queue when
  * that one is empty (as __skb_recv_udp takes them). 0 if unknown. */
-static __always_inline u64 queue_time(struct sock *sk)
+static __always_inline u64 queue_time(struct sock *sk, bool btf)
 {
-	u64 key = queue_head(sk);
+	u64 key = queue_head(sk, btf);
 	if (!key)
 		return 0;
 	u64 *at = bpf_map_lookup_elem(&arrivals, &key);
@@ -495,16 +582,15 @@ static __always_inline u64 user_buffer(long nr, u64 arg)
 
 /* A receive of thread t on socket sk (transport tr, local port) begins,
  * into the user buffer ubuf: the request it may read. */
-static __always_inline void receive_begin(struct thread *t, struct sock *sk, int tr, u16 port, u64 ubuf)
+static __always_inline void receive_begin(struct thread *t, struct sock *sk, int tr, u16 port, u64 ubuf, bool btf)
 {
 	t->ubuf = ubuf;
 	t->pending = 1 + tr;
 	t->sk = (u64)sk;
 	t->qns = 0;
 	if (tr == TR_UDP) {
-		u8 one = 1;
-		bpf_map_update_elem(&ports, &port, &one, BPF_ANY);
-		t->qns = queue_time(sk);
+		kdc_port_add(port);
+		t->qns = queue_time(sk, btf);
 	}
 }
 
@@ -526,12 +612,12 @@ static __always_inline void syscall_enter(long id, long fd, u64 arg)
 	if (tr < 0)
 		return;
 	if (send) {
-		socket_send(sk);
+		socket_send(sk, false);
 		return;
 	}
 	struct thread *t = current_thread(true);
 	if (t)
-		receive_begin(t, sk, tr, port, user_buffer(id, arg));
+		receive_begin(t, sk, tr, port, user_buffer(id, arg), false);
 }
 
 /* Kernels before 6.3 without BTF trampolines or kprobes, the last
@@ -542,7 +628,7 @@ static __always_inline void syscall_enter(long id, long fd, u64 arg)
 SEC("tp_btf/sys_enter")
 int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 {
-	syscall_enter(id, BPF_CORE_READ(regs, di), BPF_CORE_READ(regs, si));
+	syscall_enter(id, regs->di, regs->si);
 	return 0;
 }
 
@@ -576,7 +662,7 @@ int BPF_PROG(netif_receive, struct sk_buff *skb)
 		return 0;
 	}
 	u16 port = __builtin_bswap16(u.dest);
-	if (!bpf_map_lookup_elem(&ports, &port))
+	if (!kdc_port(port))
 		return 0;
 	u64 key = (u64)skb, now = bpf_ktime_get_ns();
 	bpf_map_update_elem(&arrivals, &key, &now, BPF_ANY);
@@ -588,7 +674,7 @@ int BPF_PROG(netif_receive, struct sk_buff *skb)
 /* Ends the running thread t's stretch on CPU at now (l its lost()): a
  * request left without a reply has its time on CPU counted outside
  * service. */
-static __always_inline void unanswered_done(struct thread *t, u64 now, u64 l)
+static __always_inline void unanswered_done(struct thread *t, u64 now, u64 l, bool flush)
 {
 	u64 extra = 0, stolen = 0;
 	if (t->start) {
@@ -596,10 +682,11 @@ static __always_inline void unanswered_done(struct thread *t, u64 now, u64 l)
 		extra = t->cpu + d - s;
 		stolen = t->stolen + s;
 	}
-	outside_done(t, now, l, extra, t->start ? t->runq : 0, stolen);
+	outside_done(t, now, l, extra, t->start ? t->runq : 0, stolen, flush);
 }
 
-static __always_inline void receive_done(struct thread *t, long ret)
+/* t's receive returned ret; now, if not 0, is the time. */
+static __always_inline void receive_done(struct thread *t, long ret, u64 now, bool btf)
 {
 	u8 pending = t->pending;
 	u64 qns = t->qns;
@@ -618,8 +705,10 @@ static __always_inline void receive_done(struct thread *t, long ret)
 	if (tr == TR_TCP && b[0] == 0 && ret >= 5)
 		tag = b[4]; /* prefix and body in one read */
 	u8 req = tag == 0x6a ? REQ_AS : tag == 0x6c ? REQ_TGS : REQ_OTHER;
-	u64 now = bpf_ktime_get_ns(), l = lost_call(t);
-	unanswered_done(t, now, l);
+	if (!now)
+		now = bpf_ktime_get_ns();
+	u64 l = lost_call(t, btf);
+	unanswered_done(t, now, l, false);
 	t->lost = l;
 	t->start = now;
 	t->last = now;
@@ -645,21 +734,31 @@ static __always_inline void syscall_exit(long id, long ret)
 		return;
 	struct thread *t = current_thread(false);
 	if (t)
-		receive_done(t, ret);
+		receive_done(t, ret, 0, false);
 }
 
 SEC("tp_btf/sys_exit")
 int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 {
-	syscall_exit(BPF_CORE_READ(regs, orig_ax), ret);
+	syscall_exit(regs->orig_ax, ret);
 	return 0;
 }
 
 /* The user buffer of the calling thread's receive system call, from
- * the registers it saved on entering the kernel. */
+ * the registers it saved on entering the kernel. bpf_task_pt_regs is
+ * Linux 5.15's (5.11's bpf_get_current_task_btf with it); before, the
+ * registers are where x86-64's task_pt_regs() finds them, at the top of
+ * the task's stack (THREAD_SIZE 16 KiB: no KASAN), so that the fentry and
+ * kprobe hooks load on Debian 11's 5.10 too. */
+#define THREAD_SIZE 16384
 static __always_inline u64 syscall_buffer(void)
 {
-	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	if (bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_task_pt_regs)) {
+		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+		return user_buffer(regs->orig_ax, regs->si);
+	}
+	struct pt_regs *regs = (struct pt_regs *)((u64)BPF_CORE_READ(current_task(), stack) + THREAD_SIZE -
+						  bpf_core_type_size(struct pt_regs));
 	return user_buffer(BPF_CORE_READ(regs, orig_ax), BPF_CORE_READ(regs, si));
 }
 
@@ -674,31 +773,28 @@ int BPF_PROG(sock_recv, struct sock *sk, int ret, int flags)
 	if (ret <= 0)
 		return 0;
 	u64 id = bpf_get_current_pid_tgid();
-	if (!is_watched(id >> 32))
+	if (!maybe_watched(id >> 32))
 		return 0;
 	u16 port = 0;
-	int tr = sock_transport(sk, &port);
+	int tr = sock_transport(sk, &port, true);
 	if (tr < 0)
 		return 0;
-	struct thread *t = current_thread(true);
+	struct thread *t = thread_of(id, true);
 	if (!t)
 		return 0;
+	/* One clock read: the end of the queue time and the request's start. */
+	u64 now = bpf_ktime_get_ns();
 	t->ubuf = syscall_buffer();
 	t->pending = 1 + tr;
 	t->sk = (u64)sk;
 	if (tr == TR_UDP) {
-		if (!bpf_map_lookup_elem(&ports, &port)) {
-			u8 one = 1;
-			bpf_map_update_elem(&ports, &port, &one, BPF_ANY);
-		}
+		kdc_port_add(port);
 		struct next_dgram *n = bpf_map_lookup_elem(&next_dgram, &port);
-		if (n && n->at) {
-			u64 now = bpf_ktime_get_ns();
+		if (n && n->at)
 			t->qns = now > n->at ? now - n->at : 1;
-		}
 		/* What the next receive takes: the head now, or the next to
 		 * arrive. */
-		u64 head = queue_head(sk);
+		u64 head = queue_head(sk, true);
 		u64 *at = head ? bpf_map_lookup_elem(&arrivals, &head) : 0;
 		if (at && n) {
 			n->skb = head;
@@ -712,7 +808,7 @@ int BPF_PROG(sock_recv, struct sock *sk, int ret, int flags)
 		if (at)
 			bpf_map_delete_elem(&arrivals, &head);
 	}
-	receive_done(t, ret);
+	receive_done(t, ret, now, true);
 	return 0;
 }
 
@@ -721,7 +817,7 @@ int BPF_PROG(sock_recv, struct sock *sk, int ret, int flags)
 SEC("tp_btf/net_dev_queue")
 int BPF_PROG(dev_queue, struct sk_buff *skb)
 {
-	socket_send(BPF_CORE_READ(skb, sk));
+	socket_send(skb->sk, true);
 	return 0;
 }
 
@@ -729,7 +825,7 @@ int BPF_PROG(dev_queue, struct sk_buff *skb)
 SEC("tp_btf/sock_send_length")
 int BPF_PROG(sock_send, struct sock *sk, int ret, int flags)
 {
-	socket_send(sk);
+	socket_send(sk, true);
 	return 0;
 }
 
@@ -741,31 +837,31 @@ int BPF_PROG(sock_send, struct sock *sk, int ret, int flags)
  * (net/socket.c), so they are never inlined there, and they run for
  * socket calls only: the host's other system calls never see the
  * program. */
-static __always_inline void inet_receive(struct sock *sk)
+static __always_inline void inet_receive(struct sock *sk, bool btf)
 {
 	u64 id = bpf_get_current_pid_tgid();
 	if (!is_watched(id >> 32))
 		return;
 	u16 port = 0;
-	int tr = sock_transport(sk, &port);
+	int tr = sock_transport(sk, &port, btf);
 	if (tr < 0)
 		return;
-	struct thread *t = current_thread(true);
+	struct thread *t = thread_of(id, true);
 	if (t)
-		receive_begin(t, sk, tr, port, syscall_buffer());
+		receive_begin(t, sk, tr, port, syscall_buffer(), btf);
 }
 
 static __always_inline void inet_received(long ret)
 {
 	struct thread *t = current_thread(false);
 	if (t)
-		receive_done(t, ret);
+		receive_done(t, ret, 0, true);
 }
 
 SEC("fentry/inet_recvmsg")
 int BPF_PROG(fentry_recv, struct socket *sock)
 {
-	inet_receive(BPF_CORE_READ(sock, sk));
+	inet_receive(sock->sk, true);
 	return 0;
 }
 
@@ -779,7 +875,7 @@ int BPF_PROG(fexit_recv, struct socket *sock, void *msg, unsigned long size, int
 SEC("fentry/inet_sendmsg")
 int BPF_PROG(fentry_send, struct socket *sock)
 {
-	socket_send(BPF_CORE_READ(sock, sk));
+	socket_send(sock->sk, true);
 	return 0;
 }
 
@@ -787,7 +883,7 @@ int BPF_PROG(fentry_send, struct socket *sock)
 SEC("kprobe/inet_recvmsg")
 int kprobe_recv(struct pt_regs *ctx)
 {
-	inet_receive(BPF_CORE_READ((struct socket *)ctx->di, sk));
+	inet_receive(BPF_CORE_READ((struct socket *)ctx->di, sk), false);
 	return 0;
 }
 
@@ -801,7 +897,7 @@ int kretprobe_recv(struct pt_regs *ctx)
 SEC("kprobe/inet_sendmsg")
 int kprobe_send(struct pt_regs *ctx)
 {
-	socket_send(BPF_CORE_READ((struct socket *)ctx->di, sk));
+	socket_send(BPF_CORE_READ((struct socket *)ctx->di, sk), true);
 	return 0;
 }
 
@@ -837,13 +933,14 @@ int tp_exit(struct syscall_exit_args *ctx)
 }
 
 /* A send on sk by the calling thread: the reply, if sk is the socket the
- * request came from (not a database or LDAP connection, not syslog). */
-static __always_inline void socket_send(struct sock *sk)
+ * request came from (not a database or LDAP connection, not syslog).
+ * btf: the current task is read as a BTF pointer. */
+static __always_inline void socket_send(struct sock *sk, bool btf)
 {
 	struct thread *t = current_thread(false);
 	if (!t || t->start == 0 || t->sk != (u64)sk)
 		return;
-	u64 now = bpf_ktime_get_ns(), l = lost_call(t);
+	u64 now = bpf_ktime_get_ns(), l = lost_call(t, btf);
 	u64 d = now - t->last;
 	if (t->state == ST_RUNQ) {
 		t->runq += d;
@@ -877,12 +974,14 @@ static __always_inline void socket_send(struct sock *sk)
 	struct worker *w = worker_of(t->tgid);
 	if (!w)
 		return;
+	/* (The pending time outside service with the request's: one atomic
+	 * add for runq and stolen each.) */
+	t->p_runq += t->runq;
+	t->p_stolen += t->stolen;
 	__sync_fetch_and_add(&w->count, 1);
 	__sync_fetch_and_add(&w->sum, svc);
 	__sync_fetch_and_add(&w->cpu, t->cpu);
-	__sync_fetch_and_add(&w->runq, t->runq);
-	if (t->stolen)
-		__sync_fetch_and_add(&w->stolen, t->stolen);
+	pending_flush(t, w);
 }
 
 struct task_struct___old {
@@ -892,9 +991,9 @@ struct task_struct___old {
 static __always_inline bool runnable(struct task_struct *p)
 {
 	if (bpf_core_field_exists(p->__state))
-		return BPF_CORE_READ(p, __state) == 0;
+		return p->__state == 0;
 	struct task_struct___old *o = (void *)p;
-	return BPF_CORE_READ(o, state) == 0;
+	return o->state == 0;
 }
 
 SEC("tp_btf/sched_switch")
@@ -903,8 +1002,11 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 	/* Direct loads (the tracepoint's arguments are trusted pointers), not
 	 * probe reads: this runs at every context switch of the host. */
 	u32 prev_tid = prev->pid, next_tid = next->pid;
-	struct thread *pt = bpf_map_lookup_elem(&threads, &prev_tid);
-	struct thread *nt = bpf_map_lookup_elem(&threads, &next_tid);
+	struct thread *pt = 0, *nt = 0;
+	if (maybe_watched(prev->tgid))
+		pt = bpf_map_lookup_elem(&threads, &prev_tid);
+	if (maybe_watched(next->tgid))
+		nt = bpf_map_lookup_elem(&threads, &next_tid);
 	/* (Each pointer tested alone: the verifier refuses pt || nt.) */
 	/* The scheduler has just updated this CPU's clocks, and holds its
 	 * lock: lost is exact. */
@@ -919,7 +1021,7 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 			pt->last = now;
 			pt->state = (preempt || runnable(prev)) ? ST_RUNQ : ST_BLOCKED;
 		} else {
-			outside_done(pt, now, l, 0, 0, 0);
+			outside_done(pt, now, l, 0, 0, 0, true);
 			pt->wait = (preempt || runnable(prev)) ? now : 0;
 		}
 	}
@@ -932,11 +1034,8 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 		nt->out = now;
 		u64 wait = nt->wait;
 		nt->wait = 0;
-		if (wait && now > wait) {
-			struct worker *w = worker_of(nt->tgid);
-			if (w)
-				__sync_fetch_and_add(&w->runq, now - wait);
-		}
+		if (wait && now > wait)
+			nt->p_runq += now - wait; /* added at its next reply or switch out */
 	} else {
 		u64 d = now - nt->last;
 		if (nt->state == ST_RUNQ)
@@ -954,6 +1053,8 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 SEC("tp_btf/sched_wakeup")
 int BPF_PROG(sched_wakeup, struct task_struct *p)
 {
+	if (!maybe_watched(p->tgid))
+		return 0;
 	u32 tid = p->pid; /* direct, as in sched_switch */
 	struct thread *t = bpf_map_lookup_elem(&threads, &tid);
 	if (!t)
@@ -978,13 +1079,17 @@ int BPF_PROG(sched_wakeup, struct task_struct *p)
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(sched_fork, struct task_struct *parent, struct task_struct *child)
 {
-	u32 ptgid = BPF_CORE_READ(parent, tgid);
-	u32 cpid = BPF_CORE_READ(child, pid), ctgid = BPF_CORE_READ(child, tgid);
+	u32 ptgid = parent->tgid;
+	u32 cpid = child->pid, ctgid = child->tgid;
 	if (cpid != ctgid || !is_watched(ptgid))
 		return 0;
 	u32 one = 1;
-	if (bpf_map_update_elem(&watched, &ctgid, &one, BPF_ANY) != 0)
+	if (bpf_map_update_elem(&watched, &ctgid, &one, BPF_ANY) != 0) {
 		count_error(ERR_WATCHED_FULL);
+		return 0;
+	}
+	u32 i = (ctgid / 64) % (65536 / 64);
+	fork_bits[i] |= 1ULL << (ctgid % 64);
 	return 0;
 }
 
@@ -1000,10 +1105,12 @@ int BPF_PROG(sched_fork, struct task_struct *parent, struct task_struct *child)
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(sched_exit, struct task_struct *p)
 {
-	u32 tid = BPF_CORE_READ(p, pid), tgid = BPF_CORE_READ(p, tgid);
+	u32 tid = p->pid, tgid = p->tgid;
+	if (!maybe_watched(tgid))
+		return 0;
 	struct thread *t = bpf_map_lookup_elem(&threads, &tid);
 	if (t) {
-		unanswered_done(t, bpf_ktime_get_ns(), lost_call(t));
+		unanswered_done(t, bpf_ktime_get_ns(), lost_call(t, false), true);
 		bpf_map_delete_elem(&threads, &tid);
 	}
 	if (tid == tgid)

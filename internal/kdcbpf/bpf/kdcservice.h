@@ -78,7 +78,14 @@ struct task_struct {
 	int tgid;
 	struct files_struct *files;
 	struct sched_entity se;
+	void *stack;
 } __attribute__((preserve_access_index));
+
+/* For bpf_core_enum_value_exists: whether the kernel has the helper. */
+enum bpf_func_id {
+	BPF_FUNC_get_current_task_btf = 158,
+	BPF_FUNC_task_pt_regs = 175,
+};
 
 struct inode {
 	unsigned short i_mode;
