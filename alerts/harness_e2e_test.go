@@ -116,9 +116,22 @@ func scrapeConfig(am, realmName string, exporters ...exporter) string {
 
 // lockBPF holds /tmp/krb5x-bpf.lock for the rest of the test: the tests
 // that load a BPF program (the kdcservice collector) take it.
-func lockBPF(t *testing.T) {
+func lockBPF(t *testing.T) { lockFile(t, "/tmp/krb5x-bpf.lock") }
+
+// lockQuiet holds /tmp/krb5x-bpf.lock, then /tmp/krb5x-quiet.lock, for
+// the rest of the test: a test that loads a BPF program and needs the
+// machine to itself takes both, in the order the shared development
+// machine's other measurements take them (the other order deadlocks
+// against them).
+func lockQuiet(t *testing.T) {
+	lockBPF(t)
+	lockFile(t, "/tmp/krb5x-quiet.lock")
+}
+
+// lockFile holds an exclusive flock of path for the rest of the test.
+func lockFile(t *testing.T, path string) {
 	t.Helper()
-	lock, err := os.OpenFile("/tmp/krb5x-bpf.lock", os.O_CREATE|os.O_RDWR, 0o644)
+	lock, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}

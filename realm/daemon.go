@@ -107,7 +107,11 @@ func (r *Realm) startDaemon(ctx context.Context, bin string, args []string, logF
 	}
 	cmd := r.command(ctx, bin, args...)
 	cmd.Env = append(cmd.Env, env...)
-	cmd.Env = append(cmd.Env, r.shiftEnv(bin)...)
+	shift, err := r.shiftEnv(bin)
+	if err != nil {
+		return err
+	}
+	cmd.Env = append(cmd.Env, shift...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		msg := firstLines(out, 3)

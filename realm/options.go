@@ -71,6 +71,11 @@ type Options struct {
 	// service principal and the probe principal, its own KDC on loopback,
 	// no kadmind.
 	Trust string `json:"trust,omitempty"`
+	// MovableClock runs krb5kdc under libfaketime (Debian's faketime
+	// package) reading its clock's offset from a file, so that
+	// MoveKDCClock steps the running KDC's clock: a clock step, without
+	// the restart (and its refused requests) of RestartKDCShifted.
+	MovableClock bool `json:"movable_clock,omitempty"`
 }
 
 var realmName = regexp.MustCompile(`^[A-Z0-9][A-Z0-9.-]*$`)
@@ -111,6 +116,11 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Trust != "" && (!realmName.MatchString(o.Trust) || o.Trust == o.Realm) {
 		return o, fmt.Errorf("realm: trusted realm %q: want an upper-case realm name other than %s", o.Trust, o.Realm)
+	}
+	if o.MovableClock {
+		if _, err := fakeTimeLib(); err != nil {
+			return o, err
+		}
 	}
 	for _, p := range []int{o.KDCPort, o.KadmindPort, o.KDCProxyPort} {
 		if p < 0 || p > 65535 {

@@ -118,6 +118,9 @@ func (r *Realm) loadTrusted() error {
 // whose clock is off, as its clients see it. Zero restarts it with the
 // true time.
 func (r *Realm) RestartKDCShifted(ctx context.Context, offset time.Duration) error {
+	if r.Opts.MovableClock {
+		return fmt.Errorf("realm: %s's KDC clock is movable: MoveKDCClock", r.Realm)
+	}
 	if offset != 0 {
 		if _, err := fakeTimeLib(); err != nil {
 			return err
@@ -146,18 +149,53 @@ func fakeTimeLib() (string, error) {
 	return "", fmt.Errorf("realm: a shifted KDC clock needs libfaketime (apt-get install faketime)")
 }
 
+// clockFile holds the offset of a MovableClock KDC's clock, as
+// libfaketime reads it ("+600s").
+const clockFile = "kdc-clock-offset"
+
+// MoveKDCClock steps the clock of the running KDC (Options.MovableClock)
+// to offset from the true time; zero sets it right again. The KDC's
+// processes read the offset again within a second (libfaketime's cache).
+func (r *Realm) MoveKDCClock(offset time.Duration) error {
+	if !r.Opts.MovableClock {
+		return fmt.Errorf("realm: %s's KDC clock is not movable (Options.MovableClock)", r.Realm)
+	}
+	return writeClockFile(r.path(clockFile), offset)
+}
+
+// writeClockFile replaces the offset file at once (libfaketime opens it
+// at each read): a half-written offset is never read.
+func writeClockFile(path string, offset time.Duration) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, fmt.Appendf(nil, "%+ds\n", int64(offset/time.Second)), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
 // shiftEnv is the environment that shifts the KDC's clock (the faketime
 // program itself cannot be used: it waits for its child, and krb5kdc's
-// daemonised process outlives that child).
-func (r *Realm) shiftEnv(bin string) []string {
-	if r.clockShift == 0 || bin != r.bins.KDC {
-		return nil
+// daemonised process outlives that child): by clockShift, or by the
+// offset in clockFile for a MovableClock (created at zero).
+func (r *Realm) shiftEnv(bin string) ([]string, error) {
+	if bin != r.bins.KDC || (r.clockShift == 0 && !r.Opts.MovableClock) {
+		return nil, nil
 	}
 	lib, err := fakeTimeLib()
 	if err != nil {
-		return nil // RestartKDCShifted checked
+		return nil, err
 	}
-	return []string{"LD_PRELOAD=" + lib, fmt.Sprintf("FAKETIME=%+ds", int64(r.clockShift/time.Second)), "DONT_FAKE_MONOTONIC=1"}
+	env := []string{"LD_PRELOAD=" + lib, "DONT_FAKE_MONOTONIC=1"}
+	if !r.Opts.MovableClock {
+		return append(env, fmt.Sprintf("FAKETIME=%+ds", int64(r.clockShift/time.Second))), nil
+	}
+	path := r.path(clockFile)
+	if _, err := os.Stat(path); os.IsNotExist(err) {
+		if err := writeClockFile(path, 0); err != nil {
+			return nil, err
+		}
+	}
+	return append(env, "FAKETIME_TIMESTAMP_FILE="+path, "FAKETIME_CACHE_DURATION=1"), nil
 }
 
 // downTrusted stops and removes the trusted realm, if any.

@@ -2,10 +2,15 @@ package realm
 
 import (
 	"context"
+	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/jcmturner/gokrb5/v8/messages"
 )
 
 // TestTrust: Up with Options.Trust makes a trust that MIT's clients walk
@@ -97,4 +102,75 @@ func TestTrustGoneBeforeDown(t *testing.T) {
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("Down left %s", dir)
 	}
+}
+
+// TestMoveKDCClock: a MovableClock KDC's own replies (the server time of
+// its KRB-ERROR) move with MoveKDCClock, and back, without a restart.
+func TestMoveKDCClock(t *testing.T) {
+	t.Parallel()
+	needMIT(t)
+	if _, err := fakeTimeLib(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	r, err := Up(context.Background(), Options{Dir: t.TempDir() + "/r", Users: 1, Services: 1, Fillers: -1, NoKadmind: true, MovableClock: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Down()
+	pids := r.KDCPids()
+	for _, offset := range []time.Duration{0, 10 * time.Minute, 0} {
+		if err := r.MoveKDCClock(offset); err != nil {
+			t.Fatal(err)
+		}
+		// libfaketime reads the file again within a second.
+		var off time.Duration
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			off = kdcClockOffset(t, r)
+			if (off - offset).Abs() < 3*time.Second {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("KDC clock %v away after MoveKDCClock(%v)", off, offset)
+			}
+		}
+	}
+	if got := r.KDCPids(); !slices.Equal(got, pids) {
+		t.Errorf("KDC pids %v, then %v: restarted", pids, got)
+	}
+	if err := r.RestartKDCShifted(context.Background(), time.Minute); err == nil {
+		t.Error("RestartKDCShifted on a movable clock: no error")
+	}
+}
+
+// kdcClockOffset is how far r's KDC's clock is from this one: the server
+// time of its KRB-ERROR to an AS-REQ without pre-authentication.
+func kdcClockOffset(t *testing.T, r *Realm) time.Duration {
+	t.Helper()
+	req, err := ASRequest(r.Realm, ReadyPrincipal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("udp", r.KDCAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	sent := time.Now()
+	if _, err := c.Write(req); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4096)
+	n, err := c.Read(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ke messages.KRBError
+	if err := ke.Unmarshal(buf[:n]); err != nil {
+		t.Fatalf("reply: %v", err)
+	}
+	return ke.STime.Sub(sent)
 }
