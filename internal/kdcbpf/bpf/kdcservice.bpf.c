@@ -204,13 +204,15 @@ static __always_inline struct rq *rq_of(struct task_struct *p, bool btf)
 	return BPF_CORE_READ(p, se.cfs_rq, rq);
 }
 
-/* The calling task's run queue. The hooks of every mode but the system
- * calls' take the task as a BTF pointer where the kernel has
- * bpf_get_current_task_btf (5.11); Debian 11's 5.10 runs fentry and
- * kprobe without it. */
+/* Whether a hook that reads BTF pointers (btf) also has the calling task
+ * as one: bpf_get_current_task_btf is Linux 5.11's, and Debian 11's 5.10
+ * runs the fentry and kprobe hooks without it. */
+#define TASK_BTF(btf) ((btf) && bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_get_current_task_btf))
+
+/* The calling task's run queue; btf as TASK_BTF says. */
 static __always_inline struct rq *current_rq(bool btf)
 {
-	if (btf && bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_get_current_task_btf))
+	if (btf)
 		return rq_of(bpf_get_current_task_btf(), true);
 	return rq_of(current_task(), false);
 }
@@ -266,8 +268,9 @@ static __always_inline u64 lost_switch(struct thread *t, struct task_struct *p)
  * than the counters did. The switch out sets it right. */
 static __always_inline u64 lost_call(struct thread *t, bool btf)
 {
-	struct rq *rq = current_rq(btf);
-	u64 x = rq_lost(rq, btf), h = rq_lost_counters(rq, btf);
+	bool direct = TASK_BTF(btf);
+	struct rq *rq = current_rq(direct);
+	u64 x = rq_lost(rq, direct), h = rq_lost_counters(rq, direct);
 	u64 inc = x > t->lost ? x - t->lost : 0, hinc = h > t->hint ? h - t->hint : 0;
 	t->hint = h;
 	return t->lost + (inc < hinc ? inc : hinc);
