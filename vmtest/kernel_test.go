@@ -78,6 +78,22 @@ func checkHooks(t *testing.T, g *guest, want string) {
 	if err := json.Unmarshal([]byte(g.must("bpftool -j link show")), &links); err != nil {
 		t.Fatalf("bpftool -j link show: %v", err)
 	}
+	// kprobes attach as perf events (bpf_link for them only from 5.15):
+	// bpftool perf show lists each with its program and function.
+	var perfs []struct {
+		ProgID int    `json:"prog_id"`
+		FDType string `json:"fd_type"`
+		Func   string `json:"func"`
+	}
+	if err := json.Unmarshal([]byte(g.must("bpftool -j perf show")), &perfs); err != nil {
+		t.Fatalf("bpftool -j perf show: %v", err)
+	}
+	probed := map[int]int{}
+	for _, p := range perfs {
+		if slices.Contains(hookFunctions, p.Func) {
+			probed[p.ProgID]++
+		}
+	}
 	linked := map[int]int{}
 	for _, l := range links {
 		linked[l.ProgID]++
@@ -97,6 +113,8 @@ func checkHooks(t *testing.T, g *guest, want string) {
 				t.Errorf("program %s (id %d, %s) of the %s hooks is loaded, want the %s hooks' only", p.Name, p.ID, p.Type, mode, want)
 			case (mode == "fentry" || mode == "socket") && linked[p.ID] != 1:
 				t.Errorf("program %s (id %d) is in %d links, want 1", p.Name, p.ID, linked[p.ID])
+			case mode == "kprobe" && probed[p.ID] != 2:
+				t.Errorf("program %s (id %d) is on %d of the kprobed functions (bpftool perf show), want 2 (IPv4 and IPv6)", p.Name, p.ID, probed[p.ID])
 			}
 		}
 	}
@@ -159,6 +177,7 @@ func TestKernel(t *testing.T) {
 	if !t.Run("kdcservice with the shipped drop-in", func(t *testing.T) { checkKDCService(t, g, k) }) {
 		t.FailNow()
 	}
+	t.Run("kprobe forced under the shipped drop-in", func(t *testing.T) { checkKprobeForced(t, g, k) })
 	if os.Getenv("KRB5X_VM_COST") != "" {
 		t.Run("TestKDCServiceCost in the guest", func(t *testing.T) {
 			if k.noReattach {
@@ -191,4 +210,30 @@ func guestCost(t *testing.T, g *guest, hooks string) {
 	if err != nil {
 		t.Errorf("TestKDCServiceCost failed in the guest: %v", err)
 	}
+}
+
+// checkKprobeForced: the kprobe hooks, which the collector takes where the
+// kernel has BTF but no trampolines for the functions, forced by a second
+// drop-in beside the shipped one: the unit as the drop-in leaves it lets
+// them attach (perf_event_open), the kernel shows them and no system call
+// hook, and they time the journal's requests. The override removed, the
+// collector takes the kernel's own choice again.
+func checkKprobeForced(t *testing.T, g *guest, k kernelWant) {
+	const override = "/etc/systemd/system/krb5-exporter.service.d/zz-hooks.conf"
+	// Debian's kernels refuse perf_event_open to CAP_PERFMON above 2
+	// (the drop-in's comment): set as it says, put back after.
+	paranoid := strings.TrimSpace(g.must("sysctl -n kernel.perf_event_paranoid"))
+	t.Logf("kernel.perf_event_paranoid was %s; 2 for the kprobe hooks", paranoid)
+	g.must("sysctl -qw kernel.perf_event_paranoid=2")
+	defer g.sh("sysctl -qw kernel.perf_event_paranoid=" + paranoid)
+	g.put(override, []byte("[Service]\nEnvironment=KRB5_EXPORTER_KDCSERVICE_HOOKS=kprobe\n"))
+	g.must("systemctl daemon-reload && systemctl restart krb5-exporter")
+	waitTracing(t, g)
+	checkHooks(t, g, "kprobe")
+	checkTimedRequests(t, g)
+	// Through the kprobe PMU, not tracefs (root's alone): none listed here.
+	t.Logf("kprobe_events under the unit:\n%s", g.must("cat /sys/kernel/tracing/kprobe_events"))
+	g.must("rm " + override + " && systemctl daemon-reload && systemctl restart krb5-exporter")
+	waitTracing(t, g)
+	checkHooks(t, g, k.hooks)
 }

@@ -27,14 +27,14 @@ func TestREADMEInstallBlock(t *testing.T) {
 }
 
 // TestUncommentDropIn: the shipped kdcservice.conf uncommented as its
-// comments say grants CAP_BPF and CAP_PERFMON and allows bpf(2), and
+// comments say grants CAP_BPF and CAP_PERFMON and allows bpf(2) and perf_event_open(2), and
 // leaves the block for kernels before 5.11 commented unless asked for it.
 func TestUncommentDropIn(t *testing.T) {
 	b, err := os.ReadFile("../packaging/files/kdcservice.conf")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"[Service]", "CapabilityBoundingSet=CAP_BPF CAP_PERFMON", "AmbientCapabilities=CAP_BPF CAP_PERFMON", "SystemCallFilter=bpf"}
+	want := []string{"[Service]", "CapabilityBoundingSet=CAP_BPF CAP_PERFMON", "AmbientCapabilities=CAP_BPF CAP_PERFMON", "SystemCallFilter=bpf perf_event_open"}
 	memlock := []string{"CapabilityBoundingSet=CAP_SYS_RESOURCE", "AmbientCapabilities=CAP_SYS_RESOURCE", "SystemCallFilter=setrlimit prlimit64"}
 	for _, before511 := range []bool{false, true} {
 		d := uncommentDropIn(t, string(b), before511)

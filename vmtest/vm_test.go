@@ -635,6 +635,15 @@ func checkKDCService(t *testing.T, g *guest, k kernelWant) {
 		caps = capsMemlock
 	}
 	checkHardened(t, g, caps)
+	waitTracing(t, g)
+	checkHooks(t, g, k.hooks)
+	checkTimedRequests(t, g)
+}
+
+// waitTracing waits for krb5_kdc_service_tracing_up 1; else it fails the
+// test with the exporter's log.
+func waitTracing(t *testing.T, g *guest) {
+	t.Helper()
 	if !eventually(t, 60*time.Second, "krb5_kdc_service_tracing_up 1", func() string {
 		mfs := g.scrape()
 		if v, ok := value(mfs, "krb5_kdc_service_tracing_up"); !ok || v != 1 {
@@ -645,8 +654,12 @@ func checkKDCService(t *testing.T, g *guest, k kernelWant) {
 		out, _ := g.sh("journalctl -u krb5-exporter -n 30 --no-pager")
 		t.Fatalf("the exporter's log:\n%s", out)
 	}
-	checkHooks(t, g, k.hooks)
+}
 
+// checkTimedRequests: two rounds of logins, and the requests the
+// kdcservice collector timed, by type, equal the KDC journal's.
+func checkTimedRequests(t *testing.T, g *guest) {
+	t.Helper()
 	// Requests by type, from the journal (all of them) and as timed.
 	type snap struct{ journal, traced counts }
 	take := func() snap {
