@@ -27,7 +27,7 @@
  * blocking since its previous reply is warm (it was already waiting, as
  * every request is at saturation): its totals are also kept apart, with
  * the time from that reply to its start less its waits for a CPU (the
- * thread's whole cycle outside service), for the capacity estimate. Observations go into per-CPU
+ * thread's whole cycle outside service). Observations go into per-CPU
  * log-linear histograms (8 buckets per power of two: Prometheus
  * native-histogram schema 3) that user space sums at scrape time;
  * nothing is sent per request.
