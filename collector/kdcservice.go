@@ -40,7 +40,7 @@ type kdcServiceCollector struct {
 	last   map[int]kdcbpf.Worker // by pid: the totals read last
 	byIdx  map[int]*kdcbpf.Worker
 
-	service, split, queue, workerService, workerRequests, workerCPU, workerOutside, up, info, errors *prometheus.Desc
+	service, split, warm, warmSplit, queue, workerService, workerRequests, workerCPU, workerOutside, up, info, errors *prometheus.Desc
 
 	labels      [kdcbpf.NumRequests][kdcbpf.NumTransports][]*dto.LabelPair
 	queueLabels []*dto.LabelPair
@@ -64,6 +64,12 @@ func newKDCServiceCollector(scan *procScanner, slots *kdcproc.Workers, logger lo
 			[]string{"request", "transport"}, nil),
 		split: desc("kdc", "request_service_split_seconds_total",
 			"The service time of krb5kdc's requests split by what the process was doing: on CPU, runnable waiting for a CPU (runqueue), blocked (disk, locks, sleep), or stolen (on a CPU the hypervisor took: steal time).",
+			"request", "state"),
+		warm: desc("kdc", "request_service_warm_requests_total",
+			"Requests krb5kdc began without blocking since its previous reply (warm: the request was already waiting, as every request is at saturation), by request type; a share of the requests of krb5_kdc_request_service_seconds.",
+			"request"),
+		warmSplit: desc("kdc", "request_service_warm_seconds_total",
+			"Of the warm requests (krb5_kdc_request_service_warm_requests_total): their service time on CPU (cpu) and blocked (blocked), and the time from the previous reply to their start less its waits for a CPU (gap: the worker's event loop, logging, the receive; its cycle outside service).",
 			"request", "state"),
 		queue: prometheus.NewDesc(MetricKDCQueueSeconds,
 			"Time a request waited before krb5kdc read it: from the datagram's arrival in the host's network stack to the KDC's receive call that dequeues it (UDP only).",
@@ -125,7 +131,7 @@ func (c *kdcServiceCollector) Close() error {
 }
 
 func (c *kdcServiceCollector) describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.service, c.split, c.queue, c.workerService, c.workerRequests, c.workerCPU, c.workerOutside, c.up, c.info, c.errors} {
+	for _, d := range []*prometheus.Desc{c.service, c.split, c.warm, c.warmSplit, c.queue, c.workerService, c.workerRequests, c.workerCPU, c.workerOutside, c.up, c.info, c.errors} {
 		ch <- d
 	}
 }
@@ -170,6 +176,7 @@ func (c *kdcServiceCollector) update(ch chan<- prometheus.Metric) error {
 	ch <- gauge(c.up, boolFloat(c.traced()))
 	for i := range kdcbpf.NumRequests {
 		var cpu, runq, blocked, stolen uint64
+		var warm kdcbpf.Warm
 		for j := range kdcbpf.NumTransports {
 			h := &c.snap.Service[i][j]
 			ch <- &histMetric{desc: c.service, labels: c.labels[i][j], h: h}
@@ -177,12 +184,21 @@ func (c *kdcServiceCollector) update(ch chan<- prometheus.Metric) error {
 			runq += h.Runqueue
 			blocked += h.Blocked
 			stolen += h.Stolen
+			w := &c.snap.Warm[i][j]
+			warm.Count += w.Count
+			warm.CPU += w.CPU
+			warm.Blocked += w.Blocked
+			warm.Gap += w.Gap
 		}
 		name := kdcbpf.RequestNames[i]
 		ch <- counter(c.split, float64(cpu)/1e9, name, "cpu")
 		ch <- counter(c.split, float64(runq)/1e9, name, "runqueue")
 		ch <- counter(c.split, float64(blocked)/1e9, name, "blocked")
 		ch <- counter(c.split, float64(stolen)/1e9, name, "stolen")
+		ch <- counter(c.warm, float64(warm.Count), name)
+		ch <- counter(c.warmSplit, float64(warm.CPU)/1e9, name, "cpu")
+		ch <- counter(c.warmSplit, float64(warm.Blocked)/1e9, name, "blocked")
+		ch <- counter(c.warmSplit, float64(warm.Gap)/1e9, name, "gap")
 	}
 	ch <- &histMetric{desc: c.queue, labels: c.queueLabels, h: &c.snap.Queue[kdcbpf.TransportUDP]}
 	c.updateWorkers(ch)

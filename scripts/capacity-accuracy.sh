@@ -1,8 +1,11 @@
 #!/bin/sh
 # The live capacity estimate against the bench's measured ceilings
 # (docs/bench.md, "The live capacity estimate"): for each realm setting, a
-# throwaway realm under a light steady load (krb5-exporter realm load:
-# logins only, then logins with 10 service tickets each) watched by two
+# throwaway realm under a light steady load (krb5-exporter realm load
+# --arrivals poisson: 50 users logging in at random times, independently,
+# as real clients do; logins only, then logins with 10 service tickets
+# each; a closed loop of one client would never find the KDC busy, so
+# that no request of it would be warm) watched by two
 # daemons, one with --collector.kdcservice and one without; then
 # `bench --once --tests as,tgs,latency` of a fresh realm with the same
 # settings, whose report also carries the bench's own estimate at its
@@ -119,12 +122,12 @@ for s in $settings; do
 	$gen "$bin" serve --web.listen-address=127.0.0.1:19812 --config.file="$d/exp.yml" --collector.kdcservice $common >"$d/bpf.log" 2>&1 &
 	p2=$!
 	sleep 2
-	$gen "$bin" realm load --dir "$d" --rate 30 --tickets 0 --duration "$phase" >/dev/null 2>&1 &
+	$gen "$bin" realm load --dir "$d" --arrivals poisson --users 50 --rate "${AS_RATE:-50}" --tickets 0 --duration "$phase" >"$d/load-as.out" 2>&1 &
 	l=$!
 	scrape $l as
 	as1=$(value http://127.0.0.1:19811/metrics krb5_kdc_capacity_requests_per_second as)
 	as2=$(value http://127.0.0.1:19812/metrics krb5_kdc_capacity_requests_per_second as)
-	$gen "$bin" realm load --dir "$d" --rate 10 --tickets 10 --duration "$phase" >/dev/null 2>&1 &
+	$gen "$bin" realm load --dir "$d" --arrivals poisson --users 50 --rate "${TGS_RATE:-30}" --tickets 10 --duration "$phase" >"$d/load-tgs.out" 2>&1 &
 	l=$!
 	scrape $l tgs
 	tgs1=$(value http://127.0.0.1:19811/metrics krb5_kdc_capacity_requests_per_second tgs)

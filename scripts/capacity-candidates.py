@@ -34,6 +34,7 @@ CANDIDATES = [
     ('p10 + outside', 'kdcservice', '(b) the 10th percentile of the service time (native buckets) plus the outside share'),
     ('p25 + outside', 'kdcservice', '(b) the same at the 25th percentile'),
     ('median + outside', 'kdcservice', '(b) the same at the median'),
+    ('warm', 'kdcservice', '(d) the warm requests alone (begun without the worker blocking since its previous reply): their service CPU and blocked time plus the gap from that reply; all requests (current) where fewer than 200 were warm'),
 ]
 
 
@@ -76,6 +77,9 @@ def read_metrics(path):
         d['workers'] = max(1, int(value(m)))
     d['outside'] = total('krb5_kdc_worker_outside_service_cpu_seconds_total')
     for q in ('as', 'tgs', 'other'):
+        d['warmn_' + q] = total('krb5_kdc_request_service_warm_requests_total', request=q)
+        for st in ('cpu', 'blocked', 'gap'):
+            d['warm_%s_%s' % (q, st)] = total('krb5_kdc_request_service_warm_seconds_total', request=q, state=st)
         for st in ('cpu', 'blocked', 'runqueue', 'stolen'):
             d['split_%s_%s' % (q, st)] = total('krb5_kdc_request_service_split_seconds_total', request=q, state=st)
         nb, z, n = {}, 0, 0.0
@@ -180,7 +184,7 @@ def evaluate(raw, setting):
     extra = {'wake-ups a request (as phase, tgs phase)': (round(sum(i['wk'] for i in asx) / n, 2), round(sum(i['wk'] for i in tg) / sum(i['as'] + i['tgs'] for i in tg), 2)),
              'wake-up regression, µs (as, tgs, a wake-up)': tuple(round(x * 1e6) for x in w) if w else None}
     # kdcservice: each phase's own window for its request type.
-    cur, svc, qs = [], [], {0.10: [], 0.25: [], 0.5: []}
+    cur, svc, qs, warm = [], [], {0.10: [], 0.25: [], 0.5: []}, []
     for ss, q in ((A, 'as'), (T, 'tgs')):
         a, b = ss[0]['bpf'], ss[-1]['bpf']
         d = {k: b[k] - a[k] for k in b if isinstance(b[k], float)}
@@ -189,6 +193,14 @@ def evaluate(raw, setting):
         nq = d['svcn_' + q]
         cq, bq = d['split_%s_cpu' % q] / nq, d['split_%s_blocked' % q] / nq
         cur.append(rate(cq + out, cq + out + bq, W))
+        nw = d['warmn_' + q]
+        if nw >= 200:
+            wc = (d['warm_%s_cpu' % q] + d['warm_%s_gap' % q]) / nw
+            warm.append(rate(wc, wc + d['warm_%s_blocked' % q] / nw, W))
+        else:
+            warm.append(cur[-1])
+        extra['warm %s requests (share), µs a warm request: cpu, blocked, gap' % q] = (int(nw), round(nw / nq, 3)) + tuple(
+            round(d['warm_%s_%s' % (q, st)] / nw * 1e6) if nw else None for st in ('cpu', 'blocked', 'gap'))
         svc.append(rate(cq, cq + bq, W))
         nb = {k: b['nb_' + q].get(k, 0) - a['nb_' + q].get(k, 0) for k in b['nb_' + q]}
         z = b['nz_' + q] - a['nz_' + q]
@@ -202,6 +214,7 @@ def evaluate(raw, setting):
     est[('p10 + outside', 'kdcservice')] = tuple(qs[0.10])
     est[('p25 + outside', 'kdcservice')] = tuple(qs[0.25])
     est[('median + outside', 'kdcservice')] = tuple(qs[0.5])
+    est[('warm', 'kdcservice')] = tuple(warm)
     rep = json.load(open(os.path.join(raw, setting, 'report.json')))
     meas = {r['request']: (r['measured_per_s'], r['own_time_ceiling_per_s']) for r in rep['capacity']['rows'] if r['source'] == 'proc'}
     return est, meas, extra

@@ -30,6 +30,7 @@ type realmLoadCmd struct {
 	dir             string
 	cfg             load.Config
 	source, service string
+	arrivals        string
 }
 
 func addRealmLoadCommand(parent *kingpin.CmdClause) *realmLoadCmd {
@@ -39,6 +40,7 @@ func addRealmLoadCommand(parent *kingpin.CmdClause) *realmLoadCmd {
 	l.cmd = c
 	c.Flag("dir", "Directory of the realm.").Required().StringVar(&l.dir)
 	c.Flag("rate", "Logins per second (at most 50).").Default("3").Float64Var(&o.Rate)
+	c.Flag("arrivals", "steady: one login after another at fixed intervals; poisson: each login at a random time (exponential gaps, the --rate on average) and concurrently, as independent clients arrive (at most 256 at once).").Default("steady").EnumVar(&l.arrivals, "steady", "poisson")
 	c.Flag("duration", "Stop after this long (at most 24h).").Default("1h").DurationVar(&o.Duration)
 	c.Flag("users", "Users that log in, user0001 on (at most the realm's); the wrong passwords take turns among them too.").Default("5").IntVar(&o.Users)
 	c.Flag("tickets", "Service tickets per login.").Default("2").IntVar(&o.Tickets)
@@ -88,6 +90,7 @@ func (l *realmLoadCmd) run(stdout, stderr io.Writer) int {
 		}
 		o.Source = p.Masked()
 	}
+	o.Poisson = l.arrivals == "poisson"
 	r, err := realm.Load(l.dir)
 	if err != nil {
 		return fail(err)

@@ -23,46 +23,51 @@ func TestRealmLoad(t *testing.T) {
 	t.Parallel()
 	testutil.RequireProgram(t, "kinit")
 	r := realmtest.Realm(t, realm.Options{Dir: filepath.Join(t.TempDir(), "r"), Users: 5, Services: 3, Fillers: -1, NoKadmind: true})
-	before := len(testutil.MustRead(t, r.KDCLog))
-	out, stderr, code := exporter(t, "realm", "load", "--dir", r.Dir, "--rate", "20", "--duration", "2s",
-		"--wrong-password-every", "7", "--unknown-user-every", "11", "--weak-enctype-every", "5", "--unknown-service-every", "9")
-	if code != 0 {
-		t.Fatalf("exit %d: %s%s", code, out, stderr)
-	}
-	said := map[string]string{}
-	for _, m := range regexp.MustCompile(`([a-z_]+(?: [A-Z_]+)?): (\d+)`).FindAllStringSubmatch(out, -1) {
-		said[m[1]] = m[2]
-	}
-	log := string(testutil.MustRead(t, r.KDCLog)[before:])
-	count := func(re string) string {
-		return strconv.Itoa(len(regexp.MustCompile(re).FindAllString(log, -1)))
-	}
-	for kind, re := range map[string]string{
-		"wrong_password KDC_ERR_PREAUTH_FAILED":       `PREAUTH_FAILED: user000[1-5]@` + r.Realm + ` for krbtgt/\S+, Preauthentication failed`,
-		"unknown_user KDC_ERR_C_PRINCIPAL_UNKNOWN":    `CLIENT_NOT_FOUND: demo-nosuch-user000[1-3]@`,
-		"unknown_service KDC_ERR_S_PRINCIPAL_UNKNOWN": `TGS_REQ .* LOOKING_UP_SERVER: .* for HTTP/nosuch`,
-		"weak_enctype_offered":                        `AS_REQ .*arcfour-hmac\(23\)\}\) \S+: ISSUE: `,
-		"ticket":                                      `TGS_REQ .* ISSUE: .* for HTTP/web`,
-	} {
-		if said[kind] == "" || said[kind] == "0" || count(re) != said[kind] {
-			t.Errorf("%s: the load says %q, the KDC's log has %s", kind, said[kind], count(re))
+	// Both schedules: one login after another, and logins at random
+	// times running concurrently (each user's client serving one at a
+	// time), whose counts must add up all the same.
+	for _, arrivals := range []string{"steady", "poisson"} {
+		before := len(testutil.MustRead(t, r.KDCLog))
+		out, stderr, code := exporter(t, "realm", "load", "--dir", r.Dir, "--rate", "20", "--duration", "2s", "--arrivals", arrivals,
+			"--wrong-password-every", "7", "--unknown-user-every", "11", "--weak-enctype-every", "5", "--unknown-service-every", "9")
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s%s", arrivals, code, out, stderr)
 		}
-	}
-	if n := strings.Count(log, "ISSUE: "); n < 20 {
-		t.Errorf("only %d ISSUE lines in 2 s at 20 logins/s:\n%s", n, out)
+		said := map[string]string{}
+		for _, m := range regexp.MustCompile(`([a-z_]+(?: [A-Z_]+)?): (\d+)`).FindAllStringSubmatch(out, -1) {
+			said[m[1]] = m[2]
+		}
+		log := string(testutil.MustRead(t, r.KDCLog)[before:])
+		count := func(re string) string {
+			return strconv.Itoa(len(regexp.MustCompile(re).FindAllString(log, -1)))
+		}
+		for kind, re := range map[string]string{
+			"wrong_password KDC_ERR_PREAUTH_FAILED":       `PREAUTH_FAILED: user000[1-5]@` + r.Realm + ` for krbtgt/\S+, Preauthentication failed`,
+			"unknown_user KDC_ERR_C_PRINCIPAL_UNKNOWN":    `CLIENT_NOT_FOUND: demo-nosuch-user000[1-3]@`,
+			"unknown_service KDC_ERR_S_PRINCIPAL_UNKNOWN": `TGS_REQ .* LOOKING_UP_SERVER: .* for HTTP/nosuch`,
+			"weak_enctype_offered":                        `AS_REQ .*arcfour-hmac\(23\)\}\) \S+: ISSUE: `,
+			"ticket":                                      `TGS_REQ .* ISSUE: .* for HTTP/web`,
+		} {
+			if said[kind] == "" || said[kind] == "0" || count(re) != said[kind] {
+				t.Errorf("%s: %s: the load says %q, the KDC's log has %s", arrivals, kind, said[kind], count(re))
+			}
+		}
+		if n := strings.Count(log, "ISSUE: "); n < 20 {
+			t.Errorf("%s: only %d ISSUE lines in 2 s at 20 logins/s:\n%s", arrivals, n, out)
+		}
 	}
 
 	// The demo's attackers: from an address of their own, wrong passwords
 	// taking turns among the users, unknown names among --unknown-users,
 	// every service ticket for --service.
-	before = len(testutil.MustRead(t, r.KDCLog))
+	before := len(testutil.MustRead(t, r.KDCLog))
 	svc := r.Service(2)
-	out, stderr, code = exporter(t, "realm", "load", "--dir", r.Dir, "--rate", "20", "--duration", "2s", "--source", "127.0.0.2",
+	out, stderr, code := exporter(t, "realm", "load", "--dir", r.Dir, "--rate", "20", "--duration", "2s", "--source", "127.0.0.2",
 		"--wrong-password-every", "2", "--unknown-user-every", "3", "--unknown-users", "3", "--weak-enctype-every", "0", "--service", svc)
 	if code != 0 {
 		t.Fatalf("exit %d: %s%s", code, out, stderr)
 	}
-	log = string(testutil.MustRead(t, r.KDCLog)[before:])
+	log := string(testutil.MustRead(t, r.KDCLog)[before:])
 	distinct := func(re string) int {
 		seen := map[string]bool{}
 		for _, m := range regexp.MustCompile(re).FindAllStringSubmatch(log, -1) {

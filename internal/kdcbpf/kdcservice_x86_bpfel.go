@@ -31,6 +31,13 @@ type kdcserviceStats struct {
 		Blocked uint64
 		Stolen  uint64
 	}
+	Warm [6]struct {
+		_       structs.HostLayout
+		Count   uint64
+		Cpu     uint64
+		Blocked uint64
+		Gap     uint64
+	}
 	Queue   [384]uint64
 	Qtotals [2]struct {
 		_     structs.HostLayout
@@ -56,7 +63,10 @@ type kdcserviceThread struct {
 	Req       uint8
 	Tr        uint8
 	Pending   uint8
+	Slept     uint8
+	_         [3]byte
 	Tgid      uint32
+	_         [4]byte
 	Sk        uint64
 	Out       uint64
 	Wait      uint64
@@ -64,6 +74,9 @@ type kdcserviceThread struct {
 	P_outside uint64
 	P_runq    uint64
 	P_stolen  uint64
+	Replied   uint64
+	Gwait     uint64
+	Gap       uint64
 }
 
 type kdcserviceWorker struct {

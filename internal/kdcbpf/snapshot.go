@@ -57,6 +57,15 @@ type Hist struct {
 	Stolen uint64
 }
 
+// Warm is the share of a Hist's requests that were warm: begun without
+// the worker blocking since its previous reply (the request was waiting
+// already, as every request is at saturation). Gap is the time from those
+// replies to these requests' starts (the worker's event loop, logging,
+// the receive: its cycle outside service); times in nanoseconds.
+type Warm struct {
+	Count, CPU, Blocked, Gap uint64
+}
+
 // Worker is one process's totals since it was first watched.
 type Worker struct {
 	PID      int
@@ -75,6 +84,7 @@ type Worker struct {
 // Snapshot is everything counted since the program was loaded.
 type Snapshot struct {
 	Service [NumRequests][NumTransports]Hist
+	Warm    [NumRequests][NumTransports]Warm
 	Queue   [NumTransports]Hist
 	Workers []Worker
 	// Requests not timed: the thread table or the process table was full.

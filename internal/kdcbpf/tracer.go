@@ -415,6 +415,11 @@ func (t *Tracer) Read(s *Snapshot) error {
 				h.Runqueue += tot.Runq
 				h.Blocked += tot.Blocked
 				h.Stolen += tot.Stolen
+				w, sw := &s.Warm[i][j], &st.Warm[k]
+				w.Count += sw.Count
+				w.CPU += sw.Cpu
+				w.Blocked += sw.Blocked
+				w.Gap += sw.Gap
 			}
 		}
 		for j := range NumTransports {

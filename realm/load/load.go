@@ -11,6 +11,7 @@ package load
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -18,6 +19,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/krb5-exporter/krb5-exporter/internal/krb5"
@@ -42,6 +45,11 @@ type Config struct {
 	// Service, if set, is the service of every ticket, instead of the
 	// users' HTTP/webNNNN.
 	Service *krb5.Principal
+	// Poisson: logins start at random times, Rate a second on average
+	// (exponential gaps), each in its own goroutine, as independent
+	// clients log in; otherwise one after another at fixed ticks. A
+	// login of a user whose previous one is still running waits for it.
+	Poisson bool
 	// Source is where the requests come from: an address, or a prefix
 	// whose next address each user and unknown principal takes in turn;
 	// invalid: the kernel's choice.
@@ -57,14 +65,21 @@ type Load struct {
 	wrong    []*krb5.Client    // per user, made at its first wrong password
 	unknown  []*krb5.Client    // per unknown principal, made at its first login
 	weakConf string            // krb5.conf offering RC4; "" without kinit
-	results  map[string]int
+	// busy[i] is held by the login of user i (and of its wrong-password
+	// client), busyUnknown[k] by that of unknown principal k: a client
+	// serves one login at a time.
+	busy, busyUnknown []sync.Mutex
+	tickets           atomic.Int64 // service tickets asked, for SvcEvery
+	mu                sync.Mutex
+	results           map[string]int
 }
 
 // New prepares the load of c on r: its users' clients, and with
 // c.WeakEvery the RC4 client profile inside r's directory.
 func New(r *realm.Realm, c Config) (*Load, error) {
 	g := &Load{r: r, c: c, results: map[string]int{},
-		wrong: make([]*krb5.Client, c.Users), unknown: make([]*krb5.Client, c.UnknownUsers)}
+		wrong: make([]*krb5.Client, c.Users), unknown: make([]*krb5.Client, c.UnknownUsers),
+		busy: make([]sync.Mutex, c.Users), busyUnknown: make([]sync.Mutex, c.UnknownUsers)}
 	services := max(r.Opts.Services, 0)
 	for i := 1; i <= c.Users; i++ {
 		cl, err := g.client(r.User(i), i-1, func(p krb5.Principal) (*krb5.Credentials, error) {
@@ -164,16 +179,21 @@ func weakClientConf(r *realm.Realm) (string, error) {
 }
 
 // Run makes logins at the rate until ctx ends or the count of the rate
-// and duration is made; it returns how many.
+// and duration is made; it returns how many. With Poisson the logins
+// run concurrently (at most one per user and unknown principal at a
+// time) and Run waits for them.
 func (g *Load) Run(ctx context.Context) int {
 	every := time.Duration(float64(time.Second) / g.c.Rate)
+	limit := int(g.c.Rate*g.c.Duration.Seconds()) + 1
+	if g.c.Poisson {
+		return poisson(ctx, every, limit, func(n int) { g.login(ctx, n) })
+	}
 	tick := time.NewTicker(every)
 	defer tick.Stop()
-	limit := int(g.c.Rate*g.c.Duration.Seconds()) + 1
-	n, t := 0, 0
+	n := 0
 	for n < limit {
 		n++
-		g.login(ctx, n, &t)
+		g.login(ctx, n)
 		select {
 		case <-ctx.Done():
 			return n
@@ -183,11 +203,60 @@ func (g *Load) Run(ctx context.Context) int {
 	return n
 }
 
+// poisson runs login(1), login(2), ... up to limit, each in its own
+// goroutine, after exponential gaps of mean every from a schedule (not
+// from the previous start, so that the rate holds); it returns how many
+// it started, once they all ended.
+func poisson(ctx context.Context, every time.Duration, limit int, login func(n int)) int {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	// At most maxInFlight logins at once (a KDC that stops answering holds
+	// each for its timeouts): the schedule waits for a free place.
+	slots := make(chan struct{}, maxInFlight)
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	next := time.Now()
+	n := 0
+	for n < limit {
+		select {
+		case <-ctx.Done():
+			return n
+		case <-timer.C:
+		}
+		select {
+		case <-ctx.Done():
+			return n
+		case slots <- struct{}{}:
+		}
+		n++
+		wg.Add(1)
+		go func(n int) {
+			defer wg.Done()
+			login(n)
+			<-slots
+		}(n)
+		next = next.Add(time.Duration(rand.ExpFloat64() * float64(every)))
+		timer.Reset(time.Until(next))
+	}
+	return n
+}
+
+// maxInFlight bounds the concurrent logins of a Poisson load.
+const maxInFlight = 256
+
 func hits(n, every int) bool { return every > 0 && n%every == 0 }
 
 // login is the nth login (and its service tickets).
-func (g *Load) login(ctx context.Context, n int, t *int) {
+func (g *Load) login(ctx context.Context, n int) {
 	i := n % len(g.users)
+	if hits(n, g.c.UnknownEvery) && !hits(n, g.c.WrongEvery) {
+		k := n / g.c.UnknownEvery % len(g.unknown)
+		g.busyUnknown[k].Lock()
+		defer g.busyUnknown[k].Unlock()
+	} else {
+		g.busy[i].Lock()
+		defer g.busy[i].Unlock()
+	}
 	switch {
 	case hits(n, g.c.WrongEvery):
 		if c, err := g.passwordClient(g.wrong, i, g.r.User(i+1)); err != nil {
@@ -213,11 +282,11 @@ func (g *Load) login(ctx context.Context, n int, t *int) {
 		return
 	}
 	for k := 0; k < g.c.Tickets && len(g.svcs[i]) > 0; k++ {
-		*t++
-		svc := g.svcs[i][*t%len(g.svcs[i])]
+		t := int(g.tickets.Add(1))
+		svc := g.svcs[i][t%len(g.svcs[i])]
 		kind := "ticket"
-		if hits(*t, g.c.SvcEvery) {
-			sp, _ := krb5.ParsePrincipal(fmt.Sprintf("HTTP/nosuch%d.%s", *t%50, g.r.Domain), g.r.Realm)
+		if hits(t, g.c.SvcEvery) {
+			sp, _ := krb5.ParsePrincipal(fmt.Sprintf("HTTP/nosuch%d.%s", t%50, g.r.Domain), g.r.Realm)
 			svc, kind = c.PrepareService(sp), "unknown_service"
 		}
 		tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -249,12 +318,16 @@ func (g *Load) count(kind string, err error) {
 	if err != nil {
 		kind += " " + krb5.Classify(err)
 	}
+	g.mu.Lock()
 	g.results[kind]++
+	g.mu.Unlock()
 }
 
 // Summary lists the outcomes by kind and error class, sorted: "login: 9,
 // ticket: 18, wrong_password KDC_ERR_PREAUTH_FAILED: 1".
 func (g *Load) Summary() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	var s []string
 	for k, v := range g.results {
 		s = append(s, fmt.Sprintf("%s: %d", k, v))

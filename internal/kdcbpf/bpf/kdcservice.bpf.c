@@ -23,7 +23,11 @@
  * whichever of the two the kernel charged a wakeup's wait to). For UDP
  * the time from the datagram's arrival in the network stack
  * (netif_receive_skb) to the receive call
- * that dequeues it is the queue time. Observations go into per-CPU
+ * that dequeues it is the queue time. A request the thread began without
+ * blocking since its previous reply is warm (it was already waiting, as
+ * every request is at saturation): its totals are also kept apart, with
+ * the time from that reply to its start less its waits for a CPU (the
+ * thread's whole cycle outside service). Observations go into per-CPU
  * log-linear histograms (8 buckets per power of two: Prometheus
  * native-histogram schema 3) that user space sums at scrape time;
  * nothing is sent per request.
@@ -80,6 +84,7 @@ struct thread {
 	u8 state;    /* ST_* while in service */
 	u8 req, tr;
 	u8 pending; /* 1+TR_* once a socket receive began in this call */
+	u8 slept;   /* blocked outside service since its last reply (or none yet) */
 	u32 tgid;   /* for user space to drop the threads of gone processes */
 	u64 sk;     /* the socket of the request in service: its reply ends it */
 	u64 out;    /* on CPU outside service since; 0: off CPU or in service */
@@ -90,6 +95,13 @@ struct thread {
 	 * a request), at the next switch out, or once it reaches
 	 * PENDING_MAX. */
 	u64 p_outside, p_runq, p_stolen;
+	u64 replied; /* its last reply; 0: none since its last request began */
+	u64 gwait;   /* runnable waiting for a CPU since that reply */
+	/* A warm request (begun without blocking since the previous reply:
+	 * it was waiting, as every request is at saturation): the time from
+	 * that reply to its start less its waits for a CPU, the worker's
+	 * whole cycle outside service; 0: not warm. */
+	u64 gap;
 };
 
 /* The most outside time a thread keeps from its process's worker, ns: a
@@ -103,6 +115,12 @@ struct total {
 
 struct qtotal {
 	u64 count, sum;
+};
+
+/* The warm requests' share of a struct total: count, service on CPU and
+ * blocked, and the gaps before them. */
+struct wtotal {
+	u64 count, cpu, blocked, gap;
 };
 
 struct worker {
@@ -137,6 +155,7 @@ struct {
 struct stats {
 	u64 service[NREQ * NTR * NB]; /* [req][tr][bucket] */
 	struct total totals[NREQ * NTR];
+	struct wtotal warm[NREQ * NTR];
 	u64 queue[NTR * NB];
 	struct qtotal qtotals[NTR];
 	u64 errors[NERR];
@@ -425,7 +444,7 @@ static __always_inline struct thread *thread_of(u64 id, bool make)
 		return 0;
 	/* It runs now, outside service (once a thread: read the slow way). */
 	struct rq *rq = current_rq(false);
-	struct thread zero = {.tgid = id >> 32, .out = bpf_ktime_get_ns(), .lost = rq_lost(rq, false), .hint = rq_lost_counters(rq, false)};
+	struct thread zero = {.tgid = id >> 32, .slept = 1, .out = bpf_ktime_get_ns(), .lost = rq_lost(rq, false), .hint = rq_lost_counters(rq, false)};
 	if (bpf_map_update_elem(&threads, &tid, &zero, BPF_NOEXIST) != 0) {
 		count_error(ERR_THREADS_FULL);
 		return 0;
@@ -713,6 +732,8 @@ static __always_inline void receive_done(struct thread *t, long ret, u64 now, bo
 	u64 l = lost_call(t, btf);
 	unanswered_done(t, now, l, false);
 	t->lost = l;
+	t->gap = !t->slept && t->replied && now > t->replied + t->gwait ? now - t->replied - t->gwait : 0;
+	t->replied = 0;
 	t->start = now;
 	t->last = now;
 	t->state = ST_CPU;
@@ -954,10 +975,14 @@ static __always_inline void socket_send(struct sock *sk, bool btf)
 		t->cpu += d - s;
 		t->stolen += s;
 	}
-	u64 svc = now - t->start;
+	u64 svc = now - t->start, gap = t->gap;
 	t->start = 0;
 	t->out = now;
 	t->lost = l;
+	t->replied = now;
+	t->gwait = 0;
+	t->slept = 0;
+	t->gap = 0;
 	u32 combo = (u32)t->req * NTR + t->tr;
 	if (combo >= NREQ * NTR)
 		return;
@@ -973,6 +998,13 @@ static __always_inline void socket_send(struct sock *sk, bool btf)
 		tot->runq += t->runq;
 		tot->blocked += t->blocked;
 		tot->stolen += t->stolen;
+		if (gap) {
+			struct wtotal *w = &st->warm[combo];
+			w->count += 1;
+			w->cpu += t->cpu;
+			w->blocked += t->blocked;
+			w->gap += gap;
+		}
 	}
 	struct worker *w = worker_of(t->tgid);
 	if (!w)
@@ -1025,7 +1057,9 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 			pt->state = (preempt || runnable(prev)) ? ST_RUNQ : ST_BLOCKED;
 		} else {
 			outside_done(pt, now, l, 0, 0, 0, true);
-			pt->wait = (preempt || runnable(prev)) ? now : 0;
+			bool run = preempt || runnable(prev);
+			pt->wait = run ? now : 0;
+			pt->slept |= !run;
 		}
 	}
 	if (!nt)
@@ -1037,8 +1071,10 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 		nt->out = now;
 		u64 wait = nt->wait;
 		nt->wait = 0;
-		if (wait && now > wait)
+		if (wait && now > wait) {
 			nt->p_runq += now - wait; /* added at its next reply or switch out */
+			nt->gwait += now - wait;
+		}
 	} else {
 		u64 d = now - nt->last;
 		if (nt->state == ST_RUNQ)
