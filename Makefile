@@ -74,7 +74,7 @@ test-vm:
 # KRB5X_VM_KERNEL): the kdcservice collector's hooks and counts there
 # (vmtest/kernel_test.go, docs/testing.md). KERNELS to choose, COST=1 to
 # run TestKDCServiceCost in each guest too.
-KERNELS ?= bullseye jammy
+KERNELS ?= bullseye jammy focal514
 test-vm-kernels:
 	./scripts/vm.sh deps
 	set -e; for k in $(KERNELS); do \

@@ -32,13 +32,15 @@ type kdcServiceCollector struct {
 	logger log.Logger
 	tracer *kdcbpf.Tracer // nil: not loaded
 
-	errs   map[string]float64 // by reason
-	snap   kdcbpf.Snapshot
-	full   uint64 // snap.MapFull() of the scrape before
-	warned bool   // a table was full at the scrape before: logged
-	pids   []int
-	last   map[int]kdcbpf.Worker // by pid: the totals read last
-	byIdx  map[int]*kdcbpf.Worker
+	errs    map[string]float64 // by reason
+	snap    kdcbpf.Snapshot
+	full    uint64 // snap.MapFull() of the scrape before
+	warned  bool   // a table was full at the scrape before: logged
+	missed  uint64 // snap.MissedReturns of the scrape before
+	missing bool   // returns were missed at the scrape before: logged
+	pids    []int
+	last    map[int]kdcbpf.Worker // by pid: the totals read last
+	byIdx   map[int]*kdcbpf.Worker
 
 	service, split, warm, warmSplit, queue, workerService, workerRequests, workerCPU, workerOutside, up, info, errors *prometheus.Desc
 
@@ -83,11 +85,11 @@ func newKDCServiceCollector(scan *procScanner, slots *kdcproc.Workers, logger lo
 		workerOutside: desc("kdc", "worker_outside_service_cpu_seconds_total",
 			"Time one krb5kdc worker was on CPU outside service (its event loop, the receive and send calls' own work, logging after the reply, receives that found nothing); with krb5_kdc_worker_service_cpu_seconds_total, the worker's CPU time since the collector first saw it.", "worker"),
 		up: desc("kdc", "service_tracing_up",
-			"1 if the kdcservice collector's BPF programs are attached and timed every request of the running krb5kdc processes since the last scrape, else 0 (not loaded, no krb5kdc, or a table of the program full: see the map_full errors).", nil...),
+			"1 if the kdcservice collector's BPF programs are attached and timed every request of the running krb5kdc processes since the last scrape, else 0 (not loaded, no krb5kdc, a table of the program full or receives' returns missed: see the map_full and missed_return errors).", nil...),
 		info: desc("kdc", "service_tracing_info",
 			"1 while the kdcservice collector's BPF programs are attached, labelled with the hooks they see krb5kdc's receives and sends with: socket (the socket tracepoints, Linux 6.3), fentry or kprobe (on inet_recvmsg and inet_sendmsg), tracepoint (the receive and send system calls' tracepoints), syscalls (sys_enter and sys_exit: every system call of the host, the costliest).", "hooks"),
 		errors: desc("kdc", "service_tracing_errors_total",
-			"Failures of the kdcservice collector by reason: permission, unsupported_kernel, load and attach when its program could not be loaded; map_full for the requests and processes not timed because a table of the program was full.", "reason"),
+			"Failures of the kdcservice collector by reason: permission, unsupported_kernel, load and attach when its program could not be loaded; map_full for the requests and processes not timed because a table of the program was full; missed_return for the receives of krb5kdc whose return the program did not see (each a request it may not have timed).", "reason"),
 	}
 	for i := range kdcbpf.NumRequests {
 		for j := range kdcbpf.NumTransports {
@@ -140,8 +142,11 @@ func (c *kdcServiceCollector) Update(ch chan<- prometheus.Metric) error {
 	err := c.update(ch)
 	for _, r := range kdcbpf.Reasons {
 		v := c.errs[r]
-		if r == kdcbpf.ReasonMapFull {
+		switch r {
+		case kdcbpf.ReasonMapFull:
 			v += float64(c.snap.MapFull())
+		case kdcbpf.ReasonMissedReturn:
+			v += float64(c.snap.MissedReturns)
 		}
 		ch <- counter(c.errors, v, r)
 	}
@@ -219,7 +224,16 @@ func (c *kdcServiceCollector) traced() bool {
 	}
 	c.full = full
 	c.warned = short
-	return len(c.pids) > 0 && !c.warned
+	// Missed returns: the kprobe hooks' return probe ran out of
+	// instances (receives in progress host-wide, any process's).
+	missing := c.snap.MissedReturns > c.missed
+	if missing && !c.missing {
+		level.Warn(c.logger).Log("msg", "kdcservice collector: the BPF program missed the return of krb5kdc receives, some requests are not timed; krb5_kdc_service_tracing_up is 0 while it does (krb5_kdc_service_tracing_errors_total{reason=\"missed_return\"} counts them; alerts/runbook.md, KDCServiceTracingDown)",
+			"hooks", c.tracer.Hooks, "missed_returns", c.snap.MissedReturns)
+	}
+	c.missed = c.snap.MissedReturns
+	c.missing = missing
+	return len(c.pids) > 0 && !c.warned && !c.missing
 }
 
 // updateWorkers adds what each process answered since the last scrape to

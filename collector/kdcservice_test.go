@@ -365,6 +365,10 @@ func countsLog(t *testing.T, r *realm.Realm) {
 	if perWorker != all {
 		t.Errorf("per-worker requests %v, all requests %v", perWorker, all)
 	}
+	// Every receive's return seen: no hook mode counts a miss of its own.
+	if m := s2.Value("krb5_kdc_service_tracing_errors_total", "reason", "missed_return"); m != 0 {
+		t.Errorf("%v receives' returns missed with the %s hooks and nothing else in a receive", m, ks.tracer.Hooks)
+	}
 }
 
 // freshAS sends n AS requests for principals that do not exist over UDP,

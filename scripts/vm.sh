@@ -26,10 +26,12 @@
 # below>: a new recipe builds anew, an unchanged one is reused. Each boot
 # writes to a qcow2 overlay of its own, so the cached base stays clean.
 #
-# Kernel: KRB5X_VM_KERNEL=bullseye (Debian 11's 5.10) or jammy (Ubuntu
-# 22.04's 5.15) builds and boots the same guest with that kernel instead
-# of Debian 12's 6.1 (recipe_kernel below; an image of its own in the
-# cache); every command takes it, as make test-vm-kernels does.
+# Kernel: KRB5X_VM_KERNEL=bullseye (Debian 11's 5.10), jammy (Ubuntu
+# 22.04's 5.15) or focal514 (Ubuntu 20.04's OEM kernel, upstream 5.14)
+# builds and boots the same guest with that kernel instead of Debian 12's
+# 6.1 (recipe_kernel below; an image of its own in the cache); every
+# command takes it, as make test-vm-kernels does; bookworm names Debian 12's
+# own.
 #
 # Boot: qemu with TCG (-accel tcg,thread=multi), not KVM: this machine kind's
 # /dev/kvm (kvm-pvm) cannot boot a stock kernel. KRB5X_VM_ACCEL=kvm to try.
@@ -99,6 +101,14 @@ recipe_kernel() {
 		# The archive's 2018 key, from Ubuntu's keyring package.
 		echo "key http://archive.ubuntu.com/ubuntu/pool/main/u/ubuntu-keyring/ubuntu-keyring_2021.03.26_all.deb etc/apt/trusted.gpg.d/ubuntu-keyring-2018-archive.gpg F6ECB3762474EDA9D21B7022871920D1991BC93C"
 		;;
+	focal514) # Ubuntu 20.04's OEM kernel, upstream Linux 5.14 (RHEL 9's
+		# base, whose mirrors are out of reach): its last ABI, named
+		# exactly (the oem-20.04 metapackages moved on to 5.15); signed
+		echo "pkg linux-image-5.14.0-1059-oem/focal-updates"
+		echo "src deb [signed-by=KEYRING] http://archive.ubuntu.com/ubuntu focal-updates main"
+		echo "pin release o=Ubuntu"
+		echo "key http://archive.ubuntu.com/ubuntu/pool/main/u/ubuntu-keyring/ubuntu-keyring_2021.03.26_all.deb etc/apt/trusted.gpg.d/ubuntu-keyring-2018-archive.gpg F6ECB3762474EDA9D21B7022871920D1991BC93C"
+		;;
 	*) return 1 ;;
 	esac
 }
@@ -149,6 +159,8 @@ EOF
 # --- end of recipe
 
 kernel=${KRB5X_VM_KERNEL:-}
+# bookworm: Debian 12's own kernel by name (its image, for TestKernel).
+[ "$kernel" != bookworm ] || kernel=
 
 recipe_hash() {
 	{
@@ -157,8 +169,10 @@ recipe_hash() {
 		if [ -z "$kernel" ]; then
 			echo "$recipe_suite ${recipe_packages[*]/%initramfs-tools/linux-image-amd64 initramfs-tools}"
 		else
+			# That kernel's lines alone: adding another kernel
+			# leaves the cached images of the others valid.
 			echo "$recipe_suite ${recipe_packages[*]}"
-			declare -f recipe_kernel
+			recipe_kernel "$kernel" || true
 			echo "kernel $kernel"
 		fi
 		declare -f recipe_debconf recipe_customize
@@ -244,7 +258,7 @@ cmd_build() {
 		pin) printf 'Package: *\nPin: %s\nPin-Priority: 1\n\n' "$arg" >>"$tmp/pin" ;;
 		key) fetch_key "$tmp" $arg ;;
 		esac
-	done < <(recipe_kernel "$kernel" || die "KRB5X_VM_KERNEL=$kernel: unknown (bullseye, jammy)")
+	done < <(recipe_kernel "$kernel" || die "KRB5X_VM_KERNEL=$kernel: unknown (bullseye, jammy, focal514)")
 	log "building the $recipe_suite image in $dir (apt sources: $src${mirrors:+ ${mirrors[*]}}; kernel ${pkgs[-1]})"
 	recipe_debconf >"$tmp/debconf"
 	declare -f recipe_customize >"$tmp/customize.sh"

@@ -2,7 +2,9 @@ package vmtest
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,7 +19,7 @@ import (
 // maps to the memlock limit (before 5.11: the drop-in's second block).
 type kernelWant struct {
 	release string // uname -r's beginning
-	hooks   string
+	hooks   string // "": the kernel has no BTF, the collector cannot trace
 	memlock bool
 	// noReattach: the kernel does not attach a trampoline program again
 	// once its link is closed (ENOENT), which TestKDCServiceCost does.
@@ -26,12 +28,16 @@ type kernelWant struct {
 
 // Debian 12's own 6.1 (TestDebian12) and the kernels TestKernel boots
 // the same guest with, by KRB5X_VM_KERNEL (scripts/vm.sh). None has the
-// socket tracepoints (6.3); each has BTF trampolines, so fentry.
+// socket tracepoints (6.3); each with BTF has BTF trampolines, so fentry.
+// Ubuntu 20.04's OEM 5.14 (the only 5.14 the build can fetch, RHEL 9's
+// being out of reach) was built without BTF.
 var (
 	debian12 = kernelWant{release: "6.1.", hooks: "fentry"}
 	kernels  = map[string]kernelWant{
 		"bullseye": {release: "5.10.", hooks: "fentry", memlock: true, noReattach: true}, // Debian 11
 		"jammy":    {release: "5.15.", hooks: "fentry"},                                  // Ubuntu 22.04
+		"focal514": {release: "5.14.", hooks: ""},                                        // Ubuntu 20.04 OEM, no BTF
+		"bookworm": debian12,                                                             // Debian 12's own, as TestDebian12 boots it
 	}
 )
 
@@ -135,6 +141,25 @@ func checkHooks(t *testing.T, g *guest, want string) {
 	t.Logf("%s: hook programs loaded %v (want the %s hooks'); the collector's log, bpftool link show, perf show:\n%s", g.kernelRelease(), loaded, want, out)
 }
 
+// putBuilt builds a static binary with go (its arguments before the
+// package: "build" or "test", "-c"; then the package) and installs it in
+// the guest at path, executable by anyone.
+func (g *guest) putBuilt(t *testing.T, path string, args ...string) {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), filepath.Base(path))
+	args = append(args[:len(args)-1:len(args)-1], "-o", bin, args[len(args)-1])
+	cmd := exec.Command("go", args...)
+	cmd.Dir = g.repo
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	if out, err := g.vm("put", bin, path); err != nil {
+		t.Fatalf("copying %s to the guest: %v\n%s", bin, err, out)
+	}
+	g.must("chmod 755 " + path)
+}
+
 func (g *guest) kernelRelease() string {
 	g.t.Helper()
 	return strings.TrimSpace(g.must("uname -r"))
@@ -142,16 +167,18 @@ func (g *guest) kernelRelease() string {
 
 // TestKernel is make test-vm-kernels: the Debian 12 guest of TestDebian12
 // booted with another distribution's kernel (KRB5X_VM_KERNEL, see
-// scripts/vm.sh: bullseye, Debian 11's 5.10; jammy, Ubuntu 22.04's 5.15),
-// the package installed as the README says, and the kdcservice collector
-// with the shipped drop-in: the hooks it takes on that kernel, as the
-// kernel shows them, and the requests it times equal to the journal's.
+// scripts/vm.sh: bullseye, Debian 11's 5.10; jammy, Ubuntu 22.04's 5.15;
+// focal514, Ubuntu 20.04's OEM 5.14, without BTF), the package installed
+// as the README says, and the kdcservice collector with the shipped
+// drop-in: the hooks it takes on that kernel, as the kernel shows them,
+// and the requests it times equal to the journal's (without BTF: that it
+// cannot trace, and says so).
 // With KRB5X_VM_COST=1, TestKDCServiceCost then runs in the guest with
 // those hooks.
 func TestKernel(t *testing.T) {
 	name := os.Getenv("KRB5X_VM_KERNEL")
 	if os.Getenv("KRB5X_VM_TEST") == "" || name == "" {
-		t.Skip("make test-vm-kernels runs it (KRB5X_VM_TEST=1 KRB5X_VM_KERNEL=bullseye or jammy)")
+		t.Skip("make test-vm-kernels runs it (KRB5X_VM_TEST=1 KRB5X_VM_KERNEL=bullseye, jammy or focal514)")
 	}
 	k, ok := kernels[name]
 	if !ok {
@@ -160,6 +187,11 @@ func TestKernel(t *testing.T) {
 	g := bootGuest(t)
 	rel := g.kernelRelease()
 	img, err := os.ReadFile(filepath.Join(g.image, "kernel-release"))
+	if errors.Is(err, fs.ErrNotExist) && name == "bookworm" {
+		// Debian 12's image may predate kernel-release: the kernel its
+		// recipe installs is linux-image-amd64, whichever it is.
+		img, err = []byte(rel), nil
+	}
 	if err != nil || strings.TrimSpace(string(img)) != rel || !strings.HasPrefix(rel, k.release) {
 		t.Fatalf("the guest runs %s; the image's kernel is %q (%v), want %s*", rel, img, err, k.release)
 	}
@@ -177,6 +209,9 @@ func TestKernel(t *testing.T) {
 	if !t.Run("kdcservice with the shipped drop-in", func(t *testing.T) { checkKDCService(t, g, k) }) {
 		t.FailNow()
 	}
+	if k.hooks == "" {
+		return // nothing to force or measure: no mode loads without BTF
+	}
 	t.Run("kprobe forced under the shipped drop-in", func(t *testing.T) { checkKprobeForced(t, g, k) })
 	if os.Getenv("KRB5X_VM_COST") != "" {
 		t.Run("TestKDCServiceCost in the guest", func(t *testing.T) {
@@ -193,17 +228,8 @@ func TestKernel(t *testing.T) {
 // trampoline alone takes longer than the default 50 ms), the exporter
 // stopped; its figures go to the log.
 func guestCost(t *testing.T, g *guest, hooks string) {
-	bin := filepath.Join(t.TempDir(), "collector.test")
-	cmd := exec.Command("go", "test", "-c", "-o", bin, "./collector")
-	cmd.Dir = g.repo
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go test -c ./collector: %v\n%s", err, out)
-	}
-	if out, err := g.vm("put", bin, "/root/collector.test"); err != nil {
-		t.Fatalf("copying the test binary: %v\n%s", err, out)
-	}
-	g.must("systemctl stop krb5-exporter && chmod +x /root/collector.test")
+	g.putBuilt(t, "/root/collector.test", "test", "-c", "./collector")
+	g.must("systemctl stop krb5-exporter")
 	t0 := time.Now()
 	out, err := g.sh(fmt.Sprintf("cd /root && KRB5_EXPORTER_KDCSERVICE_HOOKS=%s KRB5_EXPORTER_KDCSERVICE_COST_PHASE=1s ./collector.test -test.v -test.count=1 -test.timeout 30m -test.run '^TestKDCServiceCost$' 2>&1", hooks))
 	t.Logf("TestKDCServiceCost in the guest (%s hooks, %v):\n%s", hooks, time.Since(t0).Round(time.Second), out)
@@ -229,11 +255,112 @@ func checkKprobeForced(t *testing.T, g *guest, k kernelWant) {
 	g.put(override, []byte("[Service]\nEnvironment=KRB5_EXPORTER_KDCSERVICE_HOOKS=kprobe\n"))
 	g.must("systemctl daemon-reload && systemctl restart krb5-exporter")
 	waitTracing(t, g)
+	t.Logf("missed returns once tracing: %v", missedReturns(g))
 	checkHooks(t, g, "kprobe")
+	t.Logf("missed returns after the hooks' checks: %v", missedReturns(g))
 	checkTimedRequests(t, g)
+	t.Logf("missed returns after two rounds of logins: %v", missedReturns(g))
+	checkMissedReturns(t, g)
 	// Through the kprobe PMU, not tracefs (root's alone): none listed here.
 	t.Logf("kprobe_events under the unit:\n%s", g.must("cat /sys/kernel/tracing/kprobe_events"))
 	g.must("rm " + override + " && systemctl daemon-reload && systemctl restart krb5-exporter")
 	waitTracing(t, g)
 	checkHooks(t, g, k.hooks)
+}
+
+// missedReturns is krb5_kdc_service_tracing_errors_total{reason="missed_return"}.
+func missedReturns(g *guest) float64 {
+	v, _ := value(g.scrape(), "krb5_kdc_service_tracing_errors_total", "reason", "missed_return")
+	return v
+}
+
+// blockers is how many threads recvblock keeps in a receive: more than
+// any kernel's default number of kretprobe instances on the guest's CPUs
+// (the CPUs, or twice them and at least 10), which the collector cannot
+// raise under the unit (no tracefs).
+const blockers = 64
+
+// checkMissedReturns: in kprobe mode an ordinary user's process keeping
+// blockers threads in a receive takes every instance of the return
+// probe, and the KDC's returns are missed: the program counts them
+// (tracing_errors_total{reason="missed_return"}), tracing_up is 0, and
+// the requests timed fall short of the journal's by exactly that (one
+// receive a request: MIT's krb5kdc over UDP; the exporter's own probe's
+// requests too, counted in the journal). With the process gone the count
+// stays flat and every request is timed.
+func checkMissedReturns(t *testing.T, g *guest) {
+	g.putBuilt(t, "/tmp/recvblock", "build", "./vmtest/testdata/recvblock")
+	type snap struct {
+		journal, traced, missed int
+		up                      float64
+	}
+	take := func() snap {
+		var s snap
+		for _, v := range g.journalCounts("") {
+			s.journal += v
+		}
+		m := g.scrape()
+		for _, req := range []string{"as", "tgs", "other"} {
+			v, _ := value(m, "krb5_kdc_request_service_seconds", "request", req)
+			s.traced += int(v)
+		}
+		v, _ := value(m, "krb5_kdc_service_tracing_errors_total", "reason", "missed_return")
+		s.missed = int(v)
+		s.up, _ = value(m, "krb5_kdc_service_tracing_up")
+		return s
+	}
+	settled := func() snap {
+		prev := take()
+		for range 20 {
+			time.Sleep(2 * time.Second)
+			cur := take()
+			if cur.journal == prev.journal && cur.traced == prev.traced && cur.missed == prev.missed {
+				return cur
+			}
+			prev = cur
+		}
+		t.Fatalf("requests never settled: %+v", prev)
+		return prev
+	}
+	blocked := func(pid string) int {
+		return atoi(g.must("grep -l '^45 ' /proc/" + pid + "/task/*/syscall 2>/dev/null | wc -l"))
+	}
+	pid := strings.TrimSpace(g.must("runuser -u mallory -- bash -c 'setsid /tmp/recvblock " + fmt.Sprint(blockers) + " </dev/null >/dev/null 2>&1 & echo $!'"))
+	defer g.sh("kill " + pid)
+	eventually(t, 60*time.Second, fmt.Sprintf("%d threads of recvblock in recvfrom", blockers), func() string {
+		if n := blocked(pid); n < blockers {
+			return fmt.Sprintf("%d blocked", n)
+		}
+		return ""
+	})
+	s0 := settled()
+	g.must(logins)
+	g.must(logins)
+	first := take() // the first scrape since the logins
+	s1 := settled()
+	dj, dt, dm := s1.journal-s0.journal, s1.traced-s0.traced, s1.missed-s0.missed
+	t.Logf("%d threads of an ordinary user's process in a receive: %d requests in the journal, %d timed, %d returns missed (missed_return %d → %d); tracing_up %v at the first scrape after the logins",
+		blocked(pid), dj, dt, dm, s0.missed, s1.missed, first.up)
+	if dm <= 0 {
+		t.Errorf("missed_return did not rise (%d → %d) with %d requests in the journal and %d timed", s0.missed, s1.missed, dj, dt)
+	}
+	if dt > dj || dj-dt != dm {
+		t.Errorf("%d requests in the journal, %d timed: %d untimed, %d missed returns counted", dj, dt, dj-dt, dm)
+	}
+	if first.up != 0 {
+		t.Errorf("krb5_kdc_service_tracing_up %v at the first scrape after %d missed returns, want 0", first.up, dm)
+	}
+	g.must("kill " + pid + "; for i in $(seq 50); do kill -0 " + pid + " 2>/dev/null || exit 0; sleep 0.2; done; exit 1")
+	s2 := settled()
+	g.must(logins)
+	g.must(logins)
+	s3 := settled()
+	dj, dt, dm = s3.journal-s2.journal, s3.traced-s2.traced, s3.missed-s2.missed
+	t.Logf("recvblock gone: %d requests in the journal, %d timed, %d returns missed; tracing_up %v", dj, dt, dm, s3.up)
+	if dj == 0 || dt != dj || dm != 0 {
+		t.Errorf("recvblock gone: %d requests in the journal, %d timed, %d returns missed; want all timed, none missed", dj, dt, dm)
+	}
+	if s3.up != 1 {
+		t.Errorf("recvblock gone: tracing_up %v once the requests settled, want 1", s3.up)
+	}
 }

@@ -635,9 +635,48 @@ func checkKDCService(t *testing.T, g *guest, k kernelWant) {
 		caps = capsMemlock
 	}
 	checkHardened(t, g, caps)
+	if k.hooks == "" {
+		checkNotTraced(t, g)
+		return
+	}
 	waitTracing(t, g)
 	checkHooks(t, g, k.hooks)
 	checkTimedRequests(t, g)
+	// Trampolines see every return (kprobes may not: checkMissedReturns).
+	if m, _ := value(g.scrape(), "krb5_kdc_service_tracing_errors_total", "reason", "missed_return"); m != 0 {
+		t.Errorf("%v receives' returns missed with the %s hooks", m, k.hooks)
+	}
+}
+
+// checkNotTraced: on a kernel without BTF (the kernel's own
+// /sys/kernel/btf/vmlinux absent) the collector loads nothing and says so
+// (tracing_up 0, unsupported_kernel counted once, one log line), and the
+// exporter goes on counting the journal's requests.
+func checkNotTraced(t *testing.T, g *guest) {
+	if out, err := g.sh("test ! -e /sys/kernel/btf/vmlinux && grep -x '# CONFIG_DEBUG_INFO_BTF is not set' /boot/config-$(uname -r)"); err != nil {
+		t.Fatalf("the guest's kernel has BTF after all (%v: %s): give it the hooks it must get", err, out)
+	}
+	eventually(t, 60*time.Second, `krb5_kdc_service_tracing_up 0 and krb5_kdc_service_tracing_errors_total{reason="unsupported_kernel"} 1`, func() string {
+		mfs := g.scrape()
+		up, okUp := value(mfs, "krb5_kdc_service_tracing_up")
+		e, okE := value(mfs, "krb5_kdc_service_tracing_errors_total", "reason", "unsupported_kernel")
+		if !okUp || up != 0 || !okE || e != 1 || mfs["krb5_kdc_service_tracing_info"] != nil {
+			return fmt.Sprintf("tracing_up %v (present %v), errors %v, info %v", up, okUp, series(mfs, "krb5_kdc_service_tracing_errors_total"), series(mfs, "krb5_kdc_service_tracing_info"))
+		}
+		return ""
+	})
+	logged := g.must("journalctl -b -o cat --no-pager _PID=$(systemctl show -p MainPID --value krb5-exporter) | grep -F 'kdcservice collector:' || true")
+	if n := strings.Count(logged, "\n"); n != 1 || !strings.Contains(logged, "cannot trace krb5kdc") || !strings.Contains(logged, "unsupported_kernel") {
+		t.Errorf("the collector's log lines (%d), want one saying it cannot trace, unsupported_kernel:\n%s", n, logged)
+	}
+	if progs := g.must("bpftool prog show"); strings.Contains(progs, "sched_switch") {
+		t.Errorf("a kdcservice program is loaded:\n%s", progs)
+	}
+	// The restarted exporter counts from its start: the journal's since.
+	base := g.journalCounts(probePrin)
+	g.must(logins)
+	checkCounts(t, g, base)
+	t.Logf("the collector's log: %s", logged)
 }
 
 // waitTracing waits for krb5_kdc_service_tracing_up 1; else it fails the

@@ -44,7 +44,7 @@ type kdcserviceStats struct {
 		Count uint64
 		Sum   uint64
 	}
-	Errors [3]uint64
+	Errors [4]uint64
 }
 
 type kdcserviceThread struct {

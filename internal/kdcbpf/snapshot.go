@@ -95,6 +95,12 @@ type Snapshot struct {
 	// NotWatched is how many of the last Watch's pids are not watched.
 	WatchedFull uint64
 	NotWatched  int
+	// MissedReturns counts the receives of watched threads whose return
+	// the program never saw (the thread received or sent again first): a
+	// request each may have gone untimed. Kprobe mode misses returns
+	// when more receives are in progress on the host than the return
+	// probe has instances for.
+	MissedReturns uint64
 }
 
 // MaxWatched bounds the processes user space watches: half of the
@@ -165,7 +171,9 @@ const (
 	ReasonLoad              = "load"
 	ReasonAttach            = "attach"
 	ReasonMapFull           = "map_full"
+	// ReasonMissedReturn counts Snapshot.MissedReturns.
+	ReasonMissedReturn = "missed_return"
 )
 
 // Reasons lists them all.
-var Reasons = []string{ReasonPermission, ReasonUnsupportedKernel, ReasonLoad, ReasonAttach, ReasonMapFull}
+var Reasons = []string{ReasonPermission, ReasonUnsupportedKernel, ReasonLoad, ReasonAttach, ReasonMapFull, ReasonMissedReturn}

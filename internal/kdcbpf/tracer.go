@@ -47,8 +47,14 @@ type attachment struct {
 	name   string // for errors
 	prog   *ebpf.Program
 	target string // kprobe function or system call tracepoint; "" for tp_btf and trampolines
-	ret    bool   // a return probe
+	ret    bool   // a return hook (returnHooks)
 }
+
+// returnHooks are the programs that see a receive return. They are
+// attached before and detached after the rest, so that every receive
+// whose entry the program sees has its return seen too (or counted as
+// missed: the program's ERR_MISSED_RETURN).
+var returnHooks = []string{"fexit_recv", "kretprobe_recv", "tp_exit", "sys_exit"}
 
 // hooks is one way to see receives and sends: its programs, and for
 // each the functions or tracepoints it is attached to (none: its own
@@ -211,15 +217,25 @@ func loadWith(kernel *btf.Spec, mode string) (*Tracer, error) {
 		t.progs = append(t.progs, p)
 		t.names = append(t.names, name)
 		base, _, _ := strings.Cut(name, "@")
+		ret := slices.Contains(returnHooks, base)
 		switch p.Type() {
 		case ebpf.Kprobe, ebpf.TracePoint:
 			for _, to := range h.progs[base] {
-				t.attached = append(t.attached, attachment{name: name, prog: p, target: to, ret: strings.HasPrefix(base, "kretprobe")})
+				t.attached = append(t.attached, attachment{name: name, prog: p, target: to, ret: ret})
 			}
 		default:
-			t.attached = append(t.attached, attachment{name: name, prog: p})
+			t.attached = append(t.attached, attachment{name: name, prog: p, ret: ret})
 		}
 	}
+	slices.SortStableFunc(t.attached, func(a, b attachment) int {
+		switch {
+		case a.ret == b.ret:
+			return 0
+		case a.ret:
+			return -1
+		}
+		return 1
+	})
 	if err := t.Attach(); err != nil {
 		t.Close()
 		return nil, err
@@ -256,9 +272,10 @@ func (t *Tracer) Attach() error {
 	return nil
 }
 
-// Detach detaches the programs; they stay loaded, with their maps.
+// Detach detaches the programs, the return hooks last; they stay loaded,
+// with their maps.
 func (t *Tracer) Detach() {
-	for _, l := range t.links {
+	for _, l := range slices.Backward(t.links) {
 		l.Close()
 	}
 	t.links = nil
@@ -433,6 +450,7 @@ func (t *Tracer) Read(s *Snapshot) error {
 		s.ThreadsFull += st.Errors[0]
 		s.WorkersFull += st.Errors[1]
 		s.WatchedFull += st.Errors[2]
+		s.MissedReturns += st.Errors[3]
 	}
 	var pid uint32
 	var w kdcserviceWorker

@@ -71,7 +71,15 @@ char LICENSE[] SEC("license") = "GPL";
 #define ERR_THREADS_FULL 0
 #define ERR_WORKERS_FULL 1
 #define ERR_WATCHED_FULL 2 /* a forked child of a watched process left out */
-#define NERR 3
+/* A receive whose return the program never saw: its thread entered
+ * another receive, or sent, with the first still pending. A kretprobe
+ * misses returns when more calls are in progress host-wide than it has
+ * instances for (its maxactive: the kernel's default is the CPUs, or
+ * twice them, at least 10, where user space cannot raise it), so that any
+ * process blocking that many threads in a receive would hide the KDC's
+ * requests; counted in every mode, as any return missed would be. */
+#define ERR_MISSED_RETURN 3
+#define NERR 4
 
 struct thread {
 	u64 start; /* receive of the request in service; 0: none */
@@ -83,7 +91,7 @@ struct thread {
 	u64 qns;     /* queue time of the datagram being read; 0: unknown */
 	u8 state;    /* ST_* while in service */
 	u8 req, tr;
-	u8 pending; /* 1+TR_* once a socket receive began in this call */
+	u8 pending; /* 1+TR_* once a socket receive began, until it returns */
 	u8 slept;   /* blocked outside service since its last reply (or none yet) */
 	u32 tgid;   /* for user space to drop the threads of gone processes */
 	u64 sk;     /* the socket of the request in service: its reply ends it */
@@ -606,6 +614,8 @@ static __always_inline u64 user_buffer(long nr, u64 arg)
  * into the user buffer ubuf: the request it may read. */
 static __always_inline void receive_begin(struct thread *t, struct sock *sk, int tr, u16 port, u64 ubuf, bool btf)
 {
+	if (t->pending)
+		count_error(ERR_MISSED_RETURN);
 	t->ubuf = ubuf;
 	t->pending = 1 + tr;
 	t->sk = (u64)sk;
@@ -962,7 +972,14 @@ int tp_exit(struct syscall_exit_args *ctx)
 static __always_inline void socket_send(struct sock *sk, bool btf)
 {
 	struct thread *t = current_thread(false);
-	if (!t || t->start == 0 || t->sk != (u64)sk)
+	if (!t)
+		return;
+	if (t->pending) {
+		/* A thread sends only once its receive returned. */
+		t->pending = 0;
+		count_error(ERR_MISSED_RETURN);
+	}
+	if (t->start == 0 || t->sk != (u64)sk)
 		return;
 	u64 now = bpf_ktime_get_ns(), l = lost_call(t, btf);
 	u64 d = now - t->last;
