@@ -58,10 +58,11 @@ import (
 //     others, measured only in the emulated VM, whose pairs spread too
 //     far for 2 %); a run over it is measured again, up to twice: a run's
 //     median moves by about ±1 % on this shared 2-core machine, and about
-//     one run in four of the program at +1.4 % is over 2 % (docs/bench.md). By the kernel's own account, in the accounted
-//     phases, the programs' run time per request, wherever they ran, must
-//     be at most 2 % of the KDC's CPU per request off with the socket
-//     hooks (5 % with the others).
+//     one run in four of the program at +1.5 % is over 2 % (docs/bench.md).
+//     By the kernel's own account, in the accounted phases, the programs'
+//     run time per request, wherever they ran, must be at most 2 % of the
+//     KDC's CPU per request off with the socket hooks (5 % with the
+//     others).
 //
 // The modes that hook system calls, tracepoint and syscalls, put every
 // system call of the host on the kernel's slow path, and tracepoint adds
