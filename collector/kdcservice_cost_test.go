@@ -42,7 +42,8 @@ import (
 //   - the KDC: the bench's batched generator (internal/loadgen, 32 in
 //     flight) drives a single-process harness KDC pinned to CPU 0 at full
 //     speed with tgs tickets (its cheapest request: the largest share for
-//     the program), in rounds of three 50 ms phases
+//     the program), this process (the generator, the measurement) pinned
+//     to the last CPU, in rounds of three 100 ms phases
 //     (KRB5_EXPORTER_KDCSERVICE_COST_PHASE: longer): detached, attached,
 //     and attached with the kernel's BPF run-time statistics on (off, on,
 //     accounted; the next round the other way round), 60 rounds. The
@@ -50,16 +51,18 @@ import (
 //     includes the programs run in its context) over the phase divided
 //     by the requests it logged in the phase (its own count, at the same
 //     instants: the clients' count of answers lags by the requests in
-//     flight, a third of a phase). The median of the rounds' on/off
-//     ratios must be at most 1.05, the statistics (two clock reads a
-//     program run) off in both. By the kernel's own account, in the
-//     accounted phases, the programs' run time per request, wherever they
-//     ran, must be at most 2 % of the KDC's CPU per request off with the
-//     socket hooks (the goal; 5 % with the others, measured only in the
-//     emulated VM). The ratio is the whole cost, the programs' time and
-//     what they cost the KDC's own code (caches), but too noisy on this
-//     shared machine to hold to 2 %: +1.5 to +3.3 % in nine runs beside
-//     other jobs, a run's median moving by about ±1 % (docs/bench.md).
+//     flight). The median of the rounds' on/off ratios, the statistics
+//     (two clock reads a program run) off in both, is the whole cost: the
+//     programs' time and what they cost the KDC's own code (caches). It
+//     must be at most 1.02 with the socket hooks (the goal; 1.05 with the
+//     others, measured only in the emulated VM, whose pairs spread too
+//     far for 2 %); a run over it is measured again, up to twice: a run's
+//     median moves by about ±1 % on this shared 2-core machine, and about
+//     one run in four of the program at +1.5 % is over 2 % (docs/bench.md).
+//     By the kernel's own account, in the accounted phases, the programs'
+//     run time per request, wherever they ran, must be at most 2 % of the
+//     KDC's CPU per request off with the socket hooks (5 % with the
+//     others).
 //
 // The modes that hook system calls, tracepoint and syscalls, put every
 // system call of the host on the kernel's slow path, and tracepoint adds
@@ -68,7 +71,7 @@ import (
 // it: forced to tracepoint or syscalls the test fails), they are measured
 // here for the host only, and the test asserts that it sees their tax:
 // above 5 %, so that the host measurement is shown able to fail in every
-// run. About 20 s.
+// run. About 30 s.
 func TestKDCServiceCost(t *testing.T) {
 	testutil.Alone(t)
 	r := realmtest.Realm(t, realm.Options{Users: 200, Services: 20, Fillers: -1, NoKadmind: true, DisableLastSuccess: true})
@@ -120,15 +123,22 @@ func TestKDCServiceCost(t *testing.T) {
 			if worst > 1.05 {
 				t.Errorf("with the program attached an unrelated process's system calls are slower: %s; want at most 5 %%", host)
 			}
+			// The goal, 2 %, with the socket hooks; the others are measured
+			// only in the emulated VM, where a run's pairs spread too far
+			// for it.
+			want := 1.05
+			if mode == kdcbpf.HooksSocket {
+				want = 1.02
+			}
 			ratio, off, on, prog := kdcCost(t, tr, cfg, kdc, r.KDCLog)
-			if ratio > 1.05 {
-				t.Logf("%s hooks: the KDC's CPU per tgs request %.1f µs off, %.1f µs on: measured again", mode, off, on)
+			for again := 0; ratio > want && again < 2; again++ {
+				t.Logf("%s hooks: the KDC's CPU per tgs request %.1f µs off, %.1f µs on, %+.1f %%: measured again", mode, off, on, 100*(ratio-1))
 				ratio, off, on, prog = kdcCost(t, tr, cfg, kdc, r.KDCLog)
 			}
 			t.Logf("%s hooks: the host's system calls %s; the KDC's CPU per tgs request %.1f µs off, %.1f µs on: %+.1f %% (median of the pairs' ratios); the programs' own run time %.2f µs per request (%.2f %% of the KDC's CPU off)",
 				mode, host, off, on, 100*(ratio-1), prog, 100*prog/off)
-			if ratio > 1.05 {
-				t.Errorf("%s hooks cost the KDC %+.1f %% CPU per request, want at most 5 %% (the goal is 2 %%)", mode, 100*(ratio-1))
+			if ratio > want {
+				t.Errorf("%s hooks cost the KDC %+.1f %% CPU per request (three runs over), want at most %.0f %%", mode, 100*(ratio-1), 100*(want-1))
 			}
 			limit := 0.05
 			if mode == kdcbpf.HooksSocket {
@@ -239,7 +249,7 @@ func hostTax(t *testing.T, tr *kdcbpf.Tracer) (string, float64) {
 }
 
 // kdcCost drives the KDC with tgs requests in one load, tr detached and
-// attached in turn every phase (50 ms; costPhaseEnv sets another) (attached on entry and on return; off-on,
+// attached in turn every phase (100 ms; costPhaseEnv sets another) (attached on entry and on return; off-on,
 // on-off, ...: pairs that cancel a drift), and returns the median of the
 // pairs' ratios of its CPU per request, with the medians off and on in
 // µs. A pair with a phase of fewer than 20 answers (the KDC or the
@@ -249,6 +259,11 @@ func kdcCost(t *testing.T, tr *kdcbpf.Tracer, cfg loadgen.Config, kdc int, kdcLo
 	t.Helper()
 	const pairs, least = 60, 10
 	phase := costPhase(t)
+	// The generator and this goroutine off the KDC's CPU: otherwise they
+	// preempt it now and then, and a phase's CPU per request takes their
+	// cache damage, which hides part of the program's (the same program
+	// measured +1.0 to +2.0 % unpinned, +1.1 to +3.0 % pinned).
+	defer pinProcess(t, runtime.NumCPU()-1)()
 	runNS := func() float64 {
 		ss, err := procOf(t, kdc).Schedstat()
 		if err != nil {
@@ -392,15 +407,44 @@ func kdcCost(t *testing.T, tr *kdcbpf.Tracer, cfg loadgen.Config, kdc int, kdcLo
 	return medianOf(ratios), medianOf(offs), medianOf(ons), progNS / max(1, acctRequests) / 1e3
 }
 
+// pinProcess pins every thread of this process to cpu (the threads it
+// starts later inherit it) and returns what puts them back.
+func pinProcess(t *testing.T, cpu int) func() {
+	t.Helper()
+	var orig, one unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &orig); err != nil {
+		t.Fatal(err)
+	}
+	one.Set(cpu)
+	each := func(set *unix.CPUSet) {
+		tasks, err := os.ReadDir("/proc/self/task")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range tasks {
+			tid, err := strconv.Atoi(e.Name())
+			if err != nil {
+				continue
+			}
+			// (A thread that exited meanwhile: ESRCH, nothing to pin.)
+			if err := unix.SchedSetaffinity(tid, set); err != nil && !errors.Is(err, unix.ESRCH) {
+				t.Fatal(err)
+			}
+		}
+	}
+	each(&one)
+	return func() { each(&orig) }
+}
+
 // costPhaseEnv lengthens kdcCost's phases where the KDC answers too few
-// requests in 50 ms for a phase to count (an emulated guest: under qemu
+// requests in 100 ms for a phase to count (an emulated guest: under qemu
 // TCG, attaching a trampoline alone takes longer than that).
 const costPhaseEnv = "KRB5_EXPORTER_KDCSERVICE_COST_PHASE"
 
 func costPhase(t *testing.T) time.Duration {
 	v := os.Getenv(costPhaseEnv)
 	if v == "" {
-		return 50 * time.Millisecond
+		return 100 * time.Millisecond
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d <= 0 {

@@ -14,9 +14,10 @@ import (
 )
 
 type kdcserviceNextDgram struct {
-	_   structs.HostLayout
-	Skb uint64
-	At  uint64
+	_    structs.HostLayout
+	At   uint64
+	Port uint32
+	_    [4]byte
 }
 
 type kdcserviceStats struct {
@@ -44,7 +45,10 @@ type kdcserviceStats struct {
 		Count uint64
 		Sum   uint64
 	}
-	Errors [4]uint64
+	Errors     [4]uint64
+	RepliedSk  uint64
+	RepliedTid uint32
+	_          [4]byte
 }
 
 type kdcserviceThread struct {
@@ -77,6 +81,9 @@ type kdcserviceThread struct {
 	Replied   uint64
 	Gwait     uint64
 	Gap       uint64
+	P_count   uint64
+	P_sum     uint64
+	P_cpu     uint64
 }
 
 type kdcserviceWorker struct {
@@ -94,7 +101,6 @@ type kdcserviceWorker struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	kdcserviceMapArrivals       = "arrivals"
-	kdcserviceMapNextDgram      = "next_dgram"
 	kdcserviceMapStats          = "stats"
 	kdcserviceMapThreads        = "threads"
 	kdcserviceMapWatched        = "watched"
@@ -119,6 +125,7 @@ const (
 	kdcserviceProgTpExit        = "tp_exit"
 	kdcserviceVarForkBits       = "fork_bits"
 	kdcserviceVarKdcPorts       = "kdc_ports"
+	kdcserviceVarNextDgram      = "next_dgram"
 	kdcserviceVarWatchBits      = "watch_bits"
 )
 
@@ -188,12 +195,11 @@ type kdcserviceProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type kdcserviceMapSpecs struct {
-	Arrivals  *ebpf.MapSpec `ebpf:"arrivals"`
-	NextDgram *ebpf.MapSpec `ebpf:"next_dgram"`
-	Stats     *ebpf.MapSpec `ebpf:"stats"`
-	Threads   *ebpf.MapSpec `ebpf:"threads"`
-	Watched   *ebpf.MapSpec `ebpf:"watched"`
-	Workers   *ebpf.MapSpec `ebpf:"workers"`
+	Arrivals *ebpf.MapSpec `ebpf:"arrivals"`
+	Stats    *ebpf.MapSpec `ebpf:"stats"`
+	Threads  *ebpf.MapSpec `ebpf:"threads"`
+	Watched  *ebpf.MapSpec `ebpf:"watched"`
+	Workers  *ebpf.MapSpec `ebpf:"workers"`
 }
 
 // kdcserviceVariableSpecs contains global variables before they are loaded into the kernel.
@@ -202,6 +208,7 @@ type kdcserviceMapSpecs struct {
 type kdcserviceVariableSpecs struct {
 	ForkBits  *ebpf.VariableSpec `ebpf:"fork_bits"`
 	KdcPorts  *ebpf.VariableSpec `ebpf:"kdc_ports"`
+	NextDgram *ebpf.VariableSpec `ebpf:"next_dgram"`
 	WatchBits *ebpf.VariableSpec `ebpf:"watch_bits"`
 }
 
@@ -225,18 +232,16 @@ func (o *kdcserviceObjects) Close() error {
 //
 // It can be passed to loadKdcserviceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type kdcserviceMaps struct {
-	Arrivals  *ebpf.Map `ebpf:"arrivals"`
-	NextDgram *ebpf.Map `ebpf:"next_dgram"`
-	Stats     *ebpf.Map `ebpf:"stats"`
-	Threads   *ebpf.Map `ebpf:"threads"`
-	Watched   *ebpf.Map `ebpf:"watched"`
-	Workers   *ebpf.Map `ebpf:"workers"`
+	Arrivals *ebpf.Map `ebpf:"arrivals"`
+	Stats    *ebpf.Map `ebpf:"stats"`
+	Threads  *ebpf.Map `ebpf:"threads"`
+	Watched  *ebpf.Map `ebpf:"watched"`
+	Workers  *ebpf.Map `ebpf:"workers"`
 }
 
 func (m *kdcserviceMaps) Close() error {
 	return _KdcserviceClose(
 		m.Arrivals,
-		m.NextDgram,
 		m.Stats,
 		m.Threads,
 		m.Watched,
@@ -250,6 +255,7 @@ func (m *kdcserviceMaps) Close() error {
 type kdcserviceVariables struct {
 	ForkBits  *ebpf.Variable `ebpf:"fork_bits"`
 	KdcPorts  *ebpf.Variable `ebpf:"kdc_ports"`
+	NextDgram *ebpf.Variable `ebpf:"next_dgram"`
 	WatchBits *ebpf.Variable `ebpf:"watch_bits"`
 }
 

@@ -98,10 +98,13 @@ struct thread {
 	u64 out;    /* on CPU outside service since; 0: off CPU or in service */
 	u64 wait;   /* runnable outside service since; 0: not */
 	u64 hint;   /* rq_lost_counters() when lost was last read */
-	/* Time outside service not yet added to the process's worker: what
-	 * a receive ended, added with the reply's counts (one worker lookup
-	 * a request), at the next switch out, or once it reaches
-	 * PENDING_MAX. */
+	/* Counts not yet added to the process's worker: the replies' and
+	 * the time outside service, added at the thread's next switch out
+	 * (where it blocks or is preempted), at its exit, or once they reach
+	 * PENDING_MAX or PENDING_REQUESTS: one worker lookup per stretch on
+	 * CPU, not per request, where a busy KDC serves many requests a
+	 * stretch (a hash lookup that misses the cache after the KDC's own
+	 * work). */
 	u64 p_outside, p_runq, p_stolen;
 	u64 replied; /* its last reply; 0: none since its last request began */
 	u64 gwait;   /* runnable waiting for a CPU since that reply */
@@ -110,12 +113,15 @@ struct thread {
 	 * that reply to its start less its waits for a CPU, the worker's
 	 * whole cycle outside service; 0: not warm. */
 	u64 gap;
+	u64 p_count, p_sum, p_cpu;
 };
 
 /* The most outside time a thread keeps from its process's worker, ns: a
  * KDC that receives without replying (requests it drops) and never
  * blocks still shows it within this much. */
 #define PENDING_MAX 1000000ULL
+/* The most replies a thread keeps from its process's worker. */
+#define PENDING_REQUESTS 64
 
 struct total {
 	u64 count, sum, cpu, runq, blocked, stolen;
@@ -167,6 +173,10 @@ struct stats {
 	u64 queue[NTR * NB];
 	struct qtotal qtotals[NTR];
 	u64 errors[NERR];
+	/* The last request a reply's packet ended on this CPU (dev_queue):
+	 * its thread and socket, until that send's sock_send_length. */
+	u64 replied_sk;
+	u32 replied_tid;
 };
 
 struct {
@@ -330,9 +340,17 @@ static __always_inline void pending_flush(struct thread *t, struct worker *w)
 		__sync_fetch_and_add(&w->runq, t->p_runq);
 	if (t->p_stolen)
 		__sync_fetch_and_add(&w->stolen, t->p_stolen);
+	if (t->p_count) {
+		__sync_fetch_and_add(&w->count, t->p_count);
+		__sync_fetch_and_add(&w->sum, t->p_sum);
+		__sync_fetch_and_add(&w->cpu, t->p_cpu);
+	}
 	t->p_outside = 0;
 	t->p_runq = 0;
 	t->p_stolen = 0;
+	t->p_count = 0;
+	t->p_sum = 0;
+	t->p_cpu = 0;
 }
 
 /* Ends t's stretch on CPU outside service at now, if one was running,
@@ -354,7 +372,7 @@ static __always_inline void outside_done(struct thread *t, u64 now, u64 l, u64 e
 	t->p_stolen += stolen;
 	if (!flush && t->p_outside < PENDING_MAX)
 		return;
-	if (!t->p_outside && !t->p_runq && !t->p_stolen)
+	if (!t->p_outside && !t->p_runq && !t->p_stolen && !t->p_count)
 		return;
 	struct worker *w = worker_of(t->tgid);
 	if (w)
@@ -544,22 +562,27 @@ struct {
 	__type(value, u64);
 } arrivals SEC(".maps");
 
-static __always_inline void socket_send(struct sock *sk, bool btf);
+static __always_inline void socket_send(struct sock *sk, bool btf, bool packet);
 
-/* Per UDP port, the datagram the next receive on it takes and its
- * arrival (socket-tracepoint kernels, where the program sees a receive
- * only after its dequeue): set by the receive before from the head of the
- * socket's queue, or by the first arrival into an empty one. */
+/* Per UDP port, the arrival of the datagram the next receive on it takes
+ * (socket-tracepoint kernels, where the program sees a receive only after
+ * its dequeue): set by the receive before from the head of the socket's
+ * queue, or by the first arrival into an empty one. In a slot of an array
+ * by port (a load, where a hash map was a lookup and a delete or update
+ * every receive): the slot names its port, and a port that finds another
+ * in its slot has no queue time until it takes the slot back. */
 struct next_dgram {
-	u64 skb, at;
+	u64 at; /* 0: none */
+	u32 port;
 };
 
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 256);
-	__type(key, u16);
-	__type(value, struct next_dgram);
-} next_dgram SEC(".maps");
+#define NEXT_SLOTS 1024
+struct next_dgram next_dgram[NEXT_SLOTS];
+
+static __always_inline struct next_dgram *next_of(u16 port)
+{
+	return &next_dgram[port % NEXT_SLOTS];
+}
 
 /* The head of sk's queue, as __skb_recv_udp takes them: the reader
  * queue's first, or the receive queue's when that one is empty; 0 when
@@ -644,7 +667,7 @@ static __always_inline void syscall_enter(long id, long fd, u64 arg)
 	if (tr < 0)
 		return;
 	if (send) {
-		socket_send(sk, false);
+		socket_send(sk, false, false);
 		return;
 	}
 	struct thread *t = current_thread(true);
@@ -698,8 +721,11 @@ int BPF_PROG(netif_receive, struct sk_buff *skb)
 		return 0;
 	u64 key = (u64)skb, now = bpf_ktime_get_ns();
 	bpf_map_update_elem(&arrivals, &key, &now, BPF_ANY);
-	struct next_dgram n = {.skb = key, .at = now};
-	bpf_map_update_elem(&next_dgram, &port, &n, BPF_NOEXIST);
+	struct next_dgram *n = next_of(port);
+	if (n->port != port || !n->at) {
+		n->at = now;
+		n->port = port;
+	}
 	return 0;
 }
 
@@ -823,24 +849,22 @@ int BPF_PROG(sock_recv, struct sock *sk, int ret, int flags)
 	t->sk = (u64)sk;
 	if (tr == TR_UDP) {
 		kdc_port_add(port);
-		struct next_dgram *n = bpf_map_lookup_elem(&next_dgram, &port);
-		if (n && n->at)
-			t->qns = now > n->at ? now - n->at : 1;
+		struct next_dgram *n = next_of(port);
+		bool mine = n->port == port;
+		u64 was = n->at;
+		if (mine && was)
+			t->qns = now > was ? now - was : 1;
 		/* What the next receive takes: the head now, or the next to
 		 * arrive. */
 		u64 head = queue_head(sk, true);
 		u64 *at = head ? bpf_map_lookup_elem(&arrivals, &head) : 0;
-		if (at && n) {
-			n->skb = head;
+		if (at) {
 			n->at = *at;
-		} else if (at) {
-			struct next_dgram nn = {.skb = head, .at = *at};
-			bpf_map_update_elem(&next_dgram, &port, &nn, BPF_ANY);
-		} else if (n) {
-			bpf_map_delete_elem(&next_dgram, &port);
-		}
-		if (at)
+			n->port = port;
 			bpf_map_delete_elem(&arrivals, &head);
+		} else if (mine) {
+			n->at = 0;
+		}
 	}
 	receive_done(t, ret, now, true);
 	return 0;
@@ -851,15 +875,28 @@ int BPF_PROG(sock_recv, struct sock *sk, int ret, int flags)
 SEC("tp_btf/net_dev_queue")
 int BPF_PROG(dev_queue, struct sk_buff *skb)
 {
-	socket_send(skb->sk, true);
+	socket_send(skb->sk, true, true);
 	return 0;
 }
 
-/* A send that queued without transmitting (TCP held by its window). */
+/* A send that queued without transmitting (TCP held by its window, a
+ * datagram waiting for its neighbour's address). Most sends of a reply
+ * had their packet ended the request just before, in this call and on
+ * this CPU: those leave at once, without the thread's state. */
 SEC("tp_btf/sock_send_length")
 int BPF_PROG(sock_send, struct sock *sk, int ret, int flags)
 {
-	socket_send(sk, true);
+	u64 id = bpf_get_current_pid_tgid();
+	if (!maybe_watched(id >> 32))
+		return 0;
+	struct stats *st = cpu_stats();
+	if (st && st->replied_tid == (u32)id) {
+		u64 replied = st->replied_sk;
+		st->replied_tid = 0;
+		if (replied == (u64)sk)
+			return 0;
+	}
+	socket_send(sk, true, false);
 	return 0;
 }
 
@@ -909,7 +946,7 @@ int BPF_PROG(fexit_recv, struct socket *sock, void *msg, unsigned long size, int
 SEC("fentry/inet_sendmsg")
 int BPF_PROG(fentry_send, struct socket *sock)
 {
-	socket_send(sock->sk, true);
+	socket_send(sock->sk, true, false);
 	return 0;
 }
 
@@ -931,7 +968,7 @@ int kretprobe_recv(struct pt_regs *ctx)
 SEC("kprobe/inet_sendmsg")
 int kprobe_send(struct pt_regs *ctx)
 {
-	socket_send(BPF_CORE_READ((struct socket *)ctx->di, sk), true);
+	socket_send(BPF_CORE_READ((struct socket *)ctx->di, sk), true, false);
 	return 0;
 }
 
@@ -968,10 +1005,12 @@ int tp_exit(struct syscall_exit_args *ctx)
 
 /* A send on sk by the calling thread: the reply, if sk is the socket the
  * request came from (not a database or LDAP connection, not syslog).
- * btf: the current task is read as a BTF pointer. */
-static __always_inline void socket_send(struct sock *sk, bool btf)
+ * btf: the current task is read as a BTF pointer; packet: seen at its
+ * packet (dev_queue), whose sock_send_length follows. */
+static __always_inline void socket_send(struct sock *sk, bool btf, bool packet)
 {
-	struct thread *t = current_thread(false);
+	u64 id = bpf_get_current_pid_tgid();
+	struct thread *t = thread_of(id, false);
 	if (!t)
 		return;
 	if (t->pending) {
@@ -1022,18 +1061,22 @@ static __always_inline void socket_send(struct sock *sk, bool btf)
 			w->blocked += t->blocked;
 			w->gap += gap;
 		}
+		if (packet) {
+			st->replied_sk = (u64)sk;
+			st->replied_tid = (u32)id;
+		}
 	}
-	struct worker *w = worker_of(t->tgid);
-	if (!w)
-		return;
-	/* (The pending time outside service with the request's: one atomic
-	 * add for runq and stolen each.) */
+	/* The process's totals wait in t (pending_flush). */
 	t->p_runq += t->runq;
 	t->p_stolen += t->stolen;
-	__sync_fetch_and_add(&w->count, 1);
-	__sync_fetch_and_add(&w->sum, svc);
-	__sync_fetch_and_add(&w->cpu, t->cpu);
-	pending_flush(t, w);
+	t->p_count += 1;
+	t->p_sum += svc;
+	t->p_cpu += t->cpu;
+	if (t->p_count < PENDING_REQUESTS)
+		return;
+	struct worker *w = worker_of(t->tgid);
+	if (w)
+		pending_flush(t, w);
 }
 
 struct task_struct___old {
