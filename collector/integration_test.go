@@ -74,11 +74,18 @@ func asConn(t *testing.T, r *realm.Realm, name string) (net.Conn, []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return dialKDC(t, r), b
+}
+
+// dialKDC connects to r's KDC over UDP; the test's end closes it.
+func dialKDC(t *testing.T, r *realm.Realm) net.Conn {
+	t.Helper()
 	conn, err := net.Dial("udp", r.KDCAddr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return conn, b
+	t.Cleanup(func() { conn.Close() })
+	return conn
 }
 
 // loadUntilTick sends AS requests in batches of 500 until the pids' own
@@ -370,11 +377,7 @@ func TestIntegrationUDPFlood(t *testing.T) {
 	inErr0 := s.Value("krb5_host_udp_in_errors_total", "proto", "udp")
 
 	cont := stopKDC(t, r)
-	conn, err := net.Dial("udp", r.KDCAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := dialKDC(t, r)
 	// 5,000 datagrams are 20 times what the receive buffer holds: all of
 	// them are sent (the time bound only guards against a hang), so that
 	// drops do not depend on how fast this machine sends.

@@ -1,7 +1,6 @@
 package collector
 
 import (
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,11 +45,7 @@ func TestKDCServiceKnownTimes(t *testing.T) {
 	r := upRealm(t, 0, false)
 	_, ks, reg := serviceCollector(t, r)
 	kdc := r.KDCPids()[0]
-	conn, err := net.Dial("udp", r.KDCAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := dialKDC(t, r)
 	n := 0
 	fresh := func() []byte {
 		n++

@@ -1,7 +1,6 @@
 package collector
 
 import (
-	"net"
 	"strconv"
 	"syscall"
 	"testing"
@@ -30,11 +29,7 @@ func TestKDCServiceWarm(t *testing.T) {
 	r := upRealm(t, 0, false)
 	_, ks, reg := serviceCollector(t, r)
 	kdc := r.KDCPids()[0]
-	conn, err := net.Dial("udp", r.KDCAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := dialKDC(t, r)
 	n := 0
 	send := func() {
 		n++
