@@ -77,6 +77,18 @@ func asConn(t *testing.T, r *realm.Realm, name string) (net.Conn, []byte) {
 	return dialKDC(t, r), b
 }
 
+// awaitReply reads the KDC's next reply on conn (failing after 5 s) and
+// returns when it came.
+func awaitReply(t *testing.T, conn net.Conn) time.Time {
+	t.Helper()
+	buf := make([]byte, 4096)
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := conn.Read(buf); err != nil {
+		t.Fatalf("no answer from the KDC: %v", err)
+	}
+	return time.Now()
+}
+
 // dialKDC connects to r's KDC over UDP; the test's end closes it.
 func dialKDC(t *testing.T, r *realm.Realm) net.Conn {
 	t.Helper()

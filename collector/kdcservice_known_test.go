@@ -55,14 +55,7 @@ func TestKDCServiceKnownTimes(t *testing.T) {
 		}
 		return b
 	}
-	buf := make([]byte, 4096)
-	read := func() time.Time {
-		conn.SetReadDeadline(time.Now().Add(5 * time.Second))
-		if _, err := conn.Read(buf); err != nil {
-			t.Fatalf("no answer from the KDC: %v", err)
-		}
-		return time.Now()
-	}
+	read := func() time.Time { return awaitReply(t, conn) }
 	// The first requests make the program's state of the KDC's thread
 	// and its UDP port.
 	for range 3 {

@@ -41,14 +41,7 @@ func TestKDCServiceWarm(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	buf := make([]byte, 4096)
-	read := func() time.Time {
-		conn.SetReadDeadline(time.Now().Add(5 * time.Second))
-		if _, err := conn.Read(buf); err != nil {
-			t.Fatalf("no answer from the KDC: %v", err)
-		}
-		return time.Now()
-	}
+	read := func() time.Time { return awaitReply(t, conn) }
 	for range 3 { // the program's state of the thread and its port
 		send()
 		read()
